@@ -1,0 +1,386 @@
+"""A scripted, deterministic litellm provider for tests and benchmarks: ``fake/<name>``.
+
+It answers every prompt the project sends. With a response schema (``response_format``
+json_schema, or instructor's JSON mode, which embeds the schema in the system message) it
+returns a schema-valid instance; our own judges get lexical-overlap heuristics, anything else
+a generic instance. Tests script exact answers with :meth:`FakeProvider.script`.
+
+Behaviour is set per model string, e.g. ``fake/judge?latency=0.2&errors=0.2&malformed=0.1``:
+``latency`` seconds per call, ``errors`` chance of a transient (retryable) failure per
+attempt, ``malformed`` chance of a broken JSON reply per distinct request, ``wrong`` chance
+of flipping a boolean/choice answer, ``window`` the context window it reports. Never used by
+the demo: its answers mean nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import httpx
+import litellm
+from litellm.llms.custom_llm import CustomLLM
+
+from ragaudit.lang import tokens
+
+EMBED_DIM = 64
+DEFAULT_WINDOW = 8192
+
+
+@dataclass(frozen=True)
+class FakeOptions:
+    """Per-model behaviour parsed from the model string's query part."""
+
+    latency: float = 0.0
+    errors: float = 0.0
+    malformed: float = 0.0
+    wrong: float = 0.0
+    window: int = DEFAULT_WINDOW
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, model: str) -> tuple[str, FakeOptions]:
+        """``judge?latency=0.2`` → (``judge``, options)."""
+        name, _, query = model.partition("?")
+        name = name.split("/", 1)[-1]
+        values: dict[str, Any] = {}
+        for key, value in parse_qsl(query):
+            if key not in cls.__dataclass_fields__:
+                raise ValueError(f"fake provider: unknown option '{key}' in model '{model}'")
+            values[key] = int(value) if key in {"window", "seed"} else float(value)
+        return name, cls(**values)
+
+
+@dataclass
+class FakeRequest:
+    """What a responder sees of one call."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    schema: dict[str, Any] | None
+    params: dict[str, Any]
+    options: FakeOptions
+
+    @property
+    def system(self) -> str:
+        """The first system message's text."""
+        return next((_text(m) for m in self.messages if m.get("role") == "system"), "")
+
+    @property
+    def user(self) -> str:
+        """The last user message's text."""
+        return next((_text(m) for m in reversed(self.messages) if m.get("role") == "user"), "")
+
+    @property
+    def title(self) -> str:
+        """The response schema's title (a pydantic model's class name), or ''."""
+        return (self.schema or {}).get("title", "")
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The JSON input our typed prompts put after the last ``Input:`` / ``输入:``."""
+        return _last_input(self.user)
+
+    def digest(self) -> str:
+        """A stable hash of the request."""
+        blob = json.dumps([self.model, self.messages], sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+Responder = Callable[[FakeRequest], Any]
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+_INPUT = re.compile(r"(?:Input|输入): (\{.*?\})\s*\n(?:Output|输出):", re.DOTALL)
+
+
+def _last_input(text: str) -> dict[str, Any]:
+    found = _INPUT.findall(text)
+    if not found:
+        return {}
+    with contextlib.suppress(json.JSONDecodeError):
+        return json.loads(found[-1])
+    return {}
+
+
+def _unit(*parts: Any) -> float:
+    """A deterministic number in [0, 1) from ``parts``."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _schema_from_instructor(system: str) -> dict[str, Any] | None:
+    """Instructor's JSON mode puts the schema in the system message after ``json_schema:``."""
+    idx = system.find("json_schema:")
+    if idx < 0:
+        return None
+    start = system.find("{", idx)
+    if start < 0:
+        return None
+    with contextlib.suppress(json.JSONDecodeError):
+        obj, _ = json.JSONDecoder().raw_decode(system[start:])
+        return obj
+    return None
+
+
+def overlap(question: str, text: str) -> float:
+    """Share of the question's distinct tokens found in ``text`` (0 when the question has none)."""
+    q = set(tokens(question))
+    return len(q & set(tokens(text))) / len(q) if q else 0.0
+
+
+# -- answers of our own judges --------------------------------------------------------------
+
+
+def _relevance(req: FakeRequest) -> dict[str, Any]:
+    p = req.payload
+    score = overlap(p.get("question", ""), p.get("context", ""))
+    return {"relevant": score >= 0.3, "reason": f"token overlap {score:.2f}"}
+
+
+def _pairwise(req: FakeRequest) -> dict[str, Any]:
+    p = req.payload
+    q = p.get("question", "")
+    a, b = overlap(q, p.get("context_1", "")), overlap(q, p.get("context_2", ""))
+    return {"better": 1 if a >= b else 2, "reason": f"overlap {a:.2f} vs {b:.2f}"}
+
+
+def _group_answer(req: FakeRequest) -> dict[str, Any]:
+    p = req.payload
+    q = p.get("question", "")
+    useful = [c for c in p.get("contexts", []) if overlap(q, c) > 0]
+    if not useful:
+        return {"answerable": False, "answer": ""}
+    return {"answerable": True, "answer": " ".join(c.split("\n")[0][:200] for c in useful)}
+
+
+def _merge(req: FakeRequest) -> dict[str, Any]:
+    parts = req.payload.get("partial_answers", [])
+    return {"answer": " ".join(dict.fromkeys(parts))}
+
+
+OWN_JUDGES: dict[str, Responder] = {
+    "RelevanceVerdict": _relevance,
+    "PairwisePreference": _pairwise,
+    "GroupAnswer": _group_answer,
+    "MergedAnswer": _merge,
+}
+
+
+def instance_of(schema: dict[str, Any], root: dict[str, Any] | None = None, seed: str = "") -> Any:
+    """A deterministic, valid instance of a JSON schema (the subset pydantic emits)."""
+    root = root or schema
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return instance_of(root.get("$defs", {}).get(name, {}), root, seed)
+    for combo in ("anyOf", "oneOf", "allOf"):
+        if combo in schema:
+            options = [s for s in schema[combo] if s.get("type") != "null"] or schema[combo]
+            return instance_of(options[0], root, seed)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][int(_unit(seed) * len(schema["enum"]))]
+    kind = schema.get("type", "object")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: instance_of(v, root, f"{seed}.{k}") for k, v in props.items()}
+    if kind == "array":
+        low = schema.get("minItems", 1)
+        return [instance_of(schema.get("items", {}), root, f"{seed}[{i}]") for i in range(max(1, low))]
+    if kind == "integer":
+        return int(schema.get("minimum", 1) if "minimum" in schema else 1)
+    if kind == "number":
+        return float(schema.get("minimum", 1.0) if "minimum" in schema else 1.0)
+    if kind == "boolean":
+        return True
+    text = f"fake {seed.strip('.') or 'text'}"
+    return text[: schema.get("maxLength", len(text))]
+
+
+def _flip(value: Any) -> Any:
+    """Turn a judgement around (for the ``wrong`` option)."""
+    if isinstance(value, dict):
+        if "better" in value:
+            return {**value, "better": 3 - value["better"]}
+        if "relevant" in value:
+            return {**value, "relevant": not value["relevant"]}
+        if "verdict" in value and value["verdict"] in (0, 1):
+            return {**value, "verdict": 1 - value["verdict"]}
+    return value
+
+
+def _fake_vector(text: str, dim: int = EMBED_DIM) -> list[float]:
+    """Hashed bag-of-tokens: texts sharing words get close vectors."""
+    vec = [0.0] * dim
+    for tok, n in Counter(tokens(text)).items():
+        h = int.from_bytes(hashlib.md5(tok.encode()).digest()[:4], "big")
+        vec[h % dim] += n * (1.0 if (h >> 8) & 1 else -1.0)
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+@dataclass
+class _Stats:
+    calls: int = 0
+    errors: int = 0
+    malformed: int = 0
+    embeddings: int = 0
+    requests: list[FakeRequest] = field(default_factory=list)
+
+
+class FakeProvider(CustomLLM):
+    """The ``fake`` litellm provider (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._responders: list[Responder] = []
+        self._attempts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self.stats = _Stats()
+        self.keep_requests = False
+
+    # -- scripting --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def script(self, responder: Responder) -> Iterator[FakeProvider]:
+        """Within the block, ``responder(request)`` answers first (None falls through)."""
+        self._responders.insert(0, responder)
+        try:
+            yield self
+        finally:
+            self._responders.remove(responder)
+
+    def reset(self, *, keep_requests: bool = False) -> None:
+        """Forget counters, attempts and recorded requests."""
+        with self._lock:
+            self._attempts.clear()
+            self.stats = _Stats()
+            self.keep_requests = keep_requests
+
+    # -- answering --------------------------------------------------------------------
+
+    def answer(self, req: FakeRequest) -> str:
+        """The reply text for ``req`` (before malformation)."""
+        for responder in self._responders:
+            out = responder(req)
+            if out is not None:
+                return _render(out)
+        if req.schema is not None:
+            judge = OWN_JUDGES.get(req.title)
+            value = judge(req) if judge else instance_of(req.schema, seed=req.title)
+            if req.options.wrong and _unit("wrong", req.digest(), req.options.seed) < req.options.wrong:
+                value = _flip(value)
+            return json.dumps(value, ensure_ascii=False)
+        return f"Fake answer to: {req.user[:200]}"
+
+    def _request(self, model: str, messages: list, optional_params: dict) -> FakeRequest:
+        name, options = FakeOptions.parse(model)
+        fmt = optional_params.get("response_format") or {}
+        schema = None
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            schema = (fmt.get("json_schema") or {}).get("schema")
+        if schema is None:
+            system = next((_text(m) for m in messages if m.get("role") == "system"), "")
+            schema = _schema_from_instructor(system)
+        return FakeRequest(name, list(messages), schema, dict(optional_params), options)
+
+    async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # noqa: D102
+        optional_params = kwargs.get("optional_params") or {}
+        req = self._request(model, messages, optional_params)
+        if req.options.latency:
+            await asyncio.sleep(req.options.latency)
+        return self._respond(model, req)
+
+    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # noqa: D102
+        optional_params = kwargs.get("optional_params") or {}
+        req = self._request(model, messages, optional_params)
+        if req.options.latency:
+            time.sleep(req.options.latency)
+        return self._respond(model, req)
+
+    def _respond(self, model: str, req: FakeRequest) -> litellm.ModelResponse:
+        digest = req.digest()
+        with self._lock:
+            self._attempts[digest] += 1
+            attempt = self._attempts[digest]
+            self.stats.calls += 1
+            if self.keep_requests:
+                self.stats.requests.append(req)
+        opts = req.options
+        if opts.errors and _unit("error", digest, attempt, opts.seed) < opts.errors:
+            with self._lock:
+                self.stats.errors += 1
+            raise litellm.RateLimitError(
+                message="fake: simulated rate limit",
+                llm_provider="fake",
+                model=model,
+                response=httpx.Response(
+                    429,
+                    headers={"retry-after-ms": "1"},
+                    request=httpx.Request("POST", "http://fake.invalid/v1/chat"),
+                ),
+            )
+        text = self.answer(req)
+        if opts.malformed and _unit("malformed", digest, opts.seed) < opts.malformed:
+            with self._lock:
+                self.stats.malformed += 1
+            text = text[: max(1, len(text) // 2)]  # a reply cut off mid-JSON
+        prompt_tokens = sum(len(tokens(_text(m))) for m in req.messages)
+        return litellm.ModelResponse(
+            model=model,
+            choices=[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            usage={
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": len(tokens(text)),
+                "total_tokens": prompt_tokens + len(tokens(text)),
+            },
+        )
+
+    # -- embeddings ---------------------------------------------------------------------
+
+    async def aembedding(self, model: str, input: list, *args: Any, **kwargs: Any) -> litellm.EmbeddingResponse:  # noqa: A002, D102
+        _, options = FakeOptions.parse(model)
+        if options.latency:
+            await asyncio.sleep(options.latency)
+        return self.embedding(model, input)
+
+    def embedding(self, model: str, input: list, *args: Any, **kwargs: Any) -> litellm.EmbeddingResponse:  # noqa: A002, D102
+        texts = [input] if isinstance(input, str) else list(input)
+        with self._lock:
+            self.stats.embeddings += len(texts)
+        return litellm.EmbeddingResponse(
+            model=model,
+            data=[{"object": "embedding", "index": i, "embedding": _fake_vector(t)} for i, t in enumerate(texts)],
+            usage={"prompt_tokens": sum(len(tokens(t)) for t in texts), "total_tokens": 0},
+        )
+
+
+def _render(out: Any) -> str:
+    if isinstance(out, str):
+        return out
+    if hasattr(out, "model_dump_json"):
+        return out.model_dump_json()
+    return json.dumps(out, ensure_ascii=False)
+
+
+FAKE = FakeProvider()
+
+__all__ = ["EMBED_DIM", "FAKE", "FakeOptions", "FakeProvider", "FakeRequest", "instance_of", "overlap"]

@@ -1,0 +1,449 @@
+"""The one gateway every LLM and embedding call goes through.
+
+On top of litellm it adds what an evaluation needs and litellm's own cache does not give
+cheaply (PITFALLS): a diskcache memo keyed on the output-affecting request only, a
+per-model concurrency limit, bounded retries with backoff that honours Retry-After, typed
+structured output with one repair attempt, and one call-log row per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import email.utils
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import diskcache
+import litellm
+from pydantic import BaseModel, ValidationError
+
+from ragaudit.cache._calllog import CallCounts, CallLog, CallRecord
+from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
+from ragaudit.secrets import redact
+
+T = TypeVar("T", bound=BaseModel)
+
+# Failures worth another try: the provider is busy, slow or briefly broken. Anything else
+# (bad request, auth, context overflow) fails at once: retrying cannot change the answer.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    litellm.RateLimitError,
+    litellm.APIConnectionError,
+    litellm.Timeout,
+    litellm.ServiceUnavailableError,
+    litellm.InternalServerError,
+    asyncio.TimeoutError,
+)
+MAX_RETRY_AFTER_S = 120.0
+
+# Request fields the gateway owns; a caller's value for them is replaced.
+_RESERVED = {"num_retries", "max_retries", "timeout", "stream", "caching"}
+
+
+@dataclass
+class _Scope:
+    stage: str = ""
+    run_id: str = ""
+    # Identical requests inside one scope are different samples (answer relevancy asks the
+    # same prompt n times): each gets the next sample index so the memo keeps them apart.
+    seen: dict[str, int] = field(default_factory=dict)
+    counts: CallCounts = field(default_factory=CallCounts)
+    raw: list[str] | None = None
+
+
+_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("ragaudit_scope", default=None)
+
+
+@dataclass
+class Judged(Generic[T]):
+    """A structured judge answer: the parsed value, or why there is none."""
+
+    value: T | None
+    raw: str
+    status: str
+    error: str | None = None
+    repaired: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Whether ``value`` holds a parsed answer."""
+        return self.status == "ok"
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the provider asked us to wait, from the exception's response headers."""
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    response = getattr(exc, "response", None)
+    if headers is None and response is not None:
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        with contextlib.suppress(ValueError):
+            return float(value) / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def extract_json(text: str) -> str:
+    """The JSON object inside a reply that may wrap it in prose or a code fence."""
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.strip("`")
+        text = text[text.find("\n") + 1 :] if "\n" in text else text
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return text
+    end = max(text.rfind("}"), text.rfind("]"))
+    return text[start : end + 1] if end > start else text[start:]
+
+
+def schema_instruction(schema: type[BaseModel]) -> str:
+    """The instruction that asks for JSON of ``schema`` (for models without native schemas)."""
+    return (
+        "Reply with one JSON object only, no prose, matching this JSON schema:\n"
+        + canonical_json(schema.model_json_schema())
+    )
+
+
+def _provider(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else ""
+
+
+class Gateway:
+    """Memoised, logged, rate-limited access to litellm models.
+
+    Args:
+        cache_dir: diskcache folder of the memo (shared by every run).
+        call_log: where call rows go; a fresh one if None.
+        concurrency: calls in flight at once per model.
+        max_retries: retries of a transient failure before it is final.
+        backoff_s: first backoff delay, doubled per retry, with jitter.
+        timeout_s: per-request timeout.
+    """
+
+    def __init__(
+        self,
+        cache_dir: Path | str,
+        call_log: CallLog | None = None,
+        *,
+        concurrency: int = 8,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        timeout_s: float = 120.0,
+        run_id: str = "",
+    ) -> None:
+        from ragaudit.cache import providers
+
+        providers.register_all()
+        self.cache_dir = Path(cache_dir)
+        self.memo = diskcache.Cache(str(self.cache_dir), size_limit=2**34)
+        self.log = call_log or CallLog()
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self.run_id = run_id
+        self._limits: dict[tuple[int, str], asyncio.Semaphore] = {}
+
+    # -- scoping ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def scope(self, stage: str) -> Iterator[CallCounts]:
+        """Label the calls made inside with ``stage`` and count them (the yielded counts)."""
+        new = _Scope(stage=stage, run_id=self.run_id)
+        token = _scope.set(new)
+        try:
+            yield new.counts
+        finally:
+            _scope.reset(token)
+
+    @contextlib.contextmanager
+    def item_scope(self, keep_raw: bool = False) -> Iterator[list[str]]:
+        """One scored item: identical calls inside are distinct samples; yields the raw replies.
+
+        Counts still go to the enclosing stage scope.
+        """
+        parent = self._current()
+        new = _Scope(stage=parent.stage, run_id=parent.run_id, counts=parent.counts,
+                     raw=[] if keep_raw else None)
+        token = _scope.set(new)
+        try:
+            yield new.raw if new.raw is not None else []
+        finally:
+            _scope.reset(token)
+
+    def _record(self, scope: _Scope, record: CallRecord) -> None:
+        self.log.add(record)
+        counts = scope.counts
+        counts.calls += 1
+        if record.cache_hit:
+            counts.cache_hits += 1
+        else:
+            counts.provider_calls += 1
+
+    def _current(self) -> _Scope:
+        return _scope.get() or _Scope(run_id=self.run_id)
+
+    def _limit(self, model: str) -> asyncio.Semaphore:
+        # Semaphores belong to one event loop; Prefect tasks may each run their own.
+        loop = asyncio.get_running_loop()
+        key = (id(loop), model)
+        if key not in self._limits:
+            self._limits[key] = asyncio.Semaphore(self.concurrency)
+        return self._limits[key]
+
+    # -- completion ---------------------------------------------------------------------
+
+    async def acompletion(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        prompt_version: str | None = None,
+        sample_index: int | None = None,
+        **params: Any,
+    ) -> litellm.ModelResponse:
+        """One chat completion through the memo; raises the provider's error after retries."""
+        params = {k: v for k, v in params.items() if k not in _RESERVED}
+        request = {"model": model, "messages": messages, **params}
+        scope = self._current()
+        if sample_index is None:
+            # Only repeats *within a scope* count: across scopes, the same prompt is the same call.
+            probe = request_key({**request, "prompt_version": prompt_version})
+            sample_index = scope.seen.get(probe, 0)
+            scope.seen[probe] = sample_index + 1
+        key = request_key(
+            {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
+        )
+        record = CallRecord(
+            kind="completion",
+            key_hash=key,
+            model=model,
+            stage=scope.stage,
+            run_id=scope.run_id,
+            prompt_version=prompt_version,
+        )
+        started = time.perf_counter()
+        cached = self.memo.get(key)
+        if cached is not None:
+            response = litellm.ModelResponse(**cached)
+            record.cache_hit = True
+            self._fill_usage(record, response, cost=False)
+            record.latency_s = time.perf_counter() - started
+            self._record(scope, record)
+            self._keep_raw(scope, response)
+            return response
+        try:
+            response = await self._call_provider(record, params=request)
+        finally:
+            record.latency_s = time.perf_counter() - started
+            self._record(scope, record)
+        self._fill_usage(record, response, cost=True)
+        self.memo.set(key, response.model_dump(mode="json"))
+        self._keep_raw(scope, response)
+        return response
+
+    @staticmethod
+    def _keep_raw(scope: _Scope, response: Any) -> None:
+        if scope.raw is not None:
+            with contextlib.suppress(Exception):
+                scope.raw.append(response.choices[0].message.content or "")
+
+    async def _call_provider(self, record: CallRecord, *, params: dict[str, Any]) -> Any:
+        model = params["model"]
+        attempt = 0
+        while True:
+            try:
+                async with self._limit(model):
+                    if record.kind == "embedding":
+                        return await litellm.aembedding(**params, timeout=self.timeout_s, num_retries=0)
+                    return await litellm.acompletion(
+                        **params, timeout=self.timeout_s, num_retries=0, stream=False
+                    )
+            except TRANSIENT_ERRORS as exc:
+                if attempt >= self.max_retries:
+                    record.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
+                    raise
+                attempt += 1
+                record.retries = attempt
+                delay = _retry_after(exc)
+                if delay is None:
+                    delay = self.backoff_s * (2 ** (attempt - 1)) * (0.5 + random.random())
+                await asyncio.sleep(min(delay, MAX_RETRY_AFTER_S))
+            except Exception as exc:
+                record.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
+                raise
+
+    @staticmethod
+    def _fill_usage(record: CallRecord, response: Any, *, cost: bool) -> None:
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            record.tokens_in = getattr(usage, "prompt_tokens", None)
+            record.tokens_out = getattr(usage, "completion_tokens", None)
+        if cost and _provider(record.model) not in {"fake", "local"}:
+            with contextlib.suppress(Exception):
+                record.cost_usd = float(litellm.completion_cost(completion_response=response))
+
+    # -- structured output ----------------------------------------------------------------
+
+    async def astructured(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        schema: type[T],
+        prompt_version: str,
+        sample_index: int = 0,
+        **params: Any,
+    ) -> Judged[T]:
+        """A completion parsed into ``schema``: one repair attempt, then an explicit failure.
+
+        Never raises for a model's failure: the caller gets ``status="failed"`` with the error.
+        """
+        fmt = {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False},
+        }
+        send = [{"role": "system", "content": schema_instruction(schema)}, *messages]
+        tokens_in = tokens_out = 0
+        raw = ""
+        try:
+            response = await self.acompletion(
+                model=model,
+                messages=send,
+                prompt_version=prompt_version,
+                sample_index=sample_index,
+                response_format=fmt,
+                **params,
+            )
+            raw = response.choices[0].message.content or ""
+            tokens_in, tokens_out = self._tokens(response)
+            try:
+                return Judged(schema.model_validate_json(extract_json(raw)), raw, "ok",
+                              tokens_in=tokens_in, tokens_out=tokens_out)
+            except ValidationError as exc:
+                problem = _short_validation(exc)
+            repair = [
+                *send,
+                {"role": "assistant", "content": raw},
+                {
+                    "role": "user",
+                    "content": f"That reply is not valid ({problem}). "
+                    "Reply again with only the JSON object that matches the schema.",
+                },
+            ]
+            response = await self.acompletion(
+                model=model,
+                messages=repair,
+                prompt_version=prompt_version,
+                sample_index=sample_index,
+                response_format=fmt,
+                **params,
+            )
+            raw2 = response.choices[0].message.content or ""
+            t_in, t_out = self._tokens(response)
+            tokens_in, tokens_out = tokens_in + t_in, tokens_out + t_out
+            try:
+                value = schema.model_validate_json(extract_json(raw2))
+            except ValidationError as exc:
+                return Judged(None, raw2, "failed",
+                              f"invalid output after one repair: {_short_validation(exc)}",
+                              repaired=True, tokens_in=tokens_in, tokens_out=tokens_out)
+            return Judged(value, raw2, "ok", repaired=True, tokens_in=tokens_in, tokens_out=tokens_out)
+        except Exception as exc:  # provider failure after retries, or a non-transient error
+            return Judged(None, raw, "failed", redact(f"{type(exc).__name__}: {exc}")[:2000],
+                          tokens_in=tokens_in, tokens_out=tokens_out)
+
+    @staticmethod
+    def _tokens(response: Any) -> tuple[int, int]:
+        usage = getattr(response, "usage", None)
+        if usage is None:
+            return 0, 0
+        return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+    # -- embeddings ---------------------------------------------------------------------
+
+    async def aembed(self, texts: Sequence[str], *, model: str) -> list[list[float]]:
+        """Embed ``texts``: memo hits per text, one provider call for the misses."""
+        keys = [request_key({"model": model, "input": t}) for t in texts]
+        out: list[list[float] | None] = [self.memo.get(k) for k in keys]
+        missing = [i for i, v in enumerate(out) if v is None]
+        scope = self._current()
+        record = CallRecord(
+            kind="embedding",
+            key_hash=canonical_hash(keys),
+            model=model,
+            stage=scope.stage,
+            run_id=scope.run_id,
+        )
+        started = time.perf_counter()
+        if not missing:
+            record.cache_hit = True
+            record.latency_s = time.perf_counter() - started
+            self._record(scope, record)
+            return [v for v in out if v is not None]
+        try:
+            response = await self._call_provider(
+                record, params={"model": model, "input": [texts[i] for i in missing]}
+            )
+        finally:
+            record.latency_s = time.perf_counter() - started
+            self._record(scope, record)
+        usage = getattr(response, "usage", None)
+        record.tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
+        items = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
+        for i, item in zip(missing, items, strict=True):
+            vector = item["embedding"] if isinstance(item, dict) else item.embedding
+            out[i] = list(vector)
+            self.memo.set(keys[i], out[i])
+        return [v for v in out if v is not None]
+
+    # -- adapters -------------------------------------------------------------------------
+
+    def litellm_acompletion(self, prompt_version: str | None = None):
+        """A drop-in for ``litellm.acompletion`` that routes through this gateway (for ragas)."""
+
+        async def acompletion(**kwargs: Any) -> litellm.ModelResponse:
+            model = kwargs.pop("model")
+            messages = kwargs.pop("messages")
+            return await self.acompletion(
+                model=model, messages=messages, prompt_version=prompt_version, **kwargs
+            )
+
+        return acompletion
+
+    def stats(self) -> dict[str, Any]:
+        """Entries and bytes in the memo."""
+        return {"path": str(self.cache_dir), "entries": len(self.memo), "bytes": self.memo.volume()}
+
+    def close(self) -> None:
+        """Close the memo's database handles."""
+        self.memo.close()
+
+
+def _short_validation(exc: ValidationError) -> str:
+    errs = exc.errors()
+    if not errs:
+        return str(exc)[:300]
+    first = errs[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
+    more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+    return f"{loc}: {first.get('msg', '')}{more}"[:300]
+
+
+__all__ = ["TRANSIENT_ERRORS", "Gateway", "Judged", "extract_json", "schema_instruction"]

@@ -1,0 +1,58 @@
+"""Process environment the stack needs to run offline, set before any heavy import.
+
+Every value here is a measured fix from PITFALLS.md: each stops a library from calling the
+network (analytics, price lists, tokenizer and model downloads) or raises a timeout that is
+too tight on a 2-core machine. A value the user has already set is never overridden.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _litellm_tokenizer_dir() -> str | None:
+    """Return litellm's bundled tiktoken encodings folder without importing litellm."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    return str(path) if path.is_dir() else None
+
+
+def project_home() -> Path:
+    """Folder for ragaudit's own state (Prefect home, caches): ``$RAGAUDIT_HOME`` or ``./data``."""
+    return Path(os.environ.get("RAGAUDIT_HOME", "data")).resolve()
+
+
+def apply_defaults() -> None:
+    """Set the offline environment, leaving any variable the user set untouched."""
+    defaults = {
+        # ragas posts analytics on every LLM call, blocking the event loop for up to 1 s.
+        "RAGAS_DO_NOT_TRACK": "true",
+        # litellm fetches a model price list at import unless told to use its bundled copy.
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+        # Hugging Face look-ups (token counters, sentence-transformers) retry the hub for ~23 s.
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        # Prefect: no telemetry, a startup timeout that survives a loaded 2-core machine.
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        "PREFECT_HOME": str(project_home() / "prefect"),
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_UI_ENABLED": "false",
+    }
+    tokenizers = _litellm_tokenizer_dir()
+    if tokenizers:
+        # tiktoken downloads encodings on first use; litellm ships the ones we need.
+        defaults["TIKTOKEN_CACHE_DIR"] = tokenizers
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    # Prefect creates its home without parents and then cannot open its database.
+    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,198 @@
+"""Question sets: JSONL, JSON, CSV or Parquet, with ragaudit's or RAGAS's field names.
+
+A malformed file gets one message that names the file, the row and the column; nothing is
+guessed silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragaudit.errors import InputError
+from ragaudit.lang import detect_language
+
+# RAGAS EvaluationDataset names → ours, so a RAGAS user brings data as it is.
+ALIASES = {
+    "user_input": "question",
+    "query": "question",
+    "id": "question_id",
+    "qid": "question_id",
+    "ground_truth": "reference",
+    "answer": "response",
+    "contexts": "retrieved_contexts",
+}
+KNOWN = {
+    "question_id",
+    "question",
+    "filters",
+    "reference",
+    "reference_context_ids",
+    "reference_contexts",
+    "response",
+    "retrieved_contexts",
+    "metadata",
+    "language",
+}
+_LIST_FIELDS = ("reference_context_ids", "reference_contexts", "retrieved_contexts")
+
+
+class Question(BaseModel):
+    """One question-set row."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    question_id: str
+    question: str
+    language: str = "en"
+    filters: dict[str, Any] = Field(default_factory=dict)
+    reference: str | None = None
+    reference_context_ids: list[str] | None = None
+    reference_contexts: list[str] | None = None
+    response: str | None = None
+    retrieved_contexts: list[str] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def _decode(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); "
+            "re-save the file as UTF-8"
+        ) from None
+
+
+def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """Raw records and the word for a record's position ('line' or 'row')."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import polars as pl
+
+        try:
+            return pl.read_parquet(path).to_dicts(), "row"
+        except Exception as exc:
+            raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    text = _decode(path)
+    if suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}")
+            rows.append({**obj, "__pos": n})
+        return rows, "line"
+    if suffix == ".json":
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        if isinstance(obj, dict) and isinstance(obj.get("samples"), list):
+            obj = obj["samples"]  # RAGAS EvaluationDataset.to_dict() shape
+        if not isinstance(obj, list):
+            raise InputError(f"{path}: expected a JSON list of objects")
+        return obj, "item"
+    if suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text))
+        # csv rows: the header is line 1, so data row n is on line n + 1 (no multi-line cells).
+        return [{**r, "__pos": i + 2} for i, r in enumerate(reader)], "line"
+    raise InputError(f"{path}: unsupported question-set format '{suffix}' (use .jsonl, .json, .csv or .parquet)")
+
+
+def _as_list(value: Any, where: str) -> list[str] | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise InputError(f"{where}: expected a list (JSON array of strings)") from None
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: expected a list of strings")
+    return value
+
+
+def _as_dict(value: Any, where: str) -> dict[str, Any]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise InputError(f"{where}: expected a JSON object") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected an object (mapping)")
+    return value
+
+
+def load_questions(path: Path | str, limit: int | None = None) -> list[Question]:
+    """Read and validate a question set; raises InputError naming row and column."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"question set {path}: file not found")
+    records, unit = _records(path)
+    if not records:
+        raise InputError(f"{path}: the question set is empty")
+    columns: set[str] = set()
+    for rec in records:
+        columns.update(ALIASES.get(k, k) for k in rec if k != "__pos")
+    if "question" not in columns:
+        raise InputError(f"{path}: column 'question' (or 'user_input') is missing")
+    questions: list[Question] = []
+    first_row_of: dict[str, int] = {}
+    for index, raw in enumerate(records, start=1):
+        pos = raw.get("__pos", index)
+        rec = {ALIASES.get(k, k): v for k, v in raw.items() if k != "__pos"}
+        where = f"{path}: {unit} {pos}"
+        question = rec.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise InputError(f"{where}, column 'question': empty or missing")
+        qid = rec.get("question_id")
+        if qid is None or (isinstance(qid, str) and not qid.strip()):
+            if "question_id" in columns:
+                raise InputError(f"{where}, column 'question_id': empty")
+            qid = f"q{index:04d}"
+        qid = str(qid).strip()
+        if qid in first_row_of:
+            raise InputError(
+                f"{where}, column 'question_id': duplicate id '{qid}' (first at {unit} {first_row_of[qid]})"
+            )
+        first_row_of[qid] = pos
+        extra = {k: v for k, v in rec.items() if k not in KNOWN}
+        metadata = {**_as_dict(rec.get("metadata"), f"{where}, column 'metadata'"), **extra}
+        lists = {f: _as_list(rec.get(f), f"{where}, column '{f}'") for f in _LIST_FIELDS}
+        reference = rec.get("reference")
+        response = rec.get("response")
+        questions.append(
+            Question(
+                question_id=qid,
+                question=question.strip(),
+                language=str(rec.get("language") or detect_language(question)),
+                filters=_as_dict(rec.get("filters"), f"{where}, column 'filters'"),
+                reference=reference if isinstance(reference, str) and reference.strip() else None,
+                response=response if isinstance(response, str) and response.strip() else None,
+                metadata=json.loads(json.dumps(metadata, default=str)),
+                **lists,
+            )
+        )
+        if limit and len(questions) >= limit:
+            break
+    return questions
+
+
+__all__ = ["ALIASES", "Question", "load_questions"]

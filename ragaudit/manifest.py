@@ -1,0 +1,92 @@
+"""What a run records about itself beside its tables: config, code, packages, models."""
+
+from __future__ import annotations
+
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import ragaudit
+from ragaudit.config import OFFLINE_EMBEDDER, OFFLINE_JUDGE, RunConfig
+from ragaudit.runfolder import RunFolder
+
+PACKAGES = (
+    "ragaudit", "prefect", "litellm", "ragas", "instructor", "polars", "pyarrow", "diskcache",
+    "lancedb", "pydantic", "llama-cpp-python", "sentence-transformers", "torch",
+    "elasticsearch", "opensearch-py",
+)
+
+SMOKE_WARNING = (
+    "The judge is the offline smoke-quality model local/gemma-3-270m (a 270M base model): its "
+    "verdicts and scores are NOT meaningful. Name a real judge, e.g. --judge openai/gpt-4o-mini "
+    "or --judge ollama/qwen2.5:7b (any litellm model string)."
+)
+EMBEDDER_WARNING = (
+    "The embedder is the offline English-only all-MiniLM-L6-v2: embedding-based scores "
+    "(answer relevancy, semantic similarity) on Chinese questions are not meaningful. Configure a "
+    "multilingual embedder with --embedder (any litellm embedding model)."
+)
+
+
+def git_info() -> dict[str, Any]:
+    """Commit and dirty flag of the ragaudit checkout (None outside a git checkout)."""
+    root = Path(ragaudit.__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True,
+                                    text=True, timeout=10, check=True).stdout.strip())
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages a result depends on."""
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def models_block(config: RunConfig) -> dict[str, Any]:
+    """The judge, generator and embedder used, and whether they are the smoke defaults."""
+    m = config.models
+    return {
+        "judge": m.judge_model,
+        "generator": m.generator_model,
+        "embedder": m.embedder_model,
+        "judge_is_offline_smoke_model": m.judge_model == OFFLINE_JUDGE,
+        "embedder_is_offline_english_only": m.embedder_model == OFFLINE_EMBEDDER,
+    }
+
+
+def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]:
+    """Plain warnings about the quality of what the models can tell."""
+    out = []
+    if config.models.judge_model == OFFLINE_JUDGE:
+        out.append(SMOKE_WARNING)
+    if config.models.embedder_model == OFFLINE_EMBEDDER and run is not None and run.has("questions"):
+        langs = set(run.read("questions").column("language").to_pylist())
+        if "zh" in langs:
+            out.append(EMBEDDER_WARNING)
+    return out
+
+
+def base_manifest(config: RunConfig, run_id: str) -> dict[str, Any]:
+    """The manifest's fixed part, written when a run starts."""
+    return {
+        "run_id": run_id,
+        "ragaudit_version": ragaudit.__version__,
+        "config": config.model_dump(mode="json"),
+        "git": git_info(),
+        "packages": package_versions(),
+        "models": models_block(config),
+    }
+
+
+__all__ = ["EMBEDDER_WARNING", "SMOKE_WARNING", "base_manifest", "git_info", "judge_warnings", "models_block"]

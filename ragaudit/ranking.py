@@ -1,0 +1,153 @@
+"""Agreement between two orders of the same candidates, and of an order with relevance labels.
+
+Written out from the formulas (average ranks for ties, tau-b, sklearn's linear-gain NDCG) so
+the tests can hold each one against an independent implementation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+
+def average_ranks(order: Sequence[str], groups: Sequence[int] | None = None) -> dict[str, float]:
+    """1-based ranks of ``order``; items sharing a tie group share their average rank."""
+    if groups is None:
+        return {item: float(i + 1) for i, item in enumerate(order)}
+    ranks: dict[str, float] = {}
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and groups[j + 1] == groups[i]:
+            j += 1
+        avg = (i + 1 + j + 1) / 2.0
+        for item in order[i : j + 1]:
+            ranks[item] = avg
+        i = j + 1
+    return ranks
+
+
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return math.nan
+    return sxy / math.sqrt(sxx * syy)
+
+
+def spearman(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """Spearman's rho: Pearson correlation of the rank vectors over the ids both rank."""
+    common = [k for k in a if k in b]
+    if len(common) < 2:
+        return math.nan
+    return _pearson([a[k] for k in common], [b[k] for k in common])
+
+
+def kendall_tau_b(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """Kendall's tau-b over the ids both rank (ties in either order handled)."""
+    common = [k for k in a if k in b]
+    n = len(common)
+    if n < 2:
+        return math.nan
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            da = a[common[i]] - a[common[j]]
+            db = b[common[i]] - b[common[j]]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denom = math.sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b))
+    return (concordant - discordant) / denom if denom else math.nan
+
+
+def top_k_overlap(a: Sequence[str], b: Sequence[str], k: int) -> tuple[float, list[str]]:
+    """The seed's "top-k similarity": share of ``a``'s top k also in ``b``'s top k, and those ids."""
+    top_b = set(b[:k])
+    overlap = [x for x in a[:k] if x in top_b]
+    return len(overlap) / k, overlap
+
+
+def ndcg_at_k(order: Sequence[str], gains: Mapping[str, float], k: int) -> float:
+    """NDCG@k with linear gains and log2 discounts (scikit-learn's ``ndcg_score`` convention)."""
+    dcg = sum(gains.get(item, 0.0) / math.log2(i + 2) for i, item in enumerate(order[:k]))
+    ideal = sorted(gains.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else math.nan
+
+
+def mrr(order: Sequence[str], relevant: set[str]) -> float:
+    """Reciprocal rank of the first relevant item (0 when none is ranked)."""
+    for i, item in enumerate(order):
+        if item in relevant:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def hit_at_k(order: Sequence[str], relevant: set[str], k: int) -> float:
+    """1 when any relevant item is in the top k."""
+    return 1.0 if any(item in relevant for item in order[:k]) else 0.0
+
+
+def precision_at_k(order: Sequence[str], relevant: set[str], k: int) -> float:
+    """Relevant items in the top k over k."""
+    return sum(1 for item in order[:k] if item in relevant) / k
+
+
+def recall_at_k(order: Sequence[str], relevant: set[str], k: int) -> float:
+    """Relevant items in the top k over all relevant items."""
+    if not relevant:
+        return math.nan
+    return sum(1 for item in order[:k] if item in relevant) / len(relevant)
+
+
+def judge_gains(ordered: Sequence[str]) -> dict[str, float]:
+    """Graded relevance from a judge order: the first of n relevant gets n, the last 1."""
+    n = len(ordered)
+    return {item: float(n - i) for i, item in enumerate(ordered)}
+
+
+def full_judge_ranks(
+    ordered: Sequence[str], tie_group: Sequence[int], irrelevant: Sequence[str]
+) -> dict[str, float]:
+    """Ranks of every judged id: the ordered relevant ones, then all irrelevant ones tied last."""
+    groups = list(tie_group) + [max(tie_group, default=-1) + 1] * len(irrelevant)
+    return average_ranks([*ordered, *irrelevant], groups)
+
+
+def order_vs_labels(order: Sequence[str], relevant: set[str], k: int) -> dict[str, float]:
+    """Relevance-label metrics of one order."""
+    gains = {item: 1.0 for item in relevant}
+    return {
+        "ndcg": ndcg_at_k(order, gains, k),
+        "mrr": mrr(order, relevant),
+        "hit": hit_at_k(order, relevant, k),
+        "precision": precision_at_k(order, relevant, k),
+        "recall": recall_at_k(order, relevant, k),
+    }
+
+
+__all__ = [
+    "average_ranks",
+    "full_judge_ranks",
+    "hit_at_k",
+    "judge_gains",
+    "kendall_tau_b",
+    "mrr",
+    "ndcg_at_k",
+    "order_vs_labels",
+    "precision_at_k",
+    "recall_at_k",
+    "spearman",
+    "top_k_overlap",
+]

@@ -1,0 +1,118 @@
+"""The run folder ``<runs_root>/<run_id>/``: one Parquet table per stage plus ``manifest.json``.
+
+Every write goes to a temporary file in the same folder and is renamed into place, so a
+crash never leaves a half-written table or manifest behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ragaudit.errors import StageError
+from ragaudit.schemas import SCHEMA_VERSION, TABLES
+
+
+def _atomic_target(path: Path) -> tuple[int, str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+
+def write_bytes(data: bytes, path: Path) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    fd, tmp = _atomic_target(path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(obj: Any, path: Path) -> None:
+    """Write ``obj`` as indented UTF-8 JSON, atomically."""
+    write_bytes(json.dumps(obj, indent=2, ensure_ascii=False, default=str).encode("utf-8"), path)
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write a Parquet table atomically (zstd-compressed)."""
+    fd, tmp = _atomic_target(path)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunFolder:
+    """Paths and typed reads/writes of one run's folder."""
+
+    def __init__(self, root: Path | str, run_id: str) -> None:
+        self.run_id = run_id
+        self.path = Path(root) / run_id
+
+    def table_path(self, name: str) -> Path:
+        """Where table ``name`` lives."""
+        return self.path / f"{name}.parquet"
+
+    @property
+    def manifest_path(self) -> Path:
+        """``manifest.json`` of the run."""
+        return self.path / "manifest.json"
+
+    @property
+    def calls_dir(self) -> Path:
+        """Folder of the per-stage LLM call logs."""
+        return self.path / "llm_calls"
+
+    def has(self, name: str) -> bool:
+        """Whether table ``name`` was written."""
+        return self.table_path(name).is_file()
+
+    def write(self, name: str, table: pa.Table) -> Path:
+        """Write table ``name`` (its schema must be the registered one).
+
+        ``name`` may have a part suffix (``scores/faithfulness``): the part of a table written
+        by one task, under the table's schema.
+        """
+        expected = TABLES[name.split("/", 1)[0]]
+        if not table.schema.equals(expected, check_metadata=False):
+            raise ValueError(f"table {name}: schema differs from schema version {SCHEMA_VERSION}")
+        path = self.table_path(name)
+        write_table(table.replace_schema_metadata(expected.metadata), path)
+        return path
+
+    def read(self, name: str) -> pa.Table:
+        """Read table ``name``; a missing table or a newer schema version is a StageError."""
+        path = self.table_path(name)
+        if not path.is_file():
+            raise StageError(f"run {self.run_id}: table '{name}' is missing ({path}); run the stage that writes it first")
+        table = pq.read_table(path)
+        version = int((table.schema.metadata or {}).get(b"schema_version", b"0"))
+        if version > SCHEMA_VERSION:
+            raise StageError(f"{path}: schema version {version} is newer than this ragaudit reads ({SCHEMA_VERSION})")
+        return table
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest, or an empty dict before the first write."""
+        if not self.manifest_path.is_file():
+            return {}
+        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Replace the manifest atomically."""
+        write_json(manifest, self.manifest_path)
+
+
+__all__ = ["RunFolder", "write_bytes", "write_json", "write_table"]

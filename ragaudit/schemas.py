@@ -1,0 +1,198 @@
+"""The Parquet tables a run writes, each with a schema version in its metadata.
+
+Every table is keyed by ``run_id`` + ``question_id`` (+ ids). Nested or free-form values
+(filters, metadata, reasons, merge trees) are stored as JSON text so that any Parquet reader
+can open them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+_str, _f64, _i64, _bool = pa.string(), pa.float64(), pa.int64(), pa.bool_()
+_strs = pa.list_(pa.string())
+
+
+def _schema(name: str, fields: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema(fields, metadata={"schema_version": str(SCHEMA_VERSION), "table": name})
+
+
+QUESTIONS = _schema(
+    "questions",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("question", _str),
+        ("language", _str),
+        ("filters", _str),
+        ("reference", _str),
+        ("reference_context_ids", _strs),
+        ("reference_contexts", _strs),
+        ("response", _str),
+        ("retrieved_contexts", _strs),
+        ("metadata", _str),
+    ],
+)
+
+CANDIDATES = _schema(
+    "candidates",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("context_id", _str),
+        ("text", _str),
+        ("engine_rank", _i64),
+        ("engine_score", _f64),
+        ("gold_relevant", _bool),
+        ("source", _str),
+    ],
+)
+
+ANSWERS = _schema(
+    "answers",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("response", _str),
+        ("status", _str),
+        ("error", _str),
+        ("source", _str),
+        ("latency_s", _f64),
+    ],
+)
+
+VERDICTS = _schema(
+    "verdicts",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("context_id", _str),
+        ("relevant", _bool),
+        ("reason", _str),
+        ("status", _str),
+        ("error", _str),
+    ],
+)
+
+COMPARISONS = _schema(
+    "comparisons",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("first_id", _str),
+        ("second_id", _str),
+        ("choice_ab", _str),
+        ("choice_ba", _str),
+        ("outcome", _str),
+        ("reason", _str),
+        ("status", _str),
+        ("error", _str),
+    ],
+)
+
+RANKING = _schema(
+    "ranking",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("ordered_ids", _strs),
+        ("tie_group", pa.list_(_i64)),
+        ("irrelevant_ids", _strs),
+        ("unjudged_ids", _strs),
+        ("strategy", _str),
+        ("judge_calls", _i64),
+        ("status", _str),
+        ("error", _str),
+    ],
+)
+
+AGREEMENT = _schema(
+    "agreement",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("comparison", _str),
+        ("metric", _str),
+        ("k", _i64),
+        ("value", _f64),
+        ("overlap_ids", _strs),
+        ("status", _str),
+        ("reason", _str),
+    ],
+)
+
+GROUND_TRUTH = _schema(
+    "ground_truth",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("reference", _str),
+        ("origin", _str),
+        ("mode", _str),
+        ("status", _str),
+        ("error", _str),
+        ("supporting_ids", _strs),
+        ("merge_tree", _str),
+        ("calls", _i64),
+        ("tokens_in", _i64),
+        ("tokens_out", _i64),
+    ],
+)
+
+SCORES = _schema(
+    "scores",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("metric", _str),
+        ("value", _f64),
+        ("status", _str),
+        ("error", _str),
+        ("reason", _str),
+        ("k_used", _i64),
+        ("judge", _str),
+        ("metric_args", _str),
+    ],
+)
+
+SUMMARY = _schema(
+    "summary",
+    [
+        ("run_id", _str),
+        ("metric", _str),
+        ("mean", _f64),
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n_ok", _i64),
+        ("n_failed", _i64),
+        ("n_skipped", _i64),
+        ("threshold", _f64),
+        ("flagged", _bool),
+    ],
+)
+
+TABLES: dict[str, pa.Schema] = {
+    s.metadata[b"table"].decode(): s
+    for s in (QUESTIONS, CANDIDATES, ANSWERS, VERDICTS, COMPARISONS, RANKING, AGREEMENT,
+              GROUND_TRUTH, SCORES, SUMMARY)
+}
+
+
+def to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows (dicts) to a table of ``schema``; missing keys become nulls, extra keys are an error."""
+    names = set(schema.names)
+    for row in rows[:1]:
+        extra = set(row) - names
+        if extra:
+            raise ValueError(f"{schema.metadata[b'table'].decode()}: unknown columns {sorted(extra)}")
+    return pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema=schema)
+
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "to_table"] + [
+    "AGREEMENT", "ANSWERS", "CANDIDATES", "COMPARISONS", "GROUND_TRUTH", "QUESTIONS", "RANKING",
+    "SCORES", "SUMMARY", "VERDICTS",
+]

@@ -1,0 +1,166 @@
+"""What every stage shares: its context (config, run folder, gateway) and its result."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import litellm
+
+from ragaudit.cache import Gateway
+from ragaudit.cache._fake import DEFAULT_WINDOW, FakeOptions
+from ragaudit.config import RunConfig
+from ragaudit.runfolder import RunFolder
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Without better knowledge a judge is assumed to hold this many tokens (prompt + answer).
+FALLBACK_WINDOW = 8192
+
+_gateways: dict[tuple[str, str], Gateway] = {}
+
+
+def gateway_for(config: RunConfig, run_id: str) -> Gateway:
+    """The process's gateway for this run (one per cache folder and run)."""
+    key = (str(Path(config.cache_dir).resolve()), run_id)
+    if key not in _gateways:
+        m = config.models
+        _gateways[key] = Gateway(
+            config.cache_dir,
+            concurrency=m.concurrency,
+            max_retries=m.max_retries,
+            backoff_s=m.backoff_s,
+            timeout_s=m.timeout_s,
+            run_id=run_id,
+        )
+    return _gateways[key]
+
+
+def context_window(model: str, configured: int | None = None) -> int:
+    """Tokens the model holds (prompt + answer): configured, known to us or litellm, or 8,192."""
+    if configured:
+        return configured
+    provider = model.split("/", 1)[0]
+    if provider == "fake":
+        return FakeOptions.parse(model)[1].window or DEFAULT_WINDOW
+    if provider == "local":
+        from ragaudit.cache._local import LOCAL_CONTEXT_WINDOW
+
+        return LOCAL_CONTEXT_WINDOW
+    try:
+        info = litellm.get_model_info(model)
+        return int(info.get("max_input_tokens") or info.get("max_tokens") or FALLBACK_WINDOW)
+    except Exception:  # litellm does not know every model string (ollama tags, custom names)
+        return FALLBACK_WINDOW
+
+
+def count_tokens(model: str, text: str) -> int:
+    """Tokens of ``text`` for ``model`` (tiktoken's cl100k for models litellm cannot map)."""
+    provider = model.split("/", 1)[0]
+    # Our own providers have no litellm tokenizer; cl100k over-counts CJK a little, which is
+    # the safe side for window packing.
+    name = "gpt-4" if provider in {"fake", "local"} else model
+    try:
+        return int(litellm.token_counter(model=name, text=text))
+    except Exception:
+        return len(text)
+
+
+@dataclass
+class StageContext:
+    """Everything a stage needs at run time."""
+
+    config: RunConfig
+    run: RunFolder
+    gateway: Gateway
+
+    @property
+    def judge(self) -> str:
+        """The judge model string."""
+        return self.config.models.judge_model
+
+    def window(self) -> int:
+        """The judge's context window."""
+        return context_window(self.judge, self.config.models.judge_context_window)
+
+
+@dataclass
+class StageResult:
+    """What a stage task returns: the tables it wrote (name → content hash) and its LLM counts."""
+
+    stage: str
+    tables: dict[str, str]
+    llm: dict[str, int]
+    seconds: float
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (the fingerprint downstream task caches key on)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def make_context(config_json: str, run_root: str, run_id: str) -> StageContext:
+    """Rebuild the stage context inside a task from its serialisable inputs."""
+    config = RunConfig.model_validate_json(config_json)
+    run = RunFolder(run_root, run_id)
+    return StageContext(config=config, run=run, gateway=gateway_for(config, run_id))
+
+
+async def run_stage(
+    stage: str, ctx: StageContext, work: Callable[[StageContext], Awaitable[Iterable[str]]]
+) -> StageResult:
+    """Run ``work`` (which writes tables and returns their names), flush the call log."""
+    started = time.perf_counter()
+    with ctx.gateway.scope(stage) as counts:
+        try:
+            names = list(await work(ctx))
+        finally:
+            # The calls made so far are kept even when the stage fails: they were paid for.
+            ctx.gateway.log.flush(ctx.run.calls_dir / f"{stage}-{time.time_ns()}.parquet", stage=stage)
+    return StageResult(
+        stage=stage,
+        tables={n: file_digest(ctx.run.table_path(n)) for n in names},
+        llm=counts.as_dict(),
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def gather_limited(items: Iterable[T], fn: Callable[[T], Awaitable[R]], limit: int) -> list[R]:
+    """``fn`` over ``items`` with at most ``limit`` running at once, results in input order."""
+    sem = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> R:
+        async with sem:
+            return await fn(item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text for a Parquet string column."""
+    return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+__all__ = [
+    "StageContext",
+    "StageResult",
+    "context_window",
+    "count_tokens",
+    "dumps",
+    "file_digest",
+    "gateway_for",
+    "gather_limited",
+    "make_context",
+    "run_stage",
+]
