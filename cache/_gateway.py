@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from ragaudit.cache._calllog import CallCounts, CallLog, CallRecord
 from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
 from ragaudit.secrets import redact
+from ragaudit.secrets import register as register_secret
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -49,8 +50,10 @@ _RESERVED = {"num_retries", "max_retries", "timeout", "stream", "caching"}
 class _Scope:
     stage: str = ""
     run_id: str = ""
-    # Identical requests inside one scope are different samples (answer relevancy asks the
-    # same prompt n times): each gets the next sample index so the memo keeps them apart.
+    # Identical requests inside one *item* scope are different samples (answer relevancy asks
+    # the same prompt n times): each gets the next sample index so the memo keeps them apart.
+    # A stage scope only labels and counts: two items asking the same prompt share one answer.
+    samples: bool = False
     seen: dict[str, int] = field(default_factory=dict)
     counts: CallCounts = field(default_factory=CallCounts)
     raw: list[str] | None = None
@@ -95,8 +98,13 @@ def _retry_after(exc: BaseException) -> float | None:
     try:
         return float(value)
     except ValueError:
+        pass
+    try:
         parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError):
+        # A header we cannot read must not turn a retryable rate limit into a crash.
+        return None
+    return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
 def extract_json(text: str) -> str:
@@ -180,7 +188,7 @@ class Gateway:
         """
         parent = self._current()
         new = _Scope(stage=parent.stage, run_id=parent.run_id, counts=parent.counts,
-                     raw=[] if keep_raw else None)
+                     raw=[] if keep_raw else None, samples=True)
         token = _scope.set(new)
         try:
             yield new.raw if new.raw is not None else []
@@ -220,10 +228,13 @@ class Gateway:
     ) -> litellm.ModelResponse:
         """One chat completion through the memo; raises the provider's error after retries."""
         params = {k: v for k, v in params.items() if k not in _RESERVED}
+        # A key passed as an argument is as secret as one in the environment: a provider may
+        # echo it in an error message, which then goes to the call log.
+        register_secret(params.get("api_key"))
         request = {"model": model, "messages": messages, **params}
         scope = self._current()
-        if sample_index is None:
-            # Only repeats *within a scope* count: across scopes, the same prompt is the same call.
+        if sample_index is None and scope.samples:
+            # Only repeats *within an item scope* count: elsewhere the same prompt is the same call.
             probe = request_key({**request, "prompt_version": prompt_version})
             sample_index = scope.seen.get(probe, 0)
             scope.seen[probe] = sample_index + 1

@@ -22,6 +22,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 import ragaudit
 from ragaudit.cache import canonical_hash
 from ragaudit.config import RunConfig
+from ragaudit.errors import ConfigError, InputError, RagauditError, StageError
 from ragaudit.manifest import base_manifest, judge_warnings
 from ragaudit.runfolder import RunFolder
 from ragaudit.tasks import collect as collect_mod
@@ -30,6 +31,8 @@ from ragaudit.tasks import report as report_mod
 from ragaudit.tasks import score as score_mod
 from ragaudit.tasks import sort as sort_mod
 from ragaudit.tasks._common import StageResult, file_digest, make_context, run_stage
+
+_FINAL_ERRORS = (RagauditError, ConfigError, InputError, StageError)
 
 STAGES = ("collect", "sort", "ground_truth", "score", "report")
 
@@ -73,12 +76,23 @@ def stage_key(config: RunConfig, stage: str, extra: Any = None) -> str:
     return canonical_hash({"stage": stage, "version": ragaudit.__version__, "config": picked, "extra": extra})
 
 
+def _retryable(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a stage on infrastructure trouble, never on a bad input or config (same result).
+
+    The failed state's message names the exception class; reading its result here would need
+    the event loop the condition is not given.
+    """
+    message = state.message or ""
+    return not any(cls.__name__ in message for cls in _FINAL_ERRORS)
+
+
 @task(
     name="ragaudit-stage",
     cache_policy=(INPUTS - "config_json") + TASK_SOURCE,
     persist_result=True,
     retries=1,
     retry_delay_seconds=[5],
+    retry_condition_fn=_retryable,
 )
 async def stage_task(
     stage: str,

@@ -58,9 +58,9 @@ def worst_questions(scores: pl.DataFrame, n: int) -> dict[str, list[tuple[str, f
     return out
 
 
-def _artifact(ctx: StageContext, rows: list[dict[str, Any]]) -> None:
+async def _artifact(ctx: StageContext, rows: list[dict[str, Any]]) -> None:
     """A Prefect table artifact of the summary (only inside a Prefect run)."""
-    from prefect.artifacts import create_table_artifact
+    from prefect.artifacts import acreate_table_artifact
     from prefect.context import get_run_context
 
     try:
@@ -72,7 +72,7 @@ def _artifact(ctx: StageContext, rows: list[dict[str, Any]]) -> None:
         {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k != "run_id"}
         for r in rows
     ]
-    create_table_artifact(key=key[:100], table=table,
+    await acreate_table_artifact(key=key[:100], table=table,
                           description=f"ragaudit run {ctx.run.run_id}: judge {ctx.judge}; folder {ctx.run.path}")
 
 
@@ -82,7 +82,7 @@ async def report(ctx: StageContext) -> list[str]:
     cfg = ctx.config.report
     rows = [{"run_id": ctx.run.run_id, **r} for r in summarise(scores, cfg.thresholds, cfg.bootstrap_samples)]
     ctx.run.write("summary", to_table(rows, SUMMARY))
-    _artifact(ctx, rows)
+    await _artifact(ctx, rows)
     return ["summary"]
 
 

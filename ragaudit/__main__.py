@@ -1,0 +1,5 @@
+"""``python -m ragaudit`` runs the CLI."""
+
+from ragaudit.cli import main
+
+main()

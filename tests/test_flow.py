@@ -1,0 +1,190 @@
+"""The evaluate flow end to end under one Prefect test harness, with the fake judge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+
+from typing import Any
+
+import polars as pl
+import pytest
+
+from ragaudit.config import RunConfig
+from ragaudit.flows.evaluate import STAGES, evaluate
+from ragaudit.runfolder import RunFolder
+from ragaudit.schemas import SCHEMA_VERSION, TABLES
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+STAGE_TABLES = ["questions", "candidates", "answers", "verdicts", "comparisons", "ranking", "agreement",
+                "ground_truth", "scores", "summary"]
+
+
+def run_flow(config: RunConfig, run_id: str = "t", stages: list[str] | None = None) -> dict[str, Any]:
+    return asyncio.run(evaluate(config.model_dump_json(), run_id, stages))
+
+
+def table(config: RunConfig, name: str, run_id: str = "t") -> pl.DataFrame:
+    return pl.from_arrow(RunFolder(config.runs_root, run_id).read(name))
+
+
+def test_end_to_end_writes_every_table_and_manifest(config_factory, fake) -> None:
+    config = config_factory()
+    manifest = run_flow(config)
+    run = RunFolder(config.runs_root, "t")
+    for name in STAGE_TABLES:
+        assert run.has(name), name
+        meta = run.read(name).schema.metadata
+        assert meta[b"schema_version"] == str(SCHEMA_VERSION).encode()
+        assert run.read(name).schema.equals(TABLES[name], check_metadata=False)
+    on_disk = json.loads(run.manifest_path.read_text())
+    assert on_disk == json.loads(json.dumps(manifest, default=str))
+    assert on_disk["status"] == "completed"
+    assert set(on_disk["llm"]) == {"calls", "cache_hits", "provider_calls"}
+    assert on_disk["llm"]["provider_calls"] > 0
+    assert on_disk["llm"]["calls"] == on_disk["llm"]["cache_hits"] + on_disk["llm"]["provider_calls"]
+    assert on_disk["timings"]["total_s"] > 0
+    assert on_disk["models"]["judge"] == "fake/judge"
+    assert on_disk["config"]["models"]["judge"] == "fake/judge"
+    assert "prefect" in on_disk["packages"] and on_disk["packages"]["prefect"]
+    assert {"commit", "dirty"} <= set(on_disk["git"])
+    # The call log holds one row per call the manifest counted.
+    calls = pl.concat([pl.read_parquet(p) for p in (run.path / "llm_calls").glob("*.parquet")])
+    assert calls.height == on_disk["llm"]["calls"]
+    assert calls["cache_hit"].sum() == on_disk["llm"]["cache_hits"]
+
+    candidates = table(config, "candidates")
+    questions = table(config, "questions")
+    assert set(candidates["question_id"]) == set(questions["question_id"])
+    for qid, part in candidates.group_by("question_id"):
+        assert part.sort("engine_rank")["engine_rank"].to_list() == list(range(1, part.height + 1))
+        assert all(cid.startswith(qid[0]) for cid in part["context_id"])  # filtered to its collection
+    scores = table(config, "scores")
+    assert set(scores["status"]) <= {"ok", "failed", "skipped"}
+    assert scores.filter(pl.col("status") == "ok")["value"].is_nan().sum() == 0
+    assert scores.filter(pl.col("status") != "ok")["error"].null_count() == 0
+    # The WikiEval questions have no reference: ground_truth wrote one from the candidates.
+    gt = table(config, "ground_truth")
+    generated = gt.filter(pl.col("origin") == "generated")
+    assert generated.height >= 1
+    assert generated.filter(pl.col("status") == "ok")["reference"].null_count() == 0
+    summary = table(config, "summary")
+    assert set(summary["metric"]) == set(config.score.metrics)
+
+
+def test_rerun_same_id_is_fully_cached(config_factory, fake) -> None:
+    config = config_factory()
+    first = run_flow(config, "again")
+    calls_after_first = fake.stats.calls
+    second = run_flow(config, "again")
+    assert second["llm"] == {"calls": 0, "cache_hits": 0, "provider_calls": 0}
+    assert fake.stats.calls == calls_after_first
+    assert all(s["cached"] for s in second["stages"].values())
+    assert second["timings"]["total_s"] < first["timings"]["total_s"]
+
+
+def test_crashed_run_resumes_without_repeating_finished_work(config_factory, fake, monkeypatch) -> None:
+    from ragaudit.tasks import score as score_mod
+
+    config = config_factory()
+    real = score_mod.combine_scores
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("simulated crash after the metric tasks")
+
+    monkeypatch.setattr(score_mod, "combine_scores", crash)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_flow(config, "crash")
+    crashed = RunFolder(config.runs_root, "crash").read_manifest()
+    assert crashed["status"] == "failed"
+    assert "simulated crash" in crashed["error"]
+    paid = fake.stats.calls
+    assert paid > 0
+
+    monkeypatch.setattr(score_mod, "combine_scores", real)
+    resumed = run_flow(config, "crash")
+    assert resumed["status"] == "completed"
+    assert fake.stats.calls == paid  # nothing asked twice
+    assert resumed["llm"]["provider_calls"] == 0
+    assert all(v["cached"] for k, v in resumed["stages"].items() if k != "report")
+
+
+def test_changed_stage_config_reruns_only_that_stage(config_factory, fake) -> None:
+    config = config_factory()
+    run_flow(config, "partial")
+    changed = config_factory(report__thresholds={"faithfulness": 0.99})
+    manifest = run_flow(changed, "partial")
+    cached = {k: v["cached"] for k, v in manifest["stages"].items()}
+    assert cached["report"] is False
+    assert all(v for k, v in cached.items() if k != "report")
+
+
+def test_faults_end_in_ok_or_failed_with_reason(config_factory, fake) -> None:
+    config = config_factory(judge="fake/judge?errors=0.2&malformed=0.1&seed=3", models__max_retries=3)
+    manifest = run_flow(config, "faults")
+    assert manifest["status"] == "completed"
+    assert fake.stats.errors > 0 and fake.stats.malformed > 0
+    scores = table(config, "scores", "faults")
+    assert set(scores["status"]) <= {"ok", "failed", "skipped"}
+    ok = scores.filter(pl.col("status") == "ok")
+    assert ok["value"].null_count() == 0 and ok["value"].is_nan().sum() == 0
+    bad = scores.filter(pl.col("status") != "ok")
+    assert bad["error"].null_count() == 0 and all(e.strip() for e in bad["error"])
+    verdicts = table(config, "verdicts", "faults")
+    assert verdicts.filter(pl.col("status") == "failed")["error"].null_count() == 0
+    assert not any(isinstance(v, float) and math.isnan(v) for v in ok["value"])
+
+
+def test_stages_run_one_at_a_time(config_factory, fake) -> None:
+    config = config_factory()
+    for stage in STAGES:
+        manifest = run_flow(config, "stepwise", [stage])
+        assert manifest["status"] == "completed"
+        assert any(k.split(":")[0] == stage for k in manifest["stages"])
+    assert RunFolder(config.runs_root, "stepwise").has("summary")
+
+
+def test_failing_answer_source_marks_questions_failed(config_factory, fake, tmp_path, monkeypatch) -> None:
+    module = tmp_path / "flaky_system.py"
+    module.write_text(
+        "def answer(question, filters):\n"
+        "    if filters.get('collection', '').startswith('we'):\n"
+        "        raise ConnectionError('service unavailable')\n"
+        "    return 'An answer about ' + question\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("flaky_system", None)
+    config = config_factory(collect__answers={"source": "entrypoint", "entrypoint": "flaky_system:answer",
+                                              "retries": 1})
+    manifest = run_flow(config, "flaky")
+    assert manifest["status"] == "completed"
+    answers = table(config, "answers", "flaky")
+    failed = answers.filter(pl.col("status") == "failed")
+    assert set(failed["question_id"]) == {q for q in answers["question_id"] if q.startswith("we")}
+    assert all("service unavailable" in e for e in failed["error"])
+    scores = table(config, "scores", "flaky")
+    faith = scores.filter(pl.col("metric") == "faithfulness")
+    for row in faith.iter_rows(named=True):
+        if row["question_id"].startswith("we"):
+            assert row["status"] == "skipped" and "no response" in row["error"]
+        else:
+            assert row["status"] == "ok"
+
+
+def test_missing_upstream_table_is_a_clear_error(config_factory, fake) -> None:
+    from ragaudit.errors import StageError
+
+    config = config_factory()
+    with pytest.raises(Exception) as info:
+        run_flow(config, "nothing-yet", ["sort"])
+    chain, exc = [], info.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__
+    assert any(isinstance(e, StageError) and "'questions' is missing" in str(e) for e in chain)
+
+
