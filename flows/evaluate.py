@@ -132,6 +132,7 @@ async def _run_one(
     writes = (f"scores/{metric}",) if stage == "score" else _WRITES[stage]
     # A cached result whose tables were deleted would point at nothing: run it again.
     refresh = not all(run.has(t) for t in writes)
+    outer = time.perf_counter()
     state = await stage_task.with_options(
         task_run_name=f"{stage}{':' + metric if metric else ''}", refresh_cache=refresh
     )(
@@ -145,6 +146,9 @@ async def _run_one(
         return_state=True,
     )
     result: StageResult = await state.result()
+    # Wall time around the task call, Prefect's bookkeeping included (the stage's own time is
+    # result.seconds): the difference is what orchestration costs.
+    result.task_seconds = time.perf_counter() - outer
     return result, state.name == "Cached"
 
 
@@ -170,6 +174,7 @@ async def evaluate(config_json: str, run_id: str, stages: list[str] | None = Non
     def account(name: str, result: StageResult, cached: bool) -> None:
         manifest["stages"][name] = {
             "seconds": 0.0 if cached else round(result.seconds, 3),
+            "task_s": round(result.task_seconds, 3),
             "cached": cached,
             "llm": {k: 0 for k in totals} if cached else result.llm,
             "tables": sorted(result.tables),

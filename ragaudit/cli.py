@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import shutil
 import sys
 import time
@@ -104,6 +106,11 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
 
     run_id = config.run_id or time.strftime("%Y%m%d-%H%M%S")
     install_log_filter()
+    if not os.environ.get("RAGAUDIT_DEBUG"):
+        # A failed stage is reported once, cleanly, by this CLI; Prefect's own ERROR records
+        # would print the same failure again with tracebacks.
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     with Progress(
         TextColumn("{task.description:<32}"),
         BarColumn(),
@@ -168,6 +175,12 @@ def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
 def _evaluate(config_path: Path | None, overrides: dict[str, Any], stages: list[str] | None) -> None:
     try:
         config = load_config(config_path, overrides)
+        if stages is None or "collect" in stages:
+            # Read the question set before Prefect starts: a malformed file then fails at once
+            # with one clean message, not after the server start, a task retry and two tracebacks.
+            from ragaudit.dataset import load_questions
+
+            load_questions(config.questions, limit=config.limit)
         manifest = _run_flow(config, stages)
     except RagauditError as exc:
         _fail(exc)

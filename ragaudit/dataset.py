@@ -104,6 +104,10 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
             obj = obj["samples"]  # RAGAS EvaluationDataset.to_dict() shape
         if not isinstance(obj, list):
             raise InputError(f"{path}: expected a JSON list of objects")
+        for n, item in enumerate(obj, start=1):
+            if not isinstance(item, dict):
+                kind = type(item).__name__
+                raise InputError(f"{path}: item {n}: expected a JSON object, got {kind}")
         return obj, "item"
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))

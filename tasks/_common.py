@@ -99,6 +99,7 @@ class StageResult:
     tables: dict[str, str]
     llm: dict[str, int]
     seconds: float
+    task_seconds: float = 0.0
 
 
 def file_digest(path: Path) -> str:
