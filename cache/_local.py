@@ -81,8 +81,8 @@ LLAMA_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_THREADS", "2"))
 # `_LazyGrammar`); RAGAUDIT_LOCAL_LAZY_GRAMMAR=0 switches back to llama-cpp-python's own.
 GRAMMAR_TOP_K = 64
 LAZY_GRAMMAR = os.environ.get("RAGAUDIT_LOCAL_LAZY_GRAMMAR", "1") != "0"
-# Prompt-prefix cache: ragas prompts share long instruction prefixes. One KV state of a full
-# 4k context is ~75 MB for this model; 512 MB keeps several prefixes without bloating memory.
+# Prompt-prefix cache: ragas prompts share long instruction prefixes. A cached state costs
+# ~18 KB per token (~20 MB for a 1,000-token prompt), so 512 MB keeps a few dozen prefixes.
 PREFIX_CACHE_BYTES = 512 << 20
 # A base model keeps writing after its answer; without a grammar, stop at the first blank line
 # or when it starts a new labelled turn.
@@ -548,6 +548,52 @@ def _init_sampler(llm: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     return init_sampler
 
 
+def _slim_state(llm: Any) -> None:
+    """Make the prefix cache store only llama.cpp's state, not llama-cpp-python's logits copy.
+
+    ``Llama.save_state`` also copies the ``scores`` buffer: up to ``n_batch`` rows of the
+    262,144-entry vocabulary, 537 MB for a prompt of 512 tokens or more. It took 1.2 s per
+    call, and ``LlamaRAMCache`` does not count it against its capacity, so memory would grow
+    by half a gigabyte per cached prompt. Those logits are only read for ``logprobs`` (which
+    needs ``logits_all=True``, not used here), so the replacement leaves them out.
+    """
+    import ctypes
+
+    import llama_cpp
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+
+    no_scores = np.empty((0, 0), dtype=np.single)
+
+    def save_state() -> LlamaState:
+        size = int(llama_cpp.llama_state_get_size(llm._ctx.ctx))
+        buffer = (ctypes.c_uint8 * size)()
+        used = int(llama_cpp.llama_state_get_data(llm._ctx.ctx, buffer, size))
+        if used > size:
+            raise RuntimeError("Failed to copy llama state data")
+        return LlamaState(
+            input_ids=llm.input_ids.copy(),
+            scores=no_scores,
+            n_tokens=llm.n_tokens,
+            llama_state=ctypes.string_at(buffer, used),
+            llama_state_size=used,
+            seed=llm._seed,
+        )
+
+    def load_state(state: LlamaState) -> None:
+        llm.input_ids = state.input_ids.copy()
+        llm.n_tokens = state.n_tokens
+        llm._requires_eval = True
+        llm._seed = state.seed
+        size = state.llama_state_size
+        buffer = (ctypes.c_uint8 * size).from_buffer_copy(state.llama_state)
+        if llama_cpp.llama_state_set_data(llm._ctx.ctx, buffer, size) != size:
+            raise RuntimeError("Failed to set llama state data")
+
+    llm.save_state = save_state
+    llm.load_state = load_state
+
+
 def _load_llama() -> Any:
     try:
         import llama_cpp
@@ -562,8 +608,14 @@ def _load_llama() -> Any:
         n_threads=LLAMA_THREADS,
         verbose=False,
     )
-    llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
-    if LAZY_GRAMMAR:
+    # Both speed-ups lean on llama-cpp-python internals (checked against 0.3.36); on a
+    # version without them, run stock: slower grammars, and no RAM cache (its stock state
+    # copy is the 537 MB problem described in `_slim_state`).
+    internals_ok = all(hasattr(llm, name) for name in ("_ctx", "_model", "_init_sampler", "_seed"))
+    if internals_ok and hasattr(llm, "_requires_eval"):
+        _slim_state(llm)
+        llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
+    if internals_ok and LAZY_GRAMMAR:
         llm._init_sampler = _init_sampler(llm, llm._init_sampler)
     return llm
 

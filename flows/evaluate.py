@@ -218,10 +218,17 @@ async def evaluate(config_json: str, run_id: str, stages: list[str] | None = Non
     return manifest
 
 
+@flow(name="ragaudit-evaluate-config", log_prints=False, persist_result=False)
+async def evaluate_config(config_path: str, run_id: str | None = None) -> dict[str, Any]:
+    """Deployment entry: evaluate with a config file; a scheduled run gets a timestamped id."""
+    from ragaudit.config import load_config
+
+    config = load_config(Path(config_path))
+    rid = run_id or config.run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    return await evaluate(config.model_dump_json(), rid)
+
+
 if __name__ == "__main__":
     import sys
 
-    from ragaudit.config import load_config
-
-    cfg = load_config(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
-    asyncio.run(evaluate(cfg.model_dump_json(), cfg.run_id or "adhoc"))
+    asyncio.run(evaluate_config(sys.argv[1] if len(sys.argv) > 1 else "data/demo/config.yaml"))

@@ -313,6 +313,22 @@ def cache_clear(config: ConfigOpt = None, yes: Annotated[bool, typer.Option("--y
 
 
 @app.command()
+def serve(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Config file of the evaluation.")],
+    cron: Annotated[str, typer.Option("--cron", help="Cron schedule, e.g. '0 3 * * *'.")] = "0 3 * * *",
+    name: Annotated[str, typer.Option("--name", help="Deployment name.")] = "ragaudit-scheduled",
+) -> None:
+    """Serve a scheduled re-evaluation (needs a Prefect server: PREFECT_API_URL)."""
+    try:
+        load_config(config)
+    except RagauditError as exc:
+        _fail(exc)
+    from ragaudit.flows.evaluate import evaluate_config
+
+    evaluate_config.serve(name=name, cron=cron, parameters={"config_path": str(config.resolve())})
+
+
+@app.command()
 def show(run_id: str, runs_root: RootOpt = None) -> None:
     """Print a run's manifest."""
     root = runs_root or Path("data/runs")
