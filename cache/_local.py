@@ -25,6 +25,19 @@ Both models load lazily, once per process, on first use, so registering the prov
 nothing. llama.cpp is not thread-safe, so each model runs behind its own lock on one
 dedicated worker thread, which keeps the event loop free and keeps waiting calls from
 occupying the default thread pool that litellm itself uses.
+
+Two llama-cpp-python 0.3.36 defaults are replaced on our ``Llama`` instance, because they
+dominated the cost of a call (measured on 2 idle cores): grammar checks over Gemma's whole
+262k-token vocabulary at every step (``_LazyGrammar``: a short JSON answer 1.0 s → 0.5 s,
+same tokens), and a 537 MB logits copy on every prefix-cache save (``_slim_state``: 1.2 s →
+0.02 s per call). With the ``LlamaRAMCache`` prefix cache, a 1,000-token prompt whose
+prefix was seen before, even with other prompts in between, costs ~0.05 s of prompt
+evaluation instead of ~1.6 s. Answers at temperature 0 are deterministic for a given cache
+state, but can differ slightly between a cold and a cached prompt (llama.cpp's numerics
+depend on batch shape); the gateway's memo is what makes reruns reproducible.
+
+Environment knobs: ``RAGAUDIT_LOCAL_THREADS`` (default 2; 1 was faster while other
+processes kept both cores busy) and ``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock grammar path).
 """
 
 from __future__ import annotations
@@ -52,9 +65,12 @@ from ragaudit._env import project_home
 
 __all__ = [
     "COMPLETION_MODEL",
+    "EMBEDDING_DIM",
     "EMBEDDING_MODEL",
     "LOCAL",
     "LOCAL_CONTEXT_WINDOW",
+    "MAX_ARRAY_ITEMS",
+    "MAX_STRING_CHARS",
     "PROVIDER",
     "LocalProvider",
     "build_prompt",
@@ -68,9 +84,9 @@ EMBEDDING_MODEL = "local/all-minilm-l6-v2"
 LOCAL_CONTEXT_WINDOW = 4096
 EMBEDDING_DIM = 384
 
-# Generation budget. At ~25 ms per generated token on 2 threads, these caps keep the
-# longest answer the grammar allows to roughly 2-3 s (measured, see the module tests):
-# ~40 tokens per capped string, a handful of items per list.
+# Generation budget. At ~20 ms per grammar-constrained token on 2 idle cores, these caps keep
+# the longest answer a small schema allows to about a second: a capped string is ~50 tokens
+# of base-model rambling, and lists stop after a handful of items.
 MAX_STRING_CHARS = 160
 MAX_ARRAY_ITEMS = 5
 DEFAULT_MAX_TOKENS = 256
@@ -149,6 +165,7 @@ def gguf_path() -> Path:
     os.close(fd)
     try:
         pkg.assemble(tmp, overwrite=True)  # verifies the sha256
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; it is a shared read-only model
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -255,17 +272,49 @@ def _map_schema(schema: Any, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> 
     return fn(out)
 
 
+# How ragas describes its integer verdicts instead of bounding them: "Binary (0/1) verdict",
+# "the verdict(0/1)", "Accuracy rating (0, 2, or 4)", "Score from 1-5", "1 to 5 score",
+# "1 if the response is evasive/vague, 0 if it is substantive".
+_DESCRIBED_RANGE = re.compile(r"\b(\d{1,3})\s*(?:-|–|to)\s*(\d{1,3})\b")
+_DESCRIBED_LIST = re.compile(r"\b\d{1,3}(?:\s*(?:/|,|,?\s*or)\s*\d{1,3})+\b")
+_DESCRIBED_IF = re.compile(r"\b(\d{1,3}) if\b")
+
+
+def _described_integers(description: str) -> list[int] | None:
+    """The integer values a field's description allows, when it spells them out.
+
+    Without this, the base model writes ``1000000000000000`` for a "Binary (0/1) verdict"
+    (it likes to repeat digits) and ragas turns that into a precision of 10^15.
+    """
+    if match := _DESCRIBED_LIST.search(description):
+        values = sorted({int(v) for v in re.findall(r"\d+", match.group(0))})
+    elif match := _DESCRIBED_RANGE.search(description):
+        low, high = int(match.group(1)), int(match.group(2))
+        values = list(range(low, high + 1)) if low < high else []
+    else:
+        values = sorted({int(v) for v in _DESCRIBED_IF.findall(description)})
+        values = values if len(values) > 1 else []
+    if re.search(r"\bbinary\b", description, re.IGNORECASE) and not values:
+        values = [0, 1]
+    return values if 1 < len(values) <= 101 else None
+
+
 def _range_as_enum(node: dict[str, Any]) -> dict[str, Any]:
     """A bounded integer or number as an ``enum``: the converter ignores ``minimum``/``maximum``.
 
     Integers with at most 101 values become exactly those values; numbers become 21 evenly
-    spaced values (coarse, but always valid, which is what a smoke-test judge needs).
+    spaced values (coarse, but always valid, which is what a smoke-test judge needs). An
+    unbounded integer whose description spells out its values gets those values.
     """
     kind = node.get("type")
     if kind not in {"integer", "number"} or "enum" in node or "const" in node:
         return node
     low = node.get("minimum", node.get("exclusiveMinimum"))
     high = node.get("maximum", node.get("exclusiveMaximum"))
+    if low is None and high is None and kind == "integer":
+        described = _described_integers(str(node.get("description") or ""))
+        if described:
+            return {**{k: v for k, v in node.items() if k != "type"}, "enum": described}
     if not isinstance(low, int | float) or not isinstance(high, int | float) or high < low:
         return node
     if kind == "integer":
@@ -365,8 +414,9 @@ def _grammar_for(
 ) -> tuple[str, ...] | None:
     """The grammars a request asks for through ``response_format``, or None for free text."""
     fmt = optional_params.get("response_format")
-    if hasattr(fmt, "model_json_schema"):  # a pydantic class passed straight through
-        fmt = {"type": "json_schema", "json_schema": {"schema": fmt.model_json_schema()}}
+    to_schema = getattr(fmt, "model_json_schema", None)
+    if callable(to_schema):  # a pydantic class passed straight through
+        fmt = {"type": "json_schema", "json_schema": {"schema": to_schema()}}
     if not isinstance(fmt, dict):
         return None
     from llama_cpp import llama_grammar
@@ -524,7 +574,8 @@ def _init_sampler(llm: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         llama_cpp.llama_sampler_chain_add(chain.sampler, lazy.get_sampler())
         # The chain must not free our Python-owned sampler: it is registered as custom, which
         # LlamaSampler removes from the chain before freeing it.
-        chain.custom_samplers.append((llama_cpp.llama_sampler_chain_n(chain.sampler) - 1, lazy))
+        index = llama_cpp.llama_sampler_chain_n(chain.sampler) - 1
+        chain.custom_samplers.append((index, lazy))  # type: ignore[arg-type]  # duck-typed
         chain._exit_stack.callback(lazy.free)
         chain.add_penalties(
             n_vocab=llm._n_vocab,
@@ -616,7 +667,7 @@ def _load_llama() -> Any:
         _slim_state(llm)
         llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
     if internals_ok and LAZY_GRAMMAR:
-        llm._init_sampler = _init_sampler(llm, llm._init_sampler)
+        llm._init_sampler = _init_sampler(llm, llm._init_sampler)  # type: ignore[method-assign]
     return llm
 
 
@@ -684,7 +735,7 @@ class LocalProvider(CustomLLM):
         prompt = build_prompt(messages, json_answer=grammar is not None)
         stop = optional_params.get("stop")
         kwargs: dict[str, Any] = {
-            "grammar_text": grammar,
+            "grammars": grammar,
             "max_tokens": int(optional_params.get("max_tokens") or DEFAULT_MAX_TOKENS),
             "temperature": float(optional_params.get("temperature") or 0.0),
             "stop": ([stop] if isinstance(stop, str) else list(stop or []))
@@ -701,12 +752,13 @@ class LocalProvider(CustomLLM):
         from llama_cpp import LlamaGrammar, llama_grammar
 
         kwargs = dict(kwargs)
-        grammars = kwargs.pop("grammar_text")
+        grammars = kwargs.pop("grammars")
         n = kwargs.pop("n")
         gbnf = None
         if grammars is not None:
             gbnf = next((g for g in grammars if _grammar_is_valid(llm, g)), llama_grammar.JSON_GBNF)
-        prompt_tokens = len(llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False))
+        # Counted as llama-cpp-python will: BOS plus the text with special tokens parsed.
+        prompt_tokens = len(llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
         room = LOCAL_CONTEXT_WINDOW - prompt_tokens
         if room < 16:
             raise litellm.ContextWindowExceededError(
@@ -816,6 +868,8 @@ class LocalProvider(CustomLLM):
 
     @staticmethod
     def _encode(st: Any, texts: list[str]) -> EmbeddingResponse:
+        if not texts:
+            return EmbeddingResponse(model=EMBEDDING_MODEL, data=[], usage=Usage(prompt_tokens=0))
         vectors = st.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
         # The tokenizer call repeats a little work but gives an honest token count.
         lengths = st.tokenizer(texts, truncation=True, max_length=st.max_seq_length)["input_ids"]
