@@ -52,7 +52,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -645,6 +645,19 @@ def _slim_state(llm: Any) -> None:
     llm.load_state = load_state
 
 
+@contextlib.contextmanager
+def _quiet_fd2() -> Iterator[None]:
+    """Send the process's file descriptor 2 to /dev/null for the block (C-level writes too)."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _load_llama() -> Any:
     try:
         import llama_cpp
@@ -653,12 +666,15 @@ def _load_llama() -> Any:
             f"{COMPLETION_MODEL} needs llama-cpp-python: pip install 'ragaudit[offline]' ({exc})",
             COMPLETION_MODEL,
         ) from exc
-    llm = llama_cpp.Llama(
-        model_path=str(gguf_path()),
-        n_ctx=LOCAL_CONTEXT_WINDOW,
-        n_threads=LLAMA_THREADS,
-        verbose=False,
-    )
+    # llama.cpp's C code prints a few lines to fd 2 while loading even with verbose=False;
+    # they would break into the CLI's progress bars.
+    with _quiet_fd2():
+        llm = llama_cpp.Llama(
+            model_path=str(gguf_path()),
+            n_ctx=LOCAL_CONTEXT_WINDOW,
+            n_threads=LLAMA_THREADS,
+            verbose=False,
+        )
     # Both speed-ups lean on llama-cpp-python internals (checked against 0.3.36); on a
     # version without them, run stock: slower grammars, and no RAM cache (its stock state
     # copy is the 537 MB problem described in `_slim_state`).
