@@ -62,7 +62,11 @@ class CallCounts:
 
     def as_dict(self) -> dict[str, int]:
         """The manifest's ``llm`` block."""
-        return {"calls": self.calls, "cache_hits": self.cache_hits, "provider_calls": self.provider_calls}
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "provider_calls": self.provider_calls,
+        }
 
 
 class CallLog:
@@ -90,7 +94,7 @@ class CallLog:
             return list(self._rows)
 
     def flush(self, path: Path, stage: str | None = None) -> int:
-        """Write the pending rows (of ``stage``, or all) to ``path`` atomically; returns the count."""
+        """Write the pending rows (of ``stage``, or all) to ``path`` atomically, returning the count."""
         from ragaudit.runfolder import write_table
 
         with self._lock:

@@ -94,7 +94,9 @@ class FakeRequest:
 
     def digest(self) -> str:
         """A stable hash of the request."""
-        blob = json.dumps([self.model, self.messages], sort_keys=True, ensure_ascii=False, default=str)
+        blob = json.dumps(
+            [self.model, self.messages], sort_keys=True, ensure_ascii=False, default=str
+        )
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -204,7 +206,9 @@ def instance_of(schema: dict[str, Any], root: dict[str, Any] | None = None, seed
         return {k: instance_of(v, root, f"{seed}.{k}") for k, v in props.items()}
     if kind == "array":
         low = schema.get("minItems", 1)
-        return [instance_of(schema.get("items", {}), root, f"{seed}[{i}]") for i in range(max(1, low))]
+        return [
+            instance_of(schema.get("items", {}), root, f"{seed}[{i}]") for i in range(max(1, low))
+        ]
     if kind == "integer":
         return int(schema.get("minimum", 1) if "minimum" in schema else 1)
     if kind == "number":
@@ -286,7 +290,10 @@ class FakeProvider(CustomLLM):
         if req.schema is not None:
             judge = OWN_JUDGES.get(req.title)
             value = judge(req) if judge else instance_of(req.schema, seed=req.title)
-            if req.options.wrong and _unit("wrong", req.digest(), req.options.seed) < req.options.wrong:
+            if (
+                req.options.wrong
+                and _unit("wrong", req.digest(), req.options.seed) < req.options.wrong
+            ):
                 value = _flip(value)
             return json.dumps(value, ensure_ascii=False)
         return f"Fake answer to: {req.user[:200]}"
@@ -302,14 +309,18 @@ class FakeProvider(CustomLLM):
             schema = _schema_from_instructor(system)
         return FakeRequest(name, list(messages), schema, dict(optional_params), options)
 
-    async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # noqa: D102
+    async def acompletion(
+        self, model: str, messages: list, *args: Any, **kwargs: Any
+    ) -> litellm.ModelResponse:  # noqa: D102
         optional_params = kwargs.get("optional_params") or {}
         req = self._request(model, messages, optional_params)
         if req.options.latency:
             await asyncio.sleep(req.options.latency)
         return self._respond(model, req)
 
-    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:  # noqa: D102
+    def completion(
+        self, model: str, messages: list, *args: Any, **kwargs: Any
+    ) -> litellm.ModelResponse:  # noqa: D102
         optional_params = kwargs.get("optional_params") or {}
         req = self._request(model, messages, optional_params)
         if req.options.latency:
@@ -346,7 +357,13 @@ class FakeProvider(CustomLLM):
         prompt_tokens = sum(len(tokens(_text(m))) for m in req.messages)
         return litellm.ModelResponse(
             model=model,
-            choices=[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            choices=[
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
             usage={
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": len(tokens(text)),
@@ -356,19 +373,26 @@ class FakeProvider(CustomLLM):
 
     # -- embeddings ---------------------------------------------------------------------
 
-    async def aembedding(self, model: str, input: list, *args: Any, **kwargs: Any) -> litellm.EmbeddingResponse:  # noqa: A002, D102
+    async def aembedding(
+        self, model: str, input: list, *args: Any, **kwargs: Any
+    ) -> litellm.EmbeddingResponse:  # noqa: A002, D102
         _, options = FakeOptions.parse(model)
         if options.latency:
             await asyncio.sleep(options.latency)
         return self.embedding(model, input)
 
-    def embedding(self, model: str, input: list, *args: Any, **kwargs: Any) -> litellm.EmbeddingResponse:  # noqa: A002, D102
+    def embedding(
+        self, model: str, input: list, *args: Any, **kwargs: Any
+    ) -> litellm.EmbeddingResponse:  # noqa: A002, D102
         texts = [input] if isinstance(input, str) else list(input)
         with self._lock:
             self.stats.embeddings += len(texts)
         return litellm.EmbeddingResponse(
             model=model,
-            data=[{"object": "embedding", "index": i, "embedding": _fake_vector(t)} for i, t in enumerate(texts)],
+            data=[
+                {"object": "embedding", "index": i, "embedding": _fake_vector(t)}
+                for i, t in enumerate(texts)
+            ],
             usage={"prompt_tokens": sum(len(tokens(t)) for t in texts), "total_tokens": 0},
         )
 
@@ -383,4 +407,12 @@ def _render(out: Any) -> str:
 
 FAKE = FakeProvider()
 
-__all__ = ["EMBED_DIM", "FAKE", "FakeOptions", "FakeProvider", "FakeRequest", "instance_of", "overlap"]
+__all__ = [
+    "EMBED_DIM",
+    "FAKE",
+    "FakeOptions",
+    "FakeProvider",
+    "FakeRequest",
+    "instance_of",
+    "overlap",
+]

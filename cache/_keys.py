@@ -54,7 +54,9 @@ def _default(obj: Any) -> Any:
 
 def canonical_json(obj: Any) -> str:
     """Sorted keys, compact separators, UTF-8 kept: the same value always gives the same text."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
+    )
 
 
 def canonical_hash(obj: Any) -> str:
@@ -65,7 +67,9 @@ def canonical_hash(obj: Any) -> str:
 
 def request_key(request: dict[str, Any]) -> str:
     """The memo key of a model request: only its output-affecting fields."""
-    return canonical_hash({k: v for k, v in request.items() if k in OUTPUT_FIELDS and v is not None})
+    return canonical_hash(
+        {k: v for k, v in request.items() if k in OUTPUT_FIELDS and v is not None}
+    )
 
 
 __all__ = ["KEY_VERSION", "OUTPUT_FIELDS", "canonical_hash", "canonical_json", "request_key"]

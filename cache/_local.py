@@ -339,9 +339,12 @@ def _cap_one(node: dict[str, Any]) -> dict[str, Any]:
     node = _range_as_enum(node)
     kind = node.get("type")
     kinds = kind if isinstance(kind, list) else [kind]
-    constrained = any(k in node for k in ("enum", "const", "pattern")) or node.get(
-        "format"
-    ) in {"date", "time", "date-time", "uuid"}
+    constrained = any(k in node for k in ("enum", "const", "pattern")) or node.get("format") in {
+        "date",
+        "time",
+        "date-time",
+        "uuid",
+    }
     # Caps never go below the schema's own minimum: the answer must still validate.
     if "string" in kinds and not constrained:
         cap = min(int(node.get("maxLength", MAX_STRING_CHARS)), MAX_STRING_CHARS)
@@ -809,33 +812,9 @@ class LocalProvider(CustomLLM):
             ),
         )
 
-    def completion(  # noqa: D417 - litellm's signature; most arguments are unused
-        self,
-        model: str,
-        messages: list,
-        api_base: str,
-        custom_prompt_dict: dict,
-        model_response: ModelResponse,
-        print_verbose: Callable,
-        encoding: Any,
-        api_key: Any,
-        logging_obj: Any,
-        optional_params: dict,
-        acompletion: Any = None,
-        litellm_params: Any = None,
-        logger_fn: Any = None,
-        headers: Any = None,
-        timeout: Any = None,
-        client: Any = None,
-    ) -> ModelResponse:
-        """Blocking completion (litellm's ``completion``).
-
-        Args:
-            model: ``gemma-3-270m`` or ``local/gemma-3-270m``.
-            messages: OpenAI-style chat messages.
-            optional_params: ``max_tokens``, ``temperature``, ``response_format``, ``stop``, ``n``…
-        """
-        prompt, params = self._prepare(model, messages, optional_params or {})
+    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+        """Blocking completion (litellm's ``completion``); same arguments as :meth:`acompletion`."""
+        prompt, params = self._prepare(model, messages, kwargs.get("optional_params") or {})
         return self.llama.run(lambda llm: self._generate(llm, prompt, params))
 
     async def acompletion(  # noqa: D417 - litellm's signature; most arguments are unused
@@ -873,8 +852,7 @@ class LocalProvider(CustomLLM):
         name = _qualified(model)
         if name != EMBEDDING_MODEL:
             raise _bad_request(
-                f"Unknown local embedding model {name!r}; local models are "
-                f"{_known_models_text()}.",
+                f"Unknown local embedding model {name!r}; local models are {_known_models_text()}.",
                 name,
             )
         texts = [input] if isinstance(input, str) else list(input)

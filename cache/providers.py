@@ -1,5 +1,7 @@
-"""Registration of ragaudit's own litellm providers: ``fake/…`` (tests, benchmarks) and
-``local/…`` (the offline smoke-quality judge and embedder)."""
+"""Registration of ragaudit's own litellm providers.
+
+``fake/…`` serves tests and benchmarks; ``local/…`` the offline smoke-quality judge and embedder.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ def register_all() -> None:
         from ragaudit.cache._fake import FAKE
         from ragaudit.cache._local import LOCAL
 
-        entries = [e for e in (litellm.custom_provider_map or []) if e["provider"] not in {"fake", "local"}]
+        entries = [
+            e for e in (litellm.custom_provider_map or []) if e["provider"] not in {"fake", "local"}
+        ]
         entries += [
             {"provider": "fake", "custom_handler": FAKE},
             {"provider": "local", "custom_handler": LOCAL},
