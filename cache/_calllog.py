@@ -94,7 +94,7 @@ class CallLog:
             return list(self._rows)
 
     def flush(self, path: Path, stage: str | None = None) -> int:
-        """Write the pending rows (of ``stage``, or all) to ``path`` atomically, returning the count."""
+        """Write the pending rows (of ``stage``, or all) atomically to ``path``; count them."""
         from ragaudit.runfolder import write_table
 
         with self._lock:
