@@ -89,8 +89,17 @@ class FakeRequest:
 
     @property
     def payload(self) -> dict[str, Any]:
-        """The JSON input our typed prompts put after the last ``Input:`` / ``输入:``."""
-        return _last_input(self.user)
+        """The JSON input our typed prompts put after the last ``Input:`` / ``输入:``.
+
+        Searched from the last user message back, so a repair request (whose last user
+        message is the repair note) still finds the original input.
+        """
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                found = _last_input(_text(message))
+                if found:
+                    return found
+        return {}
 
     def digest(self) -> str:
         """A stable hash of the request."""
