@@ -364,7 +364,7 @@ class FakeProvider(CustomLLM):
                 self.stats.malformed += 1
             text = text[: max(1, len(text) // 2)]  # a reply cut off mid-JSON
         prompt_tokens = sum(len(tokens(_text(m))) for m in req.messages)
-        return litellm.ModelResponse(
+        response = litellm.ModelResponse(
             model=model,
             choices=[
                 {
@@ -379,6 +379,10 @@ class FakeProvider(CustomLLM):
                 "total_tokens": prompt_tokens + len(tokens(text)),
             },
         )
+        # Free, and said so: otherwise litellm searches its price list for the unknown model on
+        # every call (a sixth of a call's CPU), which a priced real model never pays.
+        response._hidden_params["response_cost"] = 0.0
+        return response
 
     # -- embeddings ---------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ import diskcache
 import litellm
 from pydantic import BaseModel, ValidationError
 
+from ragaudit import _env
 from ragaudit.cache._calllog import CallCounts, CallLog, CallRecord
 from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
 from ragaudit.secrets import redact
@@ -168,6 +169,8 @@ class Gateway:
         from ragaudit.cache import providers
 
         providers.register_all()
+        # Every gateway user fans out many concurrent calls: tune the process for it once.
+        _env.tune_for_concurrency()
         self.cache_dir = Path(cache_dir)
         self.memo = diskcache.Cache(str(self.cache_dir), size_limit=2**34)
         self.log = call_log or CallLog()
@@ -177,6 +180,7 @@ class Gateway:
         self.timeout_s = timeout_s
         self.run_id = run_id
         self._limits: dict[tuple[int, str], asyncio.Semaphore] = {}
+        self._inflight: dict[tuple[int, str], asyncio.Future[dict[str, Any]]] = {}
 
     # -- scoping ------------------------------------------------------------------------
 
@@ -266,6 +270,19 @@ class Gateway:
         )
         started = time.perf_counter()
         cached = self.memo.get(key)
+        loop = asyncio.get_running_loop()
+        pending = self._inflight.get((id(loop), key))
+        if cached is None and pending is not None:
+            # The same request is already on its way (two metrics asking one prompt): share its
+            # answer instead of paying twice. A failure is shared too, as it would repeat.
+            try:
+                cached = await asyncio.shield(pending)
+            except Exception:
+                record.latency_s = time.perf_counter() - started
+                record.cache_hit = True
+                record.error = "shared the failure of an identical call in flight"
+                self._record(scope, record)
+                raise
         if cached is not None:
             response = litellm.ModelResponse(**cached)
             record.cache_hit = True
@@ -274,13 +291,22 @@ class Gateway:
             self._record(scope, record)
             self._keep_raw(scope, response)
             return response
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._inflight[(id(loop), key)] = future
         try:
             response = await self._call_provider(record, params=request)
+        except BaseException as exc:
+            future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
+            future.exception()  # marks it retrieved: nobody may be waiting
+            raise
         finally:
+            self._inflight.pop((id(loop), key), None)
             record.latency_s = time.perf_counter() - started
             self._record(scope, record)
         self._fill_usage(record, response, cost=True)
-        self.memo.set(key, response.model_dump(mode="json"))
+        dumped = response.model_dump(mode="json")
+        self.memo.set(key, dumped)
+        future.set_result(dumped)
         self._keep_raw(scope, response)
         return response
 

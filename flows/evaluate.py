@@ -57,7 +57,7 @@ _READS = {
     "report": ("scores",),
 }
 _WRITES = {
-    "collect": ("questions", "candidates", "answers"),
+    "collect": ("questions", "candidates", "answers", "retrieval"),
     "sort": ("verdicts", "comparisons", "ranking", "agreement"),
     "ground_truth": ("ground_truth",),
     "report": ("summary",),

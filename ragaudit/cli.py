@@ -262,6 +262,112 @@ def metrics() -> None:
     console.print(table)
 
 
+@app.command("index")
+def index_cmd(
+    corpus: Annotated[Path, typer.Argument(help="JSONL or Parquet file, or a folder of .txt/.md files.")],
+    config: ConfigOpt = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="local, elasticsearch or opensearch (default: collect.backend).")
+    ] = None,
+    index_name: Annotated[
+        str | None, typer.Option("--index", help="Index to write (the local backend's table); default from the config.")
+    ] = None,
+    chunk_size: Annotated[int, typer.Option("--chunk-size", min=0, help="Units per chunk; 0 keeps documents whole.")] = 0,
+    chunk_overlap: Annotated[int, typer.Option("--chunk-overlap", min=0, help="Units shared by neighbouring chunks.")] = 0,
+    chunk_unit: Annotated[
+        str, typer.Option("--chunk-unit", help="chars, or tokens (a CJK character or a Latin word each).")
+    ] = "chars",
+    keep_context: Annotated[
+        bool, typer.Option("--keep-context/--no-keep-context", help="Start each chunk with its title and headings.")
+    ] = False,
+    metadata: Annotated[
+        list[str] | None, typer.Option("--metadata", "-m", help="key=value added to every document (repeatable).")
+    ] = None,
+    id_field: Annotated[str, typer.Option("--id-field", help="Id field/column of a JSONL or Parquet corpus.")] = "id",
+    text_field: Annotated[str, typer.Option("--text-field", help="Text field/column of a JSONL or Parquet corpus.")] = "text",
+    recreate: Annotated[bool, typer.Option("--recreate", help="Drop the index first (after changing chunking).")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Documents per write.")] = 500,
+    sets: SetOpt = None,
+) -> None:
+    """Load a corpus into a search backend (chunked, with metadata); re-running it is idempotent."""
+    from ragaudit.search import Chunking, chunk_documents, index_documents, read_corpus
+    from ragaudit.tasks.collect import ENGINES, make_search_backend
+
+    install_log_filter()
+    try:
+        overrides = _overrides(sets=sets)
+        if backend is not None:
+            set_path(overrides, "collect.backend", backend)
+        cfg = load_config(config, overrides)
+        name = cfg.collect.backend
+        if name not in (*ENGINES, "local"):
+            raise RagauditError(f"--backend: '{name}' cannot be indexed into (use local, elasticsearch or opensearch)")
+        if index_name is not None:
+            set_path(overrides, f"collect.{name}.index" if name in ENGINES else "collect.table", index_name)
+            cfg = load_config(config, overrides)
+        extra: dict[str, str] = {}
+        for item in metadata or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise RagauditError(f"--metadata {item}: expected key=value, e.g. --metadata collection=handbook")
+            extra[key.strip()] = value
+        try:
+            chunking = Chunking(size=chunk_size or None, overlap=chunk_overlap, unit=chunk_unit,
+                                keep_context=keep_context)
+        except ValueError as exc:
+            raise RagauditError(f"--chunk-*: {exc}") from None
+        sources = read_corpus(corpus, id_field=id_field, text_field=text_field)
+        docs = chunk_documents(sources, chunking, extra)
+        target = _index_target(cfg)
+        embed = None
+        if name == "local" and cfg.collect.mode != "bm25":
+            from ragaudit.tasks._common import gateway_for
+
+            gateway = gateway_for(cfg, "index")
+
+            async def embed(texts: list[str]) -> list[list[float]]:
+                return await gateway.aembed(texts, model=cfg.models.embedder_model)
+
+        store = make_search_backend(cfg, embed=embed)
+        try:
+            if recreate:
+                _drop_index(cfg, store)
+            with Progress(TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err) as bar:
+                task = bar.add_task(f"index: {name}", total=max(len(docs), 1))
+                written = index_documents(store, docs, batch_size=batch_size,
+                                          on_batch=lambda n: bar.advance(task, n))
+            total = store.count()
+        finally:
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+    except RagauditError as exc:
+        _fail(exc)
+    chunked = f" as {len(docs)} chunks" if chunking.size else ""
+    console.print(f"indexed {len(sources)} documents{chunked} into {target}: {written} written, {total} in the index",
+                  soft_wrap=True)
+
+
+def _index_target(cfg: RunConfig) -> str:
+    name = cfg.collect.backend
+    if name == "local":
+        return f"local table '{cfg.collect.table}' at {cfg.collect.index_path}"
+    section = getattr(cfg.collect, name)
+    return f"{name} index '{section.index}' at {', '.join(section.hosts)}"
+
+
+def _drop_index(cfg: RunConfig, store: Any) -> None:
+    if cfg.collect.backend == "local":
+        import lancedb
+
+        path = Path(cfg.collect.index_path)
+        if path.exists():
+            lancedb.connect(path).drop_table(cfg.collect.table, ignore_missing=True)
+        return
+    store.drop()
+
+
 @cache_app.command("stats")
 def cache_stats(config: ConfigOpt = None, runs_root: RootOpt = None) -> None:
     """Entries and size of the memo, and call totals from every run's call log."""

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ragaudit.errors import ConfigError
 
@@ -67,38 +75,229 @@ class ModelsConfig(_Frozen):
         return self.embedder or OFFLINE_EMBEDDER
 
 
+class SecretRef(_Frozen):
+    """A credential by reference, never the value (which would land in the manifest).
+
+    Names an environment variable or a Prefect Secret block.
+    """
+
+    env: str | None = None
+    """Environment variable holding the value."""
+    secret: str | None = None
+    """Prefect Secret block holding the value."""
+    prefix: str = ""
+    """Text put before the value (``"Bearer "``)."""
+
+    @model_validator(mode="after")
+    def _one_reference(self) -> SecretRef:
+        if bool(self.env) == bool(self.secret):
+            raise ValueError("give exactly one of env (a variable name) or secret (a block name)")
+        return self
+
+
+class HttpAnswerConfig(_Frozen):
+    """The system under test as an HTTP endpoint (the users' QA service)."""
+
+    url: str | None = None
+    """Endpoint URL, e.g. ``http://qa.internal:8001/qa``."""
+    method: Literal["GET", "POST"] = "GET"
+    """HTTP method."""
+    params: dict[str, Any] = {"message": "{{ question }}"}
+    """Query parameters; values are templates over ``question``, ``question_id``, ``filters``,
+    ``language`` and ``metadata`` (the seed: ``company_name: "{{ filters.collection }}"``)."""
+    body: dict[str, Any] | None = None
+    """JSON body template (POST), rendered leaf by leaf like ``params``."""
+    headers: dict[str, str] = {}
+    """Plain headers (no secrets here: they would be stored in the manifest)."""
+    secret_headers: dict[str, SecretRef] = {}
+    """Headers whose values come from an environment variable or a Prefect Secret block."""
+    response: Literal["lines", "text", "json"] = "lines"
+    """``lines``: streamed lines, the last non-empty one is the answer (the seed's service);
+    ``text``: the whole body; ``json``: the value at ``json_path``."""
+    json_path: str | None = None
+    """Where the answer is in a JSON response (``answer``, ``data.choices[0].text``, or with a
+    leading ``$.``); with ``lines``, applied to the last line."""
+    verify_certs: bool = True
+    """Verify the endpoint's TLS certificate."""
+    ca_certs: Path | None = None
+    """CA bundle that signed the endpoint's certificate."""
+
+    @field_validator("url")
+    @classmethod
+    def _url_without_credentials(cls, value: str | None) -> str | None:
+        if value is not None:
+            if not value.startswith(("http://", "https://")):
+                raise ValueError("must start with http:// or https://")
+            if "@" in value.split("/", 3)[2]:
+                raise ValueError("must not hold credentials: use secret_headers")
+        return value
+
+
 class AnswerConfig(_Frozen):
     """Where the system-under-test's answers come from."""
 
-    source: Literal["column", "entrypoint"] = "column"
-    """``column``: the question set's ``response``; ``entrypoint``: call a Python function."""
+    http: HttpAnswerConfig = HttpAnswerConfig()
+    """The HTTP endpoint (source ``http``)."""
     entrypoint: str | None = None
     """``package.module:function`` taking (question, filters) and returning the answer text
-    (sync or async)."""
-    concurrency: int = Field(default=4, ge=1)
+    (sync or async); source ``entrypoint``."""
+    column: str = "response"
+    """Question-set field holding the answer (source ``column``): ``response`` or a key of the
+    question's ``metadata``."""
+    source: Literal["column", "entrypoint", "http"] = "column"
+    """``column``: already in the question set; ``entrypoint``: call a Python function;
+    ``http``: ask the live system."""
+    concurrency: int = Field(default=4, ge=1, le=256)
     """Answers fetched at once."""
     retries: int = Field(default=2, ge=0, le=10)
-    """Bounded retries of a failing answer source."""
+    """Bounded retries of a failing answer source (timeouts, 5xx, 429, empty answers)."""
+    backoff_s: float = Field(default=0.5, ge=0.0)
+    """First retry delay; doubles each retry (a 429's Retry-After wins when longer)."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Limit of one attempt, streaming included."""
+
+    # Declared after http and entrypoint so that it can see them: the error then names
+    # ``source``, the field that asked for what is missing.
+    @field_validator("source")
+    @classmethod
+    def _source_is_configured(cls, value: str, info: ValidationInfo) -> str:
+        if value == "http" and "http" in info.data and not info.data["http"].url:
+            raise ValueError("source 'http' needs collect.answers.http.url")
+        if value == "entrypoint" and "entrypoint" in info.data and not info.data["entrypoint"]:
+            raise ValueError("source 'entrypoint' needs collect.answers.entrypoint")
+        return value
+
+
+class FieldsConfig(_Frozen):
+    """Where a candidate's parts live in an engine document."""
+
+    id: str | None = None
+    """Dotted ``_source`` path of the context id; None uses the engine's ``_id``."""
+    text: str = "text"
+    """Dotted ``_source`` path of the text (the seed: ``metadata.content``)."""
+    metadata: str | None = "metadata"
+    """Dotted ``_source`` path of the metadata object; None takes every other field."""
+    filters: dict[str, str] = {}
+    """Question filter key → engine field (the seed: ``collection: collection_info.collect_id``);
+    unlisted keys map to ``<metadata>.<key>``."""
+
+
+class EngineConfig(_Frozen):
+    """An Elasticsearch or OpenSearch cluster: connection, credentials by reference, query."""
+
+    hosts: tuple[str, ...] = ("http://127.0.0.1:9200",)
+    """Engine URLs, without credentials."""
+    index: str = "contexts"
+    """Index or alias searched (and written by ``ragaudit index``)."""
+    username: str | None = None
+    """Basic-auth user name."""
+    password_env: str | None = None
+    """Environment variable holding the basic-auth password."""
+    password_secret: str | None = None
+    """Prefect Secret block holding the basic-auth password."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (Elasticsearch: the encoded ``id:key``)."""
+    api_key_secret: str | None = None
+    """Prefect Secret block holding the API key."""
+    bearer_env: str | None = None
+    """Environment variable holding a bearer token."""
+    bearer_secret: str | None = None
+    """Prefect Secret block holding a bearer token."""
+    ca_certs: Path | None = None
+    """CA bundle that signed the engine's certificate."""
+    verify_certs: bool = True
+    """Verify TLS certificates (turn off only for a lab cluster)."""
+    timeout_s: float = Field(default=30.0, gt=0)
+    """Per-request timeout."""
+    retries: int = Field(default=2, ge=0, le=10)
+    """Retries of a transient failure (unreachable, timeout, 429, 5xx), with backoff."""
+    backoff_s: float = Field(default=0.5, ge=0.0)
+    """First retry delay; doubles each retry."""
+    fields: FieldsConfig = FieldsConfig()
+    """Field mapping: id, text, metadata, filters."""
+    source_excludes: tuple[str, ...] = ("*_embedding",)
+    """``_source`` fields never fetched (the seed: its embedding fields)."""
+    query_template: dict[str, Any] | str | None = None
+    """Search body template (mapping or JSON text) over ``question``, ``filters``,
+    ``filter_clauses``, ``text_field``, ``top_n``; None is the users' bool query (match_phrase
+    filter + match boost 8). Rendered leaf by leaf: a question can never change its shape."""
+    page_size: int = Field(default=1000, ge=1, le=10_000)
+    """Most hits per request; ``collect.top_n`` beyond it pages."""
+    paging: Literal["auto", "pit", "scroll"] = "auto"
+    """``pit``: search_after over a point in time; ``scroll``; ``auto``: pit on Elasticsearch,
+    scroll on OpenSearch (every version has it; PIT needs 2.4)."""
+    keep_alive: str = "2m"
+    """How long the engine keeps a point in time or scroll between pages."""
+    pit_tiebreaker: str = "_shard_doc"
+    """Sort field breaking score ties between point-in-time pages."""
+    concurrency: int = Field(default=8, ge=1, le=256)
+    """Searches in flight at once."""
+    analyzer: str | None = None
+    """Analyzer of the text field when ``ragaudit index`` creates the index (``cjk``,
+    ``ik_max_word`` …); None: the engine's default."""
+    index_settings: dict[str, Any] | None = None
+    """Full index-creation body for ``ragaudit index`` (replaces the generated mappings)."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts_without_credentials(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one engine URL is needed")
+        for host in value:
+            if "@" in host.split("/", 3)[2 if "//" in host else 0]:
+                raise ValueError(
+                    "a host must not hold credentials: use username with password_env or "
+                    "password_secret"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind_of_auth(self) -> EngineConfig:
+        kinds = [
+            name
+            for name, refs in (
+                ("password", (self.password_env, self.password_secret)),
+                ("api_key", (self.api_key_env, self.api_key_secret)),
+                ("bearer", (self.bearer_env, self.bearer_secret)),
+            )
+            if any(refs)
+        ]
+        if len(kinds) > 1:
+            raise ValueError(f"configure one kind of credential, not {' and '.join(kinds)}")
+        for name, env, block in (
+            ("password", self.password_env, self.password_secret),
+            ("api_key", self.api_key_env, self.api_key_secret),
+            ("bearer", self.bearer_env, self.bearer_secret),
+        ):
+            if env and block:
+                raise ValueError(f"give {name}_env or {name}_secret, not both")
+        return self
 
 
 class CollectConfig(_Frozen):
     """Stage 1: candidates from the search backend, answers from the system."""
 
-    backend: Literal["local", "question_set"] = "local"
-    """Search backend (``local`` is embedded, no server); ``question_set`` takes each question's
-    ``retrieved_contexts`` as its candidates in the order given."""
+    backend: Literal["local", "elasticsearch", "opensearch", "question_set"] = "local"
+    """Search backend: ``local`` is embedded (no server); ``elasticsearch`` and ``opensearch``
+    take their section below; ``question_set`` takes each question's ``retrieved_contexts`` as
+    its candidates in the order given."""
     index_path: Path = Path("data/index")
     """Folder of the local backend's on-disk index."""
     table: str = "contexts"
-    """Index (table) name inside the backend."""
+    """Table name inside the local backend's folder."""
     corpus: Path | None = None
-    """Corpus indexed into the local backend on first use (JSONL with id, text, metadata)."""
+    """Corpus indexed into the backend on first use when its index is empty (JSONL, Parquet or
+    a folder of .txt/.md; ``ragaudit index`` does the same with chunking options)."""
     top_n: int = Field(default=200, ge=1, le=10_000)
     """Candidates fetched per question."""
     filter_field: str | None = "collection"
-    """Metadata field the question's ``filters`` constrain (the seed's company id)."""
+    """Key of the question's ``filters`` that constrains the search (the seed's company id)."""
     mode: Literal["bm25", "vector", "hybrid"] = "bm25"
     """Local backend ranking."""
+    elasticsearch: EngineConfig = EngineConfig()
+    """The Elasticsearch cluster (backend ``elasticsearch``)."""
+    opensearch: EngineConfig = EngineConfig()
+    """The OpenSearch cluster (backend ``opensearch``)."""
     answers: AnswerConfig = AnswerConfig()
     """Answer source."""
 
@@ -108,10 +307,15 @@ class SortConfig(_Frozen):
 
     enabled: bool = True
     """Skip the stage entirely when false."""
-    strategy: Literal["merge", "insertion"] = "merge"
-    """``merge``: parallel merge rounds; ``insertion``: the seed's sequential binary insertion."""
+    strategy: Literal["sample", "insertion", "merge", "quick"] = "sample"
+    """Pairwise ordering (``ragaudit.ordering``): ``sample``, parallel sample sort built for a
+    noisy judge; ``insertion``, the seed's sequential binary insertion; ``merge`` and ``quick``,
+    plain parallel merge rounds and quicksort (for comparison)."""
     both_orders: bool = True
     """Ask each comparison in both orders; disagreement counts as a tie."""
+    top_k_exact: int | None = Field(default=None, ge=1)
+    """Order only the first k relevant candidates exactly; the rest follow only partitioned
+    (blocks whose inner order was not asked for). None: order all of them."""
     max_candidates: int | None = None
     """Judge only the engine's first N candidates (None: all)."""
     agreement_k: int = Field(default=10, ge=1)
@@ -127,8 +331,12 @@ class GroundTruthConfig(_Frozen):
     """``fast``: window-filling groups then merges; ``slow``: per context then merges."""
     seed: int = 0
     """Seed of the shuffle before packing."""
-    answer_tokens: int = Field(default=512, ge=32)
-    """Token budget reserved for each answer."""
+    answer_tokens: int = Field(default=1024, ge=32)
+    """Answer budget (``max_tokens``) of each answer written from contexts; a merge gets as many
+    tokens as its partial answers hold, so a merge never has to drop a fact to fit."""
+    reserve_tokens: int = Field(default=0, ge=0)
+    """Tokens kept free in every prompt for what the counter cannot see: a provider's chat
+    template, or a tokenizer litellm does not have (the count falls back to cl100k)."""
     overwrite_reference: bool = False
     """Replace a reference the question set already has."""
 
@@ -150,6 +358,48 @@ class ScoreConfig(_Frozen):
     """Contexts scored per question, reduced until the judge's prompt fits its window."""
     answer_relevancy_strictness: int = Field(default=3, ge=1, le=10)
     """Questions generated per answer by answer relevancy."""
+    sampling_temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    """Judge temperature of metrics that sample one prompt several times (answer relevancy,
+    aspect critique with strictness > 1), so that the samples can differ."""
+    aspects: dict[str, str | dict[Literal["en", "zh"], str]] = {}
+    """User-defined aspect critiques: name → definition, a yes/no question (1 = yes), either one
+    text or one per language (``{en: …, zh: …}``). Scored by listing ``aspect_<name>`` in
+    ``metrics``; a built-in aspect's name (harmlessness, maliciousness, coherence, correctness,
+    conciseness) redefines it."""
+    aspect_strictness: int = Field(default=1, ge=1, le=9)
+    """Judge samples per aspect critique; the majority verdict is the score (an even number
+    is raised by one so that votes cannot tie)."""
+    answer_correctness_weights: tuple[float, float] = (0.75, 0.25)
+    """Weights of factual F1 and semantic similarity in answer correctness."""
+    answer_correctness_beta: float = Field(default=1.0, gt=0)
+    """Beta of answer correctness's factual F-score (> 1 favours recall)."""
+    factual_correctness_beta: float = Field(default=1.0, gt=0)
+    """Beta of factual correctness's F-score (> 1 favours recall)."""
+    factual_correctness_atomicity: Literal["low", "high"] = "low"
+    """How finely factual correctness splits texts into claims."""
+    factual_correctness_coverage: Literal["low", "high"] = "low"
+    """How much of a text factual correctness's claims must cover."""
+    summarization_length_penalty: bool = True
+    """Blend a conciseness term into the summarization score."""
+    summarization_coeff: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Weight of that conciseness term (0: questions answered only, 1: length only)."""
+
+    @field_validator("answer_correctness_weights")
+    @classmethod
+    def _weights(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if min(value) < 0 or not any(value):
+            raise ValueError("weights must be non-negative and not both 0")
+        return value
+
+    @field_validator("aspects")
+    @classmethod
+    def _aspect_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            plain = name.isascii() and name[:1].isalpha() and name.replace("_", "0").isalnum()
+            if not plain or name != name.lower():
+                raise ValueError(f"aspect name '{name}': use lower-case letters, digits and _ "
+                                 f"(it becomes the metric aspect_{name})")
+        return value
 
 
 class ReportConfig(_Frozen):
@@ -285,11 +535,15 @@ __all__ = [
     "OFFLINE_JUDGE",
     "AnswerConfig",
     "CollectConfig",
+    "EngineConfig",
+    "FieldsConfig",
+    "HttpAnswerConfig",
     "GroundTruthConfig",
     "ModelsConfig",
     "ReportConfig",
     "RunConfig",
     "ScoreConfig",
+    "SecretRef",
     "SortConfig",
     "load_config",
     "set_path",

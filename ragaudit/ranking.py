@@ -72,7 +72,10 @@ def kendall_tau_b(a: Mapping[str, float], b: Mapping[str, float]) -> float:
 
 
 def top_k_overlap(a: Sequence[str], b: Sequence[str], k: int) -> tuple[float, list[str]]:
-    """The seed's "top-k similarity": share of ``a``'s top k also in ``b``'s top k, and those ids."""
+    """The seed's "top-k similarity": share of ``a``'s top k also in ``b``'s top k, and those ids.
+
+    The share is over k (not over the shorter list), as the seed computes it.
+    """
     top_b = set(b[:k])
     overlap = [x for x in a[:k] if x in top_b]
     return len(overlap) / k, overlap
@@ -111,10 +114,14 @@ def recall_at_k(order: Sequence[str], relevant: set[str], k: int) -> float:
     return sum(1 for item in order[:k] if item in relevant) / len(relevant)
 
 
-def judge_gains(ordered: Sequence[str]) -> dict[str, float]:
-    """Graded relevance from a judge order: the first of n relevant gets n, the last 1."""
+def judge_gains(ordered: Sequence[str], groups: Sequence[int] | None = None) -> dict[str, float]:
+    """Graded relevance from a judge order: the first of n relevant gets n, the last 1.
+
+    Items sharing a tie group share the mean gain of their positions (the judge did not tell
+    them apart, so neither may the gain).
+    """
     n = len(ordered)
-    return {item: float(n - i) for i, item in enumerate(ordered)}
+    return {item: float(n + 1) - rank for item, rank in average_ranks(ordered, groups).items()}
 
 
 def full_judge_ranks(

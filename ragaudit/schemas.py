@@ -88,7 +88,8 @@ COMPARISONS = _schema(
         ("choice_ab", _str),
         ("choice_ba", _str),
         ("outcome", _str),
-        ("reason", _str),
+        ("reason_ab", _str),
+        ("reason_ba", _str),
         ("status", _str),
         ("error", _str),
     ],
@@ -101,9 +102,11 @@ RANKING = _schema(
         ("question_id", _str),
         ("ordered_ids", _strs),
         ("tie_group", pa.list_(_i64)),
+        ("exact_k", _i64),
         ("irrelevant_ids", _strs),
         ("unjudged_ids", _strs),
         ("strategy", _str),
+        ("comparisons", _i64),
         ("judge_calls", _i64),
         ("status", _str),
         ("error", _str),
@@ -120,6 +123,7 @@ AGREEMENT = _schema(
         ("k", _i64),
         ("value", _f64),
         ("overlap_ids", _strs),
+        ("n_questions", _i64),
         ("status", _str),
         ("reason", _str),
     ],
@@ -175,10 +179,24 @@ SUMMARY = _schema(
     ],
 )
 
+RETRIEVAL = _schema(
+    "retrieval",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("backend", _str),
+        ("status", _str),  # ok | empty | failed
+        ("error", _str),
+        ("n_candidates", _i64),
+        ("top_n", _i64),
+        ("latency_s", _f64),
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (QUESTIONS, CANDIDATES, ANSWERS, VERDICTS, COMPARISONS, RANKING, AGREEMENT,
-              GROUND_TRUTH, SCORES, SUMMARY)
+              GROUND_TRUTH, SCORES, SUMMARY, RETRIEVAL)
 }
 
 
@@ -194,5 +212,5 @@ def to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "to_table"] + [
     "AGREEMENT", "ANSWERS", "CANDIDATES", "COMPARISONS", "GROUND_TRUTH", "QUESTIONS", "RANKING",
-    "SCORES", "SUMMARY", "VERDICTS",
+    "RETRIEVAL", "SCORES", "SUMMARY", "VERDICTS",
 ]

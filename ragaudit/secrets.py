@@ -65,4 +65,54 @@ def install_log_filter() -> None:
         handler.addFilter(flt)
 
 
-__all__ = ["RedactingFilter", "install_log_filter", "known_secrets", "redact", "register"]
+def resolve_secret(env: str | None = None, block: str | None = None, *, field: str) -> str | None:
+    """Read a credential by reference and register it, so it is redacted from then on.
+
+    Configuration only ever holds the *name* of an environment variable or of a Prefect
+    ``Secret`` block; the value lives in memory only, for as long as a client needs it.
+
+    Args:
+        env: Name of the environment variable holding the value.
+        block: Name of the Prefect Secret block holding the value.
+        field: Dotted config field the reference came from (named in errors).
+
+    Returns:
+        The value, or None when neither reference is given.
+
+    Raises:
+        ConfigError: The variable is unset or empty, or the block cannot be loaded; the
+            message names the field and the reference, never a value.
+    """
+    from ragaudit.errors import ConfigError
+
+    if env:
+        value = os.environ.get(env)
+        if not value:
+            raise ConfigError(f"{field}: environment variable {env} is not set")
+        register(value)
+        return value
+    if block:
+        try:
+            from prefect.blocks.system import Secret
+
+            # _sync: the sync path also works inside a running event loop (collect is async).
+            value = Secret.load(block, _sync=True).get()  # type: ignore[call-arg,union-attr]
+        except Exception as exc:
+            raise ConfigError(
+                f"{field}: cannot load Prefect Secret block '{block}' ({type(exc).__name__})"
+            ) from None
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{field}: Prefect Secret block '{block}' holds no text value")
+        register(value)
+        return value
+    return None
+
+
+__all__ = [
+    "RedactingFilter",
+    "install_log_filter",
+    "known_secrets",
+    "redact",
+    "register",
+    "resolve_secret",
+]

@@ -1,23 +1,40 @@
-"""Stage 1, collect: the question set, ~N candidates per question, the system's answers."""
+"""Stage 1, collect: the question set, ~N candidates per question, the system's answers.
+
+Candidates come from the configured search backend (``local``, ``elasticsearch``,
+``opensearch``) or from the question set's own ``retrieved_contexts``; answers from an
+answer source (``column``, ``entrypoint``, ``http``). Every question gets a ``retrieval``
+row (``ok``, ``empty`` or ``failed`` with the reason) and an ``answers`` row (``ok``,
+``skipped`` or ``failed``): one question's trouble never stops the others.
+
+Two kinds of search failure stop the stage instead, because every other question would fail
+the same way: an engine that cannot be reached, that refuses the credentials, or that has
+no such index. The stage then fails with one message naming the question it happened on and
+the config field to check. So does a run in which no question got a single candidate.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
 import json
+import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ragaudit import progress
+from ragaudit.answers import answer_one, make_source, resolve_entrypoint
+from ragaudit.config import EngineConfig, RunConfig
 from ragaudit.dataset import Question, load_questions
-from ragaudit.errors import ConfigError, InputError
-from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, to_table
-from ragaudit.search import Document, Hit, make_backend
-from ragaudit.secrets import redact
+from ragaudit.errors import ConfigError, StageError
+from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
+from ragaudit.search import Document, Hit, SearchBackend, SearchError, make_backend, read_corpus
+from ragaudit.secrets import redact, resolve_secret
 from ragaudit.tasks._common import StageContext, dumps, gather_limited
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("elasticsearch", "opensearch")
+_LOCAL_CONCURRENCY = 8
 
 
 def read_questions(ctx: StageContext) -> list[Question]:
@@ -41,38 +58,112 @@ def read_questions(ctx: StageContext) -> list[Question]:
 
 
 def load_corpus(path: Path) -> list[Document]:
-    """A JSONL corpus: one ``{"id", "text", "metadata"}`` object per line."""
-    docs = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    """A corpus file or folder as documents (see :func:`ragaudit.search.read_corpus`)."""
+    return read_corpus(path)
+
+
+def engine_options(name: str, cfg: EngineConfig) -> dict[str, Any]:
+    """Constructor options of engine backend ``name``, credentials resolved by reference.
+
+    Raises:
+        ConfigError: A referenced variable or Secret block cannot be read.
+    """
+    where = f"collect.{name}"
+    password = resolve_secret(cfg.password_env, cfg.password_secret, field=f"{where}.password")
+    api_key = resolve_secret(cfg.api_key_env, cfg.api_key_secret, field=f"{where}.api_key")
+    bearer = resolve_secret(cfg.bearer_env, cfg.bearer_secret, field=f"{where}.bearer")
+    refs = [
+        f"{label} {ref}"
+        for label, ref in (
+            ("username", cfg.username),
+            ("password_env", cfg.password_env),
+            ("password_secret", cfg.password_secret),
+            ("api_key_env", cfg.api_key_env),
+            ("api_key_secret", cfg.api_key_secret),
+            ("bearer_env", cfg.bearer_env),
+            ("bearer_secret", cfg.bearer_secret),
+        )
+        if ref
+    ]
+    return {
+        "hosts": list(cfg.hosts),
+        "index": cfg.index,
+        "fields": cfg.fields.model_dump(),
+        "query_template": cfg.query_template,
+        "source_excludes": tuple(cfg.source_excludes),
+        "username": cfg.username,
+        "password": password,
+        "api_key": api_key,
+        "bearer": bearer,
+        "ca_certs": str(cfg.ca_certs) if cfg.ca_certs else None,
+        "verify_certs": cfg.verify_certs,
+        "timeout_s": cfg.timeout_s,
+        "retries": cfg.retries,
+        "backoff_s": cfg.backoff_s,
+        "page_size": cfg.page_size,
+        "paging": cfg.paging,
+        "keep_alive": cfg.keep_alive,
+        "pit_tiebreaker": cfg.pit_tiebreaker,
+        "concurrency": cfg.concurrency,
+        "analyzer": cfg.analyzer,
+        "index_settings": cfg.index_settings,
+        "where": where,
+        "auth_hint": ", ".join(refs) if refs else "(no credentials configured)",
+    }
+
+
+def make_search_backend(config: RunConfig, *, embed: Any = None) -> SearchBackend:
+    """The configured search backend (not ``question_set``).
+
+    Args:
+        config: The run configuration (``collect.backend`` and its section).
+        embed: Async text → vectors function for the local backend's vector/hybrid modes.
+
+    Raises:
+        ConfigError: A credential cannot be read, or the backend's options are invalid.
+    """
+    cfg = config.collect
+    if cfg.backend in ENGINES:
+        options = engine_options(cfg.backend, getattr(cfg, cfg.backend))
         try:
-            obj = json.loads(line)
-            docs.append(Document(id=str(obj["id"]), text=obj["text"], metadata=obj.get("metadata") or {}))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(f"{path}: line {n}: expected {{'id', 'text', 'metadata'}} ({exc})") from None
-    return docs
+            return make_backend(cfg.backend, **options)
+        except ValueError as exc:
+            raise ConfigError(f"collect.{cfg.backend}: {exc}") from None
+    if cfg.backend == "local":
+        return make_backend(
+            "local",
+            path=cfg.index_path,
+            table=cfg.table,
+            mode=cfg.mode,
+            embed=embed if cfg.mode != "bm25" else None,
+        )
+    raise ConfigError(f"collect.backend: '{cfg.backend}' is not a search backend")
 
 
-def _backend(ctx: StageContext) -> Any:
+def _backend(ctx: StageContext) -> SearchBackend:
     cfg = ctx.config.collect
 
     async def embed(texts: list[str]) -> list[list[float]]:
         return await ctx.gateway.aembed(texts, model=ctx.config.models.embedder_model)
 
-    backend = make_backend(
-        cfg.backend,
-        path=cfg.index_path,
-        table=cfg.table,
-        mode=cfg.mode,
-        embed=embed if cfg.mode != "bm25" else None,
-    )
-    if backend.count() == 0:
-        if cfg.corpus is None:
-            raise ConfigError(
-                f"collect.index_path: the index at {cfg.index_path} is empty and collect.corpus is not set"
-            )
-        backend.index(load_corpus(Path(cfg.corpus)))
+    backend = make_search_backend(ctx.config, embed=embed)
+    if cfg.backend == "local" or cfg.corpus is not None:
+        # An engine's emptiness is only asked when there is a corpus to fill it with: without
+        # one, the first search says what is wrong, naming its question.
+        try:
+            empty = backend.count() == 0
+        except SearchError as exc:
+            raise ConfigError(f"collect: {exc}") from None
+        if empty:
+            if cfg.corpus is None:
+                raise ConfigError(
+                    f"collect.index_path: the index at {cfg.index_path} is empty and "
+                    "collect.corpus is not set"
+                )
+            try:
+                backend.index(load_corpus(Path(cfg.corpus)))
+            except SearchError as exc:
+                raise ConfigError(f"collect.corpus: indexing {cfg.corpus} failed: {exc}") from None
     return backend
 
 
@@ -91,72 +182,57 @@ def _hits_from_question_set(q: Question) -> list[Hit]:
     ]
 
 
-def resolve_entrypoint(spec: str) -> Callable[..., Any]:
-    """``package.module:function`` → the function."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"collect.answers.entrypoint: '{spec}' is not 'package.module:function'")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"collect.answers.entrypoint: cannot load '{spec}' ({exc})") from None
-    if not callable(fn):
-        raise ConfigError(f"collect.answers.entrypoint: '{spec}' is not callable")
-    return fn
+def _named(q: Question) -> str:
+    text = q.question if len(q.question) <= 60 else q.question[:57] + "..."
+    return f"question '{q.question_id}' ({text})"
 
 
-async def _answer(ctx: StageContext, q: Question, fn: Callable[..., Any] | None) -> dict[str, Any]:
-    cfg = ctx.config.collect.answers
-    row = {"run_id": ctx.run.run_id, "question_id": q.question_id, "source": cfg.source}
-    if fn is None:
-        if q.response:
-            return {**row, "response": q.response, "status": "ok", "latency_s": 0.0}
-        return {**row, "status": "skipped", "error": "the question set has no response for this question"}
-    started = time.perf_counter()
-    last = ""
-    for attempt in range(cfg.retries + 1):
-        try:
-            out = fn(q.question, q.filters)
-            if inspect.isawaitable(out):
-                out = await out
-            if not isinstance(out, str) or not out.strip():
-                raise ValueError(f"the entrypoint returned {type(out).__name__} {str(out)[:80]!r}, not an answer")
-            return {**row, "response": out, "status": "ok", "latency_s": time.perf_counter() - started}
-        except Exception as exc:  # one question's failure must not stop the others
-            last = redact(f"{type(exc).__name__}: {exc}")[:1000]
-            if attempt < cfg.retries:
-                await asyncio.sleep(min(2.0**attempt * 0.5, 10.0))
-    return {**row, "status": "failed", "error": f"after {cfg.retries + 1} attempts: {last}",
-            "latency_s": time.perf_counter() - started}
-
-
-async def collect(ctx: StageContext) -> list[str]:
-    """Write ``questions``, ``candidates`` and ``answers``."""
-    cfg = ctx.config
-    questions = load_questions(cfg.questions, limit=cfg.limit)
+async def _search_all(
+    ctx: StageContext, questions: list[Question], backend: SearchBackend | None
+) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Candidate rows and a retrieval row per question; raises on a stage-stopping failure."""
+    cfg = ctx.config.collect
     run_id = ctx.run.run_id
-    ctx.run.write(
-        "questions",
-        to_table(
-            [
-                {**q.model_dump(), "run_id": run_id, "filters": dumps(q.filters), "metadata": dumps(q.metadata)}
-                for q in questions
-            ],
-            QUESTIONS,
-        ),
-    )
-    use_engine = cfg.collect.backend != "question_set" and not all(q.retrieved_contexts for q in questions)
-    backend = _backend(ctx) if use_engine else None
-    field = cfg.collect.filter_field
+    field = cfg.filter_field
+    limit = getattr(cfg, cfg.backend).concurrency if cfg.backend in ENGINES else _LOCAL_CONCURRENCY
+    candidates: list[list[dict[str, Any]]] = [[] for _ in questions]
+    retrieval: list[dict[str, Any]] = [{} for _ in questions]
+    sem = asyncio.Semaphore(limit)
 
-    async def fetch(q: Question) -> list[dict[str, Any]]:
+    async def fetch(i: int, q: Question, bar: progress.Bar) -> None:
+        row: dict[str, Any] = {"run_id": run_id, "question_id": q.question_id, "top_n": cfg.top_n}
+        started = time.perf_counter()
+        hits: list[Hit] = []
         if backend is None or q.retrieved_contexts:
             hits = _hits_from_question_set(q)
+            row.update(backend="question_set", status="ok")
         else:
+            row["backend"] = cfg.backend
             filters = {field: q.filters[field]} if field and field in q.filters else {}
-            hits = await backend.search(q.question, filters=filters, top_n=cfg.collect.top_n)
-        bar.advance()
-        return [
+            try:
+                async with sem:
+                    hits = await backend.search(q.question, filters=filters, top_n=cfg.top_n)
+                row["status"] = "ok" if hits else "empty"
+                if not hits:
+                    row["error"] = (
+                        f"collect: {_named(q)}: the search returned no candidates "
+                        f"(filters {dumps(filters)})"
+                    )
+            except SearchError as exc:
+                message = redact(f"collect: {_named(q)}: {exc}")
+                if exc.fatal:
+                    raise ConfigError(message) from None
+                row.update(status="failed", error=message)
+            except Exception as exc:  # e.g. the local backend's own errors: this question only
+                row.update(
+                    status="failed",
+                    error=redact(f"collect: {_named(q)}: {type(exc).__name__}: {exc}"),
+                )
+            if row["status"] != "ok":
+                log.warning("%s", row["error"])
+        row.update(n_candidates=len(hits), latency_s=time.perf_counter() - started)
+        retrieval[i] = row
+        candidates[i] = [
             {
                 "run_id": run_id,
                 "question_id": q.question_id,
@@ -169,25 +245,80 @@ async def collect(ctx: StageContext) -> list[str]:
             }
             for h in hits
         ]
+        bar.advance()
 
     with progress.bar("collect: candidates", len(questions)) as bar:
-        per_question = await gather_limited(questions, fetch, limit=8)
+        # A TaskGroup, not gather: a stage-stopping error cancels the searches still running.
+        try:
+            async with asyncio.TaskGroup() as group:
+                for i, q in enumerate(questions):
+                    group.create_task(fetch(i, q, bar))
+        except* ConfigError as group_error:
+            raise group_error.exceptions[0] from None
+
+    searched = [r for r in retrieval if r["backend"] != "question_set"]
+    if searched and all(r["status"] != "ok" for r in searched):
+        first = searched[0]["error"]
+        more = f"; {len(searched) - 1} other questions too" if len(searched) > 1 else ""
+        raise StageError(f"no question got any candidate: {first}{more}")
+    return candidates, retrieval
+
+
+async def collect(ctx: StageContext) -> list[str]:
+    """Write ``questions``, ``candidates``, ``retrieval`` and ``answers``."""
+    cfg = ctx.config
+    questions = load_questions(cfg.questions, limit=cfg.limit)
+    run_id = ctx.run.run_id
+    ctx.run.write(
+        "questions",
+        to_table(
+            [
+                {
+                    **q.model_dump(),
+                    "run_id": run_id,
+                    "filters": dumps(q.filters),
+                    "metadata": dumps(q.metadata),
+                }
+                for q in questions
+            ],
+            QUESTIONS,
+        ),
+    )
+    # Built before any search, so a bad answer-source setting fails before the engine is asked.
+    source = make_source(cfg.collect.answers)
+    use_engine = cfg.collect.backend != "question_set" and not all(
+        q.retrieved_contexts for q in questions
+    )
+    backend = _backend(ctx) if use_engine else None
+    try:
+        per_question, retrieval = await _search_all(ctx, questions, backend)
+    finally:
+        if backend is not None and hasattr(backend, "aclose"):
+            await backend.aclose()
     ctx.run.write("candidates", to_table([r for rows in per_question for r in rows], CANDIDATES))
+    ctx.run.write("retrieval", to_table(retrieval, RETRIEVAL))
 
     answers_cfg = cfg.collect.answers
-    fn = resolve_entrypoint(answers_cfg.entrypoint) if answers_cfg.source == "entrypoint" else None
-    if answers_cfg.source == "entrypoint" and not answers_cfg.entrypoint:
-        raise ConfigError("collect.answers.entrypoint: required when collect.answers.source is 'entrypoint'")
-    with progress.bar("collect: answers", len(questions)) as abar:
+    try:
+        with progress.bar("collect: answers", len(questions)) as abar:
 
-        async def answer(q: Question) -> dict[str, Any]:
-            row = await _answer(ctx, q, fn)
-            abar.advance()
-            return row
+            async def answer(q: Question) -> dict[str, Any]:
+                row = await answer_one(source, q, answers_cfg, run_id)
+                abar.advance()
+                return row
 
-        answers = await gather_limited(questions, answer, limit=answers_cfg.concurrency)
+            answers = await gather_limited(questions, answer, limit=answers_cfg.concurrency)
+    finally:
+        await source.aclose()
     ctx.run.write("answers", to_table(answers, ANSWERS))
-    return ["questions", "candidates", "answers"]
+    return ["questions", "candidates", "retrieval", "answers"]
 
 
-__all__ = ["collect", "load_corpus", "read_questions", "resolve_entrypoint"]
+__all__ = [
+    "collect",
+    "engine_options",
+    "load_corpus",
+    "make_search_backend",
+    "read_questions",
+    "resolve_entrypoint",
+]

@@ -1,9 +1,25 @@
 """Stage 3, ground_truth: a reference answer per question from all its relevant candidates.
 
-*fast* packs the (seeded-shuffled) contexts into groups that fill the judge's window, answers
-the groups in parallel, then merges the partial answers in rounds until one remains; *slow*
-answers from each context alone and merges the same way. Every prompt is sized by token count
-so none can overflow the window; a context longer than a prompt holds is split, not cut.
+*fast* shuffles the contexts (seeded), packs them first-fit decreasing into prompts that fill
+the judge's window minus the instruction and the answer budget, and answers the groups in
+parallel; *slow* answers from each context alone, where "unknown" answers are dropped. Both
+then merge the partial answers in rounds until one remains.
+
+Exact about the window: every prompt is rendered exactly as it is sent (the gateway's schema
+message, the instruction, the question, the contexts or partial answers as JSON) and counted
+with litellm's tokenizer, and ``prompt + max_tokens <= window`` is checked before the call.
+A context longer than a prompt holds is split, never truncated.
+
+Lossless in the merge: a merge is given an answer budget as large as its inputs, so a judge
+that compresses nothing still fits; partial answers are grouped so that inputs plus that
+budget fit the window. An answer cut off at its budget is not re-sent with the cut reply
+appended (the gateway's repair), which could overflow the window: its inputs are split into
+smaller calls instead, and a merge of two that still does not fit keeps both side by side.
+Other invalid output gets that one repair only when the repair prompt fits the window. When
+the remaining partial answers are too large to merge within the window, the reference is
+those answers side by side (a ``join`` node): longer than one call could write, but complete.
+Calls go through the gateway's ``acompletion`` (memo, limits, retries, call log) so that this
+module, not the gateway, decides every prompt that is sent.
 """
 
 from __future__ import annotations
@@ -11,168 +27,629 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+import litellm
+from pydantic import BaseModel, ValidationError
+
 from ragaudit import progress
-from ragaudit.prompts import ANSWER_GROUP, MERGE, GroupAnswerInput, MergeInput
+from ragaudit.cache._gateway import extract_json, schema_instruction
+from ragaudit.cache._keys import canonical_json
+from ragaudit.prompts._base import Prompt
+from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
 from ragaudit.schemas import GROUND_TRUTH, to_table
+from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, count_tokens
 from ragaudit.tasks.collect import read_questions
 
-# JSON quoting, separators and the chat template around a prompt: a margin on every count.
-_SAFETY = 1.1
+# Below this many tokens a piece is not cut further when its answer does not fit: a few dozen
+# tokens of context whose answer overflows a budget means the judge is not answering, and
+# halving again would only multiply calls.
+_MIN_SPLIT = 48
+# Tokens a merged answer adds around the partial answers' text (its JSON object and key).
+_FRAMING = 16
+# Fewer usable tokens than this per prompt: the window cannot hold a useful context.
+_MIN_USABLE = 64
+
+# Where text may be cut, coarsest first: paragraphs, lines, sentences, clauses and words.
+# Zero-width splits keep every character, so the pieces join back to the text exactly; a
+# space starts the next unit, as BPE vocabularies do (" word" is one token, "word " two).
+_BREAKS = (
+    re.compile(r"(?<=\n\n)"),
+    re.compile(r"(?<=\n)"),
+    re.compile(r"(?<=[。！？；])|(?<=[.!?;])(?= )"),
+    re.compile(r"(?<=[，、：])|(?= )"),
+)
+
+
+def _tokenizer(model: str) -> str:
+    # The same mapping as ``count_tokens``: our own providers have no litellm tokenizer.
+    return "gpt-4" if model.split("/", 1)[0] in {"fake", "local"} else model
+
+
+def count_prompt(model: str, messages: list[dict[str, Any]]) -> int:
+    """Tokens of chat ``messages`` as litellm counts them for ``model`` (framing included)."""
+    try:
+        return int(litellm.token_counter(model=_tokenizer(model), messages=messages))
+    except Exception:  # no tokenizer for this model: characters over-count, the safe side
+        return sum(len(str(m.get("content") or "")) + 4 for m in messages)
+
+
+def _hard_cut(text: str, budget: int, model: str) -> list[tuple[str, int]]:
+    """Cut text that has no break points by characters (never inside a character)."""
+    out: list[tuple[str, int]] = []
+    chars_per_token = len(text) / max(1, count_tokens(model, text))
+    rest = text
+    while rest:
+        cut = min(len(rest), max(1, int(budget * chars_per_token)))
+        n = count_tokens(model, rest[:cut])
+        while cut > 1 and n > budget:
+            cut = max(1, cut * 9 // 10)
+            n = count_tokens(model, rest[:cut])
+        out.append((rest[:cut], n))
+        rest = rest[cut:]
+    return out
+
+
+def _units(text: str, budget: int, model: str, level: int = 0) -> list[tuple[str, int]]:
+    """``text`` as consecutive units of at most ``budget`` tokens each, with their counts."""
+    n = count_tokens(model, text)
+    if n <= budget:
+        return [(text, n)]
+    while level < len(_BREAKS):
+        parts = [p for p in _BREAKS[level].split(text) if p]
+        level += 1
+        if len(parts) > 1:
+            return [u for p in parts for u in _units(p, budget, model, level)]
+    return _hard_cut(text, budget, model)
+
+
+def _accumulate(units: list[tuple[str, int]], budget: int, model: str) -> list[str]:
+    groups: list[list[tuple[str, int]]] = []
+    used = budget + 1
+    for unit in units:
+        if used + unit[1] > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(unit)
+        used += unit[1]
+    out: list[str] = []
+    for group in groups:
+        text = "".join(u for u, _ in group)
+        # Summed counts are an estimate: BPE may merge differently across the join of two units.
+        if len(group) == 1 or count_tokens(model, text) <= budget:
+            out.append(text)
+        else:
+            mid = len(group) // 2
+            out += _accumulate(group[:mid], budget, model) + _accumulate(group[mid:], budget, model)
+    return out
+
+
+def split_text(text: str, budget: int, model: str) -> list[str]:
+    """Cut ``text`` into pieces of at most ``budget`` tokens that join back to it exactly.
+
+    Cuts fall at paragraph, line, sentence, clause or word ends when possible, and between
+    characters only inside a run with none of them.
+    """
+    if budget < 1:
+        raise ValueError(f"split_text: budget must be at least 1 token, got {budget}")
+    if not text:
+        return []
+    return _accumulate(_units(text, budget, model), budget, model)
+
+
+def pack(sizes: list[int], capacity: int) -> list[list[int]]:
+    """First-fit decreasing: indices grouped so that no group's sizes sum above ``capacity``.
+
+    An item larger than ``capacity`` gets a group of its own (callers split such items first).
+
+    Ties keep input order and each group lists its indices in input order, so a seeded
+    shuffle before packing still decides the order contexts appear in within a prompt.
+    """
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    groups: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        for g, free in enumerate(room):
+            if sizes[i] <= free:
+                groups[g].append(i)
+                room[g] -= sizes[i]
+                break
+        else:
+            groups.append([i])
+            room.append(capacity - sizes[i])
+    return [sorted(g) for g in groups]
+
+
+def _is_unknown(answer: str) -> bool:
+    """Whether an answer only says "unknown" (in any language we prompt in)."""
+    core = answer.strip().strip("。.!！\"'“”").strip().lower()
+    return not core or core in {u.lower() for u in UNKNOWN.values()}
 
 
 @dataclass
 class _Piece:
-    """A partial answer (or a context) and the context ids it rests on."""
+    """A context (or part of one) or a partial answer, with the context ids it rests on."""
 
     text: str
     ids: list[str]
     node: int
+    cost: int
+    """Tokens this text adds to a prompt as one element of a JSON list."""
 
 
-@dataclass
-class _Job:
-    """Bookkeeping of one question's reference answer."""
+class ReferenceWriter:
+    """Writes one question's reference answer and keeps its merge tree and counts.
 
-    qid: str
-    question: str
-    lang: str
-    calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    tree: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    Args:
+        ctx: the stage context (judge, window, gateway, config).
+        question: the question text.
+        lang: the question's language; it picks the prompt set.
+    """
 
-    def node(self, kind: str, ids: list[str], children: list[int] | None = None, status: str = "ok") -> int:
-        self.tree.append({"node": len(self.tree), "kind": kind, "context_ids": ids,
-                          "children": children or [], "status": status})
-        return len(self.tree) - 1
+    def __init__(self, ctx: StageContext, question: str, lang: str) -> None:
+        cfg = ctx.config.ground_truth
+        self.ctx = ctx
+        self.question = question
+        self.lang = ANSWER_GROUP.language(lang)
+        self.model = ctx.judge
+        self.window = ctx.window()
+        self.answer_tokens = cfg.answer_tokens
+        self.reserve = cfg.reserve_tokens
+        self.nodes: list[dict[str, Any]] = []
+        self.lost: list[str] = []
+        self.notes: list[str] = []
+        self.calls = self.map_calls = self.merge_calls = 0
+        self.tokens_in = self.tokens_out = 0
+        self.max_prompt_tokens = 0
+        self.root: int | None = None
+        # A judge that fills any budget would have its inputs halved down to crumbs: splitting
+        # may at most double the planned answer calls (plus a little for small questions).
+        self._splits_left = 0
+        self._rendered: dict[tuple[str, tuple[int, ...]], tuple[list[dict[str, Any]], int]] = {}
+        # Providers that honour response_format natively put the schema into the prompt as well:
+        # it is counted once more, as text, on top of the gateway's schema message.
+        self._format_tokens = {
+            p.name: count_tokens(self.model, canonical_json(p.output_model.model_json_schema()))
+            for p in (ANSWER_GROUP, MERGE)
+        }
+        self.answer_overhead = self._render(
+            ANSWER_GROUP, GroupAnswerInput(question=question, contexts=[])
+        )[1]
+        self.merge_overhead = self._render(
+            MERGE, MergeInput(question=question, partial_answers=[])
+        )[1]
 
+    # -- sizes ----------------------------------------------------------------------------
 
-def split_text(text: str, budget: int, model: str) -> list[str]:
-    """Cut ``text`` into pieces of at most ``budget`` tokens, at line or sentence ends when possible."""
-    if count_tokens(model, text) <= budget:
-        return [text]
-    pieces, current = [], ""
-    units = [u for u in text.replace("。", "。\n").replace(". ", ".\n").split("\n") if u]
-    for unit in units:
-        while count_tokens(model, unit) > budget:  # one unit larger than the budget: cut by length
-            cut = max(1, int(len(unit) * budget / count_tokens(model, unit) / _SAFETY))
-            if current:
-                pieces.append(current)
-                current = ""
-            pieces.append(unit[:cut])
-            unit = unit[cut:]
-        candidate = f"{current}\n{unit}" if current else unit
-        if count_tokens(model, candidate) > budget:
-            pieces.append(current)
-            current = unit
+    @property
+    def usable(self) -> int:
+        """Context tokens one answer prompt holds: window - answer budget - reserve - the rest."""
+        return self.window - self.answer_tokens - self.reserve - self.answer_overhead
+
+    def cost(self, text: str) -> int:
+        """Tokens ``text`` adds to a prompt as a JSON list element (quotes, escapes, separator)."""
+        return count_tokens(self.model, json.dumps(text, ensure_ascii=False)) + 1
+
+    def _render(self, prompt: Prompt, inp: BaseModel) -> tuple[list[dict[str, Any]], int]:
+        # Exactly what the gateway's structured call sends: its schema message, then ours.
+        messages = [
+            {"role": "system", "content": schema_instruction(prompt.output_model)},
+            *prompt.messages(inp, self.lang),
+        ]
+        return messages, count_prompt(self.model, messages) + self._format_tokens[prompt.name]
+
+    def _render_group(
+        self, prompt: Prompt, group: list[_Piece], *, keep: bool = True
+    ) -> tuple[list[dict[str, Any]], int]:
+        # Checking a group and then sending it would render and count it twice: the check keeps
+        # its rendering (``keep``) and the call takes it.
+        key = (prompt.name, tuple(p.node for p in group))
+        found = self._rendered.get(key) if keep else self._rendered.pop(key, None)
+        if found is None:
+            texts = [p.text for p in group]
+            inp: BaseModel = (
+                GroupAnswerInput(question=self.question, contexts=texts)
+                if prompt is ANSWER_GROUP
+                else MergeInput(question=self.question, partial_answers=texts)
+            )
+            found = self._render(prompt, inp)
+            if keep:
+                self._rendered[key] = found
+        return found
+
+    def _fits(self, prompt_tokens: int, max_tokens: int) -> bool:
+        return prompt_tokens + max_tokens + self.reserve <= self.window
+
+    def fit_text(self, text: str, limit: int, raw: int | None = None) -> list[tuple[str, int]]:
+        """``text`` in consecutive parts whose :meth:`cost` is at most ``limit``, with the costs."""
+        if raw is None:
+            whole = self.cost(text)
+            if whole <= limit:
+                return [(text, whole)]
+            raw = limit - 2
+        out: list[tuple[str, int]] = []
+        for part in split_text(text, max(1, raw), self.model):
+            c = self.cost(part)
+            if c <= limit or len(part) <= 1 or raw <= 1:
+                out.append((part, c))
+            else:  # escapes made the JSON form longer than the text: cut this part tighter
+                out += self.fit_text(part, limit, raw - (c - limit))
+        return out
+
+    # -- the tree -------------------------------------------------------------------------
+
+    def _node(self, kind: str, ids: list[str], children: list[int], **extra: Any) -> int:
+        self.nodes.append(
+            {
+                "node": len(self.nodes),
+                "kind": kind,
+                "context_ids": ids,
+                "children": children,
+                **extra,
+            }
+        )
+        return len(self.nodes) - 1
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        prompt: Prompt,
+        messages: list[dict[str, Any]],
+        prompt_tokens: int,
+        max_tokens: int,
+        kind: str,
+    ) -> tuple[tuple[str, str | None] | None, str | None, str | None]:
+        """One request: ((reply, finish reason) or None, ``split``/``failed`` or None, error)."""
+        schema = prompt.output_model
+        fmt = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": schema.__name__,
+                "schema": schema.model_json_schema(),
+                "strict": False,
+            },
+        }
+        self.calls += 1
+        if kind == "answer":
+            self.map_calls += 1
         else:
-            current = candidate
-    if current:
-        pieces.append(current)
-    return pieces
-
-
-def pack(sizes: list[int], budget: int) -> list[list[int]]:
-    """Greedy next-fit packing of items (in order) into groups of at most ``budget`` tokens."""
-    groups: list[list[int]] = []
-    used = budget + 1
-    for i, size in enumerate(sizes):
-        if used + size > budget:
-            groups.append([])
-            used = 0
-        groups[-1].append(i)
-        used += size
-    return groups
-
-
-async def reference_answer(ctx: StageContext, job: _Job, contexts: list[tuple[str, str]]) -> tuple[str | None, str, list[str]]:
-    """Write one reference answer; returns (answer, status, supporting ids)."""
-    cfg = ctx.config.ground_truth
-    model = ctx.judge
-    window = ctx.window()
-    overhead = count_tokens(model, ANSWER_GROUP.instruction[ANSWER_GROUP.language(job.lang)] + job.question) + 200
-    budget = int((window - cfg.answer_tokens - overhead) / _SAFETY)
-    if budget < 64:
-        job.errors.append(f"the judge's window ({window} tokens) leaves no room for contexts")
-        return None, "failed", []
-    rng = random.Random(cfg.seed)
-    order = list(contexts)
-    rng.shuffle(order)
-    pieces: list[_Piece] = []
-    for cid, text in order:
-        for part in split_text(text, budget, model):
-            pieces.append(_Piece(part, [cid], job.node("context", [cid])))
-
-    async def answer(group: list[_Piece]) -> _Piece | None:
-        inp = GroupAnswerInput(question=job.question, contexts=[p.text for p in group])
-        out = await ctx.gateway.astructured(
-            model=model, messages=ANSWER_GROUP.messages(inp, job.lang), schema=ANSWER_GROUP.output_model,
-            prompt_version=ANSWER_GROUP.key, temperature=ctx.config.models.temperature,
-            max_tokens=cfg.answer_tokens,
+            self.merge_calls += 1
+        self.max_prompt_tokens = max(
+            self.max_prompt_tokens, prompt_tokens + max_tokens + self.reserve
         )
-        job.calls += 1 + (1 if out.repaired else 0)
-        job.tokens_in += out.tokens_in
-        job.tokens_out += out.tokens_out
-        ids = [i for p in group for i in p.ids]
-        children = [p.node for p in group]
-        if not out.ok:
-            job.errors.append(out.error or "failed")
-            job.node("answer", ids, children, status="failed")
-            return None
-        if not out.value.answerable or not out.value.answer.strip():
-            job.node("answer", ids, children, status="unknown")
-            return None
-        return _Piece(out.value.answer.strip(), ids, job.node("answer", ids, children))
+        try:
+            response = await self.ctx.gateway.acompletion(
+                model=self.model,
+                messages=messages,
+                prompt_version=prompt.key,
+                response_format=fmt,
+                temperature=self.ctx.config.models.temperature,
+                max_tokens=max_tokens,
+            )
+        except litellm.ContextWindowExceededError as exc:
+            # The provider's tokenizer counts more than ours: smaller calls can still succeed.
+            return None, "split", redact(f"context window exceeded: {exc}")[:500]
+        except Exception as exc:  # provider failure after the gateway's retries
+            return None, "failed", redact(f"{type(exc).__name__}: {exc}")[:500]
+        usage = getattr(response, "usage", None)
+        self.tokens_in += int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.tokens_out += int(getattr(usage, "completion_tokens", 0) or 0)
+        choice = response.choices[0]
+        return (choice.message.content or "", choice.finish_reason), None, None
 
-    if cfg.mode == "slow":
-        groups = [[p] for p in pieces]
-    else:
-        groups = [[pieces[i] for i in g] for g in pack([count_tokens(model, p.text) for p in pieces], budget)]
-    partials = [p for p in await asyncio.gather(*(answer(g) for g in groups)) if p is not None]
-    if not partials:
-        if job.errors:
+    async def _call(
+        self,
+        prompt: Prompt,
+        messages: list[dict[str, Any]],
+        prompt_tokens: int,
+        max_tokens: int,
+        kind: str,
+        ids: list[str],
+        children: list[int],
+    ) -> tuple[Any, str, int]:
+        """A structured judge call: (value or None, ``ok``/``split``/``failed``, tree node).
+
+        ``split``: the answer did not fit (cut off at its budget, or the provider found the
+        prompt too long): smaller inputs can succeed. Other invalid output gets the gateway's
+        one repair (the bad reply and the problem sent back) only when that longer prompt
+        still fits the window; otherwise the inputs are split as well.
+        """
+        node = self._node(
+            kind,
+            list(dict.fromkeys(ids)),
+            children,
+            status="ok",
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            text=None,
+            error=None,
+        )
+        record = self.nodes[node]
+        send, tokens = messages, prompt_tokens
+        value, outcome, error = None, "failed", None
+        for attempt in (0, 1):
+            reply, outcome_or_none, error = await self._send(prompt, send, tokens, max_tokens, kind)
+            if reply is None:
+                outcome = outcome_or_none or "failed"
+                break
+            raw, finish = reply
+            try:
+                value = prompt.output_model.model_validate_json(extract_json(raw))
+            except ValidationError as exc:
+                problem = _short(exc)
+            else:
+                outcome, error = "ok", None
+                record["text"] = getattr(value, "answer", None)
+                break
+            if finish == "length" or count_tokens(self.model, raw) >= max_tokens - 2:
+                outcome, error = "split", f"cut off at its budget of {max_tokens} tokens"
+                break
+            if attempt == 1:
+                outcome, error = "failed", f"invalid output after one repair: {problem}"
+                break
+            send = [
+                *messages,
+                {"role": "assistant", "content": raw},
+                {
+                    "role": "user",
+                    "content": f"That reply is not valid ({problem}). "
+                    "Reply again with only the JSON object that matches the schema.",
+                },
+            ]
+            tokens = count_prompt(self.model, send) + self._format_tokens[prompt.name]
+            if not self._fits(tokens, max_tokens):
+                outcome, error = "split", f"invalid output, no room to repair it: {problem}"
+                break
+            record["repair_prompt_tokens"] = tokens
+        record["status"], record["error"] = outcome, error
+        return value, outcome, node
+
+    # -- map step -------------------------------------------------------------------------
+
+    def context_pieces(self, contexts: list[tuple[str, str]]) -> list[_Piece]:
+        """Each context as one piece, or split into pieces that each fit one prompt."""
+        pieces = []
+        for cid, text in contexts:
+            if not text or not text.strip():
+                continue
+            parts = self.fit_text(text, self.usable)
+            for k, (part, cost) in enumerate(parts, start=1):
+                extra = {"part": f"{k}/{len(parts)}"} if len(parts) > 1 else {}
+                node = self._node("context", [cid], [], status="ok", tokens=cost, **extra)
+                pieces.append(_Piece(part, [cid], node, cost))
+        return pieces
+
+    def map_groups(self, pieces: list[_Piece]) -> list[list[_Piece]]:
+        """Pieces packed first-fit decreasing into prompts that fill the window, each checked."""
+        groups = [[pieces[i] for i in g] for g in pack([p.cost for p in pieces], self.usable)]
+        return self._verified(groups, self._answer_fits)
+
+    def _answer_fits(self, group: list[_Piece]) -> bool:
+        return self._fits(self._render_group(ANSWER_GROUP, group)[1], self.answer_tokens)
+
+    def _verified(self, groups: list[list[_Piece]], fits: Any) -> list[list[_Piece]]:
+        """``groups`` with every multi-piece group checked on its rendered prompt.
+
+        Packing sums per-piece costs, which can under-count a full prompt by a few tokens (BPE
+        merges across the JSON separators). A group over the window gives up its smallest
+        pieces, which go to the emptiest group that still fits, else to a group of their own:
+        one extra call at most, where halving the group would cost one per overfull group.
+        """
+        out: list[list[_Piece]] = []
+        spill: list[_Piece] = []
+        for group in groups:
+            group = list(group)
+            while len(group) > 1 and not fits(group):
+                spill.append(group.pop(min(range(len(group)), key=lambda k: group[k].cost)))
+            out.append(group)
+        for piece in sorted(spill, key=lambda p: -p.cost):
+            for group in sorted(out, key=lambda g: sum(p.cost for p in g)):
+                trial = sorted([*group, piece], key=lambda p: p.node)
+                if fits(trial):
+                    group[:] = trial
+                    break
+            else:
+                out.append([piece])
+        return out
+
+    async def answer(self, group: list[_Piece]) -> list[_Piece]:
+        """Partial answers from ``group`` (several when it had to be asked in parts)."""
+        messages, tokens = self._render_group(ANSWER_GROUP, group, keep=False)
+        if not self._fits(tokens, self.answer_tokens):
+            # The summed piece costs under-counted this prompt: ask in smaller parts, unsent.
+            return await self._answer_in_parts(group)
+        ids = [i for p in group for i in p.ids]
+        value, outcome, node = await self._call(
+            ANSWER_GROUP,
+            messages,
+            tokens,
+            self.answer_tokens,
+            "answer",
+            ids,
+            [p.node for p in group],
+        )
+        if outcome == "split":
+            return await self._answer_in_parts(group)
+        if outcome == "failed":
+            self.lost.append(
+                f"answer from {len(group)} context piece(s) failed: {self.nodes[node]['error']}"
+            )
+            return []
+        if not value.answerable or _is_unknown(value.answer):
+            self.nodes[node]["status"] = "unknown"
+            return []
+        text = value.answer.strip()
+        return [_Piece(text, list(dict.fromkeys(ids)), node, self.cost(text))]
+
+    def _piece_node(self, whole: _Piece, tokens: int) -> int:
+        return self._node("piece", whole.ids, [whole.node], status="ok", tokens=tokens)
+
+    async def _answer_in_parts(self, group: list[_Piece]) -> list[_Piece]:
+        if self._splits_left <= 0:
+            self.lost.append(
+                f"answer from {len(group)} context piece(s) did not fit {self.answer_tokens} "
+                "tokens and the question's split allowance is spent"
+            )
+            return []
+        self._splits_left -= 1
+        if len(group) > 1:
+            mid = len(group) // 2
+            a, b = await asyncio.gather(self.answer(group[:mid]), self.answer(group[mid:]))
+            return a + b
+        piece = group[0]
+        if piece.cost < _MIN_SPLIT:
+            self.lost.append(
+                f"no answer of context {piece.ids[0]} fits {self.answer_tokens} tokens"
+            )
+            return []
+        parts = self.fit_text(piece.text, piece.cost // 2 + 1)
+        halves = [_Piece(t, piece.ids, self._piece_node(piece, c), c) for t, c in parts]
+        answers = await asyncio.gather(*(self.answer([h]) for h in halves))
+        return [p for a in answers for p in a]
+
+    # -- merge step -----------------------------------------------------------------------
+
+    def merge_groups(self, partials: list[_Piece]) -> list[list[_Piece]]:
+        """Partial answers grouped so that inputs plus an answer as long as them fit a prompt."""
+        capacity = self.window - self.reserve - self.merge_overhead - _FRAMING
+        groups = [[partials[i] for i in g] for g in pack([2 * p.cost for p in partials], capacity)]
+        return self._verified(groups, self._merge_fits)
+
+    def _merge_fits(self, group: list[_Piece]) -> bool:
+        need = sum(p.cost for p in group) + _FRAMING
+        return self._fits(self._render_group(MERGE, group)[1], need)
+
+    async def merge(self, group: list[_Piece]) -> list[_Piece]:
+        """One merged answer of ``group``, or fewer pieces than it had: never a dropped one."""
+        if len(group) == 1:
+            return group
+        messages, tokens = self._render_group(MERGE, group, keep=False)
+        need = sum(p.cost for p in group) + _FRAMING
+        if not self._fits(tokens, need):
+            return await self._merge_in_parts(group)
+        ids = [i for p in group for i in p.ids]
+        value, outcome, node = await self._call(
+            MERGE, messages, tokens, need, "merge", ids, [p.node for p in group]
+        )
+        if outcome == "ok" and _is_unknown(value.answer):
+            # An empty merge of non-empty answers would lose them all.
+            outcome = self.nodes[node]["status"] = "failed"
+            self.nodes[node]["error"] = "empty merged answer"
+        if outcome == "ok":
+            text = value.answer.strip()
+            return [_Piece(text, list(dict.fromkeys(ids)), node, self.cost(text))]
+        if outcome == "split":
+            return await self._merge_in_parts(group)
+        # Smaller merges would not help a judge that cannot merge: keep the inputs as they are.
+        self.notes.append(f"a merge failed, its inputs kept unmerged: {self.nodes[node]['error']}")
+        return [self.join(group, "merge_failed")]
+
+    async def _merge_in_parts(self, group: list[_Piece]) -> list[_Piece]:
+        if len(group) == 2:
+            return [self.join(group, "merge_failed")]
+        mid = len(group) // 2
+        a, b = await asyncio.gather(self.merge(group[:mid]), self.merge(group[mid:]))
+        return a + b
+
+    def join(self, group: list[_Piece], status: str) -> _Piece:
+        """The pieces side by side, unmerged (no call): nothing is lost, nothing rewritten."""
+        ids = list(dict.fromkeys(i for p in group for i in p.ids))
+        text = "\n\n".join(p.text for p in group)
+        node = self._node("join", ids, [p.node for p in group], status=status)
+        return _Piece(text, ids, node, self.cost(text))
+
+    # -- the whole ------------------------------------------------------------------------
+
+    async def write(
+        self, contexts: list[tuple[str, str]], mode: str, seed: int
+    ) -> tuple[str | None, str, list[str]]:
+        """The reference answer from ``contexts`` (id, text): (answer, status, supporting ids)."""
+        if self.usable < _MIN_USABLE:
+            self.lost.append(
+                f"the judge's window ({self.window} tokens) minus the answer budget "
+                f"({self.answer_tokens}), the reserve ({self.reserve}) and the instruction "
+                f"({self.answer_overhead}) leaves {self.usable} tokens for contexts"
+            )
             return None, "failed", []
-        return None, "insufficient", []
+        rank = {cid: k for k, (cid, _) in enumerate(contexts)}
+        order = list(contexts)
+        if mode == "fast":
+            random.Random(seed).shuffle(order)
+        pieces = self.context_pieces(order)
+        groups = [[p] for p in pieces] if mode == "slow" else self.map_groups(pieces)
+        self._splits_left = len(groups) + 16
+        answers = await asyncio.gather(*(self.answer(g) for g in groups))
+        self._rendered.clear()  # renderings of groups that were tried but not sent
+        partials = [p for a in answers for p in a]
+        if not partials:
+            return None, ("failed" if self.lost else "insufficient"), []
+        # Merge in rounds rather than as answers arrive: the grouping then depends only on the
+        # inputs, so a re-run asks the same prompts and the memo answers them.
+        while len(partials) > 1:
+            groups = self.merge_groups(partials)
+            if all(len(g) == 1 for g in groups):
+                break
+            merged = await asyncio.gather(*(self.merge(g) for g in groups))
+            self._rendered.clear()  # renderings of groups that were tried but not sent
+            partials = [p for m in merged for p in m]
+        final = partials[0] if len(partials) == 1 else self.join(partials, "too_large_to_merge")
+        support = sorted(set(final.ids), key=lambda i: rank.get(i, len(rank)))
+        self.root = final.node
+        return final.text, ("partial" if self.lost else "ok"), support
 
-    async def merge(group: list[_Piece]) -> _Piece:
-        inp = MergeInput(question=job.question, partial_answers=[p.text for p in group])
-        out = await ctx.gateway.astructured(
-            model=model, messages=MERGE.messages(inp, job.lang), schema=MERGE.output_model,
-            prompt_version=MERGE.key, temperature=ctx.config.models.temperature, max_tokens=cfg.answer_tokens,
-        )
-        job.calls += 1 + (1 if out.repaired else 0)
-        job.tokens_in += out.tokens_in
-        job.tokens_out += out.tokens_out
-        ids = [i for p in group for i in p.ids]
-        children = [p.node for p in group]
-        if not out.ok:
-            # A failed merge keeps its inputs side by side rather than losing any of them.
-            job.errors.append(out.error or "merge failed")
-            return _Piece("\n".join(p.text for p in group), ids, job.node("merge", ids, children, status="failed"))
-        return _Piece(out.value.answer.strip(), ids, job.node("merge", ids, children))
-
-    while len(partials) > 1:
-        groups_idx = pack([count_tokens(model, p.text) for p in partials], budget)
-        # Two answers always fit together (each is capped at answer_tokens); never leave a round
-        # of singletons, which would loop forever.
-        if all(len(g) == 1 for g in groups_idx):
-            groups_idx = [list(range(i, min(i + 2, len(partials)))) for i in range(0, len(partials), 2)]
-        groups = [[partials[i] for i in g] for g in groups_idx]
-        merged = await asyncio.gather(*(merge(g) if len(g) > 1 else _passthrough(g[0]) for g in groups))
-        partials = list(merged)
-    final = partials[0]
-    status = "ok" if not job.errors else "partial"
-    return final.text, status, sorted(set(final.ids), key=final.ids.index)
+    def tree(self) -> dict[str, Any]:
+        """The merge tree with its sizes, as stored in the ``merge_tree`` column."""
+        return {
+            "version": 2,
+            "window": self.window,
+            "answer_tokens": self.answer_tokens,
+            "usable_tokens": self.usable,
+            "map_calls": self.map_calls,
+            "merge_calls": self.merge_calls,
+            "max_prompt_tokens": self.max_prompt_tokens,
+            "root": self.root,
+            "nodes": self.nodes,
+        }
 
 
-async def _passthrough(piece: _Piece) -> _Piece:
-    return piece
+def _short(exc: ValidationError) -> str:
+    first = (exc.errors() or [{}])[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
+    return f"{loc}: {first.get('msg', str(exc))}"[:300]
+
+
+async def reference_answer(
+    ctx: StageContext,
+    question: str,
+    lang: str,
+    contexts: list[tuple[str, str]],
+) -> tuple[str | None, str, list[str], ReferenceWriter]:
+    """One question's reference answer from ``contexts`` (id, text) in the configured mode.
+
+    Returns (answer, status, supporting ids, the writer with its tree and counts). Status is
+    ``ok``, ``partial`` (some contexts could not be answered from), ``insufficient`` (no
+    context holds an answer: no answer is invented) or ``failed``.
+    """
+    cfg = ctx.config.ground_truth
+    writer = ReferenceWriter(ctx, question, lang)
+    if not contexts:
+        return None, "insufficient", [], writer
+    answer, status, support = await writer.write(contexts, cfg.mode, cfg.seed)
+    return answer, status, support, writer
+
+
+def _context_ids(ranking: dict[str, Any] | None, candidates: list[dict[str, Any]]) -> list[str]:
+    """The sort stage's relevant ids when it ran, else every candidate in engine order."""
+    if ranking is None:
+        return [c["context_id"] for c in sorted(candidates, key=lambda c: c["engine_rank"])]
+    # A candidate whose relevance verdict failed is not known to be irrelevant: dropping it
+    # could lose the one context that holds a fact, so it follows the relevant ones.
+    return list(dict.fromkeys([*ranking["ordered_ids"], *(ranking.get("unjudged_ids") or [])]))
 
 
 async def ground_truth(ctx: StageContext) -> list[str]:
@@ -183,37 +660,62 @@ async def ground_truth(ctx: StageContext) -> list[str]:
     candidates: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in ctx.run.read("candidates").to_pylist():
         candidates[row["question_id"]].append(row)
-    ranking = {r["question_id"]: r for r in ctx.run.read("ranking").to_pylist()} if ctx.run.has("ranking") and ctx.config.sort.enabled else {}
+    ranking = (
+        {r["question_id"]: r for r in ctx.run.read("ranking").to_pylist()}
+        if ctx.run.has("ranking") and ctx.config.sort.enabled
+        else {}
+    )
 
     async def one(q: Any) -> dict[str, Any]:
-        row = {"run_id": run_id, "question_id": q.question_id, "mode": cfg.mode, "calls": 0,
-               "tokens_in": 0, "tokens_out": 0}
+        row = {
+            "run_id": run_id,
+            "question_id": q.question_id,
+            "mode": cfg.mode,
+            "calls": 0,
+            "tokens_in": 0,
+            "tokens_out": 0,
+        }
         if q.reference and not cfg.overwrite_reference:
             bar.advance()
-            return {**row, "reference": q.reference, "origin": "question_set", "status": "ok", "mode": None}
+            return {
+                **row,
+                "reference": q.reference,
+                "origin": "question_set",
+                "status": "ok",
+                "mode": None,
+            }
         texts = {c["context_id"]: c["text"] for c in candidates[q.question_id]}
-        if q.question_id in ranking:
-            ids = ranking[q.question_id]["ordered_ids"]
-        else:
-            ids = [c["context_id"] for c in sorted(candidates[q.question_id], key=lambda c: c["engine_rank"])]
-        job = _Job(q.question_id, q.question, q.language)
-        if not ids:
-            answer, status, support = None, "insufficient", []
-        else:
-            answer, status, support = await reference_answer(ctx, job, [(i, texts[i]) for i in ids])
+        ids = _context_ids(ranking.get(q.question_id), candidates[q.question_id])
+        contexts = [(i, texts[i]) for i in ids if i in texts]
+        try:
+            answer, status, support, writer = await reference_answer(
+                ctx, q.question, q.language, contexts
+            )
+        except Exception as exc:  # one question's failure is its row's, not the run's
+            bar.advance()
+            return {
+                **row,
+                "origin": "generated",
+                "status": "failed",
+                "error": redact(f"{type(exc).__name__}: {exc}")[:2000],
+            }
         bar.advance()
+        problems = writer.lost + writer.notes
+        if status == "insufficient" and not problems:
+            problems = [
+                "no relevant context holds an answer" if contexts else "no relevant context"
+            ]
         return {
             **row,
             "reference": answer,
             "origin": "generated",
             "status": status,
-            "error": "; ".join(job.errors)[:2000] or (
-                "no relevant context holds an answer" if status == "insufficient" else None),
+            "error": "; ".join(problems)[:2000] or None,
             "supporting_ids": support,
-            "merge_tree": json.dumps(job.tree, ensure_ascii=False),
-            "calls": job.calls,
-            "tokens_in": job.tokens_in,
-            "tokens_out": job.tokens_out,
+            "merge_tree": json.dumps(writer.tree(), ensure_ascii=False),
+            "calls": writer.calls,
+            "tokens_in": writer.tokens_in,
+            "tokens_out": writer.tokens_out,
         }
 
     with progress.bar(f"ground_truth ({cfg.mode})", len(questions)) as bar:
@@ -222,4 +724,11 @@ async def ground_truth(ctx: StageContext) -> list[str]:
     return ["ground_truth"]
 
 
-__all__ = ["ground_truth", "pack", "reference_answer", "split_text"]
+__all__ = [
+    "ReferenceWriter",
+    "count_prompt",
+    "ground_truth",
+    "pack",
+    "reference_answer",
+    "split_text",
+]

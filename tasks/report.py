@@ -23,8 +23,17 @@ def bootstrap_ci(values: np.ndarray, samples: int, seed: int = 0, level: float =
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
-def summarise(scores: pl.DataFrame, thresholds: dict[str, float], samples: int) -> list[dict[str, Any]]:
-    """One summary row per metric: mean over ``ok`` rows and how many rows it rests on."""
+def summarise(
+    scores: pl.DataFrame,
+    thresholds: dict[str, float],
+    samples: int,
+    lower_is_better: frozenset[str] = frozenset(),
+) -> list[dict[str, Any]]:
+    """One summary row per metric: mean over ``ok`` rows and how many rows it rests on.
+
+    A mean is flagged below its threshold, or above it for the metrics in ``lower_is_better``
+    (noise sensitivity, maliciousness).
+    """
     rows = []
     for metric in scores["metric"].unique(maintain_order=True).to_list():
         part = scores.filter(pl.col("metric") == metric)
@@ -42,7 +51,11 @@ def summarise(scores: pl.DataFrame, thresholds: dict[str, float], samples: int) 
                 "n_failed": part.filter(pl.col("status") == "failed").height,
                 "n_skipped": part.filter(pl.col("status") == "skipped").height,
                 "threshold": threshold,
-                "flagged": bool(threshold is not None and not math.isnan(mean) and mean < threshold),
+                "flagged": bool(
+                    threshold is not None
+                    and not math.isnan(mean)
+                    and (mean > threshold if metric in lower_is_better else mean < threshold)
+                ),
             }
         )
     return rows
@@ -80,7 +93,11 @@ async def report(ctx: StageContext) -> list[str]:
     """Write ``summary`` and publish the artifact."""
     scores = pl.from_arrow(ctx.run.read("scores"))
     cfg = ctx.config.report
-    rows = [{"run_id": ctx.run.run_id, **r} for r in summarise(scores, cfg.thresholds, cfg.bootstrap_samples)]
+    from ragaudit.metrics import METRICS
+
+    lower = frozenset(name for name, m in METRICS.items() if not m.higher_is_better)
+    rows = [{"run_id": ctx.run.run_id, **r}
+            for r in summarise(scores, cfg.thresholds, cfg.bootstrap_samples, lower)]
     ctx.run.write("summary", to_table(rows, SUMMARY))
     await _artifact(ctx, rows)
     return ["summary"]

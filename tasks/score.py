@@ -1,48 +1,113 @@
 """Stage 4, score: one task per metric over the batch, on the system's top-k contexts.
 
-k starts at the configured top-k and is reduced until the judge's prompt fits its window
-(the users' rule); the k used is kept on every row. Every row ends ``ok``, ``failed`` with
-the error, or ``skipped`` with the reason: a judge reply that cannot be used is never a
-silent NaN or 0.
+Each metric's rows are scored concurrently (the gateway bounds the calls in flight), each in its
+own try/except, in its own memo item scope (so a prompt asked n times is n samples) and its own
+trace (so the row keeps the judge's statements, verdicts and ratings).
+
+k starts at the configured top-k and is reduced until the metric's largest judge request fits
+the judge's window (the users' rule): the request is rendered with the row's own question,
+answer and reference, in its language, with instructor's schema message, and its tokens are
+counted; the contexts' tokens are added as they appear in the prompt (JSON-escaped), all of
+them for a prompt that joins the contexts, the largest for one that takes them one at a time.
+The k used is kept on every row that reads contexts, the measurement in its ``metric_args``.
+
+Every row ends ``ok``, ``failed`` with the error, or ``skipped`` with the reason: a judge reply
+that cannot be used is never a silent NaN or 0.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
 
 from ragaudit import progress
-from ragaudit.metrics import METRICS, Deps, Sample, Skip
+from ragaudit.config import OFFLINE_EMBEDDER
+from ragaudit.errors import ConfigError
+from ragaudit.metrics import Deps, Metric, Sample, Skip, resolve, trace
 from ragaudit.schemas import SCORES, to_table
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, count_tokens, dumps, gather_limited
 from ragaudit.tasks.collect import read_questions
 
-# ragas's metric prompts (instruction + few-shot examples) take about this many tokens.
-PROMPT_OVERHEAD_TOKENS = 1500
+# Chat formatting adds a few tokens per message (role markers) that no text shows.
+MESSAGE_OVERHEAD_TOKENS = 4
+# Judge replies kept on a failed row, to show what could not be used.
+KEEP_REPLIES = 20
 
 
-def fit_k(ctx: StageContext, question: str, response: str, reference: str, contexts: list[str]) -> int:
-    """The largest k ≤ len(contexts) whose prompt fits the judge's window (at least 1)."""
-    model = ctx.judge
-    budget = ctx.window() - ctx.config.models.max_output_tokens - PROMPT_OVERHEAD_TOKENS
-    fixed = count_tokens(model, f"{question}\n{response}\n{reference}")
-    sizes = [count_tokens(model, c) for c in contexts]
-    k = len(contexts)
-    while k > 1 and fixed + sum(sizes[:k]) > budget:
-        k -= 1
-    return k
+@lru_cache(maxsize=1)
+def _cl100k() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def prompt_tokens(model: str, text: str) -> int:
+    """Tokens of ``text`` for ``model``."""
+    if model.split("/", 1)[0] in {"fake", "local"}:
+        # What count_tokens measures for them (cl100k), without litellm's per-call overhead.
+        return len(_cl100k().encode(text, disallowed_special=()))
+    return count_tokens(model, text)
+
+
+@lru_cache(maxsize=8192)
+def _context_tokens(model: str, text: str) -> int:
+    # Every judged metric fits the same contexts: count each once per process.
+    return prompt_tokens(model, _in_prompt(text))
+
+
+def _in_prompt(text: str) -> str:
+    """A context as a prompt carries it: inside a JSON string (escaped newlines and quotes)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def fit_k(metric: Metric, sample: Sample, deps: Deps, window: int) -> tuple[int, dict[str, Any]]:
+    """The largest k ≤ len(contexts) whose judge request fits ``window``, and the measurement.
+
+    k is 0 when not even one context fits. Metrics without a window (their prompts do not hold
+    the contexts) keep every context.
+    """
+    if metric.window is None:
+        return len(sample.contexts), {}
+    spec = metric.window(sample, deps)
+    model = deps.judge
+    fixed = sum(prompt_tokens(model, m) + MESSAGE_OVERHEAD_TOKENS for m in spec.messages)
+    sizes = [_context_tokens(model, c) for c in sample.contexts]
+    budget = window - deps.max_output_tokens
+    k, used = 0, fixed
+    for size in sizes:
+        # Joined contexts add up (plus the "\n" between two); one per prompt, the largest counts.
+        grown = used + size + (1 if k else 0) if spec.mode == "joined" else max(used, fixed + size)
+        if grown > budget:
+            break
+        k, used = k + 1, grown
+    info = {
+        "window": window,
+        "reserved_output": deps.max_output_tokens,
+        "prompt_tokens": used,
+        "mode": spec.mode,
+        "k_max": len(sizes),
+    }
+    return k, info
 
 
 def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
-    """One sample per question, and why a question has no answer (question id → reason)."""
+    """One sample per question with its top-k contexts, and why a question has no answer."""
     questions = read_questions(ctx)
     answers = {r["question_id"]: r for r in ctx.run.read("answers").to_pylist()}
-    refs = {r["question_id"]: r for r in ctx.run.read("ground_truth").to_pylist()} if ctx.run.has("ground_truth") else {}
+    refs = (
+        {r["question_id"]: r for r in ctx.run.read("ground_truth").to_pylist()}
+        if ctx.run.has("ground_truth")
+        else {}
+    )
     candidates: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in ctx.run.read("candidates").to_pylist():
         candidates[row["question_id"]].append(row)
@@ -51,14 +116,19 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
     for q in questions:
         answer = answers.get(q.question_id, {})
         if answer.get("status") != "ok":
-            no_answer[q.question_id] = f"no response (answer {answer.get('status', 'missing')}: {answer.get('error')})"
+            no_answer[q.question_id] = (
+                f"no response (answer {answer.get('status', 'missing')}: {answer.get('error')})"
+            )
         ref_row = refs.get(q.question_id)
-        reference = ref_row["reference"] if ref_row and ref_row["status"] in {"ok", "partial"} else q.reference
+        reference = (
+            ref_row["reference"]
+            if ref_row and ref_row["status"] in {"ok", "partial"}
+            else q.reference
+        )
         cands = sorted(candidates[q.question_id], key=lambda c: c["engine_rank"])[:top_k]
         gold = q.reference_contexts
         if gold is None and any(c["gold_relevant"] is not None for c in candidates[q.question_id]):
             gold = [c["text"] for c in candidates[q.question_id] if c["gold_relevant"]]
-        k = fit_k(ctx, q.question, answer.get("response") or "", reference or "", [c["text"] for c in cands])
         samples.append(
             Sample(
                 question_id=q.question_id,
@@ -66,8 +136,8 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
                 language=q.language,
                 response=answer.get("response"),
                 reference=reference,
-                contexts=[c["text"] for c in cands[:k]],
-                context_ids=[c["context_id"] for c in cands[:k]],
+                contexts=[c["text"] for c in cands],
+                context_ids=[c["context_id"] for c in cands],
                 reference_contexts=gold,
                 reference_context_ids=q.reference_context_ids,
             )
@@ -75,42 +145,151 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
     return samples, no_answer
 
 
-async def score_metric(ctx: StageContext, name: str) -> list[str]:
-    """Score metric ``name`` on every question; writes the part table ``scores/<name>``."""
-    m = METRICS[name]
-    samples, no_answer = build_samples(ctx)
-    deps = Deps(
+def make_deps(ctx: StageContext) -> Deps:
+    """The models and options the metrics of this run use."""
+    models = ctx.config.models
+    return Deps(
         gateway=ctx.gateway,
         judge=ctx.judge,
-        embedder=ctx.config.models.embedder_model,
+        embedder=models.embedder_model,
         options=ctx.config.score.model_dump(),
+        temperature=models.temperature,
+        max_output_tokens=models.max_output_tokens,
+        english_only_embedder=models.embedder_model == OFFLINE_EMBEDDER,
     )
-    base = {"run_id": ctx.run.run_id, "metric": name, "judge": ctx.judge if m.needs_llm else None}
+
+
+def _prompt_language(sample: Sample) -> str:
+    return "zh" if sample.language == "zh" else "en"
+
+
+async def score_one(
+    m: Metric, s: Sample, deps: Deps, window: int, no_answer: str | None = None
+) -> dict[str, Any]:
+    """Score one sample: a row dict with status ``ok``, ``failed`` or ``skipped`` (never raises)."""
+    reads_contexts = "contexts" in m.inputs
+    row: dict[str, Any] = {
+        "question_id": s.question_id,
+        "metric": m.name,
+        "judge": deps.judge if m.needs_llm else None,
+        "k_used": len(s.contexts) if reads_contexts else None,
+    }
+    args: dict[str, Any] = {}
+    if m.needs_llm:
+        args["prompt_language"] = _prompt_language(s)
+    steps: list[dict[str, Any]] = []
+    raw: list[str] = []
+    # Hundreds of rows start at once; yielding here lets the calls already in flight finish in
+    # between, instead of all waiting until every row has rendered its first prompt.
+    await asyncio.sleep(0)
+    try:
+        if no_answer is not None and "response" in m.inputs:
+            raise Skip(no_answer)
+        missing = m.missing(s)
+        if missing:
+            raise Skip(f"no {missing} for this question")
+        if reads_contexts and m.needs_llm:
+            k, fit = fit_k(m, s, deps, window)
+            args["fit"] = fit
+            row["k_used"] = k
+            if k == 0:
+                raise Skip(
+                    f"the judge's window ({window} tokens, {deps.max_output_tokens} kept for the "
+                    f"answer) cannot hold the prompt with even one context"
+                )
+            s = replace(s, contexts=s.contexts[:k], context_ids=s.context_ids[:k])
+        with deps.gateway.item_scope(keep_raw=m.needs_llm) as raw, trace() as steps:
+            outcome = await m.score(s, deps)
+        args.update(outcome.args)
+        reason: Any = outcome.reason
+        if m.needs_llm:
+            reason = {"metric": outcome.reason, "steps": steps}
+        row.update(metric_args=dumps(args), reason=None if reason is None else dumps(reason))
+        if outcome.value is None or math.isnan(outcome.value):
+            return {
+                **row,
+                "status": "failed",
+                "error": "the metric produced no value",
+                "reason": dumps(
+                    {"metric": outcome.reason, "steps": steps, "judge_replies": raw[:KEEP_REPLIES]}
+                ),
+            }
+        return {**row, "value": float(outcome.value), "status": "ok"}
+    except Skip as exc:
+        return {
+            **row,
+            "status": "skipped",
+            "error": str(exc),
+            "metric_args": dumps(args),
+            "reason": dumps({"steps": steps}) if steps else None,
+        }
+    except Exception as exc:  # a row's failure is recorded; the batch goes on
+        reason = {"steps": steps, "judge_replies": raw[:KEEP_REPLIES]} if m.needs_llm else None
+        return {
+            **row,
+            "status": "failed",
+            "error": redact(f"{type(exc).__name__}: {exc}")[:2000],
+            "metric_args": dumps(args),
+            "reason": dumps(reason) if reason else None,
+        }
+
+
+async def score_rows(
+    m: Metric,
+    samples: list[Sample],
+    deps: Deps,
+    *,
+    window: int,
+    no_answer: dict[str, str] | None = None,
+    limit: int = 32,
+    on_row: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Score every sample with ``m``, ``limit`` rows in flight; rows in input order."""
+    no_answer = no_answer or {}
 
     async def one(s: Sample) -> dict[str, Any]:
-        row = {**base, "question_id": s.question_id, "k_used": len(s.contexts)}
-        missing = m.missing(s)
         try:
-            if "response" in m.inputs and s.question_id in no_answer:
-                raise Skip(no_answer[s.question_id])
-            if missing:
-                raise Skip(f"no {missing} for this question")
-            with ctx.gateway.item_scope(keep_raw=m.needs_llm) as raw:
-                outcome = await m.score(s, deps)
-            reason = {"metric": outcome.reason, "judge_replies": raw[:20]} if m.needs_llm else outcome.reason
-            row.update(metric_args=dumps(outcome.args), reason=dumps(reason))
-            if outcome.value is None or math.isnan(outcome.value):
-                return {**row, "status": "failed", "error": "the metric produced no value (judge output unusable)"}
-            return {**row, "value": outcome.value, "status": "ok"}
-        except Skip as exc:
-            return {**row, "status": "skipped", "error": str(exc)}
-        except Exception as exc:  # a row's failure is recorded; the batch goes on
-            return {**row, "status": "failed", "error": redact(f"{type(exc).__name__}: {exc}")[:2000]}
+            return await score_one(m, s, deps, window, no_answer.get(s.question_id))
         finally:
-            bar.advance()
+            if on_row is not None:
+                on_row()
 
+    return await gather_limited(samples, one, limit=limit)
+
+
+def metric_for(ctx: StageContext, name: str) -> Metric:
+    """The metric ``name`` of this run's config; a clear config error when there is none."""
+    try:
+        return resolve(name, ctx.config.score.model_dump())
+    except KeyError as exc:
+        raise ConfigError(f"score.metrics: {exc.args[0]}") from None
+
+
+def row_limit(ctx: StageContext) -> int:
+    """Rows of one metric in flight at once.
+
+    A row makes its judge calls one after another (statements, then verdicts), so keeping the
+    gateway's limit busy takes several rows per call slot.
+    """
+    return max(8, 4 * ctx.config.models.concurrency)
+
+
+async def score_metric(ctx: StageContext, name: str) -> list[str]:
+    """Score metric ``name`` on every question; writes the part table ``scores/<name>``."""
+    m = metric_for(ctx, name)
+    samples, no_answer = build_samples(ctx)
+    deps = make_deps(ctx)
     with progress.bar(f"score: {name}", len(samples)) as bar:
-        rows = await gather_limited(samples, one, limit=max(4, ctx.config.models.concurrency * 2))
+        rows = await score_rows(
+            m,
+            samples,
+            deps,
+            window=ctx.window(),
+            no_answer=no_answer,
+            limit=row_limit(ctx),
+            on_row=bar.advance,
+        )
+    rows = [{"run_id": ctx.run.run_id, **r} for r in rows]
     part = f"scores/{name}"
     ctx.run.write(part, to_table(rows, SCORES))
     return [part]
@@ -129,4 +308,16 @@ def reasons(row: dict[str, Any]) -> Any:
     return json.loads(row["reason"]) if row.get("reason") else None
 
 
-__all__ = ["build_samples", "combine_scores", "fit_k", "score_metric"]
+__all__ = [
+    "build_samples",
+    "combine_scores",
+    "fit_k",
+    "make_deps",
+    "metric_for",
+    "prompt_tokens",
+    "reasons",
+    "row_limit",
+    "score_metric",
+    "score_one",
+    "score_rows",
+]

@@ -82,7 +82,7 @@ def test_yaml_and_toml_files(tmp_path: Path, name: str, text: str) -> None:
     # A nested mapping in the file replaces the default mapping as a whole.
     assert cfg.report.thresholds == {"faithfulness": 0.95}
     # Untouched fields keep their defaults.
-    assert cfg.models.max_retries == 4 and cfg.sort.strategy == "merge"
+    assert cfg.models.max_retries == 4 and cfg.sort.strategy == "sample"
 
 
 def test_json_file(tmp_path: Path) -> None:

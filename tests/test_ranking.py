@@ -12,7 +12,13 @@ import pytest
 from scipy.stats import kendalltau, rankdata, spearmanr
 from sklearn.metrics import ndcg_score
 
-from ragaudit.ordering import STRATEGIES, binary_insertion, merge_rounds
+from ragaudit.ordering import (
+    STRATEGIES,
+    binary_insertion,
+    merge_rounds,
+    parallel_quicksort,
+    sample_sort,
+)
 from ragaudit.ranking import (
     average_ranks,
     full_judge_ranks,
@@ -297,3 +303,62 @@ async def test_merge_rounds_runs_the_merges_of_a_level_at_once() -> None:
 def test_strategies_are_registered_by_name() -> None:
     assert STRATEGIES["merge"] is merge_rounds
     assert STRATEGIES["insertion"] is binary_insertion
+
+
+# -- tie-aware gains and the parallel strategies ----------------------------------------------
+
+
+def test_judge_gains_share_within_tie_groups() -> None:
+    gains = judge_gains(["a", "b", "c", "d"], [0, 0, 1, 2])
+    assert gains == {"a": 3.5, "b": 3.5, "c": 2.0, "d": 1.0}
+    assert judge_gains(["a", "b", "c"], [0, 1, 2]) == judge_gains(["a", "b", "c"])
+    # Ties change the gains, not their total.
+    assert sum(judge_gains(ids(9), [0, 0, 0, 1, 2, 2, 3, 3, 3]).values()) == sum(range(1, 10))
+
+
+@pytest.mark.parametrize("sort", [sample_sort, parallel_quicksort])
+async def test_parallel_strategies_sort_distinct_values(sort) -> None:
+    rng = random.Random(8)
+    for n in (0, 1, 2, 3, 7, 16, 33, 70):
+        items = ids(n)
+        values = {x: rng.random() for x in items}
+        calls: list[int] = []
+        ordered, groups = await sort(shuffled(items, rng), exact(values, calls))
+        assert ordered == sorted(items, key=lambda x: -values[x])
+        assert groups == list(range(n))
+        # Never a pair twice; the sample sort stays within a binary insertion's n log2 n.
+        assert len(calls) <= n * (n - 1) // 2
+        if sort is sample_sort:
+            assert len(calls) <= (n * math.ceil(math.log2(n)) if n > 1 else 0)
+
+
+@pytest.mark.parametrize("sort", [sample_sort, parallel_quicksort])
+async def test_parallel_strategies_with_ties_share_groups_and_are_stable(sort) -> None:
+    rng = random.Random(9)
+    for _ in range(15):
+        items = ids(rng.randint(2, 60))
+        values = {x: float(rng.randint(0, 4)) for x in items}
+        start = shuffled(items, rng)
+        ordered, groups = await sort(start, exact(values))
+        assert ordered == sorted(start, key=lambda x: -values[x])
+        shared = [g1 == g2 for g1, g2 in itertools.pairwise(groups)]
+        if sort is sample_sort:
+            # Every neighbour pair is asked before the end, so every tie between neighbours shows.
+            assert shared == expected_groups(ordered, values)
+        else:
+            pairs = zip(itertools.pairwise(ordered), shared, strict=True)
+            assert all(values[a] == values[b] for (a, b), tie in pairs if tie)
+        assert groups == sorted(groups)
+
+
+async def test_parallel_strategies_keep_all_equal_items_in_one_group() -> None:
+    values = dict.fromkeys(ids(40), 1.0)
+    for sort in (sample_sort, parallel_quicksort):
+        ordered, groups = await sort(ids(40), exact(values))
+        assert ordered == ids(40)
+        assert set(groups) == {groups[0]}
+
+
+def test_all_strategies_are_registered_by_name() -> None:
+    assert STRATEGIES["sample"] is sample_sort
+    assert STRATEGIES["quick"] is parallel_quicksort

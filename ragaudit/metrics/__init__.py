@@ -1,6 +1,76 @@
-"""Registered metrics: each a named unit with its inputs and whether it needs a judge or embeddings."""
+"""Registered metrics: named units with their inputs and whether they need a judge or embeddings.
 
-from ragaudit.metrics import _classic, _ragas  # noqa: F401  (registration)
-from ragaudit.metrics._base import METRICS, Deps, Metric, Outcome, Sample, Skip, metric
+One module per metric or family; importing this package registers them all in ``METRICS``.
+User-defined aspects exist through a run's config and are found with :func:`resolve`.
+"""
 
-__all__ = ["METRICS", "Deps", "Metric", "Outcome", "Sample", "Skip", "metric"]
+from ragaudit.metrics import (  # noqa: F401  (registration)
+    _answer_correctness,
+    _answer_relevancy,
+    _aspect,
+    _context_entity_recall,
+    _context_precision,
+    _context_recall,
+    _context_relevance,
+    _factual_correctness,
+    _faithfulness,
+    _lexical,
+    _noise_sensitivity,
+    _nonllm,
+    _semantic,
+    _summarization,
+)
+from ragaudit.metrics._base import (
+    METRICS,
+    Deps,
+    JudgeError,
+    Metric,
+    Outcome,
+    Sample,
+    Skip,
+    Window,
+    metric,
+    resolve,
+)
+from ragaudit.metrics._judge import trace
+
+# The order ``ragaudit metrics`` lists them in: SPEC §2.4's.
+_ORDER = (
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_precision_without_reference",
+    "context_recall",
+    "nonllm_context_recall",
+    "nonllm_context_precision",
+    "context_relevance",
+    "context_sentence_relevance",
+    "context_entity_recall",
+    "noise_sensitivity",
+    "noise_sensitivity_irrelevant",
+    "factual_correctness",
+    "factual_correctness_precision",
+    "factual_correctness_recall",
+    "semantic_similarity",
+    "answer_correctness",
+)
+_ordered = {n: METRICS[n] for n in _ORDER if n in METRICS}
+_ordered.update({n: m for n, m in METRICS.items() if n.startswith("aspect_")})
+_ordered.update({n: METRICS[n] for n in ("summarization_score", "rouge_l", "bleu", "jaccard")})
+_ordered.update({n: m for n, m in METRICS.items() if n not in _ordered})
+METRICS.clear()
+METRICS.update(_ordered)
+
+__all__ = [
+    "METRICS",
+    "Deps",
+    "JudgeError",
+    "Metric",
+    "Outcome",
+    "Sample",
+    "Skip",
+    "Window",
+    "metric",
+    "resolve",
+    "trace",
+]

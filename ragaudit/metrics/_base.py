@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from ragaudit.cache import Gateway
+if TYPE_CHECKING:
+    from ragaudit.cache import Gateway
 
 
 @dataclass(frozen=True)
@@ -35,15 +36,41 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Deps:
-    """The models a metric may call, all through the gateway."""
+    """The models a metric may call, all through the gateway, and the run's score options."""
 
     gateway: Gateway
     judge: str
     embedder: str
     options: dict[str, Any]
+    temperature: float = 0.0
+    """Sampling temperature of single-sample judge calls."""
+    max_output_tokens: int = 1024
+    """Answer budget of one judge call (also reserved when fitting contexts to the window)."""
+    english_only_embedder: bool = False
+    """The embedder cannot read Chinese (the offline MiniLM): embedding scores of Chinese rows
+    are skipped with that reason instead of reported."""
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """A score option from the run's config (``score.<name>``)."""
+        value = self.options.get(name)
+        return default if value is None else value
 
 
-Scorer = Callable[[Sample, Deps], Awaitable[Outcome]]
+@dataclass(frozen=True)
+class Window:
+    """The largest judge request a metric sends for a sample, with its contexts left out.
+
+    ``messages`` are the request's texts (system and user) rendered with empty contexts;
+    ``mode`` says how the k contexts enter it: ``joined`` (all in one prompt) or ``each``
+    (one prompt per context, so only the largest counts).
+    """
+
+    messages: list[str]
+    mode: Literal["joined", "each"]
+
+
+Scorer = Callable[["Sample", "Deps"], Awaitable[Outcome]]
+WindowFn = Callable[["Sample", "Deps"], Window]
 
 
 @dataclass(frozen=True)
@@ -56,6 +83,9 @@ class Metric:
     needs_embeddings: bool
     description: str
     score: Scorer
+    higher_is_better: bool = True
+    window: WindowFn | None = None
+    """How the judge prompt grows with the contexts (None: the contexts are not in a prompt)."""
 
     def missing(self, sample: Sample) -> str | None:
         """The first required input the sample lacks, or None."""
@@ -70,20 +100,66 @@ class Skip(Exception):
     """Raised by a scorer when the sample cannot be scored by this metric; the message says why."""
 
 
+class JudgeError(Exception):
+    """The judge's answers cannot give a score (none parsed, none usable); the message says why."""
+
+
 METRICS: dict[str, Metric] = {}
+# Metrics that exist only through a run's config (user-defined aspects): name, options → Metric.
+FACTORIES: list[Callable[[str, dict[str, Any]], Metric | None]] = []
 
 
 def metric(
-    name: str, *, inputs: tuple[str, ...], llm: bool = False, embeddings: bool = False
+    name: str,
+    *,
+    inputs: tuple[str, ...],
+    llm: bool = False,
+    embeddings: bool = False,
+    higher_is_better: bool = True,
+    window: WindowFn | None = None,
 ) -> Callable[[Scorer], Scorer]:
     """Register a scorer under ``name``; its docstring's first line describes it."""
 
     def deco(fn: Scorer) -> Scorer:
         doc = (fn.__doc__ or "").strip().splitlines()
-        METRICS[name] = Metric(name, inputs, llm, embeddings, doc[0] if doc else "", fn)
+        METRICS[name] = Metric(
+            name, inputs, llm, embeddings, doc[0] if doc else "", fn, higher_is_better, window
+        )
         return fn
 
     return deco
 
 
-__all__ = ["METRICS", "Deps", "Metric", "Outcome", "Sample", "Scorer", "Skip", "metric"]
+def resolve(name: str, options: dict[str, Any] | None = None) -> Metric:
+    """The metric called ``name``: registered, or defined by the run's config (``options``).
+
+    Raises:
+        KeyError: no such metric; the message lists what exists.
+    """
+    if name in METRICS:
+        return METRICS[name]
+    for factory in FACTORIES:
+        found = factory(name, options or {})
+        if found is not None:
+            return found
+    raise KeyError(
+        f"unknown metric '{name}' (known: {', '.join(sorted(METRICS))}; "
+        "user aspects are 'aspect_<name>' with <name> defined in score.aspects)"
+    )
+
+
+__all__ = [
+    "FACTORIES",
+    "METRICS",
+    "Deps",
+    "JudgeError",
+    "Metric",
+    "Outcome",
+    "Sample",
+    "Scorer",
+    "Skip",
+    "Window",
+    "WindowFn",
+    "metric",
+    "resolve",
+]

@@ -1,20 +1,41 @@
-"""Metrics ragas has, scored with ``ragas.metrics.collections`` on an LLM and embeddings that
-route every call through our gateway (memoised, logged, rate-limited)."""
+"""ragas on our gateway, in the question's language, with every parsed answer traced.
+
+Its LLM and embeddings route every call through the gateway (memoised, logged, rate-limited).
+
+Chinese questions get Chinese prompts by swapping a metric's prompt objects for ours (the
+typed prompts in ``ragaudit.prompts``, rendered with Chinese framing); English questions keep
+ragas's prompts untouched, so their wording and memo keys are exactly ragas's.
+"""
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-from typing import Any
+import json
+import logging
+from collections.abc import Callable
+from functools import cache, lru_cache
+from textwrap import dedent
+from typing import Any, Literal
 
+from instructor.core.exceptions import InstructorRetryException
+from instructor.v2.core.function_calls import response_schema
+from pydantic import BaseModel, ValidationError
 from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms import llm_factory
-from ragas.metrics import collections as rc
+from ragas.llms.base import InstructorBaseRagasLLM
+from ragas.prompt.metrics.base_prompt import BasePrompt
 
 from ragaudit.cache import Gateway
-from ragaudit.metrics._base import Deps, Outcome, Sample, Skip, metric
+from ragaudit.metrics._base import Deps, JudgeError, Window
+from ragaudit.metrics._judge import record
+from ragaudit.prompts._base import Prompt
 
 RAGAS_PROMPTS = "ragas-0.4.3"
+# Languages we have written ragas's prompts in; any other question language gets English.
+LOCALISED = ("zh",)
+
+# instructor logs every exhausted retry at ERROR; the score row already records the failure
+# with the judge's replies, and a log line per failed row would bury the run's own log.
+logging.getLogger("instructor.v2.retry").setLevel(logging.CRITICAL)
 
 
 class GatewayEmbeddings(BaseRagasEmbedding):
@@ -34,60 +55,210 @@ class GatewayEmbeddings(BaseRagasEmbedding):
         return await self.gateway.aembed(list(texts), model=self.model)
 
 
-@lru_cache(maxsize=32)
-def _llm(gateway: Gateway, model: str) -> Any:
+@cache
+def fast_schema(model: type[BaseModel]) -> type[BaseModel]:
+    """``model`` with its JSON schema generated once, not on every call.
+
+    instructor and ragas's prompts ask the reply model for its schema on every request, and
+    pydantic builds it afresh each time: at the score stage's call rate that was a quarter of
+    the process's CPU (bench/bench_score.py). The subclass has the same name, fields and schema
+    (a fresh copy each time, so no caller can alter the cached one), and is already wrapped the
+    way instructor wraps reply models.
+    """
+    text = json.dumps(model.model_json_schema())
+
+    def model_json_schema(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if args or kwargs:
+            return model.model_json_schema(*args, **kwargs)
+        return json.loads(text)
+
+    cached = type(
+        model.__name__,
+        (model,),
+        {
+            "__module__": model.__module__,
+            "__doc__": model.__doc__,
+            "model_json_schema": classmethod(model_json_schema),
+        },
+    )
+    # instructor wraps the reply model in a new pydantic class on every call unless it is
+    # wrapped already: a class per call cost about as much again as the schema.
+    return response_schema(cached)
+
+
+@lru_cache(maxsize=64)
+def _llm(gateway: Gateway, model: str, temperature: float, max_tokens: int, version: str) -> Any:
     # instructor's JSON mode: the schema travels in the system message, so any chat model
     # (and our fake and local providers) can answer it.
-    return llm_factory(model, provider="litellm", client=gateway.litellm_acompletion(RAGAS_PROMPTS))
-
-
-def ragas_llm(deps: Deps) -> Any:
-    """The ragas LLM for the judge (one per gateway and model)."""
-    return _llm(deps.gateway, deps.judge)
-
-
-def _outcome(result: Any, **args: Any) -> Outcome:
-    value = getattr(result, "value", result)
-    value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-    return Outcome(value, getattr(result, "reason", None), args)
-
-
-@metric("faithfulness", inputs=("question", "response", "contexts"), llm=True)
-async def faithfulness(s: Sample, deps: Deps) -> Outcome:
-    """Share of the answer's claims that the retrieved contexts support."""
-    m = rc.Faithfulness(llm=ragas_llm(deps))
-    return _outcome(await m.ascore(user_input=s.question, response=s.response, retrieved_contexts=s.contexts))
-
-
-@metric("answer_relevancy", inputs=("question", "response"), llm=True, embeddings=True)
-async def answer_relevancy(s: Sample, deps: Deps) -> Outcome:
-    """Mean similarity of questions regenerated from the answer to the real question."""
-    strictness = int(deps.options.get("answer_relevancy_strictness", 3))
-    m = rc.AnswerRelevancy(
-        llm=ragas_llm(deps), embeddings=GatewayEmbeddings(deps.gateway, deps.embedder), strictness=strictness
+    return llm_factory(
+        model,
+        provider="litellm",
+        client=gateway.litellm_acompletion(version),
+        temperature=temperature,
+        max_tokens=max_tokens,
     )
-    return _outcome(await m.ascore(user_input=s.question, response=s.response), strictness=strictness)
 
 
-@metric("context_precision", inputs=("question", "contexts"), llm=True)
-async def context_precision(s: Sample, deps: Deps) -> Outcome:
-    """Average precision of the useful contexts in the system's order (reference if present, else answer)."""
-    if s.reference:
-        m = rc.ContextPrecisionWithReference(llm=ragas_llm(deps))
-        result = await m.ascore(user_input=s.question, reference=s.reference, retrieved_contexts=s.contexts)
-        return _outcome(result, variant="with_reference")
-    if not s.response:
-        raise Skip("context precision needs a reference or a response")
-    m = rc.ContextPrecisionWithoutReference(llm=ragas_llm(deps))
-    result = await m.ascore(user_input=s.question, response=s.response, retrieved_contexts=s.contexts)
-    return _outcome(result, variant="without_reference")
+class TracedLLM(InstructorBaseRagasLLM):
+    """A ragas LLM that records each parsed answer (or its failure) in the row's trace."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def generate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
+        raise NotImplementedError("ragaudit scores asynchronously; use agenerate")
+
+    async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
+        step = response_model.__name__
+        try:
+            out = await self.inner.agenerate(prompt, fast_schema(response_model))
+        except InstructorRetryException as exc:
+            # instructor re-asked with the validation error and still got nothing usable: say
+            # that in one line (the replies themselves are kept on the row).
+            last = exc.failed_attempts[-1].exception if exc.failed_attempts else exc.__cause__
+            detail = " ".join(line.strip() for line in str(last or exc).splitlines()[:2])
+            if isinstance(last, ValidationError):
+                message = f"{step}: no valid reply in {exc.n_attempts} attempts ({detail})"
+            else:  # the provider failed (after the gateway's retries): name what failed
+                message = f"{step}: {type(last or exc).__name__}: {detail}"
+            record(step, error=message)
+            raise JudgeError(message) from None
+        except Exception as exc:
+            record(step, error=f"{type(exc).__name__}: {exc}"[:500])
+            raise
+        record(step, out)
+        return out
 
 
-@metric("context_recall", inputs=("question", "contexts", "reference"), llm=True)
-async def context_recall(s: Sample, deps: Deps) -> Outcome:
-    """Share of the reference answer's claims the retrieved contexts support."""
-    m = rc.ContextRecall(llm=ragas_llm(deps))
-    return _outcome(await m.ascore(user_input=s.question, retrieved_contexts=s.contexts, reference=s.reference))
+def ragas_llm(deps: Deps, language: str = "en", temperature: float | None = None) -> TracedLLM:
+    """The ragas LLM for the judge, labelled in the call log with the prompt language used."""
+    version = RAGAS_PROMPTS + ("+zh" if language in LOCALISED else "")
+    temp = deps.temperature if temperature is None else temperature
+    return TracedLLM(_llm(deps.gateway, deps.judge, temp, deps.max_output_tokens, version))
 
 
-__all__ = ["GatewayEmbeddings", "ragas_llm"]
+def embeddings(deps: Deps) -> GatewayEmbeddings:
+    """The configured embedder as ragas embeddings."""
+    return GatewayEmbeddings(deps.gateway, deps.embedder)
+
+
+# -- prompts in the question's language ----------------------------------------------------
+
+_FRAME = {
+    "en": {
+        "schema": "Please return the output in a JSON format that complies with the following "
+        "schema as specified in JSON Schema:\n",
+        "quotes": "Do not use single quotes in your response but double quotes,properly escaped "
+        "with a backslash.",
+        "examples": "--------EXAMPLES-----------",
+        "example": "Example",
+        "input": "Input",
+        "output": "Output",
+        "now": "Now perform the same with the following input\ninput",
+    },
+    "zh": {
+        "schema": "请以符合下面 JSON Schema 的 JSON 格式返回输出：\n",
+        "quotes": "\n回复中不要使用单引号，请使用双引号，并按需用反斜杠转义。",
+        "examples": "--------示例-----------",
+        "example": "示例",
+        "input": "输入",
+        "output": "输出",
+        "now": "现在请对下面的输入完成同样的任务\n输入",
+    },
+}
+
+Picker = Callable[[list[Any], BaseModel], list[Any]]
+
+
+class LocalisedPrompt(BasePrompt):
+    """One of our typed prompts as a ragas prompt, framed in its language (ragas's layout)."""
+
+    def __init__(self, prompt: Prompt, language: str, pick: Picker | None = None) -> None:
+        lang = prompt.language(language)
+        self.source = prompt
+        self.input_model = prompt.input_model
+        self.output_model = fast_schema(prompt.output_model)
+        self.instruction = prompt.instruction[lang]
+        self.examples = list(prompt.examples.get(lang, []))
+        self.language = lang
+        self._pick = pick
+
+    def to_string(self, data: BaseModel) -> str:
+        """The full prompt for ``data``: instruction, schema, examples, input (ragas's layout)."""
+        words = _FRAME.get(self.language, _FRAME["en"])
+        schema = json.dumps(self.output_model.model_json_schema(), ensure_ascii=False)
+        examples = self._pick(self.examples, data) if self._pick else self.examples
+        shown = ""
+        if examples:
+            shown = (
+                words["examples"]
+                + "\n"
+                + "\n\n".join(
+                    f"{words['example']} {n}\n{words['input']}: {i.model_dump_json(indent=4)}\n"
+                    f"{words['output']}: {o.model_dump_json(indent=4)}"
+                    for n, (i, o) in enumerate(examples, start=1)
+                )
+            )
+        return (
+            f"{self.instruction}\n{words['schema']}{schema}{words['quotes']}\n\n{shown}\n"
+            f"-----------------------------\n\n{words['now']}: "
+            f"{data.model_dump_json(indent=4, exclude_none=True)}\n{words['output']}: "
+        )
+
+
+def localise(
+    metric: Any, language: str, pick: dict[str, Picker] | None = None, **prompts: Prompt
+) -> Any:
+    """Swap ``metric``'s prompt attributes for ours when the question's language needs it.
+
+    ``prompts`` maps the metric's attribute names (``statement_generator_prompt``) to our
+    typed prompts; English leaves ragas's prompts in place.
+    """
+    for attr, prompt in prompts.items():
+        if language in LOCALISED:
+            setattr(metric, attr, LocalisedPrompt(prompt, language, (pick or {}).get(attr)))
+        else:  # ragas's own prompt, its wording untouched; only its schema is made once
+            own = getattr(metric, attr)
+            own.output_model = fast_schema(own.output_model)
+    return metric
+
+
+def prompt_for(ragas_prompt: Any, ours: Prompt, language: str, pick: Picker | None = None) -> Any:
+    """The prompt object a metric uses for ``language``: ragas's own, or ours localised."""
+    return LocalisedPrompt(ours, language, pick) if language in LOCALISED else ragas_prompt
+
+
+def instructor_system(output_model: type[BaseModel]) -> str:
+    """The system message instructor's JSON mode adds (what the judge reads besides the prompt)."""
+    schema = json.dumps(fast_schema(output_model).model_json_schema(), indent=2, ensure_ascii=False)
+    return dedent(
+        f"""
+        As a genius expert, your task is to understand the content and provide
+        the parsed objects in json that match the following json_schema:\n
+
+        {schema}
+
+        Make sure to return an instance of the JSON, not the schema itself
+        """
+    )
+
+
+def ragas_window(prompt: Any, data: BaseModel, mode: Literal["joined", "each"]) -> Window:
+    """The request a ragas metric sends for ``data`` through ``prompt`` (contexts left empty)."""
+    return Window([instructor_system(prompt.output_model), prompt.to_string(data)], mode)
+
+
+__all__ = [
+    "LOCALISED",
+    "RAGAS_PROMPTS",
+    "GatewayEmbeddings",
+    "LocalisedPrompt",
+    "TracedLLM",
+    "embeddings",
+    "fast_schema",
+    "instructor_system",
+    "localise",
+    "prompt_for",
+    "ragas_llm",
+    "ragas_window",
+]

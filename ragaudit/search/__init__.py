@@ -1,5 +1,11 @@
-"""Search backends behind one interface, registered by name."""
+"""Search backends behind one interface, registered by name.
 
+``local`` (embedded LanceDB, no server), ``opensearch`` (opensearch-py) and
+``elasticsearch`` (the official 9.x client). The two engine backends share their query
+building, paging and error handling (``_query.py``, ``_engine.py``).
+"""
+
+from ragaudit.search import _elasticsearch, _local, _opensearch  # noqa: F401  (register by name)
 from ragaudit.search._base import (
     Document,
     Hit,
@@ -8,6 +14,21 @@ from ragaudit.search._base import (
     make_backend,
     register_backend,
 )
-from ragaudit.search import _local  # noqa: F401  (registers "local")
+from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.search._query import DEFAULT_QUERY_TEMPLATE, FieldMap, SearchError
 
-__all__ = ["Document", "Hit", "SearchBackend", "backend_names", "make_backend", "register_backend"]
+__all__ = [
+    "DEFAULT_QUERY_TEMPLATE",
+    "Chunking",
+    "Document",
+    "FieldMap",
+    "Hit",
+    "SearchBackend",
+    "SearchError",
+    "backend_names",
+    "chunk_documents",
+    "index_documents",
+    "make_backend",
+    "read_corpus",
+    "register_backend",
+]

@@ -1,0 +1,169 @@
+"""What every answer source provides, the registry, and the retrying runner around them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ragaudit.config import AnswerConfig
+from ragaudit.dataset import Question
+from ragaudit.errors import ConfigError
+from ragaudit.secrets import redact
+
+log = logging.getLogger(__name__)
+
+# A Retry-After beyond this is not waited for: the question is marked failed instead.
+MAX_DELAY_S = 60.0
+
+
+class AnswerError(Exception):
+    """An answer could not be had this time.
+
+    Attributes:
+        retryable: Another attempt may succeed (timeouts, 5xx, 429, an empty answer).
+        retry_after: Seconds the service asked to wait, if it said.
+        skipped: Not a failure: there is no answer to have (the column is empty).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        retry_after: float | None = None,
+        skipped: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.skipped = skipped
+
+
+@runtime_checkable
+class AnswerSource(Protocol):
+    """The system under test, asked one question at a time."""
+
+    name: str
+
+    async def answer(self, question: Question) -> str:
+        """The system's answer to ``question`` (raises :class:`AnswerError` or anything else)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+SourceFactory = Callable[[AnswerConfig], AnswerSource]
+_REGISTRY: dict[str, SourceFactory] = {}
+
+
+def register_source(name: str) -> Callable[[SourceFactory], SourceFactory]:
+    """Decorator: make an answer source constructible by ``name`` from an :class:`AnswerConfig`."""
+
+    def deco(factory: SourceFactory) -> SourceFactory:
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def source_names() -> Sequence[str]:
+    """Names ``collect.answers.source`` may use."""
+    return sorted(_REGISTRY)
+
+
+def make_source(config: AnswerConfig) -> AnswerSource:
+    """Build the configured answer source.
+
+    Raises:
+        ConfigError: Unknown source, or a source whose settings are incomplete.
+    """
+    if config.source not in _REGISTRY:
+        raise ConfigError(
+            f"collect.answers.source: unknown source '{config.source}' "
+            f"(known: {', '.join(source_names())})"
+        )
+    return _REGISTRY[config.source](config)
+
+
+def _row(run_id: str, q: Question, source: str, **values: Any) -> dict[str, Any]:
+    return {"run_id": run_id, "question_id": q.question_id, "source": source, **values}
+
+
+async def answer_one(
+    source: AnswerSource, q: Question, config: AnswerConfig, run_id: str
+) -> dict[str, Any]:
+    """One question's ``answers`` row: ``ok`` with the response, ``skipped`` or ``failed`` with why.
+
+    Attempts are bounded (``retries + 1``), each limited to ``timeout_s``; the delay before a
+    retry doubles from ``backoff_s`` and honours the service's Retry-After.
+    """
+    started = time.perf_counter()
+    attempts = config.retries + 1
+    last = ""
+    for attempt in range(attempts):
+        delay = config.backoff_s * 2**attempt
+        try:
+            async with asyncio.timeout(config.timeout_s):
+                text = await source.answer(q)
+            if not isinstance(text, str) or not text.strip():
+                got = "None" if text is None else f"{type(text).__name__} {str(text)[:80]!r}"
+                raise AnswerError(f"the source returned {got}, not an answer")
+            return _row(
+                run_id,
+                q,
+                source.name,
+                response=text.strip(),
+                status="ok",
+                latency_s=time.perf_counter() - started,
+            )
+        except AnswerError as exc:
+            if exc.skipped:
+                return _row(
+                    run_id,
+                    q,
+                    source.name,
+                    status="skipped",
+                    error=redact(str(exc)),
+                    latency_s=time.perf_counter() - started,
+                )
+            last = str(exc)
+            if exc.retry_after is not None:
+                if exc.retry_after > MAX_DELAY_S:
+                    last += f" (asked to retry after {exc.retry_after:g} s)"
+                    break
+                delay = max(delay, exc.retry_after)
+            if not exc.retryable:
+                attempts = attempt + 1
+                break
+        except TimeoutError:
+            last = f"no complete answer within {config.timeout_s:g} s"
+        except Exception as exc:  # a failing system under test must not stop the other questions
+            last = f"{type(exc).__name__}: {exc}"
+        if attempt + 1 < attempts:
+            await asyncio.sleep(min(delay, MAX_DELAY_S))
+    error = redact(f"after {attempts} attempt{'s' if attempts > 1 else ''}: {last}")[:1000]
+    log.warning("collect: question '%s': no answer from %s (%s)", q.question_id, source.name, error)
+    return _row(
+        run_id,
+        q,
+        source.name,
+        status="failed",
+        error=error,
+        latency_s=time.perf_counter() - started,
+    )
+
+
+__all__ = [
+    "MAX_DELAY_S",
+    "AnswerError",
+    "AnswerSource",
+    "answer_one",
+    "make_source",
+    "register_source",
+    "source_names",
+]

@@ -1,0 +1,232 @@
+"""The ``http`` answer source: the live system behind an HTTP endpoint.
+
+The users' QA service (seed 003) answers ``GET /qa?message=…&company_name=…`` with a stream
+of lines, the last non-empty one being the answer; other services answer plain text or
+JSON. Parameters and the JSON body are templates rendered leaf by leaf (as the search
+templates are), so a question is always sent as data. Header values that are secrets come
+from environment variables or Prefect Secret blocks and are registered for redaction.
+
+Failures are sorted for the retry loop: no connection, a timeout, a broken stream, 408, 425,
+429 and 5xx may pass and are retried (429/503 after their Retry-After); other 4xx answers
+will not change and fail the question at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import re
+import time
+from typing import Any
+
+import httpx
+
+from ragaudit.answers._base import AnswerError, register_source
+from ragaudit.config import AnswerConfig, HttpAnswerConfig
+from ragaudit.dataset import Question
+from ragaudit.errors import ConfigError
+from ragaudit.search._query import Template, TemplateRenderError
+from ragaudit.secrets import redact, resolve_secret
+
+_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(-?\d+)\]|\[[\"']([^\"']+)[\"']\]")
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+
+
+def json_path(value: Any, path: str) -> Any:
+    """The value at ``path`` (``a.b[0].c``, ``$.a.b``, ``a["x.y"]``) in parsed JSON.
+
+    Raises:
+        KeyError: Nothing at that path.
+    """
+    rest = path.strip()
+    if rest.startswith("$"):
+        rest = rest[1:]
+    pos = 0
+    node = value
+    while pos < len(rest):
+        m = _PATH_PART.match(rest, pos)
+        if not m or m.end() == pos:
+            raise KeyError(f"cannot read path '{path}' at '{rest[pos:]}'")
+        pos = m.end()
+        key, index, quoted = m.groups()
+        try:
+            if index is not None:
+                node = node[int(index)]
+            else:
+                node = node[quoted if quoted is not None else key]
+        except (KeyError, IndexError, TypeError):
+            raise KeyError(f"no value at '{path}'") from None
+    return node
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(raw) if raw else None
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+class HttpSource:
+    """Asks an HTTP endpoint per question."""
+
+    name = "http"
+
+    def __init__(
+        self, config: HttpAnswerConfig, *, concurrency: int = 4, timeout_s: float = 120.0
+    ) -> None:
+        """Compile the templates and resolve the secret headers.
+
+        Raises:
+            ConfigError: No URL, a template that is not valid, a secret that cannot be read.
+        """
+        if not config.url:
+            raise ConfigError(
+                "collect.answers.http.url: required when collect.answers.source is 'http'"
+            )
+        self.config = config
+        self.url = config.url
+        self.params = Template(config.params, where="collect.answers.http.params")
+        self.body = (
+            Template(config.body, where="collect.answers.http.body") if config.body else None
+        )
+        headers = dict(config.headers)
+        for header, ref in config.secret_headers.items():
+            value = resolve_secret(
+                ref.env, ref.secret, field=f"collect.answers.http.secret_headers.{header}"
+            )
+            headers[header] = f"{ref.prefix}{value}"
+        self._headers = headers
+        self._concurrency = concurrency
+        self._timeout_s = timeout_s
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        state = self._clients.get(id(loop))
+        if state is None or state[0] is not loop:
+            verify: Any = (
+                str(self.config.ca_certs) if self.config.ca_certs else self.config.verify_certs
+            )
+            client = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 10.0)),
+                limits=httpx.Limits(max_connections=self._concurrency),
+                verify=verify,
+                follow_redirects=True,
+            )
+            state = (loop, client)
+            self._clients[id(loop)] = state
+        return state[1]
+
+    def _render(self, q: Question) -> tuple[dict[str, str], Any]:
+        variables = {
+            "question": q.question,
+            "question_id": q.question_id,
+            "filters": dict(q.filters),
+            "language": q.language,
+            "metadata": dict(q.metadata),
+        }
+        try:
+            params = {k: v for k, v in self.params.render(variables).items() if v is not None}
+            body = self.body.render(variables) if self.body is not None else None
+        except TemplateRenderError as exc:
+            raise AnswerError(str(exc), retryable=False) from None
+        flat = {
+            k: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            for k, v in params.items()
+        }
+        return flat, body
+
+    async def answer(self, question: Question) -> str:
+        """The endpoint's answer to ``question``."""
+        params, body = self._render(question)
+        try:
+            async with self._client().stream(
+                self.config.method, self.url, params=params, json=body
+            ) as resp:
+                if not 200 <= resp.status_code < 300:
+                    await self._raise_for(resp)
+                text = await self._read(resp)
+        except httpx.TimeoutException as exc:
+            raise AnswerError(f"{self.url} timed out ({type(exc).__name__})") from None
+        except httpx.ConnectError as exc:
+            raise AnswerError(f"cannot reach {self.url} ({exc})") from None
+        except httpx.HTTPError as exc:  # a stream cut short, a protocol error
+            raise AnswerError(f"{self.url}: {type(exc).__name__}: {exc}") from None
+        return text
+
+    async def _raise_for(self, resp: httpx.Response) -> None:
+        status = resp.status_code
+        try:
+            snippet = (await resp.aread()).decode("utf-8", "replace").strip()[:300]
+        except httpx.HTTPError:
+            snippet = ""
+        hint = ""
+        if status in (401, 403):
+            hint = (
+                "; the service refused the credentials: check collect.answers.http.secret_headers"
+            )
+        elif status == 404:
+            hint = "; check collect.answers.http.url"
+        raise AnswerError(
+            redact(f"HTTP {status} from {self.url}{': ' + snippet if snippet else ''}{hint}"),
+            retryable=status in _RETRYABLE_STATUS or status >= 500,
+            retry_after=_retry_after(resp.headers) if status in (429, 503) else None,
+        )
+
+    async def _read(self, resp: httpx.Response) -> str:
+        mode = self.config.response
+        if mode == "lines":
+            last = ""
+            async for line in resp.aiter_lines():
+                if line.strip():
+                    last = line
+            text = last.strip()
+            if text and self.config.json_path:
+                text = self._extract(text)
+            return text
+        raw = (await resp.aread()).decode(resp.encoding or "utf-8", "replace")
+        if mode == "text":
+            return raw.strip()
+        return self._extract(raw)
+
+    def _extract(self, raw: str) -> str:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise AnswerError(f"{self.url} did not answer JSON ({exc}): {raw[:200]!r}") from None
+        if not self.config.json_path:
+            value = data
+        else:
+            try:
+                value = json_path(data, self.config.json_path)
+            except KeyError as exc:
+                raise AnswerError(
+                    f"{self.url}: {exc.args[0]} in the JSON answer "
+                    f"(collect.answers.http.json_path): {raw[:200]}",
+                    retryable=False,
+                ) from None
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    async def aclose(self) -> None:
+        """Close the connection pool of the running loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        state = self._clients.pop(id(loop), None)
+        if state is not None:
+            await state[1].aclose()
+
+
+@register_source("http")
+def _http(config: AnswerConfig) -> HttpSource:
+    return HttpSource(config.http, concurrency=config.concurrency, timeout_s=config.timeout_s)
+
+
+__all__ = ["HttpSource", "json_path"]

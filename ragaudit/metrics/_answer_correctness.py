@@ -1,0 +1,85 @@
+"""Answer correctness: a weighted mean of factual F1 and semantic similarity to the reference.
+
+ragas's metric: the answer's and the reference's statements are sorted into TP / FP / FN by the
+judge (F-beta of those is the factual part), and the cosine of their embeddings is the semantic
+part; the weights are ``score.answer_correctness_weights`` (0.75 / 0.25 by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+from ragas.metrics import collections as rc
+from ragas.metrics.result import MetricResult
+
+from ragaudit.metrics._answer_relevancy import check_embedder
+from ragaudit.metrics._base import Deps, Outcome, Sample, Skip, metric
+from ragaudit.metrics._ragas import embeddings, localise, ragas_llm
+from ragaudit.prompts.correctness import CORRECTNESS
+from ragaudit.prompts.statements import STATEMENTS_CORRECTNESS
+
+
+class _AnswerCorrectness(rc.AnswerCorrectness):
+    """ragas's answer correctness; texts without statements are skipped, not assumed correct.
+
+    ragas scores the factual part 1.0 when the judge finds no statements; here that row is
+    skipped with the reason. ``parts`` keeps the two components and the TP/FP/FN counts.
+    """
+
+    parts: dict[str, object]
+
+    async def ascore(self, user_input: str, response: str, reference: str) -> MetricResult:
+        answer, truth = await asyncio.gather(
+            self._generate_statements(user_input, response),
+            self._generate_statements(user_input, reference),
+        )
+        if not answer:
+            raise Skip("the judge found no statements in the response")
+        if not truth:
+            raise Skip("the judge found no statements in the reference")
+        classes = await self._classify_statements(user_input, answer, truth)
+        factual = self._compute_f1_score(classes)
+        similarity = (
+            await self._calculate_similarity(response, reference) if self.weights[1] else None
+        )
+        value = float(np.average([factual, similarity or 0.0], weights=self.weights))
+        self.parts = {
+            "factuality": factual,
+            "similarity": similarity,
+            "weights": list(self.weights),
+            "tp": len(classes.TP),
+            "fp": len(classes.FP),
+            "fn": len(classes.FN),
+        }
+        return MetricResult(value=value)
+
+
+@metric(
+    "answer_correctness", inputs=("question", "response", "reference"), llm=True, embeddings=True
+)
+async def answer_correctness(s: Sample, deps: Deps) -> Outcome:
+    """Weighted mean of factual F1 against the reference and semantic similarity (0.75/0.25)."""
+    weights = [float(w) for w in deps.option("answer_correctness_weights", (0.75, 0.25))]
+    beta = float(deps.option("answer_correctness_beta", 1.0))
+    if weights[1]:
+        check_embedder(s, deps)
+    m = _AnswerCorrectness(
+        llm=ragas_llm(deps, s.language),
+        embeddings=embeddings(deps) if weights[1] else None,
+        weights=weights,
+        beta=beta,
+    )
+    localise(
+        m,
+        s.language,
+        statement_generator_prompt=STATEMENTS_CORRECTNESS,
+        correctness_classifier_prompt=CORRECTNESS,
+    )
+    result = await m.ascore(
+        user_input=s.question, response=s.response or "", reference=s.reference or ""
+    )
+    return Outcome(result.value, m.parts, {"weights": weights, "beta": beta})
+
+
+__all__ = ["answer_correctness"]

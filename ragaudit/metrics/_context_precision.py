@@ -1,0 +1,92 @@
+"""Context precision: average precision of the useful contexts, in the system's order.
+
+Usefulness is judged against the reference answer (``context_precision``) or, without one,
+against the system's own answer (``context_precision_without_reference``, ragas's context
+utilization). The k verdicts are asked concurrently; the score is ragas's average precision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ragas.metrics import collections as rc
+from ragas.metrics.collections.context_precision.util import (
+    ContextPrecisionInput,
+    ContextPrecisionOutput,
+    ContextPrecisionPrompt,
+)
+
+from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Window, metric
+from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
+from ragaudit.prompts.context_precision import CONTEXT_PRECISION
+
+
+def average_precision(verdicts: list[int]) -> float:
+    """Mean of precision@i over the ranks i of the useful contexts (0 when none is useful).
+
+    ragas's formula without its 1e-10 in the denominator, so that all-useful scores exactly 1.
+    """
+    useful = sum(verdicts)
+    if not useful:
+        return 0.0
+    return sum(sum(verdicts[: i + 1]) / (i + 1) * v for i, v in enumerate(verdicts)) / useful
+
+
+async def _verdicts(
+    m: rc.ContextPrecisionWithReference, question: str, answer: str, contexts: list[str]
+) -> list[int]:
+    async def one(context: str) -> int:
+        data = ContextPrecisionInput(question=question, context=context, answer=answer)
+        out = await m.llm.agenerate(m.prompt.to_string(data), ContextPrecisionOutput)
+        if out.verdict not in (0, 1):
+            raise JudgeError(f"the judge gave verdict {out.verdict!r}; expected 0 or 1")
+        return out.verdict
+
+    return list(await asyncio.gather(*(one(c) for c in contexts)))
+
+
+async def _score(s: Sample, deps: Deps, answer: str) -> Outcome:
+    m = localise(
+        rc.ContextPrecisionWithReference(llm=ragas_llm(deps, s.language)),
+        s.language,
+        prompt=CONTEXT_PRECISION,
+    )
+    verdicts = await _verdicts(m, s.question, answer, s.contexts)
+    value = average_precision(verdicts)
+    return Outcome(value, {"verdicts": verdicts, "context_ids": s.context_ids})
+
+
+def _window_for(answer_field: str):
+    def window(s: Sample, deps: Deps) -> Window:
+        prompt = prompt_for(ContextPrecisionPrompt(), CONTEXT_PRECISION, s.language)
+        data = ContextPrecisionInput(
+            question=s.question, context="", answer=getattr(s, answer_field) or ""
+        )
+        return ragas_window(prompt, data, "each")
+
+    return window
+
+
+@metric(
+    "context_precision",
+    inputs=("question", "contexts", "reference"),
+    llm=True,
+    window=_window_for("reference"),
+)
+async def context_precision(s: Sample, deps: Deps) -> Outcome:
+    """Average precision of the contexts useful for the reference answer, in the system's order."""
+    return await _score(s, deps, s.reference or "")
+
+
+@metric(
+    "context_precision_without_reference",
+    inputs=("question", "contexts", "response"),
+    llm=True,
+    window=_window_for("response"),
+)
+async def context_precision_without_reference(s: Sample, deps: Deps) -> Outcome:
+    """Average precision of the contexts useful for the system's own answer (no reference)."""
+    return await _score(s, deps, s.response or "")
+
+
+__all__ = ["average_precision", "context_precision", "context_precision_without_reference"]

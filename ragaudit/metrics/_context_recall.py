@@ -1,0 +1,51 @@
+"""Context recall (judged): the share of the reference answer's statements the contexts support."""
+
+from __future__ import annotations
+
+from ragas.metrics import collections as rc
+from ragas.metrics.collections.context_recall.util import ContextRecallInput, ContextRecallPrompt
+from ragas.metrics.result import MetricResult
+
+from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Window, metric
+from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
+from ragaudit.prompts.context_recall import CONTEXT_RECALL
+
+
+class _ContextRecall(rc.ContextRecall):
+    """ragas's context recall; a reply without classifications or with other labels is an error."""
+
+    async def ascore(
+        self, user_input: str, retrieved_contexts: list[str], reference: str
+    ) -> MetricResult:
+        data = ContextRecallInput(
+            question=user_input, context="\n".join(retrieved_contexts), answer=reference
+        )
+        result = await self.llm.agenerate(self.prompt.to_string(data), self.prompt.output_model)
+        labels = [c.attributed for c in result.classifications]
+        if not labels:
+            raise JudgeError("the judge classified no statement of the reference")
+        if any(v not in (0, 1) for v in labels):
+            raise JudgeError(f"the judge gave labels {labels}; expected 0 or 1")
+        return MetricResult(value=sum(labels) / len(labels))
+
+
+def _window(s: Sample, deps: Deps) -> Window:
+    prompt = prompt_for(ContextRecallPrompt(), CONTEXT_RECALL, s.language)
+    return ragas_window(
+        prompt,
+        ContextRecallInput(question=s.question, context="", answer=s.reference or ""),
+        "joined",
+    )
+
+
+@metric("context_recall", inputs=("question", "contexts", "reference"), llm=True, window=_window)
+async def context_recall(s: Sample, deps: Deps) -> Outcome:
+    """Share of the reference answer's statements the retrieved contexts support (judged)."""
+    m = localise(_ContextRecall(llm=ragas_llm(deps, s.language)), s.language, prompt=CONTEXT_RECALL)
+    result = await m.ascore(
+        user_input=s.question, retrieved_contexts=s.contexts, reference=s.reference or ""
+    )
+    return Outcome(result.value)
+
+
+__all__ = ["context_recall"]

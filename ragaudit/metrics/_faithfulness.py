@@ -1,0 +1,58 @@
+"""Faithfulness: the share of the answer's statements the retrieved contexts support."""
+
+from __future__ import annotations
+
+from ragas.metrics import collections as rc
+from ragas.metrics.collections.faithfulness import util
+
+from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, Window, metric
+from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
+from ragaudit.prompts.statements import NLI_FAITHFULNESS, STATEMENTS_FAITHFULNESS
+
+
+class _Faithfulness(rc.Faithfulness):
+    """ragas's faithfulness; an answer without statements or a reply without verdicts is said so.
+
+    ragas returns NaN for both, which is what the users' current scripts cannot tell apart from
+    a parse failure.
+    """
+
+    async def _create_statements(self, question: str, response: str) -> list[str]:
+        statements = await super()._create_statements(question, response)
+        if not statements:
+            raise Skip("the judge found no statements in the response")
+        return statements
+
+    async def _create_verdicts(
+        self, statements: list[str], context: str
+    ) -> util.NLIStatementOutput:
+        verdicts = await super()._create_verdicts(statements, context)
+        if not verdicts.statements:
+            raise JudgeError("the judge returned no verdicts for the statements")
+        return verdicts
+
+
+def _window(s: Sample, deps: Deps) -> Window:
+    # The verdict prompt holds every context and the statements (about the response's size).
+    prompt = prompt_for(util.NLIStatementPrompt(), NLI_FAITHFULNESS, s.language)
+    return ragas_window(
+        prompt, util.NLIStatementInput(context="", statements=[s.response or ""]), "joined"
+    )
+
+
+@metric("faithfulness", inputs=("question", "response", "contexts"), llm=True, window=_window)
+async def faithfulness(s: Sample, deps: Deps) -> Outcome:
+    """Share of the answer's statements that the retrieved contexts support."""
+    m = localise(
+        _Faithfulness(llm=ragas_llm(deps, s.language)),
+        s.language,
+        statement_generator_prompt=STATEMENTS_FAITHFULNESS,
+        nli_statement_prompt=NLI_FAITHFULNESS,
+    )
+    result = await m.ascore(
+        user_input=s.question, response=s.response, retrieved_contexts=s.contexts
+    )
+    return Outcome(result.value)
+
+
+__all__ = ["faithfulness"]

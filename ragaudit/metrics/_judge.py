@@ -1,0 +1,98 @@
+"""The judge's side of a score: the per-row trace of parsed answers, and our own typed prompts.
+
+Every structured answer a metric gets (ragas's and ours) is appended to the row's trace as
+``{"step", "output"}`` (or ``{"step", "error"}``), so a score row keeps the statements, verdicts
+and ratings it rests on, whichever metric produced them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from ragaudit.cache._gateway import schema_instruction
+from ragaudit.metrics._base import Deps, JudgeError, Window
+from ragaudit.prompts._base import Prompt
+
+_steps: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "ragaudit_metric_steps", default=None
+)
+
+
+@contextlib.contextmanager
+def trace() -> Iterator[list[dict[str, Any]]]:
+    """Collect the judge steps of one scored row (tasks started inside share the list)."""
+    steps: list[dict[str, Any]] = []
+    token = _steps.set(steps)
+    try:
+        yield steps
+    finally:
+        _steps.reset(token)
+
+
+def steps() -> list[dict[str, Any]]:
+    """The current row's judge steps so far (empty outside :func:`trace`)."""
+    return _steps.get() or []
+
+
+def record(step: str, output: Any = None, error: str | None = None) -> None:
+    """Append one judge step to the current row's trace (no-op outside :func:`trace`)."""
+    steps = _steps.get()
+    if steps is None:
+        return
+    if error is not None:
+        steps.append({"step": step, "error": error})
+    else:
+        steps.append(
+            {
+                "step": step,
+                "output": output.model_dump(mode="json")
+                if isinstance(output, BaseModel)
+                else output,
+            }
+        )
+
+
+async def ask(
+    deps: Deps,
+    prompt: Prompt,
+    inp: BaseModel,
+    language: str,
+    *,
+    sample_index: int = 0,
+    temperature: float | None = None,
+) -> Any:
+    """One of our typed prompts through the gateway; the parsed answer, else :class:`JudgeError`."""
+    lang = prompt.language(language)
+    judged = await deps.gateway.astructured(
+        model=deps.judge,
+        messages=prompt.messages(inp, lang),
+        schema=prompt.output_model,
+        prompt_version=prompt.key,
+        sample_index=sample_index,
+        temperature=deps.temperature if temperature is None else temperature,
+        max_tokens=deps.max_output_tokens,
+    )
+    if not judged.ok:
+        record(prompt.name, error=judged.error)
+        raise JudgeError(f"{prompt.name}: {judged.error}")
+    record(prompt.name, judged.value)
+    return judged.value
+
+
+def own_window(
+    prompt: Prompt, inp: BaseModel, language: str, mode: Literal["joined", "each"]
+) -> Window:
+    """The request :func:`ask` would send for ``inp`` (contexts left empty by the caller)."""
+    lang = prompt.language(language)
+    texts = [schema_instruction(prompt.output_model)] + [
+        m["content"] for m in prompt.messages(inp, lang)
+    ]
+    return Window(texts, mode)
+
+
+__all__ = ["ask", "own_window", "record", "steps", "trace"]

@@ -1,0 +1,79 @@
+"""Lexical overlap with the reference: ROUGE-L, BLEU and Jaccard, all CJK-aware.
+
+- ROUGE-L: rouge-score with our tokens (each CJK character alone, Latin words whole, lower
+  case); its own tokenizer deletes every non-ASCII character, so Chinese would score 0.
+- BLEU: sacreBLEU's sentence BLEU with its ``zh`` tokenizer (every CJK character a token, the
+  rest by the standard 13a rules, so English is tokenised exactly as usual) and effective-order
+  smoothing, the WMT convention for Chinese; its signature goes with every row. ragas's
+  ``BleuScore`` splits both texts on ". " and pairs the pieces by position, which mismatches as
+  soon as the sentence counts differ and never splits Chinese.
+- Jaccard: |A ∩ B| / |A ∪ B| of the two texts' token sets (the ROUGE tokens).
+"""
+
+from __future__ import annotations
+
+from rouge_score import rouge_scorer
+from sacrebleu.metrics import BLEU
+
+from ragaudit.lang import tokens
+from ragaudit.metrics._base import Deps, Outcome, Sample, Skip, metric
+
+TOKENIZER = "cjk-char+latin-word"
+
+
+class _CJKTokenizer:
+    """Tokens for rouge-score: each CJK character, Latin words and numbers whole, lower case."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return tokens(text)
+
+
+_ROUGE = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_CJKTokenizer())
+_BLEU = BLEU(tokenize="zh", effective_order=True)
+
+
+def _texts(s: Sample) -> tuple[str, str]:
+    response, reference = s.response or "", s.reference or ""
+    if not tokens(response):
+        raise Skip("the response has no words to compare")
+    return response, reference
+
+
+@metric("rouge_l", inputs=("response", "reference"))
+async def rouge_l(s: Sample, deps: Deps) -> Outcome:
+    """ROUGE-L F-measure of the answer against the reference (CJK-aware tokens)."""
+    response, reference = _texts(s)
+    score = _ROUGE.score(reference, response)["rougeL"]
+    return Outcome(
+        score.fmeasure,
+        {"precision": score.precision, "recall": score.recall},
+        {"tokenizer": TOKENIZER},
+    )
+
+
+@metric("bleu", inputs=("response", "reference"))
+async def bleu(s: Sample, deps: Deps) -> Outcome:
+    """Sentence BLEU of the answer against the reference (sacreBLEU, zh tokenizer), 0–1."""
+    response, reference = _texts(s)
+    result = _BLEU.sentence_score(response, [reference])
+    return Outcome(
+        result.score / 100.0,
+        {"precisions": [p / 100.0 for p in result.precisions], "bp": result.bp},
+        {"signature": str(_BLEU.get_signature())},
+    )
+
+
+@metric("jaccard", inputs=("response", "reference"))
+async def jaccard(s: Sample, deps: Deps) -> Outcome:
+    """Jaccard similarity of the answer's and the reference's token sets (CJK-aware tokens)."""
+    response, reference = _texts(s)
+    a, b = set(tokens(response)), set(tokens(reference))
+    union = a | b
+    return Outcome(
+        len(a & b) / len(union),
+        {"shared": len(a & b), "union": len(union)},
+        {"tokenizer": TOKENIZER},
+    )
+
+
+__all__ = ["TOKENIZER", "bleu", "jaccard", "rouge_l"]

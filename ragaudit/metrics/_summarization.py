@@ -1,0 +1,58 @@
+"""Summarization score: how much of the retrieved contexts' key information the answer carries.
+
+ragas's metric: key phrases of the contexts, yes/no questions on them, then which questions the
+answer (as a summary) can answer; blended with a conciseness term (``score.summarization_*``).
+"""
+
+from __future__ import annotations
+
+from ragas.metrics import collections as rc
+from ragas.metrics.collections.summary_score.util import (
+    GenerateQuestionsInput,
+    GenerateQuestionsPrompt,
+)
+
+from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Window, metric
+from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
+from ragaudit.prompts.summary import ANSWERS, KEYPHRASES, QUESTIONS
+
+
+class _SummaryScore(rc.SummaryScore):
+    """ragas's summary score; no questions or a wrong number of answers is an error, not a crash."""
+
+    async def _generate_answers(self, summary: str, questions: list[str]) -> list[str]:
+        if not questions:
+            raise JudgeError("the judge generated no questions from the contexts")
+        answers = await super()._generate_answers(summary, questions)
+        if len(answers) != len(questions):
+            raise JudgeError(f"the judge gave {len(answers)} answers to {len(questions)} questions")
+        return answers
+
+
+def _window(s: Sample, deps: Deps) -> Window:
+    # The question prompt holds the contexts and their key phrases; the phrases are not known
+    # before the first call, so the window leaves them out.
+    prompt = prompt_for(GenerateQuestionsPrompt(), QUESTIONS, s.language)
+    return ragas_window(prompt, GenerateQuestionsInput(text="", keyphrases=[]), "joined")
+
+
+@metric("summarization_score", inputs=("response", "contexts"), llm=True, window=_window)
+async def summarization_score(s: Sample, deps: Deps) -> Outcome:
+    """Share of questions on the contexts' key facts the answer answers, with a length penalty."""
+    args = {
+        "length_penalty": bool(deps.option("summarization_length_penalty", True)),
+        "coeff": float(deps.option("summarization_coeff", 0.5)),
+    }
+    m = _SummaryScore(llm=ragas_llm(deps, s.language), **args)
+    localise(
+        m,
+        s.language,
+        extract_keyphrases_prompt=KEYPHRASES,
+        generate_questions_prompt=QUESTIONS,
+        generate_answers_prompt=ANSWERS,
+    )
+    result = await m.ascore(reference_contexts=s.contexts, response=s.response or "")
+    return Outcome(result.value, args=args)
+
+
+__all__ = ["summarization_score"]

@@ -1,0 +1,132 @@
+"""Chinese: every judged metric sends Chinese prompts for a Chinese question (checked on the
+requests the fake provider received), English ones stay ragas's; sentences split on 。！？."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from test_metrics import gateway, make_deps, sample, score  # noqa: F401  (fixture)
+
+from ragaudit.lang import sentences
+from ragaudit.metrics import METRICS
+from ragaudit.prompts._base import Prompt
+from ragaudit.prompts.aspect import BUILTIN_ASPECTS, aspect_prompt
+
+PROMPT_MODULES = (
+    "statements",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "context_relevance",
+    "entities",
+    "claims",
+    "correctness",
+    "summary",
+)
+
+
+def all_prompts() -> list[Prompt]:
+    found = [aspect_prompt(a) for a in BUILTIN_ASPECTS.values()]
+    for name in PROMPT_MODULES:
+        module = importlib.import_module(f"ragaudit.prompts.{name}")
+        found += [v for v in vars(module).values() if isinstance(v, Prompt)]
+    return found
+
+
+INSTRUCTIONS = {lang: {p.instruction[lang] for p in all_prompts()} for lang in ("en", "zh")}
+
+ZH = dict(
+    language="zh",
+    question="北京是哪个国家的首都？",
+    response="北京是中国的首都，也是中国的政治中心。",
+    reference="北京是中华人民共和国的首都。",
+    contexts=["北京是中华人民共和国的首都，是全国的政治和文化中心。", "上海是中国最大的城市"],
+)
+
+LLM_METRICS = [name for name, m in METRICS.items() if m.needs_llm]
+
+
+def request_text(req: Any) -> str:
+    return "\n".join(
+        m["content"] if isinstance(m["content"], str) else str(m["content"]) for m in req.messages
+    )
+
+
+def test_every_prompt_has_chinese_and_english() -> None:
+    prompts = all_prompts()
+    assert len(prompts) >= 20
+    for p in prompts:
+        assert set(p.instruction) >= {"en", "zh"}, p.name
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in p.instruction["zh"]), p.name
+        if p.examples.get("en"):
+            assert len(p.examples["zh"]) == len(p.examples["en"]), p.name
+            for inp, out in p.examples["zh"]:
+                assert isinstance(inp, p.input_model) and isinstance(out, p.output_model)
+
+
+@pytest.mark.parametrize("name", LLM_METRICS)
+async def test_chinese_question_gets_chinese_prompts(fake, gateway, name) -> None:  # noqa: F811
+    row = await score(name, sample(**ZH), make_deps(gateway))
+    assert row["status"] == "ok", row["error"]
+    requests = fake.stats.requests
+    assert requests, f"{name} asked the judge nothing"
+    for req in requests:
+        text = request_text(req)
+        assert any(zh in text for zh in INSTRUCTIONS["zh"]), (
+            f"{name}: no Chinese instruction in {text[:300]}"
+        )
+        assert not any(en in text for en in INSTRUCTIONS["en"]), (
+            f"{name}: an English instruction in {text[:300]}"
+        )
+        assert "Now perform the same" not in text and "--------EXAMPLES" not in text
+    assert '"prompt_language": "zh"' in row["metric_args"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "faithfulness",
+        "noise_sensitivity",
+        "factual_correctness",
+        "context_relevance",
+        "summarization_score",
+        "aspect_conciseness",
+    ],
+)
+async def test_english_question_keeps_ragas_prompts(fake, gateway, name) -> None:  # noqa: F811
+    row = await score(name, sample(), make_deps(gateway))
+    assert row["status"] == "ok", row["error"]
+    for req in fake.stats.requests:
+        text = request_text(req)
+        assert any(en in text for en in INSTRUCTIONS["en"]), text[:300]
+        assert not any(zh in text for zh in INSTRUCTIONS["zh"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "北京是中国的首都。上海是最大的城市！你去过吗？我没去过",
+            ["北京是中国的首都。", "上海是最大的城市！", "你去过吗？", "我没去过"],
+        ),
+        ("没有任何标点的一段话", ["没有任何标点的一段话"]),
+        ("他说：“你好。”然后走了。", ["他说：“你好。”", "然后走了。"]),
+        ("真的吗？！是的……结束", ["真的吗？！", "是的……", "结束"]),
+        ("价格是3.5元。第一行\n第二行", ["价格是3.5元。", "第一行", "第二行"]),
+        ("分号不断句；这是同一句。", ["分号不断句；这是同一句。"]),
+        (
+            "Dr. Smith lives in the U.S. now. It costs 3.14 dollars! OK",
+            ["Dr. Smith lives in the U.S. now.", "It costs 3.14 dollars!", "OK"],
+        ),
+        ('He said "stop." Then he left', ['He said "stop."', "Then he left"]),
+        ("English first. 然后中文。", ["English first.", "然后中文。"]),
+        ("", []),
+        ("。！", []),
+    ],
+)
+def test_sentences_split_chinese_english_and_unpunctuated_text(
+    text: str, expected: list[str]
+) -> None:
+    assert sentences(text) == expected
