@@ -32,7 +32,8 @@ app = typer.Typer(
 )
 cache_app = typer.Typer(help="The LLM memo (diskcache).", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
-console = Console(stderr=False)
+# Piped output (CI logs, `make demo | tee`) would otherwise be cut to 80 columns.
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True)
 
 DEMO_CONFIG = Path("data/demo/config.yaml")
@@ -162,12 +163,18 @@ def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
     if run.has("agreement"):
         import polars as pl
 
-        agree = pl.from_arrow(run.read("agreement")).filter(pl.col("status") == "ok")
-        if agree.height:
-            means = agree.group_by("comparison", "metric", maintain_order=True).agg(pl.col("value").mean())
-            text = "; ".join(f"{r['comparison']} {r['metric']} {r['value']:.2f}" for r in means.iter_rows(named=True)
-                             if r["metric"] in {"spearman", "kendall_tau", "top_k_overlap", "ndcg"})
-            console.print(f"Ranking agreement: {text}")
+        # The sort stage writes the means over questions as rows with question_id "__all__".
+        agree = pl.from_arrow(run.read("agreement")).filter(
+            (pl.col("status") == "ok") & (pl.col("question_id") == "__all__")
+        )
+        shown = {"spearman", "kendall_tau", "top_k_overlap", "ndcg"}
+        text = "; ".join(
+            f"{r['comparison']} {r['metric']} {r['value']:.2f} (n={r['n_questions']})"
+            for r in agree.iter_rows(named=True)
+            if r["metric"] in shown
+        )
+        if text:
+            console.print(f"Ranking agreement (mean over questions): {text}")
     for warning in manifest.get("warnings", []):
         console.print(f"[bold yellow]WARNING:[/] {warning}")
 
