@@ -23,7 +23,9 @@ CONCURRENCY = 2
 
 def main() -> None:
     root = scratch("flow")
-    config = make_config(root, judge=f"fake/judge?latency={LATENCY_S}", models__concurrency=CONCURRENCY)
+    config = make_config(
+        root, judge=f"fake/judge?latency={LATENCY_S}", models__concurrency=CONCURRENCY
+    )
     t = time.perf_counter()
     first = asyncio.run(evaluate(config.model_dump_json(), "bench"))
     first_wall = time.perf_counter() - t
@@ -32,29 +34,66 @@ def main() -> None:
     second_wall = time.perf_counter() - t
 
     simulated = first["llm"]["provider_calls"] * LATENCY_S
-    print(f"Evaluate flow on the demo set, fake judge latency {LATENCY_S}s, concurrency {CONCURRENCY}")
-    print(table(
-        [
-            ("first run", f"{first['timings']['total_s']:.2f}", f"{first_wall:.2f}", first["llm"]["calls"],
-             first["llm"]["provider_calls"]),
-            ("same run id again", f"{second['timings']['total_s']:.2f}", f"{second_wall:.2f}",
-             second["llm"]["calls"], second["llm"]["provider_calls"]),
-            ("again / first", f"{second['timings']['total_s'] / first['timings']['total_s']:.4f}",
-             f"{second_wall / first_wall:.4f}", "", ""),
-        ],
-        ("run", "flow total_s", "wall s (incl. server)", "LLM calls", "provider calls"),
-    ))
-    print(f"\nsimulated judge latency in the first run: {simulated:.0f} s of calls "
-          f"({first['llm']['provider_calls']} provider calls x {LATENCY_S}s)")
+    print(
+        f"Evaluate flow on the demo set, fake judge latency {LATENCY_S}s, concurrency {CONCURRENCY}"
+    )
+    print(
+        table(
+            [
+                (
+                    "first run",
+                    f"{first['timings']['total_s']:.2f}",
+                    f"{first_wall:.2f}",
+                    first["llm"]["calls"],
+                    first["llm"]["provider_calls"],
+                ),
+                (
+                    "same run id again",
+                    f"{second['timings']['total_s']:.2f}",
+                    f"{second_wall:.2f}",
+                    second["llm"]["calls"],
+                    second["llm"]["provider_calls"],
+                ),
+                (
+                    "again / first",
+                    f"{second['timings']['total_s'] / first['timings']['total_s']:.4f}",
+                    f"{second_wall / first_wall:.4f}",
+                    "",
+                    "",
+                ),
+            ],
+            ("run", "flow total_s", "wall s (incl. server)", "LLM calls", "provider calls"),
+        )
+    )
+    print(
+        f"\nsimulated judge latency in the first run: {simulated:.0f} s of calls "
+        f"({first['llm']['provider_calls']} provider calls x {LATENCY_S}s)"
+    )
     rows, overhead_total = [], 0.0
     for name, s in first["stages"].items():
         overhead = max(0.0, s["task_s"] - s["seconds"])
         overhead_total += overhead
-        rows.append((name, f"{s['seconds']:.2f}", f"{s['task_s']:.2f}", f"{overhead * 1e3:.0f}",
-                     f"{overhead / first['timings']['total_s'] * 100:.2f}%"))
-    rows.append(("all stages", "", "", f"{overhead_total * 1e3:.0f}",
-                 f"{overhead_total / first['timings']['total_s'] * 100:.2f}%"))
-    print("\nPrefect overhead per stage (task wall time minus the stage's own time), share of the run")
+        rows.append(
+            (
+                name,
+                f"{s['seconds']:.2f}",
+                f"{s['task_s']:.2f}",
+                f"{overhead * 1e3:.0f}",
+                f"{overhead / first['timings']['total_s'] * 100:.2f}%",
+            )
+        )
+    rows.append(
+        (
+            "all stages",
+            "",
+            "",
+            f"{overhead_total * 1e3:.0f}",
+            f"{overhead_total / first['timings']['total_s'] * 100:.2f}%",
+        )
+    )
+    print(
+        "\nPrefect overhead per stage (task wall time minus the stage's own time), share of the run"
+    )
     print(table(rows, ("stage", "stage s", "task s", "overhead ms", "share of run")))
 
 

@@ -21,7 +21,10 @@ N = 300
 
 async def measure() -> list[tuple]:
     gw = Gateway(scratch("gateway") / "cache", concurrency=64, backoff_s=0.0)
-    msgs = [[{"role": "user", "content": f"question {i}: what is the capital of country {i}?"}] for i in range(N)]
+    msgs = [
+        [{"role": "user", "content": f"question {i}: what is the capital of country {i}?"}]
+        for i in range(N)
+    ]
 
     async def timed(model: str, batch: list) -> list[float]:
         out = []
@@ -46,10 +49,24 @@ async def measure() -> list[tuple]:
     emb_hit = (time.perf_counter() - t) / N
     med = statistics.median
     return [
-        ("completion, provider 0 ms", f"{med(miss) * 1e3:.3f}", f"{med(hit) * 1e3:.3f}", f"{med(miss) / med(hit):.0f}x"),
-        ("completion, provider 200 ms", f"{med(miss_slow) * 1e3:.1f}", f"{med(hit_slow) * 1e3:.3f}",
-         f"{med(miss_slow) / med(hit_slow):.0f}x"),
-        ("embedding (per text, batch of 300)", f"{emb_miss * 1e3:.3f}", f"{emb_hit * 1e3:.3f}", f"{emb_miss / emb_hit:.1f}x"),
+        (
+            "completion, provider 0 ms",
+            f"{med(miss) * 1e3:.3f}",
+            f"{med(hit) * 1e3:.3f}",
+            f"{med(miss) / med(hit):.0f}x",
+        ),
+        (
+            "completion, provider 200 ms",
+            f"{med(miss_slow) * 1e3:.1f}",
+            f"{med(hit_slow) * 1e3:.3f}",
+            f"{med(miss_slow) / med(hit_slow):.0f}x",
+        ),
+        (
+            "embedding (per text, batch of 300)",
+            f"{emb_miss * 1e3:.3f}",
+            f"{emb_hit * 1e3:.3f}",
+            f"{emb_miss / emb_hit:.1f}x",
+        ),
     ]
 
 

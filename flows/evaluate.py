@@ -40,12 +40,27 @@ STAGES = ("collect", "sort", "ground_truth", "score", "report")
 # so changing a report threshold never re-runs the judge.
 _SECTIONS = {
     "collect": ("questions", "limit", "collect", "models.embedder"),
-    "sort": ("sort", "models.judge", "models.temperature", "models.max_output_tokens",
-             "models.judge_context_window"),
-    "ground_truth": ("ground_truth", "sort.enabled", "models.judge", "models.temperature",
-                     "models.judge_context_window"),
-    "score": ("score", "models.judge", "models.embedder", "models.max_output_tokens",
-              "models.judge_context_window"),
+    "sort": (
+        "sort",
+        "models.judge",
+        "models.temperature",
+        "models.max_output_tokens",
+        "models.judge_context_window",
+    ),
+    "ground_truth": (
+        "ground_truth",
+        "sort.enabled",
+        "models.judge",
+        "models.temperature",
+        "models.judge_context_window",
+    ),
+    "score": (
+        "score",
+        "models.judge",
+        "models.embedder",
+        "models.max_output_tokens",
+        "models.judge_context_window",
+    ),
     "report": ("report",),
 }
 # The tables each stage reads; their content hashes are part of its cache key.
@@ -73,7 +88,9 @@ def stage_key(config: RunConfig, stage: str, extra: Any = None) -> str:
         for part in dotted.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         picked[dotted] = node
-    return canonical_hash({"stage": stage, "version": ragaudit.__version__, "config": picked, "extra": extra})
+    return canonical_hash(
+        {"stage": stage, "version": ragaudit.__version__, "config": picked, "extra": extra}
+    )
 
 
 def _retryable(task: Any, task_run: Any, state: Any) -> bool:
@@ -125,7 +142,9 @@ async def _run_one(
 ) -> tuple[StageResult, bool]:
     extra: Any = None
     if stage == "collect":
-        files = [Path(config.questions)] + ([Path(config.collect.corpus)] if config.collect.corpus else [])
+        files = [Path(config.questions)] + (
+            [Path(config.collect.corpus)] if config.collect.corpus else []
+        )
         extra = {str(p): file_digest(p) if p.is_file() else None for p in files}
     if stage == "score":
         extra = {"metric": metric}
@@ -153,7 +172,9 @@ async def _run_one(
 
 
 @flow(name="ragaudit-evaluate", log_prints=False, persist_result=False)
-async def evaluate(config_json: str, run_id: str, stages: list[str] | None = None) -> dict[str, Any]:
+async def evaluate(
+    config_json: str, run_id: str, stages: list[str] | None = None
+) -> dict[str, Any]:
     """Evaluate a question set end to end (or the given stages) in the run folder ``run_id``."""
     config = RunConfig.model_validate_json(config_json)
     run = RunFolder(config.runs_root, run_id)

@@ -24,8 +24,8 @@ from ragaudit.secrets import install_log_filter, redact
 
 app = typer.Typer(
     name="ragaudit",
-    help="Evaluate retrieval-augmented QA on Elasticsearch/OpenSearch: rank contexts with an LLM judge, "
-    "write reference answers, score RAGAS metrics, as cached, resumable Prefect flows.",
+    help="Evaluate retrieval-augmented QA on Elasticsearch/OpenSearch: rank contexts with an "
+    "LLM judge, write reference answers, score RAGAS metrics, as cached, resumable Prefect flows.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -38,14 +38,24 @@ err = Console(stderr=True)
 
 DEMO_CONFIG = Path("data/demo/config.yaml")
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML/TOML/JSON config file.")]
-RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Run id; the same id resumes a run.")]
-QuestionsOpt = Annotated[Path | None, typer.Option("--questions", "-q", help="Question set (JSONL/CSV/Parquet).")]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML/TOML/JSON config file.")
+]
+RunIdOpt = Annotated[
+    str | None, typer.Option("--run-id", help="Run id; the same id resumes a run.")
+]
+QuestionsOpt = Annotated[
+    Path | None, typer.Option("--questions", "-q", help="Question set (JSONL/CSV/Parquet).")
+]
 JudgeOpt = Annotated[str | None, typer.Option("--judge", help="Judge model (any litellm string).")]
-EmbedderOpt = Annotated[str | None, typer.Option("--embedder", help="Embedding model (any litellm string).")]
+EmbedderOpt = Annotated[
+    str | None, typer.Option("--embedder", help="Embedding model (any litellm string).")
+]
 RootOpt = Annotated[Path | None, typer.Option("--runs-root", help="Folder of run folders.")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Any config field: --set score.top_k=5")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Any config field: --set score.top_k=5")
+]
 
 
 class _RichReporter:
@@ -139,7 +149,8 @@ def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
     console.print(f"judge: [bold]{models['judge']}[/]   embedder: {models['embedder']}")
     llm = manifest["llm"]
     console.print(
-        f"LLM calls: {llm['calls']} (memo hits {llm['cache_hits']}, provider calls {llm['provider_calls']}); "
+        f"LLM calls: {llm['calls']} (memo hits {llm['cache_hits']}, "
+        f"provider calls {llm['provider_calls']}); "
         f"time {manifest['timings']['total_s']:.1f} s"
     )
     if run.has("summary"):
@@ -151,13 +162,26 @@ def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
             ci = "-" if r["ci_low"] is None else f"{r['ci_low']:.2f}-{r['ci_high']:.2f}"
             thr = "" if r["threshold"] is None else f"< {r['threshold']}"
             flag = "[red]BELOW THRESHOLD[/]" if r["flagged"] else ""
-            table.add_row(r["metric"], mean, ci, str(r["n_ok"]), str(r["n_failed"]), str(r["n_skipped"]), thr, flag)
+            table.add_row(
+                r["metric"],
+                mean,
+                ci,
+                str(r["n_ok"]),
+                str(r["n_failed"]),
+                str(r["n_skipped"]),
+                thr,
+                flag,
+            )
         console.print(table)
     if run.has("scores"):
         import polars as pl
 
         worst = worst_questions(pl.from_arrow(run.read("scores")), config.report.worst)
-        lines = [f"  {m}: " + ", ".join(f"{q} ({v:.2f})" for q, v in rows) for m, rows in worst.items() if rows]
+        lines = [
+            f"  {m}: " + ", ".join(f"{q} ({v:.2f})" for q, v in rows)
+            for m, rows in worst.items()
+            if rows
+        ]
         if lines:
             console.print("Worst questions:\n" + "\n".join(lines))
     if run.has("agreement"):
@@ -179,7 +203,9 @@ def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
         console.print(f"[bold yellow]WARNING:[/] {warning}")
 
 
-def _evaluate(config_path: Path | None, overrides: dict[str, Any], stages: list[str] | None) -> None:
+def _evaluate(
+    config_path: Path | None, overrides: dict[str, Any], stages: list[str] | None
+) -> None:
     try:
         config = load_config(config_path, overrides)
         if stages is None or "collect" in stages:
@@ -211,7 +237,9 @@ def demo(
     """Run the whole DAG on the bundled data, offline (smoke-quality judge unless --judge)."""
     if not DEMO_CONFIG.is_file():
         _fail(RagauditError(f"{DEMO_CONFIG} not found: run the demo from the ragaudit checkout"))
-    _evaluate(DEMO_CONFIG, _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets), None)
+    _evaluate(
+        DEMO_CONFIG, _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets), None
+    )
 
 
 @app.command()
@@ -226,30 +254,56 @@ def run(
     sets: SetOpt = None,
 ) -> None:
     """Run the whole evaluation DAG (collect, sort, ground_truth, score, report)."""
-    _evaluate(config, _overrides(questions=questions, run_id=run_id, judge=judge, embedder=embedder,
-                                 runs_root=runs_root, limit=limit, sets=sets), None)
+    _evaluate(
+        config,
+        _overrides(
+            questions=questions,
+            run_id=run_id,
+            judge=judge,
+            embedder=embedder,
+            runs_root=runs_root,
+            limit=limit,
+            sets=sets,
+        ),
+        None,
+    )
 
 
 def _stage_command(stage: str, doc: str) -> None:
     def command(
         config: ConfigOpt = None,
         questions: QuestionsOpt = None,
-        run_id: Annotated[str, typer.Option("--run-id", help="Run folder to read and write.")] = ...,  # type: ignore[assignment]
+        run_id: Annotated[
+            str, typer.Option("--run-id", help="Run folder to read and write.")
+        ] = ...,  # type: ignore[assignment]
         judge: JudgeOpt = None,
         embedder: EmbedderOpt = None,
         runs_root: RootOpt = None,
         limit: LimitOpt = None,
         sets: SetOpt = None,
     ) -> None:
-        _evaluate(config, _overrides(questions=questions, run_id=run_id, judge=judge, embedder=embedder,
-                                     runs_root=runs_root, limit=limit, sets=sets), [stage])
+        _evaluate(
+            config,
+            _overrides(
+                questions=questions,
+                run_id=run_id,
+                judge=judge,
+                embedder=embedder,
+                runs_root=runs_root,
+                limit=limit,
+                sets=sets,
+            ),
+            [stage],
+        )
 
     command.__doc__ = doc
     app.command(name=stage.replace("_", "-"))(command)
 
 
 _stage_command("collect", "Stage 1: fetch candidates and the system's answers into the run folder.")
-_stage_command("sort", "Stage 2: judge relevance and order the candidates; agreement with the engine.")
+_stage_command(
+    "sort", "Stage 2: judge relevance and order the candidates; agreement with the engine."
+)
 _stage_command("ground_truth", "Stage 3: write reference answers from the relevant candidates.")
 _stage_command("score", "Stage 4: score every configured metric on the top-k contexts.")
 _stage_command("report", "Stage 5: summary table, threshold flags and the Prefect artifact.")
@@ -264,36 +318,68 @@ def metrics() -> None:
     for col in ("name", "inputs", "judge", "embeddings", "what it measures"):
         table.add_column(col)
     for m in METRICS.values():
-        table.add_row(m.name, ", ".join(m.inputs), "yes" if m.needs_llm else "", "yes" if m.needs_embeddings else "",
-                      m.description)
+        table.add_row(
+            m.name,
+            ", ".join(m.inputs),
+            "yes" if m.needs_llm else "",
+            "yes" if m.needs_embeddings else "",
+            m.description,
+        )
     console.print(table)
 
 
 @app.command("index")
 def index_cmd(
-    corpus: Annotated[Path, typer.Argument(help="JSONL or Parquet file, or a folder of .txt/.md files.")],
+    corpus: Annotated[
+        Path, typer.Argument(help="JSONL or Parquet file, or a folder of .txt/.md files.")
+    ],
     config: ConfigOpt = None,
     backend: Annotated[
-        str | None, typer.Option("--backend", help="local, elasticsearch or opensearch (default: collect.backend).")
+        str | None,
+        typer.Option(
+            "--backend", help="local, elasticsearch or opensearch (default: collect.backend)."
+        ),
     ] = None,
     index_name: Annotated[
-        str | None, typer.Option("--index", help="Index to write (the local backend's table); default from the config.")
+        str | None,
+        typer.Option(
+            "--index", help="Index to write (the local backend's table); default from the config."
+        ),
     ] = None,
-    chunk_size: Annotated[int, typer.Option("--chunk-size", min=0, help="Units per chunk; 0 keeps documents whole.")] = 0,
-    chunk_overlap: Annotated[int, typer.Option("--chunk-overlap", min=0, help="Units shared by neighbouring chunks.")] = 0,
+    chunk_size: Annotated[
+        int, typer.Option("--chunk-size", min=0, help="Units per chunk; 0 keeps documents whole.")
+    ] = 0,
+    chunk_overlap: Annotated[
+        int, typer.Option("--chunk-overlap", min=0, help="Units shared by neighbouring chunks.")
+    ] = 0,
     chunk_unit: Annotated[
-        str, typer.Option("--chunk-unit", help="chars, or tokens (a CJK character or a Latin word each).")
+        str,
+        typer.Option(
+            "--chunk-unit", help="chars, or tokens (a CJK character or a Latin word each)."
+        ),
     ] = "chars",
     keep_context: Annotated[
-        bool, typer.Option("--keep-context/--no-keep-context", help="Start each chunk with its title and headings.")
+        bool,
+        typer.Option(
+            "--keep-context/--no-keep-context", help="Start each chunk with its title and headings."
+        ),
     ] = False,
     metadata: Annotated[
-        list[str] | None, typer.Option("--metadata", "-m", help="key=value added to every document (repeatable).")
+        list[str] | None,
+        typer.Option("--metadata", "-m", help="key=value added to every document (repeatable)."),
     ] = None,
-    id_field: Annotated[str, typer.Option("--id-field", help="Id field/column of a JSONL or Parquet corpus.")] = "id",
-    text_field: Annotated[str, typer.Option("--text-field", help="Text field/column of a JSONL or Parquet corpus.")] = "text",
-    recreate: Annotated[bool, typer.Option("--recreate", help="Drop the index first (after changing chunking).")] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Documents per write.")] = 500,
+    id_field: Annotated[
+        str, typer.Option("--id-field", help="Id field/column of a JSONL or Parquet corpus.")
+    ] = "id",
+    text_field: Annotated[
+        str, typer.Option("--text-field", help="Text field/column of a JSONL or Parquet corpus.")
+    ] = "text",
+    recreate: Annotated[
+        bool, typer.Option("--recreate", help="Drop the index first (after changing chunking).")
+    ] = False,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Documents per write.")
+    ] = 500,
     sets: SetOpt = None,
 ) -> None:
     """Load a corpus into a search backend (chunked, with metadata); re-running it is idempotent."""
@@ -308,19 +394,32 @@ def index_cmd(
         cfg = load_config(config, overrides)
         name = cfg.collect.backend
         if name not in (*ENGINES, "local"):
-            raise RagauditError(f"--backend: '{name}' cannot be indexed into (use local, elasticsearch or opensearch)")
+            raise RagauditError(
+                f"--backend: '{name}' cannot be indexed into "
+                "(use local, elasticsearch or opensearch)"
+            )
         if index_name is not None:
-            set_path(overrides, f"collect.{name}.index" if name in ENGINES else "collect.table", index_name)
+            set_path(
+                overrides,
+                f"collect.{name}.index" if name in ENGINES else "collect.table",
+                index_name,
+            )
             cfg = load_config(config, overrides)
         extra: dict[str, str] = {}
         for item in metadata or []:
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
-                raise RagauditError(f"--metadata {item}: expected key=value, e.g. --metadata collection=handbook")
+                raise RagauditError(
+                    f"--metadata {item}: expected key=value, e.g. --metadata collection=handbook"
+                )
             extra[key.strip()] = value
         try:
-            chunking = Chunking(size=chunk_size or None, overlap=chunk_overlap, unit=chunk_unit,
-                                keep_context=keep_context)
+            chunking = Chunking(
+                size=chunk_size or None,
+                overlap=chunk_overlap,
+                unit=chunk_unit,
+                keep_context=keep_context,
+            )
         except ValueError as exc:
             raise RagauditError(f"--chunk-*: {exc}") from None
         sources = read_corpus(corpus, id_field=id_field, text_field=text_field)
@@ -339,11 +438,17 @@ def index_cmd(
         try:
             if recreate:
                 _drop_index(cfg, store)
-            with Progress(TextColumn("{task.description:<32}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=err) as bar:
+            with Progress(
+                TextColumn("{task.description:<32}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+            ) as bar:
                 task = bar.add_task(f"index: {name}", total=max(len(docs), 1))
-                written = index_documents(store, docs, batch_size=batch_size,
-                                          on_batch=lambda n: bar.advance(task, n))
+                written = index_documents(
+                    store, docs, batch_size=batch_size, on_batch=lambda n: bar.advance(task, n)
+                )
             total = store.count()
         finally:
             close = getattr(store, "close", None)
@@ -352,8 +457,11 @@ def index_cmd(
     except RagauditError as exc:
         _fail(exc)
     chunked = f" as {len(docs)} chunks" if chunking.size else ""
-    console.print(f"indexed {len(sources)} documents{chunked} into {target}: {written} written, {total} in the index",
-                  soft_wrap=True)
+    console.print(
+        f"indexed {len(sources)} documents{chunked} into {target}: "
+        f"{written} written, {total} in the index",
+        soft_wrap=True,
+    )
 
 
 def _index_target(cfg: RunConfig) -> str:
@@ -393,25 +501,33 @@ def cache_stats(config: ConfigOpt = None, runs_root: RootOpt = None) -> None:
         console.print("no call logs yet")
         return
     calls = pl.concat([pl.read_parquet(p) for p in logs], how="diagonal_relaxed")
-    stats = calls.group_by("model").agg(
-        pl.len().alias("calls"),
-        pl.col("cache_hit").sum().alias("memo_hits"),
-        (~pl.col("cache_hit")).sum().alias("provider_calls"),
-        pl.col("tokens_in").sum(),
-        pl.col("tokens_out").sum(),
-        pl.col("cost_usd").sum(),
-        pl.col("error").is_not_null().sum().alias("errors"),
-    ).sort("calls", descending=True)
+    stats = (
+        calls.group_by("model")
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("cache_hit").sum().alias("memo_hits"),
+            (~pl.col("cache_hit")).sum().alias("provider_calls"),
+            pl.col("tokens_in").sum(),
+            pl.col("tokens_out").sum(),
+            pl.col("cost_usd").sum(),
+            pl.col("error").is_not_null().sum().alias("errors"),
+        )
+        .sort("calls", descending=True)
+    )
     table = Table(title=f"Calls logged in {len(logs)} files under {cfg.runs_root}")
     for col in stats.columns:
         table.add_column(col)
     for row in stats.iter_rows():
-        table.add_row(*["" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v)) for v in row])
+        table.add_row(
+            *["" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v)) for v in row]
+        )
     console.print(table)
 
 
 @cache_app.command("clear")
-def cache_clear(config: ConfigOpt = None, yes: Annotated[bool, typer.Option("--yes", "-y")] = False) -> None:
+def cache_clear(
+    config: ConfigOpt = None, yes: Annotated[bool, typer.Option("--yes", "-y")] = False
+) -> None:
     """Empty the memo (every model answer will be asked again)."""
     try:
         cfg = load_config(config)
@@ -428,7 +544,9 @@ def cache_clear(config: ConfigOpt = None, yes: Annotated[bool, typer.Option("--y
 @app.command()
 def serve(
     config: Annotated[Path, typer.Option("--config", "-c", help="Config file of the evaluation.")],
-    cron: Annotated[str, typer.Option("--cron", help="Cron schedule, e.g. '0 3 * * *'.")] = "0 3 * * *",
+    cron: Annotated[
+        str, typer.Option("--cron", help="Cron schedule, e.g. '0 3 * * *'.")
+    ] = "0 3 * * *",
     name: Annotated[str, typer.Option("--name", help="Deployment name.")] = "ragaudit-scheduled",
 ) -> None:
     """Serve a scheduled re-evaluation (needs a Prefect server: PREFECT_API_URL)."""

@@ -397,8 +397,10 @@ class ScoreConfig(_Frozen):
         for name in value:
             plain = name.isascii() and name[:1].isalpha() and name.replace("_", "0").isalnum()
             if not plain or name != name.lower():
-                raise ValueError(f"aspect name '{name}': use lower-case letters, digits and _ "
-                                 f"(it becomes the metric aspect_{name})")
+                raise ValueError(
+                    f"aspect name '{name}': use lower-case letters, digits and _ "
+                    f"(it becomes the metric aspect_{name})"
+                )
         return value
 
 

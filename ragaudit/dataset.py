@@ -92,7 +92,9 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
             if not isinstance(obj, dict):
-                raise InputError(f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}")
+                raise InputError(
+                    f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}"
+                )
             rows.append({**obj, "__pos": n})
         return rows, "line"
     if suffix == ".json":
@@ -113,7 +115,9 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
         reader = csv.DictReader(io.StringIO(text))
         # csv rows: the header is line 1, so data row n is on line n + 1 (no multi-line cells).
         return [{**r, "__pos": i + 2} for i, r in enumerate(reader)], "line"
-    raise InputError(f"{path}: unsupported question-set format '{suffix}' (use .jsonl, .json, .csv or .parquet)")
+    raise InputError(
+        f"{path}: unsupported question-set format '{suffix}' (use .jsonl, .json, .csv or .parquet)"
+    )
 
 
 def _as_list(value: Any, where: str) -> list[str] | None:
@@ -174,7 +178,8 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
         qid = str(qid).strip()
         if qid in first_row_of:
             raise InputError(
-                f"{where}, column 'question_id': duplicate id '{qid}' (first at {unit} {first_row_of[qid]})"
+                f"{where}, column 'question_id': duplicate id '{qid}' "
+                f"(first at {unit} {first_row_of[qid]})"
             )
         first_row_of[qid] = pos
         extra = {k: v for k, v in rec.items() if k not in KNOWN}

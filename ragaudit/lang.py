@@ -20,9 +20,40 @@ _END = re.compile(r"(?:[。！？!?]+|…+|\.{3,}|" + _FULL_STOP + ")" + _CLOSE 
 _WORDLIKE = re.compile(r"\w")
 # Latin abbreviations whose full stop is not a sentence end when a word follows.
 _ABBREVIATIONS = frozenset(
-    {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "no", "fig",
-     "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept",
-     "oct", "nov", "dec", "u.s", "u.k"}
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "no",
+        "fig",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "u.s",
+        "u.k",
+    }
 )
 _LAST_WORD = re.compile(r"([A-Za-z][A-Za-z.]*)\.$")
 
@@ -65,8 +96,10 @@ def sentences(text: str) -> list[str]:
         piece = pending + text[start : match.end()]
         start = match.end()
         mark = match.group()
-        if mark.startswith(".") and not mark.startswith("...") and _is_abbreviation(
-            piece.rstrip(_CLOSERS).rstrip()
+        if (
+            mark.startswith(".")
+            and not mark.startswith("...")
+            and _is_abbreviation(piece.rstrip(_CLOSERS).rstrip())
         ):
             pending = piece
             continue

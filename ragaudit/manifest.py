@@ -12,9 +12,21 @@ from ragaudit.config import OFFLINE_EMBEDDER, OFFLINE_JUDGE, RunConfig
 from ragaudit.runfolder import RunFolder
 
 PACKAGES = (
-    "ragaudit", "prefect", "litellm", "ragas", "instructor", "polars", "pyarrow", "diskcache",
-    "lancedb", "pydantic", "llama-cpp-python", "sentence-transformers", "torch",
-    "elasticsearch", "opensearch-py",
+    "ragaudit",
+    "prefect",
+    "litellm",
+    "ragas",
+    "instructor",
+    "polars",
+    "pyarrow",
+    "diskcache",
+    "lancedb",
+    "pydantic",
+    "llama-cpp-python",
+    "sentence-transformers",
+    "torch",
+    "elasticsearch",
+    "opensearch-py",
 )
 
 SMOKE_WARNING = (
@@ -33,10 +45,22 @@ def git_info() -> dict[str, Any]:
     """Commit and dirty flag of the ragaudit checkout (None outside a git checkout)."""
     root = Path(ragaudit.__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True,
-                                    text=True, timeout=10, check=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+        )
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
@@ -70,7 +94,11 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
     out = []
     if config.models.judge_model == OFFLINE_JUDGE:
         out.append(SMOKE_WARNING)
-    if config.models.embedder_model == OFFLINE_EMBEDDER and run is not None and run.has("questions"):
+    if (
+        config.models.embedder_model == OFFLINE_EMBEDDER
+        and run is not None
+        and run.has("questions")
+    ):
         langs = set(run.read("questions").column("language").to_pylist())
         if "zh" in langs:
             out.append(EMBEDDER_WARNING)
@@ -89,4 +117,11 @@ def base_manifest(config: RunConfig, run_id: str) -> dict[str, Any]:
     }
 
 
-__all__ = ["EMBEDDER_WARNING", "SMOKE_WARNING", "base_manifest", "git_info", "judge_warnings", "models_block"]
+__all__ = [
+    "EMBEDDER_WARNING",
+    "SMOKE_WARNING",
+    "base_manifest",
+    "git_info",
+    "judge_warnings",
+    "models_block",
+]

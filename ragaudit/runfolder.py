@@ -97,11 +97,17 @@ class RunFolder:
         """Read table ``name``; a missing table or a newer schema version is a StageError."""
         path = self.table_path(name)
         if not path.is_file():
-            raise StageError(f"run {self.run_id}: table '{name}' is missing ({path}); run the stage that writes it first")
+            raise StageError(
+                f"run {self.run_id}: table '{name}' is missing ({path}); "
+                "run the stage that writes it first"
+            )
         table = pq.read_table(path)
         version = int((table.schema.metadata or {}).get(b"schema_version", b"0"))
         if version > SCHEMA_VERSION:
-            raise StageError(f"{path}: schema version {version} is newer than this ragaudit reads ({SCHEMA_VERSION})")
+            raise StageError(
+                f"{path}: schema version {version} is newer than this ragaudit reads "
+                f"({SCHEMA_VERSION})"
+            )
         return table
 
     def read_manifest(self) -> dict[str, Any]:

@@ -195,8 +195,19 @@ RETRIEVAL = _schema(
 
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
-    for s in (QUESTIONS, CANDIDATES, ANSWERS, VERDICTS, COMPARISONS, RANKING, AGREEMENT,
-              GROUND_TRUTH, SCORES, SUMMARY, RETRIEVAL)
+    for s in (
+        QUESTIONS,
+        CANDIDATES,
+        ANSWERS,
+        VERDICTS,
+        COMPARISONS,
+        RANKING,
+        AGREEMENT,
+        GROUND_TRUTH,
+        SCORES,
+        SUMMARY,
+        RETRIEVAL,
+    )
 }
 
 
@@ -206,11 +217,22 @@ def to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     for row in rows[:1]:
         extra = set(row) - names
         if extra:
-            raise ValueError(f"{schema.metadata[b'table'].decode()}: unknown columns {sorted(extra)}")
+            raise ValueError(
+                f"{schema.metadata[b'table'].decode()}: unknown columns {sorted(extra)}"
+            )
     return pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema=schema)
 
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "to_table"] + [
-    "AGREEMENT", "ANSWERS", "CANDIDATES", "COMPARISONS", "GROUND_TRUTH", "QUESTIONS", "RANKING",
-    "RETRIEVAL", "SCORES", "SUMMARY", "VERDICTS",
+    "AGREEMENT",
+    "ANSWERS",
+    "CANDIDATES",
+    "COMPARISONS",
+    "GROUND_TRUTH",
+    "QUESTIONS",
+    "RANKING",
+    "RETRIEVAL",
+    "SCORES",
+    "SUMMARY",
+    "VERDICTS",
 ]

@@ -128,7 +128,9 @@ async def run_stage(
             names = list(await work(ctx))
         finally:
             # The calls made so far are kept even when the stage fails: they were paid for.
-            ctx.gateway.log.flush(ctx.run.calls_dir / f"{stage}-{time.time_ns()}.parquet", stage=stage)
+            ctx.gateway.log.flush(
+                ctx.run.calls_dir / f"{stage}-{time.time_ns()}.parquet", stage=stage
+            )
     return StageResult(
         stage=stage,
         tables={n: file_digest(ctx.run.table_path(n)) for n in names},
@@ -137,7 +139,9 @@ async def run_stage(
     )
 
 
-async def gather_limited(items: Iterable[T], fn: Callable[[T], Awaitable[R]], limit: int) -> list[R]:
+async def gather_limited(
+    items: Iterable[T], fn: Callable[[T], Awaitable[R]], limit: int
+) -> list[R]:
     """``fn`` over ``items`` with at most ``limit`` running at once, results in input order."""
     sem = asyncio.Semaphore(limit)
 

@@ -1,5 +1,7 @@
-"""Stage 5, report: means with bootstrap confidence intervals, threshold flags, the worst
-questions, and a Prefect table artifact."""
+"""Stage 5, report: summary statistics and a Prefect table artifact.
+
+Means with bootstrap confidence intervals, threshold flags and the worst questions.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from ragaudit.schemas import SUMMARY, to_table
 from ragaudit.tasks._common import StageContext
 
 
-def bootstrap_ci(values: np.ndarray, samples: int, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: np.ndarray, samples: int, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean (NaN, NaN when it cannot be formed)."""
     if samples <= 0 or len(values) < 2:
         return math.nan, math.nan
@@ -85,8 +89,11 @@ async def _artifact(ctx: StageContext, rows: list[dict[str, Any]]) -> None:
         {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k != "run_id"}
         for r in rows
     ]
-    await acreate_table_artifact(key=key[:100], table=table,
-                          description=f"ragaudit run {ctx.run.run_id}: judge {ctx.judge}; folder {ctx.run.path}")
+    await acreate_table_artifact(
+        key=key[:100],
+        table=table,
+        description=f"ragaudit run {ctx.run.run_id}: judge {ctx.judge}; folder {ctx.run.path}",
+    )
 
 
 async def report(ctx: StageContext) -> list[str]:
@@ -96,8 +103,10 @@ async def report(ctx: StageContext) -> list[str]:
     from ragaudit.metrics import METRICS
 
     lower = frozenset(name for name, m in METRICS.items() if not m.higher_is_better)
-    rows = [{"run_id": ctx.run.run_id, **r}
-            for r in summarise(scores, cfg.thresholds, cfg.bootstrap_samples, lower)]
+    rows = [
+        {"run_id": ctx.run.run_id, **r}
+        for r in summarise(scores, cfg.thresholds, cfg.bootstrap_samples, lower)
+    ]
     ctx.run.write("summary", to_table(rows, SUMMARY))
     await _artifact(ctx, rows)
     return ["summary"]

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-os.environ.setdefault("RAGAUDIT_HOME", str(Path(__file__).resolve().parent.parent / "data" / "test-home"))
+os.environ.setdefault(
+    "RAGAUDIT_HOME", str(Path(__file__).resolve().parent.parent / "data" / "test-home")
+)
 
 import ragaudit  # noqa: E402,F401  (offline environment first)
 from ragaudit.cache._fake import FAKE  # noqa: E402
@@ -54,8 +56,11 @@ def make_config(tmp_path: Path, judge: str = "fake/judge", **overrides: Any) -> 
         "questions": str(REPO / "data" / "demo" / "questions.jsonl"),
         "runs_root": str(tmp_path / "runs"),
         "cache_dir": str(tmp_path / "cache"),
-        "collect": {"index_path": str(tmp_path / "index"), "corpus": str(REPO / "data" / "demo" / "corpus.jsonl"),
-                    "top_n": 6},
+        "collect": {
+            "index_path": str(tmp_path / "index"),
+            "corpus": str(REPO / "data" / "demo" / "corpus.jsonl"),
+            "top_n": 6,
+        },
         "models": {"judge": judge, "embedder": "fake/embed", "backoff_s": 0.0},
         "score": {"top_k": 3},
     }
@@ -80,4 +85,6 @@ def config_factory(tmp_path: Path):
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]

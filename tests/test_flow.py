@@ -6,7 +6,6 @@ import asyncio
 import json
 import math
 import sys
-
 from typing import Any
 
 import polars as pl
@@ -19,11 +18,23 @@ from ragaudit.schemas import SCHEMA_VERSION, TABLES
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
-STAGE_TABLES = ["questions", "candidates", "answers", "verdicts", "comparisons", "ranking", "agreement",
-                "ground_truth", "scores", "summary"]
+STAGE_TABLES = [
+    "questions",
+    "candidates",
+    "answers",
+    "verdicts",
+    "comparisons",
+    "ranking",
+    "agreement",
+    "ground_truth",
+    "scores",
+    "summary",
+]
 
 
-def run_flow(config: RunConfig, run_id: str = "t", stages: list[str] | None = None) -> dict[str, Any]:
+def run_flow(
+    config: RunConfig, run_id: str = "t", stages: list[str] | None = None
+) -> dict[str, Any]:
     return asyncio.run(evaluate(config.model_dump_json(), run_id, stages))
 
 
@@ -45,7 +56,9 @@ def test_end_to_end_writes_every_table_and_manifest(config_factory, fake) -> Non
     assert on_disk["status"] == "completed"
     assert set(on_disk["llm"]) == {"calls", "cache_hits", "provider_calls"}
     assert on_disk["llm"]["provider_calls"] > 0
-    assert on_disk["llm"]["calls"] == on_disk["llm"]["cache_hits"] + on_disk["llm"]["provider_calls"]
+    assert (
+        on_disk["llm"]["calls"] == on_disk["llm"]["cache_hits"] + on_disk["llm"]["provider_calls"]
+    )
     assert on_disk["timings"]["total_s"] > 0
     assert on_disk["models"]["judge"] == "fake/judge"
     assert on_disk["config"]["models"]["judge"] == "fake/judge"
@@ -61,7 +74,9 @@ def test_end_to_end_writes_every_table_and_manifest(config_factory, fake) -> Non
     assert set(candidates["question_id"]) == set(questions["question_id"])
     for qid, part in candidates.group_by("question_id"):
         assert part.sort("engine_rank")["engine_rank"].to_list() == list(range(1, part.height + 1))
-        assert all(cid.startswith(qid[0]) for cid in part["context_id"])  # filtered to its collection
+        assert all(
+            cid.startswith(qid[0]) for cid in part["context_id"]
+        )  # filtered to its collection
     scores = table(config, "scores")
     assert set(scores["status"]) <= {"ok", "failed", "skipped"}
     assert scores.filter(pl.col("status") == "ok")["value"].is_nan().sum() == 0
@@ -86,7 +101,9 @@ def test_rerun_same_id_is_fully_cached(config_factory, fake) -> None:
     assert second["timings"]["total_s"] < first["timings"]["total_s"]
 
 
-def test_crashed_run_resumes_without_repeating_finished_work(config_factory, fake, monkeypatch) -> None:
+def test_crashed_run_resumes_without_repeating_finished_work(
+    config_factory, fake, monkeypatch
+) -> None:
     from ragaudit.tasks import score as score_mod
 
     config = config_factory()
@@ -123,7 +140,9 @@ def test_changed_stage_config_reruns_only_that_stage(config_factory, fake) -> No
 
 
 def test_faults_end_in_ok_or_failed_with_reason(config_factory, fake) -> None:
-    config = config_factory(judge="fake/judge?errors=0.2&malformed=0.1&seed=3", models__max_retries=3)
+    config = config_factory(
+        judge="fake/judge?errors=0.2&malformed=0.1&seed=3", models__max_retries=3
+    )
     manifest = run_flow(config, "faults")
     assert manifest["status"] == "completed"
     assert fake.stats.errors > 0 and fake.stats.malformed > 0
@@ -147,7 +166,9 @@ def test_stages_run_one_at_a_time(config_factory, fake) -> None:
     assert RunFolder(config.runs_root, "stepwise").has("summary")
 
 
-def test_failing_answer_source_marks_questions_failed(config_factory, fake, tmp_path, monkeypatch) -> None:
+def test_failing_answer_source_marks_questions_failed(
+    config_factory, fake, tmp_path, monkeypatch
+) -> None:
     module = tmp_path / "flaky_system.py"
     module.write_text(
         "def answer(question, filters):\n"
@@ -158,8 +179,9 @@ def test_failing_answer_source_marks_questions_failed(config_factory, fake, tmp_
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("flaky_system", None)
-    config = config_factory(collect__answers={"source": "entrypoint", "entrypoint": "flaky_system:answer",
-                                              "retries": 1})
+    config = config_factory(
+        collect__answers={"source": "entrypoint", "entrypoint": "flaky_system:answer", "retries": 1}
+    )
     manifest = run_flow(config, "flaky")
     assert manifest["status"] == "completed"
     answers = table(config, "answers", "flaky")
@@ -186,5 +208,3 @@ def test_missing_upstream_table_is_a_clear_error(config_factory, fake) -> None:
         chain.append(exc)
         exc = exc.__cause__
     assert any(isinstance(e, StageError) and "'questions' is missing" in str(e) for e in chain)
-
-

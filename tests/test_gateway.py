@@ -630,8 +630,9 @@ async def test_concurrency_limit_allows_parallel_calls(
 async def test_identical_calls_in_flight_share_one_provider_call(tmp_path, fake) -> None:
     gw = Gateway(tmp_path / "cache", backoff_s=0.0, concurrency=8)
     msgs = [{"role": "user", "content": "same prompt asked by two metrics at once"}]
-    replies = await asyncio.gather(*(gw.acompletion(model="fake/judge?latency=0.05", messages=msgs)
-                                     for _ in range(4)))
+    replies = await asyncio.gather(
+        *(gw.acompletion(model="fake/judge?latency=0.05", messages=msgs) for _ in range(4))
+    )
     assert fake.stats.calls == 1
     assert len({r.choices[0].message.content for r in replies}) == 1
     assert gw.log.counts.as_dict() == {"calls": 4, "cache_hits": 3, "provider_calls": 1}
@@ -641,7 +642,10 @@ async def test_a_shared_failure_reaches_every_waiter(tmp_path, fake) -> None:
     gw = Gateway(tmp_path / "cache", backoff_s=0.0, max_retries=0)
     msgs = [{"role": "user", "content": "always rate limited"}]
     results = await asyncio.gather(
-        *(gw.acompletion(model="fake/judge?latency=0.05&errors=1", messages=msgs) for _ in range(3)),
+        *(
+            gw.acompletion(model="fake/judge?latency=0.05&errors=1", messages=msgs)
+            for _ in range(3)
+        ),
         return_exceptions=True,
     )
     assert fake.stats.calls == 1

@@ -104,7 +104,7 @@ async def noise_sensitivity(s: Sample, deps: Deps) -> Outcome:
     window=_window,
 )
 async def noise_sensitivity_irrelevant(s: Sample, deps: Deps) -> Outcome:
-    """Share of the answer's statements wrong, backed only by irrelevant contexts (lower is better)."""
+    """Share of the answer's statements wrong, backed only by irrelevant contexts (lower wins)."""
     return await _score(s, deps, "irrelevant")
 
 

@@ -13,12 +13,17 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 I = TypeVar("I", bound=BaseModel)  # noqa: E741
-O = TypeVar("O", bound=BaseModel)
+O = TypeVar("O", bound=BaseModel)  # noqa: E741
 
 LANGUAGES = ("en", "zh")
 
 _LABELS = {
-    "en": {"examples": "Examples", "input": "Input", "output": "Output", "now": "Now the real input"},
+    "en": {
+        "examples": "Examples",
+        "input": "Input",
+        "output": "Output",
+        "now": "Now the real input",
+    },
     "zh": {"examples": "示例", "input": "输入", "output": "输出", "now": "下面是真实输入"},
 }
 
@@ -52,7 +57,9 @@ class Prompt(Generic[I, O]):
         if examples:
             parts.append(f"{labels['examples']}:")
             for ex_in, ex_out in examples:
-                parts.append(f"{labels['input']}: {_dump(ex_in)}\n{labels['output']}: {_dump(ex_out)}")
+                parts.append(
+                    f"{labels['input']}: {_dump(ex_in)}\n{labels['output']}: {_dump(ex_out)}"
+                )
             parts.append(f"{labels['now']}:")
         parts.append(f"{labels['input']}: {_dump(inp)}\n{labels['output']}:")
         return [

@@ -40,8 +40,9 @@ def translated(
     """
     inp = input_model or source.input_model
     out = output_model or source.output_model
-    english = [typed((i.model_dump(), o.model_dump()), inp, out, rename)
-               for i, o in source.examples]
+    english = [
+        typed((i.model_dump(), o.model_dump()), inp, out, rename) for i, o in source.examples
+    ]
     return Prompt(
         name=name,
         version=version,

@@ -96,8 +96,11 @@ def aspect_prompt(aspect: Aspect) -> Prompt:
         version="1",
         input_model=AspectInput,
         output_model=AspectVerdict,
-        instruction={lang: _INSTRUCTION[lang].format(definition=text)
-                     for lang, text in aspect.definition.items() if lang in _INSTRUCTION},
+        instruction={
+            lang: _INSTRUCTION[lang].format(definition=text)
+            for lang, text in aspect.definition.items()
+            if lang in _INSTRUCTION
+        },
     )
 
 

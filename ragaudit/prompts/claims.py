@@ -14,24 +14,41 @@ from ragaudit.prompts._base import Prompt
 from ragaudit.prompts._ragas import typed
 
 _BABBAGE = "查尔斯·巴贝奇是一位法国数学家、哲学家和美食评论家。"
-_EINSTEIN = "阿尔伯特·爱因斯坦是一位德国理论物理学家。他提出了相对论，还对量子力学的发展做出了贡献。"
+_EINSTEIN = (
+    "阿尔伯特·爱因斯坦是一位德国理论物理学家。他提出了相对论，还对量子力学的发展做出了贡献。"
+)
 
 _CLAIMS_ZH: dict[tuple[str, str], tuple[list[str], list[str]]] = {
     ("low", "low"): (
         ["查尔斯·巴贝奇是一位数学家和哲学家。"],
-        ["阿尔伯特·爱因斯坦是一位德国物理学家。", "阿尔伯特·爱因斯坦提出了相对论，并对量子力学做出了贡献。"],
+        [
+            "阿尔伯特·爱因斯坦是一位德国物理学家。",
+            "阿尔伯特·爱因斯坦提出了相对论，并对量子力学做出了贡献。",
+        ],
     ),
     ("low", "high"): (
         ["查尔斯·巴贝奇是一位法国数学家、哲学家和美食评论家。"],
-        ["阿尔伯特·爱因斯坦是一位德国理论物理学家。", "阿尔伯特·爱因斯坦提出了相对论，还对量子力学的发展做出了贡献。"],
+        [
+            "阿尔伯特·爱因斯坦是一位德国理论物理学家。",
+            "阿尔伯特·爱因斯坦提出了相对论，还对量子力学的发展做出了贡献。",
+        ],
     ),
     ("high", "low"): (
         ["查尔斯·巴贝奇是一位数学家。", "查尔斯·巴贝奇是一位哲学家。"],
         ["阿尔伯特·爱因斯坦是一位德国理论物理学家。", "阿尔伯特·爱因斯坦提出了相对论。"],
     ),
     ("high", "high"): (
-        ["查尔斯·巴贝奇是一位数学家。", "查尔斯·巴贝奇是一位哲学家。", "查尔斯·巴贝奇是一位美食评论家。", "查尔斯·巴贝奇是法国人。"],
-        ["阿尔伯特·爱因斯坦是一位德国理论物理学家。", "阿尔伯特·爱因斯坦提出了相对论。", "阿尔伯特·爱因斯坦对量子力学的发展做出了贡献。"],
+        [
+            "查尔斯·巴贝奇是一位数学家。",
+            "查尔斯·巴贝奇是一位哲学家。",
+            "查尔斯·巴贝奇是一位美食评论家。",
+            "查尔斯·巴贝奇是法国人。",
+        ],
+        [
+            "阿尔伯特·爱因斯坦是一位德国理论物理学家。",
+            "阿尔伯特·爱因斯坦提出了相对论。",
+            "阿尔伯特·爱因斯坦对量子力学的发展做出了贡献。",
+        ],
     ),
 }
 
@@ -40,8 +57,16 @@ def _zh_examples() -> list:
     out = []
     for (atomicity, coverage), (babbage, einstein) in _CLAIMS_ZH.items():
         for text, claims in ((_BABBAGE, babbage), (_EINSTEIN, einstein)):
-            out.append(typed(({"response": text, "atomicity": atomicity, "coverage": coverage}, {"claims": claims}),
-                             ClaimDecompositionPrompt.input_model, ClaimDecompositionPrompt.output_model))
+            out.append(
+                typed(
+                    (
+                        {"response": text, "atomicity": atomicity, "coverage": coverage},
+                        {"claims": claims},
+                    ),
+                    ClaimDecompositionPrompt.input_model,
+                    ClaimDecompositionPrompt.output_model,
+                )
+            )
     return out
 
 

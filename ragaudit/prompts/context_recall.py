@@ -35,8 +35,16 @@ CONTEXT_RECALL = translated(
                         "reason": "上下文中有完全对应的句子。",
                         "attributed": 1,
                     },
-                    {"statement": "他在1905年发表了4篇论文。", "reason": "上下文中没有提到他写过的论文。", "attributed": 0},
-                    {"statement": "爱因斯坦于1895年移居瑞士。", "reason": "上下文中没有支持这一点的依据。", "attributed": 0},
+                    {
+                        "statement": "他在1905年发表了4篇论文。",
+                        "reason": "上下文中没有提到他写过的论文。",
+                        "attributed": 0,
+                    },
+                    {
+                        "statement": "爱因斯坦于1895年移居瑞士。",
+                        "reason": "上下文中没有支持这一点的依据。",
+                        "attributed": 0,
+                    },
                 ]
             },
         ),

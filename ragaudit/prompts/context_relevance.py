@@ -18,8 +18,17 @@ from ragaudit.prompts._base import Prompt
 from ragaudit.prompts._ragas import translated
 
 _RATING_EXAMPLES_ZH = [
-    ({"user_input": "阿尔伯特·爱因斯坦是哪一年出生的？", "context": "阿尔伯特·爱因斯坦生于1879年3月14日。"}, {"rating": 2}),
-    ({"user_input": "什么是光合作用？", "context": "光合作用是植物把阳光转化为能量的过程。"}, {"rating": 2}),
+    (
+        {
+            "user_input": "阿尔伯特·爱因斯坦是哪一年出生的？",
+            "context": "阿尔伯特·爱因斯坦生于1879年3月14日。",
+        },
+        {"rating": 2},
+    ),
+    (
+        {"user_input": "什么是光合作用？", "context": "光合作用是植物把阳光转化为能量的过程。"},
+        {"rating": 2},
+    ),
 ]
 
 CONTEXT_RELEVANCE_JUDGE1 = translated(
@@ -34,7 +43,16 @@ CONTEXT_RELEVANCE_JUDGE1 = translated(
     "2. 如果上下文包含可用于回答问题的相关信息，给 2。\n"
     "你只能给出 0、1 或 2 的相关性得分，不要输出其他内容，也不要解释。\n"
     '请以如下 JSON 格式返回：{"rating": X}，其中 X 为 0、1 或 2。',
-    [*_RATING_EXAMPLES_ZH, ({"user_input": "计算机是如何工作的？", "context": "阿尔伯特·爱因斯坦是一位理论物理学家。"}, {"rating": 0})],
+    [
+        *_RATING_EXAMPLES_ZH,
+        (
+            {
+                "user_input": "计算机是如何工作的？",
+                "context": "阿尔伯特·爱因斯坦是一位理论物理学家。",
+            },
+            {"rating": 0},
+        ),
+    ],
 )
 
 CONTEXT_RELEVANCE_JUDGE2 = translated(
@@ -47,7 +65,10 @@ CONTEXT_RELEVANCE_JUDGE2 = translated(
     "* 如果上下文部分包含可用于回答问题的相关信息，我给出相关性得分 1。\n"
     "* 如果上下文包含可用于回答问题的相关信息，我给出相关性得分 2。\n"
     '请以如下 JSON 格式返回：{"rating": X}，其中 X 为 0、1 或 2。',
-    [*_RATING_EXAMPLES_ZH, ({"user_input": "计算机是如何工作的？", "context": "今天天气晴朗。"}, {"rating": 0})],
+    [
+        *_RATING_EXAMPLES_ZH,
+        ({"user_input": "计算机是如何工作的？", "context": "今天天气晴朗。"}, {"rating": 0}),
+    ],
 )
 
 
@@ -92,19 +113,24 @@ SENTENCE_EXTRACTION = Prompt(
                 RelevantSentences(sentences=["It was completed in 1889."]),
             ),
             (
-                SentenceExtractionInput(question="Who founded Apple?", context="Bananas are rich in potassium."),
+                SentenceExtractionInput(
+                    question="Who founded Apple?", context="Bananas are rich in potassium."
+                ),
                 RelevantSentences(sentences=[]),
             ),
         ],
         "zh": [
             (
                 SentenceExtractionInput(
-                    question="埃菲尔铁塔是哪一年建成的？", context="埃菲尔铁塔位于巴黎。它于1889年建成。巴黎有很多博物馆。"
+                    question="埃菲尔铁塔是哪一年建成的？",
+                    context="埃菲尔铁塔位于巴黎。它于1889年建成。巴黎有很多博物馆。",
                 ),
                 RelevantSentences(sentences=["它于1889年建成。"]),
             ),
             (
-                SentenceExtractionInput(question="苹果公司是谁创立的？", context="香蕉富含钾元素。"),
+                SentenceExtractionInput(
+                    question="苹果公司是谁创立的？", context="香蕉富含钾元素。"
+                ),
                 RelevantSentences(sentences=[]),
             ),
         ],

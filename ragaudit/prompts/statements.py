@@ -62,7 +62,11 @@ _NLI_EXAMPLE_ZH: Example = (
     },
     {
         "statements": [
-            {"statement": "张伟主修生物学。", "reason": "上下文明确说明张伟的专业是计算机科学，而不是生物学。", "verdict": 0},
+            {
+                "statement": "张伟主修生物学。",
+                "reason": "上下文明确说明张伟的专业是计算机科学，而不是生物学。",
+                "verdict": 0,
+            },
             {
                 "statement": "张伟正在上人工智能课程。",
                 "reason": "上下文提到的课程是数据结构、算法和数据库管理，没有提到人工智能。",
@@ -73,7 +77,11 @@ _NLI_EXAMPLE_ZH: Example = (
                 "reason": "上下文说张伟学习勤奋，花大量时间学习和完成作业。",
                 "verdict": 1,
             },
-            {"statement": "张伟有一份兼职工作。", "reason": "上下文中没有任何关于张伟做兼职的信息。", "verdict": 0},
+            {
+                "statement": "张伟有一份兼职工作。",
+                "reason": "上下文中没有任何关于张伟做兼职的信息。",
+                "verdict": 0,
+            },
         ]
     },
 )
@@ -81,14 +89,26 @@ _NLI_EXAMPLE_ZH: Example = (
 
 def _statements(name: str, module: Any, rename: dict[str, str] | None = None) -> Prompt:
     # ragas's English wording is the faithfulness one, shared by all three metrics.
-    return translated(name, ff.StatementGeneratorPrompt, STATEMENTS_ZH, [_STATEMENTS_EXAMPLE_ZH],
-                      input_model=module.StatementGeneratorInput, output_model=module.StatementGeneratorOutput,
-                      rename=rename)
+    return translated(
+        name,
+        ff.StatementGeneratorPrompt,
+        STATEMENTS_ZH,
+        [_STATEMENTS_EXAMPLE_ZH],
+        input_model=module.StatementGeneratorInput,
+        output_model=module.StatementGeneratorOutput,
+        rename=rename,
+    )
 
 
 def _nli(name: str, input_model: type[BaseModel], output_model: type[BaseModel]) -> Prompt:
-    return translated(name, ff.NLIStatementPrompt, NLI_ZH, [_NLI_EXAMPLE_ZH],
-                      input_model=input_model, output_model=output_model)
+    return translated(
+        name,
+        ff.NLIStatementPrompt,
+        NLI_ZH,
+        [_NLI_EXAMPLE_ZH],
+        input_model=input_model,
+        output_model=output_model,
+    )
 
 
 STATEMENTS_FAITHFULNESS = _statements("faithfulness.statements", ff)
@@ -96,7 +116,9 @@ STATEMENTS_CORRECTNESS = _statements("answer_correctness.statements", ac)
 STATEMENTS_NOISE = _statements("noise_sensitivity.statements", ns, rename={"answer": "text"})
 NLI_FAITHFULNESS = _nli("faithfulness.nli", ff.NLIStatementInput, ff.NLIStatementOutput)
 NLI_FACTUAL = _nli("factual_correctness.nli", fc.NLIStatementInput, fc.NLIStatementOutput)
-NLI_NOISE = _nli("noise_sensitivity.nli", ns.StatementFaithfulnessInput, ns.StatementFaithfulnessOutput)
+NLI_NOISE = _nli(
+    "noise_sensitivity.nli", ns.StatementFaithfulnessInput, ns.StatementFaithfulnessOutput
+)
 
 __all__ = [
     "NLI_FACTUAL",
