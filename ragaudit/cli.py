@@ -315,7 +315,9 @@ def metrics() -> None:
     from ragaudit.metrics import METRICS
 
     table = Table(title="Metrics")
-    for col in ("name", "inputs", "judge", "embeddings", "what it measures"):
+    # Names are what the config takes: never wrapped, whatever the width.
+    table.add_column("name", no_wrap=True)
+    for col in ("inputs", "judge", "embeddings", "what it measures"):
         table.add_column(col)
     for m in METRICS.values():
         table.add_row(
