@@ -254,19 +254,33 @@ def run(
     sets: SetOpt = None,
 ) -> None:
     """Run the whole evaluation DAG (collect, sort, ground_truth, score, report)."""
-    _evaluate(
-        config,
-        _overrides(
-            questions=questions,
-            run_id=run_id,
-            judge=judge,
-            embedder=embedder,
-            runs_root=runs_root,
-            limit=limit,
-            sets=sets,
-        ),
-        None,
+    _evaluate_with_flags(None, **locals())
+
+
+def _evaluate_with_flags(
+    stages: list[str] | None,
+    *,
+    config: Path | None,
+    questions: Path | None,
+    run_id: str | None,
+    judge: str | None,
+    embedder: str | None,
+    runs_root: Path | None,
+    limit: int | None,
+    sets: list[str] | None,
+    **_: object,
+) -> None:
+    """What ``run`` and every stage command share: flags to overrides, then the flow."""
+    overrides = _overrides(
+        questions=questions,
+        run_id=run_id,
+        judge=judge,
+        embedder=embedder,
+        runs_root=runs_root,
+        limit=limit,
+        sets=sets,
     )
+    _evaluate(config, overrides, stages)
 
 
 def _stage_command(stage: str, doc: str) -> None:
@@ -282,19 +296,7 @@ def _stage_command(stage: str, doc: str) -> None:
         limit: LimitOpt = None,
         sets: SetOpt = None,
     ) -> None:
-        _evaluate(
-            config,
-            _overrides(
-                questions=questions,
-                run_id=run_id,
-                judge=judge,
-                embedder=embedder,
-                runs_root=runs_root,
-                limit=limit,
-                sets=sets,
-            ),
-            [stage],
-        )
+        _evaluate_with_flags([stage], **locals())
 
     command.__doc__ = doc
     app.command(name=stage.replace("_", "-"))(command)

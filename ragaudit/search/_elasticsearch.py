@@ -109,26 +109,14 @@ class ElasticsearchBackend(EngineBackend):
     async def _aclose_pit(self, client: Any, pit_id: str) -> None:
         await client.close_point_in_time(id=pit_id)
 
-    def _exists(self, client: Any) -> bool:
-        return bool(client.indices.exists(index=self.index_name))
-
     def _create(self, client: Any, body: dict[str, Any]) -> None:
+        # The 9.x client takes the body's parts as keyword arguments.
         client.indices.create(index=self.index_name, **body)
 
-    def _delete(self, client: Any) -> None:
-        client.indices.delete(index=self.index_name)
-
-    def _bulk(self, client: Any, actions: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
+    def _helpers(self) -> Any:
         from elasticsearch import helpers
 
-        _, errors = helpers.bulk(client, actions, raise_on_error=False, raise_on_exception=True)
-        return list(errors) if isinstance(errors, list) else []
-
-    def _refresh(self, client: Any) -> None:
-        client.indices.refresh(index=self.index_name)
-
-    def _count(self, client: Any) -> int:
-        return int(client.count(index=self.index_name)["count"])
+        return helpers
 
 
 __all__ = ["ElasticsearchBackend"]

@@ -156,24 +156,33 @@ class EngineBackend:
     async def _aclose_pit(self, client: Any, pit_id: str) -> None:
         raise NotImplementedError
 
-    def _exists(self, client: Any) -> bool:
-        raise NotImplementedError
-
     def _create(self, client: Any, body: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _delete(self, client: Any) -> None:
+    def _helpers(self) -> Any:
+        """The client library's ``helpers`` module (bulk writes)."""
         raise NotImplementedError
+
+    # The two official clients share these calls word for word.
+
+    def _exists(self, client: Any) -> bool:
+        return bool(client.indices.exists(index=self.index_name))
+
+    def _delete(self, client: Any) -> None:
+        client.indices.delete(index=self.index_name)
 
     def _bulk(self, client: Any, actions: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
         """Write ``actions``; returns the per-document errors."""
-        raise NotImplementedError
+        _, errors = self._helpers().bulk(
+            client, actions, raise_on_error=False, raise_on_exception=True
+        )
+        return list(errors) if isinstance(errors, list) else []
 
     def _refresh(self, client: Any) -> None:
-        raise NotImplementedError
+        client.indices.refresh(index=self.index_name)
 
     def _count(self, client: Any) -> int:
-        raise NotImplementedError
+        return int(client.count(index=self.index_name)["count"])
 
     # ------------------------------------------------------------------ errors
 

@@ -85,26 +85,13 @@ class OpenSearchBackend(EngineBackend):
     async def _aclose_pit(self, client: Any, pit_id: str) -> None:
         await client.delete_pit(body={"pit_id": [pit_id]})
 
-    def _exists(self, client: Any) -> bool:
-        return bool(client.indices.exists(index=self.index_name))
-
     def _create(self, client: Any, body: dict[str, Any]) -> None:
         client.indices.create(index=self.index_name, body=body)
 
-    def _delete(self, client: Any) -> None:
-        client.indices.delete(index=self.index_name)
-
-    def _bulk(self, client: Any, actions: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
+    def _helpers(self) -> Any:
         from opensearchpy import helpers
 
-        _, errors = helpers.bulk(client, actions, raise_on_error=False, raise_on_exception=True)
-        return list(errors) if isinstance(errors, list) else []
-
-    def _refresh(self, client: Any) -> None:
-        client.indices.refresh(index=self.index_name)
-
-    def _count(self, client: Any) -> int:
-        return int(client.count(index=self.index_name)["count"])
+        return helpers
 
 
 __all__ = ["OpenSearchBackend"]
