@@ -418,8 +418,11 @@ async def test_rerun_is_answered_from_the_memo_and_writes_the_same_tables(
 def _dureader_question_set(path: Path, n: int) -> None:
     """DuReader search questions with every paragraph of their documents as the candidates (in
     search rank order) and the answer documents' most related paragraphs as gold."""
+    source = SHARED_DATA / "dureader" / "search.dev.jsonl"
+    if not source.is_file():  # CI has ../shared beside the clone; a bare clone may not
+        pytest.skip(f"{source} not present")
     rows = []
-    with (SHARED_DATA / "dureader" / "search.dev.jsonl").open(encoding="utf-8") as fh:
+    with source.open(encoding="utf-8") as fh:
         for line in fh:
             rec = json.loads(line)
             docs = sorted(rec["documents"], key=lambda d: d.get("bs_rank_pos", 0))
