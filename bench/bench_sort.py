@@ -179,12 +179,16 @@ async def run_one(label: str, world: World, root: Path) -> dict[str, Any]:
     ctx = StageContext(config=config, run=run, gateway=gateway)
     saved = {k: getattr(_SampleSort, k) for k in overrides}
     timings: dict[str, float] = {}
+    samples: list[tuple[float, int, int]] = []
+    sampler = asyncio.ensure_future(_sample_inflight(gateway, samples)) if TIMELINE else None
     try:
         for k, v in overrides.items():
             setattr(_SampleSort, k, v)
         with FAKE.script(responder(world)), gateway.scope("sort"):
             await sort(ctx, timings=timings)
     finally:
+        if sampler is not None:
+            sampler.cancel()
         for k, v in saved.items():
             setattr(_SampleSort, k, v)
         gateway.close()
@@ -197,6 +201,8 @@ async def run_one(label: str, world: World, root: Path) -> dict[str, Any]:
     ranks = average_ranks(row["ordered_ids"], row["tie_group"])
     got = [ranks[c] for c in world.truth]
     true = list(range(len(world.truth)))
+    if TIMELINE:
+        _print_timeline(label, samples, timings)
     return {
         "label": label,
         "relevant": len(world.truth),
@@ -209,6 +215,41 @@ async def run_one(label: str, world: World, root: Path) -> dict[str, Any]:
         "rho": spearmanr(true, got).statistic,
         "ties": len(row["tie_group"]) - len(set(row["tie_group"])),
     }
+
+
+TIMELINE = False
+
+
+async def _sample_inflight(gateway: Gateway, out: list[tuple[float, int, int]]) -> None:
+    """Every 5 ms: (time, calls in flight, calls waiting for a slot) of the judge's limit."""
+    while True:
+        now = time.perf_counter()
+        sems = list(gateway._limits.values())
+        if sems:
+            sem = sems[-1]
+            waiting = len(sem._waiters or ())
+            out.append((now, CONCURRENCY - sem._value, waiting))
+        await asyncio.sleep(0.005)
+
+
+def _print_timeline(label: str, samples: list[tuple[float, int, int]], timings: dict) -> None:
+    """Mean calls in flight per 0.2 s of the ordering phase, and the idle share of the slots."""
+    if not samples:
+        return
+    end = samples[-1][0]
+    start = end - timings["ordering_s"]
+    rows = [s for s in samples if s[0] >= start]
+    line, idle, full = [], 0.0, 0
+    for k in range(int((end - start) / 0.2) + 1):
+        win = [r[1] for r in rows if start + 0.2 * k <= r[0] < start + 0.2 * (k + 1)]
+        if win:
+            mean = sum(win) / len(win)
+            line.append(f"{mean:4.1f}")
+            idle += (CONCURRENCY - mean) * 0.2
+            full += mean >= CONCURRENCY - 0.5
+    print(f"  timeline {label}: idle slot-seconds {idle:.2f} ({idle / CONCURRENCY:.2f} s of wall)")
+    for k in range(0, len(line), 20):
+        print(f"    {k * 0.2:5.1f}s " + " ".join(line[k : k + 20]))
 
 
 async def gateway_floor(root: Path, calls: int) -> float:
@@ -237,7 +278,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--relevant", type=int, nargs="+", default=[50, 200])
     parser.add_argument("--strategies", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument(
+        "--timeline", action="store_true", help="print the calls in flight over time"
+    )
     args = parser.parse_args()
+    global TIMELINE
+    TIMELINE = args.timeline
     root = scratch("sort")
     results: list[dict[str, Any]] = []
     for n in args.relevant:
