@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from _util import scratch, table
+from conftest import write_question
 from scipy.stats import kendalltau, spearmanr
 
 import ragaudit  # noqa: F401  (offline environment first)
@@ -41,7 +42,6 @@ from ragaudit.config import load_config
 from ragaudit.ordering import _SampleSort
 from ragaudit.ranking import average_ranks
 from ragaudit.runfolder import RunFolder
-from ragaudit.schemas import CANDIDATES, QUESTIONS, to_table
 from ragaudit.tasks._common import StageContext
 from ragaudit.tasks.sort import sort
 
@@ -116,44 +116,6 @@ def responder(world: World):
     return answer
 
 
-def write_inputs(run: RunFolder, world: World) -> None:
-    run.write(
-        "questions",
-        to_table(
-            [
-                {
-                    "run_id": run.run_id,
-                    "question_id": "q0",
-                    "question": "What is the port city's history?",
-                    "language": "en",
-                    "filters": "{}",
-                    "metadata": "{}",
-                }
-            ],
-            QUESTIONS,
-        ),
-    )
-    run.write(
-        "candidates",
-        to_table(
-            [
-                {
-                    "run_id": run.run_id,
-                    "question_id": "q0",
-                    "context_id": cid,
-                    "text": world.texts[cid],
-                    "engine_rank": i + 1,
-                    "engine_score": float(CANDIDATES_N - i),
-                    "gold_relevant": None,
-                    "source": "{}",
-                }
-                for i, cid in enumerate(world.engine)
-            ],
-            CANDIDATES,
-        ),
-    )
-
-
 async def run_one(label: str, world: World, root: Path) -> dict[str, Any]:
     strategy, overrides = VARIANTS[label]
     slug = label.replace(" ", "_")
@@ -174,7 +136,9 @@ async def run_one(label: str, world: World, root: Path) -> dict[str, Any]:
         environ={},
     )
     run = RunFolder(config.runs_root, f"{slug}-{len(world.truth)}")
-    write_inputs(run, world)
+    write_question(
+        run, {cid: world.texts[cid] for cid in world.engine}, "What is the port city's history?"
+    )
     gateway = Gateway(config.cache_dir, concurrency=CONCURRENCY, backoff_s=0.0, run_id=run.run_id)
     ctx = StageContext(config=config, run=run, gateway=gateway)
     saved = {k: getattr(_SampleSort, k) for k in overrides}

@@ -17,6 +17,8 @@ os.environ.setdefault(
 import ragaudit  # noqa: E402,F401  (offline environment first)
 from ragaudit.cache._fake import FAKE  # noqa: E402
 from ragaudit.config import RunConfig, load_config  # noqa: E402
+from ragaudit.runfolder import RunFolder  # noqa: E402
+from ragaudit.schemas import CANDIDATES, QUESTIONS, to_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -88,3 +90,44 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [
         json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
     ]
+
+
+def write_question(
+    run: RunFolder, texts: dict[str, str], question: str = "Which passage answers best?"
+) -> None:
+    """One question ``q0`` whose candidates are ``texts`` in engine order."""
+    run.write(
+        "questions",
+        to_table(
+            [
+                {
+                    "run_id": run.run_id,
+                    "question_id": "q0",
+                    "question": question,
+                    "language": "en",
+                    "filters": "{}",
+                    "metadata": "{}",
+                }
+            ],
+            QUESTIONS,
+        ),
+    )
+    run.write(
+        "candidates",
+        to_table(
+            [
+                {
+                    "run_id": run.run_id,
+                    "question_id": "q0",
+                    "context_id": cid,
+                    "text": text,
+                    "engine_rank": i + 1,
+                    "engine_score": float(len(texts) - i),
+                    "gold_relevant": None,
+                    "source": "{}",
+                }
+                for i, (cid, text) in enumerate(texts.items())
+            ],
+            CANDIDATES,
+        ),
+    )

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REPO, SHARED_DATA, make_config
+from conftest import REPO, SHARED_DATA, make_config, write_question
 from scipy.stats import kendalltau, rankdata, spearmanr
 from sklearn.metrics import ndcg_score
 
@@ -28,12 +28,9 @@ from ragaudit.ordering import STRATEGIES, _SampleSort, binary_insertion, sample_
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import (
     AGREEMENT,
-    CANDIDATES,
     COMPARISONS,
-    QUESTIONS,
     RANKING,
     VERDICTS,
-    to_table,
 )
 from ragaudit.tasks._common import StageContext
 from ragaudit.tasks.collect import collect
@@ -51,47 +48,6 @@ def context(config: RunConfig, run_id: str = "t") -> StageContext:
         config.cache_dir, concurrency=config.models.concurrency, backoff_s=0.0, run_id=run_id
     )
     return StageContext(config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway)
-
-
-def write_question(
-    run: RunFolder, texts: dict[str, str], question: str = "Which passage answers best?"
-) -> None:
-    """One question ``q0`` whose candidates are ``texts`` in engine order."""
-    run.write(
-        "questions",
-        to_table(
-            [
-                {
-                    "run_id": run.run_id,
-                    "question_id": "q0",
-                    "question": question,
-                    "language": "en",
-                    "filters": "{}",
-                    "metadata": "{}",
-                }
-            ],
-            QUESTIONS,
-        ),
-    )
-    run.write(
-        "candidates",
-        to_table(
-            [
-                {
-                    "run_id": run.run_id,
-                    "question_id": "q0",
-                    "context_id": cid,
-                    "text": text,
-                    "engine_rank": i + 1,
-                    "engine_score": float(len(texts) - i),
-                    "gold_relevant": None,
-                    "source": "{}",
-                }
-                for i, (cid, text) in enumerate(texts.items())
-            ],
-            CANDIDATES,
-        ),
-    )
 
 
 def table(run: RunFolder, name: str) -> list[dict[str, Any]]:
