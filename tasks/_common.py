@@ -61,16 +61,26 @@ def context_window(model: str, configured: int | None = None) -> int:
         return FALLBACK_WINDOW
 
 
-def count_tokens(model: str, text: str) -> int:
-    """Tokens of ``text`` for ``model`` (tiktoken's cl100k for models litellm cannot map)."""
-    provider = model.split("/", 1)[0]
+def _tokenizer(model: str) -> str:
     # Our own providers have no litellm tokenizer; cl100k over-counts CJK a little, which is
     # the safe side for window packing.
-    name = "gpt-4" if provider in {"fake", "local"} else model
+    return "gpt-4" if model.split("/", 1)[0] in {"fake", "local"} else model
+
+
+def count_tokens(model: str, text: str) -> int:
+    """Tokens of ``text`` for ``model`` (tiktoken's cl100k for models litellm cannot map)."""
     try:
-        return int(litellm.token_counter(model=name, text=text))
+        return int(litellm.token_counter(model=_tokenizer(model), text=text))
     except Exception:
         return len(text)
+
+
+def count_prompt(model: str, messages: list[dict[str, Any]]) -> int:
+    """Tokens of chat ``messages`` as litellm counts them for ``model`` (framing included)."""
+    try:
+        return int(litellm.token_counter(model=_tokenizer(model), messages=messages))
+    except Exception:  # no tokenizer for this model: characters over-count, the safe side
+        return sum(len(str(m.get("content") or "")) + 4 for m in messages)
 
 
 @dataclass
@@ -161,6 +171,7 @@ __all__ = [
     "StageContext",
     "StageResult",
     "context_window",
+    "count_prompt",
     "count_tokens",
     "dumps",
     "file_digest",

@@ -27,7 +27,7 @@ from ragaudit.config import EngineConfig, RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
-from ragaudit.search import Document, Hit, SearchBackend, SearchError, make_backend, read_corpus
+from ragaudit.search import Hit, SearchBackend, SearchError, make_backend, read_corpus
 from ragaudit.secrets import redact, resolve_secret
 from ragaudit.tasks._common import StageContext, dumps, gather_limited
 
@@ -55,11 +55,6 @@ def read_questions(ctx: StageContext) -> list[Question]:
         )
         for r in rows
     ]
-
-
-def load_corpus(path: Path) -> list[Document]:
-    """A corpus file or folder as documents (see :func:`ragaudit.search.read_corpus`)."""
-    return read_corpus(path)
 
 
 def engine_options(name: str, cfg: EngineConfig) -> dict[str, Any]:
@@ -161,7 +156,7 @@ def _backend(ctx: StageContext) -> SearchBackend:
                     "collect.corpus is not set"
                 )
             try:
-                backend.index(load_corpus(Path(cfg.corpus)))
+                backend.index(read_corpus(Path(cfg.corpus)))
             except SearchError as exc:
                 raise ConfigError(f"collect.corpus: indexing {cfg.corpus} failed: {exc}") from None
     return backend
@@ -317,7 +312,6 @@ async def collect(ctx: StageContext) -> list[str]:
 __all__ = [
     "collect",
     "engine_options",
-    "load_corpus",
     "make_search_backend",
     "read_questions",
     "resolve_entrypoint",

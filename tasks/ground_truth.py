@@ -42,7 +42,7 @@ from ragaudit.prompts._base import Prompt
 from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
 from ragaudit.schemas import GROUND_TRUTH, to_table
 from ragaudit.secrets import redact
-from ragaudit.tasks._common import StageContext, count_tokens
+from ragaudit.tasks._common import StageContext, count_prompt, count_tokens
 from ragaudit.tasks.collect import read_questions
 
 # Below this many tokens a piece is not cut further when its answer does not fit: a few dozen
@@ -63,19 +63,6 @@ _BREAKS = (
     re.compile(r"(?<=[。！？；])|(?<=[.!?;])(?= )"),
     re.compile(r"(?<=[，、：])|(?= )"),
 )
-
-
-def _tokenizer(model: str) -> str:
-    # The same mapping as ``count_tokens``: our own providers have no litellm tokenizer.
-    return "gpt-4" if model.split("/", 1)[0] in {"fake", "local"} else model
-
-
-def count_prompt(model: str, messages: list[dict[str, Any]]) -> int:
-    """Tokens of chat ``messages`` as litellm counts them for ``model`` (framing included)."""
-    try:
-        return int(litellm.token_counter(model=_tokenizer(model), messages=messages))
-    except Exception:  # no tokenizer for this model: characters over-count, the safe side
-        return sum(len(str(m.get("content") or "")) + 4 for m in messages)
 
 
 def _hard_cut(text: str, budget: int, model: str) -> list[tuple[str, int]]:
@@ -726,7 +713,6 @@ async def ground_truth(ctx: StageContext) -> list[str]:
 
 __all__ = [
     "ReferenceWriter",
-    "count_prompt",
     "ground_truth",
     "pack",
     "reference_answer",
