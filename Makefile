@@ -4,7 +4,7 @@ PIP := $(PYTHON) -m pip
 # The CPU wheel of torch 2.13.0 lies on these machines; an unpinned torch pulls GBs of CUDA.
 INSTALL_FLAGS ?=
 
-.PHONY: install demo test test-fast check lint format bench clean
+.PHONY: install system-deps demo test test-fast check lint typecheck format bench clean
 
 install: .install.stamp
 
@@ -16,11 +16,20 @@ install: .install.stamp
 demo: install
 	$(PYTHON) -m ragaudit demo
 
-test: install
+test: install system-deps
 	$(PYTHON) -m pytest -q
 
-test-fast: install
+test-fast: install system-deps
 	$(PYTHON) -m pytest -q -m "not slow"
+
+# Debian packages the integration tests drive: headless Chromium (report pages) and Redis
+# (the shared memo). Installed only where missing; needs root, as on these machines and CI.
+# Without root the tests that need them skip, saying why.
+system-deps:
+	@if command -v chromium >/dev/null && command -v redis-server >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server >/dev/null; \
+	else echo "system-deps: chromium/redis-server missing and not root: their tests will skip"; fi
 
 lint: install
 	$(PYTHON) -m ruff check .
@@ -30,7 +39,10 @@ format: install
 	$(PYTHON) -m ruff format .
 	$(PYTHON) -m ruff check --fix .
 
-check: lint test
+typecheck: install
+	PYTHON=$(PYTHON) bash scripts/typecheck.sh
+
+check: lint typecheck test
 
 bench: install
 	for f in bench/bench_*.py; do $(PYTHON) $$f || exit 1; done

@@ -24,6 +24,16 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``real_llm`` tests unless ``RAGAUDIT_REAL_LLM=1``: they cost money and need keys."""
+    if os.environ.get("RAGAUDIT_REAL_LLM") == "1":
+        return
+    skip = pytest.mark.skip(reason="calls a real LLM API; set RAGAUDIT_REAL_LLM=1 to run")
+    for item in items:
+        if "real_llm" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
     """One Prefect test harness for the whole session (it takes ~10 s to start)."""
