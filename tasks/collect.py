@@ -15,7 +15,6 @@ the config field to check. So does a run in which no question got a single candi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 from ragaudit import progress
 from ragaudit.answers import answer_one, make_source, resolve_entrypoint
 from ragaudit.config import EngineConfig, RunConfig
-from ragaudit.dataset import Question, load_questions
+from ragaudit.dataset import Question, load_qrels, load_questions, with_qrels
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
 from ragaudit.search import Hit, SearchBackend, SearchError, make_backend, read_corpus
@@ -35,26 +34,6 @@ log = logging.getLogger(__name__)
 
 ENGINES = ("elasticsearch", "opensearch")
 _LOCAL_CONCURRENCY = 8
-
-
-def read_questions(ctx: StageContext) -> list[Question]:
-    """The question set as stored in the run (written by :func:`collect`)."""
-    rows = ctx.run.read("questions").to_pylist()
-    return [
-        Question(
-            question_id=r["question_id"],
-            question=r["question"],
-            language=r["language"],
-            filters=json.loads(r["filters"] or "{}"),
-            reference=r["reference"],
-            reference_context_ids=r["reference_context_ids"],
-            reference_contexts=r["reference_contexts"],
-            response=r["response"],
-            retrieved_contexts=r["retrieved_contexts"],
-            metadata=json.loads(r["metadata"] or "{}"),
-        )
-        for r in rows
-    ]
 
 
 def engine_options(name: str, cfg: EngineConfig) -> dict[str, Any]:
@@ -163,6 +142,10 @@ def _backend(ctx: StageContext) -> SearchBackend:
 
 
 def _gold(q: Question, hit_id: str, text: str) -> bool | None:
+    if q.reference_context_grades is not None:
+        # Graded gold: a context the grades leave out is not relevant, as trec_eval counts it.
+        grade = q.reference_context_grades.get(hit_id, 0)
+        return grade > 0 or hit_id in set(q.reference_context_ids or [])
     if q.reference_context_ids is not None:
         return hit_id in set(q.reference_context_ids)
     if q.reference_contexts is not None:
@@ -263,6 +246,8 @@ async def collect(ctx: StageContext) -> list[str]:
     """Write ``questions``, ``candidates``, ``retrieval`` and ``answers``."""
     cfg = ctx.config
     questions = load_questions(cfg.questions, limit=cfg.limit)
+    if cfg.gold.qrels is not None:
+        questions = with_qrels(questions, load_qrels(cfg.gold.qrels))
     run_id = ctx.run.run_id
     ctx.run.write(
         "questions",
@@ -273,6 +258,9 @@ async def collect(ctx: StageContext) -> list[str]:
                     "run_id": run_id,
                     "filters": dumps(q.filters),
                     "metadata": dumps(q.metadata),
+                    "reference_context_grades": None
+                    if q.reference_context_grades is None
+                    else dumps(q.reference_context_grades),
                 }
                 for q in questions
             ],
@@ -313,6 +301,5 @@ __all__ = [
     "collect",
     "engine_options",
     "make_search_backend",
-    "read_questions",
     "resolve_entrypoint",
 ]
