@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import sys
@@ -12,7 +13,7 @@ import polars as pl
 import pytest
 
 from ragaudit.config import RunConfig
-from ragaudit.flows.evaluate import STAGES, evaluate
+from ragaudit.flows.evaluate import COMMANDS, evaluate
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import SCHEMA_VERSION, TABLES
 
@@ -104,15 +105,18 @@ def test_rerun_same_id_is_fully_cached(config_factory, fake) -> None:
 def test_crashed_run_resumes_without_repeating_finished_work(
     config_factory, fake, monkeypatch
 ) -> None:
-    from ragaudit.tasks import score as score_mod
+    from ragaudit.flows import evaluate as flow_mod
 
     config = config_factory()
-    real = score_mod.combine_scores
+    real = flow_mod.STAGES
 
     def crash(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("simulated crash after the metric tasks")
 
-    monkeypatch.setattr(score_mod, "combine_scores", crash)
+    crashing = tuple(
+        dataclasses.replace(s, combine=crash) if s.name == "score" else s for s in real
+    )
+    monkeypatch.setattr(flow_mod, "STAGES", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_flow(config, "crash")
     crashed = RunFolder(config.runs_root, "crash").read_manifest()
@@ -121,7 +125,7 @@ def test_crashed_run_resumes_without_repeating_finished_work(
     paid = fake.stats.calls
     assert paid > 0
 
-    monkeypatch.setattr(score_mod, "combine_scores", real)
+    monkeypatch.setattr(flow_mod, "STAGES", real)
     resumed = run_flow(config, "crash")
     assert resumed["status"] == "completed"
     assert fake.stats.calls == paid  # nothing asked twice
@@ -159,7 +163,7 @@ def test_faults_end_in_ok_or_failed_with_reason(config_factory, fake) -> None:
 
 def test_stages_run_one_at_a_time(config_factory, fake) -> None:
     config = config_factory()
-    for stage in STAGES:
+    for stage in COMMANDS:
         manifest = run_flow(config, "stepwise", [stage])
         assert manifest["status"] == "completed"
         assert any(k.split(":")[0] == stage for k in manifest["stages"])
