@@ -212,3 +212,136 @@ def test_missing_upstream_table_is_a_clear_error(config_factory, fake) -> None:
         chain.append(exc)
         exc = exc.__cause__
     assert any(isinstance(e, StageError) and "'questions' is missing" in str(e) for e in chain)
+
+
+def _stage_states(manifest: dict[str, Any]) -> dict[str, bool]:
+    """Stage name → cached (the score parts folded into one ``score`` entry: all cached)."""
+    out: dict[str, bool] = {}
+    for name, entry in manifest["stages"].items():
+        stage = name.split(":")[0]
+        out[stage] = out.get(stage, True) and entry["cached"]
+    return out
+
+
+def test_edited_stage_source_reruns_it_and_what_it_feeds(config_factory, fake, monkeypatch) -> None:
+    """Editing tasks/sort.py re-runs sort; downstream re-runs when sort's tables change."""
+    from ragaudit.flows import _stages
+    from ragaudit.tasks import sort as sort_mod
+
+    config = config_factory()
+    first = run_flow(config, "edit")
+    assert not any(_stage_states(first).values())
+    digest = _stages.module_digest
+
+    def edited(version: str):
+        def module_digest(name: str) -> str:
+            return digest(name) + (version if name == sort_mod.__name__ else "")
+
+        return module_digest
+
+    # 1. An edit that changes nothing sort writes (say a comment): sort re-runs (its code
+    # changed), writes the same bytes, and every other stage stays cached.
+    monkeypatch.setattr(_stages, "module_digest", edited("comment"))
+    noop = _stage_states(run_flow(config, "edit"))
+    assert noop == {
+        "collect": True,
+        "sort": False,
+        "ground_truth": True,
+        "score": True,
+        "report": True,
+    }
+
+    # 2. An edit that changes what sort decides (no candidate is relevant any more): sort and
+    # everything downstream re-run, collect (upstream) stays cached.
+    real = sort_mod.judge_relevance
+
+    async def nothing_relevant(ctx, questions, candidates):
+        out = await real(ctx, questions, candidates)
+        for rel in out.values():
+            rel.irrelevant[:0], rel.relevant[:] = rel.relevant, []
+        return out
+
+    monkeypatch.setattr(_stages, "module_digest", edited("nothing relevant"))
+    monkeypatch.setattr(sort_mod, "judge_relevance", nothing_relevant)
+    calls = fake.stats.calls
+    changed = _stage_states(run_flow(config, "edit"))
+    assert changed == {
+        "collect": True,
+        "sort": False,
+        "ground_truth": False,
+        "score": False,
+        "report": False,
+    }
+    assert fake.stats.calls >= calls
+    assert table(config, "ranking", "edit")["ordered_ids"].list.len().sum() == 0
+
+
+def test_stage_code_is_its_module_and_its_in_package_imports() -> None:
+    from ragaudit.flows._stages import BY_NAME, code_modules
+
+    sort_code = code_modules(BY_NAME["sort"].module)
+    assert {"ragaudit.tasks.sort", "ragaudit.agreement", "ragaudit.ranking"} <= set(sort_code)
+    assert "ragaudit.ordering" in sort_code and "ragaudit.prompts.pairwise" in sort_code
+    # No stage's code holds another stage's module: an edit re-runs only its own stage.
+    stage_modules = {s.module for s in BY_NAME.values()}
+    for stage in BY_NAME.values():
+        assert set(code_modules(stage.module)) & stage_modules == {stage.module}, stage.name
+    assert "ragaudit.metrics._faithfulness" in code_modules(BY_NAME["score"].module)
+
+
+async def test_retry_reads_the_exceptions_retryable_attribute() -> None:
+    from prefect.states import Failed
+
+    from ragaudit.errors import ConfigError, InputError, StageError, TransientError
+    from ragaudit.flows.evaluate import _retryable
+    from ragaudit.search import SearchError
+
+    async def retried(exc: BaseException) -> bool:
+        return await _retryable(None, None, Failed(data=exc, message="anything at all"))
+
+    for final in (
+        ConfigError("x"),
+        InputError("x"),
+        StageError("x"),
+        SearchError("auth", "401"),
+    ):
+        assert await retried(final) is False, final
+    for transient in (TransientError("x"), SearchError("timeout", "t"), OSError("disk")):
+        assert await retried(transient) is True, transient
+    # The class name in the message no longer decides: a retryable error mentioning one is
+    # retried, a final one that does not is not.
+    assert await _retryable(None, None, Failed(data=TransientError("x"), message="ConfigError"))
+    assert not await _retryable(None, None, Failed(data=ConfigError("x"), message="Timeout"))
+
+
+def test_a_judge_that_always_fails_is_reported_not_averaged(config_factory, fake) -> None:
+    # The demo questions carry gold (reference_context_ids), so judge-vs-gold rows exist.
+    config = config_factory(judge="fake/judge?errors=1", models__max_retries=0)
+    manifest = run_flow(config, "broken")
+    assert manifest["status"] == "completed_with_failures"
+    assert any("the judge failed on" in w and "verdicts" in w for w in manifest["warnings"])
+    agreement = table(config, "agreement", "broken")
+    judged = agreement.filter(pl.col("comparison") != "engine_vs_gold")
+    assert judged.height > 0
+    assert set(judged["status"]) == {"failed"}
+    assert judged["value"].null_count() == judged.height
+    assert all("verdict failed" in r or "every question" in r for r in judged["reason"])
+    # The engine against gold needs no judge: still figures.
+    gold = agreement.filter(pl.col("comparison") == "engine_vs_gold")
+    assert "ok" in set(gold["status"])
+
+
+def test_gold_agreement_runs_with_the_judge_off(config_factory, fake) -> None:
+    # The sort command runs the judge-free gold stage when the judge stages are off.
+    config = config_factory(
+        sort__enabled=False,
+        ground_truth__enabled=False,
+        score__metrics=["rouge_l"],
+    )
+    manifest = run_flow(config, "judge-free", ["collect", "sort"])
+    assert manifest["status"] == "completed"
+    assert "gold" in manifest["stages"] and "sort" not in manifest["stages"]
+    assert manifest["stages"]["gold"]["llm"]["calls"] == 0
+    agreement = table(config, "agreement", "judge-free")
+    assert set(agreement["comparison"]) == {"engine_vs_gold"}
+    assert "ok" in set(agreement["status"])
