@@ -225,6 +225,13 @@ def _evaluate(
             _fail(cause)
         raise
     _print_summary(config, manifest)
+    if manifest.get("status") == "completed_with_failures":
+        # A CI gate must not read a run resting on a failing judge as a pass.
+        err.print(
+            f"[bold red]run {manifest['run_id']} completed with failures:[/] the judge failed "
+            "on most of its calls (see the warnings above)"
+        )
+        raise typer.Exit(3)
 
 
 @app.command()

@@ -345,3 +345,21 @@ def test_gold_agreement_runs_with_the_judge_off(config_factory, fake) -> None:
     agreement = table(config, "agreement", "judge-free")
     assert set(agreement["comparison"]) == {"engine_vs_gold"}
     assert "ok" in set(agreement["status"])
+
+
+def test_cli_exits_3_when_the_judge_failed_on_most_calls(config_factory, fake, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    config = config_factory(
+        judge="fake/judge?errors=1", models__max_retries=0, score__metrics=["faithfulness"]
+    )
+    path = tmp_path / "config.json"
+    path.write_text(config.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", "--config", str(path), "--run-id", "cli-broken"])
+    assert result.exit_code == 3, result.output
+    assert "completed with failures" in result.output
+    assert "Traceback" not in result.output
+    manifest = RunFolder(config.runs_root, "cli-broken").read_manifest()
+    assert manifest["status"] == "completed_with_failures" and manifest["warnings"]
