@@ -1,11 +1,13 @@
 """The ``evaluate`` flow: collect → sort → ground_truth → score (one task per metric) → report.
 
-Each stage is one Prefect task (PITFALLS: a task run costs ~25 ms of server CPU, so never one
-per LLM call); the LLM work inside a task runs concurrently under the gateway's limit.
-Stage results are cached by Prefect on (inputs + task source): the inputs are the stage's
-slice of the config and the content hashes of the tables it reads, so re-running a run id
-returns the finished stages as ``Cached`` and runs only the rest, whose LLM calls then hit
-the memo. Running a subset of stages (the CLI's stage commands) uses the same flow.
+The stages are declared once in :mod:`ragaudit.flows._stages`. Each runs as one Prefect task
+(a task run costs ~25 ms of server CPU, so never one per LLM call); the LLM work inside a task
+runs concurrently under the gateway's limit. Stage results are cached by Prefect on their
+inputs: the stage's slice of the config, the source of the code that computes it, and the
+content hashes of the tables it reads. Re-running a run id returns the finished stages as
+``Cached`` and runs only the rest (an edited stage, and whatever its changed tables feed),
+whose LLM calls then hit the memo. Running a subset of stages (the CLI's stage commands) uses
+the same flow.
 """
 
 from __future__ import annotations
@@ -22,85 +24,42 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 import ragaudit
 from ragaudit.cache import canonical_hash
 from ragaudit.config import RunConfig
-from ragaudit.errors import ConfigError, InputError, RagauditError, StageError
-from ragaudit.manifest import base_manifest, judge_warnings
+from ragaudit.errors import is_retryable
+from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
+from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
-from ragaudit.tasks import collect as collect_mod
-from ragaudit.tasks import ground_truth as gt_mod
-from ragaudit.tasks import report as report_mod
-from ragaudit.tasks import score as score_mod
-from ragaudit.tasks import sort as sort_mod
 from ragaudit.tasks._common import StageResult, file_digest, make_context, run_stage
 
-_FINAL_ERRORS = (RagauditError, ConfigError, InputError, StageError)
-
-STAGES = ("collect", "sort", "ground_truth", "score", "report")
-
-# Which config sections change each stage's output: the stage's task cache keys on them only,
-# so changing a report threshold never re-runs the judge.
-_SECTIONS = {
-    "collect": ("questions", "limit", "collect", "models.embedder"),
-    "sort": (
-        "sort",
-        "models.judge",
-        "models.temperature",
-        "models.max_output_tokens",
-        "models.judge_context_window",
-    ),
-    "ground_truth": (
-        "ground_truth",
-        "sort.enabled",
-        "models.judge",
-        "models.temperature",
-        "models.judge_context_window",
-    ),
-    "score": (
-        "score",
-        "models.judge",
-        "models.embedder",
-        "models.max_output_tokens",
-        "models.judge_context_window",
-    ),
-    "report": ("report",),
-}
-# The tables each stage reads; their content hashes are part of its cache key.
-_READS = {
-    "collect": (),
-    "sort": ("questions", "candidates"),
-    "ground_truth": ("questions", "candidates", "ranking"),
-    "score": ("questions", "candidates", "answers", "ground_truth"),
-    "report": ("scores",),
-}
-_WRITES = {
-    "collect": ("questions", "candidates", "answers", "retrieval"),
-    "sort": ("verdicts", "comparisons", "ranking", "agreement"),
-    "ground_truth": ("ground_truth",),
-    "report": ("summary",),
-}
+__all__ = ["COMMANDS", "STAGES", "evaluate", "evaluate_config", "stage_key"]
 
 
-def stage_key(config: RunConfig, stage: str, extra: Any = None) -> str:
-    """Hash of the config sections and code version that change ``stage``'s output."""
+def stage_key(config: RunConfig, stage: Stage, extra: Any = None) -> str:
+    """Hash of what changes ``stage``'s output besides its input tables: config slice and code."""
     data = config.model_dump(mode="json")
     picked: dict[str, Any] = {}
-    for dotted in _SECTIONS[stage]:
+    for dotted in stage.sections:
         node: Any = data
         for part in dotted.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         picked[dotted] = node
     return canonical_hash(
-        {"stage": stage, "version": ragaudit.__version__, "config": picked, "extra": extra}
+        {
+            "stage": stage.name,
+            "version": ragaudit.__version__,
+            "code": code_digest(stage),
+            "config": picked,
+            "extra": extra,
+        }
     )
 
 
-def _retryable(task: Any, task_run: Any, state: Any) -> bool:
+async def _retryable(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a stage on infrastructure trouble, never on a bad input or config (same result).
 
-    The failed state's message names the exception class; reading its result here would need
-    the event loop the condition is not given.
+    The exception's own ``retryable`` decides (:func:`ragaudit.errors.is_retryable`).
     """
-    message = state.message or ""
-    return not any(cls.__name__ in message for cls in _FINAL_ERRORS)
+    exc = await state.aresult(raise_on_failure=False)
+    return is_retryable(exc if isinstance(exc, BaseException) else None)
 
 
 @task(
@@ -118,50 +77,51 @@ async def stage_task(
     run_id: str,
     key: str,
     upstream: dict[str, str],
-    metric: str | None = None,
+    part: str | None = None,
 ) -> StageResult:
-    """Run one stage (or one metric of the score stage) and return what it wrote."""
+    """Run one stage (or one part of a fanned-out stage) and return what it wrote."""
     ctx = make_context(config_json, run_root, run_id)
-    if stage == "score":
-        return await run_stage(f"score:{metric}", ctx, lambda c: score_mod.score_metric(c, metric))
-    work = {
-        "collect": collect_mod.collect,
-        "sort": sort_mod.sort,
-        "ground_truth": gt_mod.ground_truth,
-        "report": report_mod.report,
-    }[stage]
-    return await run_stage(stage, ctx, work)
+    declared = BY_NAME[stage]
+    if part is not None:
+        assert declared.run_part is not None
+        run_part = declared.run_part
+        return await run_stage(f"{stage}:{part}", ctx, lambda c: run_part(c, part))
+    assert declared.run is not None
+    return await run_stage(stage, ctx, declared.run)
 
 
 def _digests(run: RunFolder, names: tuple[str, ...]) -> dict[str, str]:
     return {n: file_digest(run.table_path(n)) for n in names if run.has(n)}
 
 
+def _extra(stage: Stage, config: RunConfig, part: str | None) -> Any:
+    """What else keys a stage: the collect stage's input files, a fanned-out stage's part."""
+    if stage.name == "collect":
+        files = [Path(config.questions)] + [
+            Path(p) for p in (config.collect.corpus, config.gold.qrels) if p
+        ]
+        return {str(p): file_digest(p) if p.is_file() else None for p in files}
+    if part is not None:
+        return {"part": part}
+    return None
+
+
 async def _run_one(
-    stage: str, config: RunConfig, run: RunFolder, config_json: str, metric: str | None = None
+    stage: Stage, config: RunConfig, run: RunFolder, config_json: str, part: str | None = None
 ) -> tuple[StageResult, bool]:
-    extra: Any = None
-    if stage == "collect":
-        files = [Path(config.questions)] + (
-            [Path(config.collect.corpus)] if config.collect.corpus else []
-        )
-        extra = {str(p): file_digest(p) if p.is_file() else None for p in files}
-    if stage == "score":
-        extra = {"metric": metric}
-    writes = (f"scores/{metric}",) if stage == "score" else _WRITES[stage]
     # A cached result whose tables were deleted would point at nothing: run it again.
-    refresh = not all(run.has(t) for t in writes)
+    refresh = not all(run.has(t) for t in stage.part_writes(part))
     outer = time.perf_counter()
     state = await stage_task.with_options(
-        task_run_name=f"{stage}{':' + metric if metric else ''}", refresh_cache=refresh
+        task_run_name=f"{stage.name}{':' + part if part else ''}", refresh_cache=refresh
     )(
-        stage,
+        stage.name,
         config_json,
         str(run.path.parent),
         run.run_id,
-        stage_key(config, stage, extra),
-        _digests(run, _READS[stage]),
-        metric,
+        stage_key(config, stage, _extra(stage, config, part)),
+        _digests(run, stage.reads),
+        part,
         return_state=True,
     )
     result: StageResult = await state.result()
@@ -178,11 +138,7 @@ async def evaluate(
     """Evaluate a question set end to end (or the given stages) in the run folder ``run_id``."""
     config = RunConfig.model_validate_json(config_json)
     run = RunFolder(config.runs_root, run_id)
-    selected = [s for s in STAGES if stages is None or s in stages]
-    if not config.sort.enabled and "sort" in selected:
-        selected.remove("sort")
-    if not config.ground_truth.enabled and "ground_truth" in selected:
-        selected.remove("ground_truth")
+    selected = [s for s in STAGES if s.requested(stages) and s.enabled(config)]
     started = time.perf_counter()
     previous = run.read_manifest()
     manifest = base_manifest(config, run_id)
@@ -191,6 +147,7 @@ async def evaluate(
     manifest["started_at"] = dt.datetime.now(dt.UTC).isoformat()
     run.write_manifest(manifest)
     totals = {"calls": 0, "cache_hits": 0, "provider_calls": 0}
+    failures: list[str] = []
 
     def account(name: str, result: StageResult, cached: bool) -> None:
         manifest["stages"][name] = {
@@ -206,21 +163,22 @@ async def evaluate(
 
     try:
         for stage in selected:
-            if stage == "score":
-                # Metrics are independent: their tasks run together in this event loop, sharing
+            if stage.parts is not None:
+                # Parts are independent: their tasks run together in this event loop, sharing
                 # the gateway's per-model limit.
-                metric_names = list(config.score.metrics)
+                parts = list(stage.parts(config))
                 outcomes = await asyncio.gather(
-                    *(_run_one("score", config, run, config_json, m) for m in metric_names)
+                    *(_run_one(stage, config, run, config_json, p) for p in parts)
                 )
-                for m, (result, cached) in zip(metric_names, outcomes, strict=True):
-                    account(f"score:{m}", result, cached)
-                ctx = make_context(config_json, str(run.path.parent), run_id)
-                score_mod.combine_scores(ctx, metric_names)
+                for p, (result, cached) in zip(parts, outcomes, strict=True):
+                    account(f"{stage.name}:{p}", result, cached)
+                if stage.combine is not None:
+                    stage.combine(make_context(config_json, str(run.path.parent), run_id), parts)
                 continue
             result, cached = await _run_one(stage, config, run, config_json)
-            account(stage, result, cached)
-        manifest["status"] = "completed"
+            account(stage.name, result, cached)
+        failures = failure_warnings(run, [t for s in selected for t in s.judged])
+        manifest["status"] = "completed_with_failures" if failures else "completed"
     except BaseException as exc:
         manifest["status"] = "failed"
         from ragaudit.secrets import redact
@@ -234,7 +192,7 @@ async def evaluate(
             "total_s": round(time.perf_counter() - started, 3),
             **{f"{k}_s": v["seconds"] for k, v in manifest["stages"].items()},
         }
-        manifest["warnings"] = judge_warnings(config, run)
+        manifest["warnings"] = judge_warnings(config, run) + failures
         run.write_manifest(manifest)
     return manifest
 

@@ -420,6 +420,14 @@ class ReportConfig(_Frozen):
     """Worst questions listed per metric."""
 
 
+class GoldConfig(_Frozen):
+    """Gold relevance kept beside the question set (judge-free agreement)."""
+
+    qrels: Path | None = None
+    """TREC qrels file (``qid 0 docid grade`` per line) grading the questions' contexts; grade 0
+    is judged not relevant. Merged over any ``reference_context_grades`` of the question set."""
+
+
 class RunConfig(_Frozen):
     """Everything one evaluation run needs; stored whole in the run's manifest."""
 
@@ -439,6 +447,7 @@ class RunConfig(_Frozen):
     ground_truth: GroundTruthConfig = GroundTruthConfig()
     score: ScoreConfig = ScoreConfig()
     report: ReportConfig = ReportConfig()
+    gold: GoldConfig = GoldConfig()
 
     def fingerprint(self) -> str:
         """Stable hash of the output-affecting configuration (used in task cache keys)."""

@@ -38,6 +38,7 @@ KNOWN = {
     "retrieved_contexts",
     "metadata",
     "language",
+    "reference_context_grades",
 }
 _LIST_FIELDS = ("reference_context_ids", "reference_contexts", "retrieved_contexts")
 
@@ -56,6 +57,8 @@ class Question(BaseModel):
     reference_contexts: list[str] | None = None
     response: str | None = None
     retrieved_contexts: list[str] | None = None
+    reference_context_grades: dict[str, int] | None = None
+    """Graded gold relevance: context id → grade (0: judged not relevant; NDCG's gain)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -148,6 +151,81 @@ def _as_dict(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+def _as_grades(value: Any, where: str) -> dict[str, int] | None:
+    """Context id → integer grade, from a mapping, JSON text or Parquet's key/value list."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise InputError(f"{where}: expected a JSON object of context id → grade") from None
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, list) and all(
+        isinstance(v, dict) and set(v) == {"key", "value"} for v in value
+    ):
+        value = {v["key"]: v["value"] for v in value}  # a Parquet map column
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected an object of context id → grade")
+    grades: dict[str, int] = {}
+    for cid, grade in value.items():
+        if grade is None:  # a Parquet struct column lists every key of every row
+            continue
+        if isinstance(grade, bool) or not isinstance(grade, int | float) or grade != int(grade):
+            raise InputError(f"{where}: grade of '{cid}' is {grade!r}, expected an integer")
+        if grade < 0:
+            raise InputError(f"{where}: grade of '{cid}' is {grade}, expected 0 or more")
+        grades[str(cid)] = int(grade)
+    return grades
+
+
+def load_qrels(path: Path | str) -> dict[str, dict[str, int]]:
+    """A TREC qrels file: ``qid iteration docid grade`` per line → qid → {docid: grade}.
+
+    Raises:
+        InputError: The file is missing or a line is malformed (naming the line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"gold.qrels {path}: file not found")
+    out: dict[str, dict[str, int]] = {}
+    for n, line in enumerate(_decode(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 4:
+            raise InputError(
+                f"{path}: line {n}: expected 'qid iteration docid grade', got {len(parts)} fields"
+            )
+        qid, _, docid, grade = parts
+        try:
+            value = int(grade)
+        except ValueError:
+            raise InputError(f"{path}: line {n}: grade '{grade}' is not an integer") from None
+        if value < 0:
+            raise InputError(f"{path}: line {n}: grade {value} is negative")
+        out.setdefault(qid, {})[docid] = value
+    return out
+
+
+def with_qrels(questions: list[Question], qrels: dict[str, dict[str, int]]) -> list[Question]:
+    """``questions`` with the qrels' grades merged over their own (the qrels file wins)."""
+    return [
+        q.model_copy(
+            update={
+                "reference_context_grades": {
+                    **(q.reference_context_grades or {}),
+                    **qrels[q.question_id],
+                }
+            }
+        )
+        if q.question_id in qrels
+        else q
+        for q in questions
+    ]
+
+
 def load_questions(path: Path | str, limit: int | None = None) -> list[Question]:
     """Read and validate a question set; raises InputError naming row and column."""
     path = Path(path)
@@ -196,6 +274,10 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
                 reference=reference if isinstance(reference, str) and reference.strip() else None,
                 response=response if isinstance(response, str) and response.strip() else None,
                 metadata=json.loads(json.dumps(metadata, default=str)),
+                reference_context_grades=_as_grades(
+                    rec.get("reference_context_grades"),
+                    f"{where}, column 'reference_context_grades'",
+                ),
                 **lists,
             )
         )
@@ -204,4 +286,4 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
     return questions
 
 
-__all__ = ["ALIASES", "Question", "load_questions"]
+__all__ = ["ALIASES", "Question", "load_qrels", "load_questions", "with_qrels"]

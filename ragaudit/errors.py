@@ -1,10 +1,22 @@
-"""The errors ragaudit raises on purpose: each carries one message meant for the user."""
+"""The errors ragaudit raises on purpose: each carries one message meant for the user.
+
+Every error says whether running the same work again may succeed (``retryable``): a bad input
+or config gives the same result however often it runs, so the flow retries a stage only on an
+error that says it is transient (or on an unexpected exception, which may be infrastructure).
+"""
 
 from __future__ import annotations
 
 
 class RagauditError(Exception):
-    """Base class: the message is complete and safe to print without a traceback."""
+    """Base class: the message is complete and safe to print without a traceback.
+
+    Attributes:
+        retryable: Whether another attempt at the same work may succeed. False for the errors
+            the user must fix (input, config, a missing upstream table).
+    """
+
+    retryable: bool = False
 
 
 class InputError(RagauditError):
@@ -23,4 +35,30 @@ class StageError(RagauditError):
     """A stage cannot run, e.g. its upstream table is missing."""
 
 
-__all__ = ["ConfigError", "InputError", "JudgeError", "RagauditError", "StageError"]
+class TransientError(RagauditError):
+    """Infrastructure trouble that may clear by itself (a service down for a moment)."""
+
+    retryable = True
+
+
+def is_retryable(exc: BaseException | None) -> bool:
+    """Whether a stage that raised ``exc`` is worth running again.
+
+    Our own errors say so themselves (``retryable``); anything else is unexpected and may come
+    from the infrastructure (a dropped connection, a full disk freed meanwhile), so it is
+    retried once.
+    """
+    if exc is None:
+        return True
+    return bool(getattr(exc, "retryable", True))
+
+
+__all__ = [
+    "ConfigError",
+    "InputError",
+    "JudgeError",
+    "RagauditError",
+    "StageError",
+    "TransientError",
+    "is_retryable",
+]

@@ -105,6 +105,35 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
     return out
 
 
+JUDGE_FAILURE_SHARE = 0.5
+"""A run whose judge failed on more than this share of a table's judged rows says so."""
+
+
+def failure_warnings(run: RunFolder, tables: list[str]) -> list[str]:
+    """One warning per table in which the judge failed on most rows.
+
+    Each table's rows carry a ``status``; rows ``skipped`` on purpose are not counted, and in
+    ``scores`` only the rows of judged metrics (``judge`` set) are.
+    """
+    import polars as pl
+
+    out = []
+    for name in tables:
+        if not run.has(name):
+            continue
+        rows = pl.from_arrow(run.read(name))
+        if "judge" in rows.columns:
+            rows = rows.filter(pl.col("judge").is_not_null())
+        rows = rows.filter(pl.col("status") != "skipped")
+        failed = rows.filter(pl.col("status") == "failed").height
+        if rows.height and failed / rows.height > JUDGE_FAILURE_SHARE:
+            out.append(
+                f"the judge failed on {failed} of {rows.height} {name} rows "
+                f"({failed / rows.height:.0%}): figures resting on them are marked failed"
+            )
+    return out
+
+
 def base_manifest(config: RunConfig, run_id: str) -> dict[str, Any]:
     """The manifest's fixed part, written when a run starts."""
     return {
@@ -120,7 +149,9 @@ def base_manifest(config: RunConfig, run_id: str) -> dict[str, Any]:
 __all__ = [
     "EMBEDDER_WARNING",
     "SMOKE_WARNING",
+    "JUDGE_FAILURE_SHARE",
     "base_manifest",
+    "failure_warnings",
     "git_info",
     "judge_warnings",
     "models_block",

@@ -133,10 +133,20 @@ def full_judge_ranks(
 
 
 def order_vs_labels(order: Sequence[str], relevant: set[str], k: int) -> dict[str, float]:
-    """Relevance-label metrics of one order."""
-    gains = {item: 1.0 for item in relevant}
+    """Relevance-label metrics of one order (binary labels: every relevant item has gain 1)."""
+    return order_vs_grades(order, dict.fromkeys(relevant, 1.0), k)
+
+
+def order_vs_grades(order: Sequence[str], grades: Mapping[str, float], k: int) -> dict[str, float]:
+    """Graded-relevance metrics of one order, as trec_eval computes them.
+
+    NDCG@k takes the grade as the gain (trec_eval's default linear gain); MRR, hit, precision
+    and recall count an item as relevant when its grade is above 0 (a grade of 0 is judged
+    not relevant). Items of ``grades`` that ``order`` never shows still count (recall, ideal DCG).
+    """
+    relevant = {item for item, grade in grades.items() if grade > 0}
     return {
-        "ndcg": ndcg_at_k(order, gains, k),
+        "ndcg": ndcg_at_k(order, {i: float(g) for i, g in grades.items() if g > 0}, k),
         "mrr": mrr(order, relevant),
         "hit": hit_at_k(order, relevant, k),
         "precision": precision_at_k(order, relevant, k),
@@ -152,6 +162,7 @@ __all__ = [
     "kendall_tau_b",
     "mrr",
     "ndcg_at_k",
+    "order_vs_grades",
     "order_vs_labels",
     "precision_at_k",
     "recall_at_k",

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ragaudit.dataset import Question
 from ragaudit.errors import StageError
 from ragaudit.schemas import SCHEMA_VERSION, TABLES
 
@@ -109,6 +111,57 @@ class RunFolder:
                 f"({SCHEMA_VERSION})"
             )
         return table
+
+    def rows(self, name: str) -> list[dict[str, Any]]:
+        """Table ``name`` as a list of row dicts."""
+        return self.read(name).to_pylist()
+
+    def by_question(self, name: str) -> dict[str, dict[str, Any]]:
+        """Table ``name`` (one row per question) keyed by ``question_id``; {} when not written."""
+        return {r["question_id"]: r for r in self.rows(name)} if self.has(name) else {}
+
+    def questions(self) -> list[Question]:
+        """The question set as the collect stage stored it."""
+        return [
+            Question(
+                question_id=r["question_id"],
+                question=r["question"],
+                language=r["language"],
+                filters=json.loads(r["filters"] or "{}"),
+                reference=r["reference"],
+                reference_context_ids=r["reference_context_ids"],
+                reference_contexts=r["reference_contexts"],
+                response=r["response"],
+                retrieved_contexts=r["retrieved_contexts"],
+                metadata=json.loads(r["metadata"] or "{}"),
+                # Absent from tables written before graded gold existed.
+                reference_context_grades=json.loads(r.get("reference_context_grades") or "null"),
+            )
+            for r in self.rows("questions")
+        ]
+
+    def candidates(self, limit: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Each question's candidate rows in engine order (the first ``limit`` when given)."""
+        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in self.rows("candidates"):
+            out[row["question_id"]].append(row)
+        for rows in out.values():
+            rows.sort(key=lambda r: r["engine_rank"])
+            if limit:
+                del rows[limit:]
+        return dict(out)
+
+    def answers(self) -> dict[str, dict[str, Any]]:
+        """The system's answer row per question."""
+        return {r["question_id"]: r for r in self.rows("answers")}
+
+    def ground_truth(self) -> dict[str, dict[str, Any]]:
+        """The reference-answer row per question ({} when the stage did not run)."""
+        return self.by_question("ground_truth")
+
+    def ranking(self) -> dict[str, dict[str, Any]]:
+        """The judged-order row per question ({} when the sort stage did not run)."""
+        return self.by_question("ranking")
 
     def read_manifest(self) -> dict[str, Any]:
         """The manifest, or an empty dict before the first write."""

@@ -35,6 +35,7 @@ QUESTIONS = _schema(
         ("response", _str),
         ("retrieved_contexts", _strs),
         ("metadata", _str),
+        ("reference_context_grades", _str),  # JSON object: context id → grade
     ],
 )
 

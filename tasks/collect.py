@@ -15,7 +15,6 @@ the config field to check. So does a run in which no question got a single candi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from pathlib import Path
@@ -23,116 +22,23 @@ from typing import Any
 
 from ragaudit import progress
 from ragaudit.answers import answer_one, make_source, resolve_entrypoint
-from ragaudit.config import EngineConfig, RunConfig
-from ragaudit.dataset import Question, load_questions
+from ragaudit.dataset import Question, load_qrels, load_questions, with_qrels
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
-from ragaudit.search import Hit, SearchBackend, SearchError, make_backend, read_corpus
-from ragaudit.secrets import redact, resolve_secret
+from ragaudit.search import (
+    ENGINES,
+    Hit,
+    SearchBackend,
+    SearchError,
+    make_search_backend,
+    read_corpus,
+)
+from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, dumps, gather_limited
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("elasticsearch", "opensearch")
 _LOCAL_CONCURRENCY = 8
-
-
-def read_questions(ctx: StageContext) -> list[Question]:
-    """The question set as stored in the run (written by :func:`collect`)."""
-    rows = ctx.run.read("questions").to_pylist()
-    return [
-        Question(
-            question_id=r["question_id"],
-            question=r["question"],
-            language=r["language"],
-            filters=json.loads(r["filters"] or "{}"),
-            reference=r["reference"],
-            reference_context_ids=r["reference_context_ids"],
-            reference_contexts=r["reference_contexts"],
-            response=r["response"],
-            retrieved_contexts=r["retrieved_contexts"],
-            metadata=json.loads(r["metadata"] or "{}"),
-        )
-        for r in rows
-    ]
-
-
-def engine_options(name: str, cfg: EngineConfig) -> dict[str, Any]:
-    """Constructor options of engine backend ``name``, credentials resolved by reference.
-
-    Raises:
-        ConfigError: A referenced variable or Secret block cannot be read.
-    """
-    where = f"collect.{name}"
-    password = resolve_secret(cfg.password_env, cfg.password_secret, field=f"{where}.password")
-    api_key = resolve_secret(cfg.api_key_env, cfg.api_key_secret, field=f"{where}.api_key")
-    bearer = resolve_secret(cfg.bearer_env, cfg.bearer_secret, field=f"{where}.bearer")
-    refs = [
-        f"{label} {ref}"
-        for label, ref in (
-            ("username", cfg.username),
-            ("password_env", cfg.password_env),
-            ("password_secret", cfg.password_secret),
-            ("api_key_env", cfg.api_key_env),
-            ("api_key_secret", cfg.api_key_secret),
-            ("bearer_env", cfg.bearer_env),
-            ("bearer_secret", cfg.bearer_secret),
-        )
-        if ref
-    ]
-    return {
-        "hosts": list(cfg.hosts),
-        "index": cfg.index,
-        "fields": cfg.fields.model_dump(),
-        "query_template": cfg.query_template,
-        "source_excludes": tuple(cfg.source_excludes),
-        "username": cfg.username,
-        "password": password,
-        "api_key": api_key,
-        "bearer": bearer,
-        "ca_certs": str(cfg.ca_certs) if cfg.ca_certs else None,
-        "verify_certs": cfg.verify_certs,
-        "timeout_s": cfg.timeout_s,
-        "retries": cfg.retries,
-        "backoff_s": cfg.backoff_s,
-        "page_size": cfg.page_size,
-        "paging": cfg.paging,
-        "keep_alive": cfg.keep_alive,
-        "pit_tiebreaker": cfg.pit_tiebreaker,
-        "concurrency": cfg.concurrency,
-        "analyzer": cfg.analyzer,
-        "index_settings": cfg.index_settings,
-        "where": where,
-        "auth_hint": ", ".join(refs) if refs else "(no credentials configured)",
-    }
-
-
-def make_search_backend(config: RunConfig, *, embed: Any = None) -> SearchBackend:
-    """The configured search backend (not ``question_set``).
-
-    Args:
-        config: The run configuration (``collect.backend`` and its section).
-        embed: Async text → vectors function for the local backend's vector/hybrid modes.
-
-    Raises:
-        ConfigError: A credential cannot be read, or the backend's options are invalid.
-    """
-    cfg = config.collect
-    if cfg.backend in ENGINES:
-        options = engine_options(cfg.backend, getattr(cfg, cfg.backend))
-        try:
-            return make_backend(cfg.backend, **options)
-        except ValueError as exc:
-            raise ConfigError(f"collect.{cfg.backend}: {exc}") from None
-    if cfg.backend == "local":
-        return make_backend(
-            "local",
-            path=cfg.index_path,
-            table=cfg.table,
-            mode=cfg.mode,
-            embed=embed if cfg.mode != "bm25" else None,
-        )
-    raise ConfigError(f"collect.backend: '{cfg.backend}' is not a search backend")
 
 
 def _backend(ctx: StageContext) -> SearchBackend:
@@ -163,6 +69,10 @@ def _backend(ctx: StageContext) -> SearchBackend:
 
 
 def _gold(q: Question, hit_id: str, text: str) -> bool | None:
+    if q.reference_context_grades is not None:
+        # Graded gold: a context the grades leave out is not relevant, as trec_eval counts it.
+        grade = q.reference_context_grades.get(hit_id, 0)
+        return grade > 0 or hit_id in set(q.reference_context_ids or [])
     if q.reference_context_ids is not None:
         return hit_id in set(q.reference_context_ids)
     if q.reference_contexts is not None:
@@ -263,6 +173,8 @@ async def collect(ctx: StageContext) -> list[str]:
     """Write ``questions``, ``candidates``, ``retrieval`` and ``answers``."""
     cfg = ctx.config
     questions = load_questions(cfg.questions, limit=cfg.limit)
+    if cfg.gold.qrels is not None:
+        questions = with_qrels(questions, load_qrels(cfg.gold.qrels))
     run_id = ctx.run.run_id
     ctx.run.write(
         "questions",
@@ -273,6 +185,9 @@ async def collect(ctx: StageContext) -> list[str]:
                     "run_id": run_id,
                     "filters": dumps(q.filters),
                     "metadata": dumps(q.metadata),
+                    "reference_context_grades": None
+                    if q.reference_context_grades is None
+                    else dumps(q.reference_context_grades),
                 }
                 for q in questions
             ],
@@ -311,8 +226,5 @@ async def collect(ctx: StageContext) -> list[str]:
 
 __all__ = [
     "collect",
-    "engine_options",
-    "make_search_backend",
-    "read_questions",
     "resolve_entrypoint",
 ]

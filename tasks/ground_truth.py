@@ -43,7 +43,6 @@ from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswer
 from ragaudit.schemas import GROUND_TRUTH, to_table
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, count_prompt, count_tokens
-from ragaudit.tasks.collect import read_questions
 
 # Below this many tokens a piece is not cut further when its answer does not fit: a few dozen
 # tokens of context whose answer overflows a budget means the judge is not answering, and
@@ -643,7 +642,7 @@ async def ground_truth(ctx: StageContext) -> list[str]:
     """Write ``ground_truth``."""
     cfg = ctx.config.ground_truth
     run_id = ctx.run.run_id
-    questions = read_questions(ctx)
+    questions = ctx.run.questions()
     candidates: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in ctx.run.read("candidates").to_pylist():
         candidates[row["question_id"]].append(row)

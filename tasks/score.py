@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
@@ -35,7 +34,6 @@ from ragaudit.metrics import Deps, Metric, Sample, Skip, resolve, trace
 from ragaudit.schemas import SCORES, to_table
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, count_tokens, dumps, gather_limited
-from ragaudit.tasks.collect import read_questions
 
 # Chat formatting adds a few tokens per message (role markers) that no text shows.
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -101,16 +99,10 @@ def fit_k(metric: Metric, sample: Sample, deps: Deps, window: int) -> tuple[int,
 
 def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
     """One sample per question with its top-k contexts, and why a question has no answer."""
-    questions = read_questions(ctx)
-    answers = {r["question_id"]: r for r in ctx.run.read("answers").to_pylist()}
-    refs = (
-        {r["question_id"]: r for r in ctx.run.read("ground_truth").to_pylist()}
-        if ctx.run.has("ground_truth")
-        else {}
-    )
-    candidates: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in ctx.run.read("candidates").to_pylist():
-        candidates[row["question_id"]].append(row)
+    questions = ctx.run.questions()
+    answers = ctx.run.answers()
+    refs = ctx.run.ground_truth()
+    candidates = ctx.run.candidates()
     samples, no_answer = [], {}
     top_k = ctx.config.score.top_k
     for q in questions:
@@ -125,10 +117,11 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
             if ref_row and ref_row["status"] in {"ok", "partial"}
             else q.reference
         )
-        cands = sorted(candidates[q.question_id], key=lambda c: c["engine_rank"])[:top_k]
+        pool = candidates.get(q.question_id, [])
+        cands = pool[:top_k]
         gold = q.reference_contexts
-        if gold is None and any(c["gold_relevant"] is not None for c in candidates[q.question_id]):
-            gold = [c["text"] for c in candidates[q.question_id] if c["gold_relevant"]]
+        if gold is None and any(c["gold_relevant"] is not None for c in pool):
+            gold = [c["text"] for c in pool if c["gold_relevant"]]
         samples.append(
             Sample(
                 question_id=q.question_id,

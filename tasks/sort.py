@@ -11,8 +11,8 @@ pair is a tie (position bias cancels out). Every call goes through the gateway's
 re-run pays for nothing it already asked.
 
 Tables written: ``verdicts`` (one row per candidate), ``comparisons`` (one row per pair asked),
-``ranking`` (one row per question) and ``agreement`` (one row per question, comparison and
-metric, plus the mean over questions under ``question_id == "__all__"``).
+``ranking`` (one row per question) and ``agreement`` (:mod:`ragaudit.agreement`). With the judge
+off, :func:`gold` writes the engine's agreement with gold relevance alone, without any LLM call.
 """
 
 from __future__ import annotations
@@ -20,21 +20,17 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragaudit import progress, ranking
+from ragaudit import progress
+from ragaudit.agreement import ALL_QUESTIONS, JudgeOrder, aggregate, gold_grades, question_rows
 from ragaudit.cache import Judged
 from ragaudit.dataset import Question
 from ragaudit.ordering import STRATEGIES
 from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 from ragaudit.schemas import AGREEMENT, COMPARISONS, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext
-from ragaudit.tasks.collect import read_questions
-
-ALL_QUESTIONS = "__all__"
-"""``question_id`` of the agreement rows that average over every question."""
 
 
 class PairwiseJudge:
@@ -209,18 +205,6 @@ async def order_relevant(
         return list(await asyncio.gather(*(order(qid) for qid in candidates)))
 
 
-def _candidates(ctx: StageContext) -> dict[str, list[dict[str, Any]]]:
-    """Each question's candidates in engine order (the first ``sort.max_candidates``)."""
-    by_question: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in ctx.run.read("candidates").to_pylist():
-        by_question[row["question_id"]].append(row)
-    for rows in by_question.values():
-        rows.sort(key=lambda r: r["engine_rank"])
-        if ctx.config.sort.max_candidates:
-            del rows[ctx.config.sort.max_candidates :]
-    return dict(by_question)
-
-
 async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) -> list[str]:
     """Write ``verdicts``, ``comparisons``, ``ranking`` and ``agreement``.
 
@@ -229,8 +213,8 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     """
     cfg = ctx.config.sort
     run_id = ctx.run.run_id
-    questions = {q.question_id: q for q in read_questions(ctx)}
-    candidates = _candidates(ctx)
+    questions = {q.question_id: q for q in ctx.run.questions()}
+    candidates = ctx.run.candidates(cfg.max_candidates)
     started = time.perf_counter()
     relevance = await judge_relevance(ctx, questions, candidates)
     ctx.run.write(
@@ -270,24 +254,13 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
                 "error": f"{len(rel.unjudged)} relevance verdicts failed" if rel.unjudged else None,
             }
         )
-        engine = [c["context_id"] for c in candidates[qid]]
-        q = questions[qid]
-        has_gold = q.reference_context_ids is not None or any(
-            c["gold_relevant"] is not None for c in candidates[qid]
-        )
-        # Gold the engine never retrieved still counts (recall and the ideal DCG see it).
-        gold = {c["context_id"] for c in candidates[qid] if c["gold_relevant"]} | set(
-            q.reference_context_ids or []
-        )
-        agreement_rows += agreement(
+        agreement_rows += question_rows(
             run_id,
             qid,
-            engine,
-            res.ordered,
-            res.groups,
-            rel.irrelevant,
-            gold if has_gold else None,
+            [c["context_id"] for c in candidates[qid]],
             k,
+            judge=JudgeOrder(res.ordered, res.groups, rel.irrelevant, rel.unjudged),
+            gold=gold_grades(questions[qid], candidates[qid]),
         )
     agreement_rows += aggregate(run_id, agreement_rows)
     ctx.run.write("comparisons", to_table(comparison_rows, COMPARISONS))
@@ -296,108 +269,27 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     return ["verdicts", "comparisons", "ranking", "agreement"]
 
 
-def agreement(
-    run_id: str,
-    qid: str,
-    engine: list[str],
-    ordered: list[str],
-    groups: list[int],
-    irrelevant: list[str],
-    gold: set[str] | None,
-    k: int,
-) -> list[dict[str, Any]]:
-    """Agreement rows of one question: judge vs engine, and each vs gold when there is gold.
+async def gold(ctx: StageContext) -> list[str]:
+    """Write ``agreement`` with the engine's agreement with gold relevance only (no LLM call).
 
-    judge vs engine: Spearman and Kendall tau-b over every judged candidate (the relevant ones
-    in judged order with their tie groups, then the irrelevant ones tied last; the engine's
-    ranks over the same ids); top-k overlap of the two orders; NDCG@k of the engine order with
-    graded gains from the judge's order; MRR, hit@k, precision@k and recall@k of the engine
-    order against the judge's relevant set. Against gold: the label metrics, NDCG@k with
-    binary gains, for the engine's order and the judge's.
+    The stage that runs instead of :func:`sort` when the judge stages are off.
     """
+    run_id, k = ctx.run.run_id, ctx.config.sort.agreement_k
+    candidates = ctx.run.candidates(ctx.config.sort.max_candidates)
     rows: list[dict[str, Any]] = []
-
-    def add(
-        comparison: str,
-        metric: str,
-        value: float,
-        overlap: list[str] | None = None,
-        why: str = "undefined for this question (too few ranked or relevant items)",
-    ) -> None:
-        ok = not math.isnan(value)
-        rows.append(
-            {
-                "run_id": run_id,
-                "question_id": qid,
-                "comparison": comparison,
-                "metric": metric,
-                "k": k,
-                "value": value if ok else None,
-                "overlap_ids": overlap,
-                "n_questions": 1 if ok else 0,
-                "status": "ok" if ok else "skipped",
-                "reason": None if ok else why,
-            }
+    for q in ctx.run.questions():
+        cands = candidates.get(q.question_id, [])
+        rows += question_rows(
+            run_id,
+            q.question_id,
+            [c["context_id"] for c in cands],
+            k,
+            judge=None,
+            gold=gold_grades(q, cands),
         )
-
-    judged = [*ordered, *irrelevant]
-    judge_ranks = ranking.full_judge_ranks(ordered, groups, irrelevant)
-    engine_ranks = ranking.average_ranks([e for e in engine if e in judge_ranks])
-    add("judge_vs_engine", "spearman", ranking.spearman(judge_ranks, engine_ranks))
-    add("judge_vs_engine", "kendall_tau", ranking.kendall_tau_b(judge_ranks, engine_ranks))
-    no_relevant = "the judge found no relevant candidate"
-    share, overlap = ranking.top_k_overlap(judged, engine, k)
-    add("judge_vs_engine", "top_k_overlap", share if ordered else math.nan, overlap, no_relevant)
-    add(
-        "judge_vs_engine",
-        "ndcg",
-        ranking.ndcg_at_k(engine, ranking.judge_gains(ordered, groups), k),
-        why=no_relevant,
-    )
-    for name, value in ranking.order_vs_labels(engine, set(ordered), k).items():
-        if name != "ndcg":
-            add("judge_vs_engine", name, value if ordered else math.nan, why=no_relevant)
-    if gold is not None:
-        for comparison, order in (("engine_vs_gold", engine), ("judge_vs_gold", judged)):
-            for name, value in ranking.order_vs_labels(order, gold, k).items():
-                add(
-                    comparison,
-                    name,
-                    value if gold else math.nan,
-                    why="no gold context for this question",
-                )
-    return rows
-
-
-def aggregate(run_id: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per comparison and metric, the mean over the questions where it is defined.
-
-    Written under ``question_id == "__all__"`` with ``n_questions`` saying how many questions
-    the mean is over (``skipped`` when none).
-    """
-    values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-    for r in rows:
-        key = (r["comparison"], r["metric"], r["k"])
-        values.setdefault(key, [])
-        if r["status"] == "ok":
-            values[key].append(r["value"])
-    out = []
-    for (comparison, metric, k), vals in values.items():
-        out.append(
-            {
-                "run_id": run_id,
-                "question_id": ALL_QUESTIONS,
-                "comparison": comparison,
-                "metric": metric,
-                "k": k,
-                "value": math.fsum(vals) / len(vals) if vals else None,
-                "overlap_ids": None,
-                "n_questions": len(vals),
-                "status": "ok" if vals else "skipped",
-                "reason": None if vals else "undefined for every question",
-            }
-        )
-    return out
+    rows += aggregate(run_id, rows)
+    ctx.run.write("agreement", to_table(rows, AGREEMENT))
+    return ["agreement"]
 
 
 __all__ = [
@@ -405,8 +297,7 @@ __all__ = [
     "Ordered",
     "PairwiseJudge",
     "Relevance",
-    "agreement",
-    "aggregate",
+    "gold",
     "judge_relevance",
     "order_relevant",
     "sort",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import sys
@@ -12,7 +13,7 @@ import polars as pl
 import pytest
 
 from ragaudit.config import RunConfig
-from ragaudit.flows.evaluate import STAGES, evaluate
+from ragaudit.flows.evaluate import COMMANDS, evaluate
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import SCHEMA_VERSION, TABLES
 
@@ -104,15 +105,18 @@ def test_rerun_same_id_is_fully_cached(config_factory, fake) -> None:
 def test_crashed_run_resumes_without_repeating_finished_work(
     config_factory, fake, monkeypatch
 ) -> None:
-    from ragaudit.tasks import score as score_mod
+    from ragaudit.flows import evaluate as flow_mod
 
     config = config_factory()
-    real = score_mod.combine_scores
+    real = flow_mod.STAGES
 
     def crash(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("simulated crash after the metric tasks")
 
-    monkeypatch.setattr(score_mod, "combine_scores", crash)
+    crashing = tuple(
+        dataclasses.replace(s, combine=crash) if s.name == "score" else s for s in real
+    )
+    monkeypatch.setattr(flow_mod, "STAGES", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_flow(config, "crash")
     crashed = RunFolder(config.runs_root, "crash").read_manifest()
@@ -121,7 +125,7 @@ def test_crashed_run_resumes_without_repeating_finished_work(
     paid = fake.stats.calls
     assert paid > 0
 
-    monkeypatch.setattr(score_mod, "combine_scores", real)
+    monkeypatch.setattr(flow_mod, "STAGES", real)
     resumed = run_flow(config, "crash")
     assert resumed["status"] == "completed"
     assert fake.stats.calls == paid  # nothing asked twice
@@ -159,7 +163,7 @@ def test_faults_end_in_ok_or_failed_with_reason(config_factory, fake) -> None:
 
 def test_stages_run_one_at_a_time(config_factory, fake) -> None:
     config = config_factory()
-    for stage in STAGES:
+    for stage in COMMANDS:
         manifest = run_flow(config, "stepwise", [stage])
         assert manifest["status"] == "completed"
         assert any(k.split(":")[0] == stage for k in manifest["stages"])
@@ -208,3 +212,154 @@ def test_missing_upstream_table_is_a_clear_error(config_factory, fake) -> None:
         chain.append(exc)
         exc = exc.__cause__
     assert any(isinstance(e, StageError) and "'questions' is missing" in str(e) for e in chain)
+
+
+def _stage_states(manifest: dict[str, Any]) -> dict[str, bool]:
+    """Stage name → cached (the score parts folded into one ``score`` entry: all cached)."""
+    out: dict[str, bool] = {}
+    for name, entry in manifest["stages"].items():
+        stage = name.split(":")[0]
+        out[stage] = out.get(stage, True) and entry["cached"]
+    return out
+
+
+def test_edited_stage_source_reruns_it_and_what_it_feeds(config_factory, fake, monkeypatch) -> None:
+    """Editing tasks/sort.py re-runs sort; downstream re-runs when sort's tables change."""
+    from ragaudit.flows import _stages
+    from ragaudit.tasks import sort as sort_mod
+
+    config = config_factory()
+    first = run_flow(config, "edit")
+    assert not any(_stage_states(first).values())
+    digest = _stages.module_digest
+
+    def edited(version: str):
+        def module_digest(name: str) -> str:
+            return digest(name) + (version if name == sort_mod.__name__ else "")
+
+        return module_digest
+
+    # 1. An edit that changes nothing sort writes (say a comment): sort re-runs (its code
+    # changed), writes the same bytes, and every other stage stays cached.
+    monkeypatch.setattr(_stages, "module_digest", edited("comment"))
+    noop = _stage_states(run_flow(config, "edit"))
+    assert noop == {
+        "collect": True,
+        "sort": False,
+        "ground_truth": True,
+        "score": True,
+        "report": True,
+    }
+
+    # 2. An edit that changes what sort decides (no candidate is relevant any more): sort and
+    # everything downstream re-run, collect (upstream) stays cached.
+    real = sort_mod.judge_relevance
+
+    async def nothing_relevant(ctx, questions, candidates):
+        out = await real(ctx, questions, candidates)
+        for rel in out.values():
+            rel.irrelevant[:0], rel.relevant[:] = rel.relevant, []
+        return out
+
+    monkeypatch.setattr(_stages, "module_digest", edited("nothing relevant"))
+    monkeypatch.setattr(sort_mod, "judge_relevance", nothing_relevant)
+    calls = fake.stats.calls
+    changed = _stage_states(run_flow(config, "edit"))
+    assert changed == {
+        "collect": True,
+        "sort": False,
+        "ground_truth": False,
+        "score": False,
+        "report": False,
+    }
+    assert fake.stats.calls >= calls
+    assert table(config, "ranking", "edit")["ordered_ids"].list.len().sum() == 0
+
+
+def test_stage_code_is_its_module_and_its_in_package_imports() -> None:
+    from ragaudit.flows._stages import BY_NAME, code_modules
+
+    sort_code = code_modules(BY_NAME["sort"].module)
+    assert {"ragaudit.tasks.sort", "ragaudit.agreement", "ragaudit.ranking"} <= set(sort_code)
+    assert "ragaudit.ordering" in sort_code and "ragaudit.prompts.pairwise" in sort_code
+    # No stage's code holds another stage's module: an edit re-runs only its own stage.
+    stage_modules = {s.module for s in BY_NAME.values()}
+    for stage in BY_NAME.values():
+        assert set(code_modules(stage.module)) & stage_modules == {stage.module}, stage.name
+    assert "ragaudit.metrics._faithfulness" in code_modules(BY_NAME["score"].module)
+
+
+async def test_retry_reads_the_exceptions_retryable_attribute() -> None:
+    from prefect.states import Failed
+
+    from ragaudit.errors import ConfigError, InputError, StageError, TransientError
+    from ragaudit.flows.evaluate import _retryable
+    from ragaudit.search import SearchError
+
+    async def retried(exc: BaseException) -> bool:
+        return await _retryable(None, None, Failed(data=exc, message="anything at all"))
+
+    for final in (
+        ConfigError("x"),
+        InputError("x"),
+        StageError("x"),
+        SearchError("auth", "401"),
+    ):
+        assert await retried(final) is False, final
+    for transient in (TransientError("x"), SearchError("timeout", "t"), OSError("disk")):
+        assert await retried(transient) is True, transient
+    # The class name in the message no longer decides: a retryable error mentioning one is
+    # retried, a final one that does not is not.
+    assert await _retryable(None, None, Failed(data=TransientError("x"), message="ConfigError"))
+    assert not await _retryable(None, None, Failed(data=ConfigError("x"), message="Timeout"))
+
+
+def test_a_judge_that_always_fails_is_reported_not_averaged(config_factory, fake) -> None:
+    # The demo questions carry gold (reference_context_ids), so judge-vs-gold rows exist.
+    config = config_factory(judge="fake/judge?errors=1", models__max_retries=0)
+    manifest = run_flow(config, "broken")
+    assert manifest["status"] == "completed_with_failures"
+    assert any("the judge failed on" in w and "verdicts" in w for w in manifest["warnings"])
+    agreement = table(config, "agreement", "broken")
+    judged = agreement.filter(pl.col("comparison") != "engine_vs_gold")
+    assert judged.height > 0
+    assert set(judged["status"]) == {"failed"}
+    assert judged["value"].null_count() == judged.height
+    assert all("verdict failed" in r or "every question" in r for r in judged["reason"])
+    # The engine against gold needs no judge: still figures.
+    gold = agreement.filter(pl.col("comparison") == "engine_vs_gold")
+    assert "ok" in set(gold["status"])
+
+
+def test_gold_agreement_runs_with_the_judge_off(config_factory, fake) -> None:
+    # The sort command runs the judge-free gold stage when the judge stages are off.
+    config = config_factory(
+        sort__enabled=False,
+        ground_truth__enabled=False,
+        score__metrics=["rouge_l"],
+    )
+    manifest = run_flow(config, "judge-free", ["collect", "sort"])
+    assert manifest["status"] == "completed"
+    assert "gold" in manifest["stages"] and "sort" not in manifest["stages"]
+    assert manifest["stages"]["gold"]["llm"]["calls"] == 0
+    agreement = table(config, "agreement", "judge-free")
+    assert set(agreement["comparison"]) == {"engine_vs_gold"}
+    assert "ok" in set(agreement["status"])
+
+
+def test_cli_exits_3_when_the_judge_failed_on_most_calls(config_factory, fake, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    config = config_factory(
+        judge="fake/judge?errors=1", models__max_retries=0, score__metrics=["faithfulness"]
+    )
+    path = tmp_path / "config.json"
+    path.write_text(config.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", "--config", str(path), "--run-id", "cli-broken"])
+    assert result.exit_code == 3, result.output
+    assert "completed with failures" in result.output
+    assert "Traceback" not in result.output
+    manifest = RunFolder(config.runs_root, "cli-broken").read_manifest()
+    assert manifest["status"] == "completed_with_failures" and manifest["warnings"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -255,3 +257,41 @@ async def test_concurrent_searches_while_indexing(tmp_path):
     # The new documents are in another collection: every reader sees the same ranking.
     assert all([h.id for h in r] == before for r in results)
     assert backend.count() == len(CORPUS) + 50
+
+
+def test_index_command_logs_its_embedding_calls(tmp_path: Path, fake) -> None:
+    """``ragaudit index`` in hybrid mode embeds through the gateway and flushes the call log."""
+    import polars as pl
+    from test_collect_support import ragaudit
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": f"d{i}", "text": f"passage {i} about harbours"}) + "\n"
+            for i in range(5)
+        ),
+        encoding="utf-8",
+    )
+    runs = tmp_path / "runs"
+    out = ragaudit(
+        "index",
+        str(corpus),
+        "--backend",
+        "local",
+        "--set",
+        "collect.mode=hybrid",
+        "--set",
+        f"collect.index_path={tmp_path / 'idx'}",
+        "--set",
+        f"runs_root={runs}",
+        "--set",
+        f"cache_dir={tmp_path / 'cache'}",
+        "--set",
+        "models.embedder=fake/embed",
+    )
+    assert "5 written" in out
+    logs = sorted((runs / "index" / "llm_calls").glob("index-*.parquet"))
+    assert len(logs) == 1
+    calls = pl.read_parquet(logs[0])
+    assert calls.height >= 1 and fake.stats.embeddings == 5  # five texts embedded, all logged
+    assert set(calls["stage"]) == {"index"} and set(calls["model"]) == {"fake/embed"}

@@ -15,19 +15,33 @@ from ragaudit.search._base import (
     register_backend,
 )
 from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.search._indexing import (
+    ENGINES,
+    IndexReport,
+    engine_options,
+    index_corpus,
+    index_target,
+    make_search_backend,
+)
 from ragaudit.search._query import DEFAULT_QUERY_TEMPLATE, FieldMap, SearchError
 
 __all__ = [
     "DEFAULT_QUERY_TEMPLATE",
+    "ENGINES",
     "Chunking",
     "Document",
     "FieldMap",
     "Hit",
+    "IndexReport",
     "SearchBackend",
     "SearchError",
     "backend_names",
     "chunk_documents",
+    "engine_options",
+    "index_corpus",
     "index_documents",
+    "index_target",
+    "make_search_backend",
     "make_backend",
     "read_corpus",
     "register_backend",

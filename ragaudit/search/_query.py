@@ -85,6 +85,11 @@ class SearchError(RagauditError):
         """True when the same request may succeed a moment later."""
         return self.kind in self.TRANSIENT
 
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        """A stage stopped by this error is worth running again when the error is transient."""
+        return self.transient
+
 
 class _Leaf:
     """One compiled template string."""

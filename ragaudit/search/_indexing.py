@@ -1,0 +1,229 @@
+"""A search backend from the run config, and loading a corpus into it (``ragaudit index``).
+
+Credentials are resolved by reference (environment variable or Prefect Secret block) when the
+backend is built, never stored in the config. Indexing into the ``local`` backend in vector or
+hybrid mode embeds every chunk through the gateway, so those calls are memoised and logged like
+every other: the call log is flushed when indexing ends, whether it succeeded or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragaudit.config import EngineConfig, RunConfig
+from ragaudit.errors import ConfigError, RagauditError
+from ragaudit.search._base import SearchBackend, make_backend
+from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.secrets import resolve_secret
+
+ENGINES = ("elasticsearch", "opensearch")
+"""The backends that are search engines (a server), as opposed to ``local``."""
+
+Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+
+
+def engine_options(name: str, cfg: EngineConfig) -> dict[str, Any]:
+    """Constructor options of engine backend ``name``, credentials resolved by reference.
+
+    Raises:
+        ConfigError: A referenced variable or Secret block cannot be read.
+    """
+    where = f"collect.{name}"
+    password = resolve_secret(cfg.password_env, cfg.password_secret, field=f"{where}.password")
+    api_key = resolve_secret(cfg.api_key_env, cfg.api_key_secret, field=f"{where}.api_key")
+    bearer = resolve_secret(cfg.bearer_env, cfg.bearer_secret, field=f"{where}.bearer")
+    refs = [
+        f"{label} {ref}"
+        for label, ref in (
+            ("username", cfg.username),
+            ("password_env", cfg.password_env),
+            ("password_secret", cfg.password_secret),
+            ("api_key_env", cfg.api_key_env),
+            ("api_key_secret", cfg.api_key_secret),
+            ("bearer_env", cfg.bearer_env),
+            ("bearer_secret", cfg.bearer_secret),
+        )
+        if ref
+    ]
+    return {
+        "hosts": list(cfg.hosts),
+        "index": cfg.index,
+        "fields": cfg.fields.model_dump(),
+        "query_template": cfg.query_template,
+        "source_excludes": tuple(cfg.source_excludes),
+        "username": cfg.username,
+        "password": password,
+        "api_key": api_key,
+        "bearer": bearer,
+        "ca_certs": str(cfg.ca_certs) if cfg.ca_certs else None,
+        "verify_certs": cfg.verify_certs,
+        "timeout_s": cfg.timeout_s,
+        "retries": cfg.retries,
+        "backoff_s": cfg.backoff_s,
+        "page_size": cfg.page_size,
+        "paging": cfg.paging,
+        "keep_alive": cfg.keep_alive,
+        "pit_tiebreaker": cfg.pit_tiebreaker,
+        "concurrency": cfg.concurrency,
+        "analyzer": cfg.analyzer,
+        "index_settings": cfg.index_settings,
+        "where": where,
+        "auth_hint": ", ".join(refs) if refs else "(no credentials configured)",
+    }
+
+
+def make_search_backend(config: RunConfig, *, embed: Any = None) -> SearchBackend:
+    """The configured search backend (not ``question_set``).
+
+    Args:
+        config: The run configuration (``collect.backend`` and its section).
+        embed: Async text → vectors function for the local backend's vector/hybrid modes.
+
+    Raises:
+        ConfigError: A credential cannot be read, or the backend's options are invalid.
+    """
+    cfg = config.collect
+    if cfg.backend in ENGINES:
+        options = engine_options(cfg.backend, getattr(cfg, cfg.backend))
+        try:
+            return make_backend(cfg.backend, **options)
+        except ValueError as exc:
+            raise ConfigError(f"collect.{cfg.backend}: {exc}") from None
+    if cfg.backend == "local":
+        return make_backend(
+            "local",
+            path=cfg.index_path,
+            table=cfg.table,
+            mode=cfg.mode,
+            embed=embed if cfg.mode != "bm25" else None,
+        )
+    raise ConfigError(f"collect.backend: '{cfg.backend}' is not a search backend")
+
+
+def index_target(cfg: RunConfig) -> str:
+    """Where ``ragaudit index`` writes, in words (backend, index or table, location)."""
+    name = cfg.collect.backend
+    if name == "local":
+        return f"local table '{cfg.collect.table}' at {cfg.collect.index_path}"
+    section = getattr(cfg.collect, name)
+    return f"{name} index '{section.index}' at {', '.join(section.hosts)}"
+
+
+def _drop_index(cfg: RunConfig, store: Any) -> None:
+    if cfg.collect.backend == "local":
+        import lancedb
+
+        path = Path(cfg.collect.index_path)
+        if path.exists():
+            lancedb.connect(path).drop_table(cfg.collect.table, ignore_missing=True)
+        return
+    store.drop()
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What one indexing run did."""
+
+    documents: int
+    chunks: int
+    written: int
+    total: int
+    target: str
+
+
+def index_corpus(
+    cfg: RunConfig,
+    corpus: Path,
+    chunking: Chunking,
+    *,
+    metadata: dict[str, str] | None = None,
+    id_field: str = "id",
+    text_field: str = "text",
+    recreate: bool = False,
+    batch_size: int = 500,
+    make_gateway: Callable[[], Any] | None = None,
+    calls_dir: Path | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> IndexReport:
+    """Read, chunk and write ``corpus`` into the configured backend; idempotent by chunk id.
+
+    Args:
+        cfg: The run configuration (``collect.backend`` and its section, ``models.embedder``).
+        corpus: A JSONL or Parquet file, or a folder of ``.txt``/``.md`` files.
+        chunking: How documents are cut into chunks.
+        metadata: Added to every document.
+        id_field: Id field of a JSONL or Parquet corpus.
+        text_field: Text field of a JSONL or Parquet corpus.
+        recreate: Drop the index first.
+        batch_size: Documents per write.
+        make_gateway: Builds the gateway that embeds chunks (local backend, vector or hybrid
+            mode only: the others never build one).
+        calls_dir: Where the gateway's call log is flushed (``index-<ns>.parquet``).
+        on_start: Called with the number of chunks before writing.
+        on_batch: Called with the size of each batch written.
+
+    Raises:
+        RagauditError: The backend cannot be indexed into, or a setting is invalid.
+    """
+    name = cfg.collect.backend
+    if name not in (*ENGINES, "local"):
+        raise RagauditError(
+            f"--backend: '{name}' cannot be indexed into (use local, elasticsearch or opensearch)"
+        )
+    sources = read_corpus(corpus, id_field=id_field, text_field=text_field)
+    docs = chunk_documents(sources, chunking, metadata or {})
+    gateway: Any = None
+    if name == "local" and cfg.collect.mode != "bm25":
+        if make_gateway is None:
+            raise RagauditError(f"collect.mode {cfg.collect.mode}: indexing needs an embedder")
+        gateway = make_gateway()
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return await gateway.aembed(texts, model=cfg.models.embedder_model)
+
+    store = make_search_backend(cfg, embed=embed if gateway is not None else None)
+    try:
+        with gateway.scope("index") if gateway is not None else contextlib.nullcontext():
+            written, total = _write(cfg, store, docs, recreate, batch_size, on_start, on_batch)
+    finally:
+        if gateway is not None and calls_dir is not None:
+            # The embedding calls were paid for: logged even when indexing failed.
+            gateway.log.flush(calls_dir / f"index-{time.time_ns()}.parquet", stage="index")
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    return IndexReport(len(sources), len(docs), written, total, index_target(cfg))
+
+
+def _write(
+    cfg: RunConfig,
+    store: Any,
+    docs: list[Any],
+    recreate: bool,
+    batch_size: int,
+    on_start: Callable[[int], None] | None,
+    on_batch: Callable[[int], None] | None,
+) -> tuple[int, int]:
+    """Write ``docs`` (dropping the index first when asked); returns written and total."""
+    if recreate:
+        _drop_index(cfg, store)
+    if on_start is not None:
+        on_start(len(docs))
+    written = index_documents(store, docs, batch_size=batch_size, on_batch=on_batch)
+    return written, store.count()
+
+
+__all__ = [
+    "ENGINES",
+    "IndexReport",
+    "engine_options",
+    "index_corpus",
+    "index_target",
+    "make_search_backend",
+]
