@@ -1,0 +1,41 @@
+"""Reports of a run: one model built from the run folder, rendered by every output.
+
+``build_report(run_dir)`` reads the run's Parquet tables and manifest into a :class:`Report`;
+the CLI summary, the xlsx export, the HTML page, the Prefect artifacts and ``compare`` render
+it, so no figure is computed twice.
+"""
+
+from ragaudit.reporting._build import build_report, directions, question_set_hash, run_folder
+from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
+from ragaudit.reporting._model import (
+    AgreementRow,
+    MetricSummary,
+    QuestionRow,
+    ReferenceRow,
+    Report,
+    ScoreCell,
+    StageCalls,
+    WorstQuestion,
+)
+from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
+
+__all__ = [
+    "AgreementRow",
+    "MetricSummary",
+    "QuestionRow",
+    "ReferenceRow",
+    "Report",
+    "ScoreCell",
+    "StageCalls",
+    "WorstQuestion",
+    "bootstrap_ci",
+    "build_report",
+    "directions",
+    "failure_reason",
+    "question_set_hash",
+    "read_calls",
+    "rollup_calls",
+    "run_folder",
+    "summarise",
+    "worst_questions",
+]
