@@ -5,6 +5,12 @@ the CLI summary, the xlsx export, the HTML page, the Prefect artifacts and ``com
 it, so no figure is computed twice.
 """
 
+from ragaudit.reporting._artifacts import (
+    artifact_key,
+    findings_markdown,
+    publish_artifacts,
+    summary_table,
+)
 from ragaudit.reporting._build import build_report, directions, question_set_hash, run_folder
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._model import (
@@ -18,6 +24,7 @@ from ragaudit.reporting._model import (
     WorstQuestion,
 )
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
+from ragaudit.reporting._xlsx import write_xlsx
 
 __all__ = [
     "AgreementRow",
@@ -28,14 +35,19 @@ __all__ = [
     "ScoreCell",
     "StageCalls",
     "WorstQuestion",
+    "artifact_key",
     "bootstrap_ci",
     "build_report",
     "directions",
     "failure_reason",
+    "findings_markdown",
+    "publish_artifacts",
     "question_set_hash",
     "read_calls",
     "rollup_calls",
     "run_folder",
     "summarise",
+    "summary_table",
     "worst_questions",
+    "write_xlsx",
 ]
