@@ -13,6 +13,18 @@ from ragaudit.reporting._artifacts import (
 )
 from ragaudit.reporting._build import build_report, directions, question_set_hash, run_folder
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
+from ragaudit.reporting._compare import (
+    Comparison,
+    Difference,
+    MetricChange,
+    PairedTest,
+    QuestionMove,
+    adjust,
+    compare_reports,
+    compare_runs,
+    decide,
+    paired_test,
+)
 from ragaudit.reporting._model import (
     AgreementRow,
     MetricSummary,
@@ -23,31 +35,46 @@ from ragaudit.reporting._model import (
     StageCalls,
     WorstQuestion,
 )
+from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 from ragaudit.reporting._xlsx import write_xlsx
 
 __all__ = [
     "AgreementRow",
+    "Comparison",
+    "Difference",
+    "MetricChange",
     "MetricSummary",
+    "PairedTest",
+    "QuestionMove",
     "QuestionRow",
     "ReferenceRow",
     "Report",
+    "RunOverview",
     "ScoreCell",
     "StageCalls",
     "WorstQuestion",
+    "adjust",
     "artifact_key",
     "bootstrap_ci",
     "build_report",
+    "compare_reports",
+    "compare_runs",
+    "decide",
     "directions",
     "failure_reason",
     "findings_markdown",
+    "list_runs",
+    "paired_test",
     "publish_artifacts",
     "question_set_hash",
     "read_calls",
     "rollup_calls",
     "run_folder",
+    "run_overview",
     "summarise",
     "summary_table",
+    "trend",
     "worst_questions",
     "write_xlsx",
 ]

@@ -206,7 +206,7 @@ def build_report(run_dir: Path | str) -> Report:
     )
     per_stage, total = rollup_calls(read_calls(run.calls_dir))
     return Report(
-        run_id=manifest.get("run_id", run.run_id),
+        run_id=run.run_id,
         run_dir=run.path,
         status=manifest.get("status"),
         started_at=manifest.get("started_at"),
