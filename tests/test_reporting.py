@@ -308,3 +308,19 @@ def test_cli_summary_and_runs_render_the_model(flow_run: Path, tmp_path: Path) -
     trend = CliRunner().invoke(app, ["runs", "--runs-root", str(root), "--trend", "rouge_l"])
     mean = build_report(flow_run).summary_for("rouge_l").mean
     assert trend.exit_code == 0 and f"{mean:.3f}" in trend.output
+
+
+def test_smoke_judge_warning_reaches_the_model_before_the_flow_ends(tmp_path: Path) -> None:
+    from ragaudit.manifest import SMOKE_WARNING
+
+    run = write_run(tmp_path, "A", {"faithfulness": [0.5, 1.0]}, judge="local/gemma-3-270m")
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["warnings"]  # as during the report stage: the flow writes them at its end
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    report = build_report(run)
+    assert any("smoke-quality" in w for w in report.warnings)
+    write_xlsx(report, run / "report.xlsx")
+    sheet = openpyxl.load_workbook(run / "report.xlsx")["run"]
+    assert any(
+        f == "warning" and "smoke-quality" in v for f, v in sheet.iter_rows(values_only=True)
+    )
