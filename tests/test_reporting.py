@@ -311,7 +311,6 @@ def test_cli_summary_and_runs_render_the_model(flow_run: Path, tmp_path: Path) -
 
 
 def test_smoke_judge_warning_reaches_the_model_before_the_flow_ends(tmp_path: Path) -> None:
-    from ragaudit.manifest import SMOKE_WARNING
 
     run = write_run(tmp_path, "A", {"faithfulness": [0.5, 1.0]}, judge="local/gemma-3-270m")
     manifest = json.loads((run / "manifest.json").read_text())
