@@ -1,0 +1,80 @@
+"""Reports of a run: one model built from the run folder, rendered by every output.
+
+``build_report(run_dir)`` reads the run's Parquet tables and manifest into a :class:`Report`;
+the CLI summary, the xlsx export, the HTML page, the Prefect artifacts and ``compare`` render
+it, so no figure is computed twice.
+"""
+
+from ragaudit.reporting._artifacts import (
+    artifact_key,
+    findings_markdown,
+    publish_artifacts,
+    summary_table,
+)
+from ragaudit.reporting._build import build_report, directions, question_set_hash, run_folder
+from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
+from ragaudit.reporting._compare import (
+    Comparison,
+    Difference,
+    MetricChange,
+    PairedTest,
+    QuestionMove,
+    adjust,
+    compare_reports,
+    compare_runs,
+    decide,
+    paired_test,
+)
+from ragaudit.reporting._model import (
+    AgreementRow,
+    MetricSummary,
+    QuestionRow,
+    ReferenceRow,
+    Report,
+    ScoreCell,
+    StageCalls,
+    WorstQuestion,
+)
+from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, trend
+from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
+from ragaudit.reporting._xlsx import write_xlsx
+
+__all__ = [
+    "AgreementRow",
+    "Comparison",
+    "Difference",
+    "MetricChange",
+    "MetricSummary",
+    "PairedTest",
+    "QuestionMove",
+    "QuestionRow",
+    "ReferenceRow",
+    "Report",
+    "RunOverview",
+    "ScoreCell",
+    "StageCalls",
+    "WorstQuestion",
+    "adjust",
+    "artifact_key",
+    "bootstrap_ci",
+    "build_report",
+    "compare_reports",
+    "compare_runs",
+    "decide",
+    "directions",
+    "failure_reason",
+    "findings_markdown",
+    "list_runs",
+    "paired_test",
+    "publish_artifacts",
+    "question_set_hash",
+    "read_calls",
+    "rollup_calls",
+    "run_folder",
+    "run_overview",
+    "summarise",
+    "summary_table",
+    "trend",
+    "worst_questions",
+    "write_xlsx",
+]

@@ -1,0 +1,255 @@
+"""``build_report``: the report model from a run folder alone (its tables and manifest)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ragaudit.errors import StageError
+from ragaudit.reporting._calls import read_calls, rollup_calls
+from ragaudit.reporting._model import (
+    AgreementRow,
+    MetricSummary,
+    QuestionRow,
+    ReferenceRow,
+    Report,
+    ScoreCell,
+    WorstQuestion,
+)
+from ragaudit.reporting._stats import summarise, worst_questions
+from ragaudit.runfolder import RunFolder
+
+# Reference answers the score stage reads instead of the question set's (tasks/score.py).
+USABLE_REFERENCE = frozenset({"ok", "partial"})
+
+
+def run_folder(run_dir: Path | str) -> RunFolder:
+    """The ``RunFolder`` of a run directory."""
+    path = Path(run_dir)
+    return RunFolder(path.parent, path.name)
+
+
+@lru_cache(maxsize=256)
+def _direction(metric: str, score_config_json: str) -> bool:
+    from ragaudit.metrics import resolve
+
+    try:
+        return resolve(metric, json.loads(score_config_json)).higher_is_better
+    except KeyError:  # a metric this version no longer knows: assume the common direction
+        return True
+
+
+def directions(metrics: list[str] | tuple[str, ...], score_config: Mapping[str, Any]) -> dict:
+    """``metric → higher_is_better`` from the metric registry (user aspects from the config)."""
+    key = json.dumps(score_config, sort_keys=True, default=str)
+    return {m: _direction(m, key) for m in metrics}
+
+
+def question_set_hash(questions: pl.DataFrame) -> str:
+    """Hash of the question set as evaluated: ids, texts, filters and given references."""
+    from ragaudit.cache._keys import canonical_hash
+
+    cols = [c for c in ("question_id", "question", "filters", "reference") if c in questions]
+    rows = questions.select(cols).sort("question_id").rows()
+    return canonical_hash({"questions": rows})
+
+
+def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
+    """The manifest's warnings and those its config implies.
+
+    The flow writes the manifest's warnings when it ends, after the report stage has built
+    its model; recomputing them from the stored config lets that model carry them too.
+    """
+    from pydantic import ValidationError
+
+    from ragaudit.config import RunConfig
+    from ragaudit.manifest import judge_warnings
+
+    found = list(manifest.get("warnings", ()))
+    if "config" in manifest:
+        # A config of another ragaudit version may not validate: keep what was stored.
+        with contextlib.suppress(ValidationError):
+            found += judge_warnings(RunConfig.model_validate(manifest["config"]), run)
+    return tuple(dict.fromkeys(found))
+
+
+def _report_defaults() -> dict[str, Any]:
+    from ragaudit.config import ReportConfig
+
+    return ReportConfig().model_dump(mode="json")
+
+
+def _read(run: RunFolder, name: str) -> pl.DataFrame | None:
+    return pl.from_arrow(run.read(name)) if run.has(name) else None  # type: ignore[return-value]
+
+
+def _by_question(table: pl.DataFrame | None) -> dict[str, dict[str, Any]]:
+    if table is None:
+        return {}
+    return {r["question_id"]: r for r in table.iter_rows(named=True)}
+
+
+def _metric_order(scores: pl.DataFrame | None, configured: list[str]) -> tuple[str, ...]:
+    present = scores["metric"].unique(maintain_order=True).to_list() if scores is not None else []
+    ordered = [m for m in configured if m in present]
+    return tuple(ordered + [m for m in present if m not in ordered])
+
+
+def build_report(run_dir: Path | str) -> Report:
+    """The report model of the run folder ``run_dir``.
+
+    The summary is read from ``summary.parquet`` when the report stage wrote it (so every
+    rendering shows the same digits), else computed from ``scores`` with the run's report
+    config.
+
+    Raises:
+        StageError: ``run_dir`` is not a run folder (no manifest and no tables).
+    """
+    run = run_folder(run_dir)
+    manifest = run.read_manifest()
+    if not manifest and not any(run.path.glob("*.parquet")):
+        raise StageError(f"{run.path}: not a run folder (no manifest.json and no tables)")
+    config = manifest.get("config", {})
+    score_config = config.get("score", {})
+    report_config = {**_report_defaults(), **config.get("report", {})}
+    models = manifest.get("models", {})
+
+    scores = _read(run, "scores")
+    metrics = _metric_order(scores, list(score_config.get("metrics", ())))
+    up = directions(metrics, score_config)
+
+    summary: list[MetricSummary]
+    if run.has("summary"):
+        summary = [
+            MetricSummary(
+                **{k: v for k, v in r.items() if k != "run_id"},
+                higher_is_better=up.get(r["metric"], True),
+            )
+            for r in run.read("summary").to_pylist()
+        ]
+    elif scores is not None:
+        summary = summarise(
+            scores, report_config["thresholds"], report_config["bootstrap_samples"], up
+        )
+    else:
+        summary = []
+
+    questions = _read(run, "questions")
+    answers = _read(run, "answers")
+    truth = _read(run, "ground_truth")
+    answer_by = _by_question(answers)
+    truth_by = _by_question(truth)
+    cells: dict[str, dict[str, ScoreCell]] = {}
+    if scores is not None:
+        for r in scores.iter_rows(named=True):
+            cells.setdefault(r["question_id"], {})[r["metric"]] = ScoreCell(
+                metric=r["metric"],
+                value=r["value"],
+                status=r["status"],
+                error=r["error"],
+                reason=r["reason"],
+                k_used=r["k_used"],
+                judge=r["judge"],
+            )
+    rows: list[QuestionRow] = []
+    texts: dict[str, str] = {}
+    if questions is not None:
+        for q in questions.iter_rows(named=True):
+            qid = q["question_id"]
+            texts[qid] = q["question"]
+            answer = answer_by.get(qid, {})
+            ref = truth_by.get(qid)
+            reference = (
+                ref["reference"] if ref and ref["status"] in USABLE_REFERENCE else q["reference"]
+            )
+            rows.append(
+                QuestionRow(
+                    question_id=qid,
+                    question=q["question"],
+                    answer=answer.get("response", q.get("response")),
+                    answer_status=answer.get("status"),
+                    reference=reference,
+                    language=q["language"],
+                    scores=cells.get(qid, {}),
+                )
+            )
+
+    worst = (
+        [
+            WorstQuestion(w.metric, w.question_id, w.value, texts.get(w.question_id, ""))
+            for w in worst_questions(scores, int(report_config["worst"]), up)
+        ]
+        if scores is not None
+        else []
+    )
+    agreement_df = _read(run, "agreement")
+    agreement = (
+        [
+            AgreementRow(
+                question_id=r["question_id"],
+                comparison=r["comparison"],
+                metric=r["metric"],
+                k=r["k"],
+                value=r["value"],
+                n_questions=r["n_questions"],
+                status=r["status"],
+                reason=r["reason"],
+            )
+            for r in agreement_df.iter_rows(named=True)
+        ]
+        if agreement_df is not None
+        else []
+    )
+    references = (
+        [
+            ReferenceRow(
+                question_id=r["question_id"],
+                status=r["status"],
+                origin=r["origin"],
+                mode=r["mode"],
+                error=r["error"],
+                n_supporting=len(r["supporting_ids"] or []),
+                calls=r["calls"],
+                tokens_in=r["tokens_in"],
+                tokens_out=r["tokens_out"],
+            )
+            for r in truth.iter_rows(named=True)
+        ]
+        if truth is not None
+        else []
+    )
+    per_stage, total = rollup_calls(read_calls(run.calls_dir))
+    return Report(
+        run_id=run.run_id,
+        run_dir=run.path,
+        status=manifest.get("status"),
+        started_at=manifest.get("started_at"),
+        finished_at=manifest.get("finished_at"),
+        judge=models.get("judge"),
+        embedder=models.get("embedder"),
+        generator=models.get("generator"),
+        warnings=_warnings(manifest, run),
+        questions_file=config.get("questions"),
+        question_set_hash=question_set_hash(questions) if questions is not None else None,
+        metrics=metrics,
+        summary=tuple(summary),
+        questions=tuple(rows),
+        worst=tuple(worst),
+        agreement=tuple(agreement),
+        references=tuple(references),
+        calls=per_stage,
+        calls_total=total,
+        prompt_versions=total.prompt_versions if total else (),
+        score_config=score_config,
+        report_config=report_config,
+        timings=manifest.get("timings", {}),
+    )
+
+
+__all__ = ["USABLE_REFERENCE", "build_report", "directions", "question_set_hash", "run_folder"]

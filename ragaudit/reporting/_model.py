@@ -1,0 +1,214 @@
+"""The report model: everything a run's report shows, as plain frozen dataclasses.
+
+Built from a run folder alone (``build_report``); the CLI summary, the HTML page, the xlsx
+export, the Prefect artifacts and ``compare`` all render this one model, so no figure is
+computed in two places. ``to_dict`` gives its JSON-ready form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Status = str
+"""A row's status: ``ok``, ``failed`` (with the error) or ``skipped`` (with the reason)."""
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """One metric over the run: mean of the ``ok`` rows with its bootstrap interval."""
+
+    metric: str
+    mean: float | None
+    ci_low: float | None
+    """Lower end of the 95% percentile bootstrap interval of the mean (None: fewer than 2 rows)."""
+    ci_high: float | None
+    n_ok: int
+    n_failed: int
+    n_skipped: int
+    threshold: float | None
+    flagged: bool
+    """The mean is on the wrong side of the threshold (below it, or above for lower-is-better)."""
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class ScoreCell:
+    """One question × metric score row."""
+
+    metric: str
+    value: float | None
+    status: Status
+    error: str | None
+    """Why the row failed or was skipped."""
+    reason: str | None
+    """The judge's reasons as stored (JSON text: statements, verdicts, ratings)."""
+    k_used: int | None = None
+    judge: str | None = None
+
+
+@dataclass(frozen=True)
+class QuestionRow:
+    """One question with the system's answer, the reference used and every metric's cell."""
+
+    question_id: str
+    question: str
+    answer: str | None
+    answer_status: Status | None
+    reference: str | None
+    """The reference the metrics read: the ground_truth stage's when usable, else the set's."""
+    language: str | None
+    scores: dict[str, ScoreCell] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorstQuestion:
+    """A question among the worst of one metric (direction-aware)."""
+
+    metric: str
+    question_id: str
+    value: float
+    question: str = ""
+
+
+@dataclass(frozen=True)
+class AgreementRow:
+    """One ranking-agreement figure (from ``agreement.parquet``).
+
+    ``question_id == "__all__"`` rows are the means over the questions where it is defined.
+    """
+
+    question_id: str
+    comparison: str
+    """``judge_vs_engine``, ``engine_vs_gold`` or ``judge_vs_gold``."""
+    metric: str
+    k: int | None
+    value: float | None
+    n_questions: int | None
+    status: Status
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    """One question's reference answer as the ground_truth stage left it."""
+
+    question_id: str
+    status: Status
+    origin: str | None
+    mode: str | None
+    error: str | None
+    n_supporting: int
+    calls: int | None
+    tokens_in: int | None
+    tokens_out: int | None
+
+
+@dataclass(frozen=True)
+class StageCalls:
+    """The call log of one stage rolled up (memo hits included in ``calls``)."""
+
+    stage: str
+    calls: int
+    memo_hits: int
+    provider_calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float | None
+    """Sum over the calls litellm could price; None when it could price none."""
+    priced_calls: int
+    """Calls with a known cost (a partial sum when fewer than ``provider_calls``)."""
+    latency_p50_s: float | None
+    """Median latency of the provider calls (memo hits excluded: they cost ~0)."""
+    latency_p95_s: float | None
+    failures: tuple[tuple[str, int], ...] = ()
+    """(reason, count) of failed calls, most frequent first."""
+    models: tuple[str, ...] = ()
+    prompt_versions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything one run's report shows."""
+
+    run_id: str
+    run_dir: Path
+    status: str | None
+    started_at: str | None
+    finished_at: str | None
+    judge: str | None
+    embedder: str | None
+    generator: str | None
+    warnings: tuple[str, ...]
+    """The manifest's warnings (a smoke-quality judge, an English-only embedder on Chinese)."""
+    questions_file: str | None
+    question_set_hash: str | None
+    """Hash of the questions table's ids, texts, filters and references (comparability)."""
+    metrics: tuple[str, ...]
+    """Metric names in the order the run scored them."""
+    summary: tuple[MetricSummary, ...]
+    questions: tuple[QuestionRow, ...]
+    worst: tuple[WorstQuestion, ...]
+    agreement: tuple[AgreementRow, ...]
+    references: tuple[ReferenceRow, ...]
+    calls: tuple[StageCalls, ...]
+    """Per stage as logged (``score:<metric>`` per metric), in the order the stages ran."""
+    calls_total: StageCalls | None
+    prompt_versions: tuple[str, ...]
+    """Every prompt ``name@version`` in the call log."""
+    score_config: dict[str, Any]
+    """The run's ``score`` config section (metric parameters; comparability)."""
+    report_config: dict[str, Any]
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    def summary_for(self, metric: str) -> MetricSummary | None:
+        """The summary row of ``metric``, or None."""
+        return next((s for s in self.summary if s.metric == metric), None)
+
+    @property
+    def flagged(self) -> tuple[MetricSummary, ...]:
+        """Metrics whose mean is on the wrong side of its threshold."""
+        return tuple(s for s in self.summary if s.flagged)
+
+    @property
+    def overall_agreement(self) -> tuple[AgreementRow, ...]:
+        """The ``__all__`` agreement rows (means over questions)."""
+        return tuple(a for a in self.agreement if a.question_id == "__all__")
+
+    def reference_counts(self) -> dict[str, int]:
+        """Reference answers per status."""
+        out: dict[str, int] = {}
+        for r in self.references:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (NaN as None, paths as text)."""
+        return _jsonable(dataclasses.asdict(self))
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+__all__ = [
+    "AgreementRow",
+    "MetricSummary",
+    "QuestionRow",
+    "ReferenceRow",
+    "Report",
+    "ScoreCell",
+    "StageCalls",
+    "WorstQuestion",
+]

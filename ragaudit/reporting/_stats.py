@@ -1,0 +1,110 @@
+"""The statistics of a report: means with bootstrap intervals, flags, the worst questions.
+
+Every resampling method is scipy's (``scipy.stats.bootstrap``); nothing here re-implements one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from ragaudit.reporting._model import MetricSummary, WorstQuestion
+
+CONFIDENCE = 0.95
+
+
+def bootstrap_ci(
+    values: np.ndarray, samples: int, seed: int = 0, level: float = CONFIDENCE
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of the mean; (None, None) when it cannot be formed.
+
+    Percentile rather than BCa: BCa is undefined (NaN) when every value is equal, which a
+    metric scored 1.0 on every question often is.
+    """
+    if samples <= 0 or len(values) < 2:
+        return None, None
+    if np.all(values == values[0]):
+        # Every resample has the same mean: the interval is that point (scipy warns and
+        # returns NaN for degenerate data).
+        return float(values[0]), float(values[0])
+    res = stats.bootstrap(
+        (values,),
+        np.mean,
+        n_resamples=samples,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def summarise(
+    scores: pl.DataFrame,
+    thresholds: Mapping[str, float],
+    samples: int,
+    higher_is_better: Mapping[str, bool] | None = None,
+    seed: int = 0,
+) -> list[MetricSummary]:
+    """One summary per metric (in the scores' order): mean over ``ok`` rows, interval, counts.
+
+    A mean is flagged below its threshold, or above it for a metric whose lower values are
+    better (noise sensitivity, maliciousness).
+    """
+    directions = higher_is_better or {}
+    out = []
+    for metric in scores["metric"].unique(maintain_order=True).to_list():
+        part = scores.filter(pl.col("metric") == metric)
+        ok = part.filter(pl.col("status") == "ok")["value"].to_numpy().astype(float)
+        mean = float(ok.mean()) if len(ok) else None
+        low, high = bootstrap_ci(ok, samples, seed)
+        threshold = thresholds.get(metric)
+        up = directions.get(metric, True)
+        flagged = (
+            threshold is not None
+            and mean is not None
+            and (mean < threshold if up else mean > threshold)
+        )
+        out.append(
+            MetricSummary(
+                metric=metric,
+                mean=mean,
+                ci_low=low,
+                ci_high=high,
+                n_ok=len(ok),
+                n_failed=part.filter(pl.col("status") == "failed").height,
+                n_skipped=part.filter(pl.col("status") == "skipped").height,
+                threshold=threshold,
+                flagged=bool(flagged),
+                higher_is_better=up,
+            )
+        )
+    return out
+
+
+def worst_questions(
+    scores: pl.DataFrame, n: int, higher_is_better: Mapping[str, bool] | None = None
+) -> list[WorstQuestion]:
+    """The ``n`` worst ``ok`` rows per metric: lowest values, highest where lower is better."""
+    directions = higher_is_better or {}
+    out: list[WorstQuestion] = []
+    if n <= 0:
+        return out
+    ok = scores.filter(pl.col("status") == "ok")
+    for metric in ok["metric"].unique(maintain_order=True).to_list():
+        up = directions.get(metric, True)
+        part = (
+            ok.filter(pl.col("metric") == metric)
+            .sort(["value", "question_id"], descending=[not up, False])
+            .head(n)
+        )
+        out.extend(
+            WorstQuestion(metric=metric, question_id=q, value=float(v))
+            for q, v in zip(part["question_id"], part["value"], strict=True)
+        )
+    return out
+
+
+__all__ = ["CONFIDENCE", "bootstrap_ci", "summarise", "worst_questions"]

@@ -1,0 +1,194 @@
+"""``report.xlsx``: the report model in the users' spreadsheet layout.
+
+Sheets: ``answers`` (question, answer, reference, then one column per metric: the users'
+layout), ``summary``, one sheet per metric with every row's status and reason, and ``run``
+(judge, embedder, warnings). Numbers are numbers, the header row is frozen, filters are on.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from xlsxwriter import Workbook
+from xlsxwriter.worksheet import Worksheet
+
+from ragaudit.reporting._model import Report
+from ragaudit.runfolder import write_bytes
+
+# Excel keeps at most 32,767 characters in a cell.
+_CELL_CHARS = 32_000
+_SHEET_CHARS = 31
+_BAD_SHEET = re.compile(r"[\[\]:*?/\\]")
+
+
+class _ExactWorksheet(Worksheet):
+    """A worksheet that writes every float with the digits that round-trip it.
+
+    xlsxwriter writes numbers with 16 significant digits; a float64 needs up to 17, so a
+    score read back from the sheet could differ from the Parquet value in its last bit.
+    """
+
+    def _xml_number_element(self, number: Any, attributes: Any = None) -> None:
+        attr = "".join(f' {k}="{self._escape_attributes(v)}"' for k, v in attributes or [])
+        text = repr(float(number)) if isinstance(number, float) else f"{number:.16G}"
+        self.fh.write(f"<c{attr}><v>{text}</v></c>")
+
+
+def _clip(text: str | None) -> str | None:
+    return None if text is None else text[:_CELL_CHARS]
+
+
+def answers_frame(report: Report) -> pl.DataFrame:
+    """The users' layout: question, answer, reference, one column per metric (ok values)."""
+    data: dict[str, list[Any]] = {
+        "question": [q.question for q in report.questions],
+        "answer": [_clip(q.answer) for q in report.questions],
+        "reference": [_clip(q.reference) for q in report.questions],
+    }
+    for m in report.metrics:
+        data[m] = [
+            cell.value if (cell := q.scores.get(m)) and cell.status == "ok" else None
+            for q in report.questions
+        ]
+    data["question_id"] = [q.question_id for q in report.questions]
+    schema = {"question": pl.String, "answer": pl.String, "reference": pl.String}
+    schema |= {m: pl.Float64 for m in report.metrics} | {"question_id": pl.String}
+    return pl.DataFrame(data, schema=schema)
+
+
+def summary_frame(report: Report) -> pl.DataFrame:
+    """One row per metric, as in ``summary.parquet`` plus the metric's direction."""
+    return pl.DataFrame(
+        [
+            {
+                "metric": s.metric,
+                "mean": s.mean,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+                "n_ok": s.n_ok,
+                "n_failed": s.n_failed,
+                "n_skipped": s.n_skipped,
+                "threshold": s.threshold,
+                "flagged": s.flagged,
+                "higher_is_better": s.higher_is_better,
+            }
+            for s in report.summary
+        ],
+        schema={
+            "metric": pl.String,
+            "mean": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "n_ok": pl.Int64,
+            "n_failed": pl.Int64,
+            "n_skipped": pl.Int64,
+            "threshold": pl.Float64,
+            "flagged": pl.Boolean,
+            "higher_is_better": pl.Boolean,
+        },
+    )
+
+
+def metric_frame(report: Report, metric: str) -> pl.DataFrame:
+    """Every question's row of ``metric``: value, status, error and the judge's reasons."""
+    rows = []
+    for q in report.questions:
+        cell = q.scores.get(metric)
+        rows.append(
+            {
+                "question_id": q.question_id,
+                "question": q.question,
+                "value": cell.value if cell else None,
+                "status": cell.status if cell else "missing",
+                "error": _clip(cell.error) if cell else None,
+                "reason": _clip(cell.reason) if cell else None,
+                "k_used": cell.k_used if cell else None,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "question_id": pl.String,
+            "question": pl.String,
+            "value": pl.Float64,
+            "status": pl.String,
+            "error": pl.String,
+            "reason": pl.String,
+            "k_used": pl.Int64,
+        },
+    )
+
+
+def run_frame(report: Report) -> pl.DataFrame:
+    """Which run, judge and embedder produced the report, and the run's warnings."""
+    items = [
+        ("run_id", report.run_id),
+        ("judge", report.judge),
+        ("embedder", report.embedder),
+        ("generator", report.generator),
+        ("questions", report.questions_file),
+        ("question_set_hash", report.question_set_hash),
+        ("status", report.status),
+        ("started_at", report.started_at),
+        ("finished_at", report.finished_at),
+    ] + [("warning", w) for w in report.warnings]
+    return pl.DataFrame(
+        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for k, v in items]}
+    )
+
+
+def sheet_names(metrics: tuple[str, ...], taken: set[str]) -> dict[str, str]:
+    """A valid, unique sheet name per metric (at most 31 characters, none of Excel's bad ones)."""
+    out: dict[str, str] = {}
+    used = {t.lower() for t in taken}
+    for m in metrics:
+        base = _BAD_SHEET.sub("_", m)[:_SHEET_CHARS]
+        name, n = base, 1
+        while name.lower() in used:
+            n += 1
+            name = f"{base[: _SHEET_CHARS - len(str(n)) - 1]}~{n}"
+        used.add(name.lower())
+        out[m] = name
+    return out
+
+
+def _write(frame: pl.DataFrame, wb: Workbook, name: str, widths: dict[str, int]) -> None:
+    ws = wb.add_worksheet(name, worksheet_class=_ExactWorksheet)
+    frame.write_excel(
+        workbook=wb,
+        worksheet=ws,
+        autofilter=True,
+        freeze_panes=(1, 0),
+        float_precision=4,
+        column_widths={c: w for c, w in widths.items() if c in frame.columns} or None,
+        table_style=None,
+    )
+
+
+def write_xlsx(report: Report, path: Path) -> Path:
+    """Write ``report`` as an xlsx workbook at ``path`` (atomically)."""
+    buffer = io.BytesIO()
+    text_widths = {"question": 40, "answer": 60, "reference": 60, "reason": 60, "error": 40}
+    wb = Workbook(buffer, {"nan_inf_to_errors": True})
+    _write(answers_frame(report), wb, "answers", text_widths)
+    _write(summary_frame(report), wb, "summary", {"metric": 28})
+    for metric, name in sheet_names(report.metrics, {"answers", "summary", "run"}).items():
+        _write(metric_frame(report, metric), wb, name, text_widths)
+    _write(run_frame(report), wb, "run", {"field": 20, "value": 100})
+    wb.close()
+    write_bytes(buffer.getvalue(), path)
+    return path
+
+
+__all__ = [
+    "answers_frame",
+    "metric_frame",
+    "run_frame",
+    "sheet_names",
+    "summary_frame",
+    "write_xlsx",
+]
