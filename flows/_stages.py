@@ -137,7 +137,8 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         name="report",
         run=report.report,
-        reads=("scores",),
+        # Everything the report model shows besides the call log; absent tables are skipped.
+        reads=("questions", "answers", "scores", "ground_truth", "verdicts", "agreement"),
         writes=("summary",),
         sections=("report",),
         module=report.__name__,
