@@ -166,6 +166,11 @@ def _response_format(schema: type[BaseModel]) -> dict[str, Any]:
     }
 
 
+def response_schema_text(schema: type[BaseModel]) -> str:
+    """``schema`` as the text a provider may add to the prompt from ``response_format``."""
+    return _schema_json(schema)
+
+
 @functools.lru_cache(maxsize=512)
 def _format_tokens(model: str, schema: type[BaseModel]) -> int:
     # Providers that honour response_format natively put the schema into the prompt as well:
@@ -592,6 +597,7 @@ __all__ = [
     "Gateway",
     "Judged",
     "extract_json",
+    "response_schema_text",
     "schema_instruction",
     "structured_messages",
     "structured_prompt_tokens",
