@@ -33,7 +33,7 @@ from ragaudit.cache._fake import FAKE, FakeRequest
 from ragaudit.prompts import ANSWER_GROUP, MERGE, GroupAnswerInput, MergeInput
 from ragaudit.runfolder import RunFolder
 from ragaudit.tasks._common import StageContext, count_tokens, gateway_for
-from ragaudit.tasks.ground_truth import ReferenceWriter, reference_answer
+from ragaudit.tasks.ground_truth import reference_answer, writer_for
 
 N = 200
 WINDOW = 8192
@@ -166,7 +166,7 @@ async def run(
 async def main() -> None:
     contexts = make_contexts()
     total = sum(count_tokens("gpt-4", t) for _, t in contexts)
-    usable = ReferenceWriter(stage("size"), QUESTION, "en").usable
+    usable = writer_for(stage("size"), QUESTION, "en").usable
     lower = -(-total // usable)
     bound = 1.1 * lower
     rows = []

@@ -9,13 +9,15 @@ Behaviour is set per model string, e.g. ``fake/judge?latency=0.2&errors=0.2&malf
 ``latency`` seconds per call, ``errors`` chance of a transient (retryable) failure per
 attempt, ``malformed`` chance of a broken JSON reply per distinct request, ``wrong`` chance
 of flipping a boolean/choice answer, ``window`` the context window it reports. Never used by
-the demo: its answers mean nothing.
+the demo: its answers mean nothing. Like a real model it stops at ``max_tokens`` (cl100k
+tokens): the reply is cut there with ``finish_reason="length"``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -363,20 +365,28 @@ class FakeProvider(CustomLLM):
             with self._lock:
                 self.stats.malformed += 1
             text = text[: max(1, len(text) // 2)]  # a reply cut off mid-JSON
+        finish, completion_tokens = "stop", len(tokens(text))
+        budget = req.params.get("max_tokens")
+        if budget:
+            # A real model stops at its budget: the reply is cut there, and says so.
+            encoded = _cl100k().encode(text, disallowed_special=())
+            if len(encoded) > budget:
+                text, finish = _cl100k().decode(encoded[:budget]), "length"
+                completion_tokens = budget
         prompt_tokens = sum(len(tokens(_text(m))) for m in req.messages)
         response = litellm.ModelResponse(
             model=model,
             choices=[
                 {
                     "index": 0,
-                    "finish_reason": "stop",
+                    "finish_reason": finish,
                     "message": {"role": "assistant", "content": text},
                 }
             ],
             usage={
                 "prompt_tokens": prompt_tokens,
-                "completion_tokens": len(tokens(text)),
-                "total_tokens": prompt_tokens + len(tokens(text)),
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
             },
         )
         # Free, and said so: otherwise litellm searches its price list for the unknown model on
@@ -408,6 +418,13 @@ class FakeProvider(CustomLLM):
             ],
             usage={"prompt_tokens": sum(len(tokens(t)) for t in texts), "total_tokens": 0},
         )
+
+
+@functools.lru_cache(maxsize=1)
+def _cl100k() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
 
 
 def _render(out: Any) -> str:

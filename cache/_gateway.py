@@ -3,7 +3,7 @@
 On top of litellm it adds what an evaluation needs and litellm's own cache does not give
 cheaply (PITFALLS): a diskcache memo keyed on the output-affecting request only, a
 per-model concurrency limit, bounded retries with backoff that honours Retry-After, typed
-structured output with one repair attempt, and one call-log row per call.
+structured output with at most one repair and a prompt budget, and one call-log row per call.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from ragaudit import _env
 from ragaudit.cache._calllog import CallCounts, CallLog, CallRecord
 from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
+from ragaudit.cache._tokens import count_prompt, count_tokens
 from ragaudit.secrets import redact
 from ragaudit.secrets import register as register_secret
 
@@ -74,10 +75,17 @@ class Judged(Generic[T]):
     value: T | None
     raw: str
     status: str
+    """``ok``, ``too_long``, ``truncated``, ``no_room`` or ``failed`` (see ``astructured``)."""
     error: str | None = None
     repaired: bool = False
     tokens_in: int = 0
     tokens_out: int = 0
+    calls: int = 0
+    """Requests sent: 0 (not sent), 1, or 2 with the repair."""
+    prompt_tokens: int = 0
+    """The first prompt as :func:`structured_prompt_tokens` counts it (0: no budget given)."""
+    repair_prompt_tokens: int | None = None
+    """The repair prompt, counted the same way, when a repair was sent under a budget."""
 
     @property
     def ok(self) -> bool:
@@ -137,6 +145,73 @@ def schema_instruction(schema: type[BaseModel]) -> str:
     return "Reply with one JSON object only, no prose, matching this JSON schema:\n" + _schema_json(
         schema
     )
+
+
+def structured_messages(
+    schema: type[BaseModel], messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The messages ``astructured`` sends for ``messages``: the schema instruction first."""
+    return [{"role": "system", "content": schema_instruction(schema)}, *messages]
+
+
+def _response_format(schema: type[BaseModel]) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        # A fresh dict per call (litellm may edit it); the canonical key is unchanged.
+        "json_schema": {
+            "name": schema.__name__,
+            "schema": json.loads(_schema_json(schema)),
+            "strict": False,
+        },
+    }
+
+
+def response_schema_text(schema: type[BaseModel]) -> str:
+    """``schema`` as the text a provider may add to the prompt from ``response_format``."""
+    return _schema_json(schema)
+
+
+@functools.lru_cache(maxsize=512)
+def _format_tokens(model: str, schema: type[BaseModel]) -> int:
+    # Providers that honour response_format natively put the schema into the prompt as well:
+    # it is counted once more, as text, on top of the schema message.
+    return count_tokens(model, _schema_json(schema))
+
+
+def _sent_tokens(model: str, schema: type[BaseModel], sent: list[dict[str, Any]]) -> int:
+    return count_prompt(model, sent) + _format_tokens(model, schema)
+
+
+def structured_prompt_tokens(
+    model: str, schema: type[BaseModel], messages: list[dict[str, Any]]
+) -> int:
+    """Tokens of the prompt ``astructured`` sends for ``messages`` (what its budget limits).
+
+    The messages of :func:`structured_messages` as litellm counts them for ``model``, plus the
+    schema sent as ``response_format``.
+    """
+    return _sent_tokens(model, schema, structured_messages(schema, messages))
+
+
+def _repair_messages(sent: list[dict[str, Any]], raw: str, problem: str) -> list[dict[str, Any]]:
+    # The model is shown its own reply and what was wrong with it.
+    return [
+        *sent,
+        {"role": "assistant", "content": raw},
+        {
+            "role": "user",
+            "content": f"That reply is not valid ({problem}). "
+            "Reply again with only the JSON object that matches the schema.",
+        },
+    ]
+
+
+def _cut_off(response: Any, tokens_out: int, max_tokens: int | None) -> bool:
+    """Whether the answer stopped at ``max_tokens`` (litellm maps every provider's reason)."""
+    if getattr(response.choices[0], "finish_reason", None) in {"length", "max_tokens"}:
+        return True
+    # Some providers report no reason: an invalid answer that used the whole budget was cut.
+    return bool(max_tokens) and tokens_out >= max_tokens
 
 
 def _provider(model: str) -> str:
@@ -363,80 +438,80 @@ class Gateway:
         schema: type[T],
         prompt_version: str,
         sample_index: int = 0,
+        prompt_budget: int | None = None,
         **params: Any,
     ) -> Judged[T]:
-        """A completion parsed into ``schema``: one repair attempt, then an explicit failure.
+        """A completion parsed into ``schema``: at most one repair, then an explicit failure.
 
-        Never raises for a model's failure: the caller gets ``status="failed"`` with the error.
+        The request is :func:`structured_messages` with ``schema`` as ``response_format``. With
+        ``prompt_budget`` (the tokens the prompt may use: the judge's window minus its
+        ``max_tokens`` and any reserve, as :func:`structured_prompt_tokens` counts) no prompt
+        over it is sent. Statuses: ``ok``; ``too_long`` (the prompt is over the budget, or the
+        provider said it is over its window: nothing answered); ``truncated`` (the answer was
+        cut off at ``max_tokens``: a repair would be cut off again, so none is asked);
+        ``no_room`` (invalid output whose repair prompt would be over the budget); ``failed``
+        (invalid after the repair, or the provider failed). So one answer costs at most two
+        calls. Never raises for a model's failure.
         """
-        fmt = {
-            "type": "json_schema",
-            # A fresh dict per call (litellm may edit it); the canonical key is unchanged.
-            "json_schema": {
-                "name": schema.__name__,
-                "schema": json.loads(_schema_json(schema)),
-                "strict": False,
-            },
-        }
-        send = [{"role": "system", "content": schema_instruction(schema)}, *messages]
-        tokens_in = tokens_out = 0
-        raw, problem = "", ""
+        send = structured_messages(schema, messages)
+        max_tokens = params.get("max_tokens")
+        out: Judged[T] = Judged(None, "", "failed")
+        if prompt_budget is not None:
+            out.prompt_tokens = _sent_tokens(model, schema, send)
+            if out.prompt_tokens > prompt_budget:
+                out.status = "too_long"
+                out.error = (
+                    f"prompt of {out.prompt_tokens} tokens is over its budget of "
+                    f"{prompt_budget} (the judge's window less the answer's max_tokens)"
+                )
+                return out
         try:
-            # Two attempts: the question, then one repair that shows the model its own reply
-            # and what was wrong with it.
             for attempt in (0, 1):
-                if attempt:
-                    send = [
-                        *send,
-                        {"role": "assistant", "content": raw},
-                        {
-                            "role": "user",
-                            "content": f"That reply is not valid ({problem}). "
-                            "Reply again with only the JSON object that matches the schema.",
-                        },
-                    ]
                 response = await self.acompletion(
                     model=model,
                     messages=send,
                     prompt_version=prompt_version,
                     sample_index=sample_index,
-                    response_format=fmt,
+                    response_format=_response_format(schema),
                     **params,
                 )
-                raw = response.choices[0].message.content or ""
+                out.calls += 1
+                out.raw = response.choices[0].message.content or ""
                 t_in, t_out = self._tokens(response)
-                tokens_in, tokens_out = tokens_in + t_in, tokens_out + t_out
+                out.tokens_in, out.tokens_out = out.tokens_in + t_in, out.tokens_out + t_out
                 try:
-                    value = schema.model_validate_json(extract_json(raw))
+                    out.value = schema.model_validate_json(extract_json(out.raw))
                 except ValidationError as exc:
                     problem = _short_validation(exc)
-                    continue
-                return Judged(
-                    value,
-                    raw,
-                    "ok",
-                    repaired=bool(attempt),
-                    tokens_in=tokens_in,
-                    tokens_out=tokens_out,
-                )
-            return Judged(
-                None,
-                raw,
-                "failed",
-                f"invalid output after one repair: {problem}",
-                repaired=True,
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
-            )
+                else:
+                    out.status, out.repaired = "ok", bool(attempt)
+                    return out
+                if _cut_off(response, t_out, max_tokens):
+                    out.status = "truncated"
+                    out.error = f"answer cut off at max_tokens={max_tokens}: {problem}"
+                    return out
+                if attempt:
+                    out.error = f"invalid output after one repair: {problem}"
+                    return out
+                send = _repair_messages(send, out.raw, problem)
+                if prompt_budget is not None:
+                    tokens = _sent_tokens(model, schema, send)
+                    if tokens > prompt_budget:
+                        out.status = "no_room"
+                        out.error = (
+                            f"invalid output and no room to repair it (repair prompt of "
+                            f"{tokens} tokens, budget {prompt_budget}): {problem}"
+                        )
+                        return out
+                    out.repair_prompt_tokens = tokens
+                out.repaired = True
+        except litellm.ContextWindowExceededError as exc:
+            # The provider's tokenizer counts more than ours: a smaller prompt can still succeed.
+            out.status = "too_long"
+            out.error = redact(f"context window exceeded: {exc}")[:2000]
         except Exception as exc:  # provider failure after retries, or a non-transient error
-            return Judged(
-                None,
-                raw,
-                "failed",
-                redact(f"{type(exc).__name__}: {exc}")[:2000],
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
-            )
+            out.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
+        return out
 
     @staticmethod
     def _tokens(response: Any) -> tuple[int, int]:
@@ -517,4 +592,13 @@ def _short_validation(exc: ValidationError) -> str:
     return f"{loc}: {first.get('msg', '')}{more}"[:300]
 
 
-__all__ = ["TRANSIENT_ERRORS", "Gateway", "Judged", "extract_json", "schema_instruction"]
+__all__ = [
+    "TRANSIENT_ERRORS",
+    "Gateway",
+    "Judged",
+    "extract_json",
+    "response_schema_text",
+    "schema_instruction",
+    "structured_messages",
+    "structured_prompt_tokens",
+]

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from ragaudit.dataset import Question
 from ragaudit.errors import StageError
-from ragaudit.schemas import SCHEMA_VERSION, TABLES
+from ragaudit.schemas import SCHEMA_VERSION, TABLES, schema_version
 
 
 def _atomic_target(path: Path) -> tuple[int, str]:
@@ -90,7 +90,9 @@ class RunFolder:
         """
         expected = TABLES[name.split("/", 1)[0]]
         if not table.schema.equals(expected, check_metadata=False):
-            raise ValueError(f"table {name}: schema differs from schema version {SCHEMA_VERSION}")
+            raise ValueError(
+                f"table {name}: schema differs from schema version {schema_version(expected)}"
+            )
         path = self.table_path(name)
         write_table(table.replace_schema_metadata(expected.metadata), path)
         return path
@@ -104,11 +106,12 @@ class RunFolder:
                 "run the stage that writes it first"
             )
         table = pq.read_table(path)
-        version = int((table.schema.metadata or {}).get(b"schema_version", b"0"))
-        if version > SCHEMA_VERSION:
+        version = schema_version(table.schema)
+        known = TABLES.get((table.schema.metadata or {}).get(b"table", b"").decode())
+        newest = schema_version(known) if known is not None else SCHEMA_VERSION
+        if version > newest:
             raise StageError(
-                f"{path}: schema version {version} is newer than this ragaudit reads "
-                f"({SCHEMA_VERSION})"
+                f"{path}: schema version {version} is newer than this ragaudit reads ({newest})"
             )
         return table
 

@@ -12,13 +12,17 @@ from typing import Any
 import pyarrow as pa
 
 SCHEMA_VERSION = 1
+"""The version of a table whose columns have not changed since the first release."""
 
 _str, _f64, _i64, _bool = pa.string(), pa.float64(), pa.int64(), pa.bool_()
 _strs = pa.list_(pa.string())
 
 
-def _schema(name: str, fields: list[tuple[str, pa.DataType]]) -> pa.Schema:
-    return pa.schema(fields, metadata={"schema_version": str(SCHEMA_VERSION), "table": name})
+def _schema(
+    name: str, fields: list[tuple[str, pa.DataType]], version: int = SCHEMA_VERSION
+) -> pa.Schema:
+    # Each table has its own version: bumped when its own columns change.
+    return pa.schema(fields, metadata={"schema_version": str(version), "table": name})
 
 
 QUESTIONS = _schema(
@@ -76,7 +80,10 @@ VERDICTS = _schema(
         ("reason", _str),
         ("status", _str),
         ("error", _str),
+        # What was done to fit the judge's window (the candidate judged in parts), else null.
+        ("note", _str),
     ],
+    version=2,
 )
 
 COMPARISONS = _schema(
@@ -93,7 +100,10 @@ COMPARISONS = _schema(
         ("reason_ba", _str),
         ("status", _str),
         ("error", _str),
+        # What was done to fit the judge's window (contexts cut to their heads), else null.
+        ("note", _str),
     ],
+    version=2,
 )
 
 RANKING = _schema(
@@ -212,6 +222,11 @@ TABLES: dict[str, pa.Schema] = {
 }
 
 
+def schema_version(schema: pa.Schema) -> int:
+    """The ``schema_version`` in a table schema's metadata (0 when it has none)."""
+    return int((schema.metadata or {}).get(b"schema_version", b"0"))
+
+
 def to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Rows (dicts) to a table of ``schema``; missing keys become nulls, extra keys are an error."""
     names = set(schema.names)
@@ -224,7 +239,7 @@ def to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema=schema)
 
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "to_table"] + [
+__all__ = ["SCHEMA_VERSION", "TABLES", "schema_version", "to_table"] + [
     "AGREEMENT",
     "ANSWERS",
     "CANDIDATES",

@@ -148,6 +148,7 @@ def make_deps(ctx: StageContext) -> Deps:
         options=ctx.config.score.model_dump(),
         temperature=models.temperature,
         max_output_tokens=models.max_output_tokens,
+        window=ctx.window(),
         english_only_embedder=models.embedder_model == OFFLINE_EMBEDDER,
     )
 

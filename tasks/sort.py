@@ -23,14 +23,42 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from ragaudit import progress
 from ragaudit.agreement import ALL_QUESTIONS, JudgeOrder, aggregate, gold_grades, question_rows
-from ragaudit.cache import Judged
+from ragaudit.cache import Judged, structured_prompt_tokens
 from ragaudit.dataset import Question
 from ragaudit.ordering import STRATEGIES
 from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
+from ragaudit.prompts._base import Prompt
+from ragaudit.reference import fit_text, json_cost
 from ragaudit.schemas import AGREEMENT, COMPARISONS, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext
+
+# Tokens kept free when a context is cut to fit: BPE may merge a few tokens differently where
+# the cut text meets the prompt's JSON.
+_FIT_SLACK = 8
+# Fewer tokens than this left for a context: the question alone fills the window.
+_MIN_ROOM = 32
+# At most this many parts of one over-long candidate are judged (a context of megabytes is not
+# a retrieved passage: its cost stays bounded, and the note says how much was judged).
+_MAX_PARTS = 16
+# A cl100k token spans at most a few dozen characters: this many per token of room always
+# covers the parts judged, so a huge context is never split in full.
+_CHARS_PER_TOKEN = 32
+
+
+def prompt_budget(ctx: StageContext) -> int:
+    """Tokens a judge prompt may use: the judge's window less the answer's ``max_tokens``."""
+    return ctx.window() - ctx.config.models.max_output_tokens
+
+
+def context_room(ctx: StageContext, prompt: Prompt, empty: BaseModel, language: str) -> int:
+    """Tokens left for the contexts: the budget less the prompt rendered with them empty."""
+    messages = prompt.messages(empty, language)
+    fixed = structured_prompt_tokens(ctx.judge, prompt.output_model, messages)
+    return prompt_budget(ctx) - fixed - _FIT_SLACK
 
 
 class PairwiseJudge:
@@ -49,24 +77,56 @@ class PairwiseJudge:
         self.calls = 0
         self._done: dict[frozenset[str], asyncio.Future[tuple[str, int]]] = {}
 
-    async def _ask(self, first: str, second: str) -> Judged[Any]:
+    async def _ask(self, first: str, second: str, texts: dict[str, str]) -> Judged[Any]:
         inp = PairwiseInput(
-            question=self.question.question,
-            context_1=self.texts[first],
-            context_2=self.texts[second],
+            question=self.question.question, context_1=texts[first], context_2=texts[second]
         )
-        self.calls += 1
         out = await self.ctx.gateway.astructured(
             model=self.ctx.judge,
             messages=PAIRWISE.messages(inp, self.question.language),
             schema=PAIRWISE.output_model,
             prompt_version=PAIRWISE.key,
+            prompt_budget=prompt_budget(self.ctx),
             temperature=self.ctx.config.models.temperature,
             max_tokens=self.ctx.config.models.max_output_tokens,
         )
-        if self.bar is not None:
-            self.bar.advance()
+        self.calls += 1 if out.calls else 0  # a prompt over the window is not asked
         return out
+
+    async def _both(
+        self, a: str, b: str, texts: dict[str, str]
+    ) -> tuple[Judged[Any], Judged[Any] | None]:
+        if self.ctx.config.sort.both_orders:
+            ab, ba = await asyncio.gather(self._ask(a, b, texts), self._ask(b, a, texts))
+            return ab, ba
+        return await self._ask(a, b, texts), None
+
+    def _fitted(self, a: str, b: str) -> tuple[dict[str, str], str] | None:
+        """The pair cut to fit one prompt (each context's head), with a note; None if it can't.
+
+        A context that fits in half the room stays whole and the other gets the rest;
+        otherwise each gets half. Both orders are asked on the same fitted texts.
+        """
+        empty = PairwiseInput(question=self.question.question, context_1="", context_2="")
+        room = context_room(self.ctx, PAIRWISE, empty, self.question.language)
+        if room < 2 * _MIN_ROOM:
+            return None
+        model = self.ctx.judge
+        costs = {c: json_cost(model, self.texts[c]) for c in (a, b)}
+        small, large = sorted((a, b), key=lambda c: costs[c])
+        share = {small: min(costs[small], room // 2)}
+        share[large] = room - share[small]
+        fitted, cut = {}, []
+        for c in (a, b):
+            text = self.texts[c]
+            if costs[c] <= share[c]:
+                fitted[c] = text
+                continue
+            head, used = fit_text(text[: share[c] * _CHARS_PER_TOKEN], share[c], model)[0]
+            fitted[c] = head
+            cut.append(f"{c} to its first {used} of {costs[c]} tokens")
+        note = "pair over the judge's window: compared on fitted heads (" + "; ".join(cut) + ")"
+        return fitted, note
 
     async def compare(self, a: str, b: str) -> int:
         """-1 when ``a`` answers better, 1 when ``b`` does, 0 for a tie or a failed comparison."""
@@ -76,11 +136,16 @@ class PairwiseJudge:
             return outcome if first == a else -outcome
         fut: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
         self._done[key] = fut
-        ba: Judged[Any] | None = None
-        if self.ctx.config.sort.both_orders:
-            ab, ba = await asyncio.gather(self._ask(a, b), self._ask(b, a))
-        else:
-            ab = await self._ask(a, b)
+        ab, ba = await self._both(a, b, self.texts)
+        note = None
+        if any(j is not None and j.status == "too_long" and not j.calls for j in (ab, ba)):
+            # Over the window by our count, so nothing was sent: ask on fitted heads instead.
+            fitted = self._fitted(a, b)
+            if fitted is not None:
+                texts, note = fitted
+                ab, ba = await self._both(a, b, texts)
+        if self.bar is not None:
+            self.bar.advance(2 if ba is not None else 1)
         # Each answer as a vote for a: -1 a first, 1 b first ("1" in ab is a; "2" in ba is a).
         votes = []
         if ab.ok:
@@ -103,6 +168,7 @@ class PairwiseJudge:
                 "reason_ba": ba.value.reason if ba is not None and ba.ok else None,
                 "status": "failed" if failed else "ok",
                 "error": "; ".join(errors) or None,
+                "note": note,
             }
         )
         fut.set_result((a, outcome))
@@ -117,6 +183,60 @@ class Relevance:
     irrelevant: list[str] = field(default_factory=list)
     unjudged: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0
+    """Relevance answers asked (a candidate judged in parts asks one per part)."""
+
+
+async def _relevance(
+    ctx: StageContext, q: Question, text: str
+) -> tuple[Judged[Any], str | None, int]:
+    """One candidate's verdict, the note on fitting it to the window, and the answers sent.
+
+    A candidate too long for one prompt is cut into parts that fit (at paragraph, sentence
+    or word ends) and is relevant when any part is: relevance is the presence of something
+    that helps answer, and a part holds it or not regardless of the rest.
+    """
+
+    async def ask(context: str) -> Judged[Any]:
+        return await ctx.gateway.astructured(
+            model=ctx.judge,
+            messages=RELEVANCE.messages(
+                RelevanceInput(question=q.question, context=context), q.language
+            ),
+            schema=RELEVANCE.output_model,
+            prompt_version=RELEVANCE.key,
+            prompt_budget=prompt_budget(ctx),
+            temperature=ctx.config.models.temperature,
+            max_tokens=ctx.config.models.max_output_tokens,
+        )
+
+    whole = await ask(text)
+    if whole.status != "too_long" or whole.calls:
+        return whole, None, 1
+    room = context_room(ctx, RELEVANCE, RelevanceInput(question=q.question, context=""), q.language)
+    if room < _MIN_ROOM:
+        return whole, None, 0
+    head = text[: room * _MAX_PARTS * _CHARS_PER_TOKEN]
+    parts = fit_text(head, room, ctx.judge)[:_MAX_PARTS]
+    answers = await asyncio.gather(*(ask(part) for part, _ in parts))
+    judged_all = sum(len(part) for part, _ in parts) == len(text)
+    relevant = [k for k, a in enumerate(answers, start=1) if a.ok and a.value.relevant]
+    failed = [k for k, a in enumerate(answers, start=1) if not a.ok]
+    note = (
+        f"context over the judge's window ({whole.prompt_tokens}-token prompt, budget "
+        f"{prompt_budget(ctx)}): judged in {len(parts)} parts"
+        + ("" if judged_all else f" (its first {len(parts)} only)")
+        + ", relevant if any part is; relevant parts: "
+        + (", ".join(map(str, relevant)) or "none")
+        + (f"; failed parts: {', '.join(map(str, failed))}" if failed else "")
+    )
+    if relevant:
+        verdict = answers[relevant[0] - 1]
+    elif failed:  # no part found relevant, and not every part was judged
+        verdict = answers[failed[0] - 1]
+    else:
+        verdict = answers[0]
+    return verdict, note, sum(1 for a in answers if a.calls)
 
 
 async def judge_relevance(
@@ -126,19 +246,9 @@ async def judge_relevance(
     pairs = [(qid, c) for qid, rows in candidates.items() for c in rows]
     with progress.bar("sort: relevance", len(pairs)) as bar:
 
-        async def judge(item: tuple[str, dict[str, Any]]) -> Judged[Any]:
+        async def judge(item: tuple[str, dict[str, Any]]) -> tuple[Judged[Any], str | None, int]:
             qid, cand = item
-            q = questions[qid]
-            out = await ctx.gateway.astructured(
-                model=ctx.judge,
-                messages=RELEVANCE.messages(
-                    RelevanceInput(question=q.question, context=cand["text"]), q.language
-                ),
-                schema=RELEVANCE.output_model,
-                prompt_version=RELEVANCE.key,
-                temperature=ctx.config.models.temperature,
-                max_tokens=ctx.config.models.max_output_tokens,
-            )
+            out = await _relevance(ctx, questions[qid], cand["text"])
             bar.advance()
             return out
 
@@ -146,9 +256,10 @@ async def judge_relevance(
         verdicts = await asyncio.gather(*(judge(p) for p in pairs))
 
     out = {qid: Relevance() for qid in candidates}
-    for (qid, cand), v in zip(pairs, verdicts, strict=True):
+    for (qid, cand), (v, note, asked) in zip(pairs, verdicts, strict=True):
         cid = cand["context_id"]
         rel = out[qid]
+        rel.calls += asked
         rel.rows.append(
             {
                 "run_id": ctx.run.run_id,
@@ -158,6 +269,7 @@ async def judge_relevance(
                 "reason": v.value.reason if v.ok else None,
                 "status": v.status,
                 "error": v.error,
+                "note": note,
             }
         )
         (
@@ -249,7 +361,7 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
                 "unjudged_ids": rel.unjudged,
                 "strategy": cfg.strategy,
                 "comparisons": len(res.judge.rows),
-                "judge_calls": len(candidates[qid]) + res.judge.calls,
+                "judge_calls": rel.calls + res.judge.calls,
                 "status": "ok" if not rel.unjudged else "partial",
                 "error": f"{len(rel.unjudged)} relevance verdicts failed" if rel.unjudged else None,
             }
@@ -297,8 +409,10 @@ __all__ = [
     "Ordered",
     "PairwiseJudge",
     "Relevance",
+    "context_room",
     "gold",
     "judge_relevance",
     "order_relevant",
+    "prompt_budget",
     "sort",
 ]

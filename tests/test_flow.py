@@ -15,7 +15,7 @@ import pytest
 from ragaudit.config import RunConfig
 from ragaudit.flows.evaluate import COMMANDS, evaluate
 from ragaudit.runfolder import RunFolder
-from ragaudit.schemas import SCHEMA_VERSION, TABLES
+from ragaudit.schemas import TABLES
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -50,7 +50,7 @@ def test_end_to_end_writes_every_table_and_manifest(config_factory, fake) -> Non
     for name in STAGE_TABLES:
         assert run.has(name), name
         meta = run.read(name).schema.metadata
-        assert meta[b"schema_version"] == str(SCHEMA_VERSION).encode()
+        assert meta[b"schema_version"] == TABLES[name].metadata[b"schema_version"]
         assert run.read(name).schema.equals(TABLES[name], check_metadata=False)
     on_disk = json.loads(run.manifest_path.read_text())
     assert on_disk == json.loads(json.dumps(manifest, default=str))

@@ -16,10 +16,17 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
 
-from ragaudit.cache import CALL_LOG_SCHEMA, KEY_VERSION, Gateway, request_key
+from ragaudit.cache import (
+    CALL_LOG_SCHEMA,
+    KEY_VERSION,
+    Gateway,
+    count_prompt,
+    request_key,
+    structured_prompt_tokens,
+)
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA_VERSION
 from ragaudit.cache._fake import EMBED_DIM, FakeRequest, _fake_vector
-from ragaudit.cache._gateway import _retry_after
+from ragaudit.cache._gateway import _format_tokens, _retry_after
 from ragaudit.cache._keys import OUTPUT_FIELDS
 
 SECRET = "sk-test-SECRET123456789"
@@ -513,6 +520,108 @@ async def test_structured_malformed_reply_from_fake_option(gateway: Gateway, fak
     )
     assert judged.status == "failed" and judged.repaired
     assert fake.stats.malformed == 2
+
+
+def sent_tokens(req: FakeRequest) -> int:
+    """A request as the provider received it, counted as ``structured_prompt_tokens`` counts."""
+    return count_prompt("fake/judge", req.messages) + _format_tokens("fake/judge", Verdict)
+
+
+async def test_structured_counts_exactly_what_it_sends(gateway: Gateway, fake: Any) -> None:
+    def broken_then_fixed(req: FakeRequest) -> Any:
+        if "not valid" in req.user:
+            return {"relevant": True, "score": 4, "reason": "fixed"}
+        return '{"relevant": true, "score": 4, "reas'
+
+    counted = structured_prompt_tokens("fake/judge", Verdict, MSGS)
+    with fake.script(broken_then_fixed):
+        judged = await gateway.astructured(
+            model="fake/judge",
+            messages=MSGS,
+            schema=Verdict,
+            prompt_version="v1",
+            prompt_budget=counted + 100,
+        )
+    assert judged.ok and judged.repaired and judged.calls == 2
+    first, repair = fake.stats.requests
+    assert judged.prompt_tokens == counted == sent_tokens(first)
+    assert judged.repair_prompt_tokens == sent_tokens(repair) <= counted + 100
+
+
+async def test_structured_prompt_over_its_budget_is_not_sent(gateway: Gateway, fake: Any) -> None:
+    counted = structured_prompt_tokens("fake/judge", Verdict, MSGS)
+    judged = await gateway.astructured(
+        model="fake/judge",
+        messages=MSGS,
+        schema=Verdict,
+        prompt_version="v1",
+        prompt_budget=counted - 1,
+    )
+    assert judged.status == "too_long" and judged.value is None and judged.calls == 0
+    assert judged.prompt_tokens == counted
+    assert f"{counted} tokens" in judged.error and f"budget of {counted - 1}" in judged.error
+    assert fake.stats.calls == 0
+    fits = await gateway.astructured(
+        model="fake/judge",
+        messages=MSGS,
+        schema=Verdict,
+        prompt_version="v1",
+        prompt_budget=counted,
+    )
+    assert fits.ok and fake.stats.calls == 1
+
+
+async def test_structured_repair_without_room_is_not_sent(gateway: Gateway, fake: Any) -> None:
+    def broken(req: FakeRequest) -> Any:
+        return '{"relevant": true, "score": 4, "reas'
+
+    counted = structured_prompt_tokens("fake/judge", Verdict, MSGS)
+    with fake.script(broken):
+        judged = await gateway.astructured(
+            model="fake/judge",
+            messages=MSGS,
+            schema=Verdict,
+            prompt_version="v1",
+            prompt_budget=counted + 5,  # the first prompt fits, the repair (reply + note) not
+        )
+    assert judged.status == "no_room" and judged.calls == 1 and fake.stats.calls == 1
+    assert "no room to repair" in judged.error and "Invalid JSON" in judged.error
+    assert judged.repair_prompt_tokens is None
+
+
+async def test_structured_answer_cut_off_at_max_tokens_is_not_repaired(
+    gateway: Gateway, fake: Any
+) -> None:
+    def long_reason(req: FakeRequest) -> Any:
+        return {"relevant": True, "score": 4, "reason": "because " * 200}
+
+    with fake.script(long_reason):
+        judged = await gateway.astructured(
+            model="fake/judge",
+            messages=MSGS,
+            schema=Verdict,
+            prompt_version="v1",
+            max_tokens=40,
+        )
+    # The fake stops at max_tokens with finish_reason "length", as a real model does.
+    assert judged.status == "truncated" and judged.calls == 1 and fake.stats.calls == 1
+    assert "max_tokens=40" in judged.error and not judged.repaired
+
+
+async def test_structured_provider_context_overflow_is_too_long(
+    gateway: Gateway, fake: Any
+) -> None:
+    def strict(req: FakeRequest) -> Any:
+        raise litellm.ContextWindowExceededError(
+            message="prompt too long", model="fake/judge", llm_provider="fake"
+        )
+
+    with fake.script(strict):
+        judged = await gateway.astructured(
+            model="fake/judge", messages=MSGS, schema=Verdict, prompt_version="v1"
+        )
+    assert judged.status == "too_long" and "context window exceeded" in judged.error
+    assert fake.stats.calls == 1  # not a transient error: never retried
 
 
 # -- embeddings -----------------------------------------------------------------------------

@@ -20,10 +20,11 @@ import pytest
 
 from ragaudit.cache._fake import FakeRequest, _last_input
 from ragaudit.prompts.reference import ANSWER_GROUP, UNKNOWN
+from ragaudit.reference import pack, split_text
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import CANDIDATES, QUESTIONS, RANKING, TABLES, to_table
 from ragaudit.tasks._common import StageContext, count_tokens, gateway_for
-from ragaudit.tasks.ground_truth import ground_truth, pack, reference_answer, split_text
+from ragaudit.tasks.ground_truth import ground_truth, reference_answer
 
 FACT = re.compile(r"FACT-\d{4}")
 FILLER = (
@@ -69,12 +70,8 @@ class FactJudge:
                 return "I cannot merge these."
             facts = sorted(set(FACT.findall(" ".join(p["partial_answers"]))))
             value = {"answer": ", ".join(facts)}
-        text = json.dumps(value, ensure_ascii=False)
-        tokens = litellm.encode(model="gpt-4", text=text)
-        # A real model stops at its budget: the JSON is cut off.
-        return (
-            text if len(tokens) <= budget else litellm.decode(model="gpt-4", tokens=tokens[:budget])
-        )
+        # Like a real model the fake provider stops at ``max_tokens``: long JSON is cut off.
+        return json.dumps(value, ensure_ascii=False)
 
 
 def make_contexts(

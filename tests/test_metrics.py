@@ -470,6 +470,50 @@ async def test_unparseable_judge_fails_the_row_with_the_error_never_nan_or_zero(
     assert "I think the answer is fine." in reasons(row)["judge_replies"]
 
 
+async def test_a_ragas_judge_step_costs_at_most_two_calls(fake, gateway) -> None:
+    # Malformed JSON always: instructor re-asks once, as the gateway's repair does, then stops.
+    with fake.script(lambda req: '{"statements": ["cut off'):
+        row = await score("faithfulness", sample(), make_deps(gateway))
+    assert row["status"] == "failed" and row.get("value") is None
+    assert "StatementGeneratorOutput: no valid reply in 2 attempts" in row["error"]
+    assert fake.stats.calls == 2  # the first step failed: the NLI step was never asked
+    assert {r.title for r in fake.stats.requests} == {"StatementGeneratorOutput"}
+
+
+def test_ragas_llms_do_not_keep_their_gateway_alive(tmp_path) -> None:
+    import gc
+    import weakref
+
+    from ragaudit import _env
+    from ragaudit.metrics._ragas import ragas_llm
+
+    # The process's first gateway is frozen out of the collector with the imports: tune first.
+    _env.tune_for_concurrency()
+    gw = Gateway(tmp_path / "memo")
+    deps = make_deps(gw)
+    first, second = ragas_llm(deps).inner, ragas_llm(deps).inner
+    same = first is second  # one client per gateway and settings
+    ref = weakref.ref(gw)
+    gw.close()
+    del gw, deps, first, second
+    gc.collect()
+    assert same and ref() is None
+
+
+async def test_our_prompt_over_the_window_is_not_sent(fake, gateway) -> None:
+    deps = Deps(
+        gateway=gateway,
+        judge="fake/judge",
+        embedder="fake/embed",
+        options={},
+        max_output_tokens=256,
+        window=300,
+    )
+    row = await score("aspect_conciseness", sample(), deps)
+    assert row["status"] == "failed" and "over its budget of 44" in row["error"]
+    assert fake.stats.calls == 0
+
+
 async def test_our_own_prompt_parse_failure_names_the_step(fake, gateway) -> None:
     with fake.script(lambda req: "no json here"):
         row = await score("aspect_conciseness", sample(), make_deps(gateway))

@@ -21,7 +21,7 @@ from conftest import REPO, SHARED_DATA, make_config, write_question
 from scipy.stats import kendalltau, rankdata, spearmanr
 from sklearn.metrics import ndcg_score
 
-from ragaudit.cache import Gateway
+from ragaudit.cache import Gateway, canonical_json, count_prompt, count_tokens
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig
 from ragaudit.ordering import STRATEGIES, _SampleSort, binary_insertion, sample_sort
@@ -366,6 +366,42 @@ async def test_stage_records_verdicts_comparisons_and_failures(config_factory, f
     ):
         written = ctx.run.read(name).schema
         assert written.names == schema.names and written.metadata == schema.metadata
+
+
+async def test_contexts_over_the_judge_window_are_fitted_and_noted(config_factory, fake) -> None:
+    # A 4,096-token judge keeping 512 for its answer; candidates of ~13k and ~200k tokens.
+    window, answer = 4096, 512
+    judge = f"fake/judge?window={window}"
+    filler = "the weather report lists rainfall and wind speed for each coastal town. "
+    texts = {
+        "big": filler * 500 + "The harbour was built in 1850 by the city. " + filler * 500,
+        "small": "The harbour was built in 1850, records say.",
+        "huge": filler * 15_000,  # ~1 MB: more parts than are ever judged
+    }
+    config = config_factory(judge=judge, models__max_output_tokens=answer)
+    ctx = context(config)
+    write_question(ctx.run, texts, question="When was the harbour built?")
+    await sort(ctx)
+    for req in fake.stats.requests:  # as the provider received them
+        sent = count_prompt(judge, req.messages) + count_tokens(judge, canonical_json(req.schema))
+        assert sent + answer <= window
+    verdicts = {v["context_id"]: v for v in table(ctx.run, "verdicts")}
+    assert verdicts["small"]["relevant"] and verdicts["small"]["note"] is None
+    big = verdicts["big"]
+    assert big["status"] == "ok" and big["relevant"] is True, big
+    assert "judged in" in big["note"] and "relevant if any part is" in big["note"]
+    assert "its first" not in big["note"], big["note"]  # every part of it was judged
+    huge = verdicts["huge"]
+    assert huge["relevant"] is False and "(its first 16 only)" in huge["note"]
+    assert "relevant parts: none" in huge["note"]
+    (row,) = table(ctx.run, "comparisons")
+    assert row["status"] == "ok" and "compared on fitted heads" in row["note"]
+    assert "big to its first" in row["note"] and "small" not in row["note"]
+    ranking = table(ctx.run, "ranking")[0]
+    assert ranking["irrelevant_ids"] == ["huge"] and sorted(ranking["ordered_ids"]) == [
+        "big",
+        "small",
+    ]
 
 
 async def test_rerun_is_answered_from_the_memo_and_writes_the_same_tables(

@@ -46,6 +46,9 @@ class Deps:
     """Sampling temperature of single-sample judge calls."""
     max_output_tokens: int = 1024
     """Answer budget of one judge call (also reserved when fitting contexts to the window)."""
+    window: int | None = None
+    """The judge's context window; our own prompts over it less ``max_output_tokens`` are not
+    sent (None: not checked)."""
     english_only_embedder: bool = False
     """The embedder cannot read Chinese (the offline MiniLM): embedding scores of Chinese rows
     are skipped with that reason instead of reported."""

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ragaudit.cache._gateway import schema_instruction
+from ragaudit.cache._gateway import response_schema_text, structured_messages
 from ragaudit.metrics._base import Deps, JudgeError, Window
 from ragaudit.prompts._base import Prompt
 
@@ -74,6 +74,7 @@ async def ask(
         schema=prompt.output_model,
         prompt_version=prompt.key,
         sample_index=sample_index,
+        prompt_budget=None if deps.window is None else deps.window - deps.max_output_tokens,
         temperature=deps.temperature if temperature is None else temperature,
         max_tokens=deps.max_output_tokens,
     )
@@ -87,12 +88,14 @@ async def ask(
 def own_window(
     prompt: Prompt, inp: BaseModel, language: str, mode: Literal["joined", "each"]
 ) -> Window:
-    """The request :func:`ask` would send for ``inp`` (contexts left empty by the caller)."""
+    """The request :func:`ask` would send for ``inp`` (contexts left empty by the caller).
+
+    The schema sent as ``response_format`` is counted as one more text, as the gateway counts
+    it against the prompt budget.
+    """
     lang = prompt.language(language)
-    texts = [schema_instruction(prompt.output_model)] + [
-        m["content"] for m in prompt.messages(inp, lang)
-    ]
-    return Window(texts, mode)
+    sent = structured_messages(prompt.output_model, prompt.messages(inp, lang))
+    return Window([m["content"] for m in sent] + [response_schema_text(prompt.output_model)], mode)
 
 
 __all__ = ["ask", "own_window", "record", "steps", "trace"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from functools import cache, lru_cache
+from functools import cache
 from textwrap import dedent
 from typing import Any, Literal
 
@@ -86,17 +86,28 @@ def fast_schema(model: type[BaseModel]) -> type[BaseModel]:
     return response_schema(cached)
 
 
-@lru_cache(maxsize=64)
+# Invalid output is re-asked once, as the gateway's own structured calls are: one judge answer
+# costs at most two calls. (instructor re-asks three times unless told otherwise.)
+RAGAS_MAX_RETRIES = 1
+
+
 def _llm(gateway: Gateway, model: str, temperature: float, max_tokens: int, version: str) -> Any:
-    # instructor's JSON mode: the schema travels in the system message, so any chat model
-    # (and our fake and local providers) can answer it.
-    return llm_factory(
-        model,
-        provider="litellm",
-        client=gateway.litellm_acompletion(version),
-        temperature=temperature,
-        max_tokens=max_tokens,
-    )
+    # Kept on the gateway itself, not in a module cache keyed on it: a module cache would keep
+    # every gateway (and its open memo) alive for the life of the process.
+    llms: dict[tuple[str, float, int, str], Any] = gateway.__dict__.setdefault("_ragas_llms", {})
+    key = (model, temperature, max_tokens, version)
+    if key not in llms:
+        # instructor's JSON mode: the schema travels in the system message, so any chat model
+        # (and our fake and local providers) can answer it.
+        llms[key] = llm_factory(
+            model,
+            provider="litellm",
+            client=gateway.litellm_acompletion(version),
+            temperature=temperature,
+            max_tokens=max_tokens,
+            max_retries=RAGAS_MAX_RETRIES,
+        )
+    return llms[key]
 
 
 class TracedLLM(InstructorBaseRagasLLM):
@@ -250,6 +261,7 @@ def ragas_window(prompt: Any, data: BaseModel, mode: Literal["joined", "each"]) 
 
 __all__ = [
     "LOCALISED",
+    "RAGAS_MAX_RETRIES",
     "RAGAS_PROMPTS",
     "GatewayEmbeddings",
     "LocalisedPrompt",

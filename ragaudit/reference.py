@@ -1,0 +1,564 @@
+"""Reference answers within the judge's window: split, pack, answer, merge without loss.
+
+*fast* shuffles the contexts (seeded), packs them first-fit decreasing into prompts that fill
+the judge's window minus the instruction and the answer budget, and answers the groups in
+parallel; *slow* answers from each context alone, where "unknown" answers are dropped. Both
+then merge the partial answers in rounds until one remains.
+
+Exact about the window: every prompt is counted as the gateway sends it
+(:func:`~ragaudit.cache.structured_prompt_tokens`: its schema message, the instruction, the
+question, the contexts or partial answers as JSON, and the schema as ``response_format``) and
+``prompt + max_tokens + reserve <= window`` is checked before the call; the gateway checks the
+same budget again and never sends a prompt or a repair over it. A context longer than a
+prompt holds is split, never truncated.
+
+Lossless in the merge: a merge is given an answer budget as large as its inputs, so a judge
+that compresses nothing still fits; partial answers are grouped so that inputs plus that
+budget fit the window. An answer cut off at its budget (``truncated``), a prompt the provider
+finds too long (``too_long``) and invalid output with no room for its repair (``no_room``) are
+asked again on smaller inputs; a merge of two that still does not fit keeps both side by
+side. When the remaining partial answers are too large to merge within the window, the
+reference is those answers side by side (a ``join`` node): longer than one call could write,
+but complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from ragaudit.cache import Gateway, count_tokens, structured_prompt_tokens
+from ragaudit.prompts._base import Prompt
+from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
+
+# Gateway statuses whose inputs can succeed when asked in smaller parts.
+_SPLIT = {"too_long", "truncated", "no_room"}
+
+
+# Below this many tokens a piece is not cut further when its answer does not fit: a few dozen
+# tokens of context whose answer overflows a budget means the judge is not answering, and
+# halving again would only multiply calls.
+_MIN_SPLIT = 48
+# Tokens a merged answer adds around the partial answers' text (its JSON object and key).
+_FRAMING = 16
+# Fewer usable tokens than this per prompt: the window cannot hold a useful context.
+_MIN_USABLE = 64
+
+# Where text may be cut, coarsest first: paragraphs, lines, sentences, clauses and words.
+# Zero-width splits keep every character, so the pieces join back to the text exactly; a
+# space starts the next unit, as BPE vocabularies do (" word" is one token, "word " two).
+_BREAKS = (
+    re.compile(r"(?<=\n\n)"),
+    re.compile(r"(?<=\n)"),
+    re.compile(r"(?<=[。！？；])|(?<=[.!?;])(?= )"),
+    re.compile(r"(?<=[，、：])|(?= )"),
+)
+
+
+def _hard_cut(text: str, budget: int, model: str) -> list[tuple[str, int]]:
+    """Cut text that has no break points by characters (never inside a character)."""
+    out: list[tuple[str, int]] = []
+    chars_per_token = len(text) / max(1, count_tokens(model, text))
+    rest = text
+    while rest:
+        cut = min(len(rest), max(1, int(budget * chars_per_token)))
+        n = count_tokens(model, rest[:cut])
+        while cut > 1 and n > budget:
+            cut = max(1, cut * 9 // 10)
+            n = count_tokens(model, rest[:cut])
+        out.append((rest[:cut], n))
+        rest = rest[cut:]
+    return out
+
+
+def _units(text: str, budget: int, model: str, level: int = 0) -> list[tuple[str, int]]:
+    """``text`` as consecutive units of at most ``budget`` tokens each, with their counts."""
+    n = count_tokens(model, text)
+    if n <= budget:
+        return [(text, n)]
+    while level < len(_BREAKS):
+        parts = [p for p in _BREAKS[level].split(text) if p]
+        level += 1
+        if len(parts) > 1:
+            return [u for p in parts for u in _units(p, budget, model, level)]
+    return _hard_cut(text, budget, model)
+
+
+def _accumulate(units: list[tuple[str, int]], budget: int, model: str) -> list[str]:
+    groups: list[list[tuple[str, int]]] = []
+    used = budget + 1
+    for unit in units:
+        if used + unit[1] > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(unit)
+        used += unit[1]
+    out: list[str] = []
+    for group in groups:
+        text = "".join(u for u, _ in group)
+        # Summed counts are an estimate: BPE may merge differently across the join of two units.
+        if len(group) == 1 or count_tokens(model, text) <= budget:
+            out.append(text)
+        else:
+            mid = len(group) // 2
+            out += _accumulate(group[:mid], budget, model) + _accumulate(group[mid:], budget, model)
+    return out
+
+
+def split_text(text: str, budget: int, model: str) -> list[str]:
+    """Cut ``text`` into pieces of at most ``budget`` tokens that join back to it exactly.
+
+    Cuts fall at paragraph, line, sentence, clause or word ends when possible, and between
+    characters only inside a run with none of them.
+    """
+    if budget < 1:
+        raise ValueError(f"split_text: budget must be at least 1 token, got {budget}")
+    if not text:
+        return []
+    return _accumulate(_units(text, budget, model), budget, model)
+
+
+def json_cost(model: str, text: str) -> int:
+    """Tokens ``text`` adds to a prompt as a JSON list element (quotes, escapes, separator)."""
+    return count_tokens(model, json.dumps(text, ensure_ascii=False)) + 1
+
+
+def fit_text(text: str, limit: int, model: str, raw: int | None = None) -> list[tuple[str, int]]:
+    """``text`` in consecutive parts whose :func:`json_cost` is at most ``limit``, with the costs.
+
+    The parts join back to ``text`` exactly (see :func:`split_text`).
+    """
+    if raw is None:
+        whole = json_cost(model, text)
+        if whole <= limit:
+            return [(text, whole)]
+        raw = limit - 2
+    out: list[tuple[str, int]] = []
+    for part in split_text(text, max(1, raw), model):
+        c = json_cost(model, part)
+        if c <= limit or len(part) <= 1 or raw <= 1:
+            out.append((part, c))
+        else:  # escapes made the JSON form longer than the text: cut this part tighter
+            out += fit_text(part, limit, model, raw - (c - limit))
+    return out
+
+
+def pack(sizes: list[int], capacity: int) -> list[list[int]]:
+    """First-fit decreasing: indices grouped so that no group's sizes sum above ``capacity``.
+
+    An item larger than ``capacity`` gets a group of its own (callers split such items first).
+
+    Ties keep input order and each group lists its indices in input order, so a seeded
+    shuffle before packing still decides the order contexts appear in within a prompt.
+    """
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    groups: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        for g, free in enumerate(room):
+            if sizes[i] <= free:
+                groups[g].append(i)
+                room[g] -= sizes[i]
+                break
+        else:
+            groups.append([i])
+            room.append(capacity - sizes[i])
+    return [sorted(g) for g in groups]
+
+
+def _is_unknown(answer: str) -> bool:
+    """Whether an answer only says "unknown" (in any language we prompt in)."""
+    core = answer.strip().strip("。.!！\"'“”").strip().lower()
+    return not core or core in {u.lower() for u in UNKNOWN.values()}
+
+
+@dataclass
+class _Piece:
+    """A context (or part of one) or a partial answer, with the context ids it rests on."""
+
+    text: str
+    ids: list[str]
+    node: int
+    cost: int
+    """Tokens this text adds to a prompt as one element of a JSON list."""
+
+
+class ReferenceWriter:
+    """Writes one question's reference answer and keeps its merge tree and counts.
+
+    Args:
+        gateway: the gateway every judge call goes through.
+        judge: the judge model string.
+        question: the question text.
+        lang: the question's language; it picks the prompt set.
+        window: the judge's context window (prompt + answer tokens).
+        answer_tokens: the answer budget (``max_tokens``) of an answer written from contexts.
+        reserve_tokens: tokens kept free in every prompt for what the counter cannot see.
+        temperature: the judge's sampling temperature.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        judge: str,
+        question: str,
+        lang: str,
+        *,
+        window: int,
+        answer_tokens: int = 1024,
+        reserve_tokens: int = 0,
+        temperature: float = 0.0,
+    ) -> None:
+        self.gateway = gateway
+        self.question = question
+        self.lang = ANSWER_GROUP.language(lang)
+        self.model = judge
+        self.window = window
+        self.answer_tokens = answer_tokens
+        self.reserve = reserve_tokens
+        self.temperature = temperature
+        self.nodes: list[dict[str, Any]] = []
+        self.lost: list[str] = []
+        self.notes: list[str] = []
+        self.calls = self.map_calls = self.merge_calls = 0
+        self.tokens_in = self.tokens_out = 0
+        self.max_prompt_tokens = 0
+        self.root: int | None = None
+        # A judge that fills any budget would have its inputs halved down to crumbs: splitting
+        # may at most double the planned answer calls (plus a little for small questions).
+        self._splits_left = 0
+        self._rendered: dict[tuple[str, tuple[int, ...]], tuple[list[dict[str, Any]], int]] = {}
+        self.answer_overhead = self._render(
+            ANSWER_GROUP, GroupAnswerInput(question=question, contexts=[])
+        )[1]
+        self.merge_overhead = self._render(
+            MERGE, MergeInput(question=question, partial_answers=[])
+        )[1]
+
+    # -- sizes ----------------------------------------------------------------------------
+
+    @property
+    def usable(self) -> int:
+        """Context tokens one answer prompt holds: window - answer budget - reserve - the rest."""
+        return self.window - self.answer_tokens - self.reserve - self.answer_overhead
+
+    def cost(self, text: str) -> int:
+        """Tokens ``text`` adds to a prompt as a JSON list element (quotes, escapes, separator)."""
+        return json_cost(self.model, text)
+
+    def _render(self, prompt: Prompt, inp: BaseModel) -> tuple[list[dict[str, Any]], int]:
+        # Counted as the gateway sends it: its schema message and response format included.
+        messages = prompt.messages(inp, self.lang)
+        return messages, structured_prompt_tokens(self.model, prompt.output_model, messages)
+
+    def _render_group(
+        self, prompt: Prompt, group: list[_Piece], *, keep: bool = True
+    ) -> tuple[list[dict[str, Any]], int]:
+        # Checking a group and then sending it would render and count it twice: the check keeps
+        # its rendering (``keep``) and the call takes it.
+        key = (prompt.name, tuple(p.node for p in group))
+        found = self._rendered.get(key) if keep else self._rendered.pop(key, None)
+        if found is None:
+            texts = [p.text for p in group]
+            inp: BaseModel = (
+                GroupAnswerInput(question=self.question, contexts=texts)
+                if prompt is ANSWER_GROUP
+                else MergeInput(question=self.question, partial_answers=texts)
+            )
+            found = self._render(prompt, inp)
+            if keep:
+                self._rendered[key] = found
+        return found
+
+    def _fits(self, prompt_tokens: int, max_tokens: int) -> bool:
+        return prompt_tokens + max_tokens + self.reserve <= self.window
+
+    def fit_text(self, text: str, limit: int) -> list[tuple[str, int]]:
+        """``text`` in consecutive parts whose :meth:`cost` is at most ``limit``, with the costs."""
+        return fit_text(text, limit, self.model)
+
+    # -- the tree -------------------------------------------------------------------------
+
+    def _node(self, kind: str, ids: list[str], children: list[int], **extra: Any) -> int:
+        self.nodes.append(
+            {
+                "node": len(self.nodes),
+                "kind": kind,
+                "context_ids": ids,
+                "children": children,
+                **extra,
+            }
+        )
+        return len(self.nodes) - 1
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def _call(
+        self,
+        prompt: Prompt,
+        messages: list[dict[str, Any]],
+        prompt_tokens: int,
+        max_tokens: int,
+        kind: str,
+        ids: list[str],
+        children: list[int],
+    ) -> tuple[Any, str, int]:
+        """A structured judge call: (value or None, ``ok``/``split``/``failed``, tree node).
+
+        ``split``: the answer did not fit (cut off at its budget, the provider found the prompt
+        too long, or invalid output had no room for its repair): smaller inputs can succeed.
+        """
+        node = self._node(
+            kind,
+            list(dict.fromkeys(ids)),
+            children,
+            status="ok",
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            text=None,
+            error=None,
+        )
+        record = self.nodes[node]
+        judged = await self.gateway.astructured(
+            model=self.model,
+            messages=messages,
+            schema=prompt.output_model,
+            prompt_version=prompt.key,
+            prompt_budget=self.window - max_tokens - self.reserve,
+            temperature=self.temperature,
+            max_tokens=max_tokens,
+        )
+        self.calls += judged.calls
+        if kind == "answer":
+            self.map_calls += judged.calls
+        else:
+            self.merge_calls += judged.calls
+        self.tokens_in += judged.tokens_in
+        self.tokens_out += judged.tokens_out
+        sent = [judged.prompt_tokens] if judged.calls else []
+        if judged.repair_prompt_tokens is not None:
+            record["repair_prompt_tokens"] = judged.repair_prompt_tokens
+            sent.append(judged.repair_prompt_tokens)
+        for tokens in sent:
+            self.max_prompt_tokens = max(self.max_prompt_tokens, tokens + max_tokens + self.reserve)
+        outcome = "ok" if judged.ok else "split" if judged.status in _SPLIT else "failed"
+        if judged.ok:
+            record["text"] = getattr(judged.value, "answer", None)
+        record["status"], record["error"] = outcome, None if judged.ok else judged.error
+        return judged.value, outcome, node
+
+    # -- map step -------------------------------------------------------------------------
+
+    def context_pieces(self, contexts: list[tuple[str, str]]) -> list[_Piece]:
+        """Each context as one piece, or split into pieces that each fit one prompt."""
+        pieces = []
+        for cid, text in contexts:
+            if not text or not text.strip():
+                continue
+            parts = self.fit_text(text, self.usable)
+            for k, (part, cost) in enumerate(parts, start=1):
+                extra = {"part": f"{k}/{len(parts)}"} if len(parts) > 1 else {}
+                node = self._node("context", [cid], [], status="ok", tokens=cost, **extra)
+                pieces.append(_Piece(part, [cid], node, cost))
+        return pieces
+
+    def map_groups(self, pieces: list[_Piece]) -> list[list[_Piece]]:
+        """Pieces packed first-fit decreasing into prompts that fill the window, each checked."""
+        groups = [[pieces[i] for i in g] for g in pack([p.cost for p in pieces], self.usable)]
+        return self._verified(groups, self._answer_fits)
+
+    def _answer_fits(self, group: list[_Piece]) -> bool:
+        return self._fits(self._render_group(ANSWER_GROUP, group)[1], self.answer_tokens)
+
+    def _verified(self, groups: list[list[_Piece]], fits: Any) -> list[list[_Piece]]:
+        """``groups`` with every multi-piece group checked on its rendered prompt.
+
+        Packing sums per-piece costs, which can under-count a full prompt by a few tokens (BPE
+        merges across the JSON separators). A group over the window gives up its smallest
+        pieces, which go to the emptiest group that still fits, else to a group of their own:
+        one extra call at most, where halving the group would cost one per overfull group.
+        """
+        out: list[list[_Piece]] = []
+        spill: list[_Piece] = []
+        for group in groups:
+            group = list(group)
+            while len(group) > 1 and not fits(group):
+                spill.append(group.pop(min(range(len(group)), key=lambda k: group[k].cost)))
+            out.append(group)
+        for piece in sorted(spill, key=lambda p: -p.cost):
+            for group in sorted(out, key=lambda g: sum(p.cost for p in g)):
+                trial = sorted([*group, piece], key=lambda p: p.node)
+                if fits(trial):
+                    group[:] = trial
+                    break
+            else:
+                out.append([piece])
+        return out
+
+    async def answer(self, group: list[_Piece]) -> list[_Piece]:
+        """Partial answers from ``group`` (several when it had to be asked in parts)."""
+        messages, tokens = self._render_group(ANSWER_GROUP, group, keep=False)
+        if not self._fits(tokens, self.answer_tokens):
+            # The summed piece costs under-counted this prompt: ask in smaller parts, unsent.
+            return await self._answer_in_parts(group)
+        ids = [i for p in group for i in p.ids]
+        value, outcome, node = await self._call(
+            ANSWER_GROUP,
+            messages,
+            tokens,
+            self.answer_tokens,
+            "answer",
+            ids,
+            [p.node for p in group],
+        )
+        if outcome == "split":
+            return await self._answer_in_parts(group)
+        if outcome == "failed":
+            self.lost.append(
+                f"answer from {len(group)} context piece(s) failed: {self.nodes[node]['error']}"
+            )
+            return []
+        if not value.answerable or _is_unknown(value.answer):
+            self.nodes[node]["status"] = "unknown"
+            return []
+        text = value.answer.strip()
+        return [_Piece(text, list(dict.fromkeys(ids)), node, self.cost(text))]
+
+    def _piece_node(self, whole: _Piece, tokens: int) -> int:
+        return self._node("piece", whole.ids, [whole.node], status="ok", tokens=tokens)
+
+    async def _answer_in_parts(self, group: list[_Piece]) -> list[_Piece]:
+        if self._splits_left <= 0:
+            self.lost.append(
+                f"answer from {len(group)} context piece(s) did not fit {self.answer_tokens} "
+                "tokens and the question's split allowance is spent"
+            )
+            return []
+        self._splits_left -= 1
+        if len(group) > 1:
+            mid = len(group) // 2
+            a, b = await asyncio.gather(self.answer(group[:mid]), self.answer(group[mid:]))
+            return a + b
+        piece = group[0]
+        if piece.cost < _MIN_SPLIT:
+            self.lost.append(
+                f"no answer of context {piece.ids[0]} fits {self.answer_tokens} tokens"
+            )
+            return []
+        parts = self.fit_text(piece.text, piece.cost // 2 + 1)
+        halves = [_Piece(t, piece.ids, self._piece_node(piece, c), c) for t, c in parts]
+        answers = await asyncio.gather(*(self.answer([h]) for h in halves))
+        return [p for a in answers for p in a]
+
+    # -- merge step -----------------------------------------------------------------------
+
+    def merge_groups(self, partials: list[_Piece]) -> list[list[_Piece]]:
+        """Partial answers grouped so that inputs plus an answer as long as them fit a prompt."""
+        capacity = self.window - self.reserve - self.merge_overhead - _FRAMING
+        groups = [[partials[i] for i in g] for g in pack([2 * p.cost for p in partials], capacity)]
+        return self._verified(groups, self._merge_fits)
+
+    def _merge_fits(self, group: list[_Piece]) -> bool:
+        need = sum(p.cost for p in group) + _FRAMING
+        return self._fits(self._render_group(MERGE, group)[1], need)
+
+    async def merge(self, group: list[_Piece]) -> list[_Piece]:
+        """One merged answer of ``group``, or fewer pieces than it had: never a dropped one."""
+        if len(group) == 1:
+            return group
+        messages, tokens = self._render_group(MERGE, group, keep=False)
+        need = sum(p.cost for p in group) + _FRAMING
+        if not self._fits(tokens, need):
+            return await self._merge_in_parts(group)
+        ids = [i for p in group for i in p.ids]
+        value, outcome, node = await self._call(
+            MERGE, messages, tokens, need, "merge", ids, [p.node for p in group]
+        )
+        if outcome == "ok" and _is_unknown(value.answer):
+            # An empty merge of non-empty answers would lose them all.
+            outcome = self.nodes[node]["status"] = "failed"
+            self.nodes[node]["error"] = "empty merged answer"
+        if outcome == "ok":
+            text = value.answer.strip()
+            return [_Piece(text, list(dict.fromkeys(ids)), node, self.cost(text))]
+        if outcome == "split":
+            return await self._merge_in_parts(group)
+        # Smaller merges would not help a judge that cannot merge: keep the inputs as they are.
+        self.notes.append(f"a merge failed, its inputs kept unmerged: {self.nodes[node]['error']}")
+        return [self.join(group, "merge_failed")]
+
+    async def _merge_in_parts(self, group: list[_Piece]) -> list[_Piece]:
+        if len(group) == 2:
+            return [self.join(group, "merge_failed")]
+        mid = len(group) // 2
+        a, b = await asyncio.gather(self.merge(group[:mid]), self.merge(group[mid:]))
+        return a + b
+
+    def join(self, group: list[_Piece], status: str) -> _Piece:
+        """The pieces side by side, unmerged (no call): nothing is lost, nothing rewritten."""
+        ids = list(dict.fromkeys(i for p in group for i in p.ids))
+        text = "\n\n".join(p.text for p in group)
+        node = self._node("join", ids, [p.node for p in group], status=status)
+        return _Piece(text, ids, node, self.cost(text))
+
+    # -- the whole ------------------------------------------------------------------------
+
+    async def write(
+        self, contexts: list[tuple[str, str]], mode: str, seed: int
+    ) -> tuple[str | None, str, list[str]]:
+        """The reference answer from ``contexts`` (id, text): (answer, status, supporting ids)."""
+        if self.usable < _MIN_USABLE:
+            self.lost.append(
+                f"the judge's window ({self.window} tokens) minus the answer budget "
+                f"({self.answer_tokens}), the reserve ({self.reserve}) and the instruction "
+                f"({self.answer_overhead}) leaves {self.usable} tokens for contexts"
+            )
+            return None, "failed", []
+        rank = {cid: k for k, (cid, _) in enumerate(contexts)}
+        order = list(contexts)
+        if mode == "fast":
+            random.Random(seed).shuffle(order)
+        pieces = self.context_pieces(order)
+        groups = [[p] for p in pieces] if mode == "slow" else self.map_groups(pieces)
+        self._splits_left = len(groups) + 16
+        answers = await asyncio.gather(*(self.answer(g) for g in groups))
+        self._rendered.clear()  # renderings of groups that were tried but not sent
+        partials = [p for a in answers for p in a]
+        if not partials:
+            return None, ("failed" if self.lost else "insufficient"), []
+        # Merge in rounds rather than as answers arrive: the grouping then depends only on the
+        # inputs, so a re-run asks the same prompts and the memo answers them.
+        while len(partials) > 1:
+            groups = self.merge_groups(partials)
+            if all(len(g) == 1 for g in groups):
+                break
+            merged = await asyncio.gather(*(self.merge(g) for g in groups))
+            self._rendered.clear()  # renderings of groups that were tried but not sent
+            partials = [p for m in merged for p in m]
+        final = partials[0] if len(partials) == 1 else self.join(partials, "too_large_to_merge")
+        support = sorted(set(final.ids), key=lambda i: rank.get(i, len(rank)))
+        self.root = final.node
+        return final.text, ("partial" if self.lost else "ok"), support
+
+    def tree(self) -> dict[str, Any]:
+        """The merge tree with its sizes, as stored in the ``merge_tree`` column."""
+        return {
+            "version": 2,
+            "window": self.window,
+            "answer_tokens": self.answer_tokens,
+            "usable_tokens": self.usable,
+            "map_calls": self.map_calls,
+            "merge_calls": self.merge_calls,
+            "max_prompt_tokens": self.max_prompt_tokens,
+            "root": self.root,
+            "nodes": self.nodes,
+        }
+
+
+__all__ = ["ReferenceWriter", "fit_text", "json_cost", "pack", "split_text"]
