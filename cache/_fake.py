@@ -131,6 +131,16 @@ def _last_input(text: str) -> dict[str, Any]:
     return {}
 
 
+def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Prompt tokens the fake provider reports for ``messages`` (words and CJK characters)."""
+    return sum(len(tokens(_text(m))) for m in messages)
+
+
+def count_text_tokens(text: str) -> int:
+    """Tokens the fake provider reports for a reply or an embedded text."""
+    return len(tokens(text))
+
+
 def _unit(*parts: Any) -> float:
     """A deterministic number in [0, 1) from ``parts``."""
     digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
@@ -363,7 +373,7 @@ class FakeProvider(CustomLLM):
             with self._lock:
                 self.stats.malformed += 1
             text = text[: max(1, len(text) // 2)]  # a reply cut off mid-JSON
-        prompt_tokens = sum(len(tokens(_text(m))) for m in req.messages)
+        prompt_tokens = count_prompt_tokens(req.messages)
         response = litellm.ModelResponse(
             model=model,
             choices=[
@@ -406,7 +416,7 @@ class FakeProvider(CustomLLM):
                 {"object": "embedding", "index": i, "embedding": _fake_vector(t)}
                 for i, t in enumerate(texts)
             ],
-            usage={"prompt_tokens": sum(len(tokens(t)) for t in texts), "total_tokens": 0},
+            usage={"prompt_tokens": sum(count_text_tokens(t) for t in texts), "total_tokens": 0},
         )
 
 
@@ -426,6 +436,8 @@ __all__ = [
     "FakeOptions",
     "FakeProvider",
     "FakeRequest",
+    "count_prompt_tokens",
+    "count_text_tokens",
     "instance_of",
     "overlap",
 ]
