@@ -186,16 +186,15 @@ def count_text(model: str, text: str) -> int:
 def price(model: str, tokens_in: float, tokens_out: float) -> float | None:
     """USD for the tokens from litellm's price map; 0 for in-process models; None if unknown.
 
-    litellm answers 0 for some providers it has no prices for (ollama): only a model the map
-    holds a per-token price for gets a figure, so an unknown price is never shown as $0.
+    litellm answers 0 for models of some providers that its map does not hold (ollama): only a
+    model the map holds a per-token price for gets a figure, so an unknown price is never $0.
     """
     if _provider(model) in PROVIDERS_HERE:
         return 0.0
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:
-        return None
-    if info.get("input_cost_per_token") is None:
+    names = (model, model.split("/", 1)[-1])
+    if not any(
+        (litellm.model_cost.get(n) or {}).get("input_cost_per_token") is not None for n in names
+    ):
         return None
     try:
         cost_in, cost_out = litellm.cost_per_token(
