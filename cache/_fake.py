@@ -133,6 +133,16 @@ def _last_input(text: str) -> dict[str, Any]:
     return {}
 
 
+def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Prompt tokens the fake provider reports for ``messages`` (words and CJK characters)."""
+    return sum(len(tokens(_text(m))) for m in messages)
+
+
+def count_text_tokens(text: str) -> int:
+    """Tokens the fake provider reports for a reply or an embedded text."""
+    return len(tokens(text))
+
+
 def _unit(*parts: Any) -> float:
     """A deterministic number in [0, 1) from ``parts``."""
     digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
@@ -373,7 +383,7 @@ class FakeProvider(CustomLLM):
             if len(encoded) > budget:
                 text, finish = _cl100k().decode(encoded[:budget]), "length"
                 completion_tokens = budget
-        prompt_tokens = sum(len(tokens(_text(m))) for m in req.messages)
+        prompt_tokens = count_prompt_tokens(req.messages)
         response = litellm.ModelResponse(
             model=model,
             choices=[
@@ -416,7 +426,7 @@ class FakeProvider(CustomLLM):
                 {"object": "embedding", "index": i, "embedding": _fake_vector(t)}
                 for i, t in enumerate(texts)
             ],
-            usage={"prompt_tokens": sum(len(tokens(t)) for t in texts), "total_tokens": 0},
+            usage={"prompt_tokens": sum(count_text_tokens(t) for t in texts), "total_tokens": 0},
         )
 
 
@@ -443,6 +453,8 @@ __all__ = [
     "FakeOptions",
     "FakeProvider",
     "FakeRequest",
+    "count_prompt_tokens",
+    "count_text_tokens",
     "instance_of",
     "overlap",
 ]

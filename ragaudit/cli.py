@@ -56,6 +56,16 @@ LimitOpt = Annotated[int | None, typer.Option("--limit", help="Only the first N 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Any config field: --set score.top_k=5")
 ]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run", help="Print the calls, tokens and cost per stage; call no model, write no run."
+    ),
+]
+AssumeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--assume", help="A dry-run prior: --assume relevant_share=0.5"),
+]
 
 
 class _RichReporter:
@@ -239,19 +249,95 @@ def _evaluate(
         raise typer.Exit(3)
 
 
+def _dry_run(config_path: Path | None, overrides: dict[str, Any], assume: list[str] | None) -> None:
+    """Estimate the run's calls, tokens and cost per stage without calling any model."""
+    from ragaudit.estimate import Assumptions, estimate_run
+
+    try:
+        config = load_config(config_path, overrides)
+        estimate = asyncio.run(estimate_run(config, Assumptions.parse(assume)))
+    except RagauditError as exc:
+        _fail(exc)
+    print_estimate(estimate)
+
+
+def _usd(model: str, value: float | None) -> str:
+    from ragaudit.estimate import PROVIDERS_HERE
+
+    if model.split("/", 1)[0] in PROVIDERS_HERE:
+        return "free (runs here)"
+    return "unknown price" if value is None else f"${value:.4f}"
+
+
+def print_estimate(estimate: Any) -> None:
+    """The dry run's table: per stage and step, calls, tokens and cost, then the assumptions."""
+    from ragaudit.estimate import PROVIDERS_HERE as here
+    from ragaudit.estimate import price
+
+    table = Table(title="Dry run: what the run will ask (no model was called)")
+    for col in ("stage", "step", "model", "calls", "prompt tokens", "output tokens", "cost"):
+        table.add_column(col, no_wrap=col in {"stage", "model", "cost"})
+    total = 0.0
+    unknown: set[str] = set()
+    for line in estimate.lines:
+        if not line.calls:
+            continue
+        cost = price(line.model, line.tokens_in, line.tokens_out)
+        if cost is None:
+            unknown.add(line.model)
+        else:
+            total += cost
+        table.add_row(
+            line.stage,
+            line.step,
+            line.model,
+            f"{line.calls:,.0f}",
+            f"{line.tokens_in:,.0f}",
+            f"{line.tokens_out:,.0f}",
+            _usd(line.model, cost),
+        )
+    console.print(table)
+    calls = sum(line.calls for line in estimate.lines)
+    tokens_in = sum(line.tokens_in for line in estimate.lines)
+    tokens_out = sum(line.tokens_out for line in estimate.lines)
+    billed = [
+        line
+        for line in estimate.lines
+        if line.calls and line.model not in unknown and line.model.split("/", 1)[0] not in here
+    ]
+    parts = [f"${total:.4f}"] if billed else []
+    if unknown:
+        parts.append(f"unknown price for {', '.join(sorted(unknown))}")
+    if not parts:
+        parts.append("free (every model runs here)")
+    cost_text = " + ".join(parts)
+    console.print(
+        f"Total: {calls:,.0f} calls, {tokens_in:,.0f} prompt tokens, {tokens_out:,.0f} output "
+        f"tokens, {cost_text} (litellm's price map; memo hits would cost nothing)",
+        soft_wrap=True,
+    )
+    console.print("Assumptions: " + ", ".join(estimate.assumptions.describe()), soft_wrap=True)
+    for note in estimate.notes:
+        console.print(f"  - {note}", soft_wrap=True)
+
+
 @app.command()
 def demo(
     run_id: RunIdOpt = "demo",
     judge: JudgeOpt = None,
     runs_root: RootOpt = None,
     sets: SetOpt = None,
+    dry_run: DryRunOpt = False,
+    assume: AssumeOpt = None,
 ) -> None:
     """Run the whole DAG on the bundled data, offline (smoke-quality judge unless --judge)."""
     if not DEMO_CONFIG.is_file():
         _fail(RagauditError(f"{DEMO_CONFIG} not found: run the demo from the ragaudit checkout"))
-    _evaluate(
-        DEMO_CONFIG, _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets), None
-    )
+    overrides = _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets)
+    if dry_run:
+        _dry_run(DEMO_CONFIG, overrides, assume)
+        return
+    _evaluate(DEMO_CONFIG, overrides, None)
 
 
 @app.command()
@@ -264,8 +350,22 @@ def run(
     runs_root: RootOpt = None,
     limit: LimitOpt = None,
     sets: SetOpt = None,
+    dry_run: DryRunOpt = False,
+    assume: AssumeOpt = None,
 ) -> None:
     """Run the whole evaluation DAG (collect, sort, ground_truth, score, report)."""
+    if dry_run:
+        overrides = _overrides(
+            questions=questions,
+            run_id=run_id,
+            judge=judge,
+            embedder=embedder,
+            runs_root=runs_root,
+            limit=limit,
+            sets=sets,
+        )
+        _dry_run(config, overrides, assume)
+        return
     _evaluate_with_flags(None, **locals())
 
 
