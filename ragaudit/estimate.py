@@ -418,7 +418,7 @@ async def estimate_sort(plan: Plan) -> None:
 
 async def estimate_ground_truth(plan: Plan) -> None:
     """Group answers over the relevant contexts packed into the window, then merge rounds."""
-    from ragaudit.cache import context_window
+    from ragaudit.cache import context_window, structured_messages
     from ragaudit.prompts.reference import ANSWER_GROUP, MERGE
     from ragaudit.reference import _MIN_USABLE, ReferenceWriter, _Piece
 
@@ -460,7 +460,9 @@ async def estimate_ground_truth(plan: Plan) -> None:
         pieces = writer.context_pieces(order)
         groups = [[p] for p in pieces] if cfg.mode == "slow" else writer.map_groups(pieces)
         for group in groups:
-            messages = writer._render_group(ANSWER_GROUP, group, keep=False)[0]
+            messages = structured_messages(
+                ANSWER_GROUP.output_model, writer._render_group(ANSWER_GROUP, group, keep=False)[0]
+            )
             answers.calls += 1
             answers.tokens_in += count_messages(judge, messages)
             answers.tokens_out += out_tokens
@@ -475,7 +477,9 @@ async def estimate_ground_truth(plan: Plan) -> None:
                 break
             for group in rounds:
                 if len(group) > 1:
-                    messages = writer._render_group(MERGE, group, keep=False)[0]
+                    messages = structured_messages(
+                        MERGE.output_model, writer._render_group(MERGE, group, keep=False)[0]
+                    )
                     merges.calls += 1
                     merges.tokens_in += count_messages(judge, messages)
                     merges.tokens_out += out_tokens
