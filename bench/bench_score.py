@@ -170,6 +170,8 @@ async def score_against(base: str, rows: int, concurrency: int, k: int) -> tuple
 
 def package(path: str) -> str:
     """The top-level package a profiled function's file belongs to."""
+    if path == "~":
+        return "builtins (C)"
     parts = Path(path).parts
     if "site-packages" in parts:
         return parts[parts.index("site-packages") + 1].split(".")[0]
