@@ -6,16 +6,32 @@ time is the judge calls made times the latency over the concurrency: what a perf
 schedule would take. ragas's metrics call the judge several times one after another per row
 (statements, then verdicts), so staying near the ideal needs enough rows in flight.
 
+Then the client's CPU per judge call, measured against an OpenAI-compatible server on
+loopback in another process (bench/_openai_server.py: schema-valid answers after a fixed
+latency), so that only our side's work counts: litellm's ``openai/`` provider, the gateway,
+instructor, the metrics. The process CPU time (``time.process_time``) of a score run over the
+calls the server answered, then a profile of a smaller run, summed by package.
+
     python bench/bench_score.py [--rows 200] [--latency 0.2] [--concurrency 16] [--k 3]
+                                [--server-rows 100] [--server-latency 0.05]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import cProfile
+import os
+import pstats
+import subprocess
+import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 from _util import scratch, table
 
 import ragaudit  # noqa: F401  (offline environment first)
@@ -98,12 +114,119 @@ async def measure(
     return [line], dict(statuses)
 
 
+@contextlib.contextmanager
+def openai_server(latency: float) -> Iterator[str]:
+    """The loopback OpenAI-compatible server in its own process; yields its base URL."""
+    script = Path(__file__).with_name("_openai_server.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "--latency", str(latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"the benchmark server did not start: {line!r}")
+        base = f"http://127.0.0.1:{int(line.split()[1])}"
+        for _ in range(100):  # listening, but uvicorn may still be starting the app
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"{base}/stats", timeout=1.0)
+                break
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def server_calls(base: str) -> int:
+    """Chat completions the server has answered."""
+    return int(httpx.get(f"{base}/stats", timeout=5.0).json()["chat"])
+
+
+async def score_against(base: str, rows: int, concurrency: int, k: int) -> tuple[int, float]:
+    """Every judged metric over ``rows`` against the server: (judge calls, process CPU s)."""
+    # litellm's openai provider reads its endpoint from here: loopback only, a dummy key.
+    os.environ["OPENAI_API_BASE"] = os.environ["OPENAI_BASE_URL"] = f"{base}/v1"
+    os.environ["OPENAI_API_KEY"] = "sk-bench-loopback"
+    gateway = Gateway(scratch("score-cpu") / "memo", concurrency=concurrency, backoff_s=0.0)
+    deps = Deps(
+        gateway=gateway,
+        judge="openai/bench-judge",
+        embedder="openai/bench-embed",
+        options={"answer_relevancy_strictness": 3},
+        max_output_tokens=512,
+    )
+    metrics = [m for m in METRICS.values() if m.needs_llm]
+    batch = samples(rows, k)
+    before, cpu = server_calls(base), time.process_time()
+    await asyncio.gather(
+        *(score_rows(m, batch, deps, window=32_000, limit=max(8, 4 * concurrency)) for m in metrics)
+    )
+    cpu = time.process_time() - cpu
+    gateway.close()
+    return server_calls(base) - before, cpu
+
+
+def package(path: str) -> str:
+    """The top-level package a profiled function's file belongs to."""
+    if path == "~":
+        return "builtins (C)"
+    parts = Path(path).parts
+    if "site-packages" in parts:
+        return parts[parts.index("site-packages") + 1].split(".")[0]
+    for mark in ("tasks", "cache", "ragaudit"):
+        if mark in parts:
+            return "ragaudit"
+    return "stdlib/other" if path.startswith(("/", "<")) else path
+
+
+def profile_summary(stats: pstats.Stats, top: int = 12) -> tuple[list[tuple], list[tuple]]:
+    """Own time summed by package, and the functions with the most own time."""
+    by_pkg: dict[str, float] = defaultdict(float)
+    funcs = []
+    total = 0.0
+    for (path, line, name), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        by_pkg[package(path)] += tottime
+        total += tottime
+        funcs.append((tottime, f"{package(path)}:{Path(path).name}:{line}({name})"))
+    pkgs = sorted(by_pkg.items(), key=lambda kv: -kv[1])[:top]
+    funcs.sort(reverse=True)
+    return (
+        [(p, f"{t / total:.1%}") for p, t in pkgs],
+        [(f, f"{t / total:.1%}") for t, f in funcs[:top]],
+    )
+
+
+def client_cpu(rows: int, latency: float, concurrency: int, k: int) -> None:
+    """Print the client CPU per judge call against the loopback server, and its profile."""
+    with openai_server(latency) as base:
+        calls, cpu = asyncio.run(score_against(base, rows, concurrency, k))
+        print(
+            f"\nClient CPU per judge call against an OpenAI-compatible server on loopback "
+            f"(another process, {latency * 1000:.0f} ms), {rows} rows x all judged metrics:"
+        )
+        print(
+            f"  {calls} judge calls, {cpu:.1f} s process CPU: {cpu / calls * 1000:.2f} ms per call"
+        )
+        profiler = cProfile.Profile()
+        profiler.enable()
+        asyncio.run(score_against(base, max(10, rows // 4), concurrency, k))
+        profiler.disable()
+    pkgs, funcs = profile_summary(pstats.Stats(profiler))
+    print(f"  where it goes (cProfile own time, {max(10, rows // 4)} rows):")
+    print(table(pkgs, ("package", "share of CPU")))
+    print(table(funcs, ("function", "share of CPU")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--server-rows", type=int, default=100)
+    parser.add_argument("--server-latency", type=float, default=0.05)
     args = parser.parse_args()
     lines, statuses = asyncio.run(measure(args.rows, args.latency, args.concurrency, args.k))
     print(
@@ -116,6 +239,7 @@ def main() -> None:
         )
     )
     print(f"row statuses: {statuses}   target: wall / ideal <= 1.2")
+    client_cpu(args.server_rows, args.server_latency, args.concurrency, args.k)
 
 
 if __name__ == "__main__":

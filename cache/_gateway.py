@@ -16,7 +16,7 @@ import functools
 import json
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -33,6 +33,7 @@ from ragaudit.secrets import redact
 from ragaudit.secrets import register as register_secret
 
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
 
 # Failures worth another try: the provider is busy, slow or briefly broken. Anything else
 # (bad request, auth, context overflow) fails at once: retrying cannot change the answer.
@@ -327,14 +328,9 @@ class Gateway:
         register_secret(params.get("api_key"))
         request = {"model": model, "messages": messages, **params}
         scope = self._current()
-        if sample_index is None and scope.samples:
-            # Only repeats *within an item scope* count: elsewhere the same prompt is the same call.
-            probe = request_key({**request, "prompt_version": prompt_version})
-            sample_index = scope.seen.get(probe, 0)
-            scope.seen[probe] = sample_index + 1
-        key = request_key(
-            {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
-        )
+        key, probe, index = self._key(scope, request, prompt_version, sample_index)
+        if probe is not None:
+            scope.seen[probe] = index + 1
         record = CallRecord(
             kind="completion",
             key_hash=key,
@@ -384,6 +380,78 @@ class Gateway:
         future.set_result(dumped)
         self._keep_raw(scope, response)
         return response
+
+    @staticmethod
+    def _key(
+        scope: _Scope, request: dict[str, Any], prompt_version: str | None, sample_index: int | None
+    ) -> tuple[str, str | None, int]:
+        """The memo key of ``request``, and the sample probe and index it takes (probe None: none).
+
+        Only repeats *within an item scope* are samples: elsewhere the same prompt is the same
+        call. The caller marks the index taken (``scope.seen[probe] = index + 1``).
+        """
+        probe = None
+        if sample_index is None and scope.samples:
+            probe = request_key({**request, "prompt_version": prompt_version})
+            sample_index = scope.seen.get(probe, 0)
+        key = request_key(
+            {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
+        )
+        return key, probe, sample_index or 0
+
+    def memo_hit(
+        self,
+        parse: Callable[[dict[str, Any]], R],
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        prompt_version: str | None = None,
+        sample_index: int | None = None,
+        **params: Any,
+    ) -> R | None:
+        """The memoised answer to a request, as ``parse`` reads it, without building a response.
+
+        For callers that parse replies themselves (ragas's structured calls): a hit costs the
+        key and one memo read, where :meth:`acompletion` builds a ``litellm.ModelResponse``
+        and the caller's client library parses it again. ``parse`` gets the stored response
+        (``ModelResponse.model_dump`` form). When it accepts the answer, the call is recorded
+        exactly as an :meth:`acompletion` hit (call-log row, sample index, raw reply). When the
+        memo has no answer or ``parse`` raises, None, with nothing recorded or taken, so the
+        caller's full path then asks exactly as it would have.
+        """
+        params = {k: v for k, v in params.items() if k not in _RESERVED}
+        register_secret(params.get("api_key"))
+        request = {"model": model, "messages": messages, **params}
+        scope = self._current()
+        started = time.perf_counter()
+        key, probe, index = self._key(scope, request, prompt_version, sample_index)
+        cached = self.memo.get(key)
+        if cached is None:
+            return None
+        try:
+            value = parse(cached)
+        except Exception:
+            return None
+        if probe is not None:
+            scope.seen[probe] = index + 1
+        usage = cached.get("usage") or {}
+        record = CallRecord(
+            kind="completion",
+            key_hash=key,
+            model=model,
+            stage=scope.stage,
+            run_id=scope.run_id,
+            prompt_version=prompt_version,
+            tokens_in=usage.get("prompt_tokens"),
+            tokens_out=usage.get("completion_tokens"),
+            cache_hit=True,
+        )
+        record.latency_s = time.perf_counter() - started
+        self._record(scope, record)
+        if scope.raw is not None:
+            with contextlib.suppress(Exception):
+                scope.raw.append(cached["choices"][0]["message"]["content"] or "")
+        return value
 
     @staticmethod
     def _keep_raw(scope: _Scope, response: Any) -> None:

@@ -1,0 +1,416 @@
+"""ragaudit's score path side by side with RAGAS 0.4.3's three ways of scoring, in one run.
+
+The same rows × the six metrics both tools have (faithfulness, answer relevancy, context
+precision with a reference, context recall, factual correctness, noise sensitivity), the same
+fake judge (``fake/judge?latency=…``, our scripted litellm provider, counted where it answers),
+at most ``--concurrency`` judge calls in flight for every path:
+
+- ours: ``tasks.score.score_rows`` per metric, all metrics together, through the gateway
+  (its per-model limit is the concurrency; rows in flight per metric as the flow sets them);
+- ragas (a): ``ragas.metrics.collections`` metrics, ``await metric.abatch_score(rows)`` per
+  metric, all metrics together (``abatch_score`` is a bare gather with no limit of its own);
+- ragas (b): the ``@experiment`` decorator, one experiment row scoring the six metrics at once;
+- ragas (c): legacy ``aevaluate()`` with the deprecated ``ragas.metrics`` objects
+  (``RunConfig(max_workers=4 × concurrency)``, as many rows in flight as ours).
+
+Every ragas path gets ``llm_factory(judge, provider="litellm", client=<litellm.acompletion
+under a semaphore of --concurrency>)``: the semaphore is the only way to bound ragas's calls in
+flight that all three paths accept. Three conditions: clean; faults (``errors=0.2`` transient
+failures per attempt and ``malformed=0.1`` cut-off replies, the same seed for every path); and a
+re-score from the cache (ours: the clean run's memo folder again, through a new gateway; ragas:
+``DiskCacheBackend`` on ``llm_factory(cache=…)``, filled by one run and then read by a second).
+
+A cell is ok when it holds a numeric, non-NaN score.
+
+    python bench/bench_vs_ragas.py [--rows 200] [--latency 0.1] [--concurrency 16] [--k 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # the experiment API's progress bar
+
+from _util import scratch, table  # noqa: E402
+from bench_score import samples  # noqa: E402
+
+import ragaudit  # noqa: E402,F401  (offline environment first)
+from ragaudit.cache import (
+    Gateway,  # noqa: E402
+    providers,  # noqa: E402
+)
+from ragaudit.cache._fake import FAKE  # noqa: E402
+from ragaudit.metrics import METRICS, Deps, Sample  # noqa: E402
+from ragaudit.tasks.score import score_rows  # noqa: E402
+
+OURS = (
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "factual_correctness",
+    "noise_sensitivity",
+)
+STRICTNESS = 3
+EMBEDDER = "fake/embed"
+
+
+@dataclass
+class Result:
+    """One path under one condition."""
+
+    tool: str
+    path: str
+    condition: str
+    wall: float
+    cpu: float
+    calls: int
+    ok: int
+    cells: int
+
+    def line(self) -> tuple:  # noqa: D102
+        return (
+            self.condition,
+            self.tool,
+            self.path,
+            f"{self.wall:.1f}",
+            f"{self.cpu:.1f}",
+            self.calls,
+            f"{self.ok}/{self.cells}",
+        )
+
+
+def ok_value(value: Any) -> bool:
+    """A numeric, non-NaN score."""
+    try:
+        return value is not None and not isinstance(value, bool) and not math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+async def timed(
+    run: Callable[[], Awaitable[tuple[int, int]]],
+) -> tuple[float, float, int, int, int]:
+    """Wall, CPU, judge calls at the fake provider, ok cells, cells."""
+    FAKE.reset()
+    started, cpu = time.perf_counter(), time.process_time()
+    ok, cells = await run()
+    return time.perf_counter() - started, time.process_time() - cpu, FAKE.stats.calls, ok, cells
+
+
+# -- ours ---------------------------------------------------------------------------------
+
+
+async def ours(batch: list[Sample], judge: str, memo: Any, concurrency: int) -> tuple[int, int]:
+    """Our score path: every metric's rows through ``score_rows``, all metrics together."""
+    gateway = Gateway(memo, concurrency=concurrency, backoff_s=0.0)
+    deps = Deps(
+        gateway=gateway,
+        judge=judge,
+        embedder=EMBEDDER,
+        options={"answer_relevancy_strictness": STRICTNESS},
+    )
+    try:
+        results = await asyncio.gather(
+            *(
+                score_rows(METRICS[n], batch, deps, window=32_000, limit=4 * concurrency)
+                for n in OURS
+            )
+        )
+    finally:
+        gateway.close()
+    rows = [r for rs in results for r in rs]
+    return sum(r["status"] == "ok" and ok_value(r.get("value")) for r in rows), len(rows)
+
+
+# -- ragas --------------------------------------------------------------------------------
+
+
+def ragas_llm(judge: str, concurrency: int, cache_dir: Any = None) -> Any:
+    """ragas's LLM on litellm, at most ``concurrency`` calls in flight."""
+    import litellm
+    from ragas.cache import DiskCacheBackend
+    from ragas.llms import llm_factory
+
+    limit = asyncio.Semaphore(concurrency)
+
+    async def acompletion(**kwargs: Any) -> Any:
+        async with limit:
+            return await litellm.acompletion(**kwargs)
+
+    cache = DiskCacheBackend(str(cache_dir)) if cache_dir is not None else None
+    return llm_factory(judge, provider="litellm", client=acompletion, cache=cache)
+
+
+def collections_metrics(llm: Any) -> dict[str, Any]:
+    """ragas's current metrics, one per metric of ours."""
+    from ragas.embeddings import LiteLLMEmbeddings
+    from ragas.metrics import collections as rc
+
+    return {
+        "faithfulness": rc.Faithfulness(llm=llm),
+        "answer_relevancy": rc.AnswerRelevancy(
+            llm=llm, embeddings=LiteLLMEmbeddings(model=EMBEDDER), strictness=STRICTNESS
+        ),
+        "context_precision": rc.ContextPrecisionWithReference(llm=llm),
+        "context_recall": rc.ContextRecall(llm=llm),
+        "factual_correctness": rc.FactualCorrectness(llm=llm),
+        "noise_sensitivity": rc.NoiseSensitivity(llm=llm),
+    }
+
+
+def inputs(name: str, s: Sample) -> dict[str, Any]:
+    """The keyword arguments ragas's collections metric ``name`` takes for ``s``."""
+    q, a, ref, ctx = s.question, s.response, s.reference, s.contexts
+    return {
+        "faithfulness": {"user_input": q, "response": a, "retrieved_contexts": ctx},
+        "answer_relevancy": {"user_input": q, "response": a},
+        "context_precision": {"user_input": q, "reference": ref, "retrieved_contexts": ctx},
+        "context_recall": {"user_input": q, "retrieved_contexts": ctx, "reference": ref},
+        "factual_correctness": {"response": a, "reference": ref},
+        "noise_sensitivity": {
+            "user_input": q,
+            "response": a,
+            "reference": ref,
+            "retrieved_contexts": ctx,
+        },
+    }[name]
+
+
+async def ragas_collections(batch: list[Sample], llm: Any) -> tuple[int, int]:
+    """(a) ``abatch_score`` per metric, the metrics together; a failed batch scores nothing."""
+    metrics = collections_metrics(llm)
+    results = await asyncio.gather(
+        *(m.abatch_score([inputs(n, s) for s in batch]) for n, m in metrics.items()),
+        return_exceptions=True,
+    )
+    ok = sum(ok_value(r.value) for rs in results if not isinstance(rs, BaseException) for r in rs)
+    return ok, len(batch) * len(metrics)
+
+
+async def ragas_experiment(batch: list[Sample], llm: Any) -> tuple[int, int]:
+    """(b) The ``@experiment`` API: one row scores its six metrics at once."""
+    from ragas import experiment
+    from ragas.dataset import Dataset
+
+    metrics = collections_metrics(llm)
+    by_id = {s.question_id: s for s in batch}
+
+    @experiment()
+    async def score(row: dict[str, Any]) -> dict[str, Any]:
+        s = by_id[row["question_id"]]
+        values = await asyncio.gather(*(m.ascore(**inputs(n, s)) for n, m in metrics.items()))
+        return {
+            "question_id": s.question_id,
+            **{n: v.value for n, v in zip(metrics, values, strict=True)},
+        }
+
+    dataset = Dataset("bench", "inmemory", data=[{"question_id": s.question_id} for s in batch])
+    # arun prints a warning line per failed row; the ok count below says it.
+    with contextlib.redirect_stdout(io.StringIO()):
+        out = await score.arun(dataset, name="bench", backend="inmemory")
+    ok = sum(ok_value(row[n]) for row in out for n in metrics)
+    return ok, len(batch) * len(metrics)
+
+
+def legacy_embeddings() -> Any:
+    """The legacy embeddings interface the deprecated answer relevancy needs, on litellm."""
+    import litellm
+    from ragas.embeddings import BaseRagasEmbeddings
+
+    class LiteLLMLegacyEmbeddings(BaseRagasEmbeddings):
+        def embed_query(self, text: str) -> list[float]:
+            return self.embed_documents([text])[0]
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            r = litellm.embedding(model=EMBEDDER, input=list(texts))
+            return [d["embedding"] for d in r.data]
+
+        async def aembed_query(self, text: str) -> list[float]:
+            return (await self.aembed_documents([text]))[0]
+
+        async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+            r = await litellm.aembedding(model=EMBEDDER, input=list(texts))
+            return [d["embedding"] for d in r.data]
+
+    return LiteLLMLegacyEmbeddings()
+
+
+async def ragas_legacy(batch: list[Sample], llm: Any, concurrency: int) -> tuple[int, int]:
+    """(c) Legacy ``aevaluate()`` with the deprecated metric objects (failures become NaN)."""
+    from ragas import EvaluationDataset, SingleTurnSample
+    from ragas import metrics as legacy
+    from ragas.evaluation import aevaluate
+    from ragas.run_config import RunConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        metrics = [
+            legacy.Faithfulness(),
+            legacy.AnswerRelevancy(strictness=STRICTNESS),
+            legacy.LLMContextPrecisionWithReference(),
+            legacy.LLMContextRecall(),
+            legacy.FactualCorrectness(),
+            legacy.NoiseSensitivity(),
+        ]
+    dataset = EvaluationDataset(
+        [
+            SingleTurnSample(
+                user_input=s.question,
+                response=s.response,
+                reference=s.reference,
+                retrieved_contexts=s.contexts,
+            )
+            for s in batch
+        ]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        result = await aevaluate(
+            dataset,
+            metrics=metrics,
+            llm=llm,
+            embeddings=legacy_embeddings(),
+            run_config=RunConfig(max_workers=4 * concurrency),
+            show_progress=False,
+            raise_exceptions=False,
+        )
+    ok = sum(ok_value(v) for row in result.scores for v in row.values())
+    return ok, len(batch) * len(metrics)
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace) -> list[Result]:
+    providers.register_all()
+    # ragas logs every failed job with its full instructor trace; the ok counts say it.
+    logging.getLogger("ragas").setLevel(logging.CRITICAL)
+    batch = samples(args.rows, args.k)
+    clean = f"fake/judge?latency={args.latency}"
+    faulty = f"{clean}&errors=0.2&malformed=0.1&seed={args.seed}"
+    c = args.concurrency
+    out: list[Result] = []
+
+    async def measure(tool: str, path: str, condition: str, fn: Callable) -> Result:
+        wall, cpu, calls, ok, cells = await timed(fn)
+        r = Result(tool, path, condition, wall, cpu, calls, ok, cells)
+        out.append(r)
+        print("  " + "  ".join(map(str, r.line())), flush=True)
+        return r
+
+    paths = {
+        "collections + abatch_score": lambda judge, cache=None: (
+            lambda: ragas_collections(batch, ragas_llm(judge, c, cache))
+        ),
+        "@experiment": lambda judge, cache=None: (
+            lambda: ragas_experiment(batch, ragas_llm(judge, c, cache))
+        ),
+        "legacy evaluate()": lambda judge, cache=None: (
+            lambda: ragas_legacy(batch, ragas_llm(judge, c, cache), c)
+        ),
+    }
+    memo = scratch("vs-ragas") / "memo"
+    for condition, judge in (("clean", clean), ("faults", faulty)):
+        dest = memo if condition == "clean" else scratch("vs-ragas") / "memo"
+        await measure("ours", "score_rows", condition, lambda j=judge, d=dest: ours(batch, j, d, c))
+        for path, make in paths.items():
+            if path in args.skip:
+                continue
+            await measure("ragas", path, condition, make(judge))
+    await measure("ours", "score_rows (memo)", "re-score", lambda: ours(batch, clean, memo, c))
+    cache = scratch("vs-ragas-cache")
+    await measure(
+        "ragas",
+        "collections, cache filled",
+        "re-score",
+        paths["collections + abatch_score"](clean, cache),
+    )
+    for path in ("collections + abatch_score", "@experiment"):
+        if path not in args.skip:
+            await measure("ragas", f"{path} (cache)", "re-score", paths[path](clean, cache))
+    return out
+
+
+def verdicts(results: list[Result]) -> list[str]:
+    """The three targets, measured."""
+
+    def pick(condition: str, tool: str, cached: bool | None = None) -> list[Result]:
+        return [
+            r
+            for r in results
+            if r.condition == condition
+            and r.tool == tool
+            and "filled" not in r.path
+            and (cached is None or ("(cache)" in r.path) == cached)
+        ]
+
+    lines = []
+    ours_clean = pick("clean", "ours")[0]
+    best = min(pick("clean", "ragas"), key=lambda r: r.wall, default=None)
+    if best:
+        ratio = ours_clean.wall / best.wall
+        lines.append(
+            f"clean: ours {ours_clean.wall:.1f} s / ragas's best ({best.path}) {best.wall:.1f} s "
+            f"= {ratio:.2f}  (target <= 0.80: {'met' if ratio <= 0.8 else 'NOT met'})"
+        )
+    ours_faults = pick("faults", "ours")[0]
+    share = ours_faults.ok / ours_faults.cells
+    lines.append(
+        f"faults: ours {ours_faults.ok} of {ours_faults.cells} cells ok = {share:.1%}  "
+        f"(target >= 99%: {'met' if share >= 0.99 else 'NOT met'}); ragas: "
+        + ", ".join(f"{r.path} {r.ok}" for r in pick("faults", "ragas"))
+    )
+    ours_memo = pick("re-score", "ours")[0]
+    best_cached = min(pick("re-score", "ragas", cached=True), key=lambda r: r.wall, default=None)
+    if best_cached:
+        ok = ours_memo.wall <= best_cached.wall
+        lines.append(
+            f"re-score: ours {ours_memo.wall:.2f} s ({ours_memo.calls} judge calls) vs ragas's "
+            f"best cached re-run ({best_cached.path}) {best_cached.wall:.2f} s "
+            f"(target ours <= ragas: {'met' if ok else 'NOT met'})"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--skip", action="append", default=[], help="a ragas path to leave out (by its name)"
+    )
+    args = parser.parse_args()
+    print(
+        f"ours vs ragas 0.4.3: {args.rows} rows x {len(OURS)} metrics, fake judge at "
+        f"{args.latency * 1000:.0f} ms, {args.concurrency} calls in flight (one run)",
+        flush=True,
+    )
+    results = asyncio.run(run(args))
+    print()
+    print(
+        table(
+            [r.line() for r in results],
+            ("condition", "tool", "path", "wall s", "cpu s", "judge calls", "ok cells"),
+        )
+    )
+    for line in verdicts(results):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

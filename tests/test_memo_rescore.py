@@ -1,0 +1,123 @@
+"""A re-score from the memo answers ragas's structured calls without instructor, unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragas.llms.base import InstructorLLM
+
+from ragaudit.cache import Gateway
+from ragaudit.metrics import METRICS, Deps, Sample
+from ragaudit.tasks.score import score_rows
+
+METRIC_NAMES = (
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "factual_correctness",
+    "noise_sensitivity",
+)
+
+
+def samples() -> list[Sample]:
+    out = []
+    for n in range(4):
+        zh = n % 2 == 1
+        out.append(
+            Sample(
+                f"q{n}",
+                f"第{n}个问题：北京是哪个国家的首都？"
+                if zh
+                else f"Question {n}: capital of France?",
+                "zh" if zh else "en",
+                f"北京是中国的首都（{n}）。" if zh else f"Paris is the capital of France ({n}).",
+                f"北京是中华人民共和国的首都（{n}）。" if zh else f"The capital is Paris ({n}).",
+                [
+                    f"北京是首都。第{i}段。" if zh else f"Paris is the capital. Part {i}."
+                    for i in range(2)
+                ],
+                ["c0", "c1"],
+                None,
+                None,
+            )
+        )
+    return out
+
+
+async def score_all(memo: Path, judge: str) -> tuple[list[dict[str, Any]], list[Any]]:
+    gateway = Gateway(memo, concurrency=8, backoff_s=0.0)
+    deps = Deps(
+        gateway=gateway,
+        judge=judge,
+        embedder="fake/embed",
+        options={"answer_relevancy_strictness": 3},
+    )
+    rows = []
+    for name in METRIC_NAMES:
+        rows += await score_rows(METRICS[name], samples(), deps, window=32_000, limit=8)
+    gateway.close()
+    return rows, [c for c in gateway.log.rows() if c.kind == "completion"]
+
+
+@pytest.mark.parametrize(
+    "judge", ["fake/judge", "fake/judge?malformed=0.3&seed=3"], ids=["clean", "malformed"]
+)
+async def test_rescore_from_the_memo_skips_instructor_and_changes_nothing(
+    fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: str
+) -> None:
+    first, first_calls = await score_all(tmp_path / "memo", judge)
+    assert fake.stats.calls > 0
+    if "malformed" in judge:
+        assert fake.stats.malformed > 0  # some replies were cut off and re-asked by instructor
+    asked = fake.stats.calls
+
+    through_instructor: list[str] = []
+    original = InstructorLLM.agenerate
+
+    async def counted(self: Any, prompt: str, response_model: Any) -> Any:
+        through_instructor.append(response_model.__name__)
+        return await original(self, prompt, response_model)
+
+    monkeypatch.setattr(InstructorLLM, "agenerate", counted)
+    again, again_calls = await score_all(tmp_path / "memo", judge)
+
+    assert fake.stats.calls == asked  # nothing new reached the provider
+    assert again == first  # statuses, values, reasons (every judge step), k and args
+    # One call-log row per call as before, every one a memo hit with the same key.
+    assert sorted(c.key_hash for c in again_calls) == sorted(c.key_hash for c in first_calls)
+    assert all(c.cache_hit for c in again_calls)
+    if "malformed" in judge:
+        # A stored reply instructor rejects goes through instructor again, as the first time.
+        assert 0 < len(through_instructor) < len(again_calls)
+    else:
+        assert through_instructor == []  # every answer came from the memo directly
+
+
+async def test_a_memo_miss_takes_no_sample_index(fake, tmp_path: Path) -> None:
+    # The fast path peeks at the memo; on a miss instructor's own call must get the index.
+    gateway = Gateway(tmp_path / "memo", backoff_s=0.0)
+    parse_calls = []
+    with gateway.item_scope():
+        assert gateway.memo_hit(parse_calls.append, model="fake/judge", messages=[]) is None
+        await gateway.acompletion(model="fake/judge", messages=[{"role": "user", "content": "x"}])
+    with gateway.item_scope():
+        hit = gateway.memo_hit(
+            lambda stored: stored["choices"][0]["message"]["content"],
+            model="fake/judge",
+            messages=[{"role": "user", "content": "x"}],
+        )
+        assert hit is not None and hit.startswith("Fake answer")
+        # The same request again in this item is the next sample: not in the memo.
+        assert (
+            gateway.memo_hit(
+                lambda s: s, model="fake/judge", messages=[{"role": "user", "content": "x"}]
+            )
+            is None
+        )
+    gateway.close()
+    assert parse_calls == []
+    rows = gateway.log.rows()
+    assert [r.cache_hit for r in rows] == [False, True]
