@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 from textwrap import dedent
 from types import SimpleNamespace
 from typing import Any, Literal
