@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,12 @@ def agreement(rows: list[dict[str, Any]], table: pl.DataFrame) -> float:
         pairs[r["question"]][r["label"]] = value[f"r{r['row']}"]
     assert len(pairs) == table.height // 2 and all(len(p) == 2 for p in pairs.values())
     return sum(p[1] > p[0] for p in pairs.values()) / len(pairs)
+
+
+def wiki_deps(gw: Gateway) -> Deps:
+    # WikiEval's longest answers and contexts have ~40 sentences: the judge's verdicts on them
+    # need more than the default 1,024 output tokens, and the fake cuts a reply at its budget.
+    return replace(make_deps(gw), max_output_tokens=4096)
 
 
 async def run(metric: str, samples: list[Sample], deps: Deps) -> list[dict[str, Any]]:
@@ -70,7 +77,7 @@ async def test_wikieval_faithfulness_follows_the_labels(fake, gateway) -> None: 
         for r in ff.iter_rows(named=True)
     ]
     with fake.script(steps):
-        rows = await run("faithfulness", samples, make_deps(gateway))
+        rows = await run("faithfulness", samples, wiki_deps(gateway))
     assert agreement(rows, ff) == 1.0
 
 
@@ -114,7 +121,7 @@ async def test_wikieval_context_relevance_follows_the_labels(fake, gateway) -> N
     ]
     with fake.script(steps):
         for metric in ("context_relevance", "context_sentence_relevance"):
-            rows = await run(metric, samples, make_deps(gateway))
+            rows = await run(metric, samples, wiki_deps(gateway))
             assert agreement(rows, cr) == 1.0, metric
 
 
