@@ -102,7 +102,7 @@ def stage(name: str, mode: str = "fast") -> StageContext:
     return StageContext(
         config=config,
         run=RunFolder(config.runs_root, "bench"),
-        gateway=gateway_for(config, "bench"),
+        gateway=gateway_for(config),
     )
 
 

@@ -1,20 +1,37 @@
-"""The LLM gateway: every completion and embedding goes through here (SPEC §3)."""
+"""The LLM gateway: every completion and embedding goes through here."""
 
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA, CallCounts, CallLog, CallRecord
-from ragaudit.cache._gateway import TRANSIENT_ERRORS, Gateway, Judged, extract_json
+from ragaudit.cache._gateway import (
+    TRANSIENT_ERRORS,
+    Gateway,
+    Judged,
+    extract_json,
+    live_gateways,
+    open_gateway,
+    shared_gateway,
+)
 from ragaudit.cache._keys import KEY_VERSION, canonical_hash, canonical_json, request_key
+from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
+from ragaudit.cache._memo import DiskMemo, Memo
 
 __all__ = [
     "CALL_LOG_SCHEMA",
     "KEY_VERSION",
     "TRANSIENT_ERRORS",
+    "AdaptiveLimiter",
     "CallCounts",
     "CallLog",
     "CallRecord",
+    "DiskMemo",
     "Gateway",
     "Judged",
+    "LimitStats",
+    "Memo",
     "canonical_hash",
     "canonical_json",
     "extract_json",
+    "live_gateways",
+    "open_gateway",
     "request_key",
+    "shared_gateway",
 ]

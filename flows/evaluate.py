@@ -11,6 +11,7 @@ the memo. Running a subset of stages (the CLI's stage commands) uses the same fl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from pathlib import Path
@@ -30,7 +31,13 @@ from ragaudit.tasks import ground_truth as gt_mod
 from ragaudit.tasks import report as report_mod
 from ragaudit.tasks import score as score_mod
 from ragaudit.tasks import sort as sort_mod
-from ragaudit.tasks._common import StageResult, file_digest, make_context, run_stage
+from ragaudit.tasks._common import (
+    StageResult,
+    file_digest,
+    hold_gateway,
+    make_context,
+    run_stage,
+)
 
 _FINAL_ERRORS = (RagauditError, ConfigError, InputError, StageError)
 
@@ -204,6 +211,10 @@ async def evaluate(
             for k in totals:
                 totals[k] += result.llm[k]
 
+    # The flow holds the cache folder's gateway: its stages share it, and the memo is closed
+    # when the flow ends rather than kept open for the life of the process.
+    held = contextlib.ExitStack()
+    held.enter_context(hold_gateway(config))
     try:
         for stage in selected:
             if stage == "score":
@@ -228,6 +239,7 @@ async def evaluate(
         manifest["error"] = redact(f"{type(exc).__name__}: {exc}")[:2000]
         raise
     finally:
+        held.close()
         manifest["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
         manifest["llm"] = totals
         manifest["timings"] = {

@@ -433,7 +433,7 @@ def index_cmd(
         if name == "local" and cfg.collect.mode != "bm25":
             from ragaudit.tasks._common import gateway_for
 
-            gateway = gateway_for(cfg, "index")
+            gateway = gateway_for(cfg)
 
             async def embed(texts: list[str]) -> list[list[float]]:
                 return await gateway.aembed(texts, model=cfg.models.embedder_model)

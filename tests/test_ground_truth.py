@@ -102,7 +102,7 @@ def stage_context(
     judge = f"fake/judge?window={window}{options}"
     config = config_factory(judge=judge, models__concurrency=64, **kw)
     return StageContext(
-        config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway_for(config, run_id)
+        config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway_for(config)
     )
 
 
