@@ -132,8 +132,7 @@ class CallLog:
             if len(self._rows) == 1:
                 self._oldest = time.monotonic()
             due = self.directory is not None and (
-                len(self._rows) >= self.every
-                or time.monotonic() - self._oldest >= self.interval_s
+                len(self._rows) >= self.every or time.monotonic() - self._oldest >= self.interval_s
             )
         if self.directory is None:
             return

@@ -318,8 +318,10 @@ class Gateway:
         return limiter
 
     def limits_report(self) -> dict[str, dict[str, int]]:
-        """Per model: the configured limit, the lowest and the final adaptive limit, and how
-        many rate limits moved it (over every event loop this gateway served)."""
+        """Per model: the configured, lowest and final adaptive limits, and the rate limits.
+
+        Over every event loop this gateway served.
+        """
         return {model: stats.as_dict() for model, stats in sorted(self._limit_stats.items())}
 
     # -- completion ---------------------------------------------------------------------

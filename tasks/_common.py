@@ -25,6 +25,7 @@ R = TypeVar("R")
 # Without better knowledge a judge is assumed to hold this many tokens (prompt + answer).
 FALLBACK_WINDOW = 8192
 
+
 def _gateway_settings(config: RunConfig) -> dict[str, Any]:
     m = config.models
     return {
