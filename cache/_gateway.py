@@ -595,6 +595,19 @@ class Gateway:
 
         return acompletion
 
+    async def drain(self, timeout_s: float = 10.0) -> None:
+        """Run litellm's pending logging callbacks in this event loop before it ends.
+
+        litellm queues a success callback per provider call and runs them in a worker bound
+        to one loop; what is still queued when a loop ends is carried to the next loop and
+        kept there: in a process that runs one loop per run, the queue grew by the last
+        calls of every run (never freed, up to 50,000 entries).
+        """
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout_s)
+
     def stats(self) -> dict[str, Any]:
         """Where the memo is, its entries and its bytes."""
         return self.memo.stats()

@@ -142,7 +142,10 @@ async def run_stage(
     """
     started = time.perf_counter()
     with ctx.gateway.scope(stage, run_id=ctx.run.run_id, calls_dir=ctx.run.calls_dir) as counts:
-        names = list(await work(ctx))
+        try:
+            names = list(await work(ctx))
+        finally:
+            await ctx.gateway.drain()
     return StageResult(
         stage=stage,
         tables={n: file_digest(ctx.run.table_path(n)) for n in names},
