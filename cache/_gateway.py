@@ -584,12 +584,19 @@ class Gateway:
     # -- adapters -------------------------------------------------------------------------
 
     def litellm_acompletion(self, prompt_version: str | None = None):
-        """A drop-in for ``litellm.acompletion`` that routes through this gateway (for ragas)."""
+        """A drop-in for ``litellm.acompletion`` that routes through this gateway (for ragas).
+
+        It holds the gateway weakly: a ragas LLM cached per gateway must not keep it alive.
+        """
+        gateway_ref = weakref.ref(self)
 
         async def acompletion(**kwargs: Any) -> litellm.ModelResponse:
+            gateway = gateway_ref()
+            if gateway is None:
+                raise RuntimeError("the gateway of this litellm adapter no longer exists")
             model = kwargs.pop("model")
             messages = kwargs.pop("messages")
-            return await self.acompletion(
+            return await gateway.acompletion(
                 model=model, messages=messages, prompt_version=prompt_version, **kwargs
             )
 
