@@ -29,10 +29,11 @@ from _util import scratch, table
 from conftest import make_config
 from test_ground_truth import FACT, FactJudge
 
+from ragaudit.cache import count_tokens
 from ragaudit.cache._fake import FAKE, FakeRequest
 from ragaudit.prompts import ANSWER_GROUP, MERGE, GroupAnswerInput, MergeInput
 from ragaudit.runfolder import RunFolder
-from ragaudit.tasks._common import StageContext, count_tokens, gateway_for
+from ragaudit.tasks._common import StageContext, gateway_for
 from ragaudit.tasks.ground_truth import reference_answer, writer_for
 
 N = 200
@@ -102,7 +103,7 @@ def stage(name: str, mode: str = "fast") -> StageContext:
     return StageContext(
         config=config,
         run=RunFolder(config.runs_root, "bench"),
-        gateway=gateway_for(config, "bench"),
+        gateway=gateway_for(config),
     )
 
 

@@ -139,7 +139,7 @@ async def run_one(label: str, world: World, root: Path) -> dict[str, Any]:
     write_question(
         run, {cid: world.texts[cid] for cid in world.engine}, "What is the port city's history?"
     )
-    gateway = Gateway(config.cache_dir, concurrency=CONCURRENCY, backoff_s=0.0, run_id=run.run_id)
+    gateway = Gateway(config.cache_dir, concurrency=CONCURRENCY, backoff_s=0.0)
     ctx = StageContext(config=config, run=run, gateway=gateway)
     saved = {k: getattr(_SampleSort, k) for k in overrides}
     timings: dict[str, float] = {}
@@ -188,11 +188,10 @@ async def _sample_inflight(gateway: Gateway, out: list[tuple[float, int, int]]) 
     """Every 5 ms: (time, calls in flight, calls waiting for a slot) of the judge's limit."""
     while True:
         now = time.perf_counter()
-        sems = list(gateway._limits.values())
-        if sems:
-            sem = sems[-1]
-            waiting = len(sem._waiters or ())
-            out.append((now, CONCURRENCY - sem._value, waiting))
+        limiters = list(gateway._loop_state().limiters.values())
+        if limiters:
+            limiter = limiters[-1]
+            out.append((now, limiter.in_use, len(limiter._waiters)))
         await asyncio.sleep(0.005)
 
 

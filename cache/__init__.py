@@ -1,4 +1,4 @@
-"""The LLM gateway: every completion and embedding goes through here (SPEC §3)."""
+"""The LLM gateway: every completion and embedding goes through here."""
 
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA, CallCounts, CallLog, CallRecord
 from ragaudit.cache._gateway import (
@@ -6,29 +6,41 @@ from ragaudit.cache._gateway import (
     Gateway,
     Judged,
     extract_json,
+    live_gateways,
+    open_gateway,
+    shared_gateway,
     structured_messages,
     structured_prompt_tokens,
 )
 from ragaudit.cache._keys import KEY_VERSION, canonical_hash, canonical_json, request_key
+from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
+from ragaudit.cache._memo import DiskMemo, Memo
 from ragaudit.cache._tokens import FALLBACK_WINDOW, context_window, count_prompt, count_tokens
 
 __all__ = [
     "CALL_LOG_SCHEMA",
+    "FALLBACK_WINDOW",
     "KEY_VERSION",
     "TRANSIENT_ERRORS",
+    "AdaptiveLimiter",
     "CallCounts",
     "CallLog",
     "CallRecord",
-    "FALLBACK_WINDOW",
+    "DiskMemo",
     "Gateway",
     "Judged",
+    "LimitStats",
+    "Memo",
     "canonical_hash",
     "canonical_json",
     "context_window",
     "count_prompt",
     "count_tokens",
     "extract_json",
+    "live_gateways",
+    "open_gateway",
     "request_key",
+    "shared_gateway",
     "structured_messages",
     "structured_prompt_tokens",
 ]

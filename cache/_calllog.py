@@ -1,7 +1,9 @@
-"""One row per model call (cache hits included), kept in memory and flushed to Parquet."""
+"""One row per model call (cache hits included), written to Parquet part by part as it goes."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -9,7 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CALL_LOG_SCHEMA_VERSION = 1
+# 2: the ``concurrency`` column (the model's adaptive limit when the call was admitted).
+CALL_LOG_SCHEMA_VERSION = 2
 
 CALL_LOG_SCHEMA = pa.schema(
     [
@@ -27,9 +30,17 @@ CALL_LOG_SCHEMA = pa.schema(
         ("cache_hit", pa.bool_()),
         ("retries", pa.int64()),
         ("error", pa.string()),
+        ("concurrency", pa.int64()),
     ],
     metadata={"schema_version": str(CALL_LOG_SCHEMA_VERSION), "table": "llm_calls"},
 )
+
+# A part file at least this often (records / seconds): a crash loses no more than that of the
+# call log, while the files stay few (one Parquet write costs a few milliseconds).
+DEFAULT_FLUSH_EVERY = 50
+DEFAULT_FLUSH_INTERVAL_S = 2.0
+
+_part_numbers = itertools.count()
 
 
 @dataclass
@@ -49,6 +60,7 @@ class CallRecord:
     cache_hit: bool = False
     retries: int = 0
     error: str | None = None
+    concurrency: int | None = None
     ts: float = field(default_factory=time.time)
 
 
@@ -69,16 +81,46 @@ class CallCounts:
         }
 
 
-class CallLog:
-    """Thread-safe in-memory call log with counters; ``flush`` writes and empties it."""
+def _table(rows: list[CallRecord]) -> pa.Table:
+    return pa.Table.from_pylist([asdict(r) for r in rows], schema=CALL_LOG_SCHEMA)
 
-    def __init__(self) -> None:
+
+class CallLog:
+    """Thread-safe call log with counters.
+
+    Without ``directory`` it keeps its rows in memory until :meth:`flush`. With one, it writes
+    them there as atomic part files ``<prefix>-<ns>-<n>.parquet`` every ``every`` records or
+    ``interval_s`` seconds after the oldest unwritten one, whichever comes first, and the rest
+    on :meth:`close`: a killed process loses at most the last few seconds of its log.
+
+    Args:
+        directory: where part files go (a run's ``llm_calls/``); None keeps rows in memory.
+        prefix: start of the part files' names (the stage).
+        every: write a part once this many records are pending.
+        interval_s: write a part at most this long after a record arrived.
+    """
+
+    def __init__(
+        self,
+        directory: Path | None = None,
+        *,
+        prefix: str = "calls",
+        every: int = DEFAULT_FLUSH_EVERY,
+        interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+    ) -> None:
         self._rows: list[CallRecord] = []
         self._lock = threading.Lock()
         self.counts = CallCounts()
+        self.directory = directory
+        self.prefix = prefix
+        self.every = max(1, every)
+        self.interval_s = interval_s
+        self.parts: list[Path] = []
+        self._oldest = 0.0
+        self._timer: asyncio.TimerHandle | None = None
 
     def add(self, record: CallRecord) -> None:
-        """Record one call."""
+        """Record one call (and write a part if one is due)."""
         with self._lock:
             self._rows.append(record)
             self.counts.calls += 1
@@ -87,9 +129,60 @@ class CallLog:
             else:
                 # A call that failed before any provider answered still reached the provider.
                 self.counts.provider_calls += 1
+            if len(self._rows) == 1:
+                self._oldest = time.monotonic()
+            due = self.directory is not None and (
+                len(self._rows) >= self.every or time.monotonic() - self._oldest >= self.interval_s
+            )
+        if self.directory is None:
+            return
+        if due:
+            self.write_part()
+        elif self._timer is None:
+            self._arm()
+
+    def _arm(self) -> None:
+        # Calls may stop for a while (a slow stage step): the timer writes what is pending
+        # without waiting for the next record.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: the next add or close writes the part
+            return
+        self._timer = loop.call_later(self.interval_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.write_part()
+
+    def write_part(self) -> Path | None:
+        """Write the pending rows as one new part file in ``directory``; its path, or None."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.directory is None:
+            return None
+        from ragaudit.runfolder import write_table
+
+        with self._lock:
+            rows, self._rows = self._rows, []
+        if not rows:
+            return None
+        path = self.directory / f"{self.prefix}-{time.time_ns()}-{next(_part_numbers)}.parquet"
+        try:
+            write_table(_table(rows), path)
+        except BaseException:
+            with self._lock:  # keep them for the next attempt rather than lose paid calls
+                self._rows[:0] = rows
+            raise
+        self.parts.append(path)
+        return path
+
+    def close(self) -> None:
+        """Write what is pending (a part file, with a directory) and stop the timer."""
+        self.write_part()
 
     def rows(self) -> list[CallRecord]:
-        """A copy of the rows not flushed yet."""
+        """A copy of the rows not written yet."""
         with self._lock:
             return list(self._rows)
 
@@ -102,9 +195,16 @@ class CallLog:
             self._rows = [r for r in self._rows if not (stage is None or r.stage == stage)]
         if not rows:
             return 0
-        table = pa.Table.from_pylist([asdict(r) for r in rows], schema=CALL_LOG_SCHEMA)
-        write_table(table, path)
+        write_table(_table(rows), path)
         return len(rows)
 
 
-__all__ = ["CALL_LOG_SCHEMA", "CALL_LOG_SCHEMA_VERSION", "CallCounts", "CallLog", "CallRecord"]
+__all__ = [
+    "CALL_LOG_SCHEMA",
+    "CALL_LOG_SCHEMA_VERSION",
+    "DEFAULT_FLUSH_EVERY",
+    "DEFAULT_FLUSH_INTERVAL_S",
+    "CallCounts",
+    "CallLog",
+    "CallRecord",
+]

@@ -8,9 +8,13 @@ a generic instance. Tests script exact answers with :meth:`FakeProvider.script`.
 Behaviour is set per model string, e.g. ``fake/judge?latency=0.2&errors=0.2&malformed=0.1``:
 ``latency`` seconds per call, ``errors`` chance of a transient (retryable) failure per
 attempt, ``malformed`` chance of a broken JSON reply per distinct request, ``wrong`` chance
-of flipping a boolean/choice answer, ``window`` the context window it reports. Never used by
-the demo: its answers mean nothing. Like a real model it stops at ``max_tokens`` (cl100k
-tokens): the reply is cut there with ``finish_reason="length"``.
+of flipping a boolean/choice answer, ``window`` the context window it reports. Rate limits
+(HTTP 429 with a ``Retry-After`` of ``retry_after`` seconds, answered at once):
+``ratelimit`` chance that a distinct request's first attempt is refused, and ``capacity``
+calls of the model in flight at once, beyond which every call is refused (a provider's
+concurrency quota). Like a real model it stops at ``max_tokens`` (cl100k tokens): the reply
+is cut there with ``finish_reason="length"``. Never used by the demo: its answers mean
+nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ class FakeOptions:
     wrong: float = 0.0
     window: int = DEFAULT_WINDOW
     seed: int = 0
+    ratelimit: float = 0.0
+    retry_after: float = 0.05
+    capacity: int = 0
 
     @classmethod
     def parse(cls, model: str) -> tuple[str, FakeOptions]:
@@ -60,7 +67,7 @@ class FakeOptions:
         for key, value in parse_qsl(query):
             if key not in cls.__dataclass_fields__:
                 raise ValueError(f"fake provider: unknown option '{key}' in model '{model}'")
-            values[key] = int(value) if key in {"window", "seed"} else float(value)
+            values[key] = int(value) if key in {"window", "seed", "capacity"} else float(value)
         return name, cls(**values)
 
 
@@ -268,6 +275,8 @@ class _Stats:
     errors: int = 0
     malformed: int = 0
     embeddings: int = 0
+    rate_limited: int = 0
+    max_in_flight: int = 0
     requests: list[FakeRequest] = field(default_factory=list)
 
 
@@ -278,6 +287,8 @@ class FakeProvider(CustomLLM):
         super().__init__()
         self._responders: list[Responder] = []
         self._attempts: Counter[str] = Counter()
+        self._refused: set[str] = set()
+        self._in_flight: Counter[str] = Counter()
         self._lock = threading.Lock()
         self.stats = _Stats()
         self.keep_requests = False
@@ -297,6 +308,8 @@ class FakeProvider(CustomLLM):
         """Forget counters, attempts and recorded requests."""
         with self._lock:
             self._attempts.clear()
+            self._refused.clear()
+            self._in_flight.clear()
             self.stats = _Stats()
             self.keep_requests = keep_requests
 
@@ -335,9 +348,36 @@ class FakeProvider(CustomLLM):
     ) -> litellm.ModelResponse:  # noqa: D102
         optional_params = kwargs.get("optional_params") or {}
         req = self._request(model, messages, optional_params)
-        if req.options.latency:
-            await asyncio.sleep(req.options.latency)
-        return self._respond(model, req)
+        self._admit(model, req)
+        try:
+            if req.options.latency:
+                await asyncio.sleep(req.options.latency)
+            return self._respond(model, req)
+        finally:
+            with self._lock:
+                self._in_flight[model] -= 1
+
+    def _admit(self, model: str, req: FakeRequest) -> None:
+        """Count the call in flight, or refuse it with a 429 (``ratelimit``, ``capacity``)."""
+        opts = req.options
+        digest = req.digest()
+        with self._lock:
+            over = bool(opts.capacity) and self._in_flight[model] >= opts.capacity
+            # Once per distinct request, decided by its content: the same batch is refused the
+            # same way on every run, whatever order its calls arrive in.
+            first = digest not in self._refused
+            chosen = opts.ratelimit and _unit("ratelimit", digest, opts.seed) < opts.ratelimit
+            if over or (chosen and first):
+                self._refused.add(digest)
+                self.stats.calls += 1
+                self.stats.rate_limited += 1
+                refused = True
+            else:
+                self._in_flight[model] += 1
+                self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight[model])
+                refused = False
+        if refused:
+            raise _rate_limited(model, opts.retry_after)
 
     def completion(
         self, model: str, messages: list, *args: Any, **kwargs: Any
@@ -435,6 +475,19 @@ def _cl100k() -> Any:
     import tiktoken
 
     return tiktoken.get_encoding("cl100k_base")
+
+
+def _rate_limited(model: str, retry_after: float) -> litellm.RateLimitError:
+    return litellm.RateLimitError(
+        message="fake: simulated rate limit (429)",
+        llm_provider="fake",
+        model=model,
+        response=httpx.Response(
+            429,
+            headers={"retry-after-ms": str(round(retry_after * 1000))},
+            request=httpx.Request("POST", "http://fake.invalid/v1/chat"),
+        ),
+    )
 
 
 def _render(out: Any) -> str:

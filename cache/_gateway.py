@@ -1,9 +1,14 @@
 """The one gateway every LLM and embedding call goes through.
 
 On top of litellm it adds what an evaluation needs and litellm's own cache does not give
-cheaply (PITFALLS): a diskcache memo keyed on the output-affecting request only, a
-per-model concurrency limit, bounded retries with backoff that honours Retry-After, typed
-structured output with at most one repair and a prompt budget, and one call-log row per call.
+cheaply: a memo keyed on the output-affecting request only (``Memo``, on diskcache today), an
+adaptive per-model concurrency limit, bounded retries with backoff that honours Retry-After,
+typed structured output with at most one repair and a prompt budget, and one call-log row per
+call.
+
+One gateway serves a cache folder per process (:func:`shared_gateway`, :func:`open_gateway`):
+its memo handles and per-loop limits are shared by every run and stage; what belongs to a run
+(its id, where its call log goes) is the scope's (:meth:`Gateway.scope`).
 """
 
 from __future__ import annotations
@@ -15,19 +20,28 @@ import email.utils
 import functools
 import json
 import random
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import diskcache
 import litellm
 from pydantic import BaseModel, ValidationError
 
 from ragaudit import _env
-from ragaudit.cache._calllog import CallCounts, CallLog, CallRecord
+from ragaudit.cache._calllog import (
+    DEFAULT_FLUSH_EVERY,
+    DEFAULT_FLUSH_INTERVAL_S,
+    CallCounts,
+    CallLog,
+    CallRecord,
+)
 from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
+from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
+from ragaudit.cache._memo import DiskMemo, Memo
 from ragaudit.cache._tokens import count_prompt, count_tokens
 from ragaudit.secrets import redact
 from ragaudit.secrets import register as register_secret
@@ -62,6 +76,16 @@ class _Scope:
     seen: dict[str, int] = field(default_factory=dict)
     counts: CallCounts = field(default_factory=CallCounts)
     raw: list[str] | None = None
+    # The run's own call log (part files in its llm_calls/); None: the gateway's in-memory log.
+    log: CallLog | None = None
+
+
+@dataclass
+class _LoopState:
+    """What belongs to one event loop: asyncio objects cannot be shared across loops."""
+
+    limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
+    inflight: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
 
 
 _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
@@ -222,13 +246,20 @@ def _provider(model: str) -> str:
 class Gateway:
     """Memoised, logged, rate-limited access to litellm models.
 
+    Most code should not build one: :func:`shared_gateway` and :func:`open_gateway` give the
+    process's one gateway for a cache folder.
+
     Args:
-        cache_dir: diskcache folder of the memo (shared by every run).
-        call_log: where call rows go; a fresh one if None.
-        concurrency: calls in flight at once per model.
+        cache_dir: folder of the memo (shared by every run).
+        call_log: where call rows made outside a scope with a ``calls_dir`` go; a fresh
+            in-memory one if None.
+        concurrency: calls in flight at once per model at most (the adaptive limit's maximum).
         max_retries: retries of a transient failure before it is final.
         backoff_s: first backoff delay, doubled per retry, with jitter.
         timeout_s: per-request timeout.
+        memo: the memo; a :class:`DiskMemo` on ``cache_dir`` if None.
+        log_every: a scope's call log writes a part file every this many calls ...
+        log_interval_s: ... or this many seconds, whichever comes first.
     """
 
     def __init__(
@@ -240,7 +271,9 @@ class Gateway:
         max_retries: int = 4,
         backoff_s: float = 1.0,
         timeout_s: float = 120.0,
-        run_id: str = "",
+        memo: Memo | None = None,
+        log_every: int = DEFAULT_FLUSH_EVERY,
+        log_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
     ) -> None:
         from ragaudit.cache import providers
 
@@ -248,27 +281,64 @@ class Gateway:
         # Every gateway user fans out many concurrent calls: tune the process for it once.
         _env.tune_for_concurrency()
         self.cache_dir = Path(cache_dir)
-        self.memo = diskcache.Cache(str(self.cache_dir), size_limit=2**34)
+        self.memo: Memo = memo if memo is not None else DiskMemo(self.cache_dir)
         self.log = call_log or CallLog()
         self.concurrency = concurrency
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
-        self.run_id = run_id
-        self._limits: dict[tuple[int, str], asyncio.Semaphore] = {}
-        self._inflight: dict[tuple[int, str], asyncio.Future[dict[str, Any]]] = {}
+        self.log_every = log_every
+        self.log_interval_s = log_interval_s
+        self._users = 0
+        # Keyed by the loop object, weakly: a loop's limiters and in-flight calls die with it,
+        # and a new loop that happens to get a dead one's id() never inherits them.
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._loops_lock = threading.Lock()
+        self._limit_stats: dict[str, LimitStats] = {}
+
+    def configure(self, **settings: Any) -> None:
+        """Take new limits and retry settings (a new event loop's limiters start from them)."""
+        for name, value in settings.items():
+            if name not in _SETTINGS:
+                raise TypeError(f"Gateway.configure: unknown setting '{name}'")
+            setattr(self, name, value)
 
     # -- scoping ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def scope(self, stage: str) -> Iterator[CallCounts]:
-        """Label the calls made inside with ``stage`` and count them (the yielded counts)."""
-        new = _Scope(stage=stage, run_id=self.run_id)
+    def scope(
+        self, stage: str, *, run_id: str = "", calls_dir: Path | None = None
+    ) -> Iterator[CallCounts]:
+        """Label the calls made inside with ``stage`` and ``run_id`` and count them.
+
+        Args:
+            stage: the stage (or metric task) making the calls.
+            run_id: the run they belong to.
+            calls_dir: the run's ``llm_calls/`` folder: the calls' rows are written there part
+                by part while the scope runs (and the rest when it ends), not kept in memory.
+
+        Yields:
+            The scope's call counts.
+        """
+        log = None
+        if calls_dir is not None:
+            log = CallLog(
+                Path(calls_dir),
+                prefix=stage,
+                every=self.log_every,
+                interval_s=self.log_interval_s,
+            )
+        new = _Scope(stage=stage, run_id=run_id, log=log)
         token = _scope.set(new)
         try:
             yield new.counts
         finally:
             _scope.reset(token)
+            # The calls made so far are kept even when the stage fails: they were paid for.
+            if log is not None:
+                log.close()
 
     @contextlib.contextmanager
     def item_scope(self, keep_raw: bool = False) -> Iterator[list[str]]:
@@ -281,6 +351,7 @@ class Gateway:
             stage=parent.stage,
             run_id=parent.run_id,
             counts=parent.counts,
+            log=parent.log,
             raw=[] if keep_raw else None,
             samples=True,
         )
@@ -291,7 +362,7 @@ class Gateway:
             _scope.reset(token)
 
     def _record(self, scope: _Scope, record: CallRecord) -> None:
-        self.log.add(record)
+        (scope.log or self.log).add(record)
         counts = scope.counts
         counts.calls += 1
         if record.cache_hit:
@@ -300,15 +371,35 @@ class Gateway:
             counts.provider_calls += 1
 
     def _current(self) -> _Scope:
-        return _scope.get() or _Scope(run_id=self.run_id)
+        return _scope.get() or _Scope()
 
-    def _limit(self, model: str) -> asyncio.Semaphore:
-        # Semaphores belong to one event loop; Prefect tasks may each run their own.
+    def _loop_state(self) -> _LoopState:
+        # Prefect tasks may each run their own event loop, in their own thread.
         loop = asyncio.get_running_loop()
-        key = (id(loop), model)
-        if key not in self._limits:
-            self._limits[key] = asyncio.Semaphore(self.concurrency)
-        return self._limits[key]
+        state = self._loops.get(loop)
+        if state is None:
+            with self._loops_lock:
+                state = self._loops.setdefault(loop, _LoopState())
+        return state
+
+    def _limiter(self, model: str) -> AdaptiveLimiter:
+        limiters = self._loop_state().limiters
+        limiter = limiters.get(model)
+        if limiter is None:
+            stats = self._limit_stats.get(model)
+            if stats is None:
+                stats = self._limit_stats[model] = LimitStats(
+                    configured=self.concurrency, lowest=self.concurrency, final=self.concurrency
+                )
+            limiter = limiters[model] = AdaptiveLimiter(model, self.concurrency, stats)
+        return limiter
+
+    def limits_report(self) -> dict[str, dict[str, int]]:
+        """Per model: the configured, lowest and final adaptive limits, and the rate limits.
+
+        Over every event loop this gateway served.
+        """
+        return {model: stats.as_dict() for model, stats in sorted(self._limit_stats.items())}
 
     # -- completion ---------------------------------------------------------------------
 
@@ -341,8 +432,8 @@ class Gateway:
         )
         started = time.perf_counter()
         cached = self.memo.get(key)
-        loop = asyncio.get_running_loop()
-        pending = self._inflight.get((id(loop), key))
+        inflight = self._loop_state().inflight
+        pending = inflight.get(key)
         if cached is None and pending is not None:
             # The same request is already on its way (two metrics asking one prompt): share its
             # answer instead of paying twice. A failure is shared too, as it would repeat.
@@ -362,8 +453,8 @@ class Gateway:
             self._record(scope, record)
             self._keep_raw(scope, response)
             return response
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._inflight[(id(loop), key)] = future
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        inflight[key] = future
         try:
             response = await self._call_provider(record, params=request)
         except BaseException as exc:
@@ -371,7 +462,7 @@ class Gateway:
             future.exception()  # marks it retrieved: nobody may be waiting
             raise
         finally:
-            self._inflight.pop((id(loop), key), None)
+            inflight.pop(key, None)
             record.latency_s = time.perf_counter() - started
             self._record(scope, record)
         self._fill_usage(record, response, cost=True)
@@ -459,21 +550,28 @@ class Gateway:
             with contextlib.suppress(Exception):
                 scope.raw.append(response.choices[0].message.content or "")
 
+    async def _send(self, kind: str, params: dict[str, Any]) -> Any:
+        if kind == "embedding":
+            return await litellm.aembedding(**params, timeout=self.timeout_s, num_retries=0)
+        return await litellm.acompletion(
+            **params, timeout=self.timeout_s, num_retries=0, stream=False
+        )
+
     async def _call_provider(self, record: CallRecord, *, params: dict[str, Any]) -> Any:
-        model = params["model"]
+        limiter = self._limiter(params["model"])
         attempt = 0
         while True:
+            epoch = await limiter.acquire()
+            record.concurrency = limiter.limit
             try:
-                async with self._limit(model):
-                    if record.kind == "embedding":
-                        return await litellm.aembedding(
-                            **params, timeout=self.timeout_s, num_retries=0
-                        )
-                    return await litellm.acompletion(
-                        **params, timeout=self.timeout_s, num_retries=0, stream=False
-                    )
-            except TRANSIENT_ERRORS as exc:
-                if attempt >= self.max_retries:
+                response = await self._send(record.kind, params)
+            except BaseException as exc:
+                # The slot is given back before any backoff: a call waiting out a Retry-After
+                # must not hold a place others could use.
+                limiter.release(epoch, rate_limited=isinstance(exc, litellm.RateLimitError))
+                if not isinstance(exc, Exception):
+                    raise
+                if not isinstance(exc, TRANSIENT_ERRORS) or attempt >= self.max_retries:
                     record.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
                     raise
                 attempt += 1
@@ -482,9 +580,9 @@ class Gateway:
                 if delay is None:
                     delay = self.backoff_s * (2 ** (attempt - 1)) * (0.5 + random.random())
                 await asyncio.sleep(min(delay, MAX_RETRY_AFTER_S))
-            except Exception as exc:
-                record.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
-                raise
+                continue
+            limiter.release(epoch, ok=True)
+            return response
 
     @staticmethod
     def _fill_usage(record: CallRecord, response: Any, *, cost: bool) -> None:
@@ -630,23 +728,43 @@ class Gateway:
     # -- adapters -------------------------------------------------------------------------
 
     def litellm_acompletion(self, prompt_version: str | None = None):
-        """A drop-in for ``litellm.acompletion`` that routes through this gateway (for ragas)."""
+        """A drop-in for ``litellm.acompletion`` that routes through this gateway (for ragas).
+
+        It holds the gateway weakly: a ragas LLM cached per gateway must not keep it alive.
+        """
+        gateway_ref = weakref.ref(self)
 
         async def acompletion(**kwargs: Any) -> litellm.ModelResponse:
+            gateway = gateway_ref()
+            if gateway is None:
+                raise RuntimeError("the gateway of this litellm adapter no longer exists")
             model = kwargs.pop("model")
             messages = kwargs.pop("messages")
-            return await self.acompletion(
+            return await gateway.acompletion(
                 model=model, messages=messages, prompt_version=prompt_version, **kwargs
             )
 
         return acompletion
 
+    async def drain(self, timeout_s: float = 10.0) -> None:
+        """Run litellm's pending logging callbacks in this event loop before it ends.
+
+        litellm queues a success callback per provider call and runs them in a worker bound
+        to one loop; what is still queued when a loop ends is carried to the next loop and
+        kept there: in a process that runs one loop per run, the queue grew by the last
+        calls of every run (never freed, up to 50,000 entries).
+        """
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout_s)
+
     def stats(self) -> dict[str, Any]:
-        """Entries and bytes in the memo."""
-        return {"path": str(self.cache_dir), "entries": len(self.memo), "bytes": self.memo.volume()}
+        """Where the memo is, its entries and its bytes."""
+        return self.memo.stats()
 
     def close(self) -> None:
-        """Close the memo's database handles."""
+        """Close the memo's handles."""
         self.memo.close()
 
 
@@ -660,13 +778,74 @@ def _short_validation(exc: ValidationError) -> str:
     return f"{loc}: {first.get('msg', '')}{more}"[:300]
 
 
+# What ``configure`` (and the registry's settings) may change.
+_SETTINGS = frozenset(
+    {"concurrency", "max_retries", "backoff_s", "timeout_s", "log_every", "log_interval_s"}
+)
+
+# The live gateway of each cache folder. Weak: a gateway nobody uses any more is freed with
+# its memo handles and per-loop state; no run ever pins one for the life of the process.
+_live: weakref.WeakValueDictionary[str, Gateway] = weakref.WeakValueDictionary()
+_live_lock = threading.Lock()
+
+
+def _cache_key(cache_dir: Path | str) -> str:
+    return str(Path(cache_dir).expanduser().resolve())
+
+
+def shared_gateway(cache_dir: Path | str, **settings: Any) -> Gateway:
+    """The process's gateway for ``cache_dir``: the live one (taking ``settings``) or a new one.
+
+    It lives as long as someone holds it (a flow through :func:`open_gateway`, a stage's
+    context); two users of one folder at the same time always share one gateway.
+    """
+    key = _cache_key(cache_dir)
+    with _live_lock:
+        gateway = _live.get(key)
+        if gateway is None:
+            gateway = Gateway(key, **settings)
+            _live[key] = gateway
+        elif settings:
+            gateway.configure(**settings)
+        return gateway
+
+
+@contextlib.contextmanager
+def open_gateway(cache_dir: Path | str, **settings: Any) -> Iterator[Gateway]:
+    """Hold the shared gateway of ``cache_dir`` for the block; the last holder closes its memo.
+
+    Users are counted, so nested holders (a flow and a subflow) keep it open until the outer
+    one ends.
+    """
+    gateway = shared_gateway(cache_dir, **settings)
+    with _live_lock:
+        gateway._users += 1
+    try:
+        yield gateway
+    finally:
+        with _live_lock:
+            gateway._users -= 1
+            last = gateway._users == 0
+        if last:
+            gateway.close()
+
+
+def live_gateways() -> dict[str, Gateway]:
+    """The gateways alive in this process, by resolved cache folder."""
+    with _live_lock:
+        return dict(_live.items())
+
+
 __all__ = [
-    "TRANSIENT_ERRORS",
     "Gateway",
     "Judged",
+    "TRANSIENT_ERRORS",
     "extract_json",
+    "live_gateways",
+    "open_gateway",
     "response_schema_text",
     "schema_instruction",
+    "shared_gateway",
     "structured_messages",
     "structured_prompt_tokens",
 ]

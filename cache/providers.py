@@ -30,6 +30,9 @@ def register_all() -> None:
             {"provider": "local", "custom_handler": LOCAL},
         ]
         litellm.custom_provider_map = entries
+        # litellm prints a "Give Feedback / Get Help" banner to stdout on every provider error;
+        # the gateway already logs each failure once, redacted, on its call-log row.
+        litellm.suppress_debug_info = True
         # litellm reads the map into its provider list when it routes; refresh it explicitly.
         from litellm.utils import custom_llm_setup
 

@@ -13,6 +13,7 @@ the same flow.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from pathlib import Path
@@ -28,7 +29,13 @@ from ragaudit.errors import is_retryable
 from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
-from ragaudit.tasks._common import StageResult, file_digest, make_context, run_stage
+from ragaudit.tasks._common import (
+    StageResult,
+    file_digest,
+    hold_gateway,
+    make_context,
+    run_stage,
+)
 
 __all__ = ["COMMANDS", "STAGES", "evaluate", "evaluate_config", "stage_key"]
 
@@ -161,6 +168,10 @@ async def evaluate(
             for k in totals:
                 totals[k] += result.llm[k]
 
+    # The flow holds the cache folder's gateway: its stages share it, and the memo is closed
+    # when the flow ends rather than kept open for the life of the process.
+    held = contextlib.ExitStack()
+    held.enter_context(hold_gateway(config))
     try:
         for stage in selected:
             if stage.parts is not None:
@@ -186,6 +197,7 @@ async def evaluate(
         manifest["error"] = redact(f"{type(exc).__name__}: {exc}")[:2000]
         raise
     finally:
+        held.close()
         manifest["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
         manifest["llm"] = totals
         manifest["timings"] = {

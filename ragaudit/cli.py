@@ -551,7 +551,7 @@ def index_cmd(
                 text_field=text_field,
                 recreate=recreate,
                 batch_size=batch_size,
-                make_gateway=lambda: gateway_for(cfg, "index"),
+                make_gateway=lambda: gateway_for(cfg),
                 # Embedding calls are logged beside the runs, where `cache stats` finds them.
                 calls_dir=RunFolder(cfg.runs_root, "index").calls_dir,
                 on_start=lambda n: bar.update(task, total=max(n, 1)),

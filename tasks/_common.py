@@ -3,41 +3,43 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragaudit.cache import Gateway
-
-# Re-exported while stages still import them from here; they live in the gateway package.
-from ragaudit.cache._tokens import FALLBACK_WINDOW, context_window, count_prompt, count_tokens
+from ragaudit.cache import Gateway, context_window, open_gateway, shared_gateway
 from ragaudit.config import RunConfig
 from ragaudit.runfolder import RunFolder
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-_gateways: dict[tuple[str, str], Gateway] = {}
+
+def _gateway_settings(config: RunConfig) -> dict[str, Any]:
+    m = config.models
+    return {
+        "concurrency": m.concurrency,
+        "max_retries": m.max_retries,
+        "backoff_s": m.backoff_s,
+        "timeout_s": m.timeout_s,
+    }
 
 
-def gateway_for(config: RunConfig, run_id: str) -> Gateway:
-    """The process's gateway for this run (one per cache folder and run)."""
-    key = (str(Path(config.cache_dir).resolve()), run_id)
-    if key not in _gateways:
-        m = config.models
-        _gateways[key] = Gateway(
-            config.cache_dir,
-            concurrency=m.concurrency,
-            max_retries=m.max_retries,
-            backoff_s=m.backoff_s,
-            timeout_s=m.timeout_s,
-            run_id=run_id,
-        )
-    return _gateways[key]
+def gateway_for(config: RunConfig) -> Gateway:
+    """The process's gateway for the config's cache folder (one per folder, shared by runs)."""
+    return shared_gateway(config.cache_dir, **_gateway_settings(config))
+
+
+@contextlib.contextmanager
+def hold_gateway(config: RunConfig) -> Iterator[Gateway]:
+    """Hold the config's gateway for the block (a flow's duration); the last holder closes it."""
+    with open_gateway(config.cache_dir, **_gateway_settings(config)) as gateway:
+        yield gateway
 
 
 @dataclass
@@ -82,22 +84,22 @@ def make_context(config_json: str, run_root: str, run_id: str) -> StageContext:
     """Rebuild the stage context inside a task from its serialisable inputs."""
     config = RunConfig.model_validate_json(config_json)
     run = RunFolder(run_root, run_id)
-    return StageContext(config=config, run=run, gateway=gateway_for(config, run_id))
+    return StageContext(config=config, run=run, gateway=gateway_for(config))
 
 
 async def run_stage(
     stage: str, ctx: StageContext, work: Callable[[StageContext], Awaitable[Iterable[str]]]
 ) -> StageResult:
-    """Run ``work`` (which writes tables and returns their names), flush the call log."""
+    """Run ``work`` (which writes tables and returns their names) in the run's gateway scope.
+
+    The scope writes the stage's call log to the run's ``llm_calls/`` as it goes.
+    """
     started = time.perf_counter()
-    with ctx.gateway.scope(stage) as counts:
+    with ctx.gateway.scope(stage, run_id=ctx.run.run_id, calls_dir=ctx.run.calls_dir) as counts:
         try:
             names = list(await work(ctx))
         finally:
-            # The calls made so far are kept even when the stage fails: they were paid for.
-            ctx.gateway.log.flush(
-                ctx.run.calls_dir / f"{stage}-{time.time_ns()}.parquet", stage=stage
-            )
+            await ctx.gateway.drain()
     return StageResult(
         stage=stage,
         tables={n: file_digest(ctx.run.table_path(n)) for n in names},
@@ -125,16 +127,13 @@ def dumps(obj: Any) -> str:
 
 
 __all__ = [
-    "FALLBACK_WINDOW",
     "StageContext",
     "StageResult",
-    "context_window",
-    "count_prompt",
-    "count_tokens",
     "dumps",
     "file_digest",
     "gateway_for",
     "gather_limited",
+    "hold_gateway",
     "make_context",
     "run_stage",
 ]

@@ -28,12 +28,13 @@ from typing import Any
 import pyarrow as pa
 
 from ragaudit import progress
+from ragaudit.cache import count_tokens
 from ragaudit.config import OFFLINE_EMBEDDER
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import Deps, Metric, Sample, Skip, resolve, trace
 from ragaudit.schemas import SCORES, to_table
 from ragaudit.secrets import redact
-from ragaudit.tasks._common import StageContext, count_tokens, dumps, gather_limited
+from ragaudit.tasks._common import StageContext, dumps, gather_limited
 
 # Chat formatting adds a few tokens per message (role markers) that no text shows.
 MESSAGE_OVERHEAD_TOKENS = 4

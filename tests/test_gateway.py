@@ -661,8 +661,7 @@ async def test_embedding_keys_depend_on_the_model(gateway: Gateway, fake: Any) -
 async def test_call_log_flush_writes_versioned_parquet(
     gateway: Gateway, fake: Any, tmp_path: Path
 ) -> None:
-    gateway.run_id = "run-1"
-    with gateway.scope("sort"):
+    with gateway.scope("sort", run_id="run-1"):
         await gateway.acompletion(model="fake/judge", messages=MSGS, prompt_version="p1")
         await gateway.acompletion(model="fake/judge", messages=MSGS, prompt_version="p1")
     with gateway.scope("score"):

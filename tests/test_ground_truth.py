@@ -18,12 +18,13 @@ import litellm
 import polars as pl
 import pytest
 
+from ragaudit.cache import count_tokens
 from ragaudit.cache._fake import FakeRequest, _last_input
 from ragaudit.prompts.reference import ANSWER_GROUP, UNKNOWN
 from ragaudit.reference import pack, split_text
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import CANDIDATES, QUESTIONS, RANKING, TABLES, to_table
-from ragaudit.tasks._common import StageContext, count_tokens, gateway_for
+from ragaudit.tasks._common import StageContext, gateway_for
 from ragaudit.tasks.ground_truth import ground_truth, reference_answer
 
 FACT = re.compile(r"FACT-\d{4}")
@@ -99,7 +100,7 @@ def stage_context(
     judge = f"fake/judge?window={window}{options}"
     config = config_factory(judge=judge, models__concurrency=64, **kw)
     return StageContext(
-        config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway_for(config, run_id)
+        config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway_for(config)
     )
 
 

@@ -44,9 +44,7 @@ ALL = ("sample", "insertion", "merge", "quick")
 
 
 def context(config: RunConfig, run_id: str = "t") -> StageContext:
-    gateway = Gateway(
-        config.cache_dir, concurrency=config.models.concurrency, backoff_s=0.0, run_id=run_id
-    )
+    gateway = Gateway(config.cache_dir, concurrency=config.models.concurrency, backoff_s=0.0)
     return StageContext(config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway)
 
 

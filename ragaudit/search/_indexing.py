@@ -9,7 +9,6 @@ every other: the call log is flushed when indexing ends, whether it succeeded or
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +163,7 @@ def index_corpus(
         batch_size: Documents per write.
         make_gateway: Builds the gateway that embeds chunks (local backend, vector or hybrid
             mode only: the others never build one).
-        calls_dir: Where the gateway's call log is flushed (``index-<ns>.parquet``).
+        calls_dir: Where the gateway writes the call log (``index-<ns>-<n>.parquet`` parts).
         on_start: Called with the number of chunks before writing.
         on_batch: Called with the size of each batch written.
 
@@ -189,12 +188,16 @@ def index_corpus(
 
     store = make_search_backend(cfg, embed=embed if gateway is not None else None)
     try:
-        with gateway.scope("index") if gateway is not None else contextlib.nullcontext():
+        # The scope writes the embedding calls' rows under calls_dir as they are made, and the
+        # rest when it ends: they were paid for, so they are logged even when indexing fails.
+        scope = (
+            gateway.scope("index", run_id="index", calls_dir=calls_dir)
+            if gateway is not None
+            else contextlib.nullcontext()
+        )
+        with scope:
             written, total = _write(cfg, store, docs, recreate, batch_size, on_start, on_batch)
     finally:
-        if gateway is not None and calls_dir is not None:
-            # The embedding calls were paid for: logged even when indexing failed.
-            gateway.log.flush(calls_dir / f"index-{time.time_ns()}.parquet", stage="index")
         close = getattr(store, "close", None)
         if close is not None:
             close()
