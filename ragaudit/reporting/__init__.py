@@ -11,11 +11,19 @@ from ragaudit.reporting._artifacts import (
     publish_artifacts,
     summary_table,
 )
-from ragaudit.reporting._build import build_report, directions, question_set_hash, run_folder
+from ragaudit.reporting._build import (
+    build_report,
+    directions,
+    ndcg_curve,
+    question_set_hash,
+    run_folder,
+)
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
+    ContextRow,
     MetricSummary,
+    NdcgPoint,
     QuestionRow,
     ReferenceRow,
     Report,
@@ -28,7 +36,9 @@ from ragaudit.reporting._xlsx import write_xlsx
 
 __all__ = [
     "AgreementRow",
+    "ContextRow",
     "MetricSummary",
+    "NdcgPoint",
     "QuestionRow",
     "ReferenceRow",
     "Report",
@@ -41,6 +51,7 @@ __all__ = [
     "directions",
     "failure_reason",
     "findings_markdown",
+    "ndcg_curve",
     "publish_artifacts",
     "question_set_hash",
     "read_calls",
