@@ -19,6 +19,8 @@ from ragaudit.reporting._build import (
     run_folder,
 )
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
+from ragaudit.reporting._charts import Figure, figures
+from ragaudit.reporting._html import REPORT_FILE, render_html, write_html
 from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
@@ -35,6 +37,8 @@ from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 from ragaudit.reporting._xlsx import write_xlsx
 
 __all__ = [
+    "REPORT_FILE",
+    "Figure",
     "AgreementRow",
     "ContextRow",
     "MetricSummary",
@@ -50,15 +54,18 @@ __all__ = [
     "build_report",
     "directions",
     "failure_reason",
+    "figures",
     "findings_markdown",
     "ndcg_curve",
     "publish_artifacts",
     "question_set_hash",
     "read_calls",
+    "render_html",
     "rollup_calls",
     "run_folder",
     "summarise",
     "summary_table",
     "worst_questions",
+    "write_html",
     "write_xlsx",
 ]
