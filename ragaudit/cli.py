@@ -141,65 +141,70 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
 
 def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
     from ragaudit.runfolder import RunFolder
-    from ragaudit.tasks.report import worst_questions
 
-    run = RunFolder(config.runs_root, manifest["run_id"])
-    console.print(f"\n[bold]ragaudit run[/] {manifest['run_id']}  ->  {run.path}")
-    models = manifest["models"]
-    console.print(f"judge: [bold]{models['judge']}[/]   embedder: {models['embedder']}")
-    llm = manifest["llm"]
-    console.print(
-        f"LLM calls: {llm['calls']} (memo hits {llm['cache_hits']}, "
-        f"provider calls {llm['provider_calls']}); "
-        f"time {manifest['timings']['total_s']:.1f} s"
-    )
-    if run.has("summary"):
+    _print_report(RunFolder(config.runs_root, manifest["run_id"]).path, manifest)
+
+
+def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None:
+    """Render a run's report model (ragaudit.reporting) on the console."""
+    from ragaudit.reporting import build_report
+
+    report = build_report(run_dir)
+    console.print(f"\n[bold]ragaudit run[/] {report.run_id}  ->  {report.run_dir}")
+    console.print(f"judge: [bold]{report.judge}[/]   embedder: {report.embedder}")
+    total = report.calls_total
+    seconds = (manifest or {}).get("timings", report.timings).get("total_s")
+    if total is not None:
+        cost = "" if total.cost_usd is None else f", cost ${total.cost_usd:.4f}"
+        console.print(
+            f"LLM calls: {total.calls} (memo hits {total.memo_hits}, "
+            f"provider calls {total.provider_calls}){cost}"
+            + ("" if seconds is None else f"; time {seconds:.1f} s")
+        )
+    if report.summary:
         table = Table(title="Metrics (mean over ok rows, 95% bootstrap CI)")
         for col in ("metric", "mean", "95% CI", "ok", "failed", "skipped", "threshold", "flag"):
             table.add_column(col)
-        for r in run.read("summary").to_pylist():
-            mean = "-" if r["mean"] is None else f"{r['mean']:.3f}"
-            ci = "-" if r["ci_low"] is None else f"{r['ci_low']:.2f}-{r['ci_high']:.2f}"
-            thr = "" if r["threshold"] is None else f"< {r['threshold']}"
-            flag = "[red]BELOW THRESHOLD[/]" if r["flagged"] else ""
+        for s in report.summary:
+            mean = "-" if s.mean is None else f"{s.mean:.3f}"
+            ci = "-" if s.ci_low is None else f"{s.ci_low:.2f}-{s.ci_high:.2f}"
+            side = "<" if s.higher_is_better else ">"
+            thr = "" if s.threshold is None else f"{side} {s.threshold}"
+            flag = ""
+            if s.flagged:
+                flag = (
+                    "[red]BELOW THRESHOLD[/]" if s.higher_is_better else "[red]ABOVE THRESHOLD[/]"
+                )
             table.add_row(
-                r["metric"],
-                mean,
-                ci,
-                str(r["n_ok"]),
-                str(r["n_failed"]),
-                str(r["n_skipped"]),
-                thr,
-                flag,
+                s.metric, mean, ci, str(s.n_ok), str(s.n_failed), str(s.n_skipped), thr, flag
             )
         console.print(table)
-    if run.has("scores"):
-        import polars as pl
-
-        worst = worst_questions(pl.from_arrow(run.read("scores")), config.report.worst)
-        lines = [
-            f"  {m}: " + ", ".join(f"{q} ({v:.2f})" for q, v in rows)
-            for m, rows in worst.items()
-            if rows
-        ]
-        if lines:
-            console.print("Worst questions:\n" + "\n".join(lines))
-    if run.has("agreement"):
-        import polars as pl
-
-        # The sort stage writes the means over questions as rows with question_id "__all__".
-        agree = pl.from_arrow(run.read("agreement")).filter(
-            (pl.col("status") == "ok") & (pl.col("question_id") == "__all__")
+    lines = []
+    for metric in report.metrics:
+        rows = [w for w in report.worst if w.metric == metric]
+        if rows:
+            lines.append(
+                f"  {metric}: " + ", ".join(f"{w.question_id} ({w.value:.2f})" for w in rows)
+            )
+    if lines:
+        console.print("Worst questions:\n" + "\n".join(lines))
+    shown = {"spearman", "kendall_tau", "top_k_overlap", "ndcg"}
+    text = "; ".join(
+        f"{a.comparison} {a.metric} {a.value:.2f} (n={a.n_questions})"
+        for a in report.overall_agreement
+        if a.status == "ok" and a.metric in shown and a.value is not None
+    )
+    if text:
+        console.print(f"Ranking agreement (mean over questions): {text}")
+    refs = report.reference_counts()
+    if refs:
+        console.print(
+            "Reference answers: " + ", ".join(f"{k} {v}" for k, v in sorted(refs.items()))
         )
-        shown = {"spearman", "kendall_tau", "top_k_overlap", "ndcg"}
-        text = "; ".join(
-            f"{r['comparison']} {r['metric']} {r['value']:.2f} (n={r['n_questions']})"
-            for r in agree.iter_rows(named=True)
-            if r["metric"] in shown
-        )
-        if text:
-            console.print(f"Ranking agreement (mean over questions): {text}")
-    for warning in manifest.get("warnings", []):
+    for name in ("report.html", "report.xlsx"):
+        if (report.run_dir / name).is_file():
+            console.print(f"{name}: {report.run_dir / name}")
+    for warning in report.warnings:
         console.print(f"[bold yellow]WARNING:[/] {warning}")
 
 
@@ -571,6 +576,169 @@ def show(run_id: str, runs_root: RootOpt = None) -> None:
     if not path.is_file():
         _fail(RagauditError(f"no manifest at {path}"))
     console.print_json(json.dumps(json.loads(path.read_text(encoding="utf-8"))))
+
+
+def _run_dir(name: str, runs_root: Path | None) -> Path:
+    """A run given as a folder path, or as a run id under the runs root."""
+    path = Path(name)
+    if (path / "manifest.json").is_file():
+        return path
+    under = (runs_root or Path("data/runs")) / name
+    if (under / "manifest.json").is_file():
+        return under
+    raise RagauditError(
+        f"run '{name}': no manifest.json at {path} or {under} (give a run folder or a run id "
+        "under --runs-root)"
+    )
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _print_comparison(cmp: Any) -> None:
+    console.print(
+        f"\n[bold]compare[/] {cmp.run_a} (A) -> {cmp.run_b} (B)   judge A: {cmp.judge_a}   "
+        f"judge B: {cmp.judge_b}"
+    )
+    if not cmp.comparable:
+        console.print("[bold red]NOT LIKE FOR LIKE:[/] these runs differ in")
+        for d in cmp.differences:
+            console.print(f"  [red]{d.what}[/]: A {d.a!r}  B {d.b!r}", soft_wrap=True)
+    for note in cmp.notes:
+        console.print(f"note: {note}")
+    table = Table(
+        title=f"B - A per metric, paired by question (permutation test, {cmp.adjustment.upper()}"
+        f"-adjusted, alpha {cmp.alpha})"
+    )
+    for col in ("metric", "n", "mean A", "mean B", "B - A", "95% CI", "p", "p adj", "verdict"):
+        table.add_column(col)
+    for m in cmp.metrics:
+        style = {"regressed": "bold red", "improved": "bold green"}.get(m.verdict, "")
+        verdict = f"[{style}]{m.verdict}[/]" if style else m.verdict
+        table.add_row(
+            m.metric + ("" if m.higher_is_better else " (lower is better)"),
+            str(m.n_paired),
+            _num(m.mean_a),
+            _num(m.mean_b),
+            _num(m.diff),
+            "-" if m.ci_low is None else f"{m.ci_low:+.3f} {m.ci_high:+.3f}",
+            _num(m.p_value, 4),
+            _num(m.p_adjusted, 4),
+            verdict,
+        )
+    console.print(table)
+    if cmp.moved_questions:
+        console.print("Questions that moved most (A -> B):")
+        for q in cmp.moved_questions:
+            console.print(
+                f"  {q.metric} {q.question_id}: {q.value_a:.3f} -> {q.value_b:.3f} "
+                f"({q.diff:+.3f})  {q.question[:60]}",
+                soft_wrap=True,
+            )
+    for warning in cmp.warnings:
+        console.print(f"[bold yellow]WARNING:[/] {warning}")
+    console.print(f"[bold]verdict:[/] {cmp.verdict}", soft_wrap=True)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="The earlier run: a folder or a run id.")],
+    run_b: Annotated[str, typer.Argument(help="The later run: a folder or a run id.")],
+    runs_root: RootOpt = None,
+    html: Annotated[bool, typer.Option("--html", help="Also write compare.html.")] = False,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 1 when a metric regressed beyond noise between comparable runs.",
+        ),
+    ] = False,
+    alpha: Annotated[
+        float | None,
+        typer.Option("--alpha", help="Significance level (default: report.alpha of run B)."),
+    ] = None,
+) -> None:
+    """What moved beyond noise from RUN_A to RUN_B, paired by question, adjusted across metrics."""
+    from ragaudit.reporting import compare_runs
+    from ragaudit.runfolder import write_json
+
+    try:
+        dir_a, dir_b = _run_dir(run_a, runs_root), _run_dir(run_b, runs_root)
+        cmp = compare_runs(dir_a, dir_b, alpha=alpha)
+    except RagauditError as exc:
+        _fail(exc)
+    _print_comparison(cmp)
+    out = dir_b / "compare.json"
+    write_json(cmp.to_dict(), out)
+    console.print(f"compare.json: {out}")
+    if html:
+        try:
+            from ragaudit.reporting import write_compare_html  # type: ignore[attr-defined]
+        except ImportError:
+            # The HTML renderer is a separate module; until it exists, compare.json holds
+            # everything the page would show.
+            err.print("--html: the HTML renderer is not in this build; compare.json was written")
+        else:
+            console.print(f"compare.html: {write_compare_html(cmp, dir_b / 'compare.html')}")
+    if fail_on_regression and cmp.comparable and cmp.regressed:
+        err.print(f"[bold red]regression beyond noise:[/] {', '.join(cmp.regressed)}")
+        raise typer.Exit(1)
+
+
+@app.command()
+def runs(
+    runs_root: RootOpt = None,
+    trend: Annotated[
+        str | None, typer.Option("--trend", help="Print this metric over the runs of one set.")
+    ] = None,
+    question_set: Annotated[
+        str | None,
+        typer.Option(
+            "--question-set",
+            help="With --trend: a question-set hash (prefix) or file; default the newest run's.",
+        ),
+    ] = None,
+) -> None:
+    """The runs under the runs root: date, question set, judge and key means."""
+    from ragaudit.reporting import list_runs
+    from ragaudit.reporting import trend as metric_trend
+
+    root = runs_root or Path("data/runs")
+    found = list_runs(root)
+    if not found:
+        console.print(f"no runs under {root}")
+        return
+    if trend is None:
+        metrics = list(dict.fromkeys(m for r in found for m in r.means))[:4]
+        table = Table(title=f"Runs under {root}")
+        for col in ("run", "started", "status", "question set", "n", "judge", *metrics):
+            table.add_column(col, no_wrap=col in {"run", "started", "judge"})
+        for r in found:
+            short = (r.question_set_hash or "").removeprefix("k1:")[:10]
+            table.add_row(
+                r.run_id,
+                (r.started_at or "")[:16].replace("T", " "),
+                r.status or "",
+                f"{Path(r.questions_file or '').name} {short}",
+                str(r.n_questions),
+                r.judge or "",
+                *[_num(r.means.get(m)) for m in metrics],
+            )
+        console.print(table)
+        return
+    chosen, series = metric_trend(found, trend, question_set)
+    if not series:
+        _fail(RagauditError(f"--trend {trend}: no run under {root} scored it for that set"))
+    table = Table(title=f"{trend} over the runs of question set {chosen}")
+    for col in ("run", "started", "judge", "mean", "95% CI"):
+        table.add_column(col)
+    for r in series:
+        low, high = r.ci.get(trend, (None, None))
+        ci = "-" if low is None else f"{low:.3f}-{high:.3f}"
+        started = (r.started_at or "")[:19].replace("T", " ")
+        table.add_row(r.run_id, started, r.judge or "", _num(r.means[trend]), ci)
+    console.print(table)
 
 
 def main() -> None:

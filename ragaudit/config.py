@@ -418,6 +418,16 @@ class ReportConfig(_Frozen):
     """Resamples for the confidence intervals of the means (0 turns them off)."""
     worst: int = Field(default=5, ge=0)
     """Worst questions listed per metric."""
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """``compare``: a metric moved beyond noise when its adjusted p-value is below this and its
+    confidence interval excludes 0."""
+    adjustment: Literal["bh", "by"] = "bh"
+    """``compare``: how p-values are adjusted across metrics: Benjamini–Hochberg (``bh``) or
+    Benjamini–Yekutieli (``by``, valid under any dependence between metrics)."""
+    compare_resamples: int = Field(default=9999, ge=99)
+    """``compare``: resamples of the paired bootstrap and of the permutation test."""
+    moved_questions: int = Field(default=10, ge=0)
+    """``compare``: questions listed per metric among those that moved most."""
 
 
 class RunConfig(_Frozen):

@@ -22,7 +22,7 @@ from ragaudit.cache._fake import FakeRequest, _fake_vector
 from ragaudit.config import OFFLINE_EMBEDDER
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import METRICS, Deps, Sample, resolve
-from ragaudit.tasks.report import summarise
+from ragaudit.reporting import summarise
 from ragaudit.tasks.score import metric_for, reasons, score_rows
 
 _RAGAS_INPUT = (
@@ -640,8 +640,8 @@ async def test_summary_counts_what_each_mean_rests_on(fake, gateway) -> None:
         )
     table = pl.DataFrame([{"value": None, "error": None, **r} for r in rows])
     summary = summarise(table, {"context_recall": 0.7}, 0)[0]
-    assert (summary["n_ok"], summary["n_failed"], summary["n_skipped"]) == (2, 1, 1)
-    assert summary["mean"] == pytest.approx(0.5) and summary["flagged"]
+    assert (summary.n_ok, summary.n_failed, summary.n_skipped) == (2, 1, 1)
+    assert summary.mean == pytest.approx(0.5) and summary.flagged
 
 
 async def test_every_registered_metric_lists_inputs_and_needs() -> None:
@@ -711,16 +711,17 @@ def test_lower_is_better_metrics_are_flagged_above_their_threshold() -> None:
     )
     lower = frozenset(n for n, m in METRICS.items() if not m.higher_is_better)
     assert {"noise_sensitivity", "noise_sensitivity_irrelevant", "aspect_maliciousness"} <= lower
+    up = {m: m not in lower for m in ("noise_sensitivity", "faithfulness")}
     rows = {
-        r["metric"]: r
-        for r in summarise(table, {"noise_sensitivity": 0.3, "faithfulness": 0.9}, 0, lower)
+        r.metric: r
+        for r in summarise(table, {"noise_sensitivity": 0.3, "faithfulness": 0.9}, 0, up)
     }
-    assert rows["noise_sensitivity"]["flagged"] and rows["faithfulness"]["flagged"]
+    assert rows["noise_sensitivity"].flagged and rows["faithfulness"].flagged
     rows = {
-        r["metric"]: r
-        for r in summarise(table, {"noise_sensitivity": 0.6, "faithfulness": 0.4}, 0, lower)
+        r.metric: r
+        for r in summarise(table, {"noise_sensitivity": 0.6, "faithfulness": 0.4}, 0, up)
     }
-    assert not rows["noise_sensitivity"]["flagged"] and not rows["faithfulness"]["flagged"]
+    assert not rows["noise_sensitivity"].flagged and not rows["faithfulness"].flagged
 
 
 async def test_provider_failure_after_retries_fails_the_row_naming_it(fake, gateway) -> None:

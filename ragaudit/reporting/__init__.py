@@ -20,6 +20,18 @@ from ragaudit.reporting._build import (
 )
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._charts import Figure, figures
+from ragaudit.reporting._compare import (
+    Comparison,
+    Difference,
+    MetricChange,
+    PairedTest,
+    QuestionMove,
+    adjust,
+    compare_reports,
+    compare_runs,
+    decide,
+    paired_test,
+)
 from ragaudit.reporting._html import REPORT_FILE, render_html, write_html
 from ragaudit.reporting._model import (
     AgreementRow,
@@ -33,38 +45,53 @@ from ragaudit.reporting._model import (
     StageCalls,
     WorstQuestion,
 )
+from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 from ragaudit.reporting._xlsx import write_xlsx
 
 __all__ = [
-    "REPORT_FILE",
-    "Figure",
     "AgreementRow",
+    "Comparison",
     "ContextRow",
+    "Difference",
+    "Figure",
+    "MetricChange",
     "MetricSummary",
     "NdcgPoint",
+    "PairedTest",
+    "QuestionMove",
     "QuestionRow",
+    "REPORT_FILE",
     "ReferenceRow",
     "Report",
+    "RunOverview",
     "ScoreCell",
     "StageCalls",
     "WorstQuestion",
+    "adjust",
     "artifact_key",
     "bootstrap_ci",
     "build_report",
+    "compare_reports",
+    "compare_runs",
+    "decide",
     "directions",
     "failure_reason",
     "figures",
     "findings_markdown",
+    "list_runs",
     "ndcg_curve",
+    "paired_test",
     "publish_artifacts",
     "question_set_hash",
     "read_calls",
     "render_html",
     "rollup_calls",
     "run_folder",
+    "run_overview",
     "summarise",
     "summary_table",
+    "trend",
     "worst_questions",
     "write_html",
     "write_xlsx",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from functools import lru_cache
@@ -60,6 +61,25 @@ def question_set_hash(questions: pl.DataFrame) -> str:
     cols = [c for c in ("question_id", "question", "filters", "reference") if c in questions]
     rows = questions.select(cols).sort("question_id").rows()
     return canonical_hash({"questions": rows})
+
+
+def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
+    """The manifest's warnings and those its config implies.
+
+    The flow writes the manifest's warnings when it ends, after the report stage has built
+    its model; recomputing them from the stored config lets that model carry them too.
+    """
+    from pydantic import ValidationError
+
+    from ragaudit.config import RunConfig
+    from ragaudit.manifest import judge_warnings
+
+    found = list(manifest.get("warnings", ()))
+    if "config" in manifest:
+        # A config of another ragaudit version may not validate: keep what was stored.
+        with contextlib.suppress(ValidationError):
+            found += judge_warnings(RunConfig.model_validate(manifest["config"]), run)
+    return tuple(dict.fromkeys(found))
 
 
 def _report_defaults() -> dict[str, Any]:
@@ -330,7 +350,7 @@ def build_report(run_dir: Path | str) -> Report:
     )
     per_stage, total = rollup_calls(read_calls(run.calls_dir))
     return Report(
-        run_id=manifest.get("run_id", run.run_id),
+        run_id=run.run_id,
         run_dir=run.path,
         status=manifest.get("status"),
         started_at=manifest.get("started_at"),
@@ -338,7 +358,7 @@ def build_report(run_dir: Path | str) -> Report:
         judge=models.get("judge"),
         embedder=models.get("embedder"),
         generator=models.get("generator"),
-        warnings=tuple(manifest.get("warnings", ())),
+        warnings=_warnings(manifest, run),
         questions_file=config.get("questions"),
         question_set_hash=question_set_hash(questions) if questions is not None else None,
         metrics=metrics,

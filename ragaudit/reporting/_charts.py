@@ -222,9 +222,7 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
             y=y,
             color=alt.Color(
                 "status:N",
-                scale=alt.Scale(
-                    domain=list(_STATUS_COLORS), range=list(_STATUS_COLORS.values())
-                ),
+                scale=alt.Scale(domain=list(_STATUS_COLORS), range=list(_STATUS_COLORS.values())),
                 legend=alt.Legend(title="no score"),
             ),
             description="d:N",

@@ -5,7 +5,6 @@ Every resampling method is scipy's (``scipy.stats.bootstrap``); nothing here re-
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -108,9 +107,4 @@ def worst_questions(
     return out
 
 
-def is_nan(value: float | None) -> bool:
-    """None or NaN."""
-    return value is None or math.isnan(value)
-
-
-__all__ = ["CONFIDENCE", "bootstrap_ci", "is_nan", "summarise", "worst_questions"]
+__all__ = ["CONFIDENCE", "bootstrap_ci", "summarise", "worst_questions"]

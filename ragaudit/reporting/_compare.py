@@ -1,0 +1,400 @@
+"""``compare``: what moved beyond noise between two runs, and whether they are like for like.
+
+Per metric, the questions scored ``ok`` in both runs are paired; the mean difference (B − A)
+gets a paired bootstrap interval (``scipy.stats.bootstrap``, ``paired=True``) and a paired
+permutation test (``scipy.stats.permutation_test``, ``permutation_type="samples"``: each
+question's two values swap places). The p-values are adjusted across metrics
+(``scipy.stats.false_discovery_control``). A metric *moved* only where the adjusted p-value is
+below α and the interval excludes 0; whether that is a regression depends on the metric's
+direction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ragaudit.reporting._model import Report, _jsonable
+from ragaudit.reporting._stats import CONFIDENCE
+
+# Run configuration that changes scores without being a judge, embedder or prompt: compared
+# besides the score section (whose metric list may differ; only shared metrics are compared).
+_MODEL_PARAMETERS = ("temperature", "max_output_tokens", "judge_context_window")
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """The paired statistics of one metric (difference = B − A)."""
+
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One metric between the two runs."""
+
+    metric: str
+    higher_is_better: bool
+    n_paired: int
+    """Questions scored ``ok`` in both runs (the only ones compared)."""
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    p_adjusted: float | None
+    moved: bool
+    """Adjusted p below α and the interval excludes 0."""
+    verdict: str
+    """``improved``, ``regressed``, ``no change beyond noise`` or ``not tested`` (why)."""
+
+
+@dataclass(frozen=True)
+class QuestionMove:
+    """A question whose value moved much, with both runs' values and reasons side by side."""
+
+    metric: str
+    question_id: str
+    question: str
+    value_a: float
+    value_b: float
+    diff: float
+    reason_a: str | None
+    reason_b: str | None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A configuration difference that makes two runs not like for like."""
+
+    what: str
+    a: Any
+    b: Any
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The comparison of run B against run A."""
+
+    run_a: str
+    run_b: str
+    dir_a: Path
+    dir_b: Path
+    judge_a: str | None
+    judge_b: str | None
+    alpha: float
+    adjustment: str
+    comparable: bool
+    differences: tuple[Difference, ...]
+    """What differs between the runs beyond the system under test (empty: like for like)."""
+    notes: tuple[str, ...]
+    """Things worth knowing that do not break comparability (metrics in one run only)."""
+    metrics: tuple[MetricChange, ...]
+    moved_questions: tuple[QuestionMove, ...]
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def regressed(self) -> tuple[str, ...]:
+        """Metrics that regressed beyond noise."""
+        return tuple(m.metric for m in self.metrics if m.verdict == "regressed")
+
+    @property
+    def improved(self) -> tuple[str, ...]:
+        """Metrics that improved beyond noise."""
+        return tuple(m.metric for m in self.metrics if m.verdict == "improved")
+
+    @property
+    def verdict(self) -> str:
+        """One sentence: comparable or not, and what moved."""
+        moved = (
+            ", ".join(
+                [f"{m} regressed" for m in self.regressed]
+                + [f"{m} improved" for m in self.improved]
+            )
+            or "no metric moved beyond noise"
+        )
+        if not self.comparable:
+            named = "; ".join(d.what for d in self.differences)
+            return f"NOT like for like ({named}): the numbers are shown but do not compare; {moved}"
+        return f"like for like; {moved}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with the verdict."""
+        out = _jsonable(dataclasses.asdict(self))
+        out.update(
+            verdict=self.verdict, regressed=list(self.regressed), improved=list(self.improved)
+        )
+        return out
+
+
+def _degenerate(values: np.ndarray) -> bool:
+    return bool(np.all(values == values[0]))
+
+
+def _mean_diff(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(b - a, axis=axis)
+
+
+def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 9999, seed: int = 0) -> PairedTest:
+    """Mean difference B − A, its paired bootstrap interval and a paired permutation p-value.
+
+    Fewer than two pairs: no interval and no p-value.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n = len(a)
+    if n == 0:
+        return PairedTest(0, None, None, None, None, None, None)
+    diff = float(np.mean(b - a))
+    base = PairedTest(n, float(a.mean()), float(b.mean()), diff, None, None, None)
+    if n < 2:
+        return base
+    d = b - a
+    if _degenerate(d):
+        # Every resample has the same mean difference (scipy returns NaN for such data).
+        low = high = float(d[0])
+    else:
+        ci = stats.bootstrap(
+            (a, b),
+            _mean_diff,
+            paired=True,
+            vectorized=True,
+            n_resamples=resamples,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+        low, high = float(ci.low), float(ci.high)
+    if not np.any(d):
+        p = 1.0  # no pair differs: every permutation gives the observed statistic
+    else:
+        p = float(
+            stats.permutation_test(
+                (a, b),
+                _mean_diff,
+                permutation_type="samples",
+                vectorized=True,
+                n_resamples=resamples,
+                alternative="two-sided",
+                rng=np.random.default_rng(seed + 1),
+            ).pvalue
+        )
+    return dataclasses.replace(base, ci_low=low, ci_high=high, p_value=p)
+
+
+def adjust(p_values: list[float | None], method: str = "bh") -> list[float | None]:
+    """p-values adjusted across the tested metrics (None stays None)."""
+    tested = [p for p in p_values if p is not None]
+    if not tested:
+        return list(p_values)
+    adjusted = iter(stats.false_discovery_control(np.array(tested), method=method).tolist())
+    return [None if p is None else float(next(adjusted)) for p in p_values]
+
+
+def decide(
+    tests: dict[str, PairedTest],
+    higher_is_better: dict[str, bool],
+    alpha: float = 0.05,
+    method: str = "bh",
+) -> list[MetricChange]:
+    """Per metric: adjusted p-value, moved or not, and the direction-aware verdict."""
+    names = list(tests)
+    adjusted = adjust([tests[m].p_value for m in names], method)
+    out = []
+    for m, p_adj in zip(names, adjusted, strict=True):
+        t = tests[m]
+        up = higher_is_better.get(m, True)
+        moved = (
+            p_adj is not None
+            and p_adj < alpha
+            and t.ci_low is not None
+            and t.ci_high is not None
+            and (t.ci_low > 0 or t.ci_high < 0)
+        )
+        if p_adj is None:
+            verdict = f"not tested ({t.n} question(s) scored ok in both runs)"
+        elif not moved:
+            verdict = "no change beyond noise"
+        else:
+            better = (t.diff or 0.0) > 0 if up else (t.diff or 0.0) < 0
+            verdict = "improved" if better else "regressed"
+        out.append(
+            MetricChange(
+                metric=m,
+                higher_is_better=up,
+                n_paired=t.n,
+                mean_a=t.mean_a,
+                mean_b=t.mean_b,
+                diff=t.diff,
+                ci_low=t.ci_low,
+                ci_high=t.ci_high,
+                p_value=t.p_value,
+                p_adjusted=p_adj,
+                moved=bool(moved),
+                verdict=verdict,
+            )
+        )
+    return out
+
+
+def _parameters(report: Report, manifest_models: dict[str, Any]) -> dict[str, Any]:
+    params = {f"score.{k}": v for k, v in report.score_config.items() if k != "metrics"}
+    params |= {f"models.{k}": manifest_models.get(k) for k in _MODEL_PARAMETERS}
+    return params
+
+
+def comparability(
+    a: Report, b: Report, config_a: dict[str, Any], config_b: dict[str, Any]
+) -> list[Difference]:
+    """What differs between the runs besides the system under test."""
+    out: list[Difference] = []
+    if a.judge != b.judge:
+        out.append(Difference("judge", a.judge, b.judge))
+    if a.embedder != b.embedder:
+        out.append(Difference("embedder", a.embedder, b.embedder))
+    if a.question_set_hash != b.question_set_hash:
+        out.append(
+            Difference(
+                "question set",
+                f"{a.questions_file} ({len(a.questions)} questions, {a.question_set_hash})",
+                f"{b.questions_file} ({len(b.questions)} questions, {b.question_set_hash})",
+            )
+        )
+    stages_a = {s.stage: s.prompt_versions for s in a.calls}
+    stages_b = {s.stage: s.prompt_versions for s in b.calls}
+    for stage in sorted(set(stages_a) & set(stages_b)):
+        if stages_a[stage] != stages_b[stage]:
+            out.append(
+                Difference(
+                    f"prompt versions of {stage}",
+                    list(stages_a[stage]),
+                    list(stages_b[stage]),
+                )
+            )
+    pa = _parameters(a, config_a.get("models", {}))
+    pb = _parameters(b, config_b.get("models", {}))
+    for key in sorted(set(pa) | set(pb)):
+        if pa.get(key) != pb.get(key):
+            out.append(Difference(f"metric parameter {key}", pa.get(key), pb.get(key)))
+    return out
+
+
+def _paired(a: Report, b: Report, metric: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    by_b = {q.question_id: q for q in b.questions}
+    ids, va, vb = [], [], []
+    for q in a.questions:
+        other = by_b.get(q.question_id)
+        ca = q.scores.get(metric)
+        cb = other.scores.get(metric) if other else None
+        if ca and cb and ca.status == "ok" and cb.status == "ok":
+            ids.append(q.question_id)
+            va.append(ca.value)
+            vb.append(cb.value)
+    return ids, np.array(va, dtype=float), np.array(vb, dtype=float)
+
+
+def compare_reports(
+    a: Report,
+    b: Report,
+    *,
+    alpha: float | None = None,
+    adjustment: str | None = None,
+    resamples: int | None = None,
+    top: int | None = None,
+    seed: int = 0,
+) -> Comparison:
+    """Compare run B against run A (options default to run B's report config)."""
+    from ragaudit.reporting._build import run_folder
+
+    cfg = b.report_config
+    alpha = cfg.get("alpha", 0.05) if alpha is None else alpha
+    adjustment = cfg.get("adjustment", "bh") if adjustment is None else adjustment
+    resamples = cfg.get("compare_resamples", 9999) if resamples is None else resamples
+    top = cfg.get("moved_questions", 10) if top is None else top
+    config_a = run_folder(a.run_dir).read_manifest().get("config", {})
+    config_b = run_folder(b.run_dir).read_manifest().get("config", {})
+
+    shared = [m for m in b.metrics if m in a.metrics]
+    notes = [
+        f"metric {m} is only in run {run}"
+        for run, only in ((a.run_id, a.metrics), (b.run_id, b.metrics))
+        for m in only
+        if m not in shared
+    ]
+    tests: dict[str, PairedTest] = {}
+    moves: list[QuestionMove] = []
+    text_b = {q.question_id: q for q in b.questions}
+    text_a = {q.question_id: q for q in a.questions}
+    for metric in shared:
+        ids, va, vb = _paired(a, b, metric)
+        tests[metric] = paired_test(va, vb, resamples, seed)
+        order = np.argsort(-np.abs(vb - va), kind="stable")[:top]
+        for i in order:
+            if vb[i] == va[i]:
+                continue
+            qid = ids[i]
+            moves.append(
+                QuestionMove(
+                    metric=metric,
+                    question_id=qid,
+                    question=text_b[qid].question,
+                    value_a=float(va[i]),
+                    value_b=float(vb[i]),
+                    diff=float(vb[i] - va[i]),
+                    reason_a=text_a[qid].scores[metric].reason,
+                    reason_b=text_b[qid].scores[metric].reason,
+                )
+            )
+    directions = {s.metric: s.higher_is_better for s in b.summary}
+    directions |= {s.metric: s.higher_is_better for s in a.summary if s.metric not in directions}
+    changes = decide(tests, directions, alpha, adjustment)
+    differences = comparability(a, b, config_a, config_b)
+    return Comparison(
+        run_a=a.run_id,
+        run_b=b.run_id,
+        dir_a=a.run_dir,
+        dir_b=b.run_dir,
+        judge_a=a.judge,
+        judge_b=b.judge,
+        alpha=alpha,
+        adjustment=adjustment,
+        comparable=not differences,
+        differences=tuple(differences),
+        notes=tuple(notes),
+        metrics=tuple(changes),
+        moved_questions=tuple(moves),
+        warnings=tuple(dict.fromkeys(a.warnings + b.warnings)),
+    )
+
+
+def compare_runs(run_a: Path | str, run_b: Path | str, **options: Any) -> Comparison:
+    """Build both runs' reports and compare B against A."""
+    from ragaudit.reporting._build import build_report
+
+    return compare_reports(build_report(run_a), build_report(run_b), **options)
+
+
+__all__ = [
+    "Comparison",
+    "Difference",
+    "MetricChange",
+    "PairedTest",
+    "QuestionMove",
+    "adjust",
+    "comparability",
+    "compare_reports",
+    "compare_runs",
+    "decide",
+    "paired_test",
+]

@@ -1,0 +1,84 @@
+"""The runs under a root: when, on which question set, with which judge, and their means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ragaudit.reporting._build import question_set_hash, run_folder
+
+
+@dataclass(frozen=True)
+class RunOverview:
+    """One run folder at a glance (read from its manifest and summary, no statistics)."""
+
+    run_id: str
+    run_dir: Path
+    started_at: str | None
+    status: str | None
+    questions_file: str | None
+    question_set_hash: str | None
+    n_questions: int
+    judge: str | None
+    means: dict[str, float | None]
+    ci: dict[str, tuple[float | None, float | None]]
+
+
+def run_overview(run_dir: Path) -> RunOverview:
+    """The overview of one run folder."""
+    run = run_folder(run_dir)
+    manifest = run.read_manifest()
+    questions = pl.from_arrow(run.read("questions")) if run.has("questions") else None
+    summary = run.read("summary").to_pylist() if run.has("summary") else []
+    return RunOverview(
+        run_id=run.run_id,
+        run_dir=run.path,
+        started_at=manifest.get("started_at"),
+        status=manifest.get("status"),
+        questions_file=manifest.get("config", {}).get("questions"),
+        question_set_hash=question_set_hash(questions) if questions is not None else None,  # type: ignore[arg-type]
+        n_questions=0 if questions is None else questions.height,
+        judge=manifest.get("models", {}).get("judge"),
+        means={r["metric"]: r["mean"] for r in summary},
+        ci={r["metric"]: (r["ci_low"], r["ci_high"]) for r in summary},
+    )
+
+
+def list_runs(root: Path) -> list[RunOverview]:
+    """Every run folder under ``root`` (one with a manifest), oldest first."""
+    dirs = sorted(p.parent for p in Path(root).glob("*/manifest.json"))
+    runs = [run_overview(d) for d in dirs]
+    return sorted(runs, key=lambda r: (r.started_at or "", r.run_id))
+
+
+def trend(
+    runs: list[RunOverview], metric: str, question_set: str | None = None
+) -> tuple[str | None, list[RunOverview]]:
+    """The runs of one question set that scored ``metric``, oldest first.
+
+    ``question_set`` is a hash (or its prefix, or a questions file path); None takes the set of
+    the newest run that scored the metric.
+    """
+    scored = [r for r in runs if r.means.get(metric) is not None]
+    if not scored:
+        return None, []
+    if question_set is None:
+        chosen = scored[-1].question_set_hash
+    else:
+        chosen = next(
+            (
+                r.question_set_hash
+                for r in reversed(scored)
+                if r.questions_file == question_set
+                or (r.question_set_hash or "")
+                .removeprefix("k1:")
+                .startswith(question_set.removeprefix("k1:"))
+            ),
+            None,
+        )
+    return chosen, [r for r in scored if chosen is not None and r.question_set_hash == chosen]
+
+
+__all__ = ["RunOverview", "list_runs", "run_overview", "trend"]
