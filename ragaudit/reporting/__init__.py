@@ -32,7 +32,13 @@ from ragaudit.reporting._compare import (
     decide,
     paired_test,
 )
-from ragaudit.reporting._html import REPORT_FILE, render_html, write_html
+from ragaudit.reporting._html import (
+    REPORT_FILE,
+    render_compare_html,
+    render_html,
+    write_compare_html,
+    write_html,
+)
 from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
@@ -85,6 +91,7 @@ __all__ = [
     "publish_artifacts",
     "question_set_hash",
     "read_calls",
+    "render_compare_html",
     "render_html",
     "rollup_calls",
     "run_folder",
@@ -93,6 +100,7 @@ __all__ = [
     "summary_table",
     "trend",
     "worst_questions",
+    "write_compare_html",
     "write_html",
     "write_xlsx",
 ]

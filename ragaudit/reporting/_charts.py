@@ -386,6 +386,51 @@ def calls_chart(report: Report) -> Figure | None:
     return Figure("calls", "Cost and calls per stage", caption, _svg(_configure(chart), data))
 
 
+def compare_chart(comparison: Any) -> Figure | None:
+    """B − A per metric with its paired 95% interval, coloured by the verdict."""
+    rows = [
+        {
+            "metric": m.metric + ("" if m.higher_is_better else " (lower is better)"),
+            "diff": m.diff,
+            "low": m.ci_low if _finite(m.ci_low) else m.diff,
+            "high": m.ci_high if _finite(m.ci_high) else m.diff,
+            "verdict": m.verdict if m.verdict in _VERDICT_COLORS else "no change beyond noise",
+        }
+        for m in comparison.metrics
+        if _finite(m.diff)
+    ]
+    if not rows:
+        return None
+    y = alt.Y("metric:N", sort=[r["metric"] for r in rows], title=None)
+    base = alt.Chart(alt.NamedData(name="diffs")).encode(y=y)
+    ci = base.mark_rule(strokeWidth=2, color="#555").encode(x=alt.X("low:Q"), x2="high:Q")
+    point = base.mark_point(filled=True, size=90).encode(
+        x=alt.X("diff:Q", title="B − A (paired 95% CI)"),
+        color=alt.Color(
+            "verdict:N",
+            scale=alt.Scale(domain=list(_VERDICT_COLORS), range=list(_VERDICT_COLORS.values())),
+            legend=alt.Legend(title=None, orient="bottom"),
+        ),
+    )
+    zero = alt.Chart(alt.NamedData(name="zero")).mark_rule(color="#999").encode(x="x:Q")
+    chart = alt.layer(zero, ci, point).properties(width=_WIDTH - 200, height=alt.Step(22))
+    return Figure(
+        "compare",
+        "What moved between the runs",
+        "Dot: mean paired difference B − A over the questions scored in both runs; bar: its "
+        "paired bootstrap interval. Red: regressed beyond noise, green: improved, grey: no "
+        "change beyond noise (after adjusting for the number of metrics).",
+        _svg(_configure(chart), {"diffs": rows, "zero": [{"x": 0}]}),
+    )
+
+
+_VERDICT_COLORS = {
+    "regressed": "#d62728",
+    "improved": "#2ca02c",
+    "no change beyond noise": "#7f7f7f",
+}
+
+
 def figures(report: Report) -> list[Figure]:
     """Every chart the run's data supports, in page order."""
     out = []
@@ -408,6 +453,7 @@ __all__ = [
     "HEATMAP_MAX_ROWS",
     "Figure",
     "calls_chart",
+    "compare_chart",
     "distributions_chart",
     "figures",
     "heatmap_chart",
