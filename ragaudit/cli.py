@@ -332,7 +332,7 @@ def report_cmd(
     runs_root: RootOpt = None,
     sets: SetOpt = None,
 ) -> None:
-    """Stage 5 (--run-id), or report.html of a finished RUN: charts and a per-question drill-down."""
+    """Stage 5 (--run-id), or report.html of a finished RUN: charts and a question drill-down."""
     from ragaudit.reporting import REPORT_FILE, build_report, write_html
 
     if (run is None) == (run_id is None):

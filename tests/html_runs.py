@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from reporting_runs import write_run
@@ -31,7 +31,8 @@ from ragaudit.schemas import (
 from ragaudit.tasks.sort import aggregate, agreement
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data"
+# A worktree sits one level deeper than the main checkout: the env var points at the data then.
+SHARED = Path(os.environ.get("RAGAUDIT_SHARED_DATA", REPO.parent / "shared" / "data"))
 SMOKE_WARNING = (
     "The judge local/gemma-3-270m is a 270M base model: a smoke test of the pipeline, not an "
     "evaluation. Use a real judge (--judge openai/gpt-4o-mini, --judge ollama/qwen2.5:7b)."
