@@ -198,7 +198,11 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
         axis=alt.Axis(labels=len(shown) <= 60, ticks=len(shown) <= 60),
     )
     x = alt.X(
-        "metric:N", sort=[labels[m] for m in metrics], title=None, axis=alt.Axis(labelAngle=-40)
+        "metric:N",
+        sort=[labels[m] for m in metrics],
+        title=None,
+        # On top: a tall grid's bottom edge is screens away from its first rows.
+        axis=alt.Axis(labelAngle=-40, orient="top"),
     )
     good = (
         alt.Chart(alt.NamedData(name="scored"))
