@@ -420,7 +420,57 @@ _stage_command(
 )
 _stage_command("ground_truth", "Stage 3: write reference answers from the relevant candidates.")
 _stage_command("score", "Stage 4: score every configured metric on the top-k contexts.")
-_stage_command("report", "Stage 5: summary table, threshold flags and the Prefect artifact.")
+
+
+@app.command("report")
+def report_cmd(
+    run: Annotated[
+        str | None,
+        typer.Argument(help="A run folder or run id: render report.html from its tables alone."),
+    ] = None,
+    open_page: Annotated[
+        bool, typer.Option("--open", help="Open report.html in the default browser.")
+    ] = False,
+    config: ConfigOpt = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", help="Run the report stage (summary, xlsx, html, artifacts)."),
+    ] = None,
+    runs_root: RootOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Stage 5 (--run-id), or report.html of a finished RUN: charts and a question drill-down."""
+    from ragaudit.reporting import REPORT_FILE, build_report, write_html
+
+    if (run is None) == (run_id is None):
+        _fail(RagauditError("report: give a RUN (folder or id) or --run-id, not both"))
+    if run_id is not None:
+        _evaluate_with_flags(
+            ["report"],
+            config=config,
+            questions=None,
+            run_id=run_id,
+            judge=None,
+            embedder=None,
+            runs_root=runs_root,
+            limit=None,
+            sets=sets,
+        )
+        try:
+            root = load_config(config, _overrides(runs_root=runs_root, sets=sets)).runs_root
+        except RagauditError as exc:
+            _fail(exc)
+        page = Path(root) / run_id / REPORT_FILE
+    else:
+        try:
+            page = write_html(build_report(_run_dir(run, runs_root)))
+        except RagauditError as exc:
+            _fail(exc)
+        console.print(f"report.html: {page}")
+    if open_page:
+        import webbrowser
+
+        webbrowser.open(page.resolve().as_uri())
 
 
 @app.command()
@@ -748,14 +798,9 @@ def compare(
     write_json(cmp.to_dict(), out)
     console.print(f"compare.json: {out}")
     if html:
-        try:
-            from ragaudit.reporting import write_compare_html  # type: ignore[attr-defined]
-        except ImportError:
-            # The HTML renderer is a separate module; until it exists, compare.json holds
-            # everything the page would show.
-            err.print("--html: the HTML renderer is not in this build; compare.json was written")
-        else:
-            console.print(f"compare.html: {write_compare_html(cmp, dir_b / 'compare.html')}")
+        from ragaudit.reporting import write_compare_html
+
+        console.print(f"compare.html: {write_compare_html(cmp, dir_b / 'compare.html')}")
     if fail_on_regression and cmp.comparable and cmp.regressed:
         err.print(f"[bold red]regression beyond noise:[/] {', '.join(cmp.regressed)}")
         raise typer.Exit(1)

@@ -2,7 +2,7 @@
 
 The statistics and the model live in ``ragaudit.reporting``; this stage writes the summary
 (means with bootstrap intervals, threshold flags), builds the model from the run folder and
-renders it: ``report.xlsx`` and the Prefect artifacts.
+renders it: ``report.xlsx``, ``report.html`` and the Prefect artifacts.
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ def write_summary(ctx: StageContext) -> None:
 
 
 async def report(ctx: StageContext) -> list[str]:
-    """Write ``summary`` and ``report.xlsx``, and publish the Prefect artifacts."""
-    from ragaudit.reporting import publish_artifacts, write_xlsx
+    """Write ``summary``, ``report.xlsx`` and ``report.html``, and publish the Prefect artifacts."""
+    from ragaudit.reporting import publish_artifacts, write_html, write_xlsx
 
     write_summary(ctx)
     model = build_report(ctx.run.path)
     write_xlsx(model, ctx.run.path / "report.xlsx")
+    write_html(model)
     await publish_artifacts(model)
     return ["summary"]
 

@@ -11,8 +11,15 @@ from ragaudit.reporting._artifacts import (
     publish_artifacts,
     summary_table,
 )
-from ragaudit.reporting._build import build_report, directions, question_set_hash, run_folder
+from ragaudit.reporting._build import (
+    build_report,
+    directions,
+    ndcg_curve,
+    question_set_hash,
+    run_folder,
+)
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
+from ragaudit.reporting._charts import Figure, figures
 from ragaudit.reporting._compare import (
     Comparison,
     Difference,
@@ -25,9 +32,18 @@ from ragaudit.reporting._compare import (
     decide,
     paired_test,
 )
+from ragaudit.reporting._html import (
+    REPORT_FILE,
+    render_compare_html,
+    render_html,
+    write_compare_html,
+    write_html,
+)
 from ragaudit.reporting._model import (
     AgreementRow,
+    ContextRow,
     MetricSummary,
+    NdcgPoint,
     QuestionRow,
     ReferenceRow,
     Report,
@@ -42,12 +58,16 @@ from ragaudit.reporting._xlsx import write_xlsx
 __all__ = [
     "AgreementRow",
     "Comparison",
+    "ContextRow",
     "Difference",
+    "Figure",
     "MetricChange",
     "MetricSummary",
+    "NdcgPoint",
     "PairedTest",
     "QuestionMove",
     "QuestionRow",
+    "REPORT_FILE",
     "ReferenceRow",
     "Report",
     "RunOverview",
@@ -63,12 +83,16 @@ __all__ = [
     "decide",
     "directions",
     "failure_reason",
+    "figures",
     "findings_markdown",
     "list_runs",
+    "ndcg_curve",
     "paired_test",
     "publish_artifacts",
     "question_set_hash",
     "read_calls",
+    "render_compare_html",
+    "render_html",
     "rollup_calls",
     "run_folder",
     "run_overview",
@@ -76,5 +100,7 @@ __all__ = [
     "summary_table",
     "trend",
     "worst_questions",
+    "write_compare_html",
+    "write_html",
     "write_xlsx",
 ]

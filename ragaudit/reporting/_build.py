@@ -11,11 +11,14 @@ from typing import Any
 
 import polars as pl
 
+from ragaudit import ranking
 from ragaudit.errors import StageError
 from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
+    ContextRow,
     MetricSummary,
+    NdcgPoint,
     QuestionRow,
     ReferenceRow,
     Report,
@@ -101,6 +104,98 @@ def _metric_order(scores: pl.DataFrame | None, configured: list[str]) -> tuple[s
     return tuple(ordered + [m for m in present if m not in ordered])
 
 
+def _score_top_k(score_config: Mapping[str, Any]) -> int:
+    from ragaudit.config import ScoreConfig
+
+    return int(score_config.get("top_k") or ScoreConfig().top_k)
+
+
+def _engine_orders(candidates: pl.DataFrame | None) -> dict[str, list[dict[str, Any]]]:
+    """Each question's candidates in engine order (the order the score stage takes its top k)."""
+    if candidates is None:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in candidates.sort("question_id", "engine_rank").iter_rows(named=True):
+        out.setdefault(r["question_id"], []).append(r)
+    return out
+
+
+def _gold(question: Mapping[str, Any], candidates: list[dict[str, Any]]) -> set[str] | None:
+    """Gold context ids as the sort stage reads them (None: the question set has no gold)."""
+    ids = question.get("reference_context_ids")
+    if ids is None and all(c["gold_relevant"] is None for c in candidates):
+        return None
+    return {c["context_id"] for c in candidates if c["gold_relevant"]} | set(ids or [])
+
+
+def _contexts(
+    top: list[dict[str, Any]],
+    verdicts: Mapping[str, dict[str, Any]],
+    judge_place: Mapping[str, int],
+    gold: set[str] | None,
+    supporting: set[str],
+) -> tuple[ContextRow, ...]:
+    rows = []
+    for c in top:
+        cid = c["context_id"]
+        v = verdicts.get(cid, {})
+        rows.append(
+            ContextRow(
+                context_id=cid,
+                text=c["text"],
+                engine_rank=c["engine_rank"],
+                engine_score=c["engine_score"],
+                relevant=v.get("relevant") if v.get("status") == "ok" else None,
+                verdict_reason=v.get("reason") or v.get("error"),
+                verdict_status=v.get("status"),
+                judge_rank=judge_place.get(cid),
+                gold=None if gold is None else cid in gold,
+                supporting=cid in supporting,
+            )
+        )
+    return tuple(rows)
+
+
+CURVE_MAX_K = 20
+
+
+def ndcg_curve(
+    engine: Mapping[str, list[str]],
+    judged: Mapping[str, tuple[list[str], list[str], list[int]]],
+    gold: Mapping[str, set[str] | None],
+    max_k: int = CURVE_MAX_K,
+) -> tuple[NdcgPoint, ...]:
+    """Mean NDCG@k for k = 1..max_k: engine and judge orders against gold, engine against judge.
+
+    ``judged`` maps a question to (relevant ids in judged order, irrelevant ids, tie groups); the
+    judge's order against gold is the relevant ones then the irrelevant ones, as in the
+    ``agreement`` table, and the engine against the judge uses the judge's graded gains.
+    """
+    longest = max((len(order) for order in engine.values()), default=0)
+    values: dict[tuple[str, int], list[float]] = {}
+    for qid, order in engine.items():
+        ordered, irrelevant, groups = judged.get(qid, ([], [], []))
+        runs: list[tuple[str, list[str], dict[str, float]]] = []
+        labels = gold.get(qid)
+        if labels:
+            gains = dict.fromkeys(labels, 1.0)
+            runs.append(("engine_vs_gold", order, gains))
+            if qid in judged:
+                runs.append(("judge_vs_gold", [*ordered, *irrelevant], gains))
+        if ordered:
+            runs.append(("engine_vs_judge", order, ranking.judge_gains(ordered, groups)))
+        for comparison, ranked, gains in runs:
+            for k in range(1, min(max_k, longest) + 1):
+                v = ranking.ndcg_at_k(ranked, gains, k)
+                values.setdefault((comparison, k), [])
+                if v == v:  # NaN: no gain at all, undefined for this question
+                    values[(comparison, k)].append(v)
+    return tuple(
+        NdcgPoint(comparison, k, sum(vals) / len(vals) if vals else None, len(vals))
+        for (comparison, k), vals in sorted(values.items())
+    )
+
+
 def build_report(run_dir: Path | str) -> Report:
     """The report model of the run folder ``run_dir``.
 
@@ -145,6 +240,15 @@ def build_report(run_dir: Path | str) -> Report:
     truth = _read(run, "ground_truth")
     answer_by = _by_question(answers)
     truth_by = _by_question(truth)
+    engine = _engine_orders(_read(run, "candidates"))
+    verdicts: dict[str, dict[str, dict[str, Any]]] = {}
+    verdict_table = _read(run, "verdicts")
+    if verdict_table is not None:
+        for r in verdict_table.iter_rows(named=True):
+            verdicts.setdefault(r["question_id"], {})[r["context_id"]] = r
+    ranked = _by_question(_read(run, "ranking"))
+    top_k = _score_top_k(score_config)
+    golds: dict[str, set[str] | None] = {}
     cells: dict[str, dict[str, ScoreCell]] = {}
     if scores is not None:
         for r in scores.iter_rows(named=True):
@@ -168,6 +272,9 @@ def build_report(run_dir: Path | str) -> Report:
             reference = (
                 ref["reference"] if ref and ref["status"] in USABLE_REFERENCE else q["reference"]
             )
+            supporting = tuple(ref["supporting_ids"] or ()) if ref else ()
+            golds[qid] = _gold(q, engine.get(qid, []))
+            order = (ranked.get(qid) or {}).get("ordered_ids") or []
             rows.append(
                 QuestionRow(
                     question_id=qid,
@@ -177,8 +284,25 @@ def build_report(run_dir: Path | str) -> Report:
                     reference=reference,
                     language=q["language"],
                     scores=cells.get(qid, {}),
+                    reference_status=ref["status"] if ref else None,
+                    supporting_ids=supporting,
+                    contexts=_contexts(
+                        engine.get(qid, [])[:top_k],
+                        verdicts.get(qid, {}),
+                        {cid: i + 1 for i, cid in enumerate(order)},
+                        golds[qid],
+                        set(supporting),
+                    ),
                 )
             )
+    curve = ndcg_curve(
+        {qid: [c["context_id"] for c in cands] for qid, cands in engine.items()},
+        {
+            qid: (r["ordered_ids"] or [], r["irrelevant_ids"] or [], r["tie_group"] or [])
+            for qid, r in ranked.items()
+        },
+        golds,
+    )
 
     worst = (
         [
@@ -249,7 +373,17 @@ def build_report(run_dir: Path | str) -> Report:
         score_config=score_config,
         report_config=report_config,
         timings=manifest.get("timings", {}),
+        ndcg_curve=curve,
+        manifest=manifest,
     )
 
 
-__all__ = ["USABLE_REFERENCE", "build_report", "directions", "question_set_hash", "run_folder"]
+__all__ = [
+    "CURVE_MAX_K",
+    "USABLE_REFERENCE",
+    "build_report",
+    "directions",
+    "ndcg_curve",
+    "question_set_hash",
+    "run_folder",
+]

@@ -51,6 +51,37 @@ class ScoreCell:
 
 
 @dataclass(frozen=True)
+class ContextRow:
+    """One of the top-k contexts the score stage read for a question, with the judge's verdict."""
+
+    context_id: str
+    text: str
+    engine_rank: int
+    engine_score: float | None
+    relevant: bool | None
+    """The judge's relevance verdict (None: no verdict, or the verdict failed)."""
+    verdict_reason: str | None
+    verdict_status: Status | None
+    judge_rank: int | None
+    """1-based place in the judge's order of the relevant contexts (None: not ranked relevant)."""
+    gold: bool | None
+    """A gold context of the question set (None: the question set has no gold labels)."""
+    supporting: bool
+    """The reference answer was written from this context."""
+
+
+@dataclass(frozen=True)
+class NdcgPoint:
+    """Mean NDCG@k of one ordering over the questions where it is defined."""
+
+    comparison: str
+    """``engine_vs_gold``, ``judge_vs_gold`` or ``engine_vs_judge`` (graded judge gains)."""
+    k: int
+    mean: float | None
+    n_questions: int
+
+
+@dataclass(frozen=True)
 class QuestionRow:
     """One question with the system's answer, the reference used and every metric's cell."""
 
@@ -62,6 +93,12 @@ class QuestionRow:
     """The reference the metrics read: the ground_truth stage's when usable, else the set's."""
     language: str | None
     scores: dict[str, ScoreCell] = field(default_factory=dict)
+    reference_status: Status | None = None
+    """The ground_truth stage's status for this question (None: the stage did not run)."""
+    supporting_ids: tuple[str, ...] = ()
+    """Ids of the contexts the reference answer was written from."""
+    contexts: tuple[ContextRow, ...] = ()
+    """The top-k contexts by engine rank (the score stage's k), with the judge's verdicts."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +200,10 @@ class Report:
     """The run's ``score`` config section (metric parameters; comparability)."""
     report_config: dict[str, Any]
     timings: dict[str, Any] = field(default_factory=dict)
+    ndcg_curve: tuple[NdcgPoint, ...] = ()
+    """Mean NDCG@k for k = 1..K of the engine's and the judge's orders (gold or judge gains)."""
+    manifest: dict[str, Any] = field(default_factory=dict)
+    """The run's manifest.json as written (config, git, packages, models, warnings)."""
 
     def summary_for(self, metric: str) -> MetricSummary | None:
         """The summary row of ``metric``, or None."""
@@ -204,7 +245,9 @@ def _jsonable(obj: Any) -> Any:
 
 __all__ = [
     "AgreementRow",
+    "ContextRow",
     "MetricSummary",
+    "NdcgPoint",
     "QuestionRow",
     "ReferenceRow",
     "Report",

@@ -1,0 +1,158 @@
+"""report.html in a headless Chromium: offline, no console error, every chart drawn, drill-down.
+
+Drives Debian's chromium (/usr/bin/chromium) with Playwright; skipped where no Chromium exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+from html_runs import SMOKE_WARNING, write_full_run
+
+from ragaudit.reporting import build_report, render_compare_html, write_html
+from ragaudit.reporting._html import unpack
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Figure → the fewest SVG marks (paths) a drawn chart of that kind has.
+MIN_MARKS = {"means": 8, "distributions": 20, "heatmap": 20, "ndcg": 6, "spearman": 4, "calls": 6}
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium (apt-get install chromium)"
+)
+
+
+def open_in_chromium(page_path: Path, *, open_question: str, screenshot: Path) -> dict:
+    """Load the page offline; observe every request and console message; open one question."""
+    from playwright.sync_api import sync_playwright
+
+    found: dict = {"errors": [], "requests": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on(
+                "console", lambda m: found["errors"].append(m.text) if m.type == "error" else None
+            )
+            page.on("pageerror", lambda e: found["errors"].append(str(e)))
+
+            def route(r):
+                found["requests"].append(r.request.url)
+                if r.request.url == page_path.as_uri():
+                    r.continue_()
+                else:
+                    r.abort()
+
+            page.route("**/*", route)
+            page.goto(page_path.as_uri())
+            page.wait_for_selector("html[data-drill=ready]", timeout=10_000)
+            found["marks"] = page.evaluate(
+                """() => Object.fromEntries([...document.querySelectorAll('figure')].map(
+                    f => [f.className, f.querySelectorAll('svg path').length]))"""
+            )
+            found["judge"] = page.inner_text("#judge")
+            found["warnings"] = (
+                page.inner_text("#warnings") if page.query_selector("#warnings") else ""
+            )
+            page.click(f"#q-{open_question} > summary")
+            page.wait_for_selector(f"#q-{open_question} .body h3", timeout=5_000)
+            found["drill"] = page.inner_text(f"#q-{open_question} .body")
+            # A heatmap cell opens its question.
+            cell = page.query_selector("figure.heatmap path[aria-label]")
+            target = cell.get_attribute("aria-label")
+            cell.click()
+            page.wait_for_selector(f"#q-{target}[open] .body h3", timeout=5_000)
+            page.click("#config > summary")  # the config is one click away
+            found["config_json"] = page.inner_text("#config pre")
+            page.click("#config > summary")
+            page.screenshot(path=str(screenshot), full_page=False)
+            page.evaluate(f"document.getElementById('q-{open_question}').scrollIntoView()")
+            page.screenshot(path=str(screenshot.with_name("report-drill.png")), full_page=False)
+        finally:
+            browser.close()
+    return found
+
+
+def check(found: dict, page_path: Path, expect_in_drill: list[str]) -> None:
+    assert found["errors"] == []
+    assert found["requests"] == [page_path.as_uri()], found["requests"]
+    for key, least in MIN_MARKS.items():
+        assert found["marks"].get(key, 0) > least, (key, found["marks"])
+    for text in expect_in_drill:
+        assert text in found["drill"], text
+    assert '"judge"' in found["config_json"]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_demo_run_report_html_in_chromium(config_factory, fake) -> None:
+    from ragaudit.flows.evaluate import evaluate
+
+    config = config_factory()
+    asyncio.run(evaluate(config.model_dump_json(), "html", None))
+    page_path = Path(config.runs_root) / "html" / "report.html"
+    assert page_path.is_file(), "the report stage writes report.html"
+    report = build_report(page_path.parent)
+    chinese = next(q for q in report.questions if q.language == "zh")
+    found = open_in_chromium(
+        page_path, open_question=chinese.question_id, screenshot=page_path.with_name("report.png")
+    )
+    check(found, page_path, [chinese.question, "judge: relevant", "faithfulness"])
+    assert found["judge"] == "fake/judge"
+
+
+def test_200_question_report_html_in_chromium(tmp_path: Path) -> None:
+    metrics = [
+        "faithfulness",
+        "answer_relevancy",
+        "context_precision",
+        "context_recall",
+        "noise_sensitivity",
+        "rouge_l",
+    ]
+    run_dir = write_full_run(tmp_path, "big", 200, metrics, warnings=[SMOKE_WARNING])
+    report = build_report(run_dir)
+    page_path = write_html(report)
+    assert page_path.stat().st_size < 3_000_000
+    html = page_path.read_text(encoding="utf-8")
+    assert "<script src" not in html and "http://" not in html.split("<main>")[0]
+    blob = re.search(r'id="drill">([^<]*)<', html).group(1)
+    records = unpack(blob)
+    assert [r["id"] for r in records] == [q.question_id for q in report.questions]
+    chinese = report.questions[0]
+    assert chinese.language == "zh" and len(chinese.contexts) == 10
+    found = open_in_chromium(
+        page_path, open_question=chinese.question_id, screenshot=run_dir / "report.png"
+    )
+    check(
+        found,
+        page_path,
+        [
+            chinese.question,
+            chinese.contexts[0].text[:20],
+            "NLIStatementOutput",
+            "noise_sensitivity",
+        ],
+    )
+    assert SMOKE_WARNING in found["warnings"]
+
+
+def test_compare_html_renders_the_comparison(tmp_path: Path) -> None:
+    from reporting_runs import write_run
+
+    from ragaudit.reporting import compare_runs
+
+    a = write_run(tmp_path, "a", {"faithfulness": [0.9] * 30, "rouge_l": [0.5] * 30})
+    b = write_run(tmp_path, "b", {"faithfulness": [0.4] * 30, "rouge_l": [0.5] * 30})
+    page = render_compare_html(compare_runs(a, b))
+    assert "faithfulness" in page and "regressed" in page
+    assert page.count("<svg") == 1 and "<script" not in page
