@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from reporting_runs import write_run
 
+from ragaudit.agreement import JudgeOrder, aggregate, question_rows
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import (
     AGREEMENT,
@@ -28,7 +29,6 @@ from ragaudit.schemas import (
     VERDICTS,
     to_table,
 )
-from ragaudit.tasks.sort import aggregate, agreement
 
 REPO = Path(__file__).resolve().parent.parent
 # A worktree sits one level deeper than the main checkout: the env var points at the data then.
@@ -217,8 +217,13 @@ def write_full_run(
             }
         )
         engine = [f"{qid}-c{j}" for j in range(n_candidates)]
-        agree += agreement(
-            run_id, qid, engine, relevant_ids, groups, irrelevant_ids, set(gold), top_k
+        agree += question_rows(
+            run_id,
+            qid,
+            engine,
+            top_k,
+            judge=JudgeOrder(relevant_ids, groups, irrelevant_ids, []),
+            gold={cid: 1 for cid in gold},
         )
         truth.append(
             {
