@@ -22,14 +22,16 @@ test: install system-deps
 test-fast: install system-deps
 	$(PYTHON) -m pytest -q -m "not slow"
 
-# Debian packages the integration tests drive: headless Chromium (report pages) and Redis
-# (the shared memo). Installed only where missing; needs root, as on these machines and CI.
-# Without root the tests that need them skip, saying why.
+# Debian packages the integration tests drive: headless Chromium (report pages, with a CJK
+# font so Chinese renders in screenshots) and Redis (the shared memo). Installed only where
+# missing; needs root, as on these machines and CI. Without root their tests skip, saying why.
+SYSTEM_PACKAGES := chromium redis-server fonts-wqy-microhei
 system-deps:
-	@if command -v chromium >/dev/null && command -v redis-server >/dev/null; then :; \
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server >/dev/null; \
-	else echo "system-deps: chromium/redis-server missing and not root: their tests will skip"; fi
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "system-deps: missing $$missing and not root: their tests will skip"; fi
 
 lint: install
 	$(PYTHON) -m ruff check .
