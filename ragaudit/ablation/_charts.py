@@ -39,9 +39,7 @@ def describe(dim: str, value: Any) -> str:
 
 def fixed_values(dim: str, baseline: AblationPoint) -> str:
     """``chunk_size=500, context=on, …``: every dimension but ``dim`` at the baseline."""
-    return ", ".join(
-        f"{d}={describe(d, getattr(baseline, d))}" for d in DIMENSIONS if d != dim
-    )
+    return ", ".join(f"{d}={describe(d, getattr(baseline, d))}" for d in DIMENSIONS if d != dim)
 
 
 def _finite(v: Any) -> bool:
@@ -57,7 +55,11 @@ def dimension_chart(table: pl.DataFrame, dim: str, baseline: AblationPoint) -> s
     for r in on.iter_rows(named=True):
         if not _finite(r["mean"]):
             continue
-        x = r[dim] / 1e6 if dim == "file_size" else (("on" if r[dim] else "off") if dim == "context" else r[dim])
+        x = (
+            r[dim] / 1e6
+            if dim == "file_size"
+            else (("on" if r[dim] else "off") if dim == "context" else r[dim])
+        )
         rows.append(
             {
                 "x": x,

@@ -245,7 +245,9 @@ async def answer_questions(
         }
         judged = await gateway.astructured(
             model=model,
-            messages=RAG_ANSWER.messages(RagAnswerInput(question=q.question, contexts=contexts), q.language),
+            messages=RAG_ANSWER.messages(
+                RagAnswerInput(question=q.question, contexts=contexts), q.language
+            ),
             schema=RagAnswer,
             prompt_version=RAG_ANSWER.key,
             temperature=config.models.temperature,
@@ -262,7 +264,9 @@ async def answer_questions(
             try:
                 rows = await asyncio.gather(*(one(q) for q in questions))
             finally:
-                gateway.log.flush(run.calls_dir / f"generate-{time.time_ns()}.parquet", stage="generate")
+                gateway.log.flush(
+                    run.calls_dir / f"generate-{time.time_ns()}.parquet", stage="generate"
+                )
     finally:
         close = getattr(backend, "close", None)
         if close is not None:

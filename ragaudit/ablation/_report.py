@@ -1,5 +1,6 @@
 """The ablation's outputs: ``ablation.parquet``, ``outliers.parquet``, one SVG chart per swept
-dimension, ``ablation.json``, a self-contained ``report.html`` and ``ablation.xlsx``."""
+dimension, ``ablation.json``, a self-contained ``report.html`` and ``ablation.xlsx``.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def write_outputs(
             charts[dim] = svg
             write_bytes(svg.encode("utf-8"), folder / "charts" / f"{dim}.svg")
     write_json(summary(config, found, failed or {}), folder / "ablation.json")
-    write_bytes(render_html(config, found, charts, failed or {}).encode("utf-8"), folder / "report.html")
+    write_bytes(
+        render_html(config, found, charts, failed or {}).encode("utf-8"), folder / "report.html"
+    )
     write_xlsx(found, folder / "ablation.xlsx")
     return found
 
@@ -150,26 +153,44 @@ def render_html(
             + "</p>"
         )
     else:
-        parts.append("<p>No point has an objective value (no question scored ok on every metric).</p>")
+        parts.append(
+            "<p>No point has an objective value (no question scored ok on every metric).</p>"
+        )
     parts.append("<h2>Sweeps</h2>")
     for dim, svg in charts.items():
         parts.append(
             f"<figure><figcaption>{html.escape(LABELS[dim])} — fixed: "
             f"{html.escape(fixed_values(dim, base))}</figcaption>{svg}</figure>"
         )
-    parts.append("<h2>Points</h2><p class='note'>Green: best; light green: indistinguishable from it.</p>")
+    parts.append(
+        "<h2>Points</h2><p class='note'>Green: best; light green: indistinguishable from it.</p>"
+    )
     parts.append(
         _table(
             pts,
-            ["point_id", *DIMENSIONS, "objective", "objective_low", "objective_high", "n_ok",
-             "diff_vs_best", "p_vs_best", "provider_calls", "cost_usd", "chunks", "status"],
+            [
+                "point_id",
+                *DIMENSIONS,
+                "objective",
+                "objective_low",
+                "objective_high",
+                "n_ok",
+                "diff_vs_best",
+                "p_vs_best",
+                "provider_calls",
+                "cost_usd",
+                "chunks",
+                "status",
+            ],
             mark="indistinguishable",
         )
     )
     wide = found.table.pivot(on="metric", index="point_id", values="mean")
     parts.append("<h2>Means per metric</h2>")
     parts.append(_table(wide, wide.columns))
-    parts.append("<h2>Outliers</h2><p class='note'>Questions whose objective swings most across points.</p>")
+    parts.append(
+        "<h2>Outliers</h2><p class='note'>Questions whose objective swings most across points.</p>"
+    )
     parts.append(_table(found.outliers, found.outliers.columns))
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -98,7 +98,9 @@ def load_results(
     out = []
     for pp in planned:
         report = build_report(points_root(config) / pp.point_id)
-        out.append(PointResult(pp, indexes[pp.point_id], report, question_objective(report, weights)))
+        out.append(
+            PointResult(pp, indexes[pp.point_id], report, question_objective(report, weights))
+        )
     return out
 
 
@@ -145,7 +147,9 @@ def findings(config: RunConfig, results: list[PointResult]) -> Findings:
                 resamples=rep.compare_resamples,
             )
     names = list(tests)
-    adjusted = dict(zip(names, adjust([tests[n].p_value for n in names], rep.adjustment), strict=True))
+    adjusted = dict(
+        zip(names, adjust([tests[n].p_value for n in names], rep.adjustment), strict=True)
+    )
 
     rows: list[dict[str, Any]] = []
     for r in results:
@@ -199,7 +203,9 @@ def findings(config: RunConfig, results: list[PointResult]) -> Findings:
             }
         )
     table = pl.DataFrame(rows, infer_schema_length=None)
-    return Findings(table, best, _outliers(results, config.ablate.outliers), weights, tuple(results))
+    return Findings(
+        table, best, _outliers(results, config.ablate.outliers), weights, tuple(results)
+    )
 
 
 def _outliers(results: list[PointResult], n: int) -> pl.DataFrame:
