@@ -188,8 +188,10 @@ def _merge(req: FakeRequest) -> dict[str, Any]:
 
 
 def _rag_answer(req: FakeRequest) -> dict[str, Any]:
-    """The reference pipeline's generator: the retrieved sentences that share most with the
-    question, so the answer depends on what was retrieved and on nothing else."""
+    """The reference pipeline's generator: the retrieved sentences closest to the question.
+
+    So the answer depends on what was retrieved and on nothing else.
+    """
     p = req.payload
     q = p.get("question", "")
     found = [

@@ -1,5 +1,7 @@
-"""The ablation's outputs: ``ablation.parquet``, ``outliers.parquet``, one SVG chart per swept
-dimension, ``ablation.json``, a self-contained ``report.html`` and ``ablation.xlsx``.
+"""The ablation's outputs, written into its folder.
+
+``ablation.parquet``, ``outliers.parquet``, one SVG chart per swept dimension,
+``ablation.json``, a self-contained ``report.html`` and ``ablation.xlsx``.
 """
 
 from __future__ import annotations
@@ -114,9 +116,11 @@ def render_html(
     base = config.ablate.baseline
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>Ablation {html.escape(config.ablate.name)}</title><style>{_STYLE}</style></head><body>",
+        f"<title>Ablation {html.escape(config.ablate.name)}</title>",
+        f"<style>{_STYLE}</style></head><body>",
         f"<h1>Ablation: {html.escape(config.ablate.name)}</h1>",
-        f"<p class='note'>Judge <code>{html.escape(config.models.judge_model)}</code>, generator "
+        "<p class='note'>Judge "
+        f"<code>{html.escape(config.models.judge_model)}</code>, generator "
         f"<code>{html.escape(config.models.generator_model)}</code>, corpus "
         f"<code>{html.escape(str(config.ablate.corpus))}</code>, backend "
         f"<code>{html.escape(config.collect.backend)}</code>. Baseline: "
@@ -140,7 +144,8 @@ def render_html(
         parts.append(
             "<p><b>Best combination:</b> "
             + ", ".join(f"{d}={describe(d, best[d])}" for d in DIMENSIONS)
-            + f" (objective {best['objective']:.3f}, the weighted mean of {html.escape(weights)}).</p>"
+            + f" (objective {best['objective']:.3f}, "
+            + f"the weighted mean of {html.escape(weights)}).</p>"
             + "<p>"
             + (
                 f"{len(ties)} other point(s) are statistically indistinguishable from it "
