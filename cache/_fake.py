@@ -38,7 +38,7 @@ import httpx
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
-from ragaudit.lang import tokens
+from ragaudit.lang import sentences, tokens
 
 EMBED_DIM = 64
 DEFAULT_WINDOW = 8192
@@ -206,11 +206,31 @@ def _merge(req: FakeRequest) -> dict[str, Any]:
     return {"answer": " ".join(dict.fromkeys(parts))}
 
 
+def _rag_answer(req: FakeRequest) -> dict[str, Any]:
+    """The reference pipeline's generator: the retrieved sentences closest to the question.
+
+    So the answer depends on what was retrieved and on nothing else.
+    """
+    p = req.payload
+    q = p.get("question", "")
+    found = [
+        (overlap(q, s), i, s)
+        for i, c in enumerate(p.get("contexts", []))
+        for s in sentences(c)
+        if overlap(q, s) > 0
+    ]
+    best = sorted(found, key=lambda t: (-t[0], t[1]))[:2]
+    if not best:
+        return {"answer": "I do not know."}
+    return {"answer": " ".join(s for _, _, s in sorted(best, key=lambda t: t[1]))[:400]}
+
+
 OWN_JUDGES: dict[str, Responder] = {
     "RelevanceVerdict": _relevance,
     "PairwisePreference": _pairwise,
     "GroupAnswer": _group_answer,
     "MergedAnswer": _merge,
+    "RagAnswer": _rag_answer,
 }
 
 

@@ -1,0 +1,123 @@
+"""The ``ablate`` flow: the reference RAG pipeline at every point of one-factor sweeps.
+
+One Prefect task per index (a distinct corpus subset and chunking) and one per point; the
+points run concurrently (``ablate.parallel`` at once), each as soon as its index is built, each
+a full evaluate flow in its own run folder. Nothing is cached by
+Prefect here: a re-run finds complete indexes by their ``ready.json``, the answers in the memo
+and every point's stages in the evaluate flow's own task cache, so it makes no provider call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from ragaudit.ablation import (
+    IndexInfo,
+    build_index,
+    drop_index,
+    index_group,
+    plan,
+    run_point,
+    write_outputs,
+)
+from ragaudit.config import AblationPoint, RunConfig
+from ragaudit.secrets import redact
+
+__all__ = ["ablate", "run_ablation"]
+
+log = logging.getLogger(__name__)
+
+
+@task(name="ragaudit-ablation-index", cache_policy=NO_CACHE)
+async def index_task(config_json: str, point_json: str) -> IndexInfo:
+    """Build (or find complete) the index of one corpus subset and chunking."""
+    config = RunConfig.model_validate_json(config_json)
+    # Chunking and BM25 indexing are CPU work off the event loop, so points keep running.
+    return await asyncio.to_thread(
+        build_index, config, AblationPoint.model_validate_json(point_json)
+    )
+
+
+@task(name="ragaudit-ablation-point", cache_policy=NO_CACHE)
+async def point_task(config_json: str, point_json: str, index_key: str) -> dict[str, Any]:
+    """Answer with the pipeline and evaluate one point (a nested evaluate flow run)."""
+    config = RunConfig.model_validate_json(config_json)
+    return await run_point(config, AblationPoint.model_validate_json(point_json), index_key)
+
+
+@flow(name="ragaudit-ablate", log_prints=False, persist_result=False)
+async def ablate(config_json: str) -> dict[str, Any]:
+    """Evaluate every point of the configured sweeps and write the ablation's outputs.
+
+    The points run concurrently in this flow's one event loop, at most ``ablate.parallel`` at
+    once, rather than in worker threads: litellm's async clients and logging worker are bound
+    to the loop that first used them, and calls from a second loop fail ("bound to a different
+    event loop", "cannot reuse already awaited coroutine").
+    """
+    config = RunConfig.model_validate_json(config_json)
+    planned = plan(config.ablate)
+    builds: dict[str, asyncio.Task[IndexInfo]] = {}
+    for pp in planned:
+        group = index_group(pp.point)
+        if group not in builds:
+            builds[group] = asyncio.ensure_future(
+                index_task(config_json, pp.point.model_dump_json())
+            )
+    slots = asyncio.Semaphore(config.ablate.parallel)
+
+    async def one(pp: Any) -> dict[str, Any]:
+        index = await builds[index_group(pp.point)]
+        async with slots:
+            return await point_task.with_options(task_run_name=f"point:{pp.point_id}")(
+                config_json, pp.point.model_dump_json(), index.key
+            )
+
+    results = await asyncio.gather(*(one(pp) for pp in planned), return_exceptions=True)
+    indexes = {g: await t for g, t in builds.items()}
+    outcomes: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for pp, res in zip(planned, results, strict=True):
+        if isinstance(res, BaseException):  # one point's failure must not lose the others
+            failed[pp.point_id] = redact(f"{type(res).__name__}: {res}")[:1000]
+            log.error("ablation point %s failed: %s", pp.point_id, failed[pp.point_id])
+        else:
+            outcomes[pp.point_id] = res
+    done = [pp for pp in planned if pp.point_id in outcomes]
+    per_point = {pp.point_id: indexes[index_group(pp.point)] for pp in planned}
+    found = write_outputs(config, done, per_point, failed)
+    if config.ablate.drop_indexes:
+        for info in indexes.values():
+            drop_index(config, info.key)
+    return {
+        "points": len(planned),
+        "evaluated": len(done),
+        "failed": failed,
+        "indexes": len(indexes),
+        "indexes_built": sum(1 for i in indexes.values() if i.built),
+        "best": found.best,
+        "llm": {
+            k: sum(o["llm"].get(k, 0) for o in outcomes.values())
+            for k in ("calls", "cache_hits", "provider_calls")
+        },
+    }
+
+
+def run_ablation(config: RunConfig) -> dict[str, Any]:
+    """Run the ``ablate`` flow (``ablate.parallel`` points at once); returns its summary."""
+    return asyncio.run(ablate(config.model_dump_json()))
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    from ragaudit.config import load_config
+
+    run_ablation(
+        load_config(Path(sys.argv[1] if len(sys.argv) > 1 else "data/ablation/ablate.yaml"))
+    )

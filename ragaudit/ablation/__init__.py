@@ -1,0 +1,67 @@
+"""Ablation sweeps of a reference RAG pipeline (the users' 横向评测).
+
+corpus subset → chunks → index → top-k retrieval → an answer from ``models.generator`` → the
+evaluate stages, at every point of one-factor sweeps around a baseline (or a full grid); then a
+point × metric table, one chart per swept dimension, the best combination with the points
+statistically indistinguishable from it, and the questions whose scores swing most.
+"""
+
+from ragaudit.ablation._charts import dimension_chart, fixed_values
+from ragaudit.ablation._pipeline import (
+    PIPELINE_FILE,
+    IndexInfo,
+    ablation_dir,
+    answer_questions,
+    build_index,
+    drop_index,
+    evaluate_config,
+    index_key,
+    points_root,
+    run_point,
+    search_config,
+    select_subset,
+)
+from ragaudit.ablation._plan import PlannedPoint, chunking, index_group, plan, point_id
+from ragaudit.ablation._report import render_html, summary, write_outputs, write_xlsx
+from ragaudit.ablation._results import (
+    OBJECTIVE,
+    Findings,
+    PointResult,
+    findings,
+    load_results,
+    objective_weights,
+    question_objective,
+)
+
+__all__ = [
+    "OBJECTIVE",
+    "PIPELINE_FILE",
+    "Findings",
+    "IndexInfo",
+    "PlannedPoint",
+    "PointResult",
+    "ablation_dir",
+    "answer_questions",
+    "build_index",
+    "chunking",
+    "dimension_chart",
+    "drop_index",
+    "evaluate_config",
+    "findings",
+    "fixed_values",
+    "index_group",
+    "index_key",
+    "load_results",
+    "objective_weights",
+    "plan",
+    "point_id",
+    "points_root",
+    "question_objective",
+    "render_html",
+    "run_point",
+    "search_config",
+    "select_subset",
+    "summary",
+    "write_outputs",
+    "write_xlsx",
+]

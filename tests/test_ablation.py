@@ -1,0 +1,197 @@
+"""Ablation sweeps: subsets, the plan, the reference pipeline end to end, charts in a browser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from ragaudit.ablation import index_group, plan, point_id, select_subset
+from ragaudit.config import AblateConfig, load_config
+from ragaudit.search import Document
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "data" / "ablation"
+
+
+def _config(tmp_path: Path, sweeps: dict[str, list[Any]] | None = None, **ablate: Any):
+    cfg = load_config(
+        DEMO / "ablate.yaml",
+        {
+            "questions": str(DEMO / "questions.jsonl"),
+            "runs_root": str(tmp_path / "runs"),
+            "cache_dir": str(tmp_path / "cache"),
+            "limit": 5,
+            "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
+            "report": {"bootstrap_samples": 200, "compare_resamples": 199},
+            "ablate": {"corpus": str(DEMO / "corpus.jsonl"), **ablate},
+        },
+        environ={},
+    )
+    if sweeps is not None:  # replaced whole: a config file's sweeps merge key by key
+        cfg = cfg.model_copy(update={"ablate": cfg.ablate.model_copy(update={"sweeps": sweeps})})
+    return cfg
+
+
+def test_subset_is_whole_documents_deterministic_and_nested() -> None:
+    docs = [Document(id=f"d{i}", text="字" * (100 + i), metadata={}) for i in range(50)]
+    small = select_subset(docs, 1000, {"d7"})
+    large = select_subset(docs, 3000, {"d7"})
+    assert small[0].id == "d7"  # the documents the questions name come first
+    assert sum(len(d.text.encode()) for d in small) <= 1000
+    assert [d.id for d in large[: len(small)]] == [d.id for d in small]  # nested
+    assert [d.id for d in select_subset(list(reversed(docs)), 3000, {"d7"})] == [
+        d.id for d in large
+    ]  # deterministic whatever the corpus order
+    assert all(d in docs for d in large)  # whole documents, never cut
+
+
+def test_default_plan_is_baseline_plus_one_factor_sweeps() -> None:
+    points = plan(AblateConfig())
+    ids = [p.point_id for p in points]
+    assert len(ids) == len(set(ids)) == 12  # 1 + 2 sizes + 4 chunk sizes + 1 context + 4 k
+    assert ids[0] == "fs5000000-cs500-ov50-ctx1-k5"
+    assert set(points[0].dimensions) == {"file_size", "chunk_size", "context", "top_k"}
+    # One index per (subset, chunking): the five top-k points share the baseline's.
+    assert len({index_group(p.point) for p in points}) == 8
+    grid = plan(AblateConfig(sweeps={"top_k": [3, 5], "context": [True, False]}, grid=True))
+    assert len(grid) == 4
+    on_k = [p.point_id for p in grid if "top_k" in p.dimensions]
+    assert all("ctx1" in pid for pid in on_k)  # the context=off points are off the k chart
+
+
+def test_bad_sweep_names_the_dimension(tmp_path: Path) -> None:
+    from ragaudit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown dimension 'chunks'"):
+        load_config(overrides={"ablate": {"sweeps": {"chunks": [1]}}}, environ={})
+    with pytest.raises(ConfigError, match="not a size"):
+        load_config(overrides={"ablate": {"sweeps": {"file_size": ["big"]}}}, environ={})
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) -> dict[str, Any]:
+    """One small sweep run twice: top-k 1/3/5/10 at a fixed chunking, and context on/off."""
+    from ragaudit.cache._fake import FAKE
+    from ragaudit.flows.ablate import run_ablation
+
+    tmp = tmp_path_factory.mktemp("ablate")
+    cfg = _config(
+        tmp,
+        baseline={"file_size": "80KB", "chunk_size": 300, "top_k": 3},
+        sweeps={"top_k": [1, 3, 5, 10], "context": [True, False]},
+        parallel=3,
+    )
+    FAKE.reset()
+    first = run_ablation(cfg)
+    FAKE.reset()
+    second = run_ablation(cfg)
+    return {"config": cfg, "first": first, "second": second, "calls": FAKE.stats.calls}
+
+
+def test_context_recall_never_falls_as_top_k_grows(swept: dict[str, Any]) -> None:
+    from ragaudit.ablation import ablation_dir
+
+    folder = ablation_dir(swept["config"])
+    table = pl.read_parquet(folder / "ablation.parquet")
+    recall = (
+        table.filter((pl.col("metric") == "nonllm_context_recall") & pl.col("context"))
+        .sort("top_k")
+        .select("top_k", "mean", "chunk_size", "file_size")
+    )
+    assert recall["top_k"].to_list() == [1, 3, 5, 10]
+    assert recall["chunk_size"].n_unique() == 1 and recall["file_size"].n_unique() == 1
+    means = recall["mean"].to_list()
+    assert all(b >= a for a, b in zip(means, means[1:], strict=False)), means
+    assert means[-1] > means[0]  # the sweep moves it at all
+    # Per question too: a larger k retrieves a superset, so no question loses recall.
+    per_q = {}
+    for k in (1, 3, 5, 10):
+        rid = point_id(swept["config"].ablate.baseline.model_copy(update={"top_k": k}))
+        scores = pl.read_parquet(folder / "points" / rid / "scores.parquet").filter(
+            pl.col("metric") == "nonllm_context_recall"
+        )
+        per_q[k] = dict(zip(scores["question_id"], scores["value"], strict=True))
+    for a, b in ((1, 3), (3, 5), (5, 10)):
+        assert all(per_q[b][q] >= per_q[a][q] for q in per_q[a])
+
+
+def test_every_point_folder_is_complete(swept: dict[str, Any]) -> None:
+    from ragaudit.ablation import ablation_dir
+
+    folder = ablation_dir(swept["config"])
+    first = swept["first"]
+    assert first["points"] == first["evaluated"] == 5 and not first["failed"]
+    assert first["indexes"] == first["indexes_built"] == 2  # context on / off
+    for rid in [p.point_id for p in plan(swept["config"].ablate)]:
+        run = folder / "points" / rid
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["status"] == "completed", rid
+        for table in ("questions", "candidates", "answers", "retrieval", "scores", "summary"):
+            assert (run / f"{table}.parquet").is_file(), (rid, table)
+        answers = pl.read_parquet(run / "answers.parquet")
+        assert answers["status"].to_list() == ["ok"] * 5
+        k = int(rid.rsplit("k", 1)[1])
+        cands = pl.read_parquet(run / "candidates.parquet")
+        assert cands.group_by("question_id").len()["len"].max() <= k
+        # The generator answered from what it retrieved: its answer is made of those chunks.
+        pipe = [json.loads(x) for x in (run / "pipeline.jsonl").read_text().splitlines()]
+        for row in pipe:
+            if row["response"] != "I do not know.":
+                assert any(s[:10] in "".join(row["retrieved_contexts"]) for s in [row["response"]])
+    for name in ("ablation.parquet", "outliers.parquet", "report.html", "ablation.xlsx"):
+        assert (folder / name).is_file()
+    summary = json.loads((folder / "ablation.json").read_text())
+    table = pl.read_parquet(folder / "ablation.parquet")
+    best = table.filter(pl.col("is_best"))["point_id"].unique().to_list()
+    assert best == [summary["best"]]
+    objective = table.filter(pl.col("metric") == "objective")
+    assert objective["mean"].max() == objective.filter(pl.col("is_best"))["mean"][0]
+    assert set(table.columns) >= {"mean", "ci_low", "ci_high", "n_ok", "n_failed", "n_skipped"}
+    assert set(table.columns) >= {"calls", "cost_usd", "indistinguishable"}
+
+
+def test_second_run_resumes_without_provider_calls(swept: dict[str, Any]) -> None:
+    second = swept["second"]
+    assert swept["calls"] == 0
+    assert second["llm"]["provider_calls"] == 0 and second["llm"]["cache_hits"] > 0
+    assert second["indexes_built"] == 0
+
+
+def test_charts_render_in_headless_chromium(swept: dict[str, Any], tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from ragaudit.ablation import ablation_dir
+
+    folder = ablation_dir(swept["config"])
+    charts = sorted((folder / "charts").glob("*.svg"))
+    assert [c.stem for c in charts] == ["context", "top_k"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto((folder / "report.html").as_uri())
+        svgs = page.locator("figure svg")
+        assert svgs.count() == 2
+        for i in range(2):
+            box = svgs.nth(i).bounding_box()
+            assert box is not None and box["width"] > 300 and box["height"] > 200
+        text = page.inner_text("body")
+        assert "Best combination" in text and "fixed:" in text
+        svgs.nth(1).screenshot(path=str(tmp_path / "top_k.png"))
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        browser.close()
+    assert all(u.startswith("file:") for u in requests)  # self-contained: nothing fetched
+    assert (tmp_path / "top_k.png").stat().st_size > 5000
