@@ -26,6 +26,7 @@ from ragaudit.ablation import (
     write_outputs,
 )
 from ragaudit.config import AblationPoint, RunConfig
+from ragaudit.errors import RagauditError
 from ragaudit.secrets import redact
 
 __all__ = ["ablate", "run_ablation"]
@@ -88,6 +89,12 @@ async def ablate(config_json: str) -> dict[str, Any]:
         else:
             outcomes[pp.point_id] = res
     done = [pp for pp in planned if pp.point_id in outcomes]
+    if not done:
+        # Nothing to compare: say why each point failed instead of drawing empty charts.
+        first = next(iter(failed.items()))
+        raise RagauditError(
+            f"every ablation point failed ({len(failed)}); the first, {first[0]}: {first[1]}"
+        )
     per_point = {pp.point_id: indexes[index_group(pp.point)] for pp in planned}
     found = write_outputs(config, done, per_point, failed)
     if config.ablate.drop_indexes:

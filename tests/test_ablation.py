@@ -25,7 +25,14 @@ def _config(tmp_path: Path, sweeps: dict[str, list[Any]] | None = None, **ablate
             "runs_root": str(tmp_path / "runs"),
             "cache_dir": str(tmp_path / "cache"),
             "limit": 5,
-            "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
+            # The fake generator answers with whole retrieved sentences: the demo's 256 output
+            # tokens (sized for the offline model) would cut its longer Chinese answers off.
+            "models": {
+                "judge": "fake/judge",
+                "embedder": "fake/embed",
+                "backoff_s": 0.0,
+                "max_output_tokens": 1024,
+            },
             "report": {"bootstrap_samples": 200, "compare_resamples": 199},
             "ablate": {"corpus": str(DEMO / "corpus.jsonl"), **ablate},
         },

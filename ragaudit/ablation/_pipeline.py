@@ -175,7 +175,7 @@ def build_index(config: RunConfig, p: AblationPoint) -> IndexInfo:
         subset_file,
         chunking(p),
         recreate=True,
-        make_gateway=lambda: gateway_for(cfg, f"index-{key}"),
+        make_gateway=lambda: gateway_for(cfg),
         calls_dir=folder / "llm_calls",
     )
     size = sum(len(d.text.encode("utf-8")) for d in subset)
@@ -225,7 +225,7 @@ async def answer_questions(
     run = RunFolder(points_root(config), rid)
     run.path.mkdir(parents=True, exist_ok=True)
     questions = load_questions(config.questions, limit=config.limit)
-    gateway = gateway_for(config, f"ablation-{rid}")
+    gateway = gateway_for(config)
     model = config.models.generator_model
     backend = make_search_backend(search_config(config, key))
     sem = asyncio.Semaphore(config.models.concurrency)
@@ -260,13 +260,9 @@ async def answer_questions(
         return row
 
     try:
-        with gateway.scope("generate") as counts:
-            try:
-                rows = await asyncio.gather(*(one(q) for q in questions))
-            finally:
-                gateway.log.flush(
-                    run.calls_dir / f"generate-{time.time_ns()}.parquet", stage="generate"
-                )
+        # The scope writes the generator's call log into the point's run folder as it goes.
+        with gateway.scope("generate", run_id=rid, calls_dir=run.calls_dir) as counts:
+            rows = await asyncio.gather(*(one(q) for q in questions))
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
