@@ -716,6 +716,89 @@ def runs(
     console.print(table)
 
 
+@app.command("calibrate")
+def calibrate_cmd(
+    config: ConfigOpt = None,
+    run_id: RunIdOpt = None,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    runs_root: RootOpt = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", help="Pairs per WikiEval/HaluEval file, base questions."),
+    ] = None,
+    sets: SetOpt = None,
+    wikieval: Annotated[
+        Path | None, typer.Option("--wikieval", help="Folder with WikiEval's ff/ar/cr.csv.")
+    ] = None,
+    halueval: Annotated[
+        Path | None, typer.Option("--halueval", help="HaluEval QA file (JSON lines).")
+    ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option("--labels", help="Your labels: question, answer, contexts, labels."),
+    ] = None,
+    scenarios: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenarios", help="Question set with gold relevance to build scenarios from."
+        ),
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Cut of scores and labels for κ and accuracy.")
+    ] = 0.5,
+) -> None:
+    """Measure the metrics with the configured judge (the bundled data when none is named)."""
+    from ragaudit.calibration._write import calibrate, gather_inputs
+
+    started = time.perf_counter()
+    try:
+        cfg = load_config(
+            config,
+            _overrides(
+                judge=judge, embedder=embedder, runs_root=runs_root, run_id=run_id, sets=sets
+            ),
+        )
+        inputs = gather_inputs(
+            wikieval=wikieval,
+            halueval=halueval,
+            labels=labels,
+            scenarios_from=scenarios,
+            corpus=cfg.collect.corpus,
+            limit=limit,
+        )
+        install_log_filter()
+        result, run, warnings = asyncio.run(calibrate(cfg, inputs, threshold=threshold))
+    except RagauditError as exc:
+        _fail(exc)
+        return
+    models = f"judge {cfg.models.judge_model}, embedder {cfg.models.embedder_model}"
+    table = Table(title=f"calibration {run.run_id} ({models})")
+    for col in ("kind", "data", "metric", "family", "statistic", "value", "95% CI", "n", "note"):
+        table.add_column(col)
+    for f in result.figures:
+        ci = "-" if f["ci_low"] is None else f"{f['ci_low']:.3f}-{f['ci_high']:.3f}"
+        table.add_row(
+            f["kind"],
+            f["dataset"],
+            f["metric"],
+            f["family"] or "",
+            f["statistic"],
+            _num(f["value"]),
+            ci,
+            str(f["n"]),
+            f["note"],
+        )
+    console.print(table)
+    failed = sum(r["status"] == "failed" for r in result.scores)
+    console.print(
+        f"{len(result.scores)} items scored ({failed} failed) in "
+        f"{time.perf_counter() - started:.1f} s; {run.table_path('calibration')}"
+    )
+    for warning in warnings:
+        console.print(f"[bold yellow]WARNING:[/] {warning}")
+
+
 def main() -> None:
     """Entry point for ``python -m ragaudit``."""
     try:
