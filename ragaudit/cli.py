@@ -716,6 +716,74 @@ def runs(
     console.print(table)
 
 
+@app.command("testset")
+def testset_cmd(
+    out: Annotated[Path, typer.Argument(help="Question set to write (JSONL).")],
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Corpus JSONL (default: collect.corpus).")
+    ] = None,
+    size: Annotated[int, typer.Option("--size", min=1, help="Questions to keep.")] = 20,
+    scenarios: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenarios-from",
+            help="Instead: write the scenario families of this question set with gold relevance.",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Order of plans, random orders.")] = 0,
+    config: ConfigOpt = None,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Generate a checked question set from a corpus, or scenario sets from a question set."""
+    from ragaudit.calibration import make_scenarios
+    from ragaudit.calibration._write import read_corpus
+    from ragaudit.dataset import load_questions
+    from ragaudit.metrics import Deps
+    from ragaudit.tasks._common import gateway_for
+    from ragaudit.testset import generate_testset, write_question_set
+
+    try:
+        cfg = load_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
+        source = corpus or cfg.collect.corpus
+        if scenarios is not None:
+            rows = make_scenarios(load_questions(scenarios), read_corpus(source), seed=seed)
+            write_question_set([r.model_dump(mode="json", exclude_none=True) for r in rows], out)
+            console.print(f"{len(rows)} scenario rows written to {out}")
+            return
+        if source is None or not Path(source).is_file():
+            raise RagauditError(f"testset: corpus {source} not found (--corpus or collect.corpus)")
+        chunks = [
+            json.loads(line)
+            for line in Path(source).read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        m = cfg.models
+        gateway = gateway_for(cfg, "testset")
+        deps = Deps(
+            gateway, m.judge_model, m.embedder_model, {}, m.temperature, m.max_output_tokens
+        )
+        with gateway.scope("testset"):
+            rows = asyncio.run(
+                generate_testset(chunks, deps, generator=m.generator_model, size=size, seed=seed)
+            )
+    except RagauditError as exc:
+        _fail(exc)
+        return
+    write_question_set(rows, out)
+    console.print(
+        f"{len(rows)} questions written to {out} "
+        f"(generator {cfg.models.generator_model}, checked by {cfg.models.judge_model})"
+    )
+    if len(rows) < size:
+        err.print(f"[bold yellow]WARNING:[/] only {len(rows)} of {size} questions passed the check")
+    from ragaudit.manifest import judge_warnings
+
+    for warning in judge_warnings(cfg):
+        console.print(f"[bold yellow]WARNING:[/] {warning}")
+
+
 @app.command("calibrate")
 def calibrate_cmd(
     config: ConfigOpt = None,

@@ -19,7 +19,8 @@ from ragaudit.tasks._common import StageContext, context_window, gateway_for
 from ragaudit.tasks.score import make_deps, row_limit
 
 
-def _corpus(path: Path | None) -> dict[str, tuple[str, str | None]]:
+def read_corpus(path: Path | None) -> dict[str, tuple[str, str | None]]:
+    """Corpus JSONL rows: id → (text, collection); empty when there is no file."""
     out: dict[str, tuple[str, str | None]] = {}
     if path is None or not Path(path).is_file():
         return out
@@ -56,7 +57,7 @@ def gather_inputs(
     rows = []
     if scenarios_from:
         rows = make_scenarios(
-            load_questions(scenarios_from, limit=limit), _corpus(corpus), seed=seed
+            load_questions(scenarios_from, limit=limit), read_corpus(corpus), seed=seed
         )
     return CalibrationInputs(labelled, rows)
 
@@ -104,4 +105,4 @@ async def calibrate(
     return result, run, warnings
 
 
-__all__ = ["calibrate", "gather_inputs"]
+__all__ = ["calibrate", "gather_inputs", "read_corpus"]
