@@ -144,3 +144,39 @@ def test_labels_file_alignment(tmp_path: Path) -> None:
 def test_share_ci_of_constant_data_is_wilson_not_a_point() -> None:
     mean, low, high = share_ci([1.0] * 10)
     assert mean == 1.0 and 0.6 < low < 0.8 and high == pytest.approx(1.0)
+
+
+def test_calibrate_command_writes_its_tables_and_names_the_models(tmp_path: Path) -> None:
+    import polars as pl
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+    from ragaudit.runfolder import RunFolder
+
+    args = ["calibrate", "--judge", "fake/judge", "--embedder", "fake/embed", "--limit", "2"]
+    args += ["--runs-root", str(tmp_path / "runs"), "--run-id", "cal"]
+    args += ["--set", f"cache_dir={tmp_path / 'cache'}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "judge fake/judge, embedder fake/embed" in result.output
+    run = RunFolder(tmp_path / "runs", "cal")
+    figures = pl.from_arrow(run.read("calibration"))
+    assert set(figures["kind"]) == {"monotonicity", "agreement", "detection", "consistency"}
+    assert set(figures["judge"]) == {"fake/judge"} and set(figures["embedder"]) == {"fake/embed"}
+    scores = pl.from_arrow(run.read("calibration_scores"))
+    assert scores.height > 0 and set(scores["status"]) <= {"ok", "failed", "skipped"}
+    assert list(run.calls_dir.glob("calibrate-*.parquet"))
+
+
+def test_calibrate_command_names_a_missing_labels_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    missing = tmp_path / "nope.jsonl"
+    result = CliRunner().invoke(
+        app, ["calibrate", "--judge", "fake/judge", "--labels", str(missing)]
+    )
+    assert result.exit_code == 2
+    assert "nope.jsonl: labels file not found" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
