@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
-from ragaudit.config import RunConfig, load_config, set_path
+from ragaudit.config import OFFLINE_JUDGE, RunConfig, load_config, set_path
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import install_log_filter, redact
 
@@ -784,6 +784,9 @@ def testset_cmd(
         console.print(f"[bold yellow]WARNING:[/] {warning}")
 
 
+SMOKE_CALIBRATION_LIMIT = 2
+
+
 @app.command("calibrate")
 def calibrate_cmd(
     config: ConfigOpt = None,
@@ -827,6 +830,18 @@ def calibrate_cmd(
                 judge=judge, embedder=embedder, runs_root=runs_root, run_id=run_id, sets=sets
             ),
         )
+        if (
+            limit is None
+            and cfg.models.judge_model == OFFLINE_JUDGE
+            and not any((wikieval, halueval, labels, scenarios))
+        ):
+            # The smoke judge reads ~400 prompt tokens a second on 2 cores: the whole bundle
+            # took over 12 minutes, so it calibrates on a slice that finishes in minutes.
+            limit = SMOKE_CALIBRATION_LIMIT
+            err.print(
+                f"calibrating the offline smoke judge on {limit} pairs and base questions per "
+                "data set (--limit to change)"
+            )
         inputs = gather_inputs(
             wikieval=wikieval,
             halueval=halueval,
