@@ -166,6 +166,11 @@ def test_calibrate_command_writes_its_tables_and_names_the_models(tmp_path: Path
     scores = pl.from_arrow(run.read("calibration_scores"))
     assert scores.height > 0 and set(scores["status"]) <= {"ok", "failed", "skipped"}
     assert list(run.calls_dir.glob("calibrate-*.parquet"))
+    from ragaudit.reporting import build_calibration
+
+    section = build_calibration(run.path)
+    assert section is not None and section.judge == "fake/judge"
+    assert len(section.figures) == figures.height
 
 
 def test_calibrate_command_names_a_missing_labels_file(tmp_path: Path) -> None:

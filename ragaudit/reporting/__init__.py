@@ -12,6 +12,11 @@ from ragaudit.reporting._artifacts import (
     summary_table,
 )
 from ragaudit.reporting._build import build_report, directions, question_set_hash, run_folder
+from ragaudit.reporting._calibration import (
+    CalibrationFigure,
+    CalibrationSection,
+    build_calibration,
+)
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._compare import (
     Comparison,
@@ -41,6 +46,9 @@ from ragaudit.reporting._xlsx import write_xlsx
 
 __all__ = [
     "AgreementRow",
+    "CalibrationFigure",
+    "CalibrationSection",
+    "build_calibration",
     "Comparison",
     "Difference",
     "MetricChange",
