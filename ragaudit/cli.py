@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
-from ragaudit.config import RunConfig, load_config, set_path
+from ragaudit.config import OFFLINE_JUDGE, RunConfig, load_config, set_path
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import install_log_filter, redact
 
@@ -928,6 +928,172 @@ def ablate(
         err.print(f"[red]point {pid} failed:[/] {redact(why)}")
     if out["failed"]:
         raise typer.Exit(3)
+
+
+@app.command("testset")
+def testset_cmd(
+    out: Annotated[Path, typer.Argument(help="Question set to write (JSONL).")],
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Corpus JSONL (default: collect.corpus).")
+    ] = None,
+    size: Annotated[int, typer.Option("--size", min=1, help="Questions to keep.")] = 20,
+    scenarios: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenarios-from",
+            help="Instead: write the scenario families of this question set with gold relevance.",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Order of plans, random orders.")] = 0,
+    config: ConfigOpt = None,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Generate a checked question set from a corpus, or scenario sets from a question set."""
+    from ragaudit.calibration import make_scenarios
+    from ragaudit.calibration._write import read_corpus
+    from ragaudit.dataset import load_questions
+    from ragaudit.metrics import Deps
+    from ragaudit.tasks._common import gateway_for
+    from ragaudit.testset import generate_testset, write_question_set
+
+    try:
+        cfg = load_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
+        source = corpus or cfg.collect.corpus
+        if scenarios is not None:
+            rows = make_scenarios(load_questions(scenarios), read_corpus(source), seed=seed)
+            write_question_set([r.model_dump(mode="json", exclude_none=True) for r in rows], out)
+            console.print(f"{len(rows)} scenario rows written to {out}")
+            return
+        if source is None or not Path(source).is_file():
+            raise RagauditError(f"testset: corpus {source} not found (--corpus or collect.corpus)")
+        chunks = [
+            json.loads(line)
+            for line in Path(source).read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        m = cfg.models
+        gateway = gateway_for(cfg, "testset")
+        deps = Deps(
+            gateway, m.judge_model, m.embedder_model, {}, m.temperature, m.max_output_tokens
+        )
+        with gateway.scope("testset"):
+            rows = asyncio.run(
+                generate_testset(chunks, deps, generator=m.generator_model, size=size, seed=seed)
+            )
+    except RagauditError as exc:
+        _fail(exc)
+        return
+    write_question_set(rows, out)
+    console.print(
+        f"{len(rows)} questions written to {out} "
+        f"(generator {cfg.models.generator_model}, checked by {cfg.models.judge_model})"
+    )
+    if len(rows) < size:
+        err.print(f"[bold yellow]WARNING:[/] only {len(rows)} of {size} questions passed the check")
+    from ragaudit.manifest import judge_warnings
+
+    for warning in judge_warnings(cfg):
+        console.print(f"[bold yellow]WARNING:[/] {warning}")
+
+
+SMOKE_CALIBRATION_LIMIT = 2
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    config: ConfigOpt = None,
+    run_id: RunIdOpt = None,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    runs_root: RootOpt = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", help="Pairs per WikiEval/HaluEval file, base questions."),
+    ] = None,
+    sets: SetOpt = None,
+    wikieval: Annotated[
+        Path | None, typer.Option("--wikieval", help="Folder with WikiEval's ff/ar/cr.csv.")
+    ] = None,
+    halueval: Annotated[
+        Path | None, typer.Option("--halueval", help="HaluEval QA file (JSON lines).")
+    ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option("--labels", help="Your labels: question, answer, contexts, labels."),
+    ] = None,
+    scenarios: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenarios", help="Question set with gold relevance to build scenarios from."
+        ),
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Cut of scores and labels for κ and accuracy.")
+    ] = 0.5,
+) -> None:
+    """Measure the metrics with the configured judge (the bundled data when none is named)."""
+    from ragaudit.calibration._write import calibrate, gather_inputs
+
+    started = time.perf_counter()
+    try:
+        cfg = load_config(
+            config,
+            _overrides(
+                judge=judge, embedder=embedder, runs_root=runs_root, run_id=run_id, sets=sets
+            ),
+        )
+        if (
+            limit is None
+            and cfg.models.judge_model == OFFLINE_JUDGE
+            and not any((wikieval, halueval, labels, scenarios))
+        ):
+            # The smoke judge reads ~400 prompt tokens a second on 2 cores: the whole bundle
+            # took over 12 minutes, so it calibrates on a slice that finishes in minutes.
+            limit = SMOKE_CALIBRATION_LIMIT
+            err.print(
+                f"calibrating the offline smoke judge on {limit} pairs and base questions per "
+                "data set (--limit to change)"
+            )
+        inputs = gather_inputs(
+            wikieval=wikieval,
+            halueval=halueval,
+            labels=labels,
+            scenarios_from=scenarios,
+            corpus=cfg.collect.corpus,
+            limit=limit,
+        )
+        install_log_filter()
+        result, run, warnings = asyncio.run(calibrate(cfg, inputs, threshold=threshold))
+    except RagauditError as exc:
+        _fail(exc)
+        return
+    models = f"judge {cfg.models.judge_model}, embedder {cfg.models.embedder_model}"
+    table = Table(title=f"calibration {run.run_id} ({models})")
+    for col in ("kind", "data", "metric", "family", "statistic", "value", "95% CI", "n", "note"):
+        table.add_column(col)
+    for f in result.figures:
+        ci = "-" if f["ci_low"] is None else f"{f['ci_low']:.3f}-{f['ci_high']:.3f}"
+        table.add_row(
+            f["kind"],
+            f["dataset"],
+            f["metric"],
+            f["family"] or "",
+            f["statistic"],
+            _num(f["value"]),
+            ci,
+            str(f["n"]),
+            f["note"],
+        )
+    console.print(table)
+    failed = sum(r["status"] == "failed" for r in result.scores)
+    console.print(
+        f"{len(result.scores)} items scored ({failed} failed) in "
+        f"{time.perf_counter() - started:.1f} s; {run.table_path('calibration')}"
+    )
+    for warning in warnings:
+        console.print(f"[bold yellow]WARNING:[/] {warning}")
 
 
 def main() -> None:

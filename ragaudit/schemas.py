@@ -204,6 +204,27 @@ RETRIEVAL = _schema(
     ],
 )
 
+CALIBRATION = _schema(
+    "calibration",
+    [
+        ("run_id", _str),
+        ("kind", _str),
+        ("dataset", _str),
+        ("metric", _str),
+        ("family", _str),
+        ("statistic", _str),
+        ("value", _f64),
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n", _i64),
+        ("note", _str),
+        ("judge", _str),
+        ("embedder", _str),
+    ],
+)
+# Every item a calibration scored, as score rows (question_id is the item's id).
+CALIBRATION_SCORES = _schema("calibration_scores", [(f.name, f.type) for f in SCORES])
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (
@@ -218,6 +239,8 @@ TABLES: dict[str, pa.Schema] = {
         SCORES,
         SUMMARY,
         RETRIEVAL,
+        CALIBRATION,
+        CALIBRATION_SCORES,
     )
 }
 

@@ -18,6 +18,11 @@ from ragaudit.reporting._build import (
     question_set_hash,
     run_folder,
 )
+from ragaudit.reporting._calibration import (
+    CalibrationFigure,
+    CalibrationSection,
+    build_calibration,
+)
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._charts import Figure, figures
 from ragaudit.reporting._compare import (
@@ -57,6 +62,9 @@ from ragaudit.reporting._xlsx import write_xlsx
 
 __all__ = [
     "AgreementRow",
+    "CalibrationFigure",
+    "CalibrationSection",
+    "build_calibration",
     "Comparison",
     "ContextRow",
     "Difference",

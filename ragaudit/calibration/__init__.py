@@ -1,0 +1,42 @@
+"""Calibration: measure the metrics themselves against human labels and scenarios of known order."""
+
+from ragaudit.calibration._data import (
+    WIKIEVAL_FILES,
+    Labelled,
+    load_halueval,
+    load_labels,
+    load_wikieval,
+    make_sample,
+)
+from ragaudit.calibration._run import (
+    BUNDLED,
+    Calibration,
+    CalibrationInputs,
+    bundled_inputs,
+    run_calibration,
+    scenario_sample,
+)
+from ragaudit.calibration._scenarios import FAMILIES, FAMILY_METRICS, make_scenarios
+from ragaudit.calibration._stats import Figure, alignment_figures, detector_figures, share_ci
+
+__all__ = [
+    "BUNDLED",
+    "FAMILIES",
+    "FAMILY_METRICS",
+    "WIKIEVAL_FILES",
+    "Calibration",
+    "CalibrationInputs",
+    "Figure",
+    "Labelled",
+    "alignment_figures",
+    "bundled_inputs",
+    "detector_figures",
+    "load_halueval",
+    "load_labels",
+    "load_wikieval",
+    "make_sample",
+    "make_scenarios",
+    "run_calibration",
+    "scenario_sample",
+    "share_ci",
+]

@@ -1,0 +1,189 @@
+"""The statistics of a calibration, each figure with a confidence interval.
+
+Intervals come from scipy's bootstrap over the independent units (a pair, a labelled row), so a
+figure resting on few units says so by its width. A bootstrap of data that are all equal has no
+spread to resample: the interval is then the Wilson interval of the same share (binomtest),
+which is what keeps an oracle's 1.0 from reading as certain on 10 pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One statistic with its interval and the number of units it rests on."""
+
+    statistic: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    note: str = ""
+
+
+def _wilson(share: float, n: int, confidence: float) -> tuple[float, float]:
+    ci = stats.binomtest(round(share * n), n).proportion_ci(confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def share_ci(
+    credits: Sequence[float], *, confidence: float = CONFIDENCE, seed: int = 0
+) -> tuple[float | None, float | None, float | None]:
+    """Mean of per-unit credits in [0, 1] (1 right, ½ tie, 0 wrong) with a bootstrap interval."""
+    data = np.asarray(credits, dtype=float)
+    if data.size == 0:
+        return None, None, None
+    mean = float(data.mean())
+    if data.size < 2 or np.all(data == data[0]):
+        low, high = _wilson(mean, int(data.size), confidence)
+        return mean, low, high
+    res = stats.bootstrap(
+        (data,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return mean, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def preference_credit(preferred: float | None, other: float | None) -> float | None:
+    """1 when the preferred item scores higher, ½ on a tie, 0 otherwise; None if one is missing."""
+    if preferred is None or other is None or math.isnan(preferred) or math.isnan(other):
+        return None
+    if preferred > other:
+        return 1.0
+    return 0.5 if preferred == other else 0.0
+
+
+def share_figure(statistic: str, credits: Sequence[float | None], seed: int = 0) -> Figure:
+    """A share (agreement, monotonicity) over the units that have a credit."""
+    kept = [c for c in credits if c is not None]
+    value, low, high = share_ci(kept, seed=seed)
+    missing = len(credits) - len(kept)
+    note = f"{missing} unit(s) without a score left out" if missing else ""
+    return Figure(statistic, value, low, high, len(kept), note)
+
+
+def _paired(
+    fn: Callable[[np.ndarray, np.ndarray], float],
+    y: np.ndarray,
+    s: np.ndarray,
+    statistic: str,
+    seed: int,
+) -> Figure:
+    try:
+        value = float(fn(y, s))
+    except ValueError as exc:  # one class only, constant input
+        return Figure(statistic, None, None, None, len(y), str(exc))
+    if not math.isfinite(value):
+        return Figure(statistic, None, None, None, len(y), "undefined on these data")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            res = stats.bootstrap(
+                (y, s),
+                lambda a, b: fn(a, b),
+                paired=True,
+                vectorized=False,
+                confidence_level=CONFIDENCE,
+                n_resamples=RESAMPLES,
+                method="percentile",
+                rng=np.random.default_rng(seed),
+            )
+            low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        except ValueError:
+            low = high = float("nan")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        # Resamples where the figure is undefined (one class drawn) leave no interval.
+        return Figure(statistic, value, None, None, len(y), "no interval: too few units")
+    return Figure(statistic, value, low, high, len(y))
+
+
+def _safe(
+    fn: Callable[[np.ndarray, np.ndarray], float],
+) -> Callable[[np.ndarray, np.ndarray], float]:
+    def wrapped(a: np.ndarray, b: np.ndarray) -> float:
+        try:
+            return float(fn(a, b))
+        except ValueError:
+            return float("nan")
+
+    return wrapped
+
+
+def detector_figures(
+    labels: Sequence[int], scores: Sequence[float], threshold: float, seed: int = 0
+) -> list[Figure]:
+    """A score as a detector of a binary label: balanced accuracy at ``threshold`` and AUC."""
+    y = np.asarray(labels, dtype=int)
+    s = np.asarray(scores, dtype=float)
+
+    def bacc(a: np.ndarray, b: np.ndarray) -> float:
+        return balanced_accuracy_score(a, (b >= threshold).astype(int))
+
+    return [
+        _paired(_safe(bacc), y, s, "balanced_accuracy", seed),
+        _paired(_safe(roc_auc_score), y, s, "auc", seed),
+    ]
+
+
+def alignment_figures(
+    human: Sequence[float], scores: Sequence[float], threshold: float, seed: int = 0
+) -> list[Figure]:
+    """TruLens's alignment figures of a metric against human labels in [0, 1].
+
+    MAE, Spearman, Kendall, Cohen's κ with both sides cut at ``threshold``, and the AUC of the
+    score for the human label cut at ``threshold``.
+    """
+    h = np.asarray(human, dtype=float)
+    s = np.asarray(scores, dtype=float)
+
+    def mae(a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.mean(np.abs(a - b)))
+
+    def spearman(a: np.ndarray, b: np.ndarray) -> float:
+        return float(stats.spearmanr(a, b).statistic)
+
+    def kendall(a: np.ndarray, b: np.ndarray) -> float:
+        return float(stats.kendalltau(a, b).statistic)
+
+    def kappa(a: np.ndarray, b: np.ndarray) -> float:
+        return cohen_kappa_score((a >= threshold).astype(int), (b >= threshold).astype(int))
+
+    def auc(a: np.ndarray, b: np.ndarray) -> float:
+        return roc_auc_score((a >= threshold).astype(int), b)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: the figure is reported as undefined
+        return [
+            _paired(mae, h, s, "mae", seed),
+            _paired(_safe(spearman), h, s, "spearman", seed),
+            _paired(_safe(kendall), h, s, "kendall", seed),
+            _paired(_safe(kappa), h, s, "cohen_kappa", seed),
+            _paired(_safe(auc), h, s, "auc", seed),
+        ]
+
+
+__all__ = [
+    "CONFIDENCE",
+    "Figure",
+    "alignment_figures",
+    "detector_figures",
+    "preference_credit",
+    "share_ci",
+    "share_figure",
+]

@@ -1,0 +1,108 @@
+"""A calibration run: its inputs from files or the bundled data, its run folder, its tables."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
+from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, run_calibration
+from ragaudit.calibration._scenarios import make_scenarios
+from ragaudit.config import RunConfig
+from ragaudit.dataset import load_questions
+from ragaudit.manifest import judge_warnings, models_block
+from ragaudit.runfolder import RunFolder, write_json
+from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
+from ragaudit.tasks._common import StageContext, context_window, gateway_for
+from ragaudit.tasks.score import make_deps, row_limit
+
+
+def read_corpus(path: Path | None) -> dict[str, tuple[str, str | None]]:
+    """Corpus JSONL rows: id → (text, collection); empty when there is no file."""
+    out: dict[str, tuple[str, str | None]] = {}
+    if path is None or not Path(path).is_file():
+        return out
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out[str(rec["id"])] = (rec["text"], (rec.get("metadata") or {}).get("collection"))
+    return out
+
+
+def gather_inputs(
+    *,
+    wikieval: Path | None = None,
+    halueval: Path | None = None,
+    labels: Path | None = None,
+    scenarios_from: Path | None = None,
+    corpus: Path | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+) -> CalibrationInputs:
+    """The inputs named, or with none named the bundled data and the demo's scenarios."""
+    if not any((wikieval, halueval, labels, scenarios_from)):
+        wikieval = BUNDLED / "wikieval"
+        halueval = BUNDLED / "halueval" / "qa_samples.jsonl"
+        demo = BUNDLED.parent / "demo"
+        scenarios_from, corpus = demo / "questions.jsonl", demo / "corpus.jsonl"
+    labelled = []
+    if wikieval:
+        labelled += load_wikieval(wikieval, limit)
+    if halueval:
+        labelled += load_halueval(halueval, limit)
+    if labels:
+        labelled += load_labels(labels)
+    rows = []
+    if scenarios_from:
+        rows = make_scenarios(
+            load_questions(scenarios_from, limit=limit), read_corpus(corpus), seed=seed
+        )
+    return CalibrationInputs(labelled, rows)
+
+
+async def calibrate(
+    config: RunConfig, inputs: CalibrationInputs, *, threshold: float = 0.5
+) -> tuple[Calibration, RunFolder, list[str]]:
+    """Calibrate the configured judge; writes ``calibration`` and ``calibration_scores``."""
+    run_id = config.run_id or time.strftime("calibrate-%Y%m%d-%H%M%S")
+    run = RunFolder(config.runs_root, run_id)
+    ctx = StageContext(config=config, run=run, gateway=gateway_for(config, run_id))
+    deps = make_deps(ctx)
+    window = context_window(ctx.judge, config.models.judge_context_window)
+    started = time.perf_counter()
+    with ctx.gateway.scope("calibrate") as counts:
+        try:
+            result = await run_calibration(
+                inputs, deps, window=window, threshold=threshold, limit=row_limit(ctx)
+            )
+        finally:
+            ctx.gateway.log.flush(
+                run.calls_dir / f"calibrate-{time.time_ns()}.parquet", stage="calibrate"
+            )
+    run.write(
+        "calibration", to_table([{"run_id": run_id, **f} for f in result.figures], CALIBRATION)
+    )
+    rows: list[dict[str, Any]] = [
+        {"run_id": run_id, **{k: v for k, v in r.items() if k in CALIBRATION_SCORES.names}}
+        for r in result.scores
+    ]
+    run.write("calibration_scores", to_table(rows, CALIBRATION_SCORES))
+    warnings = judge_warnings(config)
+    write_json(
+        {
+            "run_id": run_id,
+            "kind": "calibration",
+            "models": models_block(config),
+            "warnings": warnings,
+            "seconds": round(time.perf_counter() - started, 3),
+            "llm": counts.as_dict(),
+            "items": {"labelled": len(inputs.labelled), "scenario_rows": len(inputs.scenarios)},
+        },
+        run.path / "calibration.json",
+    )
+    return result, run, warnings
+
+
+__all__ = ["calibrate", "gather_inputs", "read_corpus"]

@@ -1,0 +1,187 @@
+"""Calibration: an oracle judge loses nothing; a judge of known error is measured honestly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragaudit.cache import Gateway
+from ragaudit.cache._fake import Oracle
+from ragaudit.calibration import (
+    FAMILIES,
+    CalibrationInputs,
+    bundled_inputs,
+    load_labels,
+    make_scenarios,
+    run_calibration,
+)
+from ragaudit.calibration._stats import share_ci
+from ragaudit.dataset import load_questions
+from ragaudit.errors import InputError
+from ragaudit.metrics import Deps
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "data" / "demo"
+
+
+def demo_scenarios() -> list:
+    corpus = {}
+    for line in (DEMO / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        corpus[rec["id"]] = (rec["text"], rec["metadata"].get("collection"))
+    return make_scenarios(load_questions(DEMO / "questions.jsonl"), corpus, seed=0)
+
+
+def oracle_for(inputs: CalibrationInputs, flip: float = 0.0, seed: int = 0) -> Oracle:
+    """A judge that answers from the inputs' labels (the test knows the truth)."""
+    oracle = Oracle(flip=flip, seed=seed)
+    for item in inputs.labelled:
+        s = item.sample
+        good = item.label >= 0.5
+        if item.metric == "faithfulness":
+            oracle.supported[s.response] = good
+        elif item.metric == "answer_relevancy":
+            oracle.answered[s.response] = (s.question, good)
+        elif item.metric == "context_relevance":
+            oracle.relevant[(s.question, s.contexts[0])] = good
+    for row in inputs.scenarios:
+        meta = row.metadata["scenario"]
+        for text, rel in zip(row.retrieved_contexts, meta["relevant"], strict=True):
+            oracle.relevant[(row.question, text)] = rel
+        for g in row.reference_contexts:
+            oracle.relevant[(row.question, g)] = True
+    return oracle
+
+
+@pytest.fixture
+def gateway(tmp_path: Path):
+    gw = Gateway(tmp_path / "memo", concurrency=16, backoff_s=0.0, max_retries=1)
+    yield gw
+    gw.close()
+
+
+def deps(gateway: Gateway, **options: Any) -> Deps:
+    return Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options=options)
+
+
+def test_scenarios_cover_every_family_with_expected_orders() -> None:
+    rows = demo_scenarios()
+    families = {r.metadata["scenario"]["family"] for r in rows}
+    assert families == set(FAMILIES)
+    for r in rows:
+        meta = r.metadata["scenario"]
+        assert len(meta["relevant"]) == len(r.retrieved_contexts) > 0
+        assert r.question_id.startswith(meta["base_question_id"])
+    ordering = [r for r in rows if r.metadata["scenario"]["family"] == "ordering"]
+    best = next(r for r in ordering if r.metadata["scenario"]["level"] == "best")
+    assert best.metadata["scenario"]["relevant"][0] is True
+
+
+async def test_oracle_judge_agrees_fully_and_every_family_is_monotone(fake, gateway) -> None:
+    inputs = bundled_inputs(limit=4, scenarios=demo_scenarios())
+    with fake.script(oracle_for(inputs)):
+        result = await run_calibration(
+            inputs, deps(gateway, answer_relevancy_strictness=1), window=100_000
+        )
+    figs = {
+        (f["kind"], f["dataset"], f["metric"], f["family"], f["statistic"]): f
+        for f in result.figures
+    }
+    for metric in ("faithfulness", "answer_relevancy", "context_relevance"):
+        fig = figs[("agreement", "wikieval", metric, None, "pairwise_agreement")]
+        assert fig["value"] == 1.0 and fig["n"] == 4, fig
+        assert fig["ci_low"] < 1.0 <= fig["ci_high"]
+    mono = [f for f in result.figures if f["kind"] == "monotonicity"]
+    assert {f["family"] for f in mono} == set(FAMILIES)
+    assert all(f["value"] == 1.0 and f["n"] > 0 for f in mono), mono
+    halu = {f["statistic"]: f["value"] for f in result.figures if f["kind"] == "detection"}
+    assert halu == {"balanced_accuracy": 1.0, "auc": 1.0}
+    cons = {f["statistic"]: f["value"] for f in result.figures if f["kind"] == "consistency"}
+    assert cons == {"order_disagreement": 0.0, "self_agreement": 1.0}
+    assert all(f["judge"] == "fake/judge" and f["embedder"] == "fake/embed" for f in result.figures)
+    assert all(r["status"] == "ok" for r in result.scores), [
+        r for r in result.scores if r["status"] != "ok"
+    ]
+
+
+async def test_flipped_judge_lands_near_one_minus_p(fake, gateway) -> None:
+    inputs = bundled_inputs(limit=10)
+    with fake.script(oracle_for(inputs, flip=0.5, seed=3)):
+        result = await run_calibration(
+            inputs,
+            deps(gateway, answer_relevancy_strictness=1),
+            window=100_000,
+            with_consistency=False,
+        )
+    agreement = [f for f in result.figures if f["kind"] == "agreement"]
+    assert len(agreement) == 3
+    for f in agreement:
+        assert f["value"] < 1.0 and f["ci_low"] <= f["value"] <= f["ci_high"]
+
+
+def test_labels_file_alignment(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    path.write_text(
+        json.dumps(
+            {"question": "q?", "answer": "a", "contexts": ["c"], "labels": {"faithfulness": 1}}
+        )
+        + "\n"
+        + json.dumps({"question": "q2?", "answer": "b", "contexts": ["d"], "label_faithfulness": 0})
+        + "\n",
+        encoding="utf-8",
+    )
+    items = load_labels(path)
+    assert [(i.metric, i.label) for i in items] == [("faithfulness", 1.0), ("faithfulness", 0.0)]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "labels": {"faithfulness": 3}}) + "\n")
+    with pytest.raises(InputError, match=r"bad.jsonl, row 1: label of 'faithfulness' is 3.0"):
+        load_labels(bad)
+
+
+def test_share_ci_of_constant_data_is_wilson_not_a_point() -> None:
+    mean, low, high = share_ci([1.0] * 10)
+    assert mean == 1.0 and 0.6 < low < 0.8 and high == pytest.approx(1.0)
+
+
+def test_calibrate_command_writes_its_tables_and_names_the_models(tmp_path: Path) -> None:
+    import polars as pl
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+    from ragaudit.runfolder import RunFolder
+
+    args = ["calibrate", "--judge", "fake/judge", "--embedder", "fake/embed", "--limit", "2"]
+    args += ["--runs-root", str(tmp_path / "runs"), "--run-id", "cal"]
+    args += ["--set", f"cache_dir={tmp_path / 'cache'}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "judge fake/judge, embedder fake/embed" in result.output
+    run = RunFolder(tmp_path / "runs", "cal")
+    figures = pl.from_arrow(run.read("calibration"))
+    assert set(figures["kind"]) == {"monotonicity", "agreement", "detection", "consistency"}
+    assert set(figures["judge"]) == {"fake/judge"} and set(figures["embedder"]) == {"fake/embed"}
+    scores = pl.from_arrow(run.read("calibration_scores"))
+    assert scores.height > 0 and set(scores["status"]) <= {"ok", "failed", "skipped"}
+    assert list(run.calls_dir.glob("calibrate-*.parquet"))
+    from ragaudit.reporting import build_calibration
+
+    section = build_calibration(run.path)
+    assert section is not None and section.judge == "fake/judge"
+    assert len(section.figures) == figures.height
+
+
+def test_calibrate_command_names_a_missing_labels_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    missing = tmp_path / "nope.jsonl"
+    result = CliRunner().invoke(
+        app, ["calibrate", "--judge", "fake/judge", "--labels", str(missing)]
+    )
+    assert result.exit_code == 2
+    assert "nope.jsonl: labels file not found" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
