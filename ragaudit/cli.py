@@ -955,7 +955,7 @@ def testset_cmd(
     from ragaudit.calibration._write import read_corpus
     from ragaudit.dataset import load_questions
     from ragaudit.metrics import Deps
-    from ragaudit.tasks._common import gateway_for
+    from ragaudit.tasks._common import hold_gateway
     from ragaudit.testset import generate_testset, write_question_set
 
     try:
@@ -974,11 +974,10 @@ def testset_cmd(
             if line.strip()
         ]
         m = cfg.models
-        gateway = gateway_for(cfg, "testset")
-        deps = Deps(
-            gateway, m.judge_model, m.embedder_model, {}, m.temperature, m.max_output_tokens
-        )
-        with gateway.scope("testset"):
+        with hold_gateway(cfg) as gateway, gateway.scope("testset"):
+            deps = Deps(
+                gateway, m.judge_model, m.embedder_model, {}, m.temperature, m.max_output_tokens
+            )
             rows = asyncio.run(
                 generate_testset(chunks, deps, generator=m.generator_model, size=size, seed=seed)
             )

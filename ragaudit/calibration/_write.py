@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragaudit.cache import context_window
 from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
 from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, run_calibration
 from ragaudit.calibration._scenarios import make_scenarios
@@ -15,7 +16,7 @@ from ragaudit.dataset import load_questions
 from ragaudit.manifest import judge_warnings, models_block
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
-from ragaudit.tasks._common import StageContext, context_window, gateway_for
+from ragaudit.tasks._common import StageContext, hold_gateway
 from ragaudit.tasks.score import make_deps, row_limit
 
 
@@ -68,19 +69,17 @@ async def calibrate(
     """Calibrate the configured judge; writes ``calibration`` and ``calibration_scores``."""
     run_id = config.run_id or time.strftime("calibrate-%Y%m%d-%H%M%S")
     run = RunFolder(config.runs_root, run_id)
-    ctx = StageContext(config=config, run=run, gateway=gateway_for(config, run_id))
-    deps = make_deps(ctx)
-    window = context_window(ctx.judge, config.models.judge_context_window)
     started = time.perf_counter()
-    with ctx.gateway.scope("calibrate") as counts:
-        try:
-            result = await run_calibration(
-                inputs, deps, window=window, threshold=threshold, limit=row_limit(ctx)
-            )
-        finally:
-            ctx.gateway.log.flush(
-                run.calls_dir / f"calibrate-{time.time_ns()}.parquet", stage="calibrate"
-            )
+    # The scope writes the call log into the run folder as the calls are made.
+    with (
+        hold_gateway(config) as gateway,
+        gateway.scope("calibrate", run_id=run_id, calls_dir=run.calls_dir) as counts,
+    ):
+        ctx = StageContext(config=config, run=run, gateway=gateway)
+        window = context_window(ctx.judge, config.models.judge_context_window)
+        result = await run_calibration(
+            inputs, make_deps(ctx), window=window, threshold=threshold, limit=row_limit(ctx)
+        )
     run.write(
         "calibration", to_table([{"run_id": run_id, **f} for f in result.figures], CALIBRATION)
     )
