@@ -156,8 +156,7 @@ def comparison_markdown(cmp: Comparison) -> str:
         lines += ["", "## Questions that moved most", ""]
         for q in cmp.moved_questions:
             lines.append(
-                f"- {q.metric} `{q.question_id}`: {q.value_a:.3f} → {q.value_b:.3f} "
-                f"({q.diff:+.3f})"
+                f"- {q.metric} `{q.question_id}`: {q.value_a:.3f} → {q.value_b:.3f} ({q.diff:+.3f})"
             )
     return "\n".join(lines) + "\n"
 
@@ -253,7 +252,9 @@ async def publish_comparison(cmp: Comparison | None, run_id: str, run_dir: Path)
         return [md_key]
     where = f"run {cmp.run_b} against {cmp.run_a}: {cmp.verdict}"
     table_key = artifact_key("ragaudit-compare-table-", run_id)
-    await acreate_markdown_artifact(key=md_key, markdown=comparison_markdown(cmp), description=where)
+    await acreate_markdown_artifact(
+        key=md_key, markdown=comparison_markdown(cmp), description=where
+    )
     await acreate_table_artifact(key=table_key, table=comparison_table(cmp), description=where)
     return [md_key, table_key]
 

@@ -19,13 +19,23 @@ from typing import Any
 import polars as pl
 import pytest
 import yaml
-
 from prefect_server import PrefectServer
 
 REPO = Path(__file__).resolve().parent.parent
-TOPICS = (
-    "river meadow forest desert ocean glacier volcano island canyon valley lake marsh".split()
-)
+TOPICS = [
+    "river",
+    "meadow",
+    "forest",
+    "desert",
+    "ocean",
+    "glacier",
+    "volcano",
+    "island",
+    "canyon",
+    "valley",
+    "lake",
+    "marsh",
+]
 
 
 def write_questions(path: Path, *, worse: bool = False) -> None:
@@ -181,9 +191,7 @@ def test_deploy_run_and_scheduled_comparison(prefect_server: PrefectServer, tmp_
         "-y",
     )
     scheduled = server.wait(
-        lambda: [
-            r for r in _flow_runs(server, nightly["id"]) if r["auto_scheduled"] and _final(r)
-        ],
+        lambda: [r for r in _flow_runs(server, nightly["id"]) if r["auto_scheduled"] and _final(r)],
         240,
         lambda: f"no scheduled nightly run finished\n{server.logs()}",
         every=3.0,
@@ -219,9 +227,9 @@ def test_deploy_run_and_scheduled_comparison(prefect_server: PrefectServer, tmp_
     assert rows["rouge_l"]["verdict"] == "regressed"
     assert rows["rouge_l"]["mean_now"] < rows["rouge_l"]["mean_previous"]
 
-    events = server.api(
-        "/events/filter", {"filter": {"event": {"name": ["ragaudit.regression"]}}}
-    )["events"]
+    events = server.api("/events/filter", {"filter": {"event": {"name": ["ragaudit.regression"]}}})[
+        "events"
+    ]
     assert len(events) == 1, events
     event = events[0]
     assert event["resource"]["prefect.resource.id"].startswith("ragaudit.question-set.")
