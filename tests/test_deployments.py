@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,55 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
         server.stop()
 
 
+class _Hook(BaseHTTPRequestHandler):
+    """Records the bodies POSTed to it: the notification the automation sends."""
+
+    received: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        length = int(self.headers.get("Content-Length", 0))
+        self.received.append(json.loads(self.rfile.read(length) or b"{}"))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A loopback HTTP receiver standing in for Slack or e-mail."""
+    _Hook.received = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/hook", _Hook.received
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def create_regression_automation(server: PrefectServer, hook_url: str, root: Path) -> None:
+    """automations/regression.yaml as shipped, notifying a webhook block on ``hook_url``."""
+    saved = server.run(
+        [
+            sys.executable,
+            "-c",
+            "from prefect.blocks.notifications import CustomWebhookNotificationBlock as B\n"
+            f"b = B(name='hook', url={hook_url!r}, "
+            "json_data={'subject': '{{subject}}', 'body': '{{body}}'})\n"
+            "print(b.save('ragaudit-test-hook', overwrite=True))",
+        ]
+    )
+    block_id = saved.stdout.strip().splitlines()[-1]
+    automation = yaml.safe_load((REPO / "automations" / "regression.yaml").read_text("utf-8"))
+    automation["actions"][0]["block_document_id"] = block_id
+    path = root / "automation.yaml"
+    path.write_text(yaml.safe_dump(automation), encoding="utf-8")
+    server.prefect("automation", "create", "--from-file", str(path))
+
+
 def _comparable_rows(path: Path) -> list[str]:
     """A table's rows without what differs between two runs of one config (id, timings)."""
     frame = pl.read_parquet(path)
@@ -121,8 +172,11 @@ def _final(run: dict[str, Any]) -> bool:
 
 
 @pytest.mark.slow
-def test_deploy_run_and_scheduled_comparison(prefect_server: PrefectServer, tmp_path: Path) -> None:
+def test_deploy_run_and_scheduled_comparison(
+    prefect_server: PrefectServer, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
     server = prefect_server
+    hook_url, notifications = webhook
     questions = tmp_path / "questions.jsonl"
     write_questions(questions)
     config = write_config(tmp_path)
@@ -174,6 +228,8 @@ def test_deploy_run_and_scheduled_comparison(prefect_server: PrefectServer, tmp_
         assert _comparable_rows(runs / "deployed" / name) == _comparable_rows(
             runs / "cli" / name
         ), name
+
+    create_regression_automation(server, hook_url, tmp_path)
 
     # The live system regresses; a one-minute schedule runs the nightly re-evaluation.
     write_questions(questions, worse=True)
@@ -239,3 +295,13 @@ def test_deploy_run_and_scheduled_comparison(prefect_server: PrefectServer, tmp_
     related = {r["prefect.resource.id"] for r in event["related"]}
     assert f"prefect.flow-run.{scheduled['id']}" in related
     assert worker_log.is_file()
+
+    # The automation turned the event into a notification.
+    server.wait(
+        lambda: notifications,
+        90,
+        lambda: f"the regression automation sent no notification\n{server.logs()}",
+    )
+    (note,) = notifications
+    assert note["subject"] == "ragaudit: rouge_l regressed"
+    assert f"Run {nightly_run} against {baseline}" in note["body"]

@@ -235,3 +235,15 @@ async def test_the_first_night_publishes_that_it_is_the_baseline(tmp_path: Path,
     artifacts = await _artifacts(state.state_details.flow_run_id)
     assert "this run is the baseline of the next" in artifacts["ragaudit-compare-first"].data
     assert emitted == []
+
+
+def test_the_shipped_automation_matches_the_event_the_flow_emits() -> None:
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger
+
+    repo = Path(__file__).resolve().parent.parent
+    data = yaml.safe_load((repo / "automations" / "regression.yaml").read_text("utf-8"))
+    automation = AutomationCore.model_validate(data)
+    trigger = automation.trigger
+    assert isinstance(trigger, EventTrigger)
+    assert trigger.expect == {REGRESSION_EVENT}
+    assert trigger.match.root["prefect.resource.id"] == "ragaudit.question-set.*"
