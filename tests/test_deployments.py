@@ -283,9 +283,14 @@ def test_deploy_run_and_scheduled_comparison(
     assert rows["rouge_l"]["verdict"] == "regressed"
     assert rows["rouge_l"]["mean_now"] < rows["rouge_l"]["mean_previous"]
 
-    events = server.api("/events/filter", {"filter": {"event": {"name": ["ragaudit.regression"]}}})[
-        "events"
-    ]
+    # The server stores events in batches, a moment after the run that emitted them ended.
+    events = server.wait(
+        lambda: server.api(
+            "/events/filter", {"filter": {"event": {"name": ["ragaudit.regression"]}}}
+        )["events"],
+        60,
+        lambda: f"no ragaudit.regression event reached the server\n{server.logs()}",
+    )
     assert len(events) == 1, events
     event = events[0]
     assert event["resource"]["prefect.resource.id"].startswith("ragaudit.question-set.")
