@@ -37,7 +37,7 @@ from ragaudit.tasks._common import (
     run_stage,
 )
 
-__all__ = ["COMMANDS", "STAGES", "evaluate", "evaluate_config", "stage_key"]
+__all__ = ["COMMANDS", "STAGES", "evaluate", "evaluate_config", "new_run_id", "stage_key"]
 
 
 def stage_key(config: RunConfig, stage: Stage, extra: Any = None) -> str:
@@ -209,14 +209,18 @@ async def evaluate(
     return manifest
 
 
+def new_run_id() -> str:
+    """A run id from the current UTC time (a scheduled run has no other)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+
+
 @flow(name="ragaudit-evaluate-config", log_prints=False, persist_result=False)
 async def evaluate_config(config_path: str, run_id: str | None = None) -> dict[str, Any]:
     """Deployment entry: evaluate with a config file; a scheduled run gets a timestamped id."""
     from ragaudit.config import load_config
 
     config = load_config(Path(config_path))
-    rid = run_id or config.run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
-    return await evaluate(config.model_dump_json(), rid)
+    return await evaluate(config.model_dump_json(), run_id or config.run_id or new_run_id())
 
 
 if __name__ == "__main__":

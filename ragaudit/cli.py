@@ -683,14 +683,19 @@ def serve(
     ] = "0 3 * * *",
     name: Annotated[str, typer.Option("--name", help="Deployment name.")] = "ragaudit-scheduled",
 ) -> None:
-    """Serve a scheduled re-evaluation (needs a Prefect server: PREFECT_API_URL)."""
+    """Serve the scheduled re-evaluation (needs a Prefect server: PREFECT_API_URL).
+
+    Each run evaluates the question set again and compares it with the previous run like it
+    (artifacts; a ragaudit.regression event when a metric regressed, see nightly.on_regression).
+    Without a worker or work pool: this process runs the scheduled runs itself.
+    """
     try:
         load_config(config)
     except RagauditError as exc:
         _fail(exc)
-    from ragaudit.flows.evaluate import evaluate_config
+    from ragaudit.flows.nightly import reevaluate
 
-    evaluate_config.serve(name=name, cron=cron, parameters={"config_path": str(config.resolve())})
+    reevaluate.serve(name=name, cron=cron, parameters={"config_path": str(config.resolve())})
 
 
 @app.command()

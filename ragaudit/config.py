@@ -529,6 +529,16 @@ class AblateConfig(_Frozen):
             for v in values:  # each value must make a valid point
                 AblationPoint.model_validate({dim: v})
         return value
+class NightlyConfig(_Frozen):
+    """Scheduled re-evaluation: each run is compared with the previous run like it."""
+
+    on_regression: Literal["fail", "name", "ignore"] = "fail"
+    """What a metric that regressed beyond noise does to the flow run besides the
+    ``ragaudit.regression`` event: ``fail``, a Failed state naming the metrics; ``name``, a
+    ``-regressed`` suffix on the run's name (state Completed); ``ignore``, nothing."""
+    baseline_statuses: tuple[str, ...] = ("completed", "completed_with_failures")
+    """Manifest statuses a previous run may have to be the baseline (failed and interrupted
+    runs never are)."""
 
 
 class RunConfig(_Frozen):
@@ -553,6 +563,7 @@ class RunConfig(_Frozen):
     gold: GoldConfig = GoldConfig()
     ablate: AblateConfig = AblateConfig()
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
+    nightly: NightlyConfig = NightlyConfig()
 
     def fingerprint(self) -> str:
         """Stable hash of the output-affecting configuration (used in task cache keys)."""
@@ -584,13 +595,27 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
-    """``RAGAUDIT_MODELS__JUDGE=x`` → ``{"models": {"judge": "x"}}``; values parsed as YAML."""
+    """``RAGAUDIT_MODELS__JUDGE=x`` → ``{"models": {"judge": "x"}}``; values parsed as YAML.
+
+    Only a variable whose first segment names a config field is an override: the project's
+    other ``RAGAUDIT_*`` variables (``RAGAUDIT_HOME``, ``RAGAUDIT_PROJECT_DIR`` that a Prefect
+    worker's pull step reads, a user's ``RAGAUDIT_QA_KEY`` credential …) are not config and are
+    left alone. A nested name (``__``) under an unknown first segment is a typo of a section
+    and fails, naming the variable (never its value, which may be a credential).
+    """
     out: dict[str, Any] = {}
-    skip = {"RAGAUDIT_HOME", "RAGAUDIT_REAL_LLM"}
+    fields = set(RunConfig.model_fields)
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in skip:
+        if not name.startswith(ENV_PREFIX):
             continue
         parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
+        if not parts or parts[0] not in fields:
+            if len(parts) > 1:
+                raise ConfigError(
+                    f"environment variable {name}: '{parts[0]}' is not a config section "
+                    f"(sections: {', '.join(sorted(fields))})"
+                )
+            continue
         try:
             value = yaml.safe_load(raw) if raw else raw
         except yaml.YAMLError:
@@ -659,6 +684,7 @@ __all__ = [
     "HttpAnswerConfig",
     "GroundTruthConfig",
     "ModelsConfig",
+    "NightlyConfig",
     "ReportConfig",
     "RunConfig",
     "ScoreConfig",

@@ -106,6 +106,30 @@ def test_env_override_is_nested_and_typed() -> None:
     assert cfg.sort.both_orders is False
 
 
+def test_env_vars_that_are_not_config_are_left_alone() -> None:
+    """A worker's RAGAUDIT_PROJECT_DIR (the deployments' pull step) and a user's credential."""
+    cfg = load_config(
+        None,
+        environ={
+            "RAGAUDIT_PROJECT_DIR": "/srv/ragaudit",
+            "RAGAUDIT_HOME": "/somewhere",
+            "RAGAUDIT_DEBUG": "1",
+            "RAGAUDIT_LOCAL_THREADS": "1",
+            "RAGAUDIT_QA_KEY": "sk-secret-value",
+            "RAGAUDIT_LIMIT": "3",
+        },
+    )
+    assert cfg.limit == 3
+    assert cfg == load_config(None, {"limit": 3}, environ={})
+
+
+def test_env_var_under_an_unknown_section_fails_naming_it_not_its_value() -> None:
+    message = config_error(None, environ={"RAGAUDIT_MODLES__JUDGE": "sk-secret-value"})
+    assert "RAGAUDIT_MODLES__JUDGE" in message and "'modles' is not a config section" in message
+    assert "models" in message  # the sections it could have meant
+    assert "sk-secret-value" not in message
+
+
 def test_environ_defaults_to_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGAUDIT_MODELS__JUDGE", "openai/from-env")
     assert load_config(None).models.judge == "openai/from-env"
