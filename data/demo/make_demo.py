@@ -26,8 +26,8 @@ def dureader(src: Path) -> tuple[list[dict], list[dict]]:
     and every paragraph of their five documents as candidates, gold = most related paragraphs."""
     questions, corpus = [], []
     # Split at "\n" only: splitlines() also breaks at U+2028/U+2029/U+0085 inside JSON strings.
-    text = (src / "dureader" / "search.dev.jsonl").read_text(encoding="utf-8")
-    for line in filter(str.strip, text.split("\n")):
+    raw = (src / "dureader" / "search.dev.jsonl").read_text(encoding="utf-8")
+    for line in filter(str.strip, raw.split("\n")):
         item = json.loads(line)
         docs = item["documents"]
         paras = [(d, p, text) for d, doc in enumerate(docs) for p, text in enumerate(doc["paragraphs"])]
