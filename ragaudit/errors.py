@@ -15,12 +15,8 @@ class ConfigError(RagauditError):
     """The configuration is invalid; the message names the field."""
 
 
-class JudgeError(RagauditError):
-    """A model call failed for good (after retries and one repair)."""
-
-
 class StageError(RagauditError):
     """A stage cannot run, e.g. its upstream table is missing."""
 
 
-__all__ = ["ConfigError", "InputError", "JudgeError", "RagauditError", "StageError"]
+__all__ = ["ConfigError", "InputError", "RagauditError", "StageError"]

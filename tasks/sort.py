@@ -27,7 +27,7 @@ from typing import Any
 from ragaudit import progress, ranking
 from ragaudit.cache import Judged
 from ragaudit.dataset import Question
-from ragaudit.ordering import STRATEGIES
+from ragaudit.ordering import STRATEGIES, options_for
 from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 from ragaudit.schemas import AGREEMENT, COMPARISONS, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext
@@ -202,7 +202,10 @@ async def order_relevant(
             texts = {c["context_id"]: c["text"] for c in candidates[qid]}
             judge = PairwiseJudge(ctx, questions[qid], texts, bar)
             ordered, groups = await strategy(
-                relevance[qid].relevant, judge.compare, top_k=cfg.top_k_exact
+                relevance[qid].relevant,
+                judge.compare,
+                top_k=cfg.top_k_exact,
+                **options_for(cfg.strategy, cfg.model_dump()),
             )
             return Ordered(qid, ordered, groups, judge)
 
