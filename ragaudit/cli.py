@@ -34,7 +34,9 @@ cache_app = typer.Typer(help="The LLM memo (diskcache).", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 # Piped output (CI logs, `make demo | tee`) would otherwise be cut to 80 columns.
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True)
+# Errors are never wrapped: a path or a message cut at 80 columns when piped can neither be
+# grepped nor copied.
+err = Console(stderr=True, soft_wrap=True)
 
 DEMO_CONFIG = Path("data/demo/config.yaml")
 
@@ -209,11 +211,12 @@ def _evaluate(
     try:
         config = load_config(config_path, overrides)
         if stages is None or "collect" in stages:
-            # Read the question set before Prefect starts: a malformed file then fails at once
-            # with one clean message, not after the server start, a task retry and two tracebacks.
-            from ragaudit.dataset import load_questions
+            # Check the collect stage's inputs before Prefect starts: a malformed question set or
+            # a missing corpus then fails at once with one clean message, not after the server
+            # start, a task retry and two tracebacks.
+            from ragaudit.tasks.collect import check_inputs
 
-            load_questions(config.questions, limit=config.limit)
+            check_inputs(config)
         manifest = _run_flow(config, stages)
     except RagauditError as exc:
         _fail(exc)

@@ -259,10 +259,22 @@ async def _search_all(
     return candidates, retrieval
 
 
+def check_inputs(config: RunConfig) -> list[Question]:
+    """The question set, read, and the corpus path, checked: the stage's inputs, before any work.
+
+    A corpus that is set but missing is an error even when the index is already filled (and
+    the corpus would not be read): a moved or mistyped path must not pass unnoticed.
+    """
+    corpus = config.collect.corpus
+    if corpus is not None and config.collect.backend != "question_set" and not corpus.exists():
+        raise ConfigError(f"collect.corpus: no such file or folder: {corpus}")
+    return load_questions(config.questions, limit=config.limit)
+
+
 async def collect(ctx: StageContext) -> list[str]:
     """Write ``questions``, ``candidates``, ``retrieval`` and ``answers``."""
     cfg = ctx.config
-    questions = load_questions(cfg.questions, limit=cfg.limit)
+    questions = check_inputs(cfg)
     run_id = ctx.run.run_id
     ctx.run.write(
         "questions",
@@ -310,6 +322,7 @@ async def collect(ctx: StageContext) -> list[str]:
 
 
 __all__ = [
+    "check_inputs",
     "collect",
     "engine_options",
     "make_search_backend",

@@ -21,7 +21,7 @@ from typing import Any
 
 from ragaudit.search._base import Document, Hit
 from ragaudit.search._query import FieldMap, QueryBuilder, SearchError, TemplateRenderError
-from ragaudit.secrets import redact, register
+from ragaudit.secrets import redact, register, register_basic_auth
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +106,9 @@ class EngineBackend:
             tuple(source_excludes),
             where=f"{self.where}.query_template",
         )
-        for value in (password, api_key, bearer):
+        for value in (api_key, bearer):
             register(value)  # also when a caller passes values directly, not through a config
+        register_basic_auth(username, password)
         self.auth = {
             "username": username,
             "password": password,
