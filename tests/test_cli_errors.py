@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 from typer.testing import CliRunner
 
@@ -78,3 +80,39 @@ def test_a_long_error_message_is_not_wrapped_when_piped(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(missing) in lines[0], proc.stderr
+
+
+def refused_port() -> int:
+    """A loopback port nobody listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow  # a CLI subprocess starting its own Prefect server
+def test_an_unreachable_opensearch_prints_one_line_and_no_client_traceback(
+    tmp_path: Path,
+) -> None:
+    url = f"http://127.0.0.1:{refused_port()}"
+    proc = subprocess.run(
+        [
+            *cli_command(),
+            *run_args(tmp_path),
+            "--set",
+            "collect.backend=opensearch",
+            "--set",
+            f"collect.opensearch.hosts=[{url}]",
+            "--set",
+            "collect.opensearch.backoff_s=0",
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(tmp_path),
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    problems = [line for line in proc.stderr.splitlines() if "127.0.0.1" in line]
+    assert len(problems) == 1 and problems[0].startswith("error: "), proc.stderr
+    assert f"cannot reach opensearch at {url}" in problems[0]
