@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -110,11 +111,25 @@ def _overrides(
 
 def _fail(exc: BaseException) -> None:
     err.print(f"[bold red]error:[/] {redact(str(exc))}")
-    raise typer.Exit(2)
+    # 130 = 128 + SIGINT, as shells report a run stopped by Ctrl-C.
+    raise typer.Exit(130 if isinstance(exc, Interrupted) else 2)
+
+
+class Interrupted(RagauditError):
+    """The run was stopped by a signal (Ctrl-C, SIGTERM)."""
 
 
 def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
-    """Run the evaluate flow with progress bars; returns the manifest."""
+    """Run the evaluate flow with progress bars; returns the manifest.
+
+    SIGINT and SIGTERM stop the run in order: the flow's task is cancelled (asyncio's own
+    Ctrl-C handling, which SIGTERM is routed into), the manifest says ``interrupted``, and the
+    ephemeral Prefect server, which the signal never reaches, is stopped last.
+
+    Raises:
+        Interrupted: A signal stopped the run.
+    """
+    from ragaudit._server import ephemeral_server
     from ragaudit.flows.evaluate import evaluate
 
     run_id = config.run_id or time.strftime("%Y%m%d-%H%M%S")
@@ -124,21 +139,53 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
         # would print the same failure again with tracebacks.
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    with Progress(
-        TextColumn("{task.description:<32}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
-        from ragaudit import progress as prog
+    received: list[str] = []
 
-        prog.set_reporter(_RichReporter(progress))
-        try:
-            return asyncio.run(evaluate(config.model_dump_json(), run_id, stages))
-        finally:
-            prog.set_reporter(None)
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        # asyncio.run cancels its main task on the first SIGINT and raises KeyboardInterrupt
+        # when it is done: SIGTERM takes the same orderly way out.
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with (
+            ephemeral_server(),
+            Progress(
+                TextColumn("{task.description:<32}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=False,
+            ) as progress,
+        ):
+            from ragaudit import progress as prog
+
+            prog.set_reporter(_RichReporter(progress))
+            try:
+                return asyncio.run(evaluate(config.model_dump_json(), run_id, stages))
+            finally:
+                prog.set_reporter(None)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        name = received[0] if received else "SIGINT"
+        _mark_interrupted(config, run_id, name)
+        raise Interrupted(f"run {run_id} interrupted by {name}; re-run it to resume") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _mark_interrupted(config: RunConfig, run_id: str, signal_name: str) -> None:
+    """Record in the run's manifest that a signal stopped it (when the run had started)."""
+    from ragaudit.runfolder import RunFolder
+
+    run = RunFolder(config.runs_root, run_id)
+    manifest = run.read_manifest()
+    if not manifest:
+        return
+    manifest["status"] = "interrupted"
+    manifest["error"] = f"interrupted by {signal_name}"
+    run.write_manifest(manifest)
 
 
 def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
