@@ -10,15 +10,22 @@ the server runs in its own session (a terminal's Ctrl-C reaches only the CLI, wh
 stops the run in order) and, on Linux, asks the kernel to SIGTERM it when its parent dies
 (``PR_SET_PDEATHSIG``), so no crash of the CLI can orphan it. Prefect's clients find the
 running instance (it is a per-port singleton) and use it as they would their own. On the
-way out, Prefect's event and log workers are drained before the server stops, so it is not
-cut off in the middle of recording the run's last events.
+way out, Prefect's event and log workers are drained before the server stops.
+
+The server itself runs through this module's ``main`` (``python -m ragaudit._server``, then
+uvicorn exactly as Prefect invokes it) to drop one record: its task-run recorder, cancelled
+by the shutdown in the middle of a periodic flush, logs "Error flushing N events" with the
+CancelledError's traceback after every successful run. A real flush failure (any other
+exception) still prints.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import logging
 import os
 import signal
 import subprocess
@@ -44,11 +51,39 @@ class _PopenTiedToParent:
 
     @staticmethod
     def Popen(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:  # noqa: N802 - subprocess's name
+        command = list(kwargs.pop("args", None) or args[0])
+        args = args[1:]
+        at = _index(command, ["-m", "uvicorn"])
+        if at is not None:
+            command[at + 1] = __name__
+        kwargs["args"] = command
         if sys.platform.startswith("linux"):
             kwargs.setdefault("preexec_fn", _die_with_parent)
         else:
             kwargs.setdefault("start_new_session", True)
         return subprocess.Popen(*args, **kwargs)
+
+
+def _index(items: list[Any], part: list[Any]) -> int | None:
+    return next(
+        (i for i in range(len(items) - len(part) + 1) if items[i : i + len(part)] == part), None
+    )
+
+
+class _ShutdownFlushFilter(logging.Filter):
+    """Drop the task-run recorder's "Error flushing" record when shutdown cancelled the flush."""
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102
+        cancelled = bool(record.exc_info) and isinstance(record.exc_info[1], asyncio.CancelledError)
+        return not (cancelled and str(record.msg).startswith("Error flushing"))
+
+
+def main() -> None:
+    """Run Prefect's API server (uvicorn, with Prefect's arguments) without the shutdown noise."""
+    logging.getLogger("prefect.server.services.task_run_recorder").addFilter(_ShutdownFlushFilter())
+    from uvicorn.main import main as uvicorn
+
+    uvicorn.main(args=sys.argv[1:], prog_name="uvicorn")
 
 
 def _uses_ephemeral_server() -> bool:
@@ -96,4 +131,7 @@ def ephemeral_server() -> Iterator[Any]:
         server.stop()
 
 
-__all__ = ["ephemeral_server"]
+__all__ = ["ephemeral_server", "main"]
+
+if __name__ == "__main__":
+    main()

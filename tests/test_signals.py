@@ -55,7 +55,7 @@ def uvicorn_servers(home: Path) -> list[int]:
         except OSError:
             continue
         ours = str(home).encode() in env
-        if "uvicorn" in cmd and "prefect.server.api.server:create_app" in cmd and ours:
+        if "prefect.server.api.server:create_app" in cmd and ours:
             found.append(int(entry.name))
     return found
 
@@ -90,7 +90,7 @@ def test_a_successful_run_prints_no_traceback(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_run_and_its_server(tmp_path: Path, signum: int) -> None:
-    proc = start(tmp_path, judge="fake/judge?latency=0.5")
+    proc = start(tmp_path, judge="fake/judge?latency=1.0")
     wait_for_server(proc, tmp_path / "home")
     time.sleep(1.0)  # mid-flight: judge calls are out
     sent = time.monotonic()
@@ -107,7 +107,7 @@ def test_a_signal_stops_the_run_and_its_server(tmp_path: Path, signum: int) -> N
 
 
 def test_kill_9_of_the_cli_takes_its_server_down(tmp_path: Path) -> None:
-    proc = start(tmp_path, judge="fake/judge?latency=0.5")
+    proc = start(tmp_path, judge="fake/judge?latency=1.0")
     home = tmp_path / "home"
     wait_for_server(proc, home)
     servers = uvicorn_servers(home)
