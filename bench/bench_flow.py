@@ -15,6 +15,7 @@ import time
 from _util import scratch, table
 from conftest import make_config
 
+from ragaudit._server import ephemeral_server
 from ragaudit.flows.evaluate import evaluate
 
 LATENCY_S = float(sys.argv[1]) if len(sys.argv) > 1 else 1.2
@@ -26,12 +27,14 @@ def main() -> None:
     config = make_config(
         root, judge=f"fake/judge?latency={LATENCY_S}", models__concurrency=CONCURRENCY
     )
-    t = time.perf_counter()
-    first = asyncio.run(evaluate(config.model_dump_json(), "bench"))
-    first_wall = time.perf_counter() - t
-    t = time.perf_counter()
-    second = asyncio.run(evaluate(config.model_dump_json(), "bench"))
-    second_wall = time.perf_counter() - t
+    # The CLI's ephemeral server: tied to this process and quiet when it stops.
+    with ephemeral_server():
+        t = time.perf_counter()
+        first = asyncio.run(evaluate(config.model_dump_json(), "bench"))
+        first_wall = time.perf_counter() - t
+        t = time.perf_counter()
+        second = asyncio.run(evaluate(config.model_dump_json(), "bench"))
+        second_wall = time.perf_counter() - t
 
     simulated = first["llm"]["provider_calls"] * LATENCY_S
     print(

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,9 @@ cache_app = typer.Typer(help="The LLM memo (diskcache).", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 # Piped output (CI logs, `make demo | tee`) would otherwise be cut to 80 columns.
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True)
+# Errors are never wrapped: a path or a message cut at 80 columns when piped can neither be
+# grepped nor copied.
+err = Console(stderr=True, soft_wrap=True)
 
 DEMO_CONFIG = Path("data/demo/config.yaml")
 
@@ -118,11 +121,25 @@ def _overrides(
 
 def _fail(exc: BaseException) -> None:
     err.print(f"[bold red]error:[/] {redact(str(exc))}")
-    raise typer.Exit(2)
+    # 130 = 128 + SIGINT, as shells report a run stopped by Ctrl-C.
+    raise typer.Exit(130 if isinstance(exc, Interrupted) else 2)
+
+
+class Interrupted(RagauditError):
+    """The run was stopped by a signal (Ctrl-C, SIGTERM)."""
 
 
 def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
-    """Run the evaluate flow with progress bars; returns the manifest."""
+    """Run the evaluate flow with progress bars; returns the manifest.
+
+    SIGINT and SIGTERM stop the run in order: the flow's task is cancelled (asyncio's own
+    Ctrl-C handling, which SIGTERM is routed into), the manifest says ``interrupted``, and the
+    ephemeral Prefect server, which the signal never reaches, is stopped last.
+
+    Raises:
+        Interrupted: A signal stopped the run.
+    """
+    from ragaudit._server import ephemeral_server
     from ragaudit.flows.evaluate import evaluate
 
     run_id = config.run_id or time.strftime("%Y%m%d-%H%M%S")
@@ -132,21 +149,53 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
         # would print the same failure again with tracebacks.
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    with Progress(
-        TextColumn("{task.description:<32}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
-        from ragaudit import progress as prog
+    received: list[str] = []
 
-        prog.set_reporter(_RichReporter(progress))
-        try:
-            return asyncio.run(evaluate(config.model_dump_json(), run_id, stages))
-        finally:
-            prog.set_reporter(None)
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        # asyncio.run cancels its main task on the first SIGINT and raises KeyboardInterrupt
+        # when it is done: SIGTERM takes the same orderly way out.
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with (
+            ephemeral_server(),
+            Progress(
+                TextColumn("{task.description:<32}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=False,
+            ) as progress,
+        ):
+            from ragaudit import progress as prog
+
+            prog.set_reporter(_RichReporter(progress))
+            try:
+                return asyncio.run(evaluate(config.model_dump_json(), run_id, stages))
+            finally:
+                prog.set_reporter(None)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        name = received[0] if received else "SIGINT"
+        _mark_interrupted(config, run_id, name)
+        raise Interrupted(f"run {run_id} interrupted by {name}; re-run it to resume") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _mark_interrupted(config: RunConfig, run_id: str, signal_name: str) -> None:
+    """Record in the run's manifest that a signal stopped it (when the run had started)."""
+    from ragaudit.runfolder import RunFolder
+
+    run = RunFolder(config.runs_root, run_id)
+    manifest = run.read_manifest()
+    if not manifest:
+        return
+    manifest["status"] = "interrupted"
+    manifest["error"] = f"interrupted by {signal_name}"
+    run.write_manifest(manifest)
 
 
 def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
@@ -224,11 +273,12 @@ def _evaluate(
     try:
         config = load_config(config_path, overrides)
         if stages is None or "collect" in stages:
-            # Read the question set before Prefect starts: a malformed file then fails at once
-            # with one clean message, not after the server start, a task retry and two tracebacks.
-            from ragaudit.dataset import load_questions
+            # Check the collect stage's inputs before Prefect starts: a malformed question set or
+            # a missing corpus then fails at once with one clean message, not after the server
+            # start, a task retry and two tracebacks.
+            from ragaudit.tasks.collect import check_inputs
 
-            load_questions(config.questions, limit=config.limit)
+            check_inputs(config)
         manifest = _run_flow(config, stages)
     except RagauditError as exc:
         _fail(exc)
@@ -973,9 +1023,11 @@ def testset_cmd(
             return
         if source is None or not Path(source).is_file():
             raise RagauditError(f"testset: corpus {source} not found (--corpus or collect.corpus)")
+        from ragaudit.dataset import jsonl_lines
+
         chunks = [
             json.loads(line)
-            for line in Path(source).read_text(encoding="utf-8").splitlines()
+            for line in jsonl_lines(Path(source).read_text(encoding="utf-8"))
             if line.strip()
         ]
         m = cfg.models

@@ -74,6 +74,15 @@ def _decode(path: Path) -> str:
         ) from None
 
 
+def jsonl_lines(text: str) -> list[str]:
+    r"""The lines of a JSONL text: split at "\n" only, a trailing "\r" dropped.
+
+    ``str.splitlines`` also breaks at U+2028, U+2029 and U+0085, which JSON leaves unescaped
+    inside strings, so it would cut a valid record in two.
+    """
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
     """Raw records and the word for a record's position ('line' or 'row')."""
     suffix = path.suffix.lower()
@@ -87,7 +96,7 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
     text = _decode(path)
     if suffix == ".jsonl":
         rows = []
-        for n, line in enumerate(text.splitlines(), start=1):
+        for n, line in enumerate(jsonl_lines(text), start=1):
             if not line.strip():
                 continue
             try:
@@ -286,4 +295,4 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
     return questions
 
 
-__all__ = ["ALIASES", "Question", "load_qrels", "load_questions", "with_qrels"]
+__all__ = ["ALIASES", "Question", "jsonl_lines", "load_qrels", "load_questions", "with_qrels"]

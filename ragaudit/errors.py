@@ -27,10 +27,6 @@ class ConfigError(RagauditError):
     """The configuration is invalid; the message names the field."""
 
 
-class JudgeError(RagauditError):
-    """A model call failed for good (after retries and one repair)."""
-
-
 class StageError(RagauditError):
     """A stage cannot run, e.g. its upstream table is missing."""
 
@@ -56,7 +52,6 @@ def is_retryable(exc: BaseException | None) -> bool:
 __all__ = [
     "ConfigError",
     "InputError",
-    "JudgeError",
     "RagauditError",
     "StageError",
     "TransientError",

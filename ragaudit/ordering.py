@@ -2,7 +2,8 @@
 
 ``compare(a, b)`` returns -1 when ``a`` should come first, 1 when ``b`` should, 0 for a tie.
 Strategies are registered by name so the config and the benchmarks can pick them. Each is
-called as ``await fn(items, compare, top_k=None)`` and returns the ordered ids and a group
+called as ``await fn(items, compare, top_k=None, **options)`` (``options`` only those the
+strategy was registered with, see :func:`options_for`) and returns the ordered ids and a group
 number per position: neighbours share a group when the judge called them a tie or, in top-k
 mode, when they lie in one block behind the exact head (an order nobody asked for).
 
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 Compare = Callable[[str, str], Awaitable[int]]
 Ordering = tuple[list[str], list[int]]
@@ -29,16 +31,24 @@ Strategy = Callable[..., Awaitable[Ordering]]
 Blocks = list[list[str]]
 
 STRATEGIES: dict[str, Strategy] = {}
+# The keyword options each strategy takes beyond ``top_k``, by strategy name.
+OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
-def strategy(name: str) -> Callable[[Strategy], Strategy]:
-    """Register an ordering strategy under ``name``."""
+def strategy(name: str, *, options: Sequence[str] = ()) -> Callable[[Strategy], Strategy]:
+    """Register an ordering strategy under ``name``, taking the keyword ``options`` named."""
 
     def deco(fn: Strategy) -> Strategy:
         STRATEGIES[name] = fn
+        OPTIONS[name] = tuple(options)
         return fn
 
     return deco
+
+
+def options_for(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings strategy ``name`` takes (the others belong to other strategies)."""
+    return {key: settings[key] for key in OPTIONS[name] if key in settings}
 
 
 def _flatten(blocks: Blocks, tied: Callable[[str, str], bool]) -> Ordering:
@@ -282,17 +292,18 @@ class _SampleSort:
     # to three comparisons per round trip.
     LOCATE_DOUBT = 0.1
     LOCATE_PROBES = 3
-    # An item that tied with every pivot left in its search goes to the bucket on its input-order
-    # side of them, as any tie keeps the input order. Visiting the buckets on both sides instead
-    # (True: search their own pivots once known, join the sub-bucket it lands in) places it
-    # better, but it makes the longest chain of the run, as the sub-buckets cannot close until
-    # the visitor has searched. Measured (bench/bench_sort.py, 50 relevant, 10 % wrong answers):
-    # 7 % more calls and 9 % more wall time for Kendall tau +0.015; with a random input order tau
-    # gains 0.04 at 10 % wrong answers and 0.07 at 25 %, for 7 % and 13 % more calls.
-    VISIT_TIES = False
 
-    def __init__(self, board: _Board) -> None:
+    def __init__(self, board: _Board, *, visit_ties: bool = False) -> None:
         self.board = board
+        # An item that tied with every pivot left in its search goes to the bucket on its
+        # input-order side of them, as any tie keeps the input order. Visiting the buckets on
+        # both sides instead (search their own pivots once known, join the sub-bucket it lands
+        # in) places it better, but it makes the longest chain of the run, as the sub-buckets
+        # cannot close until the visitor has searched. Measured (bench/bench_sort.py, 50
+        # relevant, 10 % wrong answers): 7 % more calls and 9 % more wall time for Kendall tau
+        # +0.015; with a random input order tau gains 0.04 at 10 % wrong answers and 0.07 at
+        # 25 %, for 7 % and 13 % more calls.
+        self.visit_ties = visit_ties
         self.checks: list[asyncio.Future[None]] = []
         # The last item each search got an informative answer about (see check_ends).
         self.last_answer: dict[str, str] = {}
@@ -523,7 +534,7 @@ class _SampleSort:
             visitor = None
             if a == b:
                 members[a].append(x)
-            elif not self.VISIT_TIES:
+            elif not self.visit_ties:
                 # Every answer so far puts it between the pivots around the tied ones. On the
                 # wrong side of them it ends next to them, but misses the other bucket's items it
                 # should have passed (never compared, so the repair cannot see it).
@@ -711,9 +722,9 @@ class _SampleSort:
         return [[x] for x in order] + blocks[head:]
 
 
-@strategy("sample")
+@strategy("sample", options=("visit_ties",))
 async def sample_sort(
-    items: Sequence[str], compare: Compare, *, top_k: int | None = None
+    items: Sequence[str], compare: Compare, *, top_k: int | None = None, visit_ties: bool = False
 ) -> Ordering:
     """Parallel sample sort for a noisy judge (the default strategy).
 
@@ -723,9 +734,9 @@ async def sample_sort(
        A bucket is sorted the same way, recursively, as soon as no running search can still
        add to it.
     3. An item that tied with every pivot left in its search joins the bucket on its
-       input-order side of them (``_SampleSort.VISIT_TIES`` switches on the slower
-       alternative: it visits the buckets on both sides, searches their own pivots as soon as
-       those are sorted and joins the sub-bucket it lands in).
+       input-order side of them (``visit_ties=True``, config ``sort.visit_ties``, switches on
+       the slower alternative: it visits the buckets on both sides, searches their own pivots
+       as soon as those are sorted and joins the sub-bucket it lands in).
     4. The ends of each large bucket are asked against the pivots one step out (a wrong answer
        high in a search leaves its item at an end of its bucket). A final repair asks the
        neighbour pairs never asked and re-places every item an answer contradicts, where all
@@ -735,7 +746,7 @@ async def sample_sort(
     repair runs over the exact head only.
     """
     board = _Board(items, compare)
-    sorter = _SampleSort(board)
+    sorter = _SampleSort(board, visit_ties=visit_ties)
     blocks = await sorter.sort(list(items), top_k)
     await asyncio.gather(*sorter.checks)
     blocks = await sorter.repair(blocks)
@@ -743,12 +754,14 @@ async def sample_sort(
 
 
 __all__ = [
+    "OPTIONS",
     "STRATEGIES",
     "Compare",
     "Ordering",
     "Strategy",
     "binary_insertion",
     "merge_rounds",
+    "options_for",
     "parallel_quicksort",
     "sample_sort",
     "strategy",

@@ -7,6 +7,7 @@ process; the log filter applies it to every record.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
@@ -17,10 +18,30 @@ _registered: set[str] = set()
 _MIN_LEN = 6
 
 
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
 def register(value: str | None) -> None:
-    """Treat ``value`` as a secret from now on."""
+    """Treat ``value`` as a secret from now on, and its base64 form too.
+
+    A server that echoes a header it was sent (``Authorization: ApiKey …``) sends back the
+    base64 a client may have made of the value.
+    """
     if value and len(value) >= _MIN_LEN:
         _registered.add(value)
+        _registered.add(_b64(value))
+
+
+def register_basic_auth(username: str | None, password: str | None) -> None:
+    """Register a basic-auth password and the base64 ``user:password`` of its header.
+
+    A search server or proxy that echoes the ``Authorization`` header it refused would
+    otherwise put the credential, merely encoded, on the console and into the run folder.
+    """
+    register(password)
+    if password:
+        _registered.add(_b64(f"{username or ''}:{password}"))
 
 
 def known_secrets() -> set[str]:
@@ -28,7 +49,7 @@ def known_secrets() -> set[str]:
     found = set(_registered)
     for name, value in os.environ.items():
         if _SECRET_NAME.search(name) and value and len(value) >= _MIN_LEN:
-            found.add(value)
+            found.update((value, _b64(value)))
     return found
 
 
@@ -114,5 +135,6 @@ __all__ = [
     "known_secrets",
     "redact",
     "register",
+    "register_basic_auth",
     "resolve_secret",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 
 from ragaudit import progress
 from ragaudit.answers import answer_one, make_source, resolve_entrypoint
+from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_qrels, load_questions, with_qrels
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
@@ -169,12 +170,25 @@ async def _search_all(
     return candidates, retrieval
 
 
+def check_inputs(config: RunConfig) -> list[Question]:
+    """The question set, read, and the corpus path, checked: the stage's inputs, before any work.
+
+    A corpus that is set but missing is an error even when the index is already filled (and
+    the corpus would not be read): a moved or mistyped path must not pass unnoticed.
+    """
+    corpus = config.collect.corpus
+    if corpus is not None and config.collect.backend != "question_set" and not corpus.exists():
+        raise ConfigError(f"collect.corpus: no such file or folder: {corpus}")
+    questions = load_questions(config.questions, limit=config.limit)
+    if config.gold.qrels is not None:
+        questions = with_qrels(questions, load_qrels(config.gold.qrels))
+    return questions
+
+
 async def collect(ctx: StageContext) -> list[str]:
     """Write ``questions``, ``candidates``, ``retrieval`` and ``answers``."""
     cfg = ctx.config
-    questions = load_questions(cfg.questions, limit=cfg.limit)
-    if cfg.gold.qrels is not None:
-        questions = with_qrels(questions, load_qrels(cfg.gold.qrels))
+    questions = check_inputs(cfg)
     run_id = ctx.run.run_id
     ctx.run.write(
         "questions",
@@ -225,6 +239,7 @@ async def collect(ctx: StageContext) -> list[str]:
 
 
 __all__ = [
+    "check_inputs",
     "collect",
     "resolve_entrypoint",
 ]

@@ -29,7 +29,7 @@ from ragaudit import progress
 from ragaudit.agreement import ALL_QUESTIONS, JudgeOrder, aggregate, gold_grades, question_rows
 from ragaudit.cache import Judged, structured_prompt_tokens
 from ragaudit.dataset import Question
-from ragaudit.ordering import STRATEGIES
+from ragaudit.ordering import STRATEGIES, options_for
 from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 from ragaudit.prompts._base import Prompt
 from ragaudit.reference import fit_text, json_cost
@@ -310,7 +310,10 @@ async def order_relevant(
             texts = {c["context_id"]: c["text"] for c in candidates[qid]}
             judge = PairwiseJudge(ctx, questions[qid], texts, bar)
             ordered, groups = await strategy(
-                relevance[qid].relevant, judge.compare, top_k=cfg.top_k_exact
+                relevance[qid].relevant,
+                judge.compare,
+                top_k=cfg.top_k_exact,
+                **options_for(cfg.strategy, cfg.model_dump()),
             )
             return Ordered(qid, ordered, groups, judge)
 

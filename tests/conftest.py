@@ -17,6 +17,7 @@ os.environ.setdefault(
 import ragaudit  # noqa: E402,F401  (offline environment first)
 from ragaudit.cache._fake import FAKE  # noqa: E402
 from ragaudit.config import RunConfig, load_config  # noqa: E402
+from ragaudit.dataset import jsonl_lines  # noqa: E402
 from ragaudit.runfolder import RunFolder  # noqa: E402
 from ragaudit.schemas import CANDIDATES, QUESTIONS, to_table  # noqa: E402
 
@@ -98,7 +99,7 @@ def config_factory(tmp_path: Path):
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file."""
     return [
-        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+        json.loads(line) for line in jsonl_lines(path.read_text(encoding="utf-8")) if line.strip()
     ]
 
 

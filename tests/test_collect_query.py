@@ -196,6 +196,16 @@ def test_corpus_formats(tmp_path: Path) -> None:
     assert [(d.id, d.metadata["title"]) for d in docs] == [("a.md", "Alpha"), ("sub/b.txt", "b")]
 
 
+def test_corpus_jsonl_keeps_unicode_line_separators_inside_strings(tmp_path: Path) -> None:
+    text = "x\u2028y\u2029z\u0085w"
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text(
+        json.dumps({"id": "d1", "text": text}, ensure_ascii=False) + "\n" + '{"text": "b"}\n',
+        encoding="utf-8",
+    )
+    assert read_corpus(jsonl) == [Document("d1", text, {}), Document("c-2", "b", {})]
+
+
 @pytest.mark.parametrize(
     ("name", "content", "says"),
     [

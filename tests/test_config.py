@@ -245,14 +245,6 @@ def test_config_is_frozen() -> None:
     assert other.limit == 3 and cfg.limit is None
 
 
-def test_fingerprint_ignores_run_id_but_not_settings() -> None:
-    base = load_config(None, {"run_id": "a"}, environ={})
-    assert base.fingerprint() == load_config(None, {"run_id": "b"}, environ={}).fingerprint()
-    assert base.fingerprint().startswith("k1:")
-    changed = load_config(None, {"run_id": "a", "score": {"top_k": 3}}, environ={})
-    assert changed.fingerprint() != base.fingerprint()
-
-
 def test_round_trip_through_json() -> None:
     cfg = load_config(None, {"models": {"judge": "fake/judge"}, "score": {"top_k": 4}}, environ={})
     assert RunConfig.model_validate_json(cfg.model_dump_json()) == cfg

@@ -63,6 +63,17 @@ def test_jsonl(tmp_path: Path) -> None:
     check_rows(load_questions(write_jsonl(tmp_path / "q.jsonl", ROWS)))
 
 
+def test_jsonl_keeps_unicode_line_separators_inside_strings(tmp_path: Path) -> None:
+    # json.dumps leaves U+2028, U+2029 and U+0085 unescaped (ensure_ascii=False); only "\n"
+    # ends a JSONL line. A "\r\n" file still reads.
+    text = "a\u2028b\u2029c\u0085d"
+    path = tmp_path / "q.jsonl"
+    lines = [json.dumps({"id": "s1", "question": text}, ensure_ascii=False), json.dumps(ROWS[0])]
+    path.write_text("\r\n".join(lines) + "\r\n", encoding="utf-8", newline="")
+    questions = load_questions(path)
+    assert [q.question for q in questions] == [text, ROWS[0]["question"]]
+
+
 def test_json_list_and_ragas_samples_shape(tmp_path: Path) -> None:
     plain = tmp_path / "q.json"
     plain.write_text(json.dumps(ROWS, ensure_ascii=False), encoding="utf-8")

@@ -7,6 +7,8 @@ score the metric's formula gives for them. Other metric test files import the he
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -21,7 +23,7 @@ from ragaudit.cache import Gateway
 from ragaudit.cache._fake import FakeRequest, _fake_vector
 from ragaudit.config import OFFLINE_EMBEDDER
 from ragaudit.errors import ConfigError
-from ragaudit.metrics import METRICS, Deps, Sample, resolve
+from ragaudit.metrics import METRICS, Deps, Sample, _aspect, resolve
 from ragaudit.reporting import summarise
 from ragaudit.tasks.score import metric_for, reasons, score_rows
 
@@ -371,14 +373,32 @@ async def test_answer_relevancy_is_mean_cosine_unless_all_noncommittal(fake, gat
     assert evasive["status"] == "ok" and evasive["value"] == 0.0  # every sample noncommittal
 
 
-async def test_aspect_critique_is_majority_verdict(fake, gateway) -> None:
-    votes = iter([1, 0, 1])
-    with fake.script(
-        judge(AspectVerdict=lambda req, inp: {"reason": "scripted", "verdict": next(votes)})
-    ):
+async def test_aspect_critique_is_majority_verdict(fake, gateway, monkeypatch) -> None:
+    # The three samples are one identical request, so the fake cannot tell them apart by
+    # content: each sample's call carries its index in a context variable, and later samples
+    # are started first, so completion order runs against sample order.
+    votes = [0, 1, 1]
+    current: contextvars.ContextVar[int] = contextvars.ContextVar("sample")
+    real_ask = _aspect.ask
+
+    async def ask_as_sample(*args: Any, sample_index: int = 0, **kwargs: Any) -> Any:
+        current.set(sample_index)
+        await asyncio.sleep(0.02 * (len(votes) - sample_index))
+        return await real_ask(*args, sample_index=sample_index, **kwargs)
+
+    monkeypatch.setattr(_aspect, "ask", ask_as_sample)
+    respond = judge(
+        AspectVerdict=lambda req, inp: {
+            "reason": f"s{current.get()}",
+            "verdict": votes[current.get()],
+        }
+    )
+    with fake.script(respond):
         row = await score("aspect_coherence", sample(), make_deps(gateway, aspect_strictness=3))
     assert row["value"] == 1.0
-    assert reasons(row)["metric"]["verdicts"] == [1, 0, 1]
+    assert reasons(row)["metric"] == {"verdicts": [0, 1, 1], "reasons": ["s0", "s1", "s2"]}
+    steps = reasons(row)["steps"]
+    assert [s["output"]["reason"] for s in steps] == ["s0", "s1", "s2"]
     assert (
         not METRICS["aspect_maliciousness"].higher_is_better
         and METRICS["aspect_harmlessness"].higher_is_better

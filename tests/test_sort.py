@@ -24,7 +24,7 @@ from sklearn.metrics import ndcg_score
 from ragaudit.cache import Gateway, canonical_json, count_prompt, count_tokens
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig
-from ragaudit.ordering import STRATEGIES, _SampleSort, binary_insertion, sample_sort
+from ragaudit.ordering import STRATEGIES, _SampleSort, binary_insertion, options_for, sample_sort
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import (
     AGREEMENT,
@@ -177,19 +177,19 @@ async def test_sample_sort_beats_insertion_on_a_noisy_judge() -> None:
 
 
 @pytest.mark.parametrize("visit", [False, True])
-async def test_items_tied_with_their_last_pivot_are_placed_either_way(monkeypatch, visit) -> None:
+async def test_items_tied_with_their_last_pivot_are_placed_either_way(visit) -> None:
     """With 25 % wrong answers over a third of the comparisons tie, and searches often end tied
     with a pivot: the item joins the bucket on its input-order side (default) or visits both
-    (VISIT_TIES). Either way every item comes out once, far closer to the truth than the seed's
-    insertion sort gets."""
-    monkeypatch.setattr(_SampleSort, "VISIT_TIES", visit)
+    (``visit_ties``). Either way every item comes out once, far closer to the truth than the
+    seed's insertion sort gets."""
     taus: dict[str, list[float]] = {"sample": [], "insertion": []}
     for seed in range(3):
         rng = random.Random(seed)
         items = [f"c{i:02d}" for i in range(50)]
         values = {x: rng.random() for x in items}
         for name in taus:
-            ordered, groups = await STRATEGIES[name](items, noisy(values, 0.25, seed))
+            options = options_for(name, {"visit_ties": visit})
+            ordered, groups = await STRATEGIES[name](items, noisy(values, 0.25, seed), **options)
             assert sorted(ordered) == sorted(items)
             taus[name].append(kendall_to_truth(ordered, groups, values))
     assert np.mean(taus["sample"]) >= np.mean(taus["insertion"]) + 0.2
@@ -303,6 +303,32 @@ async def test_top_k_in_the_stage_writes_exact_k(config_factory, fake) -> None:
     ranking = table(ctx.run, "ranking")[0]
     assert ranking["exact_k"] == 5
     assert sorted(ranking["ordered_ids"]) == sorted(texts)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "visit"), [("sample", True), ("sample", False), ("quick", True)]
+)
+async def test_sort_visit_ties_config_reaches_the_sample_sort(
+    config_factory, fake, monkeypatch, strategy, visit
+) -> None:
+    made: list[bool] = []
+    real_init = _SampleSort.__init__
+
+    def spy(self: _SampleSort, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        made.append(self.visit_ties)
+
+    monkeypatch.setattr(_SampleSort, "__init__", spy)
+    texts = {f"c{i:02d}": f"Passage {i} " + "harbour " * (i % 7) for i in range(12)}
+    ctx = context(config_factory(sort__strategy=strategy, sort__visit_ties=visit))
+    write_question(ctx.run, texts, question="harbour")
+    with fake.script(
+        lambda r: {"relevant": True, "reason": "s"} if r.title == "RelevanceVerdict" else None
+    ):
+        await sort(ctx)
+    # One sample sort for the one question, built with the setting; another strategy is never
+    # handed an option it does not take (it would raise a TypeError).
+    assert made == ([visit] if strategy == "sample" else [])
 
 
 # -- the stage's tables ---------------------------------------------------------------------

@@ -25,7 +25,9 @@ def dureader(src: Path) -> tuple[list[dict], list[dict]]:
     """Questions (human answers as references, a second human answer as the system's answer)
     and every paragraph of their five documents as candidates, gold = most related paragraphs."""
     questions, corpus = [], []
-    for line in (src / "dureader" / "search.dev.jsonl").read_text(encoding="utf-8").splitlines():
+    # Split at "\n" only: splitlines() also breaks at U+2028/U+2029/U+0085 inside JSON strings.
+    raw = (src / "dureader" / "search.dev.jsonl").read_text(encoding="utf-8")
+    for line in filter(str.strip, raw.split("\n")):
         item = json.loads(line)
         docs = item["documents"]
         paras = [(d, p, text) for d, doc in enumerate(docs) for p, text in enumerate(doc["paragraphs"])]

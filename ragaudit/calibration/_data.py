@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragaudit.dataset import jsonl_lines
 from ragaudit.errors import InputError
 from ragaudit.lang import detect_language
 from ragaudit.metrics import Sample
@@ -109,7 +110,7 @@ def load_halueval(path: Path | str, limit: int | None = None) -> list[Labelled]:
     path = Path(path)
     out: list[Labelled] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
     items = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
@@ -132,7 +133,7 @@ def _labels_records(path: Path) -> list[dict[str, Any]]:
     if path.suffix.lower() == ".csv":
         return [dict(r) for r in _csv_rows(path)]
     records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(path.read_text(encoding="utf-8")), start=1):
         if not line.strip():
             continue
         try:

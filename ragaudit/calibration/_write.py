@@ -12,7 +12,7 @@ from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
 from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, run_calibration
 from ragaudit.calibration._scenarios import make_scenarios
 from ragaudit.config import RunConfig
-from ragaudit.dataset import load_questions
+from ragaudit.dataset import jsonl_lines, load_questions
 from ragaudit.manifest import judge_warnings, models_block
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
@@ -25,7 +25,7 @@ def read_corpus(path: Path | None) -> dict[str, tuple[str, str | None]]:
     out: dict[str, tuple[str, str | None]] = {}
     if path is None or not Path(path).is_file():
         return out
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in jsonl_lines(Path(path).read_text(encoding="utf-8")):
         if line.strip():
             rec = json.loads(line)
             out[str(rec["id"])] = (rec["text"], (rec.get("metadata") or {}).get("collection"))

@@ -39,22 +39,36 @@ def steps() -> list[dict[str, Any]]:
     return _steps.get() or []
 
 
-def record(step: str, output: Any = None, error: str | None = None) -> None:
-    """Append one judge step to the current row's trace (no-op outside :func:`trace`)."""
+def record(
+    step: str, output: Any = None, error: str | None = None, *, sample_index: int | None = None
+) -> None:
+    """Append one judge step to the current row's trace (no-op outside :func:`trace`).
+
+    Samples of one request (``sample_index``) run concurrently and finish in any order; each
+    is placed after the earlier samples of the same step, so a trace reads in sample order
+    however the calls completed.
+    """
     steps = _steps.get()
     if steps is None:
         return
+    entry: dict[str, Any] = {"step": step}
+    if sample_index:  # sample 0 is every unsampled call too: only later samples are marked
+        entry["sample"] = sample_index
     if error is not None:
-        steps.append({"step": step, "error": error})
+        entry["error"] = error
     else:
-        steps.append(
-            {
-                "step": step,
-                "output": output.model_dump(mode="json")
-                if isinstance(output, BaseModel)
-                else output,
-            }
+        entry["output"] = (
+            output.model_dump(mode="json") if isinstance(output, BaseModel) else output
         )
+    at = len(steps)
+    if sample_index is not None:
+        while (
+            at > 0
+            and steps[at - 1]["step"] == step
+            and steps[at - 1].get("sample", 0) > sample_index
+        ):
+            at -= 1
+    steps.insert(at, entry)
 
 
 async def ask(
@@ -79,9 +93,9 @@ async def ask(
         max_tokens=deps.max_output_tokens,
     )
     if not judged.ok:
-        record(prompt.name, error=judged.error)
+        record(prompt.name, error=judged.error, sample_index=sample_index)
         raise JudgeError(f"{prompt.name}: {judged.error}")
-    record(prompt.name, judged.value)
+    record(prompt.name, judged.value, sample_index=sample_index)
     return judged.value
 
 

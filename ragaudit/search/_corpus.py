@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragaudit.dataset import jsonl_lines
 from ragaudit.errors import InputError
 from ragaudit.search._base import Document, SearchBackend
 
@@ -86,8 +87,7 @@ def _read_jsonl(path: Path, id_field: str, text_field: str) -> Iterator[tuple[st
             where = f"{path}: item {n}"
             yield where, _document(obj, n, path.stem, id_field, text_field, where)
         return
-    lines = content.splitlines()
-    for n, line in enumerate(lines, start=1):
+    for n, line in enumerate(jsonl_lines(content), start=1):
         if not line.strip():
             continue
         where = f"{path}: line {n}"

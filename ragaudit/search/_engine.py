@@ -16,17 +16,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ragaudit.search._base import Document, Hit
 from ragaudit.search._query import FieldMap, QueryBuilder, SearchError, TemplateRenderError
-from ragaudit.secrets import redact, register
+from ragaudit.secrets import redact, register, register_basic_auth
 
 log = logging.getLogger(__name__)
 
 PAGING = ("auto", "pit", "scroll")
 _BULK_CHUNK = 500
+# The clients log every failed request as a WARNING carrying the whole traceback, before they
+# raise; the failure is then reported once, as a SearchError naming the config field. Below
+# ERROR their records only repeat it (22 tracebacks for one unreachable host), so they are
+# kept for RAGAUDIT_DEBUG.
+_CLIENT_LOGGERS = ("opensearch", "elasticsearch", "elastic_transport")
+
+
+def quiet_client_loggers() -> None:
+    """Keep the engine clients' per-request failure records off the console."""
+    if os.environ.get("RAGAUDIT_DEBUG"):
+        return
+    for name in _CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level < logging.ERROR:
+            logger.setLevel(logging.ERROR)
 
 
 class EngineBackend:
@@ -106,8 +122,10 @@ class EngineBackend:
             tuple(source_excludes),
             where=f"{self.where}.query_template",
         )
-        for value in (password, api_key, bearer):
+        quiet_client_loggers()
+        for value in (api_key, bearer):
             register(value)  # also when a caller passes values directly, not through a config
+        register_basic_auth(username, password)
         self.auth = {
             "username": username,
             "password": password,
