@@ -15,19 +15,19 @@ calls of the model in flight at once, beyond which every call is refused (a prov
 concurrency quota). With ``RAGAUDIT_FAKE_SHARED`` set to a file path, the in-flight count
 (and ``capacity``) is shared by every process that uses the fake through that file, which also
 keeps the peak, calls and refusals: how a benchmark sees what a provider would see from many
-workers at once (:class:`SharedCount`). Like a real model it stops at ``max_tokens`` (cl100k tokens): the reply
-is cut there with ``finish_reason="length"``. Never used by the demo: its answers mean
-nothing.
+workers at once (:class:`SharedCount`). Like a real model it stops at ``max_tokens``
+(cl100k tokens): the reply is cut there with ``finish_reason="length"``. Never used by the
+demo: its answers mean nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
-import fcntl
 import math
 import os
 import re
