@@ -12,7 +12,7 @@ of flipping a boolean/choice answer, ``window`` the context window it reports. R
 (HTTP 429 with a ``Retry-After`` of ``retry_after`` seconds, answered at once):
 ``ratelimit`` chance that a distinct request's first attempt is refused, and ``capacity``
 calls of the model in flight at once, beyond which every call is refused (a provider's
-concurrency quota). With ``RAGAUDIT_FAKE_SHARED`` set to a file path, the in-flight count
+concurrency quota). With ``FAKE_PROVIDER_SHARED_COUNT`` set to a file path, the in-flight count
 (and ``capacity``) is shared by every process that uses the fake through that file, which also
 keeps the peak, calls and refusals: how a benchmark sees what a provider would see from many
 workers at once (:class:`SharedCount`). Like a real model it stops at ``max_tokens``
@@ -274,7 +274,8 @@ def _fake_vector(text: str, dim: int = EMBED_DIM) -> list[float]:
     return [v / norm for v in vec]
 
 
-SHARED_ENV = "RAGAUDIT_FAKE_SHARED"
+# Not a RAGAUDIT_* name: those are read as config overrides.
+SHARED_ENV = "FAKE_PROVIDER_SHARED_COUNT"
 
 
 class SharedCount:
