@@ -12,19 +12,24 @@ of flipping a boolean/choice answer, ``window`` the context window it reports. R
 (HTTP 429 with a ``Retry-After`` of ``retry_after`` seconds, answered at once):
 ``ratelimit`` chance that a distinct request's first attempt is refused, and ``capacity``
 calls of the model in flight at once, beyond which every call is refused (a provider's
-concurrency quota). Like a real model it stops at ``max_tokens`` (cl100k tokens): the reply
-is cut there with ``finish_reason="length"``. Never used by the demo: its answers mean
-nothing.
+concurrency quota). With ``FAKE_PROVIDER_SHARED_COUNT`` set to a file path, the in-flight count
+(and ``capacity``) is shared by every process that uses the fake through that file, which also
+keeps the peak, calls and refusals: how a benchmark sees what a provider would see from many
+workers at once (:class:`SharedCount`). Like a real model it stops at ``max_tokens``
+(cl100k tokens): the reply is cut there with ``finish_reason="length"``. Never used by the
+demo: its answers mean nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
 import math
+import os
 import re
 import threading
 import time
@@ -406,6 +411,66 @@ def _fake_vector(text: str, dim: int = EMBED_DIM) -> list[float]:
     return [v / norm for v in vec]
 
 
+# Not a RAGAUDIT_* name: those are read as config overrides.
+SHARED_ENV = "FAKE_PROVIDER_SHARED_COUNT"
+
+
+class SharedCount:
+    """Calls in flight across processes, kept in one JSON file under an exclusive ``flock``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+
+    def _update(self, change: Callable[[dict[str, int]], bool]) -> bool:
+        with open(self.path, "a+", encoding="utf-8") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.seek(0)
+            text = fh.read()
+            state = json.loads(text) if text else {}
+            for k in ("in_flight", "peak", "calls", "refused"):
+                state.setdefault(k, 0)
+            ok = change(state)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(json.dumps(state))
+            fh.flush()
+            return ok
+
+    def enter(self, capacity: int) -> bool:
+        """Count one call in flight, or count a refusal when ``capacity`` are (0: no cap)."""
+
+        def change(state: dict[str, int]) -> bool:
+            if capacity and state["in_flight"] >= capacity:
+                state["refused"] += 1
+                return False
+            state["in_flight"] += 1
+            state["calls"] += 1
+            state["peak"] = max(state["peak"], state["in_flight"])
+            return True
+
+        return self._update(change)
+
+    def leave(self) -> None:
+        """One call is no longer in flight."""
+
+        def change(state: dict[str, int]) -> bool:
+            state["in_flight"] -= 1
+            return True
+
+        self._update(change)
+
+    def read(self) -> dict[str, int]:
+        """The counts: ``in_flight``, ``peak``, ``calls``, ``refused``."""
+        out: dict[str, int] = {}
+        self._update(lambda state: bool(out.update(state)) or True)
+        return out
+
+
+def _shared() -> SharedCount | None:
+    path = os.environ.get(SHARED_ENV)
+    return SharedCount(path) if path else None
+
+
 @dataclass
 class _Stats:
     calls: int = 0
@@ -485,14 +550,24 @@ class FakeProvider(CustomLLM):
     ) -> litellm.ModelResponse:  # noqa: D102
         optional_params = kwargs.get("optional_params") or {}
         req = self._request(model, messages, optional_params)
-        self._admit(model, req)
-        try:
-            if req.options.latency:
-                await asyncio.sleep(req.options.latency)
-            return self._respond(model, req)
-        finally:
+        shared = _shared()
+        if shared is not None and not shared.enter(req.options.capacity):
             with self._lock:
-                self._in_flight[model] -= 1
+                self.stats.calls += 1
+                self.stats.rate_limited += 1
+            raise _rate_limited(model, req.options.retry_after)
+        try:
+            self._admit(model, req)
+            try:
+                if req.options.latency:
+                    await asyncio.sleep(req.options.latency)
+                return self._respond(model, req)
+            finally:
+                with self._lock:
+                    self._in_flight[model] -= 1
+        finally:
+            if shared is not None:
+                shared.leave()
 
     def _admit(self, model: str, req: FakeRequest) -> None:
         """Count the call in flight, or refuse it with a 429 (``ratelimit``, ``capacity``)."""
@@ -644,6 +719,8 @@ __all__ = [
     "FakeProvider",
     "FakeRequest",
     "Oracle",
+    "SHARED_ENV",
+    "SharedCount",
     "count_prompt_tokens",
     "count_text_tokens",
     "instance_of",

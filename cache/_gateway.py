@@ -260,6 +260,8 @@ class Gateway:
         memo: the memo; a :class:`DiskMemo` on ``cache_dir`` if None.
         log_every: a scope's call log writes a part file every this many calls ...
         log_interval_s: ... or this many seconds, whichever comes first.
+        global_limit: when set, every completion holds a slot of the Prefect global
+            concurrency limit ``ragaudit-judge`` (shared by every process of a run).
     """
 
     def __init__(
@@ -274,6 +276,7 @@ class Gateway:
         memo: Memo | None = None,
         log_every: int = DEFAULT_FLUSH_EVERY,
         log_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+        global_limit: int | None = None,
     ) -> None:
         from ragaudit.cache import providers
 
@@ -288,6 +291,8 @@ class Gateway:
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.log_every = log_every
+        # Completions take a slot of the Prefect global limit (cache/_global.py) when set.
+        self.global_limit = global_limit
         self.log_interval_s = log_interval_s
         self._users = 0
         # Keyed by the loop object, weakly: a loop's limiters and in-flight calls die with it,
@@ -551,6 +556,14 @@ class Gateway:
                 scope.raw.append(response.choices[0].message.content or "")
 
     async def _send(self, kind: str, params: dict[str, Any]) -> Any:
+        if kind != "embedding" and self.global_limit is not None:
+            from ragaudit.cache._global import global_slot
+
+            async with global_slot():
+                return await self._send_now(kind, params)
+        return await self._send_now(kind, params)
+
+    async def _send_now(self, kind: str, params: dict[str, Any]) -> Any:
         if kind == "embedding":
             return await litellm.aembedding(**params, timeout=self.timeout_s, num_retries=0)
         return await litellm.acompletion(
@@ -780,7 +793,15 @@ def _short_validation(exc: ValidationError) -> str:
 
 # What ``configure`` (and the registry's settings) may change.
 _SETTINGS = frozenset(
-    {"concurrency", "max_retries", "backoff_s", "timeout_s", "log_every", "log_interval_s"}
+    {
+        "concurrency",
+        "max_retries",
+        "backoff_s",
+        "timeout_s",
+        "log_every",
+        "log_interval_s",
+        "global_limit",
+    }
 )
 
 # The live gateway of each cache folder. Weak: a gateway nobody uses any more is freed with

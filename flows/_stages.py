@@ -4,7 +4,9 @@ A declaration says what the flow needs to run a stage and to cache it: the funct
 it, the tables it reads (their content hashes key its cache) and writes (a cached result whose
 tables are gone is refreshed), the config sections that change its output, and the module whose
 source, with every in-package module it imports, is the code that computes it. The score stage
-fans out into one task per metric (``parts``), whose tables a final step combines.
+fans out into one task per metric (``parts``), whose tables a final step combines; with the
+questions in more than one batch (``scale.batch_size``) the judged stages fan out the same
+way, one task per batch (the score stage: per metric and batch).
 """
 
 from __future__ import annotations
@@ -45,9 +47,12 @@ class Stage:
         module: The module whose source and in-package imports are the stage's code.
         enabled: Whether the stage runs under a config.
         command: The CLI stage command that runs it (its name unless it stands in for another).
-        parts: The stage's fan-out under a config (one task per part), or None.
-        run_part: Runs one part; returns the part table it wrote.
-        combine: Joins the parts' tables into the stage's table.
+        parts: The stage's fan-out under a config and the run's question batches (one task
+            per part); None or an empty list: one task for the whole stage.
+        run_part: Runs one part; returns the part tables it wrote. None: ``run`` runs it (a
+            batch part's context reads and writes only its batch).
+        combine: Joins the parts' tables into the stage's tables (None: each written table
+            is its parts concatenated, in part order).
         judged: Tables whose rows record the judge's work, one status per row (what the
             manifest checks for a judge that failed on most calls).
     """
@@ -60,18 +65,22 @@ class Stage:
     module: str
     enabled: Callable[[RunConfig], bool] = _always
     command: str | None = None
-    parts: Callable[[RunConfig], Sequence[str]] | None = None
+    parts: Callable[[RunConfig, list[str]], Sequence[str] | None] | None = None
     run_part: PartWork | None = None
     combine: Callable[[StageContext, list[str]], Any] | None = None
     judged: tuple[str, ...] = ()
 
     def part_writes(self, part: str | None) -> tuple[str, ...]:
-        """Tables one task of the stage writes (a part's own table for a fanned-out stage)."""
-        return (f"{self.writes[0]}/{part}",) if part is not None else self.writes
+        """Tables one task of the stage writes (a part's own tables for a fanned-out stage)."""
+        return tuple(f"{t}/{part}" for t in self.writes) if part is not None else self.writes
 
     def requested(self, commands: Sequence[str] | None) -> bool:
         """Whether the stage belongs to the requested stage commands (None: all)."""
         return commands is None or (self.command or self.name) in commands
+
+
+def _batches(config: RunConfig, batches: list[str]) -> list[str]:
+    return batches
 
 
 _JUDGE = ("models.judge", "models.temperature", "models.judge_context_window")
@@ -93,6 +102,8 @@ STAGES: tuple[Stage, ...] = (
         sections=("sort", *_JUDGE, "models.max_output_tokens"),
         module=sort.__name__,
         enabled=lambda c: c.sort.enabled,
+        parts=_batches,
+        combine=sort.combine_sort,
         judged=("verdicts", "comparisons"),
     ),
     Stage(
@@ -114,6 +125,7 @@ STAGES: tuple[Stage, ...] = (
         sections=("ground_truth", "sort.enabled", *_JUDGE),
         module=ground_truth.__name__,
         enabled=lambda c: c.ground_truth.enabled,
+        parts=_batches,
         judged=("ground_truth",),
     ),
     Stage(
@@ -129,7 +141,7 @@ STAGES: tuple[Stage, ...] = (
             "models.judge_context_window",
         ),
         module=score.__name__,
-        parts=lambda c: list(c.score.metrics),
+        parts=score.score_parts,
         run_part=score.score_metric,
         combine=score.combine_scores,
         judged=("scores",),

@@ -8,6 +8,13 @@ content hashes of the tables it reads. Re-running a run id returns the finished 
 ``Cached`` and runs only the rest (an edited stage, and whatever its changed tables feed),
 whose LLM calls then hit the memo. Running a subset of stages (the CLI's stage commands) uses
 the same flow.
+
+With the questions in several batches (``scale.batch_size``) the judged stages run one task
+per batch, writing part tables that a combine step joins. By default those tasks are awaited
+in the flow's own event loop (the cheap path); ``scale.task_runner`` ``dask`` or ``ray``
+submits them to that engine's workers through Prefect's task runner instead. A batch task
+rebuilds everything from its serialisable inputs, so it runs in any worker process, and is
+cached on its own: a re-run after a lost worker redoes only the lost batches.
 """
 
 from __future__ import annotations
@@ -19,11 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 import ragaudit
 from ragaudit.cache import canonical_hash
+from ragaudit.cache._global import ensure_global_limit
 from ragaudit.config import RunConfig
 from ragaudit.errors import is_retryable
 from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
@@ -31,13 +40,25 @@ from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
 from ragaudit.tasks._common import (
     StageResult,
+    batch_names,
+    combine_parts,
     file_digest,
     hold_gateway,
     make_context,
     run_stage,
+    split_part,
 )
 
-__all__ = ["COMMANDS", "STAGES", "evaluate", "evaluate_config", "new_run_id", "stage_key"]
+__all__ = [
+    "COMMANDS",
+    "STAGES",
+    "evaluate",
+    "evaluate_config",
+    "flow_for",
+    "new_run_id",
+    "stage_key",
+    "task_runner_for",
+]
 
 
 def stage_key(config: RunConfig, stage: Stage, extra: Any = None) -> str:
@@ -87,14 +108,25 @@ async def stage_task(
     part: str | None = None,
 ) -> StageResult:
     """Run one stage (or one part of a fanned-out stage) and return what it wrote."""
-    ctx = make_context(config_json, run_root, run_id)
+    ctx = make_context(config_json, run_root, run_id, part)
     declared = BY_NAME[stage]
-    if part is not None:
-        assert declared.run_part is not None
-        run_part = declared.run_part
-        return await run_stage(f"{stage}:{part}", ctx, lambda c: run_part(c, part))
-    assert declared.run is not None
-    return await run_stage(stage, ctx, declared.run)
+    run_part = declared.run_part
+    if part is not None and run_part is not None:
+        work: Any = lambda c: run_part(c, part)  # noqa: E731
+    else:
+        assert declared.run is not None
+        work = declared.run
+    # In a worker process nothing else holds the gateway: the task does, for its duration.
+    with hold_gateway(ctx.config):
+        return await run_stage(f"{stage}:{part}" if part else stage, ctx, work)
+
+
+def _batches(config: RunConfig, run: RunFolder) -> list[str]:
+    """The run's question batches ([] when they fit one)."""
+    if not run.has("questions"):
+        return []
+    n = pq.ParquetFile(run.table_path("questions")).metadata.num_rows
+    return batch_names(n, config.scale.batch_size)
 
 
 def _digests(run: RunFolder, names: tuple[str, ...]) -> dict[str, str]:
@@ -109,19 +141,22 @@ def _extra(stage: Stage, config: RunConfig, part: str | None) -> Any:
         ]
         return {str(p): file_digest(p) if p.is_file() else None for p in files}
     if part is not None:
-        return {"part": part}
+        # Which questions a batch holds depends on the batch size.
+        batch = split_part(part)[1]
+        return {"part": part, "batch_size": config.scale.batch_size if batch else None}
     return None
 
 
-async def _run_one(
-    stage: Stage, config: RunConfig, run: RunFolder, config_json: str, part: str | None = None
-) -> tuple[StageResult, bool]:
+def _task_call(
+    stage: Stage, config: RunConfig, run: RunFolder, config_json: str, part: str | None
+) -> tuple[Any, tuple[Any, ...]]:
+    """The stage task (with this call's options) and its arguments."""
     # A cached result whose tables were deleted would point at nothing: run it again.
     refresh = not all(run.has(t) for t in stage.part_writes(part))
-    outer = time.perf_counter()
-    state = await stage_task.with_options(
+    call = stage_task.with_options(
         task_run_name=f"{stage.name}{':' + part if part else ''}", refresh_cache=refresh
-    )(
+    )
+    args = (
         stage.name,
         config_json,
         str(run.path.parent),
@@ -129,13 +164,88 @@ async def _run_one(
         stage_key(config, stage, _extra(stage, config, part)),
         _digests(run, stage.reads),
         part,
-        return_state=True,
     )
+    return call, args
+
+
+async def _run_one(
+    stage: Stage, config: RunConfig, run: RunFolder, config_json: str, part: str | None = None
+) -> tuple[StageResult, bool]:
+    call, args = _task_call(stage, config, run, config_json, part)
+    outer = time.perf_counter()
+    state = await call(*args, return_state=True)
     result: StageResult = await state.result()
     # Wall time around the task call, Prefect's bookkeeping included (the stage's own time is
     # result.seconds): the difference is what orchestration costs.
     result.task_seconds = time.perf_counter() - outer
     return result, state.name == "Cached"
+
+
+async def _submit_all(
+    stage: Stage, config: RunConfig, run: RunFolder, config_json: str, parts: list[str]
+) -> list[tuple[StageResult, bool]]:
+    """Run the parts on the flow's task runner (Dask, Ray workers); results in part order.
+
+    Every part finishes (or fails) before the first failure is raised: the finished ones are
+    cached, so a re-run redoes only what failed.
+    """
+    from prefect.futures import as_completed
+
+    started = time.perf_counter()
+    futures = []
+    for part in parts:
+        call, args = _task_call(stage, config, run, config_json, part)
+        futures.append(call.submit(*args))
+
+    def wait_all() -> dict[int, float]:
+        done: dict[int, float] = {}
+        for future in as_completed(futures):
+            done[id(future)] = time.perf_counter()
+        return done
+
+    done = await asyncio.to_thread(wait_all)
+    out = []
+    for future in futures:
+        result: StageResult = await asyncio.to_thread(future.result)
+        # Submission to completion, Prefect's and the engine's bookkeeping included.
+        result.task_seconds = done[id(future)] - started
+        out.append((result, future.state.name == "Cached"))
+    return out
+
+
+def task_runner_for(config: RunConfig) -> Any:
+    """The task runner ``scale.task_runner`` names, or None for the flow's default."""
+    scale = config.scale
+    if scale.task_runner == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if scale.address:
+            return DaskTaskRunner(address=scale.address)
+        # One thread per worker: each task drives litellm in its own event loop, and two
+        # loops in one process trip over litellm's shared state.
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": scale.workers,
+                "threads_per_worker": 1,
+                "processes": scale.dask_processes,
+                "host": "127.0.0.1",
+                "dashboard_address": None,
+            }
+        )
+    if scale.task_runner == "ray":
+        from prefect_ray import RayTaskRunner
+
+        if scale.address:
+            return RayTaskRunner(address=scale.address)
+        # Ray runs as many one-CPU tasks at once as it has CPUs: the workers are the CPUs.
+        return RayTaskRunner(init_kwargs={"num_cpus": scale.workers, "include_dashboard": False})
+    return None
+
+
+def flow_for(config: RunConfig) -> Any:
+    """The ``evaluate`` flow with the config's task runner."""
+    runner = task_runner_for(config)
+    return evaluate if runner is None else evaluate.with_options(task_runner=runner)
 
 
 @flow(name="ragaudit-evaluate", log_prints=False, persist_result=False)
@@ -153,6 +263,10 @@ async def evaluate(
     manifest["status"] = "running"
     manifest["started_at"] = dt.datetime.now(dt.UTC).isoformat()
     run.write_manifest(manifest)
+    # A writer killed mid-write leaves its temp file; nothing writes to the run yet.
+    run.sweep_temp()
+    if config.models.global_limit is not None:
+        await ensure_global_limit(config.models.global_limit)
     totals = {"calls": 0, "cache_hits": 0, "provider_calls": 0}
     failures: list[str] = []
 
@@ -174,17 +288,23 @@ async def evaluate(
     held.enter_context(hold_gateway(config))
     try:
         for stage in selected:
-            if stage.parts is not None:
-                # Parts are independent: their tasks run together in this event loop, sharing
-                # the gateway's per-model limit.
-                parts = list(stage.parts(config))
-                outcomes = await asyncio.gather(
-                    *(_run_one(stage, config, run, config_json, p) for p in parts)
-                )
+            parts = list(stage.parts(config, _batches(config, run)) or []) if stage.parts else []
+            if parts:
+                if config.scale.task_runner == "default":
+                    # Parts are independent: their tasks run together in this event loop,
+                    # sharing the gateway's per-model limit.
+                    outcomes = await asyncio.gather(
+                        *(_run_one(stage, config, run, config_json, p) for p in parts)
+                    )
+                else:
+                    outcomes = await _submit_all(stage, config, run, config_json, parts)
                 for p, (result, cached) in zip(parts, outcomes, strict=True):
                     account(f"{stage.name}:{p}", result, cached)
+                ctx = make_context(config_json, str(run.path.parent), run_id)
                 if stage.combine is not None:
-                    stage.combine(make_context(config_json, str(run.path.parent), run_id), parts)
+                    stage.combine(ctx, parts)
+                else:
+                    combine_parts(ctx, stage.writes, parts)
                 continue
             result, cached = await _run_one(stage, config, run, config_json)
             account(stage.name, result, cached)
@@ -220,7 +340,8 @@ async def evaluate_config(config_path: str, run_id: str | None = None) -> dict[s
     from ragaudit.config import load_config
 
     config = load_config(Path(config_path))
-    return await evaluate(config.model_dump_json(), run_id or config.run_id or new_run_id())
+    rid = run_id or config.run_id or new_run_id()
+    return await flow_for(config)(config.model_dump_json(), rid)
 
 
 if __name__ == "__main__":

@@ -140,7 +140,7 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
         Interrupted: A signal stopped the run.
     """
     from ragaudit._server import ephemeral_server
-    from ragaudit.flows.evaluate import evaluate
+    from ragaudit.flows.evaluate import flow_for
 
     run_id = config.run_id or time.strftime("%Y%m%d-%H%M%S")
     install_log_filter()
@@ -174,7 +174,7 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
 
             prog.set_reporter(_RichReporter(progress))
             try:
-                return asyncio.run(evaluate(config.model_dump_json(), run_id, stages))
+                return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
             finally:
                 prog.set_reporter(None)
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -402,8 +402,23 @@ def run(
     sets: SetOpt = None,
     dry_run: DryRunOpt = False,
     assume: AssumeOpt = None,
+    task_runner: Annotated[
+        str | None,
+        typer.Option(
+            "--task-runner",
+            help="Where batch tasks run: default (this process), dask or ray (scale.task_runner).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Local Dask/Ray workers (scale.workers)."),
+    ] = None,
 ) -> None:
     """Run the whole evaluation DAG (collect, sort, ground_truth, score, report)."""
+    # Plain config fields: --set validates them and names the field when a value is wrong.
+    sets = [*(sets or [])]
+    sets += [f"scale.task_runner={task_runner}"] if task_runner is not None else []
+    sets += [f"scale.workers={workers}"] if workers is not None else []
     if dry_run:
         overrides = _overrides(
             questions=questions,

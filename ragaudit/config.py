@@ -58,6 +58,10 @@ class ModelsConfig(_Frozen):
     """Sampling temperature of every judge call."""
     max_output_tokens: int = Field(default=1024, ge=16)
     """Answer budget of one judge call."""
+    global_limit: int | None = Field(default=None, ge=1, le=100_000)
+    """Judge calls in flight at once across every worker of a run, held by a Prefect global
+    concurrency limit (``ragaudit-judge``; needs a Prefect API). None: only the per-process
+    ``concurrency`` applies, at no cost."""
 
     @property
     def judge_model(self) -> str:
@@ -548,6 +552,23 @@ class NightlyConfig(_Frozen):
     runs never are)."""
 
 
+class ScaleConfig(_Frozen):
+    """How a run spreads over processes: question batches and the flow's task runner."""
+
+    batch_size: int = Field(default=100_000, ge=1)
+    """Questions per batch; each batch of a stage (sort, ground_truth, score) is one task. The
+    default keeps a run one batch per stage."""
+    task_runner: Literal["default", "dask", "ray"] = "default"
+    """Where batch tasks run: ``default`` awaits them in the flow's process; ``dask``
+    (prefect-dask) and ``ray`` (prefect-ray) submit them to a cluster."""
+    workers: int = Field(default=2, ge=1, le=1024)
+    """Local workers started by the dask or ray runner when no ``address`` is given."""
+    address: str | None = None
+    """Scheduler address of an existing Dask or Ray cluster; None starts a local one."""
+    dask_processes: bool = True
+    """Local Dask workers are processes (True) or threads of the flow's process."""
+
+
 class RunConfig(_Frozen):
     """Everything one evaluation run needs; stored whole in the run's manifest."""
 
@@ -571,6 +592,7 @@ class RunConfig(_Frozen):
     ablate: AblateConfig = AblateConfig()
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
     nightly: NightlyConfig = NightlyConfig()
+    scale: ScaleConfig = ScaleConfig()
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -688,6 +710,7 @@ __all__ = [
     "NightlyConfig",
     "ReportConfig",
     "RunConfig",
+    "ScaleConfig",
     "ScoreConfig",
     "SecretRef",
     "SortConfig",

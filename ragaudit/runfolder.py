@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -154,15 +155,41 @@ class RunFolder:
             )
         return table
 
-    def rows(self, name: str) -> list[dict[str, Any]]:
-        """Table ``name`` as a list of row dicts."""
-        return self.read(name).to_pylist()
+    def rows(self, name: str, ids: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """Table ``name`` as a list of row dicts (only questions ``ids`` when given)."""
+        table = self.read(name)
+        if ids is not None:
+            # Filtered in Arrow before any row becomes a dict: a batch reads only its own rows.
+            mask = pc.is_in(table["question_id"], value_set=pa.array(sorted(ids), pa.string()))
+            table = table.filter(mask)
+        return table.to_pylist()
 
-    def by_question(self, name: str) -> dict[str, dict[str, Any]]:
+    def question_ids(self) -> list[str]:
+        """The question ids of the ``questions`` table, in its order."""
+        return pq.read_table(self.table_path("questions"), columns=["question_id"])[
+            "question_id"
+        ].to_pylist()
+
+    def by_question(
+        self, name: str, ids: Collection[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Table ``name`` (one row per question) keyed by ``question_id``; {} when not written."""
-        return {r["question_id"]: r for r in self.rows(name)} if self.has(name) else {}
+        return {r["question_id"]: r for r in self.rows(name, ids)} if self.has(name) else {}
 
-    def questions(self) -> list[Question]:
+    def sweep_temp(self) -> int:
+        """Delete temporary files a killed writer left behind; returns how many.
+
+        Call only while nothing writes to the run (a flow's start): a live writer's temp file
+        would go too.
+        """
+        swept = 0
+        if self.path.is_dir():
+            for tmp in self.path.rglob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+                swept += 1
+        return swept
+
+    def questions(self, ids: Collection[str] | None = None) -> list[Question]:
         """The question set as the collect stage stored it."""
         return [
             Question(
@@ -179,13 +206,15 @@ class RunFolder:
                 # Absent from tables written before graded gold existed.
                 reference_context_grades=json.loads(r.get("reference_context_grades") or "null"),
             )
-            for r in self.rows("questions")
+            for r in self.rows("questions", ids)
         ]
 
-    def candidates(self, limit: int | None = None) -> dict[str, list[dict[str, Any]]]:
+    def candidates(
+        self, limit: int | None = None, ids: Collection[str] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
         """Each question's candidate rows in engine order (the first ``limit`` when given)."""
         out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in self.rows("candidates"):
+        for row in self.rows("candidates", ids):
             out[row["question_id"]].append(row)
         for rows in out.values():
             rows.sort(key=lambda r: r["engine_rank"])
@@ -193,17 +222,17 @@ class RunFolder:
                 del rows[limit:]
         return dict(out)
 
-    def answers(self) -> dict[str, dict[str, Any]]:
+    def answers(self, ids: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
         """The system's answer row per question."""
-        return {r["question_id"]: r for r in self.rows("answers")}
+        return {r["question_id"]: r for r in self.rows("answers", ids)}
 
-    def ground_truth(self) -> dict[str, dict[str, Any]]:
+    def ground_truth(self, ids: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
         """The reference-answer row per question ({} when the stage did not run)."""
-        return self.by_question("ground_truth")
+        return self.by_question("ground_truth", ids)
 
-    def ranking(self) -> dict[str, dict[str, Any]]:
+    def ranking(self, ids: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
         """The judged-order row per question ({} when the sort stage did not run)."""
-        return self.by_question("ranking")
+        return self.by_question("ranking", ids)
 
     def read_manifest(self) -> dict[str, Any]:
         """The manifest, or an empty dict before the first write."""

@@ -27,6 +27,7 @@ def _gateway_settings(config: RunConfig) -> dict[str, Any]:
         "max_retries": m.max_retries,
         "backoff_s": m.backoff_s,
         "timeout_s": m.timeout_s,
+        "global_limit": m.global_limit,
     }
 
 
@@ -42,13 +43,59 @@ def hold_gateway(config: RunConfig) -> Iterator[Gateway]:
         yield gateway
 
 
+BATCH_PREFIX = "b"
+"""Batch part names are ``b0000``, ``b0001``…; a part of a fanned-out stage that also has
+batches is ``<name>@b0001`` (the score stage: one part per metric and batch)."""
+
+
+def batch_names(n_questions: int, batch_size: int) -> list[str]:
+    """The batches of ``n_questions`` questions; [] when they fit one batch (no fan-out)."""
+    n = -(-n_questions // batch_size)
+    return [f"{BATCH_PREFIX}{i:04d}" for i in range(n)] if n > 1 else []
+
+
+def part_name(name: str | None, batch: str | None) -> str:
+    """The part of ``name`` (a metric) in ``batch``; either may be absent, not both."""
+    if name is None:
+        assert batch is not None
+        return batch
+    return name if batch is None else f"{name}@{batch}"
+
+
+def split_part(part: str | None) -> tuple[str | None, str | None]:
+    """``(name, batch)`` of a part name (see :func:`part_name`)."""
+    if part is None:
+        return None, None
+    name, _, batch = part.rpartition("@")
+    if name:
+        return name, batch
+    if part.startswith(BATCH_PREFIX) and part[len(BATCH_PREFIX) :].isdigit():
+        return None, part
+    return part, None
+
+
 @dataclass
 class StageContext:
-    """Everything a stage needs at run time."""
+    """Everything a stage needs at run time.
+
+    A batch task's context has its ``part`` (where its tables go: ``<table>/<part>``) and the
+    ``ids`` of its batch's questions (what it reads); a whole stage's has neither.
+    """
 
     config: RunConfig
     run: RunFolder
     gateway: Gateway
+    part: str | None = None
+    ids: frozenset[str] | None = None
+
+    def out(self, table: str) -> str:
+        """The name this task writes ``table`` under: its part of it, or the table itself."""
+        return table if self.part is None else f"{table}/{self.part}"
+
+    @property
+    def batched(self) -> bool:
+        """Whether this task runs one batch of the questions (not all of them)."""
+        return self.ids is not None
 
     @property
     def judge(self) -> str:
@@ -80,11 +127,24 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def make_context(config_json: str, run_root: str, run_id: str) -> StageContext:
-    """Rebuild the stage context inside a task from its serialisable inputs."""
+def make_context(
+    config_json: str, run_root: str, run_id: str, part: str | None = None
+) -> StageContext:
+    """Rebuild the stage context inside a task from its serialisable inputs.
+
+    A part naming a batch (``b0003``, ``faithfulness@b0003``) reads only that batch's
+    questions: the ``batch_size`` questions from position 3 × ``batch_size`` of the
+    ``questions`` table.
+    """
     config = RunConfig.model_validate_json(config_json)
     run = RunFolder(run_root, run_id)
-    return StageContext(config=config, run=run, gateway=gateway_for(config))
+    ids = None
+    batch = split_part(part)[1]
+    if batch is not None:
+        size = config.scale.batch_size
+        start = int(batch[len(BATCH_PREFIX) :]) * size
+        ids = frozenset(run.question_ids()[start : start + size])
+    return StageContext(config=config, run=run, gateway=gateway_for(config), part=part, ids=ids)
 
 
 async def run_stage(
@@ -108,6 +168,20 @@ async def run_stage(
     )
 
 
+def combine_parts(ctx: StageContext, tables: Iterable[str], parts: list[str]) -> list[str]:
+    """Concatenate each table's part tables (``<table>/<part>``, in ``parts`` order) into it."""
+    import pyarrow as pa
+
+    from ragaudit.schemas import TABLES
+
+    names = list(tables)
+    for name in names:
+        pieces = [ctx.run.read(f"{name}/{p}") for p in parts]
+        table = pa.concat_tables(pieces) if pieces else TABLES[name].empty_table()
+        ctx.run.write(name, table.cast(TABLES[name]))
+    return names
+
+
 async def gather_limited(
     items: Iterable[T], fn: Callable[[T], Awaitable[R]], limit: int
 ) -> list[R]:
@@ -127,13 +201,18 @@ def dumps(obj: Any) -> str:
 
 
 __all__ = [
+    "BATCH_PREFIX",
     "StageContext",
     "StageResult",
+    "batch_names",
+    "combine_parts",
     "dumps",
     "file_digest",
     "gateway_for",
     "gather_limited",
     "hold_gateway",
     "make_context",
+    "part_name",
     "run_stage",
+    "split_part",
 ]

@@ -67,12 +67,12 @@ async def ground_truth(ctx: StageContext) -> list[str]:
     """Write ``ground_truth``."""
     cfg = ctx.config.ground_truth
     run_id = ctx.run.run_id
-    questions = ctx.run.questions()
+    questions = ctx.run.questions(ctx.ids)
     candidates: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in ctx.run.read("candidates").to_pylist():
+    for row in ctx.run.rows("candidates", ctx.ids):
         candidates[row["question_id"]].append(row)
     ranking = (
-        {r["question_id"]: r for r in ctx.run.read("ranking").to_pylist()}
+        ctx.run.by_question("ranking", ctx.ids)
         if ctx.run.has("ranking") and ctx.config.sort.enabled
         else {}
     )
@@ -131,8 +131,9 @@ async def ground_truth(ctx: StageContext) -> list[str]:
 
     with progress.bar(f"ground_truth ({cfg.mode})", len(questions)) as bar:
         rows = await asyncio.gather(*(one(q) for q in questions))
-    ctx.run.write("ground_truth", to_table(list(rows), GROUND_TRUTH))
-    return ["ground_truth"]
+    out = ctx.out("ground_truth")
+    ctx.run.write(out, to_table(list(rows), GROUND_TRUTH))
+    return [out]
 
 
 __all__ = ["ground_truth", "reference_answer", "writer_for"]

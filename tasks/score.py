@@ -25,16 +25,21 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-import pyarrow as pa
-
 from ragaudit import progress
 from ragaudit.cache import count_tokens
-from ragaudit.config import OFFLINE_EMBEDDER
+from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import Deps, Metric, Sample, Skip, resolve, trace
 from ragaudit.schemas import SCORES, to_table
 from ragaudit.secrets import redact
-from ragaudit.tasks._common import StageContext, dumps, gather_limited
+from ragaudit.tasks._common import (
+    StageContext,
+    combine_parts,
+    dumps,
+    gather_limited,
+    part_name,
+    split_part,
+)
 
 # Chat formatting adds a few tokens per message (role markers) that no text shows.
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -100,10 +105,10 @@ def fit_k(metric: Metric, sample: Sample, deps: Deps, window: int) -> tuple[int,
 
 def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
     """One sample per question with its top-k contexts, and why a question has no answer."""
-    questions = ctx.run.questions()
-    answers = ctx.run.answers()
-    refs = ctx.run.ground_truth()
-    candidates = ctx.run.candidates()
+    questions = ctx.run.questions(ctx.ids)
+    answers = ctx.run.answers(ctx.ids)
+    refs = ctx.run.ground_truth(ctx.ids)
+    candidates = ctx.run.candidates(ids=ctx.ids)
     samples, no_answer = [], {}
     top_k = ctx.config.score.top_k
     for q in questions:
@@ -269,12 +274,17 @@ def row_limit(ctx: StageContext) -> int:
     return max(8, 4 * ctx.config.models.concurrency)
 
 
-async def score_metric(ctx: StageContext, name: str) -> list[str]:
-    """Score metric ``name`` on every question; writes the part table ``scores/<name>``."""
+async def score_metric(ctx: StageContext, part: str) -> list[str]:
+    """Score one metric on the context's questions; writes the part table ``scores/<part>``.
+
+    ``part`` is the metric's name, or ``<metric>@<batch>`` for one batch of the questions.
+    """
+    name = split_part(part)[0]
+    assert name is not None
     m = metric_for(ctx, name)
     samples, no_answer = build_samples(ctx)
     deps = make_deps(ctx)
-    with progress.bar(f"score: {name}", len(samples)) as bar:
+    with progress.bar(f"score: {part}", len(samples)) as bar:
         rows = await score_rows(
             m,
             samples,
@@ -285,17 +295,19 @@ async def score_metric(ctx: StageContext, name: str) -> list[str]:
             on_row=bar.advance,
         )
     rows = [{"run_id": ctx.run.run_id, **r} for r in rows]
-    part = f"scores/{name}"
-    ctx.run.write(part, to_table(rows, SCORES))
-    return [part]
+    out = f"scores/{part}"
+    ctx.run.write(out, to_table(rows, SCORES))
+    return [out]
 
 
-def combine_scores(ctx: StageContext, metrics: list[str]) -> str:
-    """Concatenate the per-metric parts into ``scores``."""
-    parts = [ctx.run.read(f"scores/{m}") for m in metrics]
-    table = pa.concat_tables(parts) if parts else SCORES.empty_table()
-    ctx.run.write("scores", table.cast(SCORES))
-    return "scores"
+def score_parts(config: RunConfig, batches: list[str]) -> list[str]:
+    """One part per metric, and per batch when the questions are batched (metric-major)."""
+    return [part_name(m, b) for m in config.score.metrics for b in batches or [None]]
+
+
+def combine_scores(ctx: StageContext, parts: list[str]) -> list[str]:
+    """Concatenate the parts (metric × batch) into ``scores``."""
+    return combine_parts(ctx, ["scores"], parts)
 
 
 def reasons(row: dict[str, Any]) -> Any:
@@ -314,5 +326,6 @@ __all__ = [
     "row_limit",
     "score_metric",
     "score_one",
+    "score_parts",
     "score_rows",
 ]

@@ -34,7 +34,7 @@ from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 from ragaudit.prompts._base import Prompt
 from ragaudit.reference import fit_text, json_cost
 from ragaudit.schemas import AGREEMENT, COMPARISONS, RANKING, VERDICTS, to_table
-from ragaudit.tasks._common import StageContext
+from ragaudit.tasks._common import StageContext, combine_parts
 
 # Tokens kept free when a context is cut to fit: BPE may merge a few tokens differently where
 # the cut text meets the prompt's JSON.
@@ -328,12 +328,13 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     """
     cfg = ctx.config.sort
     run_id = ctx.run.run_id
-    questions = {q.question_id: q for q in ctx.run.questions()}
-    candidates = ctx.run.candidates(cfg.max_candidates)
+    questions = {q.question_id: q for q in ctx.run.questions(ctx.ids)}
+    candidates = ctx.run.candidates(cfg.max_candidates, ctx.ids)
     started = time.perf_counter()
     relevance = await judge_relevance(ctx, questions, candidates)
     ctx.run.write(
-        "verdicts", to_table([r for rel in relevance.values() for r in rel.rows], VERDICTS)
+        ctx.out("verdicts"),
+        to_table([r for rel in relevance.values() for r in rel.rows], VERDICTS),
     )
     judged = time.perf_counter()
     results = await order_relevant(ctx, questions, candidates, relevance)
@@ -377,11 +378,25 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
             judge=JudgeOrder(res.ordered, res.groups, rel.irrelevant, rel.unjudged),
             gold=gold_grades(questions[qid], candidates[qid]),
         )
-    agreement_rows += aggregate(run_id, agreement_rows)
-    ctx.run.write("comparisons", to_table(comparison_rows, COMPARISONS))
-    ctx.run.write("ranking", to_table(ranking_rows, RANKING))
-    ctx.run.write("agreement", to_table(agreement_rows, AGREEMENT))
-    return ["verdicts", "comparisons", "ranking", "agreement"]
+    if not ctx.batched:
+        # A batch's means would be a batch's: the run's are taken when the batches combine.
+        agreement_rows += aggregate(run_id, agreement_rows)
+    ctx.run.write(ctx.out("comparisons"), to_table(comparison_rows, COMPARISONS))
+    ctx.run.write(ctx.out("ranking"), to_table(ranking_rows, RANKING))
+    ctx.run.write(ctx.out("agreement"), to_table(agreement_rows, AGREEMENT))
+    return [ctx.out(t) for t in SORT_TABLES]
+
+
+SORT_TABLES = ("verdicts", "comparisons", "ranking", "agreement")
+
+
+def combine_sort(ctx: StageContext, parts: list[str]) -> list[str]:
+    """Join the batches' tables and add the run's agreement means over all their questions."""
+    names = combine_parts(ctx, SORT_TABLES, parts)
+    rows = ctx.run.rows("agreement")
+    rows += aggregate(ctx.run.run_id, rows)
+    ctx.run.write("agreement", to_table(rows, AGREEMENT))
+    return names
 
 
 async def gold(ctx: StageContext) -> list[str]:
@@ -412,6 +427,8 @@ __all__ = [
     "Ordered",
     "PairwiseJudge",
     "Relevance",
+    "SORT_TABLES",
+    "combine_sort",
     "context_room",
     "gold",
     "judge_relevance",

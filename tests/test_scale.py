@@ -1,0 +1,109 @@
+"""Scale-out: question batches, the Dask task runner, the global judge limit."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import polars as pl
+import pytest
+
+from ragaudit.config import RunConfig
+from ragaudit.flows.evaluate import evaluate, flow_for
+from ragaudit.runfolder import RunFolder
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+# Every table a judged stage writes, with the columns that key its rows.
+KEYED = {
+    "verdicts": ["question_id", "context_id"],
+    "comparisons": ["question_id", "first_id", "second_id"],
+    "ranking": ["question_id"],
+    "agreement": ["question_id", "comparison", "metric", "k"],
+    "ground_truth": ["question_id"],
+    "scores": ["question_id", "metric"],
+}
+# What differs between two runs of the same work (ids, timings, where it ran).
+VOLATILE = {"run_id", "latency_s"}
+
+
+def run_flow(config: RunConfig, run_id: str) -> dict[str, Any]:
+    return asyncio.run(flow_for(config)(config.model_dump_json(), run_id))
+
+
+def frame(config: RunConfig, run_id: str, name: str) -> pl.DataFrame:
+    df = pl.from_arrow(RunFolder(config.runs_root, run_id).read(name))
+    return df.drop([c for c in df.columns if c in VOLATILE]).sort(KEYED[name])
+
+
+def assert_same_tables(config: RunConfig, a: str, b: str) -> None:
+    for name in KEYED:
+        left, right = frame(config, a, name), frame(config, b, name)
+        assert left.height > 0, name
+        assert left.equals(right, null_equal=True), name
+
+
+def test_batches_give_the_tables_of_one_batch(config_factory, fake) -> None:
+    whole = config_factory()
+    batched = config_factory(scale__batch_size=2)
+    asyncio.run(evaluate(whole.model_dump_json(), "whole"))
+    manifest = run_flow(batched, "batched")
+    assert manifest["status"] == "completed"
+    # 5 questions in batches of 2: three tasks per judged stage, per metric for score.
+    stages = manifest["stages"]
+    assert {"sort:b0000", "sort:b0001", "sort:b0002"} <= set(stages)
+    assert {"ground_truth:b0000", "ground_truth:b0002"} <= set(stages)
+    metric = batched.score.metrics[0]
+    assert f"score:{metric}@b0002" in stages
+    run = RunFolder(batched.runs_root, "batched")
+    assert run.has("verdicts/b0001") and run.has(f"scores/{metric}@b0001")
+    assert_same_tables(whole, "whole", "batched")
+    # The run's agreement means are over all questions, not one batch's.
+    agreement = frame(batched, "batched", "agreement")
+    means = agreement.filter(pl.col("question_id") == "__all__")
+    assert means.height > 0
+    assert means["n_questions"].max() == 5
+
+
+def test_a_lost_batch_is_the_only_one_redone(config_factory, fake) -> None:
+    config = config_factory(scale__batch_size=2)
+    run_flow(config, "lost")
+    metric = config.score.metrics[0]
+    run = RunFolder(config.runs_root, "lost")
+    # What a worker that died before writing its batch leaves: no part table.
+    run.table_path(f"scores/{metric}@b0001").unlink()
+    fake.reset()
+    manifest = run_flow(config, "lost")
+    stages = manifest["stages"]
+    redone = sorted(name for name, s in stages.items() if not s["cached"])
+    # The combined scores come out byte for byte the same, so the report stays cached.
+    assert redone == [f"score:{metric}@b0001"]
+    assert fake.stats.calls == 0  # its calls were answered by the memo
+    assert run.has(f"scores/{metric}@b0001")
+
+
+def test_global_limit_holds_the_judge_in_one_process(config_factory, fake) -> None:
+    # Per-process concurrency 8 against a provider that refuses a third call at once: the
+    # global limit of 2 keeps it from ever seeing one.
+    config = config_factory(
+        judge="fake/judge?latency=0.02&capacity=2",
+        models__concurrency=8,
+        models__global_limit=2,
+        sort__enabled=False,
+    )
+    manifest = run_flow(config, "limited")
+    assert manifest["status"] == "completed"
+    assert fake.stats.rate_limited == 0
+    assert 1 <= fake.stats.max_in_flight <= 2
+    assert manifest["llm"]["provider_calls"] > 0
+
+
+@pytest.mark.slow
+def test_dask_workers_write_the_tables_of_one_process(config_factory, fake) -> None:
+    whole = config_factory()
+    spread = config_factory(scale__batch_size=2, scale__task_runner="dask", scale__workers=2)
+    asyncio.run(evaluate(whole.model_dump_json(), "whole"))
+    manifest = run_flow(spread, "dask")
+    assert manifest["status"] == "completed"
+    assert "score:" + spread.score.metrics[0] + "@b0002" in manifest["stages"]
+    assert_same_tables(whole, "whole", "dask")
