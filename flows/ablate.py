@@ -107,6 +107,7 @@ async def ablate(config_json: str) -> dict[str, Any]:
         "indexes": len(indexes),
         "indexes_built": sum(1 for i in indexes.values() if i.built),
         "best": found.best,
+        "point_seconds": {pid: o.get("seconds", {}) for pid, o in outcomes.items()},
         "llm": {
             k: sum(o["llm"].get(k, 0) for o in outcomes.values())
             for k in ("calls", "cache_hits", "provider_calls")

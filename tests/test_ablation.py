@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,40 @@ def test_default_plan_is_baseline_plus_one_factor_sweeps() -> None:
     assert len(grid) == 4
     on_k = [p.point_id for p in grid if "top_k" in p.dimensions]
     assert all("ctx1" in pid for pid in on_k)  # the context=off points are off the k chart
+
+
+@pytest.mark.parametrize("model", ["fake/judge", "gpt-4o-mini"])
+@pytest.mark.parametrize(("size", "context"), [(60, True), (300, False), (500, True)])
+def test_chunks_never_exceed_the_size_in_the_generators_tokens(
+    model: str, size: int, context: bool
+) -> None:
+    from ragaudit.ablation import chunk_tokenizer, chunking
+    from ragaudit.cache import count_tokens
+    from ragaudit.config import AblationPoint, RunConfig
+    from ragaudit.search import chunk_documents, read_corpus
+
+    docs = read_corpus(DEMO / "corpus.jsonl")[:40]
+    cfg = RunConfig.model_validate({"models": {"judge": "fake/judge", "generator": model}})
+    assert chunk_tokenizer(cfg) == model  # the generator's tokenizer by default
+    point = AblationPoint(chunk_size=size, overlap=50, context=context)
+    chunks = chunk_documents(docs, chunking(point, chunk_tokenizer(cfg)))
+    counts = [count_tokens(model, c.text) for c in chunks]
+    assert max(counts) <= size  # the context line included
+    assert sum(counts) / len(counts) > size / 2  # windows are filled, not cut short
+    for doc in docs:  # every word of a document is in a chunk: windows overlap or touch
+        spans = [
+            (c.metadata["start"], c.metadata["end"])
+            for c in chunks
+            if c.id.startswith(f"{doc.id}#")
+        ]
+        for a, b in zip(spans, spans[1:], strict=False):
+            assert not re.search(r"\w", doc.text[a[1] : b[0]]), doc.id
+        assert not re.search(r"\w", doc.text[spans[-1][1] :])  # at most closing punctuation
+    # The old unit (a CJK character or a Latin word each) stays available, and differs.
+    words = cfg.model_copy(update={"ablate": cfg.ablate.model_copy(update={"chunk_unit": "words"})})
+    assert chunk_tokenizer(words) is None
+    by_words = chunk_documents(docs, chunking(point, chunk_tokenizer(words)))
+    assert max(count_tokens(model, c.text) for c in by_words) > size
 
 
 def test_bad_sweep_names_the_dimension(tmp_path: Path) -> None:

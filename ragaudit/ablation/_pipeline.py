@@ -2,10 +2,10 @@
 
 corpus → a subset of whole documents up to a size in bytes (the documents the question set
 names first, then the rest in a fixed hash order, so a smaller subset is a prefix of a larger
-one) → chunks → an index per (subset, chunking), named by its config hash and shared by every
-point that differs only in top-k → the top-k chunks per question → an answer from
-``models.generator`` with a typed zh/en prompt through the gateway → the evaluate flow's
-stages in the point's own run folder.
+one) → chunks sized in the generator's tokens → an index per (subset, chunking), named by its
+config hash and shared by every point that differs only in top-k → the top-k chunks per
+question → an answer from ``models.generator`` with a typed zh/en prompt through the gateway
+→ the evaluate flow's stages in the point's own run folder.
 
 The retrieved chunks and the answer of every question are written as the point's question set
 (``pipeline.jsonl`` in its run folder), which the evaluate flow then reads as an answered
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.ablation._plan import chunking, index_group, point_id
+from ragaudit.ablation._plan import chunk_tokenizer, chunking, index_group, point_id
 from ragaudit.cache import canonical_hash
 from ragaudit.config import AblationPoint, RunConfig, set_path
 from ragaudit.dataset import Question, load_questions
@@ -116,6 +116,7 @@ def index_key(config: RunConfig, p: AblationPoint) -> str:
             "corpus": _file_digest(_corpus(config)),
             "questions": _file_digest(Path(config.questions)),
             "group": index_group(p),
+            "tokenizer": chunk_tokenizer(config),
             "backend": cfg.backend,
             "mode": cfg.mode,
             "embedder": config.models.embedder_model if cfg.mode != "bm25" else None,
@@ -170,17 +171,18 @@ def build_index(config: RunConfig, p: AblationPoint) -> IndexInfo:
         subset_file,
     )
     cfg = search_config(config, key)
+    cut = chunking(p, chunk_tokenizer(config))
     report = index_corpus(
         cfg,
         subset_file,
-        chunking(p),
+        cut,
         recreate=True,
         make_gateway=lambda: gateway_for(cfg),
         calls_dir=folder / "llm_calls",
     )
     size = sum(len(d.text.encode("utf-8")) for d in subset)
     info = {"documents": len(subset), "bytes": size, "chunks": report.chunks, "key": key}
-    write_json({**info, "chunking": chunking(p).__dict__, "asked_bytes": p.file_size}, ready)
+    write_json({**info, "chunking": cut.__dict__, "asked_bytes": p.file_size}, ready)
     return IndexInfo(
         key, folder, len(subset), size, report.chunks, time.perf_counter() - started, True
     )
@@ -208,6 +210,9 @@ def evaluate_config(config: RunConfig, p: AblationPoint) -> RunConfig:
     set_path(data, "collect.answers.column", "response")
     set_path(data, "collect.top_n", p.top_k)
     set_path(data, "score.top_k", p.top_k)
+    # The ablation renders one report over all points from their summaries; a report.html per
+    # point (Altair charts through vl-convert) would cost more CPU than scoring the point.
+    set_path(data, "report.formats", [])
     return RunConfig.model_validate(data)
 
 
@@ -278,15 +283,25 @@ async def answer_questions(
 async def run_point(config: RunConfig, p: AblationPoint, key: str) -> dict[str, Any]:
     """One point end to end: answers from the pipeline, then the evaluate flow in its folder.
 
-    Returns the point's status and its LLM counts (generation and evaluation).
+    Returns the point's status, its LLM counts (generation and evaluation) and the wall seconds
+    of its two halves.
     """
     from ragaudit.flows.evaluate import evaluate
 
+    started = time.perf_counter()
     _, generated = await answer_questions(config, p, key)
+    generated_at = time.perf_counter()
     point_cfg = evaluate_config(config, p)
     manifest = await evaluate(point_cfg.model_dump_json(), point_id(p))
     llm = {k: v + generated.get(k, 0) for k, v in manifest.get("llm", {}).items()}
-    return {"status": manifest.get("status"), "llm": llm}
+    return {
+        "status": manifest.get("status"),
+        "llm": llm,
+        "seconds": {
+            "generate": round(generated_at - started, 3),
+            "evaluate": round(time.perf_counter() - generated_at, 3),
+        },
+    }
 
 
 __all__ = [
