@@ -144,6 +144,10 @@ class AnswerConfig(_Frozen):
     column: str = "response"
     """Question-set field holding the answer (source ``column``): ``response`` or a key of the
     question's ``metadata``."""
+    error_column: str | None = None
+    """Source ``column``: a key of the question's ``metadata`` saying why the system gave no
+    answer (the ablation's generator writes ``generation_error``); such a question's answer is
+    ``failed`` with that error rather than ``skipped``."""
     source: Literal["column", "entrypoint", "http"] = "column"
     """``column``: already in the question set; ``entrypoint``: call a Python function;
     ``http``: ask the live system."""
@@ -497,6 +501,9 @@ class AblateConfig(_Frozen):
     """Folder under ``runs_root`` holding the ablation (indexes, one run folder per point)."""
     corpus: Path | None = None
     """The corpus (JSONL, Parquet or a folder of text) the pipeline indexes."""
+    questions: Path | None = None
+    """The question set the sweep asks, used as is: the users' own with references, or one
+    ``ragaudit testset`` generated from ``corpus``. None: the run's ``questions``."""
     id_field: str = "id"
     """Id field of a JSONL or Parquet corpus."""
     text_field: str = "text"
