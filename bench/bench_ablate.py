@@ -111,6 +111,8 @@ def timed(cfg: Any) -> dict[str, Any]:
         "evaluate": sum(s["evaluate"] for s in seconds) / n,
         "stages": _stage_means(ablation_dir(cfg)),
         "built": out["indexes_built"],
+        "points_s": out["seconds"]["points"],
+        "outputs_s": out["seconds"]["outputs"],
     }
 
 
@@ -132,18 +134,20 @@ def main() -> None:
             f"(subset, chunking) pairs"
         )
         for conc in args.concurrency:
-            walls = {}
+            walls, points_walls = {}, {}
             for name, parallel in (("sequential", 1), ("parallel", 4)):
                 run_name = f"{name}-c{conc}"
                 cfg = config(root, run_name, parallel, f"cache-{run_name}", conc)
                 shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
                 r = timed(cfg)
                 walls[name] = r["wall"]
+                points_walls[name] = r["points_s"]
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
                 print(
                     f"concurrency {conc}, {name} ({parallel} at once): {r['wall']:.1f} s wall, "
                     f"{r['calls']} provider calls (quota floor {r['floor']:.1f} s), "
-                    f"{r['built']} indexes built\n"
+                    f"{r['built']} indexes built; points {r['points_s']:.1f} s, then the "
+                    f"ablation's statistics and report {r['outputs_s']:.1f} s\n"
                     f"  per point: CPU {r['cpu_point']:.2f} s in-process + "
                     f"{r['server_point']:.2f} s Prefect server; wall: generate "
                     f"{r['generate']:.2f} s, evaluate flow {r['evaluate']:.2f} s "
@@ -151,7 +155,8 @@ def main() -> None:
                 )
             print(
                 f"concurrency {conc}: parallel / sequential wall = "
-                f"{walls['parallel'] / walls['sequential']:.3f}"
+                f"{walls['parallel'] / walls['sequential']:.3f} "
+                f"(points alone {points_walls['parallel'] / points_walls['sequential']:.3f})"
             )
         last = f"parallel-c{args.concurrency[-1]}"
         FAKE.reset()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from prefect import flow, task
@@ -78,7 +79,9 @@ async def ablate(config_json: str) -> dict[str, Any]:
                 config_json, pp.point.model_dump_json(), index.key
             )
 
+    started = time.perf_counter()
     results = await asyncio.gather(*(one(pp) for pp in planned), return_exceptions=True)
+    points_s = time.perf_counter() - started
     indexes = {g: await t for g, t in builds.items()}
     outcomes: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
@@ -97,6 +100,7 @@ async def ablate(config_json: str) -> dict[str, Any]:
         )
     per_point = {pp.point_id: indexes[index_group(pp.point)] for pp in planned}
     found = write_outputs(config, done, per_point, failed)
+    outputs_s = time.perf_counter() - started - points_s
     if config.ablate.drop_indexes:
         for info in indexes.values():
             drop_index(config, info.key)
@@ -108,6 +112,8 @@ async def ablate(config_json: str) -> dict[str, Any]:
         "indexes_built": sum(1 for i in indexes.values() if i.built),
         "best": found.best,
         "point_seconds": {pid: o.get("seconds", {}) for pid, o in outcomes.items()},
+        # Indexes and points, then the statistics, charts and report over all points.
+        "seconds": {"points": round(points_s, 3), "outputs": round(outputs_s, 3)},
         "llm": {
             k: sum(o["llm"].get(k, 0) for o in outcomes.values())
             for k in ("calls", "cache_hits", "provider_calls")
