@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
@@ -30,7 +31,7 @@ from ragaudit.config import AblationPoint, RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import redact
 
-__all__ = ["ablate", "run_ablation"]
+__all__ = ["ablate", "ablate_config", "run_ablation"]
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,14 @@ async def ablate(config_json: str) -> dict[str, Any]:
     }
 
 
+@flow(name="ragaudit-ablate-config", log_prints=False, persist_result=False)
+async def ablate_config(config_path: str) -> dict[str, Any]:
+    """Deployment entry: the ablation a config file describes."""
+    from ragaudit.config import load_config
+
+    return await ablate.fn(load_config(Path(config_path)).model_dump_json())
+
+
 def run_ablation(config: RunConfig) -> dict[str, Any]:
     """Run the ``ablate`` flow (``ablate.parallel`` points at once); returns its summary."""
     return asyncio.run(ablate(config.model_dump_json()))
@@ -128,10 +137,5 @@ def run_ablation(config: RunConfig) -> dict[str, Any]:
 
 if __name__ == "__main__":
     import sys
-    from pathlib import Path
 
-    from ragaudit.config import load_config
-
-    run_ablation(
-        load_config(Path(sys.argv[1] if len(sys.argv) > 1 else "data/ablation/ablate.yaml"))
-    )
+    asyncio.run(ablate_config(sys.argv[1] if len(sys.argv) > 1 else "data/ablation/ablate.yaml"))

@@ -174,6 +174,8 @@ def test_every_point_folder_is_complete(swept: dict[str, Any]) -> None:
         assert manifest["status"] == "completed", rid
         for table in ("questions", "candidates", "answers", "retrieval", "scores", "summary"):
             assert (run / f"{table}.parquet").is_file(), (rid, table)
+        # report.formats is empty for a point: the ablation's own report covers them all.
+        assert not (run / "report.html").exists() and not (run / "report.xlsx").exists()
         answers = pl.read_parquet(run / "answers.parquet")
         assert answers["status"].to_list() == ["ok"] * 5
         k = int(rid.rsplit("k", 1)[1])
