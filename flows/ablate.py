@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
@@ -29,7 +31,7 @@ from ragaudit.config import AblationPoint, RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import redact
 
-__all__ = ["ablate", "run_ablation"]
+__all__ = ["ablate", "ablate_config", "run_ablation"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,9 @@ async def ablate(config_json: str) -> dict[str, Any]:
                 config_json, pp.point.model_dump_json(), index.key
             )
 
+    started = time.perf_counter()
     results = await asyncio.gather(*(one(pp) for pp in planned), return_exceptions=True)
+    points_s = time.perf_counter() - started
     indexes = {g: await t for g, t in builds.items()}
     outcomes: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
@@ -97,6 +101,7 @@ async def ablate(config_json: str) -> dict[str, Any]:
         )
     per_point = {pp.point_id: indexes[index_group(pp.point)] for pp in planned}
     found = write_outputs(config, done, per_point, failed)
+    outputs_s = time.perf_counter() - started - points_s
     if config.ablate.drop_indexes:
         for info in indexes.values():
             drop_index(config, info.key)
@@ -107,11 +112,22 @@ async def ablate(config_json: str) -> dict[str, Any]:
         "indexes": len(indexes),
         "indexes_built": sum(1 for i in indexes.values() if i.built),
         "best": found.best,
+        "point_seconds": {pid: o.get("seconds", {}) for pid, o in outcomes.items()},
+        # Indexes and points, then the statistics, charts and report over all points.
+        "seconds": {"points": round(points_s, 3), "outputs": round(outputs_s, 3)},
         "llm": {
             k: sum(o["llm"].get(k, 0) for o in outcomes.values())
             for k in ("calls", "cache_hits", "provider_calls")
         },
     }
+
+
+@flow(name="ragaudit-ablate-config", log_prints=False, persist_result=False)
+async def ablate_config(config_path: str) -> dict[str, Any]:
+    """Deployment entry: the ablation a config file describes."""
+    from ragaudit.config import load_config
+
+    return await ablate.fn(load_config(Path(config_path)).model_dump_json())
 
 
 def run_ablation(config: RunConfig) -> dict[str, Any]:
@@ -121,10 +137,5 @@ def run_ablation(config: RunConfig) -> dict[str, Any]:
 
 if __name__ == "__main__":
     import sys
-    from pathlib import Path
 
-    from ragaudit.config import load_config
-
-    run_ablation(
-        load_config(Path(sys.argv[1] if len(sys.argv) > 1 else "data/ablation/ablate.yaml"))
-    )
+    asyncio.run(ablate_config(sys.argv[1] if len(sys.argv) > 1 else "data/ablation/ablate.yaml"))

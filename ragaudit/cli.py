@@ -967,13 +967,13 @@ def ablate(
         if generator is not None:
             set_path(overrides, "models.generator", generator)
         cfg = load_config(path, overrides)
-        from ragaudit.ablation import objective_weights, plan
+        from ragaudit.ablation import objective_weights, plan, question_set
         from ragaudit.dataset import load_questions
 
         objective_weights(cfg)  # a bad objective fails before Prefect starts
         if cfg.ablate.corpus is None or not Path(cfg.ablate.corpus).exists():
             raise RagauditError(f"ablate.corpus: {cfg.ablate.corpus} not found")
-        load_questions(cfg.questions, limit=cfg.limit)
+        load_questions(question_set(cfg), limit=cfg.limit)
         points = plan(cfg.ablate)
         err.print(f"ablate: {len(points)} points, {cfg.ablate.parallel} at once")
         if not os.environ.get("RAGAUDIT_DEBUG"):

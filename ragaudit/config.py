@@ -148,6 +148,10 @@ class AnswerConfig(_Frozen):
     column: str = "response"
     """Question-set field holding the answer (source ``column``): ``response`` or a key of the
     question's ``metadata``."""
+    error_column: str | None = None
+    """Source ``column``: a key of the question's ``metadata`` saying why the system gave no
+    answer (the ablation's generator writes ``generation_error``); such a question's answer is
+    ``failed`` with that error rather than ``skipped``."""
     source: Literal["column", "entrypoint", "http"] = "column"
     """``column``: already in the question set; ``entrypoint``: call a Python function;
     ``http``: ask the live system."""
@@ -437,6 +441,10 @@ class ReportConfig(_Frozen):
     """``compare``: resamples of the paired bootstrap and of the permutation test."""
     moved_questions: int = Field(default=10, ge=0)
     """``compare``: questions listed per metric among those that moved most."""
+    formats: tuple[Literal["xlsx", "html", "artifacts"], ...] = ("xlsx", "html", "artifacts")
+    """What the report stage renders besides ``summary``: ``report.xlsx``, ``report.html`` (its
+    charts cost most of the stage's CPU) and the Prefect artifacts. An ablation's points keep
+    none: the ablation reads their summaries and renders one report of its own."""
 
 
 class GoldConfig(_Frozen):
@@ -481,7 +489,7 @@ class AblationPoint(_Frozen):
     file_size: int = 5_000_000
     """Corpus bytes (UTF-8 text of whole documents); ``"5MB"`` style text is accepted."""
     chunk_size: int = Field(default=500, ge=1)
-    """Tokens per chunk (a CJK character or a Latin word each, as ``ragaudit index`` counts)."""
+    """Tokens per chunk, in the unit ``ablate.chunk_unit`` names (the generator's by default)."""
     overlap: int = Field(default=50, ge=0)
     """Tokens shared by neighbouring chunks (capped below the chunk size)."""
     context: bool = True
@@ -502,6 +510,9 @@ class AblateConfig(_Frozen):
     """Folder under ``runs_root`` holding the ablation (indexes, one run folder per point)."""
     corpus: Path | None = None
     """The corpus (JSONL, Parquet or a folder of text) the pipeline indexes."""
+    questions: Path | None = None
+    """The question set the sweep asks, used as is: the users' own with references, or one
+    ``ragaudit testset`` generated from ``corpus``. None: the run's ``questions``."""
     id_field: str = "id"
     """Id field of a JSONL or Parquet corpus."""
     text_field: str = "text"
@@ -517,6 +528,10 @@ class AblateConfig(_Frozen):
     """Dimension → values; each value is tried with the baseline's other values."""
     grid: bool = False
     """Try every combination of the swept values instead (the product grows fast)."""
+    chunk_unit: Literal["generator", "words"] = "generator"
+    """What ``chunk_size`` and ``overlap`` count: ``generator``, tokens of ``models.generator``'s
+    tokenizer (litellm's counter; cl100k for the fake and local models), context line included;
+    ``words``, a CJK character or a Latin word each (``ragaudit index --chunk-unit tokens``)."""
     parallel: int = Field(default=4, ge=1, le=64)
     """Points evaluated at once (threads of the flow's task runner)."""
     objective: dict[str, float] = {}

@@ -2,7 +2,7 @@
 
 The statistics and the model live in ``ragaudit.reporting``; this stage writes the summary
 (means with bootstrap intervals, threshold flags), builds the model from the run folder and
-renders it: ``report.xlsx``, ``report.html`` and the Prefect artifacts.
+renders what ``report.formats`` names: ``report.xlsx``, ``report.html``, the Prefect artifacts.
 """
 
 from __future__ import annotations
@@ -33,14 +33,20 @@ def write_summary(ctx: StageContext) -> None:
 
 
 async def report(ctx: StageContext) -> list[str]:
-    """Write ``summary``, ``report.xlsx`` and ``report.html``, and publish the Prefect artifacts."""
+    """Write ``summary``, then what ``report.formats`` asks: xlsx, html, Prefect artifacts."""
     from ragaudit.reporting import publish_artifacts, write_html, write_xlsx
 
     write_summary(ctx)
+    formats = set(ctx.config.report.formats)
+    if not formats:
+        return ["summary"]
     model = build_report(ctx.run.path)
-    write_xlsx(model, ctx.run.path / "report.xlsx")
-    write_html(model)
-    await publish_artifacts(model)
+    if "xlsx" in formats:
+        write_xlsx(model, ctx.run.path / "report.xlsx")
+    if "html" in formats:
+        write_html(model)
+    if "artifacts" in formats:
+        await publish_artifacts(model)
     return ["summary"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,40 @@ def test_default_plan_is_baseline_plus_one_factor_sweeps() -> None:
     assert len(grid) == 4
     on_k = [p.point_id for p in grid if "top_k" in p.dimensions]
     assert all("ctx1" in pid for pid in on_k)  # the context=off points are off the k chart
+
+
+@pytest.mark.parametrize("model", ["fake/judge", "gpt-4o-mini"])
+@pytest.mark.parametrize(("size", "context"), [(60, True), (300, False), (500, True)])
+def test_chunks_never_exceed_the_size_in_the_generators_tokens(
+    model: str, size: int, context: bool
+) -> None:
+    from ragaudit.ablation import chunk_tokenizer, chunking
+    from ragaudit.cache import count_tokens
+    from ragaudit.config import AblationPoint, RunConfig
+    from ragaudit.search import chunk_documents, read_corpus
+
+    docs = read_corpus(DEMO / "corpus.jsonl")[:40]
+    cfg = RunConfig.model_validate({"models": {"judge": "fake/judge", "generator": model}})
+    assert chunk_tokenizer(cfg) == model  # the generator's tokenizer by default
+    point = AblationPoint(chunk_size=size, overlap=50, context=context)
+    chunks = chunk_documents(docs, chunking(point, chunk_tokenizer(cfg)))
+    counts = [count_tokens(model, c.text) for c in chunks]
+    assert max(counts) <= size  # the context line included
+    assert sum(counts) / len(counts) > size / 2  # windows are filled, not cut short
+    for doc in docs:  # every word of a document is in a chunk: windows overlap or touch
+        spans = [
+            (c.metadata["start"], c.metadata["end"])
+            for c in chunks
+            if c.id.startswith(f"{doc.id}#")
+        ]
+        for a, b in zip(spans, spans[1:], strict=False):
+            assert not re.search(r"\w", doc.text[a[1] : b[0]]), doc.id
+        assert not re.search(r"\w", doc.text[spans[-1][1] :])  # at most closing punctuation
+    # The old unit (a CJK character or a Latin word each) stays available, and differs.
+    words = cfg.model_copy(update={"ablate": cfg.ablate.model_copy(update={"chunk_unit": "words"})})
+    assert chunk_tokenizer(words) is None
+    by_words = chunk_documents(docs, chunking(point, chunk_tokenizer(words)))
+    assert max(count_tokens(model, c.text) for c in by_words) > size
 
 
 def test_bad_sweep_names_the_dimension(tmp_path: Path) -> None:
@@ -139,6 +174,8 @@ def test_every_point_folder_is_complete(swept: dict[str, Any]) -> None:
         assert manifest["status"] == "completed", rid
         for table in ("questions", "candidates", "answers", "retrieval", "scores", "summary"):
             assert (run / f"{table}.parquet").is_file(), (rid, table)
+        # report.formats is empty for a point: the ablation's own report covers them all.
+        assert not (run / "report.html").exists() and not (run / "report.xlsx").exists()
         answers = pl.read_parquet(run / "answers.parquet")
         assert answers["status"].to_list() == ["ok"] * 5
         k = int(rid.rsplit("k", 1)[1])
@@ -202,3 +239,110 @@ def test_charts_render_in_headless_chromium(swept: dict[str, Any], tmp_path: Pat
         browser.close()
     assert all(u.startswith("file:") for u in requests)  # self-contained: nothing fetched
     assert (tmp_path / "top_k.png").stat().st_size > 5000
+
+
+def test_a_failed_generation_fails_the_answer_and_skips_its_metrics(
+    tmp_path: Path, prefect_harness: None
+) -> None:
+    from ragaudit.ablation import ablation_dir
+    from ragaudit.cache._fake import FAKE, FakeRequest
+    from ragaudit.flows.ablate import run_ablation
+
+    cfg = _config(
+        tmp_path,
+        {},
+        baseline={"file_size": "80KB", "chunk_size": 300, "top_k": 3},
+        name="failing",
+    )
+    cfg = cfg.model_copy(update={"limit": 3})
+    from ragaudit.ablation import question_set
+    from ragaudit.dataset import load_questions
+
+    target = load_questions(question_set(cfg), limit=cfg.limit)[1]
+    bad = target.question_id
+
+    def broken(req: FakeRequest) -> Any:
+        # The generator's reply for one question is never valid JSON: the gateway gives up.
+        if req.title == "RagAnswer" and req.payload.get("question") == target.question:
+            return "no JSON here"
+        return None
+
+    with FAKE.script(broken):
+        out = run_ablation(cfg)
+    assert out["evaluated"] == 1 and not out["failed"]
+    run = ablation_dir(cfg) / "points" / point_id(cfg.ablate.baseline)
+    answers = pl.read_parquet(run / "answers.parquet")
+    failed = answers.filter(pl.col("status") == "failed")
+    assert failed["question_id"].to_list() == [bad]
+    assert answers.filter(pl.col("status") == "ok").height == 2
+    assert "the system gave no answer" in failed["error"][0]
+    scores = pl.read_parquet(run / "scores.parquet").filter(pl.col("question_id") == bad)
+    by_metric = dict(zip(scores["metric"], scores["status"], strict=True))
+    # Metrics that read the answer are skipped naming the failed answer; retrieval's are scored.
+    assert by_metric["faithfulness"] == by_metric["answer_relevancy"] == "skipped"
+    assert "answer failed" in scores.filter(pl.col("metric") == "faithfulness")["error"][0]
+    assert by_metric["nonllm_context_recall"] == "ok"
+
+
+def test_a_generated_test_set_drives_an_ablation(tmp_path: Path, prefect_harness: None) -> None:
+    """``ragaudit testset`` output from the ablation's own corpus, used as ``ablate.questions``."""
+    import asyncio
+
+    from ragaudit.ablation import ablation_dir
+    from ragaudit.cache import Gateway
+    from ragaudit.cache._fake import FAKE, FakeRequest
+    from ragaudit.flows.ablate import run_ablation
+    from ragaudit.lang import sentences
+    from ragaudit.metrics import Deps
+    from ragaudit.testset import generate_testset, write_question_set
+
+    corpus = [json.loads(x) for x in (DEMO / "corpus.jsonl").read_text().splitlines()[:12]]
+    small = tmp_path / "corpus.jsonl"
+    small.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in corpus))
+
+    def writer(req: FakeRequest) -> Any:
+        # The fake generator asks about a context's first sentence; the checker accepts it.
+        if req.title == "GeneratedQuestion":
+            first = sentences(req.payload["contexts"][0])[0][:40]
+            return {"question": f"{first}是什么？", "reference": first}
+        if req.title == "AnswerabilityVerdict":
+            return {"answerable": True, "reason": "scripted"}
+        return None
+
+    gateway = Gateway(tmp_path / "testset-memo", concurrency=8, backoff_s=0.0)
+    deps = Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
+    try:
+        with FAKE.script(writer):
+            rows = asyncio.run(generate_testset(corpus, deps, size=4, kinds=("single_document",)))
+    finally:
+        gateway.close()
+    generated = write_question_set(rows, tmp_path / "testset.jsonl")
+    assert len(rows) == 4
+
+    cfg = _config(
+        tmp_path,
+        {"top_k": [1, 3]},
+        baseline={"file_size": "80KB", "chunk_size": 300, "top_k": 3},
+        corpus=str(small),
+        questions=str(generated),
+        name="from-testset",
+    )
+    cfg = cfg.model_copy(update={"limit": None})
+    out = run_ablation(cfg)
+    assert out["points"] == out["evaluated"] == 2 and not out["failed"]
+    for k in (1, 3):
+        run = (
+            ablation_dir(cfg)
+            / "points"
+            / point_id(cfg.ablate.baseline.model_copy(update={"top_k": k}))
+        )
+        pipe = [json.loads(x) for x in (run / "pipeline.jsonl").read_text().splitlines()]
+        assert [r["question_id"] for r in pipe] == [r["question_id"] for r in rows]
+        assert all(r["reference_contexts"] for r in pipe)  # the generated references, as is
+        scores = pl.read_parquet(run / "scores.parquet")
+        recall = scores.filter(pl.col("metric") == "nonllm_context_recall")
+        assert recall["status"].to_list() == ["ok"] * 4
+    # The questions' own documents are in the subset first: their chunks are retrievable.
+    subset = (ablation_dir(cfg) / "indexes").glob("*/subset.jsonl")
+    ids = {json.loads(x)["id"] for f in subset for x in f.read_text().splitlines()}
+    assert {i for r in rows for i in r["reference_context_ids"]} <= ids

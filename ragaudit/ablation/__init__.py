@@ -17,11 +17,19 @@ from ragaudit.ablation._pipeline import (
     evaluate_config,
     index_key,
     points_root,
+    question_set,
     run_point,
     search_config,
     select_subset,
 )
-from ragaudit.ablation._plan import PlannedPoint, chunking, index_group, plan, point_id
+from ragaudit.ablation._plan import (
+    PlannedPoint,
+    chunk_tokenizer,
+    chunking,
+    index_group,
+    plan,
+    point_id,
+)
 from ragaudit.ablation._report import render_html, summary, write_outputs, write_xlsx
 from ragaudit.ablation._results import (
     OBJECTIVE,
@@ -43,6 +51,7 @@ __all__ = [
     "ablation_dir",
     "answer_questions",
     "build_index",
+    "chunk_tokenizer",
     "chunking",
     "dimension_chart",
     "drop_index",
@@ -57,6 +66,7 @@ __all__ = [
     "point_id",
     "points_root",
     "question_objective",
+    "question_set",
     "render_html",
     "run_point",
     "search_config",

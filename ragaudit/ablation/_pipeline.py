@@ -2,10 +2,10 @@
 
 corpus → a subset of whole documents up to a size in bytes (the documents the question set
 names first, then the rest in a fixed hash order, so a smaller subset is a prefix of a larger
-one) → chunks → an index per (subset, chunking), named by its config hash and shared by every
-point that differs only in top-k → the top-k chunks per question → an answer from
-``models.generator`` with a typed zh/en prompt through the gateway → the evaluate flow's
-stages in the point's own run folder.
+one) → chunks sized in the generator's tokens → an index per (subset, chunking), named by its
+config hash and shared by every point that differs only in top-k → the top-k chunks per
+question → an answer from ``models.generator`` with a typed zh/en prompt through the gateway
+→ the evaluate flow's stages in the point's own run folder.
 
 The retrieved chunks and the answer of every question are written as the point's question set
 (``pipeline.jsonl`` in its run folder), which the evaluate flow then reads as an answered
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.ablation._plan import chunking, index_group, point_id
+from ragaudit.ablation._plan import chunk_tokenizer, chunking, index_group, point_id
 from ragaudit.cache import canonical_hash
 from ragaudit.config import AblationPoint, RunConfig, set_path
 from ragaudit.dataset import Question, load_questions
@@ -33,6 +33,8 @@ from ragaudit.search import Document, index_corpus, make_search_backend, read_co
 
 PIPELINE_FILE = "pipeline.jsonl"
 """The point's answered question set, inside its run folder."""
+GENERATION_ERROR = "generation_error"
+"""Metadata key of a question whose answer the generator failed to give: the error."""
 READY_FILE = "ready.json"
 """Written last into an index folder: the index is complete."""
 
@@ -45,6 +47,11 @@ def ablation_dir(config: RunConfig) -> Path:
 def points_root(config: RunConfig) -> Path:
     """Where the points' run folders live (the evaluate flow's ``runs_root``)."""
     return ablation_dir(config) / "points"
+
+
+def question_set(config: RunConfig) -> Path:
+    """The questions the sweep asks: ``ablate.questions``, else the run's ``questions``."""
+    return Path(config.ablate.questions or config.questions)
 
 
 def _file_digest(path: Path) -> str:
@@ -114,8 +121,9 @@ def index_key(config: RunConfig, p: AblationPoint) -> str:
     return canonical_hash(
         {
             "corpus": _file_digest(_corpus(config)),
-            "questions": _file_digest(Path(config.questions)),
+            "questions": _file_digest(question_set(config)),
             "group": index_group(p),
+            "tokenizer": chunk_tokenizer(config),
             "backend": cfg.backend,
             "mode": cfg.mode,
             "embedder": config.models.embedder_model if cfg.mode != "bm25" else None,
@@ -153,7 +161,7 @@ def build_index(config: RunConfig, p: AblationPoint) -> IndexInfo:
     started = time.perf_counter()
     abl = config.ablate
     docs = list(read_corpus(_corpus(config), id_field=abl.id_field, text_field=abl.text_field))
-    questions = load_questions(config.questions, limit=config.limit)
+    questions = load_questions(question_set(config), limit=config.limit)
     subset = select_subset(docs, p.file_size, _keep_first(questions, docs))
     if not subset:
         raise ConfigError(
@@ -170,17 +178,18 @@ def build_index(config: RunConfig, p: AblationPoint) -> IndexInfo:
         subset_file,
     )
     cfg = search_config(config, key)
+    cut = chunking(p, chunk_tokenizer(config))
     report = index_corpus(
         cfg,
         subset_file,
-        chunking(p),
+        cut,
         recreate=True,
         make_gateway=lambda: gateway_for(cfg),
         calls_dir=folder / "llm_calls",
     )
     size = sum(len(d.text.encode("utf-8")) for d in subset)
     info = {"documents": len(subset), "bytes": size, "chunks": report.chunks, "key": key}
-    write_json({**info, "chunking": chunking(p).__dict__, "asked_bytes": p.file_size}, ready)
+    write_json({**info, "chunking": cut.__dict__, "asked_bytes": p.file_size}, ready)
     return IndexInfo(
         key, folder, len(subset), size, report.chunks, time.perf_counter() - started, True
     )
@@ -206,8 +215,12 @@ def evaluate_config(config: RunConfig, p: AblationPoint) -> RunConfig:
     set_path(data, "collect.corpus", None)
     set_path(data, "collect.answers.source", "column")
     set_path(data, "collect.answers.column", "response")
+    set_path(data, "collect.answers.error_column", GENERATION_ERROR)
     set_path(data, "collect.top_n", p.top_k)
     set_path(data, "score.top_k", p.top_k)
+    # The ablation renders one report over all points from their summaries; a report.html per
+    # point (Altair charts through vl-convert) would cost more CPU than scoring the point.
+    set_path(data, "report.formats", [])
     return RunConfig.model_validate(data)
 
 
@@ -216,15 +229,16 @@ async def answer_questions(
 ) -> tuple[Path, dict[str, int]]:
     """Retrieve top-k chunks and generate an answer per question; write the point's question set.
 
-    A question whose generation failed keeps no answer (the evaluate flow then skips the
-    answer's metrics for it) and the error in its metadata.
+    A question whose generation failed keeps no answer and the error in its metadata: its
+    ``answers`` row is then ``failed`` with that error (the system under test failed), and the
+    metrics that read the answer are ``skipped`` naming it, as for any failed answer.
     """
     from ragaudit.tasks._common import gateway_for
 
     rid = point_id(p)
     run = RunFolder(points_root(config), rid)
     run.path.mkdir(parents=True, exist_ok=True)
-    questions = load_questions(config.questions, limit=config.limit)
+    questions = load_questions(question_set(config), limit=config.limit)
     gateway = gateway_for(config)
     model = config.models.generator_model
     backend = make_search_backend(search_config(config, key))
@@ -256,7 +270,7 @@ async def answer_questions(
         if judged.ok and judged.value is not None:
             row["response"] = judged.value.answer
         else:
-            row["metadata"]["generation_error"] = judged.error
+            row["metadata"][GENERATION_ERROR] = judged.error or "the generator gave no answer"
         return row
 
     try:
@@ -276,17 +290,31 @@ async def answer_questions(
 
 
 async def run_point(config: RunConfig, p: AblationPoint, key: str) -> dict[str, Any]:
-    """One point end to end: answers from the pipeline, then the evaluate flow in its folder.
+    """One point end to end: answers from the pipeline, then the evaluate stages in its folder.
 
-    Returns the point's status and its LLM counts (generation and evaluation).
+    Returns the point's status, its LLM counts (generation and evaluation) and the wall seconds
+    of its two halves.
     """
     from ragaudit.flows.evaluate import evaluate
 
+    started = time.perf_counter()
     _, generated = await answer_questions(config, p, key)
+    generated_at = time.perf_counter()
     point_cfg = evaluate_config(config, p)
-    manifest = await evaluate(point_cfg.model_dump_json(), point_id(p))
+    # The evaluate flow's body, not a nested flow run: its stages run as tasks under this
+    # point's task. Points in parallel each opening a flow run wait on the Prefect server's
+    # database for seconds (its synchronous flow-run state writes queue behind the task-run
+    # recorder's): the stages took 0.6 s, the nested flow run 24 s, 4 points at once.
+    manifest = await evaluate.fn(point_cfg.model_dump_json(), point_id(p))
     llm = {k: v + generated.get(k, 0) for k, v in manifest.get("llm", {}).items()}
-    return {"status": manifest.get("status"), "llm": llm}
+    return {
+        "status": manifest.get("status"),
+        "llm": llm,
+        "seconds": {
+            "generate": round(generated_at - started, 3),
+            "evaluate": round(time.perf_counter() - generated_at, 3),
+        },
+    }
 
 
 __all__ = [
@@ -299,6 +327,7 @@ __all__ = [
     "evaluate_config",
     "index_key",
     "points_root",
+    "question_set",
     "run_point",
     "search_config",
     "select_subset",

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 
 from ragaudit.cache import canonical_hash
-from ragaudit.config import DIMENSIONS, AblateConfig, AblationPoint
+from ragaudit.config import DIMENSIONS, AblateConfig, AblationPoint, RunConfig
 from ragaudit.search import Chunking
 
 
@@ -28,18 +28,25 @@ def point_id(p: AblationPoint) -> str:
     return f"fs{p.file_size}-cs{p.chunk_size}-ov{p.overlap}-ctx{int(p.context)}-k{p.top_k}"
 
 
-def chunking(p: AblationPoint) -> Chunking:
-    """How the point cuts documents: tokens as ``ragaudit index --chunk-unit tokens`` counts them.
+def chunking(p: AblationPoint, tokenizer: str | None = None) -> Chunking:
+    """How the point cuts documents: in ``tokenizer``'s tokens, or without one in words.
 
-    The overlap is capped below half a chunk, so a small chunk size in a sweep never makes an
-    invalid chunking out of the baseline's overlap.
+    Words are ragaudit's own tokens (a CJK character or a Latin word each, as ``ragaudit index
+    --chunk-unit tokens`` counts them). The overlap is capped below half a chunk, so a small
+    chunk size in a sweep never makes an invalid chunking out of the baseline's overlap.
     """
     return Chunking(
         size=p.chunk_size,
         overlap=min(p.overlap, p.chunk_size // 2),
         unit="tokens",
         keep_context=p.context,
+        tokenizer=tokenizer,
     )
+
+
+def chunk_tokenizer(config: RunConfig) -> str | None:
+    """The model whose tokens chunk sizes count (``ablate.chunk_unit``), None for words."""
+    return config.models.generator_model if config.ablate.chunk_unit == "generator" else None
 
 
 def index_group(p: AblationPoint) -> str:
@@ -77,4 +84,4 @@ def plan(cfg: AblateConfig) -> list[PlannedPoint]:
     return [PlannedPoint(p, tuple(d)) for p, d in order.values()]
 
 
-__all__ = ["PlannedPoint", "chunking", "index_group", "plan", "point_id"]
+__all__ = ["PlannedPoint", "chunk_tokenizer", "chunking", "index_group", "plan", "point_id"]

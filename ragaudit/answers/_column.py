@@ -12,16 +12,24 @@ class ColumnSource:
 
     name = "column"
 
-    def __init__(self, column: str = "response") -> None:
-        """Read answers from ``column``."""
+    def __init__(self, column: str = "response", error_column: str | None = None) -> None:
+        """Read answers from ``column``, and why there is none from ``error_column``."""
         self.column = column
+        self.error_column = error_column
 
     async def answer(self, question: Question) -> str:
-        """The stored answer; a question without one is skipped, not failed."""
+        """The stored answer.
+
+        A question without one is skipped (there is nothing to score), unless the question set
+        records in ``error_column`` that the system failed to answer it: then it failed.
+        """
         value = (
             question.response if self.column == "response" else question.metadata.get(self.column)
         )
         if value is None or (isinstance(value, str) and not value.strip()):
+            error = question.metadata.get(self.error_column) if self.error_column else None
+            if error:
+                raise AnswerError(f"the system gave no answer: {error}", retryable=False)
             raise AnswerError(
                 f"the question set has no {self.column} for this question", skipped=True
             )
@@ -33,7 +41,7 @@ class ColumnSource:
 
 @register_source("column")
 def _column(config: AnswerConfig) -> ColumnSource:
-    return ColumnSource(config.column)
+    return ColumnSource(config.column, config.error_column)
 
 
 __all__ = ["ColumnSource"]

@@ -4,8 +4,10 @@
 ablation sweeps read corpora through here, so a corpus means the same thing everywhere.
 
 Chunking (the seed's 横向评测 factors: chunk size, overlap, "keep paragraph context"):
-windows of ``size`` units (characters, or tokens: a CJK character or a Latin word each)
-overlapping by ``overlap`` units. A window that does not reach the end of its document is
+windows of ``size`` units (characters; tokens of a model's tokenizer, counted by litellm; or
+ragaudit's own tokens, a CJK character or a Latin word each) overlapping by ``overlap`` units.
+Counted in a model's tokens, a chunk as written (its context line included) never holds more
+than ``size`` of them. A window that does not reach the end of its document is
 cut back to the last paragraph break, line break or sentence end in its final third, so a
 chunk rarely stops mid-sentence. With ``keep_context`` every chunk starts with a line naming
 where it comes from, the document's title and the headings above it (``Title › Section ›
@@ -197,20 +199,27 @@ class Chunking:
     Attributes:
         size: Units per chunk; None or 0 keeps documents whole.
         overlap: Units shared by consecutive chunks of a document.
-        unit: ``chars``, or ``tokens`` (a CJK character or a Latin word each).
+        unit: ``chars``, or ``tokens``: of ``tokenizer``'s tokenizer, or without one a CJK
+            character or a Latin word each.
         keep_context: Start every chunk with its title and heading path.
+        tokenizer: With ``unit="tokens"``, the model (a litellm model name) whose tokens
+            are counted (:func:`ragaudit.cache.count_tokens`; cl100k for our fake and local
+            models).
     """
 
     size: int | None = None
     overlap: int = 0
     unit: str = "chars"
     keep_context: bool = False
+    tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in ("chars", "tokens"):
             raise ValueError(f"chunk unit must be 'chars' or 'tokens', not '{self.unit}'")
         if self.size is not None and self.size < 0:
             raise ValueError(f"chunk size must be positive, got {self.size}")
+        if self.tokenizer is not None and self.unit != "tokens":
+            raise ValueError("a chunk tokenizer counts tokens: use unit 'tokens' with it")
         if self.size and not 0 <= self.overlap < self.size:
             raise ValueError(
                 f"chunk overlap must be >= 0 and below the size {self.size}, got {self.overlap}"
@@ -281,6 +290,52 @@ def _context(title: str | None, heads: list[tuple[int, int, str]], offset: int) 
     return " › ".join(names)
 
 
+class _ModelTokens:
+    """Counts a chunk's text in a model's tokens; finds the windows that fit a budget."""
+
+    def __init__(self, model: str) -> None:
+        from ragaudit.cache import count_tokens
+
+        self.model = model
+        self._count = count_tokens
+
+    def count(self, text: str) -> int:
+        return self._count(self.model, text)
+
+    def last_fitting(self, lo: int, hi: int, fits: Callable[[int], bool]) -> int:
+        """The largest ``j`` in ``[lo, hi]`` with ``fits(j)`` (assumed monotone), or ``lo``."""
+        if fits(hi):
+            return hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+
+def _render(
+    text: str,
+    start: int,
+    end: int,
+    title: str | None,
+    heads: list[tuple[int, int, str]],
+    keep_context: bool,
+) -> tuple[str, str | None]:
+    """The chunk's text for ``text[start:end]`` and its context line (None when off or empty)."""
+    body = text[start:end].strip()
+    if not (keep_context and body):
+        return body, None
+    context = _context(title, heads, start) or None
+    if context:
+        # A chunk that opens with its own heading already says where it is.
+        opening = _HEADING.match(body)
+        if not (opening and context.endswith(opening.group(2).strip())):
+            body = f"{context}\n{body}"
+    return body, context
+
+
 def chunk_document(doc: Document, chunking: Chunking) -> list[Document]:
     """The chunks of one document (the document itself when chunking is off)."""
     if not chunking.size:
@@ -292,21 +347,28 @@ def chunk_document(doc: Document, chunking: Chunking) -> list[Document]:
     title = doc.metadata.get("title") if isinstance(doc.metadata.get("title"), str) else None
     heads = _headings(text) if chunking.keep_context else []
     size, overlap = chunking.size, chunking.overlap
+    model = _ModelTokens(chunking.tokenizer) if chunking.tokenizer else None
+
+    def render(i: int, j: int) -> tuple[str, str | None]:
+        return _render(text, units.start(i), units.end(j - 1), title, heads, chunking.keep_context)
+
     out: list[Document] = []
     i = 0
     while i < units.n:
+        # A ragaudit token (a CJK character, a word) is at least one model token, so ``size``
+        # of them bound the window in either count.
         j = min(i + size, units.n)
+        if model is not None:
+            j = model.last_fitting(i + 1, j, lambda e, i=i: model.count(render(i, e)[0]) <= size)
         next_head = _next_heading(text, heads, units.start(i), units.end(j - 1))
         if next_head is not None:
             # With context on, a chunk stays inside one section, so its context line is true
             # for all of it.
             j = max(units.units_before(next_head), i + 1)
         elif j < units.n:
-            lo = (
-                units.start(i + (2 * size) // 3)
-                if i + (2 * size) // 3 < units.n
-                else units.start(i)
-            )
+            # Cut back within the window's final third (its length in units: model tokens may
+            # fill the budget in fewer units than ``size``).
+            lo = units.start(i + (2 * (j - i)) // 3)
             cut = _cut_back(text, lo, units.end(j - 1))
             if cut is not None:
                 # A heading belongs to the text after it: never end a chunk with one.
@@ -315,21 +377,35 @@ def chunk_document(doc: Document, chunking: Chunking) -> list[Document]:
                     cut = line_start
                 j = max(units.units_before(cut), i + 1)
         start, end = units.start(i), units.end(j - 1)
-        body = text[start:end].strip()
+        body, context = render(i, j)
+        if model is not None and model.count(body) > size:
+            # One unit that alone overflows (a long token-less string, or a context line longer
+            # than the budget): keep the text without its context line, cut to the budget.
+            body = text[start:end].strip()
+            keep = model.last_fitting(1, len(body), lambda e, b=body: model.count(b[:e]) <= size)
+            body, context = body[:keep], None
         if body:
             meta = {**doc.metadata, "doc_id": doc.id, "chunk": len(out), "start": start, "end": end}
-            if chunking.keep_context:
-                context = _context(title, heads, start)
-                if context:
-                    meta["context"] = context
-                    # A chunk that opens with its own heading already says where it is.
-                    opening = _HEADING.match(body)
-                    if not (opening and context.endswith(opening.group(2).strip())):
-                        body = f"{context}\n{body}"
+            if context:
+                meta["context"] = context
             out.append(Document(id=f"{doc.id}#{len(out)}", text=body, metadata=meta))
         if j >= units.n:
             break
-        nxt = max(j - overlap, i + 1)
+        if model is not None:
+            # The overlap: the last units of this chunk that hold at most ``overlap`` tokens, and
+            # at most half of its text, so a long context line never leaves a chunk that is
+            # nearly all overlap.
+            share = min(overlap, model.count(text[start:end]) // 2)
+            tail = model.last_fitting(
+                0,
+                j - i - 1,
+                lambda n, j=j, end=end, share=share: (
+                    model.count(text[units.start(j - n) : end]) <= share
+                ),
+            )
+            nxt = max(j - tail, i + 1) if overlap else j
+        else:
+            nxt = max(j - overlap, i + 1)
         if units.chars:
             # Start the overlap at a word, not inside one (Latin words; CJK characters are words).
             while nxt < j and _mid_word(text, nxt):
