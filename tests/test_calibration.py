@@ -12,7 +12,6 @@ from ragaudit.cache import Gateway
 from ragaudit.cache._fake import Oracle
 from ragaudit.calibration import (
     FAMILIES,
-    CalibrationInputs,
     bundled_inputs,
     load_labels,
     make_scenarios,
@@ -33,27 +32,6 @@ def demo_scenarios() -> list:
         rec = json.loads(line)
         corpus[rec["id"]] = (rec["text"], rec["metadata"].get("collection"))
     return make_scenarios(load_questions(DEMO / "questions.jsonl"), corpus, seed=0)
-
-
-def oracle_for(inputs: CalibrationInputs, flip: float = 0.0, seed: int = 0) -> Oracle:
-    """A judge that answers from the inputs' labels (the test knows the truth)."""
-    oracle = Oracle(flip=flip, seed=seed)
-    for item in inputs.labelled:
-        s = item.sample
-        good = item.label >= 0.5
-        if item.metric == "faithfulness":
-            oracle.supported[s.response] = good
-        elif item.metric == "answer_relevancy":
-            oracle.answered[s.response] = (s.question, good)
-        elif item.metric == "context_relevance":
-            oracle.relevant[(s.question, s.contexts[0])] = good
-    for row in inputs.scenarios:
-        meta = row.metadata["scenario"]
-        for text, rel in zip(row.retrieved_contexts, meta["relevant"], strict=True):
-            oracle.relevant[(row.question, text)] = rel
-        for g in row.reference_contexts:
-            oracle.relevant[(row.question, g)] = True
-    return oracle
 
 
 @pytest.fixture
@@ -82,7 +60,7 @@ def test_scenarios_cover_every_family_with_expected_orders() -> None:
 
 async def test_oracle_judge_agrees_fully_and_every_family_is_monotone(fake, gateway) -> None:
     inputs = bundled_inputs(limit=4, scenarios=demo_scenarios())
-    with fake.script(oracle_for(inputs)):
+    with fake.script(Oracle.from_calibration(inputs)):
         result = await run_calibration(
             inputs, deps(gateway, answer_relevancy_strictness=1), window=100_000
         )
@@ -109,7 +87,7 @@ async def test_oracle_judge_agrees_fully_and_every_family_is_monotone(fake, gate
 
 async def test_flipped_judge_lands_near_one_minus_p(fake, gateway) -> None:
     inputs = bundled_inputs(limit=10)
-    with fake.script(oracle_for(inputs, flip=0.5, seed=3)):
+    with fake.script(Oracle.from_calibration(inputs, flip=0.5, seed=3)):
         result = await run_calibration(
             inputs,
             deps(gateway, answer_relevancy_strictness=1),
