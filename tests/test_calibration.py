@@ -163,3 +163,105 @@ def test_calibrate_command_names_a_missing_labels_file(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "nope.jsonl: labels file not found" in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def labels_from(items: list) -> list[dict[str, Any]]:
+    """A labels file's rows made of labelled items (their text and human label)."""
+    return [
+        {
+            "question_id": f"own-{i}",
+            "question": item.sample.question,
+            "answer": item.sample.response,
+            "contexts": item.sample.contexts,
+            "labels": {item.metric: item.label},
+        }
+        for i, item in enumerate(items)
+        if item.metric in ("faithfulness", "context_relevance")
+    ]
+
+
+@pytest.fixture(scope="module")
+def oracle_run(tmp_path_factory: pytest.TempPathFactory):
+    """A calibration run folder made with the oracle judge: every kind of figure, its page."""
+    import asyncio
+
+    from conftest import make_config
+
+    from ragaudit.cache._fake import FAKE
+    from ragaudit.calibration._write import calibrate
+
+    tmp_path = tmp_path_factory.mktemp("oracle")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps(r, ensure_ascii=False) + "\n"
+            for r in labels_from(bundled_inputs(limit=4).labelled)
+        ),
+        encoding="utf-8",
+    )
+    inputs = bundled_inputs(limit=4, scenarios=demo_scenarios())
+    inputs.labelled.extend(load_labels(labels))
+    cfg = make_config(tmp_path, run_id="cal")
+    FAKE.reset()
+    try:
+        with FAKE.script(Oracle.from_calibration(inputs)):
+            _, run, _ = asyncio.run(calibrate(cfg, inputs))
+    finally:
+        FAKE.reset()
+    return run
+
+
+def test_calibration_run_renders_its_page_and_workbook(oracle_run) -> None:
+    import openpyxl
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+    from ragaudit.reporting import build_calibration
+
+    run = oracle_run
+    section = build_calibration(run.path)
+    assert {f.kind for f in section.figures} == {
+        "monotonicity",
+        "agreement",
+        "detection",
+        "alignment",
+        "consistency",
+    }
+    aligned = {(f.metric, f.statistic): f.value for f in section.of_kind("alignment")}
+    assert aligned[("faithfulness", "mae")] == 0.0 and aligned[("faithfulness", "auc")] == 1.0
+    assert section.manifest["config"]["models"]["judge"] == "fake/judge"
+    assert section.calls_total is not None and section.calls_total.calls > 0
+    page = (run.path / "report.html").read_text(encoding="utf-8")
+    for key in ("cal-monotonicity", "cal-agreement", "cal-alignment", "cal-consistency"):
+        # Each chart names the judge and embedder inside its own SVG.
+        svg = page.split(f'id="fig-{key}"', 1)[1].split("</svg>", 1)[0]
+        assert "judge fake/judge · embedder fake/embed" in svg, key
+    assert "<script" not in page and 'id="warnings"' not in page
+    sheet = openpyxl.load_workbook(run.path / "calibration.xlsx")["calibration"]
+    rows = list(sheet.iter_rows(values_only=True))
+    value = rows[0].index("value")
+    assert [r[value] for r in rows[1:]] == [f.value for f in section.figures]
+    # ``report RUN`` renders the same page again from the run folder alone.
+    (run.path / "report.html").unlink()
+    result = CliRunner().invoke(app, ["report", str(run.path)])
+    assert result.exit_code == 0, result.output
+    assert (run.path / "report.html").read_text(encoding="utf-8") == page
+
+
+def test_calibration_page_shows_the_smoke_judges_figures_under_the_warning(
+    tmp_path: Path, oracle_run
+) -> None:
+    import shutil
+
+    from ragaudit.manifest import SMOKE_WARNING
+    from ragaudit.reporting import build_calibration, render_calibration_html
+
+    folder = shutil.copytree(oracle_run.path, tmp_path / "smoke")
+    meta = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    # What the offline judge's calibration records (its figures are shown as they are).
+    meta["warnings"] = [SMOKE_WARNING]
+    (folder / "calibration.json").write_text(json.dumps(meta), encoding="utf-8")
+    page = render_calibration_html(build_calibration(folder))
+    head, rest = page.split('id="warnings"', 1)
+    assert SMOKE_WARNING in rest.split("</section>", 1)[0]
+    assert 'id="fig-cal-monotonicity"' in rest and 'id="fig-' not in head
