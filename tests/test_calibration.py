@@ -265,3 +265,22 @@ def test_calibration_page_shows_the_smoke_judges_figures_under_the_warning(
     head, rest = page.split('id="warnings"', 1)
     assert SMOKE_WARNING in rest.split("</section>", 1)[0]
     assert 'id="fig-cal-monotonicity"' in rest and 'id="fig-' not in head
+
+
+def test_bootstrapped_statistics_equal_sklearns() -> None:
+    import numpy as np
+    from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
+
+    from ragaudit.calibration._stats import auc_score, balanced_accuracy, cohen_kappa
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        y, other = rng.integers(0, 2, 20), rng.integers(0, 2, 20)
+        s = rng.integers(0, 4, 20) / 3  # graded scores: ties on purpose
+        assert cohen_kappa(y, other) == pytest.approx(cohen_kappa_score(y, other), abs=1e-12)
+        if 0 < y.sum() < len(y):
+            assert auc_score(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+            assert balanced_accuracy(y, s >= 0.5) == pytest.approx(
+                balanced_accuracy_score(y, s >= 0.5), abs=1e-12
+            )
+    assert np.isnan(auc_score(np.ones(5), rng.random(5)))
