@@ -284,3 +284,58 @@ def test_bootstrapped_statistics_equal_sklearns() -> None:
                 balanced_accuracy_score(y, s >= 0.5), abs=1e-12
             )
     assert np.isnan(auc_score(np.ones(5), rng.random(5)))
+
+
+CALIBRATION_CHARTS = ("cal-monotonicity", "cal-agreement", "cal-alignment", "cal-consistency")
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/chromium").exists(), reason="no Chromium at /usr/bin/chromium"
+)
+def test_oracle_calibration_page_in_chromium(oracle_run) -> None:
+    """The calibration page offline in a headless browser: drawn, quiet, one click to config."""
+    from html_runs import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    page_path = oracle_run.path / "report.html"
+    shot = oracle_run.path / "report.png"
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+
+            def route(r):
+                requests.append(r.request.url)
+                r.continue_() if r.request.url == page_path.as_uri() else r.abort()
+
+            page.route("**/*", route)
+            page.goto(page_path.as_uri())
+            charts = page.evaluate(
+                """() => Object.fromEntries([...document.querySelectorAll('figure')].map(f => {
+                    const svg = f.querySelector('svg');
+                    const box = svg ? svg.getBoundingClientRect() : null;
+                    return [f.id, {marks: f.querySelectorAll('svg path').length,
+                                   width: box ? box.width : 0, height: box ? box.height : 0,
+                                   text: svg ? svg.textContent : ''}];
+                }))"""
+            )
+            judge = page.inner_text("#judge")
+            page.click("#config > summary")  # the config is one click away
+            config = page.inner_text("#config pre")
+            page.click("#config > summary")
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert requests == [page_path.as_uri()], requests
+    assert judge == "fake/judge" and '"judge": "fake/judge"' in config
+    assert sorted(charts) == sorted(f"fig-{k}" for k in CALIBRATION_CHARTS), charts
+    for key, chart in charts.items():
+        assert chart["width"] > 200 and chart["height"] > 60, (key, chart)
+        assert chart["marks"] > 4, (key, chart)
+        assert "judge fake/judge · embedder fake/embed" in chart["text"], key
+    assert shot.stat().st_size > 10_000

@@ -46,10 +46,10 @@ def _svg(chart: alt.TopLevelMixin, data: dict[str, list[dict[str, Any]]]) -> str
     return vlc.vegalite_to_svg(spec)
 
 
-def _configure(chart: Any) -> Any:
+def _configure(chart: Any, left: int = 30) -> Any:
     # Padding: the browser's fallback font may set labels wider than vl-convert measured them.
     return (
-        chart.configure(font=FONT, padding={"left": 30, "right": 30, "top": 5, "bottom": 5})
+        chart.configure(font=FONT, padding={"left": left, "right": 30, "top": 5, "bottom": 5})
         .configure_view(strokeWidth=0)
         .configure_legend(labelLimit=0, titleLimit=0)
     )
@@ -487,6 +487,7 @@ def _interval_chart(
     domain: tuple[float, float],
     x_title: str,
     reference: float,
+    legend: bool = True,
 ) -> Figure | None:
     """Dot (value) and bar (95% interval) per row, a dashed rule at the chance level.
 
@@ -520,7 +521,9 @@ def _interval_chart(
             "group:N",
             sort=groups,
             scale=alt.Scale(scheme="tableau10"),
-            legend=alt.Legend(title=None, orient="bottom", columns=4) if len(groups) > 1 else None,
+            legend=alt.Legend(title=None, orient="bottom", columns=4, columnPadding=24)
+            if legend and len(groups) > 1
+            else None,
         ),
     )
     chance = (
@@ -542,7 +545,8 @@ def _interval_chart(
         key,
         title,
         f"{caption} ({models}.)",
-        _svg(_configure(chart), {"rows": drawn, "chance": [{"x": reference}]}),
+        # Long labels on the left: the most room for a font wider than vl-convert's.
+        _svg(_configure(chart, left=90), {"rows": drawn, "chance": [{"x": reference}]}),
     )
 
 
@@ -562,7 +566,7 @@ def monotonicity_chart(section: CalibrationSection) -> Figure | None:
     rows = [_row(f, f"{f.family} · {f.metric}", f.family or "") for f in figs]
     return _interval_chart(
         "cal-monotonicity",
-        "Monotonicity per scenario family",
+        "Share in the expected order, per family and metric",
         "Dot: the share of level pairs of one base question that the metric scores in the "
         "family's expected order (best > random > worst, 80/20 > 50/50 > 20/80, …; a tie counts "
         "½); bar: 95% interval. Dashed: a metric that cannot tell the levels apart (½).",
@@ -587,7 +591,7 @@ def agreement_chart(section: CalibrationSection) -> Figure | None:
     ]
     return _interval_chart(
         "cal-agreement",
-        "Agreement with human labels",
+        "Agreement with the human label, per data set and metric",
         "WikiEval: the share of pairs in which the metric prefers the answer or context the "
         "humans preferred (RAGAS's protocol; a tie counts ½). HaluEval: faithfulness as a "
         "detector of the right answer (balanced accuracy at the threshold, AUC). Bar: 95% "
@@ -609,7 +613,7 @@ def alignment_chart(section: CalibrationSection) -> Figure | None:
     ]
     return _interval_chart(
         "cal-alignment",
-        "Alignment with your labels",
+        "MAE, rank correlations, κ and AUC per metric",
         "Each metric against the labels file's human label: mean absolute error (lower is "
         "better), Spearman and Kendall rank correlations, Cohen's κ and AUC with both sides cut "
         "at the threshold. Bar: 95% paired bootstrap interval; dashed: 0 (no agreement beyond "
@@ -628,7 +632,7 @@ def consistency_chart(section: CalibrationSection) -> Figure | None:
     rows = [_row(f, STATISTIC_LABELS.get(f.statistic, f.statistic), f.statistic) for f in figs]
     return _interval_chart(
         "cal-consistency",
-        "Judge consistency",
+        "Position bias and self-agreement",
         "Position bias: the share of context pairs for which the pairwise ranking prompt "
         "prefers a different context when the two are swapped (0 is best). Self-agreement: the "
         "share of relevance verdicts a second sample repeats (1 is best). Bar: 95% interval.",
@@ -637,6 +641,7 @@ def consistency_chart(section: CalibrationSection) -> Figure | None:
         domain=(0, 1),
         x_title="share (95% CI)",
         reference=0.5,
+        legend=False,  # each line is its own statistic: the labels say it
     )
 
 
