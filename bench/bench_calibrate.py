@@ -17,11 +17,10 @@ import statistics
 import time
 
 from _util import REPO, scratch, table
-from test_calibration import oracle_for
 
 import ragaudit  # noqa: F401
 from ragaudit.cache import Gateway
-from ragaudit.cache._fake import FAKE
+from ragaudit.cache._fake import FAKE, Oracle
 from ragaudit.calibration import CalibrationInputs, load_wikieval, run_calibration
 from ragaudit.metrics import Deps
 
@@ -42,7 +41,7 @@ async def main(seeds: int, p: float, pairs: int) -> None:
     for seed in range(seeds):
         # The seed in the model string keeps each seed's answers apart in the memo.
         deps = Deps(gw, f"fake/judge?seed={seed}", "fake/embed", {"answer_relevancy_strictness": 1})
-        with FAKE.script(oracle_for(inputs, flip=p, seed=seed)):
+        with FAKE.script(Oracle.from_calibration(inputs, flip=p, seed=seed)):
             result = await run_calibration(inputs, deps, window=100_000, with_consistency=False)
         for f in result.figures:
             m = f["metric"]

@@ -280,6 +280,32 @@ class Oracle:
     flip: float = 0.0
     seed: int = 0
 
+    @classmethod
+    def from_calibration(cls, inputs: Any, flip: float = 0.0, seed: int = 0) -> Oracle:
+        """The oracle of a calibration's inputs: every label and scenario verdict it holds.
+
+        ``inputs`` is a ``ragaudit.calibration.CalibrationInputs``: its labelled items give
+        the verdicts of their metric (a label of at least ½ is good), its scenario rows the
+        relevance of each fixed context and of each gold context.
+        """
+        oracle = cls(flip=flip, seed=seed)
+        for item in inputs.labelled:
+            s = item.sample
+            good = item.label >= 0.5
+            if item.metric == "faithfulness":
+                oracle.supported[s.response] = good
+            elif item.metric == "answer_relevancy":
+                oracle.answered[s.response] = (s.question, good)
+            elif item.metric == "context_relevance":
+                oracle.relevant[(s.question, s.contexts[0])] = good
+        for row in inputs.scenarios:
+            meta = row.metadata["scenario"]
+            for text, rel in zip(row.retrieved_contexts, meta["relevant"], strict=True):
+                oracle.relevant[(row.question, text)] = rel
+            for g in row.reference_contexts:
+                oracle.relevant[(row.question, g)] = True
+        return oracle
+
     def _bit(self, truth: bool, *key: Any) -> bool:
         wrong = self.flip > 0 and _unit("oracle", self.seed, *key) < self.flip
         return truth != wrong

@@ -505,7 +505,14 @@ def report_cmd(
     sets: SetOpt = None,
 ) -> None:
     """Stage 5 (--run-id), or report.html of a finished RUN: charts and a question drill-down."""
-    from ragaudit.reporting import REPORT_FILE, build_report, write_html
+    from ragaudit.reporting import (
+        CALIBRATION_META,
+        REPORT_FILE,
+        build_calibration,
+        build_report,
+        write_calibration_report,
+        write_html,
+    )
 
     if (run is None) == (run_id is None):
         _fail(RagauditError("report: give a RUN (folder or id) or --run-id, not both"))
@@ -528,7 +535,12 @@ def report_cmd(
         page = Path(root) / run_id / REPORT_FILE
     else:
         try:
-            page = write_html(build_report(_run_dir(run, runs_root)))
+            folder = _run_dir(run, runs_root, ("manifest.json", CALIBRATION_META))
+            # A calibration run folder renders as the calibration page (and its workbook).
+            if build_calibration(folder) is not None:
+                page, _ = write_calibration_report(folder)
+            else:
+                page = write_html(build_report(folder))
         except RagauditError as exc:
             _fail(exc)
         console.print(f"report.html: {page}")
@@ -773,17 +785,21 @@ def show(run_id: str, runs_root: RootOpt = None) -> None:
     console.print_json(json.dumps(json.loads(path.read_text(encoding="utf-8"))))
 
 
-def _run_dir(name: str, runs_root: Path | None) -> Path:
-    """A run given as a folder path, or as a run id under the runs root."""
+def _run_dir(
+    name: str, runs_root: Path | None, markers: tuple[str, ...] = ("manifest.json",)
+) -> Path:
+    """A run given as a folder path, or as a run id under the runs root.
+
+    A folder is a run when it holds one of ``markers`` (a calibration run has its own).
+    """
     path = Path(name)
-    if (path / "manifest.json").is_file():
-        return path
     under = (runs_root or Path("data/runs")) / name
-    if (under / "manifest.json").is_file():
-        return under
+    for folder in (path, under):
+        if any((folder / m).is_file() for m in markers):
+            return folder
     raise RagauditError(
-        f"run '{name}': no manifest.json at {path} or {under} (give a run folder or a run id "
-        "under --runs-root)"
+        f"run '{name}': no {' or '.join(markers)} at {path} or {under} (give a run folder or a "
+        "run id under --runs-root)"
     )
 
 
@@ -1163,6 +1179,7 @@ def calibrate_cmd(
         f"{len(result.scores)} items scored ({failed} failed) in "
         f"{time.perf_counter() - started:.1f} s; {run.table_path('calibration')}"
     )
+    console.print(f"report.html: {run.path / 'report.html'}")
     for warning in warnings:
         console.print(f"[bold yellow]WARNING:[/] {warning}")
 

@@ -33,6 +33,16 @@ from ragaudit.schemas import (
 REPO = Path(__file__).resolve().parent.parent
 # A worktree sits one level deeper than the main checkout: the env var points at the data then.
 SHARED = Path(os.environ.get("RAGAUDIT_SHARED_DATA", REPO.parent / "shared" / "data"))
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's Chromium, driven headless by Playwright (its own browser download is unreachable)."""
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SMOKE_WARNING = (
     "The judge local/gemma-3-270m is a 270M base model: a smoke test of the pipeline, not an "
     "evaluation. Use a real judge (--judge openai/gpt-4o-mini, --judge ollama/qwen2.5:7b)."

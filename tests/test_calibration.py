@@ -12,7 +12,6 @@ from ragaudit.cache import Gateway
 from ragaudit.cache._fake import Oracle
 from ragaudit.calibration import (
     FAMILIES,
-    CalibrationInputs,
     bundled_inputs,
     load_labels,
     make_scenarios,
@@ -33,27 +32,6 @@ def demo_scenarios() -> list:
         rec = json.loads(line)
         corpus[rec["id"]] = (rec["text"], rec["metadata"].get("collection"))
     return make_scenarios(load_questions(DEMO / "questions.jsonl"), corpus, seed=0)
-
-
-def oracle_for(inputs: CalibrationInputs, flip: float = 0.0, seed: int = 0) -> Oracle:
-    """A judge that answers from the inputs' labels (the test knows the truth)."""
-    oracle = Oracle(flip=flip, seed=seed)
-    for item in inputs.labelled:
-        s = item.sample
-        good = item.label >= 0.5
-        if item.metric == "faithfulness":
-            oracle.supported[s.response] = good
-        elif item.metric == "answer_relevancy":
-            oracle.answered[s.response] = (s.question, good)
-        elif item.metric == "context_relevance":
-            oracle.relevant[(s.question, s.contexts[0])] = good
-    for row in inputs.scenarios:
-        meta = row.metadata["scenario"]
-        for text, rel in zip(row.retrieved_contexts, meta["relevant"], strict=True):
-            oracle.relevant[(row.question, text)] = rel
-        for g in row.reference_contexts:
-            oracle.relevant[(row.question, g)] = True
-    return oracle
 
 
 @pytest.fixture
@@ -82,7 +60,7 @@ def test_scenarios_cover_every_family_with_expected_orders() -> None:
 
 async def test_oracle_judge_agrees_fully_and_every_family_is_monotone(fake, gateway) -> None:
     inputs = bundled_inputs(limit=4, scenarios=demo_scenarios())
-    with fake.script(oracle_for(inputs)):
+    with fake.script(Oracle.from_calibration(inputs)):
         result = await run_calibration(
             inputs, deps(gateway, answer_relevancy_strictness=1), window=100_000
         )
@@ -109,7 +87,7 @@ async def test_oracle_judge_agrees_fully_and_every_family_is_monotone(fake, gate
 
 async def test_flipped_judge_lands_near_one_minus_p(fake, gateway) -> None:
     inputs = bundled_inputs(limit=10)
-    with fake.script(oracle_for(inputs, flip=0.5, seed=3)):
+    with fake.script(Oracle.from_calibration(inputs, flip=0.5, seed=3)):
         result = await run_calibration(
             inputs,
             deps(gateway, answer_relevancy_strictness=1),
@@ -185,3 +163,179 @@ def test_calibrate_command_names_a_missing_labels_file(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "nope.jsonl: labels file not found" in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def labels_from(items: list) -> list[dict[str, Any]]:
+    """A labels file's rows made of labelled items (their text and human label)."""
+    return [
+        {
+            "question_id": f"own-{i}",
+            "question": item.sample.question,
+            "answer": item.sample.response,
+            "contexts": item.sample.contexts,
+            "labels": {item.metric: item.label},
+        }
+        for i, item in enumerate(items)
+        if item.metric in ("faithfulness", "context_relevance")
+    ]
+
+
+@pytest.fixture(scope="module")
+def oracle_run(tmp_path_factory: pytest.TempPathFactory):
+    """A calibration run folder made with the oracle judge: every kind of figure, its page."""
+    import asyncio
+
+    from conftest import make_config
+
+    from ragaudit.cache._fake import FAKE
+    from ragaudit.calibration._write import calibrate
+
+    tmp_path = tmp_path_factory.mktemp("oracle")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps(r, ensure_ascii=False) + "\n"
+            for r in labels_from(bundled_inputs(limit=4).labelled)
+        ),
+        encoding="utf-8",
+    )
+    inputs = bundled_inputs(limit=4, scenarios=demo_scenarios())
+    inputs.labelled.extend(load_labels(labels))
+    cfg = make_config(tmp_path, run_id="cal")
+    FAKE.reset()
+    try:
+        with FAKE.script(Oracle.from_calibration(inputs)):
+            _, run, _ = asyncio.run(calibrate(cfg, inputs))
+    finally:
+        FAKE.reset()
+    return run
+
+
+def test_calibration_run_renders_its_page_and_workbook(oracle_run) -> None:
+    import openpyxl
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+    from ragaudit.reporting import build_calibration
+
+    run = oracle_run
+    section = build_calibration(run.path)
+    assert {f.kind for f in section.figures} == {
+        "monotonicity",
+        "agreement",
+        "detection",
+        "alignment",
+        "consistency",
+    }
+    aligned = {(f.metric, f.statistic): f.value for f in section.of_kind("alignment")}
+    assert aligned[("faithfulness", "mae")] == 0.0 and aligned[("faithfulness", "auc")] == 1.0
+    assert section.manifest["config"]["models"]["judge"] == "fake/judge"
+    assert section.calls_total is not None and section.calls_total.calls > 0
+    page = (run.path / "report.html").read_text(encoding="utf-8")
+    for key in ("cal-monotonicity", "cal-agreement", "cal-alignment", "cal-consistency"):
+        # Each chart names the judge and embedder inside its own SVG.
+        svg = page.split(f'id="fig-{key}"', 1)[1].split("</svg>", 1)[0]
+        assert "judge fake/judge · embedder fake/embed" in svg, key
+    assert "<script" not in page and 'id="warnings"' not in page
+    sheet = openpyxl.load_workbook(run.path / "calibration.xlsx")["calibration"]
+    rows = list(sheet.iter_rows(values_only=True))
+    value = rows[0].index("value")
+    assert [r[value] for r in rows[1:]] == [f.value for f in section.figures]
+    # ``report RUN`` renders the same page again from the run folder alone.
+    (run.path / "report.html").unlink()
+    result = CliRunner().invoke(app, ["report", str(run.path)])
+    assert result.exit_code == 0, result.output
+    assert (run.path / "report.html").read_text(encoding="utf-8") == page
+
+
+def test_calibration_page_shows_the_smoke_judges_figures_under_the_warning(
+    tmp_path: Path, oracle_run
+) -> None:
+    import shutil
+
+    from ragaudit.manifest import SMOKE_WARNING
+    from ragaudit.reporting import build_calibration, render_calibration_html
+
+    folder = shutil.copytree(oracle_run.path, tmp_path / "smoke")
+    meta = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    # What the offline judge's calibration records (its figures are shown as they are).
+    meta["warnings"] = [SMOKE_WARNING]
+    (folder / "calibration.json").write_text(json.dumps(meta), encoding="utf-8")
+    page = render_calibration_html(build_calibration(folder))
+    head, rest = page.split('id="warnings"', 1)
+    assert SMOKE_WARNING in rest.split("</section>", 1)[0]
+    assert 'id="fig-cal-monotonicity"' in rest and 'id="fig-' not in head
+
+
+def test_bootstrapped_statistics_equal_sklearns() -> None:
+    import numpy as np
+    from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
+
+    from ragaudit.calibration._stats import auc_score, balanced_accuracy, cohen_kappa
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        y, other = rng.integers(0, 2, 20), rng.integers(0, 2, 20)
+        s = rng.integers(0, 4, 20) / 3  # graded scores: ties on purpose
+        assert cohen_kappa(y, other) == pytest.approx(cohen_kappa_score(y, other), abs=1e-12)
+        if 0 < y.sum() < len(y):
+            assert auc_score(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+            assert balanced_accuracy(y, s >= 0.5) == pytest.approx(
+                balanced_accuracy_score(y, s >= 0.5), abs=1e-12
+            )
+    assert np.isnan(auc_score(np.ones(5), rng.random(5)))
+
+
+CALIBRATION_CHARTS = ("cal-monotonicity", "cal-agreement", "cal-alignment", "cal-consistency")
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/chromium").exists(), reason="no Chromium at /usr/bin/chromium"
+)
+def test_oracle_calibration_page_in_chromium(oracle_run) -> None:
+    """The calibration page offline in a headless browser: drawn, quiet, one click to config."""
+    from html_runs import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    page_path = oracle_run.path / "report.html"
+    shot = oracle_run.path / "report.png"
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+
+            def route(r):
+                requests.append(r.request.url)
+                r.continue_() if r.request.url == page_path.as_uri() else r.abort()
+
+            page.route("**/*", route)
+            page.goto(page_path.as_uri())
+            charts = page.evaluate(
+                """() => Object.fromEntries([...document.querySelectorAll('figure')].map(f => {
+                    const svg = f.querySelector('svg');
+                    const box = svg ? svg.getBoundingClientRect() : null;
+                    return [f.id, {marks: f.querySelectorAll('svg path').length,
+                                   width: box ? box.width : 0, height: box ? box.height : 0,
+                                   text: svg ? svg.textContent : ''}];
+                }))"""
+            )
+            judge = page.inner_text("#judge")
+            page.click("#config > summary")  # the config is one click away
+            config = page.inner_text("#config pre")
+            page.click("#config > summary")
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert requests == [page_path.as_uri()], requests
+    assert judge == "fake/judge" and '"judge": "fake/judge"' in config
+    assert sorted(charts) == sorted(f"fig-{k}" for k in CALIBRATION_CHARTS), charts
+    for key, chart in charts.items():
+        assert chart["width"] > 200 and chart["height"] > 60, (key, chart)
+        assert chart["marks"] > 4, (key, chart)
+        assert "judge fake/judge · embedder fake/embed" in chart["text"], key
+    assert shot.stat().st_size > 10_000

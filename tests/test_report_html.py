@@ -10,20 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-from html_runs import SMOKE_WARNING, write_full_run
+from html_runs import CHROMIUM, SMOKE_WARNING, write_full_run
+from html_runs import CHROMIUM_ARGS as ARGS
 
 from ragaudit.reporting import build_report, render_compare_html, write_html
 from ragaudit.reporting._html import unpack
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # Figure → the fewest SVG marks (paths) a drawn chart of that kind has.
 MIN_MARKS = {"means": 8, "distributions": 20, "heatmap": 20, "ndcg": 6, "spearman": 4, "calls": 6}
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -78,6 +77,40 @@ def share_figure(statistic: str, credits: Sequence[float | None], seed: int = 0)
     return Figure(statistic, value, low, high, len(kept), note)
 
 
+def auc_score(labels: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC of ``scores`` for binary ``labels`` (ties count ½); NaN with one class only.
+
+    The Mann-Whitney form of the AUC: the same value as ``sklearn.metrics.roc_auc_score`` at a
+    hundredth of its cost, which matters inside a bootstrap of 2,000 resamples.
+    """
+    y = np.asarray(labels).astype(bool)
+    n_pos = int(y.sum())
+    n_neg = y.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = stats.rankdata(scores)
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def balanced_accuracy(labels: np.ndarray, predicted: np.ndarray) -> float:
+    """Mean of the recall of each class of binary labels; NaN with one class only."""
+    y = np.asarray(labels).astype(bool)
+    p = np.asarray(predicted).astype(bool)
+    if y.all() or not y.any():
+        return float("nan")
+    return float((p[y].mean() + (~p[~y]).mean()) / 2)
+
+
+def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
+    """Cohen's κ of two binary ratings; NaN when chance agreement is certain."""
+    x = np.asarray(a).astype(bool)
+    z = np.asarray(b).astype(bool)
+    observed = float((x == z).mean())
+    pa, pb = float(x.mean()), float(z.mean())
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    return float("nan") if chance == 1.0 else (observed - chance) / (1 - chance)
+
+
 def _paired(
     fn: Callable[[np.ndarray, np.ndarray], float],
     y: np.ndarray,
@@ -133,11 +166,11 @@ def detector_figures(
     s = np.asarray(scores, dtype=float)
 
     def bacc(a: np.ndarray, b: np.ndarray) -> float:
-        return balanced_accuracy_score(a, (b >= threshold).astype(int))
+        return balanced_accuracy(a, b >= threshold)
 
     return [
-        _paired(_safe(bacc), y, s, "balanced_accuracy", seed),
-        _paired(_safe(roc_auc_score), y, s, "auc", seed),
+        _paired(bacc, y, s, "balanced_accuracy", seed),
+        _paired(auc_score, y, s, "auc", seed),
     ]
 
 
@@ -162,10 +195,10 @@ def alignment_figures(
         return float(stats.kendalltau(a, b).statistic)
 
     def kappa(a: np.ndarray, b: np.ndarray) -> float:
-        return cohen_kappa_score((a >= threshold).astype(int), (b >= threshold).astype(int))
+        return cohen_kappa(a >= threshold, b >= threshold)
 
     def auc(a: np.ndarray, b: np.ndarray) -> float:
-        return roc_auc_score((a >= threshold).astype(int), b)
+        return auc_score(a >= threshold, b)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant input: the figure is reported as undefined
@@ -173,8 +206,8 @@ def alignment_figures(
             _paired(mae, h, s, "mae", seed),
             _paired(_safe(spearman), h, s, "spearman", seed),
             _paired(_safe(kendall), h, s, "kendall", seed),
-            _paired(_safe(kappa), h, s, "cohen_kappa", seed),
-            _paired(_safe(auc), h, s, "auc", seed),
+            _paired(kappa, h, s, "cohen_kappa", seed),
+            _paired(auc, h, s, "auc", seed),
         ]
 
 
@@ -182,6 +215,9 @@ __all__ = [
     "CONFIDENCE",
     "Figure",
     "alignment_figures",
+    "auc_score",
+    "balanced_accuracy",
+    "cohen_kappa",
     "detector_figures",
     "preference_credit",
     "share_ci",

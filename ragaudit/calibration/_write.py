@@ -13,7 +13,8 @@ from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, r
 from ragaudit.calibration._scenarios import make_scenarios
 from ragaudit.config import RunConfig
 from ragaudit.dataset import jsonl_lines, load_questions
-from ragaudit.manifest import judge_warnings, models_block
+from ragaudit.manifest import base_manifest, judge_warnings
+from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
 from ragaudit.tasks._common import StageContext, hold_gateway
@@ -66,7 +67,12 @@ def gather_inputs(
 async def calibrate(
     config: RunConfig, inputs: CalibrationInputs, *, threshold: float = 0.5
 ) -> tuple[Calibration, RunFolder, list[str]]:
-    """Calibrate the configured judge; writes ``calibration`` and ``calibration_scores``."""
+    """Calibrate the configured judge.
+
+    Writes the ``calibration`` and ``calibration_scores`` tables, ``calibration.json`` (the
+    run's manifest: config, code, packages, models, warnings) and the pages rendered from them
+    alone: ``report.html`` and ``calibration.xlsx``.
+    """
     run_id = config.run_id or time.strftime("calibrate-%Y%m%d-%H%M%S")
     run = RunFolder(config.runs_root, run_id)
     started = time.perf_counter()
@@ -91,16 +97,17 @@ async def calibrate(
     warnings = judge_warnings(config)
     write_json(
         {
-            "run_id": run_id,
+            **base_manifest(config, run_id),
             "kind": "calibration",
-            "models": models_block(config),
+            "threshold": threshold,
             "warnings": warnings,
             "seconds": round(time.perf_counter() - started, 3),
             "llm": counts.as_dict(),
             "items": {"labelled": len(inputs.labelled), "scenario_rows": len(inputs.scenarios)},
         },
-        run.path / "calibration.json",
+        run.path / CALIBRATION_META,
     )
+    write_calibration_report(run.path)
     return result, run, warnings
 
 

@@ -5,6 +5,9 @@ the CLI summary, the xlsx export, the HTML page, the Prefect artifacts and ``com
 it, so no figure is computed twice.
 """
 
+from pathlib import Path
+
+from ragaudit.errors import StageError
 from ragaudit.reporting._artifacts import (
     artifact_key,
     findings_markdown,
@@ -19,12 +22,13 @@ from ragaudit.reporting._build import (
     run_folder,
 )
 from ragaudit.reporting._calibration import (
+    CALIBRATION_META,
     CalibrationFigure,
     CalibrationSection,
     build_calibration,
 )
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
-from ragaudit.reporting._charts import Figure, figures
+from ragaudit.reporting._charts import Figure, calibration_figures, figures
 from ragaudit.reporting._compare import (
     Comparison,
     Difference,
@@ -39,8 +43,10 @@ from ragaudit.reporting._compare import (
 )
 from ragaudit.reporting._html import (
     REPORT_FILE,
+    render_calibration_html,
     render_compare_html,
     render_html,
+    write_calibration_html,
     write_compare_html,
     write_html,
 )
@@ -58,10 +64,26 @@ from ragaudit.reporting._model import (
 )
 from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
-from ragaudit.reporting._xlsx import write_xlsx
+from ragaudit.reporting._xlsx import CALIBRATION_XLSX, write_calibration_xlsx, write_xlsx
+
+
+def write_calibration_report(run_dir: Path | str) -> tuple[Path, Path]:
+    """``report.html`` and ``calibration.xlsx`` of a calibration run folder."""
+    section = build_calibration(run_dir)
+    if section is None:
+        raise StageError(f"{run_dir}: not a calibration run folder (no calibration.parquet)")
+    return write_calibration_html(section), write_calibration_xlsx(section)
+
 
 __all__ = [
     "AgreementRow",
+    "CALIBRATION_META",
+    "CALIBRATION_XLSX",
+    "calibration_figures",
+    "render_calibration_html",
+    "write_calibration_html",
+    "write_calibration_xlsx",
+    "write_calibration_report",
     "CalibrationFigure",
     "CalibrationSection",
     "build_calibration",

@@ -15,6 +15,7 @@ from typing import Any
 import altair as alt
 import vl_convert as vlc
 
+from ragaudit.reporting._calibration import CalibrationFigure, CalibrationSection
 from ragaudit.reporting._model import Report
 
 # The page's font stack, so chart text (Chinese included) renders like the page's.
@@ -45,10 +46,10 @@ def _svg(chart: alt.TopLevelMixin, data: dict[str, list[dict[str, Any]]]) -> str
     return vlc.vegalite_to_svg(spec)
 
 
-def _configure(chart: Any) -> Any:
+def _configure(chart: Any, left: int = 30) -> Any:
     # Padding: the browser's fallback font may set labels wider than vl-convert measured them.
     return (
-        chart.configure(font=FONT, padding={"left": 30, "right": 30, "top": 5, "bottom": 5})
+        chart.configure(font=FONT, padding={"left": left, "right": 30, "top": 5, "bottom": 5})
         .configure_view(strokeWidth=0)
         .configure_legend(labelLimit=0, titleLimit=0)
     )
@@ -452,10 +453,219 @@ def figures(report: Report) -> list[Figure]:
     return out
 
 
+# -- calibration --------------------------------------------------------------------------------
+
+STATISTIC_LABELS = {
+    "in_expected_order": "in expected order",
+    "pairwise_agreement": "pairwise agreement",
+    "balanced_accuracy": "balanced accuracy",
+    "auc": "AUC",
+    "mae": "MAE (lower is better)",
+    "spearman": "Spearman ρ",
+    "kendall": "Kendall τ",
+    "cohen_kappa": "Cohen's κ",
+    "order_disagreement": "position bias: orders disagree (lower is better)",
+    "self_agreement": "self-agreement of repeated verdicts",
+}
+"""How the page names each statistic of ``calibration.parquet``."""
+
+
+def models_line(section: CalibrationSection, figs: tuple[CalibrationFigure, ...] = ()) -> str:
+    """``judge J · embedder E`` of the figures shown (else the section's models)."""
+    judges = sorted({f.judge for f in figs if f.judge}) or [section.judge or "unknown"]
+    embedders = sorted({f.embedder for f in figs if f.embedder}) or [section.embedder or "unknown"]
+    return f"judge {', '.join(judges)} · embedder {', '.join(embedders)}"
+
+
+def _interval_chart(
+    key: str,
+    title: str,
+    caption: str,
+    rows: list[dict[str, Any]],
+    *,
+    models: str,
+    domain: tuple[float, float],
+    x_title: str,
+    reference: float,
+    legend: bool = True,
+) -> Figure | None:
+    """Dot (value) and bar (95% interval) per row, a dashed rule at the chance level.
+
+    ``rows`` carry ``label`` (one line of the chart), ``group`` (the colour), ``value``, ``low``
+    and ``high``. The models are drawn into the chart itself, so the figure names them wherever
+    it is copied to.
+    """
+    drawn = [
+        {
+            **r,
+            "low": r["low"] if _finite(r["low"]) else r["value"],
+            "high": r["high"] if _finite(r["high"]) else r["value"],
+        }
+        for r in rows
+        if _finite(r["value"])
+    ]
+    if not drawn:
+        return None
+    scale = alt.Scale(domain=list(domain), clamp=True)
+    y = alt.Y(
+        "label:N", sort=[r["label"] for r in drawn], title=None, axis=alt.Axis(labelLimit=360)
+    )
+    base = alt.Chart(alt.NamedData(name="rows")).encode(y=y)
+    ci = base.mark_rule(strokeWidth=2, color="#555").encode(
+        x=alt.X("low:Q", scale=scale, title=x_title), x2="high:Q"
+    )
+    groups = list(dict.fromkeys(r["group"] for r in drawn))
+    point = base.mark_point(filled=True, size=90, opacity=1).encode(
+        x=alt.X("value:Q", scale=scale),
+        color=alt.Color(
+            "group:N",
+            sort=groups,
+            scale=alt.Scale(scheme="tableau10"),
+            legend=alt.Legend(title=None, orient="bottom", columns=4, columnPadding=24)
+            if legend and len(groups) > 1
+            else None,
+        ),
+    )
+    chance = (
+        alt.Chart(alt.NamedData(name="chance"))
+        .mark_rule(color="#999", strokeDash=[4, 3])
+        .encode(x=alt.X("x:Q", scale=scale))
+    )
+    chart = alt.layer(chance, ci, point).properties(
+        width=_WIDTH - 160,
+        height=alt.Step(22),
+        title=alt.TitleParams(
+            models, anchor="start", fontSize=12, fontWeight="normal", color="#444"
+        ),
+    )
+    undefined = len(rows) - len(drawn)
+    if undefined:
+        caption += f" {undefined} figure(s) undefined on these data are in the table only."
+    return Figure(
+        key,
+        title,
+        f"{caption} ({models}.)",
+        # Long labels on the left: the most room for a font wider than vl-convert's.
+        _svg(_configure(chart, left=90), {"rows": drawn, "chance": [{"x": reference}]}),
+    )
+
+
+def _row(f: CalibrationFigure, label: str, group: str) -> dict[str, Any]:
+    return {
+        "label": f"{label} (n={f.n})",
+        "group": group,
+        "value": f.value,
+        "low": f.ci_low,
+        "high": f.ci_high,
+    }
+
+
+def monotonicity_chart(section: CalibrationSection) -> Figure | None:
+    """Per scenario family and metric: the share of level pairs scored in the expected order."""
+    figs = section.of_kind("monotonicity")
+    rows = [_row(f, f"{f.family} · {f.metric}", f.family or "") for f in figs]
+    return _interval_chart(
+        "cal-monotonicity",
+        "Share in the expected order, per family and metric",
+        "Dot: the share of level pairs of one base question that the metric scores in the "
+        "family's expected order (best > random > worst, 80/20 > 50/50 > 20/80, …; a tie counts "
+        "½); bar: 95% interval. Dashed: a metric that cannot tell the levels apart (½).",
+        rows,
+        models=models_line(section, figs),
+        domain=(0, 1),
+        x_title="share in the expected order (95% CI)",
+        reference=0.5,
+    )
+
+
+def agreement_chart(section: CalibrationSection) -> Figure | None:
+    """Agreement with human labels: WikiEval's pairwise protocol, HaluEval as a detector."""
+    figs = section.of_kind("agreement", "detection")
+    rows = [
+        _row(
+            f,
+            f"{f.dataset} · {f.metric} · {STATISTIC_LABELS.get(f.statistic, f.statistic)}",
+            f.dataset,
+        )
+        for f in figs
+    ]
+    return _interval_chart(
+        "cal-agreement",
+        "Agreement with the human label, per data set and metric",
+        "WikiEval: the share of pairs in which the metric prefers the answer or context the "
+        "humans preferred (RAGAS's protocol; a tie counts ½). HaluEval: faithfulness as a "
+        "detector of the right answer (balanced accuracy at the threshold, AUC). Bar: 95% "
+        "interval; dashed: chance (½).",
+        rows,
+        models=models_line(section, figs),
+        domain=(0, 1),
+        x_title="agreement (95% CI)",
+        reference=0.5,
+    )
+
+
+def alignment_chart(section: CalibrationSection) -> Figure | None:
+    """A labels file: MAE, Spearman, Kendall, Cohen's κ and AUC per metric."""
+    figs = section.of_kind("alignment")
+    rows = [
+        _row(f, f"{f.metric} · {STATISTIC_LABELS.get(f.statistic, f.statistic)}", f.metric)
+        for f in figs
+    ]
+    return _interval_chart(
+        "cal-alignment",
+        "MAE, rank correlations, κ and AUC per metric",
+        "Each metric against the labels file's human label: mean absolute error (lower is "
+        "better), Spearman and Kendall rank correlations, Cohen's κ and AUC with both sides cut "
+        "at the threshold. Bar: 95% paired bootstrap interval; dashed: 0 (no agreement beyond "
+        "chance for the correlations and κ).",
+        rows,
+        models=models_line(section, figs),
+        domain=(-1, 1),
+        x_title="value (95% CI)",
+        reference=0.0,
+    )
+
+
+def consistency_chart(section: CalibrationSection) -> Figure | None:
+    """The judge's consistency: position bias in pairwise ranking, self-agreement on repeats."""
+    figs = section.of_kind("consistency")
+    rows = [_row(f, STATISTIC_LABELS.get(f.statistic, f.statistic), f.statistic) for f in figs]
+    return _interval_chart(
+        "cal-consistency",
+        "Position bias and self-agreement",
+        "Position bias: the share of context pairs for which the pairwise ranking prompt "
+        "prefers a different context when the two are swapped (0 is best). Self-agreement: the "
+        "share of relevance verdicts a second sample repeats (1 is best). Bar: 95% interval.",
+        rows,
+        models=models_line(section, figs),
+        domain=(0, 1),
+        x_title="share (95% CI)",
+        reference=0.5,
+        legend=False,  # each line is its own statistic: the labels say it
+    )
+
+
+def calibration_figures(section: CalibrationSection) -> list[Figure]:
+    """Every calibration chart the section's figures support, in page order."""
+    out = []
+    for make in (monotonicity_chart, agreement_chart, alignment_chart, consistency_chart):
+        fig = make(section)
+        if fig is not None:
+            out.append(fig)
+    return out
+
+
 __all__ = [
     "FONT",
     "HEATMAP_MAX_ROWS",
+    "STATISTIC_LABELS",
     "Figure",
+    "agreement_chart",
+    "alignment_chart",
+    "calibration_figures",
+    "consistency_chart",
+    "models_line",
+    "monotonicity_chart",
     "calls_chart",
     "compare_chart",
     "distributions_chart",

@@ -20,7 +20,17 @@ from typing import Any
 
 import jinja2
 
-from ragaudit.reporting._charts import FONT, compare_chart, figures
+from ragaudit.reporting._calibration import CalibrationSection
+from ragaudit.reporting._charts import (
+    FONT,
+    STATISTIC_LABELS,
+    agreement_chart,
+    alignment_chart,
+    compare_chart,
+    consistency_chart,
+    figures,
+    monotonicity_chart,
+)
 from ragaudit.reporting._model import QuestionRow, Report
 from ragaudit.runfolder import write_bytes
 from ragaudit.secrets import redact
@@ -206,12 +216,93 @@ def write_compare_html(comparison: Any, path: Path | str) -> Path:
     return target
 
 
+# (kind(s), anchor, heading, what the section measures, chart, whether rows have a family)
+_CALIBRATION_SECTIONS = (
+    (
+        ("monotonicity",),
+        "monotonicity",
+        "Monotonicity",
+        "Scenario question sets of known order: does each metric score the better level higher?",
+        monotonicity_chart,
+        True,
+    ),
+    (
+        ("agreement", "detection"),
+        "agreement",
+        "Agreement with human labels",
+        "WikiEval and HaluEval: does the metric side with the human label?",
+        agreement_chart,
+        False,
+    ),
+    (
+        ("alignment",),
+        "alignment",
+        "Alignment with your labels",
+        "The labels file: how close the metric comes to your own human labels.",
+        alignment_chart,
+        False,
+    ),
+    (
+        ("consistency",),
+        "consistency",
+        "Judge consistency",
+        "Does the judge's answer depend on the order it reads things in, or on the sample drawn?",
+        consistency_chart,
+        False,
+    ),
+)
+
+
+def render_calibration_html(section: CalibrationSection) -> str:
+    """The page of a calibration run: one section per kind of figure, each with its chart."""
+    sections = []
+    for kinds, key, title, intro, chart, family in _CALIBRATION_SECTIONS:
+        rows = section.of_kind(*kinds)
+        if rows:
+            sections.append(
+                {
+                    "key": key,
+                    "title": title,
+                    "intro": intro,
+                    "figure": chart(section),
+                    "rows": rows,
+                    "family": family,
+                }
+            )
+    manifest = dict(section.manifest)
+    config = manifest.pop("config", {})
+    return (
+        _env()
+        .get_template("calibration.html.j2")
+        .render(
+            c=section,
+            m=manifest,
+            font=FONT,
+            sections=sections,
+            labels=STATISTIC_LABELS,
+            config_json=redact(json.dumps(config, indent=2, ensure_ascii=False, default=str)),
+            manifest_json=redact(json.dumps(manifest, indent=2, ensure_ascii=False, default=str)),
+        )
+    )
+
+
+def write_calibration_html(section: CalibrationSection, path: Path | str | None = None) -> Path:
+    """Write the calibration page (atomically) into its run folder, or to ``path``."""
+    if path is None and section.run_dir is None:
+        raise ValueError("write_calibration_html: the section has no run folder; give a path")
+    target = Path(path) if path is not None else Path(section.run_dir) / REPORT_FILE
+    write_bytes(render_calibration_html(section).encode("utf-8"), target)
+    return target
+
+
 __all__ = [
     "REPORT_FILE",
     "pack",
     "unpack",
+    "render_calibration_html",
     "render_compare_html",
     "render_html",
+    "write_calibration_html",
     "write_compare_html",
     "write_html",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import polars as pl
 from xlsxwriter import Workbook
 from xlsxwriter.worksheet import Worksheet
 
+from ragaudit.reporting._calibration import CalibrationSection
 from ragaudit.reporting._model import Report
 from ragaudit.runfolder import write_bytes
 
@@ -184,7 +186,59 @@ def write_xlsx(report: Report, path: Path) -> Path:
     return path
 
 
+CALIBRATION_XLSX = "calibration.xlsx"
+
+
+def calibration_frame(section: CalibrationSection) -> pl.DataFrame:
+    """One row per calibration figure, with its interval, its units and the models."""
+    return pl.DataFrame(
+        [asdict(f) for f in section.figures],
+        schema={
+            "kind": pl.String,
+            "dataset": pl.String,
+            "metric": pl.String,
+            "family": pl.String,
+            "statistic": pl.String,
+            "value": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "n": pl.Int64,
+            "note": pl.String,
+            "judge": pl.String,
+            "embedder": pl.String,
+        },
+        orient="row",
+    )
+
+
+def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None = None) -> Path:
+    """Write ``calibration.xlsx`` (the figures, and the run's models and warnings) atomically."""
+    if path is None and section.run_dir is None:
+        raise ValueError("write_calibration_xlsx: the section has no run folder; give a path")
+    target = Path(path) if path is not None else Path(section.run_dir) / CALIBRATION_XLSX
+    items = [
+        ("run_id", section.run_id),
+        ("judge", section.judge),
+        ("embedder", section.embedder),
+        *((f"items {status}", n) for status, n in section.items),
+        *(("warning", w) for w in section.warnings),
+    ]
+    run = pl.DataFrame(
+        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
+    )
+    buffer = io.BytesIO()
+    wb = Workbook(buffer, {"nan_inf_to_errors": True})
+    _write(calibration_frame(section), wb, "calibration", {"statistic": 20, "note": 60})
+    _write(run, wb, "run", {"field": 20, "value": 100})
+    wb.close()
+    write_bytes(buffer.getvalue(), target)
+    return target
+
+
 __all__ = [
+    "CALIBRATION_XLSX",
+    "calibration_frame",
+    "write_calibration_xlsx",
     "answers_frame",
     "metric_frame",
     "run_frame",
