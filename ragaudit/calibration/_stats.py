@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from ragaudit.reporting._stats import bootstrap_ci
+
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 
@@ -48,15 +50,8 @@ def share_ci(
     if data.size < 2 or np.all(data == data[0]):
         low, high = _wilson(mean, int(data.size), confidence)
         return mean, low, high
-    res = stats.bootstrap(
-        (data,),
-        np.mean,
-        confidence_level=confidence,
-        n_resamples=RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return mean, float(res.confidence_interval.low), float(res.confidence_interval.high)
+    low, high = bootstrap_ci(data, RESAMPLES, seed=seed, level=confidence)
+    return mean, low, high
 
 
 def preference_credit(preferred: float | None, other: float | None) -> float | None:
