@@ -1,4 +1,10 @@
-"""Helpers shared by the benchmarks: a scratch folder and a compact table printer."""
+"""Helpers shared by the benchmarks: the offline environment, a scratch folder, a table printer.
+
+Import this module before anything else that is heavy: ``import ragaudit`` sets the offline
+environment (no price-list fetch, no analytics, no hub look-ups) that litellm, ragas and
+prefect read once, at their own import. A bench that imported one of them first would touch
+the network and time it; that is refused here rather than measured.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("RAGAUDIT_HOME", str(REPO / "data" / "bench-home"))
+
+_EARLY = sorted(m for m in ("litellm", "ragas", "prefect") if m in sys.modules)
+if _EARLY and "ragaudit" not in sys.modules:
+    raise RuntimeError(
+        f"bench imported {', '.join(_EARLY)} before ragaudit's offline environment: "
+        "import _util (or ragaudit) first"
+    )
+
+import ragaudit  # noqa: E402,F401  (the offline environment, before any heavy import)
 
 
 def scratch(name: str) -> Path:

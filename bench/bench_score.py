@@ -12,8 +12,13 @@ latency), so that only our side's work counts: litellm's ``openai/`` provider, t
 instructor, the metrics. The process CPU time (``time.process_time``) of a score run over the
 calls the server answered, then a profile of a smaller run, summed by package.
 
+The metrics get what the score stage gives them: the judge's window (so the gateway checks
+every prompt against its budget) and a gateway scope writing the call log in parts as a run
+does. ``--bare`` leaves both out (how this bench measured before the gateway learnt budgets
+and incremental call logs), to see what they cost side by side.
+
     python bench/bench_score.py [--rows 200] [--latency 0.2] [--concurrency 16] [--k 3]
-                                [--server-rows 100] [--server-latency 0.05]
+                                [--server-rows 100] [--server-latency 0.05] [--bare]
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from ragaudit.tasks.score import score_rows
 
 ZH_CONTEXT = "北京是中华人民共和国的首都，是全国的政治、文化和国际交往中心。第{i}段补充说明历史。"
 EN_CONTEXT = "Paris is the capital of France and its largest city. Paragraph {i} adds its history."
+WINDOW = 32_000
+BARE = False  # --bare: no window in Deps, no call log (the bench before budgets and parts)
 
 
 def samples(rows: int, k: int) -> list[Sample]:
@@ -78,25 +85,42 @@ def samples(rows: int, k: int) -> list[Sample]:
     return out
 
 
+def stage_deps(gateway: Gateway, judge: str, embedder: str) -> Deps:
+    """The metrics' dependencies as the score stage builds them (``make_deps``)."""
+    return Deps(
+        gateway=gateway,
+        judge=judge,
+        embedder=embedder,
+        options={"answer_relevancy_strictness": 3},
+        max_output_tokens=512,
+        window=None if BARE else WINDOW,
+    )
+
+
+def stage_scope(gateway: Gateway, folder: Path) -> contextlib.AbstractContextManager:
+    """The gateway scope a stage runs in: its call log written to ``llm_calls/`` in parts."""
+    if BARE:
+        return contextlib.nullcontext()
+    return gateway.scope("score", run_id="bench", calls_dir=folder / "llm_calls")
+
+
 async def measure(
     rows: int, latency: float, concurrency: int, k: int
 ) -> tuple[list[tuple], dict[str, int]]:
-    gateway = Gateway(scratch("score") / "memo", concurrency=concurrency, backoff_s=0.0)
-    judge = f"fake/judge?latency={latency}"
-    deps = Deps(
-        gateway=gateway,
-        judge=judge,
-        embedder="fake/embed",
-        options={"answer_relevancy_strictness": 3},
-        max_output_tokens=512,
-    )
+    folder = scratch("score")
+    gateway = Gateway(folder / "memo", concurrency=concurrency, backoff_s=0.0)
+    deps = stage_deps(gateway, f"fake/judge?latency={latency}", "fake/embed")
     metrics = [m for m in METRICS.values() if m.needs_llm]
     batch = samples(rows, k)
     FAKE.reset()
     started, cpu = time.perf_counter(), time.process_time()
-    results = await asyncio.gather(
-        *(score_rows(m, batch, deps, window=32_000, limit=max(8, 4 * concurrency)) for m in metrics)
-    )
+    with stage_scope(gateway, folder):
+        results = await asyncio.gather(
+            *(
+                score_rows(m, batch, deps, window=WINDOW, limit=max(8, 4 * concurrency))
+                for m in metrics
+            )
+        )
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     calls = FAKE.stats.calls
     statuses = Counter(r["status"] for rs in results for r in rs)
@@ -149,20 +173,19 @@ async def score_against(base: str, rows: int, concurrency: int, k: int) -> tuple
     # litellm's openai provider reads its endpoint from here: loopback only, a dummy key.
     os.environ["OPENAI_API_BASE"] = os.environ["OPENAI_BASE_URL"] = f"{base}/v1"
     os.environ["OPENAI_API_KEY"] = "sk-bench-loopback"
-    gateway = Gateway(scratch("score-cpu") / "memo", concurrency=concurrency, backoff_s=0.0)
-    deps = Deps(
-        gateway=gateway,
-        judge="openai/bench-judge",
-        embedder="openai/bench-embed",
-        options={"answer_relevancy_strictness": 3},
-        max_output_tokens=512,
-    )
+    folder = scratch("score-cpu")
+    gateway = Gateway(folder / "memo", concurrency=concurrency, backoff_s=0.0)
+    deps = stage_deps(gateway, "openai/bench-judge", "openai/bench-embed")
     metrics = [m for m in METRICS.values() if m.needs_llm]
     batch = samples(rows, k)
     before, cpu = server_calls(base), time.process_time()
-    await asyncio.gather(
-        *(score_rows(m, batch, deps, window=32_000, limit=max(8, 4 * concurrency)) for m in metrics)
-    )
+    with stage_scope(gateway, folder):
+        await asyncio.gather(
+            *(
+                score_rows(m, batch, deps, window=WINDOW, limit=max(8, 4 * concurrency))
+                for m in metrics
+            )
+        )
     cpu = time.process_time() - cpu
     gateway.close()
     return server_calls(base) - before, cpu
@@ -227,11 +250,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--server-rows", type=int, default=100)
     parser.add_argument("--server-latency", type=float, default=0.05)
+    parser.add_argument("--bare", action="store_true", help="no window, no call log")
     args = parser.parse_args()
+    global BARE
+    BARE = args.bare
     lines, statuses = asyncio.run(measure(args.rows, args.latency, args.concurrency, args.k))
     print(
         f"Score stage: all judged metrics, fake judge at {args.latency * 1000:.0f} ms, "
-        f"concurrency {args.concurrency}, top-k {args.k} (one run)"
+        f"concurrency {args.concurrency}, top-k {args.k} (one run; "
+        f"{'bare: no window, no call log' if BARE else f'window {WINDOW}, call log in parts'})"
     )
     print(
         table(
