@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -31,6 +33,7 @@ from ragaudit.cache import (
     safe_url,
 )
 from ragaudit.cli import app
+from ragaudit.config import load_config
 from ragaudit.errors import ConfigError
 from ragaudit.tasks._common import hold_gateway, memo_location
 
@@ -73,41 +76,43 @@ def _release(go: Path, procs: list[subprocess.Popen[str]], ready: list[Path]) ->
 
 # -- diskcache: one folder, several processes -------------------------------------------------
 
-_DISK_WRITER = """
-import json, random, sys, time
-from pathlib import Path
-from ragaudit.cache import DiskMemo
 
-folder, writer, ready, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
-memo = DiskMemo(folder)
-ready.touch()
-while not go.exists():
-    time.sleep(0.01)
-rng = random.Random(writer)
-reads = torn = 0
-for n in range(600):
-    i = rng.randrange(40)  # both writers hit the same 40 keys
-    memo.set(f"k{i}", {"i": i, "writer": writer, "vec": [float(i) / 7.0] * 256})
-    j = rng.randrange(40)
-    got = memo.get(f"k{j}")
-    if got is not None:
-        reads += 1
-        ok = got["i"] == j and got["vec"] == [float(j) / 7.0] * 256 and got["writer"] in (0, 1)
-        torn += not ok
-memo.close()
-print(json.dumps({"reads": reads, "torn": torn}))
-"""
+def _disk_writer(folder: str, writer: int, ready: Any, go: Any, out: Any) -> None:
+    memo = DiskMemo(folder)
+    ready.release()
+    go.wait(60)
+    rng = random.Random(writer)
+    reads = torn = 0
+    for _ in range(600):
+        i = rng.randrange(40)  # both writers hit the same 40 keys
+        memo.set(f"k{i}", {"i": i, "writer": writer, "vec": [float(i) / 7.0] * 256})
+        j = rng.randrange(40)
+        got = memo.get(f"k{j}")
+        if got is not None:
+            reads += 1
+            whole = got["i"] == j and got["vec"] == [float(j) / 7.0] * 256
+            torn += not (whole and got["writer"] in (0, 1))
+    memo.close()
+    out.put({"reads": reads, "torn": torn})
 
 
 def test_two_processes_write_and_read_one_diskcache_folder_at_once(tmp_path: Path) -> None:
     """diskcache's SQLite index takes concurrent writers and readers of the same keys."""
-    folder, go = tmp_path / "memo", tmp_path / "go"
-    ready = [tmp_path / f"ready{w}" for w in (0, 1)]
-    procs = [
-        _start(_DISK_WRITER, str(folder), str(w), str(ready[w]), str(go)) for w in (0, 1)
-    ]
-    _release(go, procs, ready)
-    results = [_finish(p) for p in procs]
+    # Forked, not spawned: a fresh interpreter would spend seconds importing what is tested
+    # here in microseconds. The children touch only diskcache.
+    ctx = multiprocessing.get_context("fork")
+    folder = str(tmp_path / "memo")
+    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_disk_writer, args=(folder, w, ready, go, out)) for w in (0, 1)]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        assert ready.acquire(timeout=60)
+    go.set()  # both start writing at the same moment
+    results = [out.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
     assert all(r["torn"] == 0 for r in results), results  # every value read was whole
     assert all(r["reads"] > 0 for r in results)
     memo = DiskMemo(folder)
@@ -171,26 +176,39 @@ def _worker(
     )
 
 
-def test_two_processes_share_one_disk_memo_through_their_gateways(tmp_path: Path) -> None:
-    """Two workers on one machine ask the same 15 prompts and 15 texts at the same moment."""
-    n, go = 15, tmp_path / "go"
-    overrides = {"cache_dir": str(tmp_path / "memo")}
-    ready = [tmp_path / f"ready{w}" for w in (0, 1)]
-    procs = [_worker(overrides, n, tmp_path / f"calls{w}", ready[w], go) for w in (0, 1)]
-    _release(go, procs, ready)
-    first, second = (_finish(p) for p in procs)
-    assert first["answers"] == second["answers"] and first["vectors"] == second["vectors"]
+async def _ask(gateway: Gateway, n: int) -> list[str]:
+    """What a worker asks: n prompts, then n texts to embed (as ``_GATEWAY_WORKER``)."""
+    answers = []
+    for i in range(n):
+        response = await gateway.acompletion(
+            model="fake/judge", messages=user(f"shared question {i}")
+        )
+        answers.append(response.choices[0].message.content)
+    await gateway.aembed([f"shared text {i}" for i in range(n)], model="fake/embed")
+    gateway.close()
+    return answers
+
+
+def test_two_processes_share_one_disk_memo_through_their_gateways(
+    tmp_path: Path, fake: Any
+) -> None:
+    """Two workers on one machine (another process and this one) race on the same 15 prompts
+    and 15 texts; a third afterwards pays for nothing."""
+    n, go, ready = 15, tmp_path / "go", tmp_path / "ready"
+    proc = _worker({"cache_dir": str(tmp_path / "memo")}, n, tmp_path / "calls", ready, go)
+    _release(go, [proc], [ready])
+    mine = asyncio.run(_ask(Gateway(tmp_path / "memo", backoff_s=0.0), n))
+    other = _finish(proc)
+    assert other["answers"] == mine
     # A prompt is paid once or, when both asked it before either stored it, twice: never more.
-    paid = first["completions"] + second["completions"]
-    assert n <= paid <= 2 * n
-    assert n <= first["embedded"] + second["embedded"] <= 2 * n
+    assert n <= other["completions"] + fake.stats.calls <= 2 * n
+    assert n <= other["embedded"] + fake.stats.embeddings <= 2 * n
     memo = DiskMemo(tmp_path / "memo")
     assert len(memo) == 2 * n  # 15 answers and 15 vectors, each stored once
     memo.close()
-    # A third worker afterwards pays for nothing.
-    third = _finish(_worker(overrides, n, tmp_path / "calls2"))
-    assert third["completions"] == third["embedded"] == third["provider_calls"] == 0
-    assert third["hits"] == third["calls"] == n + 1
+    fake.reset()
+    asyncio.run(_ask(Gateway(tmp_path / "memo", backoff_s=0.0), n))
+    assert (fake.stats.calls, fake.stats.embeddings) == (0, 0)
 
 
 # -- Redis -----------------------------------------------------------------------------------
@@ -264,7 +282,7 @@ def test_gateways_are_keyed_by_memo_identity(redis_url: str, password_url: str) 
 
 
 def test_a_second_process_pays_nothing_through_redis(
-    tmp_path: Path, password_url: str, fake: Any
+    tmp_path: Path, password_url: str, fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two worker processes, one Redis: the second makes 0 provider calls."""
     n = 12
@@ -273,12 +291,16 @@ def test_a_second_process_pays_nothing_through_redis(
         "cache_dir": str(tmp_path / "unused"),
         "cache": {"backend": "redis", "redis_url_env": "MEMO_REDIS_URL"},
     }
-    first = _finish(_worker(overrides, n, tmp_path / "calls1", env=env))
-    second = _finish(_worker(overrides, n, tmp_path / "calls2", env=env))
-    assert (first["completions"], first["embedded"], first["hits"]) == (n, n, 0)
+    # The first worker is this process, through the config's gateway...
+    monkeypatch.setenv("MEMO_REDIS_URL", password_url)
+    with hold_gateway(load_config(None, overrides, environ={})) as gateway:
+        answers = asyncio.run(_ask(gateway, n))
+    assert (fake.stats.calls, fake.stats.embeddings) == (n, n)
+    # ... the second another process: it pays for nothing.
+    second = _finish(_worker(overrides, n, tmp_path / "calls", env=env))
     assert second["completions"] == second["embedded"] == second["provider_calls"] == 0
     assert second["hits"] == second["calls"] == n + 1
-    assert second["answers"] == first["answers"] and second["vectors"] == first["vectors"]
+    assert second["answers"] == answers
     assert second["stats"]["entries"] == 2 * n
     assert not (tmp_path / "unused").exists()  # no diskcache was opened
 
@@ -287,9 +309,7 @@ def test_the_redis_password_is_never_shown(
     tmp_path: Path, password_url: str, fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMO_REDIS_URL", password_url)
-    config = make_config(
-        tmp_path, cache__backend="redis", cache__redis_url_env="MEMO_REDIS_URL"
-    )
+    config = make_config(tmp_path, cache__backend="redis", cache__redis_url_env="MEMO_REDIS_URL")
     assert PASSWORD not in config.model_dump_json()  # the config holds only the variable name
     calls_dir = tmp_path / "runs" / "r" / "llm_calls"
     with hold_gateway(config) as gateway:
@@ -337,9 +357,8 @@ def test_an_unreachable_redis_is_one_clear_error(tmp_path: Path) -> None:
     url = f"redis://127.0.0.1:{port}/0"
     config = make_config(tmp_path, cache__backend="redis", cache__redis_url=url)
     started = time.monotonic()
-    with pytest.raises(ConfigError) as failed:
-        with hold_gateway(config):
-            pass
+    with pytest.raises(ConfigError) as failed, hold_gateway(config):
+        pass
     assert time.monotonic() - started < 15
     message = str(failed.value)
     assert message.startswith(f"cache.redis_url: cannot reach Redis at {url} (ConnectionError")
@@ -364,8 +383,6 @@ def test_redis_config_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cache.redis_url: .*redis://"):
         make_config(tmp_path, cache__redis_url="http://127.0.0.1:6379")
     # The environment override reaches the section like any other field.
-    from ragaudit.config import load_config
-
     cfg = load_config(
         None,
         environ={
