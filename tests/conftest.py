@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,51 +43,23 @@ def prefect_harness() -> Iterator[None]:
         yield
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real ``redis-server`` on loopback for the session (no persistence); yields its URL.
 
     Skips where the binary is missing (``make system-deps`` installs the Debian package).
     """
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.skip("redis-server is not installed (make system-deps installs it)")
-    folder = tmp_path_factory.mktemp("redis")
-    port = _free_port()
-    log = (folder / "redis.log").open("wb")
-    # An empty --save and no AOF: nothing is written but the log, all in a temporary folder.
-    args = [exe, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*args, "--dir", str(folder)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        import redis
+    from _redis_server import redis_server as run
 
-        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    text = (folder / "redis.log").read_text(errors="replace")[-2000:]
-                    pytest.fail(f"redis-server did not start on port {port}:\n{text}")
-                time.sleep(0.05)
-        client.close()
-        yield f"redis://127.0.0.1:{port}/0"
+    try:
+        server = run(tmp_path_factory.mktemp("redis"))
+        url = server.__enter__()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+        server.__exit__(None, None, None)
 
 
 @pytest.fixture

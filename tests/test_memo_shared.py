@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import REPO, _free_port, make_config
+from _redis_server import free_port
+from conftest import REPO, make_config
 from typer.testing import CliRunner
 
 from ragaudit.cache import (
@@ -353,7 +354,7 @@ def test_the_redis_password_is_never_shown(
 
 
 def test_an_unreachable_redis_is_one_clear_error(tmp_path: Path) -> None:
-    port = _free_port()  # nobody listens there
+    port = free_port()  # nobody listens there
     url = f"redis://127.0.0.1:{port}/0"
     config = make_config(tmp_path, cache__backend="redis", cache__redis_url=url)
     started = time.monotonic()
