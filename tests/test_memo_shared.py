@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 from _redis_server import free_port
@@ -260,9 +261,12 @@ async def test_redis_memo_round_trips_a_completion_and_an_embedding(
     names = sorted(n.decode() for n in client.keys("*"))
     assert len(names) == 3 and all(n.startswith("t:memo:k1:") for n in names)
     assert all(0 < client.ttl(n) <= 3600 for n in names)
+    # Values are exact, whatever numeric types a provider hands back.
+    other.memo.set("k1:np", {"v": np.array([0.1, 1 / 3], dtype=np.float64), "f": np.float32(0.5)})
+    assert other.memo.get("k1:np") == {"v": [0.1, 1 / 3], "f": 0.5}
     client.set("someone-else:key", b"1")
     # clear deletes the memo's keys only; close lets a later call connect again.
-    assert other.memo.clear() == 3  # type: ignore[attr-defined]
+    assert other.memo.clear() == 4  # type: ignore[attr-defined]
     other.close()
     assert other.stats()["entries"] == 0
     assert client.get("someone-else:key") == b"1"
