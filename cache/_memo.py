@@ -189,9 +189,10 @@ class RedisMemo:
 
     Values are stored as MessagePack: exact for floats, and an embedding takes 9 bytes a float
     where JSON text takes ~19 (``bench/bench_memo.py``). Keys are ``<prefix>:<request key>``,
-    and the request key carries its version, so a change of hashing never reads old answers. The connection is checked when
-    the memo opens: an unreachable server is one :class:`~ragaudit.errors.ConfigError` naming
-    the config field, not a failure deep inside the first stage.
+    and the request key carries its version, so a change of hashing never reads old answers.
+    The connection is checked when the memo opens: an unreachable server is one
+    :class:`~ragaudit.errors.ConfigError` naming the config field, not a failure deep inside
+    the first stage.
 
     Args:
         url: the Redis URL (may hold a password: it is registered as a secret and never shown).
