@@ -180,7 +180,7 @@ def _pack(value: Any) -> bytes:
     return msgpack.packb(value, default=_default)
 
 
-def _unpack(raw: bytes) -> Any:
+def _unpack(raw: Any) -> Any:
     return msgpack.unpackb(raw)
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
-import random
 import subprocess
 import sys
 import textwrap
@@ -34,6 +32,7 @@ from ragaudit.cache import (
     open_memo,
     safe_url,
 )
+from ragaudit.cache._memo import DEFAULT_SIZE_LIMIT
 from ragaudit.cli import app
 from ragaudit.config import load_config
 from ragaudit.errors import ConfigError
@@ -79,42 +78,45 @@ def _release(go: Path, procs: list[subprocess.Popen[str]], ready: list[Path]) ->
 # -- diskcache: one folder, several processes -------------------------------------------------
 
 
-def _disk_writer(folder: str, writer: int, ready: Any, go: Any, out: Any) -> None:
-    memo = DiskMemo(folder)
-    ready.release()
-    go.wait(60)
-    rng = random.Random(writer)
-    reads = torn = 0
-    for _ in range(600):
-        i = rng.randrange(40)  # both writers hit the same 40 keys
-        memo.set(f"k{i}", {"i": i, "writer": writer, "vec": [float(i) / 7.0] * 256})
-        j = rng.randrange(40)
-        got = memo.get(f"k{j}")
-        if got is not None:
-            reads += 1
-            whole = got["i"] == j and got["vec"] == [float(j) / 7.0] * 256
-            torn += not (whole and got["writer"] in (0, 1))
-    memo.close()
-    out.put({"reads": reads, "torn": torn})
+# DiskMemo is a thin wrapper over diskcache.Cache: the writers open the folder the same way
+# but import only diskcache, so that they start in milliseconds (importing ragaudit.cache
+# pulls in litellm) and nothing is forked from this threaded test process.
+_DISK_WRITER = """
+import json, random, sys, time
+from pathlib import Path
+import diskcache
+
+folder, writer, ready, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+memo = diskcache.Cache(folder, size_limit=int(sys.argv[5]))
+ready.touch()
+while not go.exists():
+    time.sleep(0.002)
+rng = random.Random(writer)
+reads = torn = 0
+for _ in range(600):
+    i = rng.randrange(40)  # both writers hit the same 40 keys
+    memo.set(f"k{i}", {"i": i, "writer": writer, "vec": [float(i) / 7.0] * 256})
+    j = rng.randrange(40)
+    got = memo.get(f"k{j}")
+    if got is not None:
+        reads += 1
+        whole = got["i"] == j and got["vec"] == [float(j) / 7.0] * 256
+        torn += not (whole and got["writer"] in (0, 1))
+memo.close()
+print(json.dumps({"reads": reads, "torn": torn}))
+"""
 
 
 def test_two_processes_write_and_read_one_diskcache_folder_at_once(tmp_path: Path) -> None:
     """diskcache's SQLite index takes concurrent writers and readers of the same keys."""
-    # Forked, not spawned: a fresh interpreter would spend seconds importing what is tested
-    # here in microseconds. The children touch only diskcache.
-    ctx = multiprocessing.get_context("fork")
-    folder = str(tmp_path / "memo")
-    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_disk_writer, args=(folder, w, ready, go, out)) for w in (0, 1)]
-    for proc in procs:
-        proc.start()
-    for _ in procs:
-        assert ready.acquire(timeout=60)
-    go.set()  # both start writing at the same moment
-    results = [out.get(timeout=120) for _ in procs]
-    for proc in procs:
-        proc.join(timeout=60)
-        assert proc.exitcode == 0
+    folder, go = tmp_path / "memo", tmp_path / "go"
+    ready = [tmp_path / f"ready{w}" for w in (0, 1)]
+    procs = [
+        _start(_DISK_WRITER, str(folder), str(w), str(ready[w]), str(go), str(DEFAULT_SIZE_LIMIT))
+        for w in (0, 1)
+    ]
+    _release(go, procs, ready)  # both start writing at the same moment
+    results = [_finish(p) for p in procs]
     assert all(r["torn"] == 0 for r in results), results  # every value read was whole
     assert all(r["reads"] > 0 for r in results)
     memo = DiskMemo(folder)
