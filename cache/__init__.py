@@ -14,7 +14,16 @@ from ragaudit.cache._gateway import (
 )
 from ragaudit.cache._keys import KEY_VERSION, canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
-from ragaudit.cache._memo import DiskMemo, Memo
+from ragaudit.cache._memo import (
+    DiskMemo,
+    Memo,
+    MemoLocation,
+    RedisMemo,
+    RedisTarget,
+    memo_identity,
+    open_memo,
+    safe_url,
+)
 from ragaudit.cache._tokens import FALLBACK_WINDOW, context_window, count_prompt, count_tokens
 
 __all__ = [
@@ -31,6 +40,9 @@ __all__ = [
     "Judged",
     "LimitStats",
     "Memo",
+    "MemoLocation",
+    "RedisMemo",
+    "RedisTarget",
     "canonical_hash",
     "canonical_json",
     "context_window",
@@ -38,8 +50,11 @@ __all__ = [
     "count_tokens",
     "extract_json",
     "live_gateways",
+    "memo_identity",
+    "open_memo",
     "open_gateway",
     "request_key",
+    "safe_url",
     "shared_gateway",
     "structured_messages",
     "structured_prompt_tokens",

@@ -6,9 +6,10 @@ adaptive per-model concurrency limit, bounded retries with backoff that honours 
 typed structured output with at most one repair and a prompt budget, and one call-log row per
 call.
 
-One gateway serves a cache folder per process (:func:`shared_gateway`, :func:`open_gateway`):
-its memo handles and per-loop limits are shared by every run and stage; what belongs to a run
-(its id, where its call log goes) is the scope's (:meth:`Gateway.scope`).
+One gateway serves a memo per process (:func:`shared_gateway`, :func:`open_gateway`), keyed
+by the memo's identity (its resolved folder, or its Redis URL without password): its memo
+handles and per-loop limits are shared by every run and stage; what belongs to a run (its id,
+where its call log goes) is the scope's (:meth:`Gateway.scope`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ragaudit.cache._calllog import (
 )
 from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
-from ragaudit.cache._memo import DiskMemo, Memo
+from ragaudit.cache._memo import Memo, MemoLocation, RedisTarget, memo_identity, open_memo
 from ragaudit.cache._tokens import count_prompt, count_tokens
 from ragaudit.secrets import redact
 from ragaudit.secrets import register as register_secret
@@ -250,14 +251,15 @@ class Gateway:
     process's one gateway for a cache folder.
 
     Args:
-        cache_dir: folder of the memo (shared by every run).
+        cache_dir: where the memo is (shared by every run): a diskcache folder or a
+            :class:`~ragaudit.cache.RedisTarget`; only a name when ``memo`` is given.
         call_log: where call rows made outside a scope with a ``calls_dir`` go; a fresh
             in-memory one if None.
         concurrency: calls in flight at once per model at most (the adaptive limit's maximum).
         max_retries: retries of a transient failure before it is final.
         backoff_s: first backoff delay, doubled per retry, with jitter.
         timeout_s: per-request timeout.
-        memo: the memo; a :class:`DiskMemo` on ``cache_dir`` if None.
+        memo: the memo; the one at ``cache_dir`` (:func:`open_memo`) if None.
         log_every: a scope's call log writes a part file every this many calls ...
         log_interval_s: ... or this many seconds, whichever comes first.
         global_limit: when set, every completion holds a slot of the Prefect global
@@ -266,7 +268,7 @@ class Gateway:
 
     def __init__(
         self,
-        cache_dir: Path | str,
+        cache_dir: MemoLocation,
         call_log: CallLog | None = None,
         *,
         concurrency: int = 8,
@@ -283,8 +285,10 @@ class Gateway:
         providers.register_all()
         # Every gateway user fans out many concurrent calls: tune the process for it once.
         _env.tune_for_concurrency()
-        self.cache_dir = Path(cache_dir)
-        self.memo: Memo = memo if memo is not None else DiskMemo(self.cache_dir)
+        self.location = memo_identity(cache_dir)
+        """The memo's name without credentials (the registry key)."""
+        self.cache_dir = None if isinstance(cache_dir, RedisTarget) else Path(cache_dir)
+        self.memo: Memo = memo if memo is not None else open_memo(cache_dir)
         self.log = call_log or CallLog()
         self.concurrency = concurrency
         self.max_retries = max_retries
@@ -706,7 +710,11 @@ class Gateway:
     async def aembed(self, texts: Sequence[str], *, model: str) -> list[list[float]]:
         """Embed ``texts``: memo hits per text, one provider call for the misses."""
         keys = [request_key({"model": model, "input": t}) for t in texts]
-        out: list[list[float] | None] = [self.memo.get(k) for k in keys]
+        # One round trip for the batch where the memo offers it (Redis: MGET).
+        get_many = getattr(self.memo, "get_many", None)
+        out: list[list[float] | None] = (
+            list(get_many(keys)) if get_many is not None else [self.memo.get(k) for k in keys]
+        )
         missing = [i for i, v in enumerate(out) if v is None]
         scope = self._current()
         record = CallRecord(
@@ -804,27 +812,25 @@ _SETTINGS = frozenset(
     }
 )
 
-# The live gateway of each cache folder. Weak: a gateway nobody uses any more is freed with
+# The live gateway of each memo, by identity. Weak: a gateway nobody uses any more is freed with
 # its memo handles and per-loop state; no run ever pins one for the life of the process.
 _live: weakref.WeakValueDictionary[str, Gateway] = weakref.WeakValueDictionary()
 _live_lock = threading.Lock()
 
 
-def _cache_key(cache_dir: Path | str) -> str:
-    return str(Path(cache_dir).expanduser().resolve())
+def shared_gateway(cache_dir: MemoLocation, **settings: Any) -> Gateway:
+    """The process's gateway for a memo: the live one (taking ``settings``) or a new one.
 
-
-def shared_gateway(cache_dir: Path | str, **settings: Any) -> Gateway:
-    """The process's gateway for ``cache_dir``: the live one (taking ``settings``) or a new one.
-
-    It lives as long as someone holds it (a flow through :func:`open_gateway`, a stage's
-    context); two users of one folder at the same time always share one gateway.
+    ``cache_dir`` is a diskcache folder or a :class:`~ragaudit.cache.RedisTarget`. The
+    gateway lives as long as someone holds it (a flow through :func:`open_gateway`, a stage's
+    context); two users of one memo at the same time always share one gateway.
     """
-    key = _cache_key(cache_dir)
+    key = memo_identity(cache_dir)
     with _live_lock:
         gateway = _live.get(key)
         if gateway is None:
-            gateway = Gateway(key, **settings)
+            target = cache_dir if isinstance(cache_dir, RedisTarget) else key
+            gateway = Gateway(target, **settings)
             _live[key] = gateway
         elif settings:
             gateway.configure(**settings)
@@ -832,8 +838,8 @@ def shared_gateway(cache_dir: Path | str, **settings: Any) -> Gateway:
 
 
 @contextlib.contextmanager
-def open_gateway(cache_dir: Path | str, **settings: Any) -> Iterator[Gateway]:
-    """Hold the shared gateway of ``cache_dir`` for the block; the last holder closes its memo.
+def open_gateway(cache_dir: MemoLocation, **settings: Any) -> Iterator[Gateway]:
+    """Hold the shared gateway of a memo for the block; the last holder closes its memo.
 
     Users are counted, so nested holders (a flow and a subflow) keep it open until the outer
     one ends.
@@ -852,7 +858,7 @@ def open_gateway(cache_dir: Path | str, **settings: Any) -> Iterator[Gateway]:
 
 
 def live_gateways() -> dict[str, Gateway]:
-    """The gateways alive in this process, by resolved cache folder."""
+    """The gateways alive in this process, by memo identity (see :func:`memo_identity`)."""
     with _live_lock:
         return dict(_live.items())
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import time
@@ -701,12 +700,23 @@ def cache_stats(config: ConfigOpt = None, runs_root: RootOpt = None) -> None:
         cfg = load_config(config, _overrides(runs_root=runs_root))
     except RagauditError as exc:
         _fail(exc)
-    import diskcache
     import polars as pl
 
-    path = Path(cfg.cache_dir)
-    with diskcache.Cache(str(path)) as memo:
-        console.print(f"memo {path}: {len(memo)} entries, {memo.volume() / 1e6:.1f} MB")
+    from ragaudit.cache import open_memo
+    from ragaudit.tasks._common import memo_location
+
+    try:
+        memo = open_memo(memo_location(cfg))
+        try:
+            info = memo.stats()
+        finally:
+            memo.close()
+    except RagauditError as exc:
+        _fail(exc)
+    console.print(
+        f"memo {info['path']}: {info['entries']} entries, {info['bytes'] / 1e6:.1f} MB",
+        soft_wrap=True,
+    )
     logs = sorted(Path(cfg.runs_root).glob("*/llm_calls/*.parquet"))
     if not logs:
         console.print("no call logs yet")
@@ -744,12 +754,23 @@ def cache_clear(
         cfg = load_config(config)
     except RagauditError as exc:
         _fail(exc)
-    path = Path(cfg.cache_dir)
-    if not yes and not typer.confirm(f"Delete every memoised answer in {path}?"):
-        raise typer.Exit(1)
-    if path.exists():
-        shutil.rmtree(path)
-    console.print(f"cleared {path}")
+    from ragaudit.cache import memo_identity, open_memo
+    from ragaudit.tasks._common import memo_location
+
+    try:
+        location = memo_location(cfg)
+        where = memo_identity(location)
+        if not yes and not typer.confirm(f"Delete every memoised answer in {where}?"):
+            raise typer.Exit(1)
+        memo = open_memo(location)
+        try:
+            # Entry by entry, not the folder: another process may be using the memo.
+            deleted = memo.clear()  # type: ignore[attr-defined]
+        finally:
+            memo.close()
+    except RagauditError as exc:
+        _fail(exc)
+    console.print(f"cleared {where}: {deleted} entries", soft_wrap=True)
 
 
 @app.command()

@@ -584,6 +584,54 @@ class ScaleConfig(_Frozen):
     """Local Dask workers are processes (True) or threads of the flow's process."""
 
 
+class CacheConfig(_Frozen):
+    """Where the LLM memo lives: a diskcache folder (``cache_dir``) or a shared Redis.
+
+    A folder serves every process on one machine (diskcache is SQLite underneath, safe for
+    concurrent readers and writers); Redis serves workers on many machines.
+    """
+
+    backend: Literal["disk", "redis"] = "disk"
+    """``disk``: diskcache in ``cache_dir``; ``redis``: the server at ``redis_url`` or in the
+    variable named by ``redis_url_env``."""
+    redis_url: str | None = None
+    """``redis://host:port/db`` (``rediss://`` for TLS, ``unix:///path.sock``) without a
+    password: the config is stored in every manifest. A URL with a password goes in an
+    environment variable named by ``redis_url_env``."""
+    redis_url_env: str | None = None
+    """Environment variable holding the Redis URL, password included (e.g. ``REDIS_URL``); the
+    value is registered as a secret and never stored or shown."""
+    redis_prefix: str = Field(default="ragaudit:memo", min_length=1)
+    """Prefix of every memo key on the server; two prefixes are two separate memos."""
+    ttl_s: int | None = Field(default=None, ge=1)
+    """Seconds a Redis entry lives (None: until cleared, or evicted by the server's policy)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _url_without_password(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from ragaudit.cache._memo import url_password
+
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        if url_password(value):
+            # The message never repeats the value: it holds the password.
+            raise ValueError(
+                "must not hold a password (it would be stored in the manifest): put the URL "
+                "in an environment variable and name it in cache.redis_url_env"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _redis_is_configured(self) -> CacheConfig:
+        if self.redis_url and self.redis_url_env:
+            raise ValueError("give cache.redis_url or cache.redis_url_env, not both")
+        if self.backend == "redis" and not (self.redis_url or self.redis_url_env):
+            raise ValueError("backend 'redis' needs cache.redis_url or cache.redis_url_env")
+        return self
+
+
 class RunConfig(_Frozen):
     """Everything one evaluation run needs; stored whole in the run's manifest."""
 
@@ -594,7 +642,9 @@ class RunConfig(_Frozen):
     runs_root: Path = Path("data/runs")
     """Folder holding one subfolder per run."""
     cache_dir: Path = Path("data/cache")
-    """diskcache folder of the LLM memo."""
+    """diskcache folder of the LLM memo (``cache.backend: disk``)."""
+    cache: CacheConfig = CacheConfig()
+    """Which store holds the LLM memo: this folder, or a shared Redis."""
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N questions."""
     models: ModelsConfig = ModelsConfig()
@@ -716,6 +766,7 @@ __all__ = [
     "AblateConfig",
     "AblationPoint",
     "AnswerConfig",
+    "CacheConfig",
     "CollectConfig",
     "EngineConfig",
     "FieldsConfig",

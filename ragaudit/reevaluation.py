@@ -34,6 +34,7 @@ _OPERATIONAL = (
     "run_id",
     "runs_root",
     "cache_dir",
+    "cache",
     "nightly",
     "scale",
     "ablate",

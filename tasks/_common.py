@@ -12,9 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragaudit.cache import Gateway, context_window, open_gateway, shared_gateway
+from ragaudit.cache import (
+    Gateway,
+    MemoLocation,
+    RedisTarget,
+    context_window,
+    open_gateway,
+    shared_gateway,
+)
 from ragaudit.config import RunConfig
+from ragaudit.errors import ConfigError
 from ragaudit.runfolder import RunFolder
+from ragaudit.secrets import resolve_secret
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -31,15 +40,30 @@ def _gateway_settings(config: RunConfig) -> dict[str, Any]:
     }
 
 
+def memo_location(config: RunConfig) -> MemoLocation:
+    """Where the config's memo lives: its cache folder, or its Redis (URL read from the env)."""
+    c = config.cache
+    if c.backend == "disk":
+        return config.cache_dir
+    if c.redis_url_env:
+        url = resolve_secret(env=c.redis_url_env, field="cache.redis_url_env")
+        source = f"cache.redis_url_env ({c.redis_url_env})"
+    else:
+        url, source = c.redis_url, "cache.redis_url"
+    if not url:  # the config's validator asks for one of the two; a hand-built config may not
+        raise ConfigError("cache: backend 'redis' needs cache.redis_url or cache.redis_url_env")
+    return RedisTarget(url, prefix=c.redis_prefix, ttl_s=c.ttl_s, source=source)
+
+
 def gateway_for(config: RunConfig) -> Gateway:
-    """The process's gateway for the config's cache folder (one per folder, shared by runs)."""
-    return shared_gateway(config.cache_dir, **_gateway_settings(config))
+    """The process's gateway for the config's memo (one per memo, shared by runs)."""
+    return shared_gateway(memo_location(config), **_gateway_settings(config))
 
 
 @contextlib.contextmanager
 def hold_gateway(config: RunConfig) -> Iterator[Gateway]:
     """Hold the config's gateway for the block (a flow's duration); the last holder closes it."""
-    with open_gateway(config.cache_dir, **_gateway_settings(config)) as gateway:
+    with open_gateway(memo_location(config), **_gateway_settings(config)) as gateway:
         yield gateway
 
 
@@ -213,6 +237,7 @@ __all__ = [
     "hold_gateway",
     "make_context",
     "part_name",
+    "memo_location",
     "run_stage",
     "split_part",
 ]

@@ -44,6 +44,25 @@ def prefect_harness() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``redis-server`` on loopback for the session (no persistence); yields its URL.
+
+    Skips where the binary is missing (``make system-deps`` installs the Debian package).
+    """
+    from _redis_server import redis_server as run
+
+    try:
+        server = run(tmp_path_factory.mktemp("redis"))
+        url = server.__enter__()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
+
+
 @pytest.fixture
 def fake() -> Iterator[Any]:
     """The fake provider, reset before and after the test, recording requests."""
