@@ -16,11 +16,13 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.states import State
 
 import ragaudit
 from ragaudit.cache import canonical_hash
@@ -119,7 +121,9 @@ async def _run_one(
     # A cached result whose tables were deleted would point at nothing: run it again.
     refresh = not all(run.has(t) for t in stage.part_writes(part))
     outer = time.perf_counter()
-    state = await stage_task.with_options(
+    # Prefect types an async task's call with return_state=True as the State itself; it is a
+    # coroutine of it.
+    call = stage_task.with_options(
         task_run_name=f"{stage.name}{':' + part if part else ''}", refresh_cache=refresh
     )(
         stage.name,
@@ -131,7 +135,8 @@ async def _run_one(
         part,
         return_state=True,
     )
-    result: StageResult = await state.result()
+    state = await cast(Coroutine[Any, Any, State[StageResult]], call)
+    result = await state.aresult()
     # Wall time around the task call, Prefect's bookkeeping included (the stage's own time is
     # result.seconds): the difference is what orchestration costs.
     result.task_seconds = time.perf_counter() - outer
