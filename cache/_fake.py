@@ -704,7 +704,9 @@ class FakeProvider(CustomLLM):
                 {"object": "embedding", "index": i, "embedding": _fake_vector(t)}
                 for i, t in enumerate(texts)
             ],
-            usage={"prompt_tokens": sum(count_text_tokens(t) for t in texts), "total_tokens": 0},
+            usage=litellm.Usage(
+                prompt_tokens=sum(count_text_tokens(t) for t in texts), total_tokens=0
+            ),
         )
 
 

@@ -237,7 +237,9 @@ def _cut_off(response: Any, tokens_out: int, max_tokens: int | None) -> bool:
     if getattr(response.choices[0], "finish_reason", None) in {"length", "max_tokens"}:
         return True
     # Some providers report no reason: an invalid answer that used the whole budget was cut.
-    return bool(max_tokens) and tokens_out >= max_tokens
+    if not max_tokens:
+        return False
+    return tokens_out >= max_tokens
 
 
 def _provider(model: str) -> str:

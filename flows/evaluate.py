@@ -23,12 +23,14 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow.parquet as pq
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.states import State
 
 import ragaudit
 from ragaudit.cache import canonical_hash
@@ -173,8 +175,10 @@ async def _run_one(
 ) -> tuple[StageResult, bool]:
     call, args = _task_call(stage, config, run, config_json, part)
     outer = time.perf_counter()
-    state = await call(*args, return_state=True)
-    result: StageResult = await state.result()
+    # Prefect types an async task's call with return_state=True as the State itself; it is a
+    # coroutine of it.
+    state = await cast(Coroutine[Any, Any, State[StageResult]], call(*args, return_state=True))
+    result = await state.aresult()
     # Wall time around the task call, Prefect's bookkeeping included (the stage's own time is
     # result.seconds): the difference is what orchestration costs.
     result.task_seconds = time.perf_counter() - outer

@@ -14,7 +14,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
@@ -80,11 +87,11 @@ class _RichReporter:
         return int(self.progress.add_task(label, total=max(total, 1)))
 
     def advance(self, handle: int, n: int = 1) -> None:
-        self.progress.advance(handle, n)  # type: ignore[arg-type]
+        self.progress.advance(TaskID(handle), n)
 
     def finish(self, handle: int) -> None:
-        task = self.progress.tasks[[t.id for t in self.progress.tasks].index(handle)]
-        self.progress.update(handle, completed=task.total)  # type: ignore[arg-type]
+        task = self.progress.tasks[[t.id for t in self.progress.tasks].index(TaskID(handle))]
+        self.progress.update(TaskID(handle), completed=task.total)
 
 
 def _overrides(
@@ -282,7 +289,7 @@ def _evaluate(
     except RagauditError as exc:
         _fail(exc)
     except Exception as exc:  # an error a stage raised, re-raised by Prefect
-        cause = exc
+        cause: BaseException = exc
         while cause.__cause__ is not None and not isinstance(cause, RagauditError):
             cause = cause.__cause__
         if isinstance(cause, RagauditError):
@@ -533,6 +540,7 @@ def report_cmd(
             _fail(exc)
         page = Path(root) / run_id / REPORT_FILE
     else:
+        assert run is not None  # exactly one of RUN and --run-id, checked above
         try:
             folder = _run_dir(run, runs_root, ("manifest.json", CALIBRATION_META))
             # A calibration run folder renders as the calibration page (and its workbook).

@@ -670,7 +670,7 @@ async def estimate_score(plan: Plan) -> None:
     models = config.models
     judge = models.judge_model
     deps = Deps(
-        gateway=None,  # type: ignore[arg-type]  (a dry run calls nothing)
+        gateway=None,  # type: ignore[arg-type]  # a dry run calls nothing
         judge=judge,
         embedder=models.embedder_model,
         options=config.score.model_dump(),

@@ -122,6 +122,7 @@ def failure_warnings(run: RunFolder, tables: list[str]) -> list[str]:
         if not run.has(name):
             continue
         rows = pl.from_arrow(run.read(name))
+        assert isinstance(rows, pl.DataFrame)  # an Arrow table converts to a frame, never a Series
         if "judge" in rows.columns:
             rows = rows.filter(pl.col("judge").is_not_null())
         rows = rows.filter(pl.col("status") != "skipped")

@@ -612,10 +612,10 @@ class _SampleSort:
             if g != h:
                 g = self.stable_gap(x, window, g, h)
             region = regions[g]
-            if region is not None and region[0].admit is not None:
+            if region is not None and (admit := region[0].admit) is not None:
                 hook, sub = region
                 visitor.joined = hook
-                hook.admit(x, sub)
+                admit(x, sub)
                 return None
             if g < len(window):
                 return x, window[g], False

@@ -21,7 +21,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -52,6 +52,14 @@ _CHARS_PER_TOKEN = 32
 def prompt_budget(ctx: StageContext) -> int:
     """Tokens a judge prompt may use: the judge's window less the answer's ``max_tokens``."""
     return ctx.window() - ctx.config.models.max_output_tokens
+
+
+V = TypeVar("V", bound=BaseModel)
+
+
+def _parsed(judged: Judged[V] | None) -> V | None:
+    """The parsed answer of a judgement that succeeded; None for a failed or missing one."""
+    return judged.value if judged is not None and judged.ok else None
 
 
 def context_room(ctx: StageContext, prompt: Prompt, empty: BaseModel, language: str) -> int:
@@ -147,11 +155,12 @@ class PairwiseJudge:
         if self.bar is not None:
             self.bar.advance(2 if ba is not None else 1)
         # Each answer as a vote for a: -1 a first, 1 b first ("1" in ab is a; "2" in ba is a).
+        pa, pb = _parsed(ab), _parsed(ba)
         votes = []
-        if ab.ok:
-            votes.append(-1 if ab.value.better == 1 else 1)
-        if ba is not None and ba.ok:
-            votes.append(-1 if ba.value.better == 2 else 1)
+        if pa is not None:
+            votes.append(-1 if pa.better == 1 else 1)
+        if pb is not None:
+            votes.append(-1 if pb.better == 2 else 1)
         failed = not ab.ok or (ba is not None and not ba.ok)
         # Agreement in both orders is a preference; disagreement is position bias: a tie.
         # A failed call leaves no preference either: the strategies keep the engine order.
@@ -161,11 +170,11 @@ class PairwiseJudge:
             {
                 "first_id": a,
                 "second_id": b,
-                "choice_ab": str(ab.value.better) if ab.ok else None,
-                "choice_ba": str(ba.value.better) if ba is not None and ba.ok else None,
+                "choice_ab": str(pa.better) if pa is not None else None,
+                "choice_ba": str(pb.better) if pb is not None else None,
                 "outcome": {-1: "first", 1: "second", 0: "tie"}[outcome],
-                "reason_ab": ab.value.reason if ab.ok else None,
-                "reason_ba": ba.value.reason if ba is not None and ba.ok else None,
+                "reason_ab": pa.reason if pa is not None else None,
+                "reason_ba": pb.reason if pb is not None else None,
                 "status": "failed" if failed else "ok",
                 "error": "; ".join(errors) or None,
                 "note": note,
@@ -220,7 +229,9 @@ async def _relevance(
     parts = fit_text(head, room, ctx.judge)[:_MAX_PARTS]
     answers = await asyncio.gather(*(ask(part) for part, _ in parts))
     judged_all = sum(len(part) for part, _ in parts) == len(text)
-    relevant = [k for k, a in enumerate(answers, start=1) if a.ok and a.value.relevant]
+    relevant = [
+        k for k, a in enumerate(answers, start=1) if (p := _parsed(a)) is not None and p.relevant
+    ]
     failed = [k for k, a in enumerate(answers, start=1) if not a.ok]
     note = (
         f"context over the judge's window ({whole.prompt_tokens}-token prompt, budget "
@@ -260,21 +271,23 @@ async def judge_relevance(
         cid = cand["context_id"]
         rel = out[qid]
         rel.calls += asked
+        parsed = _parsed(v)
         rel.rows.append(
             {
                 "run_id": ctx.run.run_id,
                 "question_id": qid,
                 "context_id": cid,
-                "relevant": v.value.relevant if v.ok else None,
-                "reason": v.value.reason if v.ok else None,
+                "relevant": parsed.relevant if parsed is not None else None,
+                "reason": parsed.reason if parsed is not None else None,
                 "status": v.status,
                 "error": v.error,
                 "note": note,
             }
         )
-        (
-            rel.relevant if v.ok and v.value.relevant else rel.irrelevant if v.ok else rel.unjudged
-        ).append(cid)
+        if parsed is None:
+            rel.unjudged.append(cid)
+        else:
+            (rel.relevant if parsed.relevant else rel.irrelevant).append(cid)
     return out
 
 

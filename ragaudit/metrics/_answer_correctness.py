@@ -29,7 +29,8 @@ class _AnswerCorrectness(rc.AnswerCorrectness):
 
     parts: dict[str, object]
 
-    async def ascore(self, user_input: str, response: str, reference: str) -> MetricResult:
+    # ragas's ascore takes **kwargs; this one names the inputs it needs.
+    async def ascore(self, user_input: str, response: str, reference: str) -> MetricResult:  # type: ignore[override]
         answer, truth = await asyncio.gather(
             self._generate_statements(user_input, response),
             self._generate_statements(user_input, reference),

@@ -33,7 +33,7 @@ async def answer_relevancy(s: Sample, deps: Deps) -> Outcome:
         llm=ragas_llm(deps, s.language, temperature), embeddings=embeddings(deps), strictness=n
     )
     localise(m, s.language, prompt=ANSWER_RELEVANCE)
-    result = await m.ascore(user_input=s.question, response=s.response)
+    result = await m.ascore(user_input=s.question, response=s.response or "")
     asked = [st for st in steps() if st["step"] == "AnswerRelevanceOutput" and "output" in st]
     if not any(st["output"].get("question") for st in asked):
         # ragas scores this 0; it is the judge giving nothing, not an irrelevant answer.

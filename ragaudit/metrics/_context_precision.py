@@ -8,6 +8,7 @@ utilization). The k verdicts are asked concurrently; the score is ragas's averag
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from ragas.metrics import collections as rc
 from ragas.metrics.collections.context_precision.util import (
@@ -37,7 +38,11 @@ async def _verdicts(
 ) -> list[int]:
     async def one(context: str) -> int:
         data = ContextPrecisionInput(question=question, context=context, answer=answer)
-        out = await m.llm.agenerate(m.prompt.to_string(data), ContextPrecisionOutput)
+        # ragas's InstructorTypeVar is no TypeVar to mypy; the reply is the model asked for.
+        out = cast(
+            ContextPrecisionOutput,
+            await m.llm.agenerate(m.prompt.to_string(data), ContextPrecisionOutput),
+        )
         if out.verdict not in (0, 1):
             raise JudgeError(f"the judge gave verdict {out.verdict!r}; expected 0 or 1")
         return out.verdict

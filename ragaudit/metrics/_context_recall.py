@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from ragas.metrics import collections as rc
-from ragas.metrics.collections.context_recall.util import ContextRecallInput, ContextRecallPrompt
+from ragas.metrics.collections.context_recall.util import (
+    ContextRecallInput,
+    ContextRecallOutput,
+    ContextRecallPrompt,
+)
 from ragas.metrics.result import MetricResult
 
 from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Window, metric
@@ -14,13 +20,19 @@ from ragaudit.prompts.context_recall import CONTEXT_RECALL
 class _ContextRecall(rc.ContextRecall):
     """ragas's context recall; a reply without classifications or with other labels is an error."""
 
-    async def ascore(
+    # ragas's ascore takes **kwargs; this one names the inputs it needs.
+    async def ascore(  # type: ignore[override]
         self, user_input: str, retrieved_contexts: list[str], reference: str
     ) -> MetricResult:
         data = ContextRecallInput(
             question=user_input, context="\n".join(retrieved_contexts), answer=reference
         )
-        result = await self.llm.agenerate(self.prompt.to_string(data), self.prompt.output_model)
+        # ragas's InstructorTypeVar is not a valid TypeVar to mypy; the prompt (ragas's or its
+        # translation) replies with ContextRecallOutput.
+        result = cast(
+            ContextRecallOutput,
+            await self.llm.agenerate(self.prompt.to_string(data), self.prompt.output_model),
+        )
         labels = [c.attributed for c in result.classifications]
         if not labels:
             raise JudgeError("the judge classified no statement of the reference")

@@ -9,6 +9,7 @@ a splitter that knows 。！？ and text without final punctuation.
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from ragas.metrics import collections as rc
 from ragas.metrics.collections.context_relevance.util import (
@@ -43,7 +44,8 @@ class _ContextRelevance(rc.ContextRelevance):
     judge that gives no valid rating fails the row, with what it said.
     """
 
-    async def ascore(self, user_input: str, retrieved_contexts: list[str]) -> MetricResult:
+    # ragas's ascore takes **kwargs; this one names the inputs it needs.
+    async def ascore(self, user_input: str, retrieved_contexts: list[str]) -> MetricResult:  # type: ignore[override]
         context = "\n".join(retrieved_contexts)
         # ragas's edge cases: a context that only repeats the question is not relevant.
         if not context.strip() or context.strip() in user_input.strip():
@@ -55,7 +57,11 @@ class _ContextRelevance(rc.ContextRelevance):
 
     async def _rate(self, prompt: object, user_input: str, context: str) -> int:
         data = ContextRelevanceInput(user_input=user_input, context=context)
-        out = await self.llm.agenerate(prompt.to_string(data), ContextRelevanceOutput)  # type: ignore[attr-defined]
+        # ragas's InstructorTypeVar is no TypeVar to mypy; the reply is the model asked for.
+        out = cast(
+            ContextRelevanceOutput,
+            await self.llm.agenerate(prompt.to_string(data), ContextRelevanceOutput),  # type: ignore[attr-defined]
+        )
         if out.rating not in (0, 1, 2):
             raise JudgeError(f"a context relevance judge rated {out.rating!r}; expected 0, 1 or 2")
         return out.rating

@@ -29,7 +29,8 @@ from ragaudit.prompts.statements import NLI_NOISE, STATEMENTS_NOISE
 class _NoiseSensitivity(rc.NoiseSensitivity):
     """ragas's noise sensitivity with its per-context verdicts asked at once, and checked."""
 
-    async def ascore(
+    # ragas's ascore takes **kwargs; this one names the inputs it needs.
+    async def ascore(  # type: ignore[override]
         self, user_input: str, response: str, reference: str, retrieved_contexts: list[str]
     ) -> MetricResult:
         gt, ans = await asyncio.gather(

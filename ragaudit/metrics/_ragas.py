@@ -156,6 +156,7 @@ class TracedLLM(InstructorBaseRagasLLM):
         if (
             self.gateway is None
             or mode is None
+            or provider is None
             or getattr(inner, "system_prompt", None)  # instructor would merge the two
             or not hasattr(inner, "_map_provider_params")  # not ragas's InstructorLLM
         ):
@@ -254,7 +255,9 @@ Picker = Callable[[list[Any], BaseModel], list[Any]]
 class LocalisedPrompt(BasePrompt):
     """One of our typed prompts as a ragas prompt, framed in its language (ragas's layout)."""
 
-    def __init__(self, prompt: Prompt, language: str, pick: Picker | None = None) -> None:
+    def __init__(
+        self, prompt: Prompt[BaseModel, BaseModel], language: str, pick: Picker | None = None
+    ) -> None:
         lang = prompt.language(language)
         self.source = prompt
         self.input_model = prompt.input_model

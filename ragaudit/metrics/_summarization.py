@@ -39,11 +39,10 @@ def _window(s: Sample, deps: Deps) -> Window:
 @metric("summarization_score", inputs=("response", "contexts"), llm=True, window=_window)
 async def summarization_score(s: Sample, deps: Deps) -> Outcome:
     """Share of questions on the contexts' key facts the answer answers, with a length penalty."""
-    args = {
-        "length_penalty": bool(deps.option("summarization_length_penalty", True)),
-        "coeff": float(deps.option("summarization_coeff", 0.5)),
-    }
-    m = _SummaryScore(llm=ragas_llm(deps, s.language), **args)
+    length_penalty = bool(deps.option("summarization_length_penalty", True))
+    coeff = float(deps.option("summarization_coeff", 0.5))
+    args = {"length_penalty": length_penalty, "coeff": coeff}
+    m = _SummaryScore(llm=ragas_llm(deps, s.language), length_penalty=length_penalty, coeff=coeff)
     localise(
         m,
         s.language,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import altair as alt
 import vl_convert as vlc
@@ -55,13 +55,13 @@ def _configure(chart: Any, left: int = 30) -> Any:
     )
 
 
-def _finite(v: float | None) -> bool:
+def _finite(v: float | None) -> TypeGuard[float]:
     return v is not None and math.isfinite(v)
 
 
 def means_chart(report: Report) -> Figure | None:
     """Mean of every metric with its 95% bootstrap interval and its threshold."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "metric": s.metric + ("" if s.higher_is_better else " (lower is better)"),
             "mean": s.mean,

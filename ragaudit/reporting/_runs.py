@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import polars as pl
-
-from ragaudit.reporting._build import question_set_hash, run_folder
+from ragaudit.reporting._build import _read, question_set_hash, run_folder
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,7 @@ def run_overview(run_dir: Path) -> RunOverview:
     """The overview of one run folder."""
     run = run_folder(run_dir)
     manifest = run.read_manifest()
-    questions = pl.from_arrow(run.read("questions")) if run.has("questions") else None
+    questions = _read(run, "questions")
     summary = run.read("summary").to_pylist() if run.has("summary") else []
     return RunOverview(
         run_id=run.run_id,
@@ -38,7 +36,7 @@ def run_overview(run_dir: Path) -> RunOverview:
         started_at=manifest.get("started_at"),
         status=manifest.get("status"),
         questions_file=manifest.get("config", {}).get("questions"),
-        question_set_hash=question_set_hash(questions) if questions is not None else None,  # type: ignore[arg-type]
+        question_set_hash=question_set_hash(questions) if questions is not None else None,
         n_questions=0 if questions is None else questions.height,
         judge=manifest.get("models", {}).get("judge"),
         means={r["metric"]: r["mean"] for r in summary},

@@ -57,7 +57,11 @@ def answers_frame(report: Report) -> pl.DataFrame:
             for q in report.questions
         ]
     data["question_id"] = [q.question_id for q in report.questions]
-    schema = {"question": pl.String, "answer": pl.String, "reference": pl.String}
+    schema: dict[str, type[pl.DataType]] = {
+        "question": pl.String,
+        "answer": pl.String,
+        "reference": pl.String,
+    }
     schema |= {m: pl.Float64 for m in report.metrics} | {"question_id": pl.String}
     return pl.DataFrame(data, schema=schema)
 

@@ -116,10 +116,14 @@ def index_target(cfg: RunConfig) -> str:
 def _drop_index(cfg: RunConfig, store: Any) -> None:
     if cfg.collect.backend == "local":
         import lancedb
+        from lancedb.db import LanceDBConnection
 
         path = Path(cfg.collect.index_path)
         if path.exists():
-            lancedb.connect(path).drop_table(cfg.collect.table, ignore_missing=True)
+            db = lancedb.connect(path)
+            # A local path connects locally; only that connection's drop_table has ignore_missing.
+            assert isinstance(db, LanceDBConnection)
+            db.drop_table(cfg.collect.table, ignore_missing=True)
         return
     store.drop()
 
