@@ -74,7 +74,8 @@ class _ShutdownFlushFilter(logging.Filter):
     """Drop the task-run recorder's "Error flushing" record when shutdown cancelled the flush."""
 
     def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102
-        cancelled = bool(record.exc_info) and isinstance(record.exc_info[1], asyncio.CancelledError)
+        error = record.exc_info[1] if record.exc_info else None
+        cancelled = isinstance(error, asyncio.CancelledError)
         return not (cancelled and str(record.msg).startswith("Error flushing"))
 
 

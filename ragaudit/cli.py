@@ -1077,9 +1077,13 @@ def testset_cmd(
         cfg = load_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
         source = corpus or cfg.collect.corpus
         if scenarios is not None:
-            rows = make_scenarios(load_questions(scenarios), read_corpus(source), seed=seed)
-            write_question_set([r.model_dump(mode="json", exclude_none=True) for r in rows], out)
-            console.print(f"{len(rows)} scenario rows written to {out}")
+            scenario_rows = make_scenarios(
+                load_questions(scenarios), read_corpus(source), seed=seed
+            )
+            write_question_set(
+                [r.model_dump(mode="json", exclude_none=True) for r in scenario_rows], out
+            )
+            console.print(f"{len(scenario_rows)} scenario rows written to {out}")
             return
         if source is None or not Path(source).is_file():
             raise RagauditError(f"testset: corpus {source} not found (--corpus or collect.corpus)")

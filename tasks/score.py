@@ -302,7 +302,8 @@ async def score_metric(ctx: StageContext, part: str) -> list[str]:
 
 def score_parts(config: RunConfig, batches: list[str]) -> list[str]:
     """One part per metric, and per batch when the questions are batched (metric-major)."""
-    return [part_name(m, b) for m in config.score.metrics for b in batches or [None]]
+    chosen: list[str | None] = list(batches) or [None]
+    return [part_name(m, b) for m in config.score.metrics for b in chosen]
 
 
 def combine_scores(ctx: StageContext, parts: list[str]) -> list[str]:

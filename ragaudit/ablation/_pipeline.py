@@ -30,6 +30,7 @@ from ragaudit.errors import ConfigError
 from ragaudit.prompts.rag_answer import RAG_ANSWER, RagAnswer, RagAnswerInput
 from ragaudit.runfolder import RunFolder, write_bytes, write_json
 from ragaudit.search import Document, index_corpus, make_search_backend, read_corpus
+from ragaudit.search._engine import EngineBackend
 
 PIPELINE_FILE = "pipeline.jsonl"
 """The point's answered question set, inside its run folder."""
@@ -199,6 +200,7 @@ def drop_index(config: RunConfig, key: str) -> None:
     """Drop an engine index (local indexes are folders inside the ablation and stay)."""
     if config.collect.backend in ("elasticsearch", "opensearch"):
         store = make_search_backend(search_config(config, key))
+        assert isinstance(store, EngineBackend)  # the engines' backends, never the local one
         store.drop()
         (ablation_dir(config) / "indexes" / key / READY_FILE).unlink(missing_ok=True)
 

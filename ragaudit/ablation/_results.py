@@ -82,9 +82,10 @@ def question_objective(report: Report, weights: dict[str, float]) -> dict[str, f
         cells = [q.scores.get(m) for m in weights]
         if any(c is None or c.status != "ok" or c.value is None for c in cells):
             continue
+        values = [c.value for c in cells if c is not None and c.value is not None]
         value = sum(
-            w * (c.value if up.get(m, True) else 1.0 - c.value)  # type: ignore[union-attr,operator]
-            for (m, w), c in zip(weights.items(), cells, strict=True)
+            w * (v if up.get(m, True) else 1.0 - v)
+            for (m, w), v in zip(weights.items(), values, strict=True)
         )
         out[q.question_id] = value / total
     return out

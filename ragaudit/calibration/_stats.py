@@ -50,8 +50,8 @@ def share_ci(
     if data.size < 2 or np.all(data == data[0]):
         low, high = _wilson(mean, int(data.size), confidence)
         return mean, low, high
-    low, high = bootstrap_ci(data, RESAMPLES, seed=seed, level=confidence)
-    return mean, low, high
+    boot_low, boot_high = bootstrap_ci(data, RESAMPLES, seed=seed, level=confidence)
+    return mean, boot_low, boot_high
 
 
 def preference_credit(preferred: float | None, other: float | None) -> float | None:

@@ -217,9 +217,12 @@ def calibration_frame(section: CalibrationSection) -> pl.DataFrame:
 
 def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None = None) -> Path:
     """Write ``calibration.xlsx`` (the figures, and the run's models and warnings) atomically."""
-    if path is None and section.run_dir is None:
+    if path is not None:
+        target = Path(path)
+    elif section.run_dir is not None:
+        target = Path(section.run_dir) / CALIBRATION_XLSX
+    else:
         raise ValueError("write_calibration_xlsx: the section has no run folder; give a path")
-    target = Path(path) if path is not None else Path(section.run_dir) / CALIBRATION_XLSX
     items = [
         ("run_id", section.run_id),
         ("judge", section.judge),

@@ -359,7 +359,11 @@ def chunk_document(doc: Document, chunking: Chunking) -> list[Document]:
         # of them bound the window in either count.
         j = min(i + size, units.n)
         if model is not None:
-            j = model.last_fitting(i + 1, j, lambda e, i=i: model.count(render(i, e)[0]) <= size)
+
+            def fits(e: int, i: int = i) -> bool:
+                return model.count(render(i, e)[0]) <= size
+
+            j = model.last_fitting(i + 1, j, fits)
         next_head = _next_heading(text, heads, units.start(i), units.end(j - 1))
         if next_head is not None:
             # With context on, a chunk stays inside one section, so its context line is true
@@ -382,7 +386,11 @@ def chunk_document(doc: Document, chunking: Chunking) -> list[Document]:
             # One unit that alone overflows (a long token-less string, or a context line longer
             # than the budget): keep the text without its context line, cut to the budget.
             body = text[start:end].strip()
-            keep = model.last_fitting(1, len(body), lambda e, b=body: model.count(b[:e]) <= size)
+
+            def fits_text(e: int, b: str = body) -> bool:
+                return model.count(b[:e]) <= size
+
+            keep = model.last_fitting(1, len(body), fits_text)
             body, context = body[:keep], None
         if body:
             meta = {**doc.metadata, "doc_id": doc.id, "chunk": len(out), "start": start, "end": end}
@@ -396,13 +404,11 @@ def chunk_document(doc: Document, chunking: Chunking) -> list[Document]:
             # at most half of its text, so a long context line never leaves a chunk that is
             # nearly all overlap.
             share = min(overlap, model.count(text[start:end]) // 2)
-            tail = model.last_fitting(
-                0,
-                j - i - 1,
-                lambda n, j=j, end=end, share=share: (
-                    model.count(text[units.start(j - n) : end]) <= share
-                ),
-            )
+
+            def fits_tail(n: int, j: int = j, end: int = end, share: int = share) -> bool:
+                return model.count(text[units.start(j - n) : end]) <= share
+
+            tail = model.last_fitting(0, j - i - 1, fits_tail)
             nxt = max(j - tail, i + 1) if overlap else j
         else:
             nxt = max(j - overlap, i + 1)

@@ -59,7 +59,8 @@ async def _one(
     texts = [c["text"] for c in chunks]
     lang = detect_language(" ".join(texts))
     try:
-        made = await ask(generator, QUESTION_GEN, QuestionGenInput(kind=kind, contexts=texts), lang)
+        inp = QuestionGenInput.model_validate({"kind": kind, "contexts": texts})
+        made = await ask(generator, QUESTION_GEN, inp, lang)
         check = await ask(
             deps, ANSWERABLE, AnswerabilityInput(question=made.question, contexts=texts), lang
         )
