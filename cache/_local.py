@@ -2,7 +2,7 @@
 
 These are *smoke-quality* defaults. They let every flow, test and benchmark run end to end on
 a laptop or CI box with no network, but their scores mean little: Gemma 3 270M is a tiny
-*base* model (not instruction-tuned), and PITFALLS records it answering "supported" to both a
+*base* model (not instruction-tuned), and it was measured answering "supported" to both a
 true and a false statement. Use a real judge for any number you intend to report.
 
 Two models are served:

@@ -1,6 +1,6 @@
 """Process environment the stack needs to run offline, set before any heavy import.
 
-Every value here is a measured fix from PITFALLS.md: each stops a library from calling the
+Every value here is a measured fix: each stops a library from calling the
 network (analytics, price lists, tokenizer and model downloads) or raises a timeout that is
 too tight on a 2-core machine. A value the user has already set is never overridden.
 """

@@ -108,7 +108,7 @@ class HttpAnswerConfig(_Frozen):
     """HTTP method."""
     params: dict[str, Any] = {"message": "{{ question }}"}
     """Query parameters; values are templates over ``question``, ``question_id``, ``filters``,
-    ``language`` and ``metadata`` (the seed: ``company_name: "{{ filters.collection }}"``)."""
+    ``language`` and ``metadata`` (e.g. ``company_name: "{{ filters.collection }}"``)."""
     body: dict[str, Any] | None = None
     """JSON body template (POST), rendered leaf by leaf like ``params``."""
     headers: dict[str, str] = {}
@@ -116,7 +116,7 @@ class HttpAnswerConfig(_Frozen):
     secret_headers: dict[str, SecretRef] = {}
     """Headers whose values come from an environment variable or a Prefect Secret block."""
     response: Literal["lines", "text", "json"] = "lines"
-    """``lines``: streamed lines, the last non-empty one is the answer (the seed's service);
+    """``lines``: streamed lines, the last non-empty one is the answer (a streaming QA service);
     ``text``: the whole body; ``json``: the value at ``json_path``."""
     json_path: str | None = None
     """Where the answer is in a JSON response (``answer``, ``data.choices[0].text``, or with a
@@ -182,11 +182,11 @@ class FieldsConfig(_Frozen):
     id: str | None = None
     """Dotted ``_source`` path of the context id; None uses the engine's ``_id``."""
     text: str = "text"
-    """Dotted ``_source`` path of the text (the seed: ``metadata.content``)."""
+    """Dotted ``_source`` path of the text (e.g. ``metadata.content``)."""
     metadata: str | None = "metadata"
     """Dotted ``_source`` path of the metadata object; None takes every other field."""
     filters: dict[str, str] = {}
-    """Question filter key → engine field (the seed: ``collection: collection_info.collect_id``);
+    """Question filter key → engine field (e.g. ``collection: collection_info.collect_id``);
     unlisted keys map to ``<metadata>.<key>``."""
 
 
@@ -224,7 +224,7 @@ class EngineConfig(_Frozen):
     fields: FieldsConfig = FieldsConfig()
     """Field mapping: id, text, metadata, filters."""
     source_excludes: tuple[str, ...] = ("*_embedding",)
-    """``_source`` fields never fetched (the seed: its embedding fields)."""
+    """``_source`` fields never fetched (e.g. the embedding vectors, which are large and unused)."""
     query_template: dict[str, Any] | str | None = None
     """Search body template (mapping or JSON text) over ``question``, ``filters``,
     ``filter_clauses``, ``text_field``, ``top_n``; None is the users' bool query (match_phrase
@@ -299,7 +299,7 @@ class CollectConfig(_Frozen):
     top_n: int = Field(default=200, ge=1, le=10_000)
     """Candidates fetched per question."""
     filter_field: str | None = "collection"
-    """Key of the question's ``filters`` that constrains the search (the seed's company id)."""
+    """Key of the question's ``filters`` that constrains the search (e.g. a collection id)."""
     mode: Literal["bm25", "vector", "hybrid"] = "bm25"
     """Local backend ranking."""
     elasticsearch: EngineConfig = EngineConfig()
@@ -317,7 +317,7 @@ class SortConfig(_Frozen):
     """Skip the stage entirely when false."""
     strategy: Literal["sample", "insertion", "merge", "quick"] = "sample"
     """Pairwise ordering (``ragaudit.ordering``): ``sample``, parallel sample sort built for a
-    noisy judge; ``insertion``, the seed's sequential binary insertion; ``merge`` and ``quick``,
+    noisy judge; ``insertion``, the classic sequential binary insertion; ``merge`` and ``quick``,
     plain parallel merge rounds and quicksort (for comparison)."""
     both_orders: bool = True
     """Ask each comparison in both orders; disagreement counts as a tie."""

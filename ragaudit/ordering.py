@@ -11,7 +11,7 @@ A tie carries no information about the order, so wherever a strategy must decide
 answer it keeps the input order (the engine's): a judge that only ever ties, such as a purely
 position-biased one once both orders are asked, leaves the input order as it was.
 
-``sample`` is the default and the one built for a noisy judge; ``insertion`` is the seed's
+``sample`` is the default and the one built for a noisy judge; ``insertion`` is the classic
 sequential binary insertion; ``merge`` and ``quick`` are the plain parallel alternatives the
 benchmark (``bench/bench_sort.py``) measures it against.
 """
@@ -90,18 +90,18 @@ class _Recorder:
         return frozenset((a, b)) in self.ties
 
 
-# -- the seed's strategy and two plain parallel ones, kept for comparison ----------------------
+# -- sequential binary insertion and two plain parallel ones, kept for comparison ----------
 
 
 @strategy("insertion")
 async def binary_insertion(
     items: Sequence[str], compare: Compare, *, top_k: int | None = None
 ) -> Ordering:
-    """The seed's sequential binary insertion sort: one comparison at a time.
+    """Sequential binary insertion sort: one comparison at a time.
 
-    A tie sends the item right, as the seed's ``else`` branch does. With ``top_k`` the search
-    runs over the first k sorted items only; an item that falls behind them joins the unordered
-    block at the end.
+    A tie sends the item right, as a plain ``if better: left; else: right`` does. With ``top_k``
+    the search runs over the first k sorted items only; an item that falls behind them joins the
+    unordered block at the end.
     """
     cmp = _Recorder(compare)
     ordered: list[str] = []

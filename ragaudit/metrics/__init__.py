@@ -34,7 +34,8 @@ from ragaudit.metrics._base import (
 )
 from ragaudit.metrics._judge import trace
 
-# The order ``ragaudit metrics`` lists them in: SPEC §2.4's.
+# The order ``ragaudit metrics`` lists them in: the four headline RAGAS metrics first, then
+# their variants and the other judged metrics; the rest follow in registration order.
 _ORDER = (
     "faithfulness",
     "answer_relevancy",

@@ -40,7 +40,7 @@ class MergedAnswer(BaseModel):
 
 
 UNKNOWN: dict[str, str] = {"en": "unknown", "zh": "不知道"}
-"""What the judge writes, per language, when the contexts cannot answer (the seed's "不知道")."""
+"""What the judge writes, per language, when the contexts cannot answer ("不知道" / "unknown")."""
 
 
 ANSWER_GROUP = Prompt(

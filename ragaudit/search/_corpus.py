@@ -3,7 +3,7 @@
 ``ragaudit index``, the collect stage (``collect.corpus``) and the reference pipeline of the
 ablation sweeps read corpora through here, so a corpus means the same thing everywhere.
 
-Chunking (the seed's 横向评测 factors: chunk size, overlap, "keep paragraph context"):
+Chunking (the factors an ablation sweeps: chunk size, overlap, "keep paragraph context"):
 windows of ``size`` units (characters; tokens of a model's tokenizer, counted by litellm; or
 ragaudit's own tokens, a CJK character or a Latin word each) overlapping by ``overlap`` units.
 Counted in a model's tokens, a chunk as written (its context line included) never holds more
