@@ -10,7 +10,7 @@ install: .install.stamp
 
 .install.stamp: pyproject.toml
 	$(PIP) install $(INSTALL_FLAGS) "torch==2.13.0"
-	$(PIP) install $(INSTALL_FLAGS) -e ".[offline,search,dev]"
+	$(PIP) install $(INSTALL_FLAGS) -e ".[offline,search,scale,dev]"
 	touch .install.stamp
 
 demo: install
