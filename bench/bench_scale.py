@@ -135,24 +135,31 @@ def limit(root: Path, questions: Path) -> None:
 
 
 def slot_cost() -> None:
-    from ragaudit.cache._global import ensure_global_limit, global_slot
+    from ragaudit.cache._global import ensure_global_limit, global_slot, leases_taken
 
-    async def go() -> float:
-        await ensure_global_limit(1000, "ragaudit-bench")
-        n = 200
-        started = time.perf_counter()
-        for _ in range(n):
-            async with global_slot("ragaudit-bench"):
+    n = 200
+
+    async def go(size: int, parallel: int) -> tuple[float, int]:
+        name = f"ragaudit-bench-{size}"
+        await ensure_global_limit(1000, name)
+        gate = asyncio.Semaphore(parallel)
+
+        async def one() -> None:
+            async with gate, global_slot(name, size=size):
                 pass
-        return (time.perf_counter() - started) / n
 
-    cpu0 = time.process_time()
-    per = asyncio.run(go())
-    cpu = (time.process_time() - cpu0) / 200
-    print(
-        f"\nGlobal limit slot (acquire + release, one at a time): {per * 1e3:.1f} ms wall, "
-        f"{cpu * 1e3:.1f} ms client CPU per call"
-    )
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        return (time.perf_counter() - started) / n, leases_taken(name)
+
+    rows = []
+    for size, parallel in ((1, 1), (4, 4), (8, 8)):
+        cpu0 = time.process_time()
+        per, leases = asyncio.run(go(size, parallel))
+        cpu = (time.process_time() - cpu0) / n
+        rows.append((size, parallel, n, leases, f"{per * 1e3:.2f}", f"{cpu * 1e3:.2f}"))
+    print("\nGlobal limit slot cost (empty calls; a lease serves 4 x size calls)")
+    print(table(rows, ("lease size", "in parallel", "calls", "leases", "ms wall", "ms CPU")))
 
 
 _GROWTH_CHILD = """

@@ -107,3 +107,28 @@ def test_dask_workers_write_the_tables_of_one_process(config_factory, fake) -> N
     assert manifest["status"] == "completed"
     assert "score:" + spread.score.metrics[0] + "@b0002" in manifest["stages"]
     assert_same_tables(whole, "whole", "dask")
+
+
+def test_global_slots_are_leased_in_bulk_and_never_exceed_the_limit() -> None:
+    from ragaudit.cache._global import ensure_global_limit, global_slot, leases_taken
+
+    name = "ragaudit-test-lease"
+    in_flight = peak = 0
+
+    async def call() -> None:
+        nonlocal in_flight, peak
+        async with global_slot(name, size=3):
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+
+    async def go() -> int:
+        await ensure_global_limit(3, name)
+        await asyncio.gather(*(call() for _ in range(60)))
+        return leases_taken(name)
+
+    leases = asyncio.run(go())
+    assert peak == 3  # the lease's slots are all used, and never one more
+    # 60 calls cost a handful of acquire/release round trips, not 60.
+    assert 1 <= leases <= 60 // 3
