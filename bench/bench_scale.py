@@ -178,11 +178,24 @@ def limit(root: Path, questions: Path) -> None:
                     seen["peak"],
                     seen["refused"],
                     f"{m['score_wall_s']:.1f}",
+                    f"{m['first_start_s']:.1f}",
                     f"{ideal:.1f}",
                     f"{m['score_wall_s'] / ideal:.2f}",
+                    f"{(m['score_wall_s'] - m['first_start_s']) / ideal:.2f}",
+                    " ".join(f"{x:.1f}" for x in os.getloadavg()),
                 )
             ],
-            ("calls", "peak in flight", "refused", "score wall s", "calls x 0.5/8", "ratio"),
+            (
+                "calls",
+                "peak in flight",
+                "refused",
+                "score wall s",
+                "first start s",
+                "calls x 0.5/8",
+                "ratio",
+                "ratio after warm-up",
+                "load avg",
+            ),
         )
     )
 
