@@ -6,7 +6,7 @@
 2. Four Dask workers (16 calls possible at once) under a global judge limit of 8: the peak the
    fake provider saw across processes, and the wall against calls x latency / 8.
 3. The cost of one global-limit slot (acquire + release against the Prefect API).
-4. Growth: collect + sort (gold, no judge) + score on 100 and 1,000 questions of 200
+4. Growth: collect + score (sort off, gold labels) on 100 and 1,000 questions of 200
    candidates (fake judge at 0 latency, two non-LLM metrics and faithfulness), each run in its
    own process: stage time and peak RSS.
 
@@ -62,6 +62,8 @@ def _run(config: Any, run_id: str) -> dict[str, Any]:
     manifest["wall_s"] = time.perf_counter() - started
     parts = {k: v for k, v in manifest["stages"].items() if k.startswith("score:")}
     stage_wall = max(v["task_s"] for v in parts.values())
+    # From submission until the first batch began its own work: worker warm-up and dispatch.
+    manifest["first_start_s"] = min(v["task_s"] - v["seconds"] for v in parts.values())
     busy = sum(v["seconds"] for v in parts.values())
     workers = config.scale.workers if config.scale.task_runner != "default" else 1
     manifest["score_wall_s"] = stage_wall
@@ -71,7 +73,7 @@ def _run(config: Any, run_id: str) -> dict[str, Any]:
 
 def latency(root: Path, questions: Path, ray: bool) -> None:
     rows = []
-    base = None
+    base = base_flow = base_warm = None
     runners = [("dask", n) for n in (1, 2, 4)] + ([("ray", n) for n in (1, 2, 4)] if ray else [])
     for runner, n in runners:
         config = _config(root, questions, f"{runner}{n}", task_runner=runner, workers=n)
@@ -83,6 +85,9 @@ def latency(root: Path, questions: Path, ray: bool) -> None:
         calls = m["llm"]["provider_calls"]
         if n == 1:
             base = m["score_wall_s"]
+        warm = m["score_wall_s"] - m["first_start_s"]
+        if n == 1:
+            base_flow, base_warm = m["wall_s"], warm
         rows.append(
             (
                 runner,
@@ -90,11 +95,59 @@ def latency(root: Path, questions: Path, ray: bool) -> None:
                 calls,
                 f"{m['score_wall_s']:.1f}",
                 f"{base / m['score_wall_s']:.2f}x" if base else "",
+                f"{m['first_start_s']:.1f}",
+                f"{warm:.1f}",
+                f"{base_warm / warm:.2f}x" if base else "",
+                f"{m['wall_s']:.1f}",
+                f"{base_flow / m['wall_s']:.2f}x" if base else "",
                 f"{100 * m['overhead']:.1f} %",
+                " ".join(f"{x:.1f}" for x in os.getloadavg()),
             )
         )
     print("\nLatency-bound score stage (0.5 s per call, concurrency 4 per worker, 8 batches)")
-    print(table(rows, ("runner", "workers", "calls", "score wall s", "speed-up", "overhead")))
+    print(
+        "score wall: submission of the 8 batches to the last one done (Dask workers import "
+        "the heavy libraries as the cluster starts, before it); first start: submission to "
+        "the first batch starting its own work (each worker's first-task warm-up, dispatch); "
+        "after it: score wall minus first start, i.e. warm-up excluded; flow wall: the whole "
+        f"flow, cluster start included. A fresh process imports them in {_import_s():.1f} s."
+    )
+    print(
+        table(
+            rows,
+            (
+                "runner",
+                "workers",
+                "calls",
+                "score wall s",
+                "speed-up",
+                "first start s",
+                "after it s",
+                "speed-up",
+                "flow wall s",
+                "speed-up",
+                "overhead",
+                "load avg",
+            ),
+        )
+    )
+
+
+def _import_s() -> float:
+    """Seconds a fresh process takes to import what a worker needs (median of three)."""
+    from ragaudit.flows.evaluate import WORKER_PRELOAD
+
+    code = "import time; t = time.perf_counter(); import " + ", ".join(WORKER_PRELOAD)
+    code += "; print(time.perf_counter() - t)"
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(3)
+    ]
+    return sorted(runs)[1]
 
 
 def limit(root: Path, questions: Path) -> None:
@@ -125,34 +178,54 @@ def limit(root: Path, questions: Path) -> None:
                     seen["peak"],
                     seen["refused"],
                     f"{m['score_wall_s']:.1f}",
+                    f"{m['first_start_s']:.1f}",
                     f"{ideal:.1f}",
                     f"{m['score_wall_s'] / ideal:.2f}",
+                    f"{(m['score_wall_s'] - m['first_start_s']) / ideal:.2f}",
+                    " ".join(f"{x:.1f}" for x in os.getloadavg()),
                 )
             ],
-            ("calls", "peak in flight", "refused", "score wall s", "calls x 0.5/8", "ratio"),
+            (
+                "calls",
+                "peak in flight",
+                "refused",
+                "score wall s",
+                "first start s",
+                "calls x 0.5/8",
+                "ratio",
+                "ratio after warm-up",
+                "load avg",
+            ),
         )
     )
 
 
 def slot_cost() -> None:
-    from ragaudit.cache._global import ensure_global_limit, global_slot
+    from ragaudit.cache._global import ensure_global_limit, global_slot, leases_taken
 
-    async def go() -> float:
-        await ensure_global_limit(1000, "ragaudit-bench")
-        n = 200
-        started = time.perf_counter()
-        for _ in range(n):
-            async with global_slot("ragaudit-bench"):
+    n = 200
+
+    async def go(size: int, parallel: int) -> tuple[float, int]:
+        name = f"ragaudit-bench-{size}"
+        await ensure_global_limit(1000, name)
+        gate = asyncio.Semaphore(parallel)
+
+        async def one() -> None:
+            async with gate, global_slot(name, size=size):
                 pass
-        return (time.perf_counter() - started) / n
 
-    cpu0 = time.process_time()
-    per = asyncio.run(go())
-    cpu = (time.process_time() - cpu0) / 200
-    print(
-        f"\nGlobal limit slot (acquire + release, one at a time): {per * 1e3:.1f} ms wall, "
-        f"{cpu * 1e3:.1f} ms client CPU per call"
-    )
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        return (time.perf_counter() - started) / n, leases_taken(name)
+
+    rows = []
+    for size, parallel in ((1, 1), (4, 4), (8, 8)):
+        cpu0 = time.process_time()
+        per, leases = asyncio.run(go(size, parallel))
+        cpu = (time.process_time() - cpu0) / n
+        rows.append((size, parallel, n, leases, f"{per * 1e3:.2f}", f"{cpu * 1e3:.2f}"))
+    print("\nGlobal limit slot cost (empty calls; a lease serves 4 x size calls)")
+    print(table(rows, ("lease size", "in parallel", "calls", "leases", "ms wall", "ms CPU")))
 
 
 _GROWTH_CHILD = """
@@ -169,15 +242,15 @@ print(json.dumps({"wall": wall, "stages": stages,
 """
 
 
-def growth(root: Path) -> None:
+def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
     rows, first = [], None
-    for n in (100, 1000):
-        questions = write_questions(root / f"growth-{n}.jsonl", n, candidates=200, seed=1)
+    for n in sizes:
+        questions = write_questions(root / f"growth-{n}.jsonl", n, candidates=candidates, seed=1)
         cfg = {
             "questions": str(questions),
             "runs_root": str(root / f"growth-runs-{n}"),
             "cache_dir": str(root / f"growth-cache-{n}"),
-            "collect": {"backend": "question_set", "top_n": 200},
+            "collect": {"backend": "question_set", "top_n": candidates},
             "sort": {"enabled": False},
             "ground_truth": {"enabled": False},
             "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
@@ -205,7 +278,11 @@ def growth(root: Path) -> None:
                 f"{res['rss_mb'] / first[1]:.2f}x",
             )
         )
-    print("\nGrowth: collect + sort (gold) + score, 200 candidates per question, judge at 0 s")
+    print(
+        f"\nGrowth: collect + score (two non-LLM metrics on gold, faithfulness), {candidates} "
+        "candidates per question, "
+        f"judge at 0 s (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})"
+    )
     print(table(rows, ("questions", "stages s", "flow wall s", "peak RSS MB", "time", "memory")))
 
 
@@ -213,6 +290,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--only", default="latency,limit,slot,growth")
+    parser.add_argument("--growth-sizes", default="100,1000")
+    parser.add_argument("--growth-candidates", type=int, default=200)
     args = parser.parse_args()
     only = set(args.only.split(","))
     root = scratch("scale")
@@ -228,7 +307,8 @@ def main() -> None:
         if "slot" in only:
             slot_cost()
     if "growth" in only:
-        growth(root)
+        sizes = tuple(int(n) for n in args.growth_sizes.split(","))
+        growth(root, sizes, args.growth_candidates)
 
 
 if __name__ == "__main__":

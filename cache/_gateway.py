@@ -565,7 +565,9 @@ class Gateway:
         if kind != "embedding" and self.global_limit is not None:
             from ragaudit.cache._global import global_slot
 
-            async with global_slot():
+            # The process leases as many slots as it can have calls in flight (its own
+            # limit), never more than the global limit itself.
+            async with global_slot(size=min(self.concurrency, self.global_limit)):
                 return await self._send_now(kind, params)
         return await self._send_now(kind, params)
 

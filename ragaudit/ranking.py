@@ -72,7 +72,7 @@ def kendall_tau_b(a: Mapping[str, float], b: Mapping[str, float]) -> float:
 
 
 def top_k_overlap(a: Sequence[str], b: Sequence[str], k: int) -> tuple[float, list[str]]:
-    """ "Top-k similarity": share of ``a``'s top k also in ``b``'s top k, and those ids.
+    """Top-k similarity: share of ``a``'s top k also in ``b``'s top k, and those ids.
 
     The share is over k (not over the shorter list), as the teams' existing reports compute it.
     """

@@ -107,3 +107,67 @@ def test_dask_workers_write_the_tables_of_one_process(config_factory, fake) -> N
     assert manifest["status"] == "completed"
     assert "score:" + spread.score.metrics[0] + "@b0002" in manifest["stages"]
     assert_same_tables(whole, "whole", "dask")
+
+
+def test_global_slots_are_leased_in_bulk_and_never_exceed_the_limit() -> None:
+    from ragaudit.cache._global import ensure_global_limit, global_slot, leases_taken
+
+    name = "ragaudit-test-lease"
+    in_flight = peak = 0
+
+    async def call() -> None:
+        nonlocal in_flight, peak
+        async with global_slot(name, size=3):
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+
+    async def go() -> int:
+        await ensure_global_limit(3, name)
+        await asyncio.gather(*(call() for _ in range(60)))
+        return leases_taken(name)
+
+    leases = asyncio.run(go())
+    assert peak == 3  # the lease's slots are all used, and never one more
+    # 60 calls cost a handful of acquire/release round trips, not 60.
+    assert 1 <= leases <= 60 // 3
+
+
+def test_leases_of_two_event_loops_never_overlap_past_the_limit() -> None:
+    # Two loops (as two workers would) share a limit of 2 and each leases 2 slots, so only one
+    # may run calls at a time. Bursts spaced around the idle linger are where a lease could be
+    # given back while a call that came in during the linger is still running.
+    import threading
+
+    from ragaudit.cache._global import LINGER_S, _lease, ensure_global_limit, global_slot
+
+    name = "ragaudit-test-overlap"
+    lock = threading.Lock()
+    counts = {"in_flight": 0, "peak": 0, "unleased": 0}
+
+    async def call() -> None:
+        async with global_slot(name, size=2):
+            with lock:
+                counts["in_flight"] += 1
+                counts["peak"] = max(counts["peak"], counts["in_flight"])
+            await asyncio.sleep(LINGER_S * 0.6)
+            with lock:
+                counts["in_flight"] -= 1
+                # The lease this call runs on is still held from the server.
+                counts["unleased"] += _lease(name, 2).held == 0
+
+    async def bursts() -> None:
+        for i in range(25):
+            await asyncio.gather(call(), call())
+            await asyncio.sleep(LINGER_S * (0.5, 0.7, 0.9)[i % 3])
+
+    asyncio.run(ensure_global_limit(2, name))
+    threads = [threading.Thread(target=asyncio.run, args=(bursts(),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert counts["peak"] == 2
+    assert counts["unleased"] == 0
