@@ -95,9 +95,12 @@ def test_a_signal_stops_the_run_and_its_server(tmp_path: Path, signum: int) -> N
     time.sleep(1.0)  # mid-flight: judge calls are out
     sent = time.monotonic()
     proc.send_signal(signum)
-    out, errors = proc.communicate(timeout=60)
+    out, errors = proc.communicate(timeout=180)
     took = time.monotonic() - sent
-    assert took < 15, f"took {took:.1f} s to stop"
+    # Before the fix a signal took 271 s and 24 connection errors to end the run. Stopping
+    # cancels the flow and Prefect's task teardown and waits for the server: 5-15 s here on a
+    # quiet machine, 26 s once under CI load, so the bound only separates "stops" from "runs on".
+    assert took < 90, f"took {took:.1f} s to stop"
     assert proc.returncode == 130, errors
     assert "Traceback" not in errors, errors
     assert f"interrupted by {signal.Signals(signum).name}" in errors
