@@ -132,16 +132,20 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
     )
 
 
-def _as_list(value: Any, where: str) -> list[str] | None:
-    if value is None or value == "":
-        return None
+def _decoded(value: Any, where: str, expected: str) -> Any:
+    """A field's value as Python data: JSON text (CSV cells) parsed, arrays (Parquet) listed."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise InputError(f"{where}: expected a list (JSON array of strings)") from None
-    if hasattr(value, "tolist"):
-        value = value.tolist()
+            raise InputError(f"{where}: expected {expected}") from None
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _as_list(value: Any, where: str) -> list[str] | None:
+    if value is None or value == "":
+        return None
+    value = _decoded(value, where, "a list (JSON array of strings)")
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InputError(f"{where}: expected a list of strings")
     return value
@@ -150,11 +154,7 @@ def _as_list(value: Any, where: str) -> list[str] | None:
 def _as_dict(value: Any, where: str) -> dict[str, Any]:
     if value is None or value == "":
         return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise InputError(f"{where}: expected a JSON object") from None
+    value = _decoded(value, where, "a JSON object")
     if not isinstance(value, dict):
         raise InputError(f"{where}: expected an object (mapping)")
     return value
@@ -164,13 +164,7 @@ def _as_grades(value: Any, where: str) -> dict[str, int] | None:
     """Context id → integer grade, from a mapping, JSON text or Parquet's key/value list."""
     if value is None or value == "":
         return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise InputError(f"{where}: expected a JSON object of context id → grade") from None
-    if hasattr(value, "tolist"):
-        value = value.tolist()
+    value = _decoded(value, where, "a JSON object of context id → grade")
     if isinstance(value, list) and all(
         isinstance(v, dict) and set(v) == {"key", "value"} for v in value
     ):
