@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -193,6 +193,26 @@ def _with_missing(fig: Figure, missing: int) -> Figure:
     return Figure(fig.statistic, fig.value, fig.ci_low, fig.ci_high, fig.n, note)
 
 
+def _per_metric(
+    items: list[Labelled],
+    scores: dict[tuple[str, str], dict[str, Any]],
+    deps: Deps,
+    kind: str,
+    dataset: str,
+    figures: Callable[[list[float], list[float]], list[Figure]],
+) -> list[dict[str, Any]]:
+    """``figures`` of each metric's scored items against their labels, as figure rows."""
+    out = []
+    by_metric: dict[str, list[Labelled]] = defaultdict(list)
+    for item in items:
+        by_metric[item.metric].append(item)
+    for metric, group in sorted(by_metric.items()):
+        labels, values, missing = _scored(group, scores)
+        for fig in figures(labels, values):
+            out.append(_figure_row(_with_missing(fig, missing), deps, kind, dataset, metric))
+    return out
+
+
 def detection(
     items: list[Labelled],
     scores: dict[tuple[str, str], dict[str, Any]],
@@ -200,17 +220,14 @@ def detection(
     threshold: float,
 ) -> list[dict[str, Any]]:
     """HaluEval: the metric as a detector of the right (non-hallucinated) answer."""
-    out = []
-    by_metric: dict[str, list[Labelled]] = defaultdict(list)
-    for item in items:
-        by_metric[item.metric].append(item)
-    for metric, group in sorted(by_metric.items()):
-        labels, values, missing = _scored(group, scores)
-        for fig in detector_figures([int(x) for x in labels], values, threshold):
-            out.append(
-                _figure_row(_with_missing(fig, missing), deps, "detection", "halueval", metric)
-            )
-    return out
+    return _per_metric(
+        items,
+        scores,
+        deps,
+        "detection",
+        "halueval",
+        lambda labels, values: detector_figures([int(x) for x in labels], values, threshold),
+    )
 
 
 def alignment(
@@ -220,17 +237,14 @@ def alignment(
     threshold: float,
 ) -> list[dict[str, Any]]:
     """A labels file: MAE, Spearman, Kendall, Cohen's κ, AUC per metric."""
-    out = []
-    by_metric: dict[str, list[Labelled]] = defaultdict(list)
-    for item in items:
-        by_metric[item.metric].append(item)
-    for metric, group in sorted(by_metric.items()):
-        labels, values, missing = _scored(group, scores)
-        for fig in alignment_figures(labels, values, threshold):
-            out.append(
-                _figure_row(_with_missing(fig, missing), deps, "alignment", "labels", metric)
-            )
-    return out
+    return _per_metric(
+        items,
+        scores,
+        deps,
+        "alignment",
+        "labels",
+        lambda labels, values: alignment_figures(labels, values, threshold),
+    )
 
 
 async def consistency(items: list[Labelled], deps: Deps) -> list[dict[str, Any]]:
