@@ -4,7 +4,7 @@ PIP := $(PYTHON) -m pip
 # The CPU wheel of torch 2.13.0 lies on these machines; an unpinned torch pulls GBs of CUDA.
 INSTALL_FLAGS ?=
 
-.PHONY: install system-deps demo test test-fast check lint typecheck format bench clean
+.PHONY: install system-deps demo test test-fast soak check lint typecheck format bench clean
 
 install: .install.stamp
 
@@ -21,6 +21,16 @@ test: install system-deps
 
 test-fast: install system-deps
 	$(PYTHON) -m pytest -q -m "not slow"
+
+# Determinism check: every fast test that runs judge calls concurrently (gateway, limits, metrics,
+# sort, ground truth), SOAK times over in one process; one failure stops it. The three
+# data-set-sized tests (each 10-40 s, sequential in what they check) are left out.
+SOAK ?= 50
+SOAK_TESTS := tests/test_gateway.py tests/test_gateway_limits.py tests/test_metrics.py \
+	tests/test_metrics_chinese.py tests/test_sort.py tests/test_ground_truth.py
+soak: install
+	$(PYTHON) -m pytest -q -x -m "not slow" --count $(SOAK) $(SOAK_TESTS) \
+	  -k "not independent_implementations and not 1000"
 
 # Debian packages the integration tests drive: headless Chromium (report pages, with a CJK
 # font so Chinese renders in screenshots) and Redis (the shared memo). Installed only where
