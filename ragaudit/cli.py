@@ -425,18 +425,6 @@ def run(
     sets = [*(sets or [])]
     sets += [f"scale.task_runner={task_runner}"] if task_runner is not None else []
     sets += [f"scale.workers={workers}"] if workers is not None else []
-    if dry_run:
-        overrides = _overrides(
-            questions=questions,
-            run_id=run_id,
-            judge=judge,
-            embedder=embedder,
-            runs_root=runs_root,
-            limit=limit,
-            sets=sets,
-        )
-        _dry_run(config, overrides, assume)
-        return
     _evaluate_with_flags(None, **locals())
 
 
@@ -451,9 +439,11 @@ def _evaluate_with_flags(
     runs_root: Path | None,
     limit: int | None,
     sets: list[str] | None,
+    dry_run: bool = False,
+    assume: list[str] | None = None,
     **_: object,
 ) -> None:
-    """What ``run`` and every stage command share: flags to overrides, then the flow."""
+    """What ``run`` and every stage command share: flags to overrides, then flow or estimate."""
     overrides = _overrides(
         questions=questions,
         run_id=run_id,
@@ -463,6 +453,9 @@ def _evaluate_with_flags(
         limit=limit,
         sets=sets,
     )
+    if dry_run:
+        _dry_run(config, overrides, assume)
+        return
     _evaluate(config, overrides, stages)
 
 

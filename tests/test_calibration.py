@@ -365,3 +365,18 @@ def test_oracle_calibration_page_in_chromium(oracle_run) -> None:
         assert chart["marks"] > 4, (key, chart)
         assert "judge fake/judge · embedder fake/embed" in chart["text"], key
     assert shot.stat().st_size > 10_000
+
+
+def test_calibration_files_go_to_the_run_folder_or_a_given_path(tmp_path: Path) -> None:
+    from ragaudit.reporting import write_calibration_html, write_calibration_xlsx
+    from ragaudit.reporting._calibration import CalibrationSection
+
+    section = CalibrationSection("cal", "fake/judge", "fake/embed", (), (), run_dir=tmp_path)
+    assert write_calibration_html(section) == tmp_path / "report.html"
+    assert write_calibration_xlsx(section) == tmp_path / "calibration.xlsx"
+    loose = CalibrationSection("cal", "fake/judge", "fake/embed", (), ())
+    for write in (write_calibration_html, write_calibration_xlsx):
+        with pytest.raises(ValueError, match="no run folder: give a path"):
+            write(loose)
+        other = tmp_path / "elsewhere" / f"{write.__name__}.out"
+        assert write(loose, other) == other and other.stat().st_size > 0
