@@ -21,7 +21,7 @@ import _util  # noqa: E402,F401  (tests/ on the path, the bench home)
 started = time.perf_counter()
 from html_runs import SHARED, write_full_run  # noqa: E402
 
-import ragaudit.metrics  # noqa: E402  (the registry the model reads directions from)
+import ragaudit.metrics  # noqa: E402  (the registered names the synthetic run scores)
 from ragaudit.reporting import build_report, write_html  # noqa: E402
 from ragaudit.reporting._html import unpack  # noqa: E402
 

@@ -638,16 +638,7 @@ class FakeProvider(CustomLLM):
         if opts.errors and _unit("error", digest, attempt, opts.seed) < opts.errors:
             with self._lock:
                 self.stats.errors += 1
-            raise litellm.RateLimitError(
-                message="fake: simulated rate limit",
-                llm_provider="fake",
-                model=model,
-                response=httpx.Response(
-                    429,
-                    headers={"retry-after-ms": "1"},
-                    request=httpx.Request("POST", "http://fake.invalid/v1/chat"),
-                ),
-            )
+            raise _rate_limited(model, 0.001)
         text = self.answer(req)
         if opts.malformed and _unit("malformed", digest, opts.seed) < opts.malformed:
             with self._lock:

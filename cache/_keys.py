@@ -1,13 +1,10 @@
-"""Versioned canonical-JSON hashing: the memo key and every other content hash."""
+"""The memo key of a model request: the canonical hash of its output-affecting fields."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-# Bump when what goes into a key changes, so old entries can never be mistaken for new ones.
-KEY_VERSION = "k1"
+from ragaudit.hashing import KEY_VERSION, canonical_hash, canonical_json
 
 # The request fields that change what a model answers. Everything else (timeouts, retries,
 # api keys, base URLs, metadata) stays out of the key by construction: an allow-list, not a
@@ -40,29 +37,6 @@ OUTPUT_FIELDS = frozenset(
         "sample_index",
     }
 )
-
-
-def _default(obj: Any) -> Any:
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    if isinstance(obj, bytes):
-        return obj.hex()
-    return str(obj)
-
-
-def canonical_json(obj: Any) -> str:
-    """Sorted keys, compact separators, UTF-8 kept: the same value always gives the same text."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
-    )
-
-
-def canonical_hash(obj: Any) -> str:
-    """``k1:`` + SHA-256 of the canonical JSON."""
-    digest = hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
-    return f"{KEY_VERSION}:{digest}"
 
 
 def request_key(request: dict[str, Any]) -> str:

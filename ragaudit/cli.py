@@ -425,18 +425,6 @@ def run(
     sets = [*(sets or [])]
     sets += [f"scale.task_runner={task_runner}"] if task_runner is not None else []
     sets += [f"scale.workers={workers}"] if workers is not None else []
-    if dry_run:
-        overrides = _overrides(
-            questions=questions,
-            run_id=run_id,
-            judge=judge,
-            embedder=embedder,
-            runs_root=runs_root,
-            limit=limit,
-            sets=sets,
-        )
-        _dry_run(config, overrides, assume)
-        return
     _evaluate_with_flags(None, **locals())
 
 
@@ -451,9 +439,11 @@ def _evaluate_with_flags(
     runs_root: Path | None,
     limit: int | None,
     sets: list[str] | None,
+    dry_run: bool = False,
+    assume: list[str] | None = None,
     **_: object,
 ) -> None:
-    """What ``run`` and every stage command share: flags to overrides, then the flow."""
+    """What ``run`` and every stage command share: flags to overrides, then flow or estimate."""
     overrides = _overrides(
         questions=questions,
         run_id=run_id,
@@ -463,6 +453,9 @@ def _evaluate_with_flags(
         limit=limit,
         sets=sets,
     )
+    if dry_run:
+        _dry_run(config, overrides, assume)
+        return
     _evaluate(config, overrides, stages)
 
 
@@ -1049,7 +1042,11 @@ def ablate(
 def testset_cmd(
     out: Annotated[Path, typer.Argument(help="Question set to write (JSONL).")],
     corpus: Annotated[
-        Path | None, typer.Option("--corpus", help="Corpus JSONL (default: collect.corpus).")
+        Path | None,
+        typer.Option(
+            "--corpus",
+            help="Corpus: JSONL, Parquet or a folder of .txt/.md (default: collect.corpus).",
+        ),
     ] = None,
     size: Annotated[int, typer.Option("--size", min=1, help="Questions to keep.")] = 20,
     scenarios: Annotated[
@@ -1067,9 +1064,9 @@ def testset_cmd(
 ) -> None:
     """Generate a checked question set from a corpus, or scenario sets from a question set."""
     from ragaudit.calibration import make_scenarios
-    from ragaudit.calibration._write import read_corpus
     from ragaudit.dataset import load_questions
     from ragaudit.metrics import Deps
+    from ragaudit.search import read_corpus
     from ragaudit.tasks._common import hold_gateway
     from ragaudit.testset import generate_testset, write_question_set
 
@@ -1077,23 +1074,16 @@ def testset_cmd(
         cfg = load_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
         source = corpus or cfg.collect.corpus
         if scenarios is not None:
-            scenario_rows = make_scenarios(
-                load_questions(scenarios), read_corpus(source), seed=seed
-            )
+            docs = read_corpus(source) if source is not None else []
+            scenario_rows = make_scenarios(load_questions(scenarios), docs, seed=seed)
             write_question_set(
                 [r.model_dump(mode="json", exclude_none=True) for r in scenario_rows], out
             )
             console.print(f"{len(scenario_rows)} scenario rows written to {out}")
             return
-        if source is None or not Path(source).is_file():
+        if source is None or not Path(source).exists():
             raise RagauditError(f"testset: corpus {source} not found (--corpus or collect.corpus)")
-        from ragaudit.dataset import jsonl_lines
-
-        chunks = [
-            json.loads(line)
-            for line in jsonl_lines(Path(source).read_text(encoding="utf-8"))
-            if line.strip()
-        ]
+        chunks = [{"id": d.id, "text": d.text, "metadata": d.metadata} for d in read_corpus(source)]
         m = cfg.models
         with hold_gateway(cfg) as gateway, gateway.scope("testset"):
             deps = Deps(

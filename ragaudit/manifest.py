@@ -41,27 +41,20 @@ EMBEDDER_WARNING = (
 )
 
 
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+
+
 def git_info() -> dict[str, Any]:
     """Commit and dirty flag of the ragaudit checkout (None outside a git checkout)."""
     root = Path(ragaudit.__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout.strip()
-        )
-        return {"commit": commit, "dirty": dirty}
+        return {
+            "commit": _git(root, "rev-parse", "HEAD"),
+            "dirty": bool(_git(root, "status", "--porcelain")),
+        }
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
 

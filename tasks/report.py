@@ -21,7 +21,7 @@ def write_summary(ctx: StageContext) -> None:
     scores: pl.DataFrame = pl.from_arrow(ctx.run.read("scores"))  # type: ignore[assignment]
     cfg = ctx.config.report
     metrics = scores["metric"].unique(maintain_order=True).to_list()
-    up = directions(metrics, ctx.config.score.model_dump(mode="json"))
+    up = directions(metrics)
     rows = [
         {
             "run_id": ctx.run.run_id,

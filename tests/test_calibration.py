@@ -21,17 +21,16 @@ from ragaudit.calibration._stats import share_ci
 from ragaudit.dataset import load_questions
 from ragaudit.errors import InputError
 from ragaudit.metrics import Deps
+from ragaudit.search import read_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "data" / "demo"
 
 
 def demo_scenarios() -> list:
-    corpus = {}
-    for line in (DEMO / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
-        corpus[rec["id"]] = (rec["text"], rec["metadata"].get("collection"))
-    return make_scenarios(load_questions(DEMO / "questions.jsonl"), corpus, seed=0)
+    return make_scenarios(
+        load_questions(DEMO / "questions.jsonl"), read_corpus(DEMO / "corpus.jsonl"), seed=0
+    )
 
 
 @pytest.fixture
@@ -56,6 +55,33 @@ def test_scenarios_cover_every_family_with_expected_orders() -> None:
     ordering = [r for r in rows if r.metadata["scenario"]["family"] == "ordering"]
     best = next(r for r in ordering if r.metadata["scenario"]["level"] == "best")
     assert best.metadata["scenario"]["relevant"][0] is True
+
+
+def test_scenario_sets_read_any_corpus_the_search_stages_read(tmp_path: Path) -> None:
+    """One corpus reader: a Parquet copy of the demo corpus gives the same scenario rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    docs = read_corpus(DEMO / "corpus.jsonl")
+    parquet = tmp_path / "corpus.parquet"
+    rows = [{"id": d.id, "text": d.text, "collection": d.metadata["collection"]} for d in docs]
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    out = tmp_path / "scenarios.jsonl"
+    args = ["testset", str(out), "--scenarios-from", str(DEMO / "questions.jsonl")]
+    result = CliRunner().invoke(app, [*args, "--corpus", str(parquet)])
+    assert result.exit_code == 0, result.output
+    expected = [r.model_dump(mode="json", exclude_none=True) for r in demo_scenarios()]
+    assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == expected
+    # The corpus matters: the demo questions name their gold by id only, and the distractors
+    # of the same collection come from it too.
+    assert make_scenarios(load_questions(DEMO / "questions.jsonl"), seed=0) == []
+    assert any(r["metadata"]["scenario"]["level"] == "same_domain" for r in expected)
+    # A corpus named but missing is an error naming it, not an empty corpus.
+    missing = CliRunner().invoke(app, [*args, "--corpus", str(tmp_path / "nope.jsonl")])
+    assert missing.exit_code != 0 and "nope.jsonl: not found" in missing.output
 
 
 async def test_oracle_judge_agrees_fully_and_every_family_is_monotone(fake, gateway) -> None:
@@ -339,3 +365,18 @@ def test_oracle_calibration_page_in_chromium(oracle_run) -> None:
         assert chart["marks"] > 4, (key, chart)
         assert "judge fake/judge · embedder fake/embed" in chart["text"], key
     assert shot.stat().st_size > 10_000
+
+
+def test_calibration_files_go_to_the_run_folder_or_a_given_path(tmp_path: Path) -> None:
+    from ragaudit.reporting import write_calibration_html, write_calibration_xlsx
+    from ragaudit.reporting._calibration import CalibrationSection
+
+    section = CalibrationSection("cal", "fake/judge", "fake/embed", (), (), run_dir=tmp_path)
+    assert write_calibration_html(section) == tmp_path / "report.html"
+    assert write_calibration_xlsx(section) == tmp_path / "calibration.xlsx"
+    loose = CalibrationSection("cal", "fake/judge", "fake/embed", (), ())
+    for write in (write_calibration_html, write_calibration_xlsx):
+        with pytest.raises(ValueError, match="no run folder: give a path"):
+            write(loose)
+        other = tmp_path / "elsewhere" / f"{write.__name__}.out"
+        assert write(loose, other) == other and other.stat().st_size > 0

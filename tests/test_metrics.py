@@ -22,6 +22,7 @@ import pytest
 from ragaudit.cache import Gateway
 from ragaudit.cache._fake import FakeRequest, _fake_vector
 from ragaudit.config import OFFLINE_EMBEDDER
+from ragaudit.directions import higher_is_better
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import METRICS, Deps, Sample, _aspect, resolve
 from ragaudit.reporting import summarise
@@ -762,6 +763,20 @@ def test_metrics_command_lists_every_metric() -> None:
     assert result.exit_code == 0
     for name in METRICS:
         assert name in result.output, name
+
+
+def test_the_registry_takes_every_direction_from_the_declared_data() -> None:
+    """Reports read ``ragaudit.directions`` without the scorers: it must say what they say."""
+    assert {n: m.higher_is_better for n, m in METRICS.items()} == {
+        n: higher_is_better(n) for n in METRICS
+    }
+    options = {"aspects": {"politeness": "Is it polite?", "maliciousness": "Does it deceive?"}}
+    assert resolve("aspect_politeness", options).higher_is_better is higher_is_better(
+        "aspect_politeness"
+    )
+    # Redefining a built-in aspect's question keeps its direction.
+    assert resolve("aspect_maliciousness", options).higher_is_better is False
+    assert not higher_is_better("aspect_maliciousness") and higher_is_better("metric_of_the_future")
 
 
 def test_lower_is_better_metrics_are_flagged_above_their_threshold() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -204,6 +206,41 @@ def test_report_model_carries_statuses_warnings_and_direction(tmp_path: Path) ->
     worst_noise = [w for w in report.worst if w.metric == "noise_sensitivity"]
     assert worst_noise[0].value == 0.9  # lower is better: the highest value is the worst
     json.dumps(report.to_dict())
+
+
+def test_reports_compare_and_runs_import_no_scorer(tmp_path: Path) -> None:
+    """Directions and question-set hashes come without ragas or litellm (seconds of imports)."""
+    values = {
+        "faithfulness": [0.2, 0.7, 0.9],
+        "noise_sensitivity": [0.9, 0.1, 0.5],
+        "aspect_maliciousness": [0.0, 1.0, 0.0],
+    }
+    write_run(tmp_path, "A", values)
+    write_run(tmp_path, "B", {m: v[::-1] for m, v in values.items()})
+    code = """
+import json, sys
+from pathlib import Path
+from ragaudit.reporting import build_report, compare_runs, list_runs
+root = Path(sys.argv[1])
+report = build_report(root / "B")
+cmp = compare_runs(root / "A", root / "B", resamples=99)
+runs = list_runs(root)
+heavy = ("ragas", "litellm", "instructor", "ragaudit.metrics", "ragaudit.cache")
+print(json.dumps({
+    "loaded": [m for m in heavy if m in sys.modules],
+    "report": {s.metric: s.higher_is_better for s in report.summary},
+    "compare": {m.metric: m.higher_is_better for m in cmp.metrics},
+    "runs": [r.run_id for r in runs],
+}))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["loaded"] == []
+    expected = {"faithfulness": True, "noise_sensitivity": False, "aspect_maliciousness": False}
+    assert out["report"] == out["compare"] == expected
+    assert sorted(out["runs"]) == ["A", "B"]
 
 
 # ---------------------------------------------------------------- through the flow

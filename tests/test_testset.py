@@ -96,6 +96,28 @@ def test_a_question_failing_the_check_is_dropped(fake, gateway) -> None:
     assert rows and {r["metadata"]["testset"]["kind"] for r in rows} == {"unanswerable"}
 
 
+def test_testset_command_reads_the_corpus_like_the_search_stages(fake, tmp_path) -> None:
+    """``ragaudit testset`` takes any corpus ``read_corpus`` takes: here a folder of Markdown."""
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for c in CORPUS[:3]:
+        (folder / f"{c['id']}.md").write_text(c["text"], encoding="utf-8")
+    out = tmp_path / "testset.jsonl"
+    args = ["testset", str(out), "--corpus", str(folder), "--size", "2"]
+    args += ["--judge", "fake/judge", "--set", f"cache_dir={tmp_path / 'cache'}"]
+    with fake.script(generator):
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2
+    names = {f"{c['id']}.md" for c in CORPUS[:3]}
+    assert all(set(r["reference_context_ids"]) <= names for r in rows)
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_generated_testset_runs_through_run_unchanged(
     fake, gateway, tmp_path, config_factory

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragaudit.dataset import Question
 from ragaudit.lang import tokens
+
+if TYPE_CHECKING:
+    from ragaudit.search import Document
 
 FAMILIES = ("ordering", "mix", "coverage", "distractor")
 # The metrics whose scores each family's expected order is about.
@@ -161,7 +164,7 @@ def _distractor(q: Question, gold: list[str], same: list[str], other: list[str])
 
 def make_scenarios(
     questions: Iterable[Question],
-    corpus: dict[str, tuple[str, str | None]] | None = None,
+    corpus: Iterable[Document] = (),
     *,
     families: Iterable[str] = FAMILIES,
     seed: int = 0,
@@ -171,25 +174,29 @@ def make_scenarios(
     Args:
         questions: the base question set; gold comes from ``reference_contexts`` or from
             ``reference_context_ids`` looked up in ``corpus``.
-        corpus: context id → (text, collection); the same-domain distractors are the contexts
-            of the question's collection that are not gold.
+        corpus: the documents (``ragaudit.search.read_corpus``); the same-domain distractors
+            are the texts of the question's collection (``metadata.collection``) that are not
+            gold.
         families: which families to build.
         seed: the random order's and the choice of distractors' seed.
 
     Returns:
         Question-set rows; a family a question's gold cannot support is left out for it.
     """
-    corpus = corpus or {}
+    docs = {d.id: d for d in corpus}
     rng = random.Random(seed)
     base: list[tuple[Question, list[str], list[str]]] = []
     for q in questions:
         ids = q.reference_context_ids or []
-        gold = list(q.reference_contexts or [corpus[i][0] for i in ids if i in corpus])
+        gold = list(q.reference_contexts or [docs[i].text for i in ids if i in docs])
         collection = q.filters.get("collection")
         same = [
-            text
-            for cid, (text, coll) in corpus.items()
-            if collection is not None and coll == collection and cid not in ids and text not in gold
+            d.text
+            for d in docs.values()
+            if collection is not None
+            and d.metadata.get("collection") == collection
+            and d.id not in ids
+            and d.text not in gold
         ]
         if gold:
             base.append((q, gold, same))

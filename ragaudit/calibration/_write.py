@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -12,25 +11,14 @@ from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
 from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, run_calibration
 from ragaudit.calibration._scenarios import make_scenarios
 from ragaudit.config import RunConfig
-from ragaudit.dataset import jsonl_lines, load_questions
+from ragaudit.dataset import load_questions
 from ragaudit.manifest import base_manifest, judge_warnings
 from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
+from ragaudit.search import read_corpus
 from ragaudit.tasks._common import StageContext, hold_gateway
 from ragaudit.tasks.score import make_deps, row_limit
-
-
-def read_corpus(path: Path | None) -> dict[str, tuple[str, str | None]]:
-    """Corpus JSONL rows: id → (text, collection); empty when there is no file."""
-    out: dict[str, tuple[str, str | None]] = {}
-    if path is None or not Path(path).is_file():
-        return out
-    for line in jsonl_lines(Path(path).read_text(encoding="utf-8")):
-        if line.strip():
-            rec = json.loads(line)
-            out[str(rec["id"])] = (rec["text"], (rec.get("metadata") or {}).get("collection"))
-    return out
 
 
 def gather_inputs(
@@ -58,9 +46,8 @@ def gather_inputs(
         labelled += load_labels(labels)
     rows = []
     if scenarios_from:
-        rows = make_scenarios(
-            load_questions(scenarios_from, limit=limit), read_corpus(corpus), seed=seed
-        )
+        docs = read_corpus(corpus) if corpus is not None else []
+        rows = make_scenarios(load_questions(scenarios_from, limit=limit), docs, seed=seed)
     return CalibrationInputs(labelled, rows)
 
 
@@ -111,4 +98,4 @@ async def calibrate(
     return result, run, warnings
 
 
-__all__ = ["calibrate", "gather_inputs", "read_corpus"]
+__all__ = ["calibrate", "gather_inputs"]

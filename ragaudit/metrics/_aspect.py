@@ -14,20 +14,20 @@ import re
 from collections import Counter
 from typing import Any
 
+from ragaudit.directions import ASPECT_PREFIX as PREFIX
+from ragaudit.directions import higher_is_better
 from ragaudit.metrics._base import FACTORIES, METRICS, Deps, Metric, Outcome, Sample
 from ragaudit.metrics._judge import ask
 from ragaudit.prompts.aspect import BUILTIN_ASPECTS, Aspect, AspectInput, aspect_prompt
 
-PREFIX = "aspect_"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def aspect_of(name: str, options: dict[str, Any]) -> Aspect | None:
     """The aspect ``name`` as the run defines it: its own definition first, else the built-in."""
     defined = (options.get("aspects") or {}).get(name)
-    builtin = BUILTIN_ASPECTS.get(name)
     if defined is None:
-        return builtin
+        return BUILTIN_ASPECTS.get(name)
     if isinstance(defined, str):
         texts = {"en": defined, "zh": defined}
     else:  # one language given: its text stands for both
@@ -35,7 +35,7 @@ def aspect_of(name: str, options: dict[str, Any]) -> Aspect | None:
             "en": defined.get("en") or defined.get("zh"),
             "zh": defined.get("zh") or defined.get("en"),
         }
-    return Aspect(name, texts, builtin.higher_is_better if builtin else True)
+    return Aspect(name, texts, higher_is_better(PREFIX + name))
 
 
 def _scorer(name: str):

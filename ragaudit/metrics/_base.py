@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ragaudit import directions
+
 if TYPE_CHECKING:
     from ragaudit.cache import Gateway
 
@@ -87,6 +89,7 @@ class Metric:
     description: str
     score: Scorer
     higher_is_better: bool = True
+    """Whether larger values are better; registered metrics take it from ``ragaudit.directions``."""
     window: WindowFn | None = None
     """How the judge prompt grows with the contexts (None: the contexts are not in a prompt)."""
 
@@ -118,15 +121,25 @@ def metric(
     inputs: tuple[str, ...],
     llm: bool = False,
     embeddings: bool = False,
-    higher_is_better: bool = True,
     window: WindowFn | None = None,
 ) -> Callable[[Scorer], Scorer]:
-    """Register a scorer under ``name``; its docstring's first line describes it."""
+    """Register a scorer under ``name``; its docstring's first line describes it.
+
+    Its direction is declared in ``ragaudit.directions`` (a metric whose smaller values are
+    better goes into ``LOWER_IS_BETTER``), where reports read it without importing scorers.
+    """
 
     def deco(fn: Scorer) -> Scorer:
         doc = (fn.__doc__ or "").strip().splitlines()
         METRICS[name] = Metric(
-            name, inputs, llm, embeddings, doc[0] if doc else "", fn, higher_is_better, window
+            name,
+            inputs,
+            llm,
+            embeddings,
+            doc[0] if doc else "",
+            fn,
+            directions.higher_is_better(name),
+            window,
         )
         return fn
 

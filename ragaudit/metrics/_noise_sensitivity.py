@@ -89,7 +89,6 @@ async def _score(s: Sample, deps: Deps, mode: Literal["relevant", "irrelevant"])
     "noise_sensitivity",
     inputs=("question", "response", "reference", "contexts"),
     llm=True,
-    higher_is_better=False,
     window=_window,
 )
 async def noise_sensitivity(s: Sample, deps: Deps) -> Outcome:
@@ -101,7 +100,6 @@ async def noise_sensitivity(s: Sample, deps: Deps) -> Outcome:
     "noise_sensitivity_irrelevant",
     inputs=("question", "response", "reference", "contexts"),
     llm=True,
-    higher_is_better=False,
     window=_window,
 )
 async def noise_sensitivity_irrelevant(s: Sample, deps: Deps) -> Outcome:

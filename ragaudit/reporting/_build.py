@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from ragaudit import ranking
+from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
+from ragaudit.hashing import canonical_hash
 from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
@@ -38,26 +38,13 @@ def run_folder(run_dir: Path | str) -> RunFolder:
     return RunFolder(path.parent, path.name)
 
 
-@lru_cache(maxsize=256)
-def _direction(metric: str, score_config_json: str) -> bool:
-    from ragaudit.metrics import resolve
-
-    try:
-        return resolve(metric, json.loads(score_config_json)).higher_is_better
-    except KeyError:  # a metric this version no longer knows: assume the common direction
-        return True
-
-
-def directions(metrics: list[str] | tuple[str, ...], score_config: Mapping[str, Any]) -> dict:
-    """``metric → higher_is_better`` from the metric registry (user aspects from the config)."""
-    key = json.dumps(score_config, sort_keys=True, default=str)
-    return {m: _direction(m, key) for m in metrics}
+def directions(metrics: list[str] | tuple[str, ...]) -> dict[str, bool]:
+    """``metric → higher_is_better``, read from ``ragaudit.directions`` (no scorer imported)."""
+    return {m: higher_is_better(m) for m in metrics}
 
 
 def question_set_hash(questions: pl.DataFrame) -> str:
     """Hash of the question set as evaluated: ids, texts, filters and given references."""
-    from ragaudit.cache._keys import canonical_hash
-
     cols = [c for c in ("question_id", "question", "filters", "reference") if c in questions]
     rows = questions.select(cols).sort("question_id").rows()
     return canonical_hash({"questions": rows})
@@ -217,7 +204,7 @@ def build_report(run_dir: Path | str) -> Report:
 
     scores = _read(run, "scores")
     metrics = _metric_order(scores, list(score_config.get("metrics", ())))
-    up = directions(metrics, score_config)
+    up = directions(metrics)
 
     summary: list[MetricSummary]
     if run.has("summary"):

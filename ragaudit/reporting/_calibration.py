@@ -54,6 +54,18 @@ class CalibrationSection:
         """The figures of the given kinds, in table order."""
         return tuple(f for f in self.figures if f.kind in kinds)
 
+    def target(self, name: str, path: Path | str | None = None) -> Path:
+        """Where a file of the calibration goes: ``path``, else ``name`` in its run folder.
+
+        Raises:
+            ValueError: no ``path`` and the section has no run folder.
+        """
+        if path is not None:
+            return Path(path)
+        if self.run_dir is None:
+            raise ValueError(f"the calibration section has no run folder: give a path for {name}")
+        return Path(self.run_dir) / name
+
 
 def build_calibration(run_dir: Path | str) -> CalibrationSection | None:
     """The calibration section of a run folder, or None when it holds no calibration."""

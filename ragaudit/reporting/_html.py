@@ -288,12 +288,7 @@ def render_calibration_html(section: CalibrationSection) -> str:
 
 def write_calibration_html(section: CalibrationSection, path: Path | str | None = None) -> Path:
     """Write the calibration page (atomically) into its run folder, or to ``path``."""
-    if path is not None:
-        target = Path(path)
-    elif section.run_dir is not None:
-        target = Path(section.run_dir) / REPORT_FILE
-    else:
-        raise ValueError("write_calibration_html: the section has no run folder; give a path")
+    target = section.target(REPORT_FILE, path)
     write_bytes(render_calibration_html(section).encode("utf-8"), target)
     return target
 

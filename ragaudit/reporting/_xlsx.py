@@ -217,12 +217,7 @@ def calibration_frame(section: CalibrationSection) -> pl.DataFrame:
 
 def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None = None) -> Path:
     """Write ``calibration.xlsx`` (the figures, and the run's models and warnings) atomically."""
-    if path is not None:
-        target = Path(path)
-    elif section.run_dir is not None:
-        target = Path(section.run_dir) / CALIBRATION_XLSX
-    else:
-        raise ValueError("write_calibration_xlsx: the section has no run folder; give a path")
+    target = section.target(CALIBRATION_XLSX, path)
     items = [
         ("run_id", section.run_id),
         ("judge", section.judge),

@@ -1,7 +1,8 @@
 """Corpora for the search backends: reading JSONL, Parquet or a folder of text, and chunking.
 
-``ragaudit index``, the collect stage (``collect.corpus``) and the reference pipeline of the
-ablation sweeps read corpora through here, so a corpus means the same thing everywhere.
+``ragaudit index``, the collect stage (``collect.corpus``), the reference pipeline of the
+ablation sweeps, ``ragaudit testset`` and the calibration's scenario sets read corpora through
+here, so a corpus means the same thing everywhere.
 
 Chunking (the factors an ablation sweeps: chunk size, overlap, "keep paragraph context"):
 windows of ``size`` units (characters; tokens of a model's tokenizer, counted by litellm; or
