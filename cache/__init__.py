@@ -24,7 +24,13 @@ from ragaudit.cache._memo import (
     open_memo,
     safe_url,
 )
-from ragaudit.cache._tokens import FALLBACK_WINDOW, context_window, count_prompt, count_tokens
+from ragaudit.cache._tokens import (
+    FALLBACK_WINDOW,
+    context_window,
+    count_prompt,
+    count_tokens,
+    encoding_name,
+)
 
 __all__ = [
     "CALL_LOG_SCHEMA",
@@ -48,6 +54,7 @@ __all__ = [
     "context_window",
     "count_prompt",
     "count_tokens",
+    "encoding_name",
     "extract_json",
     "live_gateways",
     "memo_identity",

@@ -43,6 +43,7 @@ processes kept both cores busy) and ``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock gra
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import json
@@ -74,6 +75,8 @@ __all__ = [
     "PROVIDER",
     "LocalProvider",
     "build_prompt",
+    "count_prompt_tokens",
+    "count_text_tokens",
     "gguf_path",
     "schema_grammars",
 ]
@@ -690,6 +693,55 @@ def _load_llama() -> Any:
     return llm
 
 
+def _prompt_token_count(llm: Any, prompt: str) -> int:
+    """Prompt tokens as llama-cpp-python counts them: BOS plus the text, special tokens parsed."""
+    return len(llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+
+
+@functools.lru_cache(maxsize=1)
+def _gemma_vocab() -> Any:
+    """Gemma's tokenizer alone: the provider's own GGUF opened with ``vocab_only`` (no weights)."""
+    import llama_cpp
+
+    with _quiet_fd2():
+        vocab = llama_cpp.Llama(model_path=str(gguf_path()), vocab_only=True, verbose=False)
+    # Freed before interpreter shutdown: llama-cpp-python's own finaliser then fails on
+    # half-torn-down modules and prints a traceback.
+    atexit.register(vocab.close)
+    return vocab
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm_tokenizer() -> tuple[Any, int]:
+    """MiniLM's tokenizer alone and its sequence limit (what ``_encode`` counts with)."""
+    from transformers import AutoTokenizer
+
+    folder = _minilm_dir()
+    limit = json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"]
+    return AutoTokenizer.from_pretrained(str(folder)), int(limit)
+
+
+def count_prompt_tokens(messages: list[dict[str, Any]], *, json_answer: bool = True) -> int:
+    """Prompt tokens the provider reports for ``messages``, counted without loading the model.
+
+    The same flattened prompt and the same count as a request, with Gemma's own tokenizer read
+    from the GGUF (a second or two, once per process). ``json_answer``: whether the request
+    asks for a JSON schema (the gateway's and instructor's structured calls do).
+    """
+    return _prompt_token_count(_gemma_vocab(), build_prompt(messages, json_answer=json_answer))
+
+
+def count_text_tokens(model: str, text: str) -> int:
+    """Tokens the provider reports for ``text``, a reply or one embedded input of ``model``.
+
+    An embedded input is counted with its special tokens and cut at MiniLM's sequence limit.
+    """
+    if _qualified(model) == EMBEDDING_MODEL:
+        tokenizer, limit = _minilm_tokenizer()
+        return len(tokenizer(text, truncation=True, max_length=limit)["input_ids"])
+    return len(_gemma_vocab().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
 def _load_minilm() -> Any:
     try:
         from sentence_transformers import SentenceTransformer
@@ -776,8 +828,7 @@ class LocalProvider(CustomLLM):
         gbnf = None
         if grammars is not None:
             gbnf = next((g for g in grammars if _grammar_is_valid(llm, g)), llama_grammar.JSON_GBNF)
-        # Counted as llama-cpp-python will: BOS plus the text with special tokens parsed.
-        prompt_tokens = len(llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+        prompt_tokens = _prompt_token_count(llm, prompt)
         room = LOCAL_CONTEXT_WINDOW - prompt_tokens
         if room < 16:
             raise litellm.ContextWindowExceededError(

@@ -35,13 +35,29 @@ def context_window(model: str, configured: int | None = None) -> int:
 
 
 def _tokenizer(model: str) -> str:
+    """The model name litellm's counter should see for ``model``."""
     # Our own providers have no litellm tokenizer; cl100k over-counts CJK a little, which is
     # the safe side for window packing.
-    return "gpt-4" if model.split("/", 1)[0] in {"fake", "local"} else model
+    if model.split("/", 1)[0] in {"fake", "local"}:
+        return "gpt-4"
+    # litellm picks an OpenAI model's encoding (o200k for gpt-4o, gpt-4.1, the o-series) only
+    # from its bare name: "openai/gpt-4o-mini" fell back to cl100k, ~1.8x its Chinese tokens.
+    bare = model.rsplit("/", 1)[-1]
+    return bare if bare in litellm.open_ai_chat_completion_models else model
+
+
+def encoding_name(model: str) -> str:
+    """The tiktoken encoding litellm's counter uses for ``model`` (cl100k if it cannot map it)."""
+    import tiktoken
+
+    try:
+        return tiktoken.encoding_name_for_model(_tokenizer(model))
+    except KeyError:
+        return "cl100k_base"
 
 
 def count_tokens(model: str, text: str) -> int:
-    """Tokens of ``text`` for ``model`` (tiktoken's cl100k for models litellm cannot map)."""
+    """Tokens of ``text`` for ``model``: an OpenAI model's own encoding, else tiktoken's cl100k."""
     try:
         return int(litellm.token_counter(model=_tokenizer(model), text=text))
     except Exception:
@@ -56,4 +72,10 @@ def count_prompt(model: str, messages: list[dict[str, Any]]) -> int:
         return sum(len(str(m.get("content") or "")) + 4 for m in messages)
 
 
-__all__ = ["FALLBACK_WINDOW", "context_window", "count_prompt", "count_tokens"]
+__all__ = [
+    "FALLBACK_WINDOW",
+    "context_window",
+    "count_prompt",
+    "count_tokens",
+    "encoding_name",
+]

@@ -372,7 +372,14 @@ def print_estimate(estimate: Any) -> None:
         f"tokens, {cost_text} (litellm's price map; memo hits would cost nothing)",
         soft_wrap=True,
     )
-    console.print("Assumptions: " + ", ".join(estimate.assumptions.describe()), soft_wrap=True)
+    console.print("What only the judge decides:", soft_wrap=True)
+    for line in estimate.evidence:
+        console.print(f"  - {line}", soft_wrap=True)
+    console.print(
+        "Priors (used only where no observation above replaces them): "
+        + ", ".join(estimate.assumptions.describe()),
+        soft_wrap=True,
+    )
     for note in estimate.notes:
         console.print(f"  - {note}", soft_wrap=True)
 

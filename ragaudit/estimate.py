@@ -10,24 +10,34 @@ What is measured and what is assumed:
 - Prompts are rendered exactly as the stages send them (the typed prompts of
   :mod:`ragaudit.prompts` behind the gateway's schema message; ragas's own prompt templates,
   or our localised ones, behind instructor's schema message) on the real question, answer and
-  candidate texts, and counted with the provider's counting rule: litellm's token counter
-  (tiktoken's cl100k for models it cannot map), the fake provider's own rule for ``fake/...``.
+  candidate texts, and counted as the model's provider will report them (:func:`counter`):
+  the ``local`` models by their own tokenizers (Gemma's read from the provider's GGUF with
+  no weights loaded, MiniLM's), OpenAI models by their own tiktoken encoding (o200k for
+  gpt-4o, gpt-4.1 and the o-series), cl100k for models litellm cannot map, the fake
+  provider's own rule for ``fake/...``.
 - Candidates come from the configured search without any model call: an engine is searched
   (read only); the local index is searched with BM25 (its ``vector`` and ``hybrid`` modes
   would embed each question, so BM25 over the same table stands in); an empty local index is
   replaced by a throwaway BM25 index of ``collect.corpus`` in a temporary folder, so the dry
   run never writes the run's own index. The system under test is never called: answers from
   an ``entrypoint`` or ``http`` source are assumed ``response_tokens`` long.
-- What depends on the judge's answers uses :class:`Assumptions`, printed with the estimate:
-  the share of candidates judged relevant (the engine's first ones are taken), statements per
-  answer sentence, the lengths of replies and written references. Pairwise comparison counts
-  come from running the configured ordering strategy on a consistent simulated judge.
+- What depends on the judge's answers is read, where it exists, from earlier finished runs
+  with the same judge under the runs root (:func:`judge_history`: their tables and call logs,
+  no call): the share of candidates it judged relevant, the share of pairs it left tied, the
+  share of the references asked of it that it wrote (metrics that need a reference skip the
+  rest) and their length, its reply length per prompt. Where there is no record, or where
+  ``--assume`` states a value, the :class:`Assumptions` are used; every figure is printed
+  with where it came from. Relevant candidates are taken in engine order. Pairwise
+  comparison counts come from running the configured ordering strategy on a simulated judge
+  that ties as often as the record (or the prior) says.
 - Memo hits are not predicted: a re-run of a finished run id costs nothing (Prefect returns
   its stages cached), which the estimate does not try to detect.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import random
 import tempfile
@@ -35,9 +45,10 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import litellm
+import polars as pl
 
 from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.dataset import Question, load_questions
@@ -59,6 +70,9 @@ class Assumptions:
     """Length of an answer the dry run cannot read (entrypoint or http sources)."""
     reference_tokens: int = 150
     """Length of a reference the ground_truth stage will write."""
+    reference_share: float = 1.0
+    """Share of the references the judge sets out to write that it writes (it may find the
+    contexts insufficient); metrics that need a reference skip the rest."""
     verdict_tokens: int = 40
     """Reply of a one-verdict judge call (relevance, pairwise, context precision)."""
     statement_tokens: int = 25
@@ -67,13 +81,23 @@ class Assumptions:
     """Reply of answer relevancy's question generation."""
     answer_tokens: int = 150
     """Reply of a ground-truth group answer or merge."""
+    tie_share: float = 0.0
+    """Share of pairwise comparisons the judge leaves tied (its two orders disagree); ties
+    change how many pairs an ordering strategy goes on to ask."""
     orderings: int = 3
     """Random input orders the ordering strategy is simulated on (the mean is taken)."""
+    stated: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """Priors the user stated (``--assume``, or any value other than the default): no
+    observation from earlier runs replaces them."""
+
+    def __post_init__(self) -> None:
+        differing = {f.name for f in _priors() if getattr(self, f.name) != f.default}
+        object.__setattr__(self, "stated", frozenset(self.stated) | differing)
 
     @classmethod
     def parse(cls, items: list[str] | None) -> Assumptions:
         """``["relevant_share=0.5", ...]`` → Assumptions; an unknown name is a ConfigError."""
-        known = {f.name: f.type for f in fields(cls)}
+        known = {f.name: f.type for f in _priors()}
         values: dict[str, Any] = {}
         for item in items or []:
             name, sep, raw = item.partition("=")
@@ -86,13 +110,172 @@ class Assumptions:
                 values[name] = int(raw) if known[name] == "int" else float(raw)
             except ValueError:
                 raise ConfigError(f"--assume {item}: {raw!r} is not a number") from None
-        if not 0.0 <= float(values.get("relevant_share", 0.0)) <= 1.0:
-            raise ConfigError("--assume relevant_share: must lie between 0 and 1")
-        return cls(**values)
+        for share in ("relevant_share", "reference_share", "tie_share"):
+            if not 0.0 <= float(values.get(share, 0.0)) <= 1.0:
+                raise ConfigError(f"--assume {share}: must lie between 0 and 1")
+        return cls(**values, stated=frozenset(values))
 
     def describe(self) -> list[str]:
         """One ``name=value`` per prior."""
-        return [f"{f.name}={getattr(self, f.name)}" for f in fields(self)]
+        return [f"{f.name}={getattr(self, f.name)}" for f in _priors()]
+
+
+def _priors() -> list[Any]:
+    """The fields of :class:`Assumptions` that are priors (all but ``stated``)."""
+    return [f for f in fields(Assumptions) if f.name != "stated"]
+
+
+FINISHED = ("completed", "completed_with_failures")
+"""Statuses of an earlier run whose tables count as the judge's record."""
+HISTORY_RUNS = 20
+"""The newest runs read for the record (reading one costs its tables and call log)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A judge's replies to one prompt in earlier runs: how many distinct ones, mean length."""
+
+    calls: int
+    mean_tokens: float
+
+
+@dataclass(frozen=True)
+class History:
+    """What earlier finished runs with the same judge observed, read from their folders alone.
+
+    Replies are keyed by the call log's ``(stage, prompt_version)``; each distinct request
+    (key hash) counts once, so a memo hit or a resumed run does not weigh twice.
+    """
+
+    judge: str
+    runs: tuple[str, ...] = ()
+    verdicts: int = 0
+    relevant: int = 0
+    comparisons: int = 0
+    ties: int = 0
+    replies: dict[tuple[str, str], Reply] = field(default_factory=dict)
+    reference_tokens: tuple[int, ...] = ()
+    """Length of each reference it wrote, in its tokens."""
+    references_tried: int = 0
+    """References it was asked to write (from at least one context)."""
+
+    @property
+    def relevant_share(self) -> float | None:
+        """Share of ``ok`` relevance verdicts that said relevant, or None without any."""
+        return self.relevant / self.verdicts if self.verdicts else None
+
+    @property
+    def tie_share(self) -> float | None:
+        """Share of ``ok`` pairwise comparisons that ended tied, or None without any."""
+        return self.ties / self.comparisons if self.comparisons else None
+
+    @property
+    def reference_share(self) -> float | None:
+        """Share of the references it was asked to write that it wrote, or None."""
+        return len(self.reference_tokens) / self.references_tried if self.references_tried else None
+
+    def reply(self, stage: str, prompt_version: str | None) -> Reply | None:
+        """The judge's logged replies to ``prompt_version`` (None: all ``stage``'s prompts)."""
+        if prompt_version is not None:
+            return self.replies.get((stage, prompt_version))
+        seen = [r for (st, _), r in self.replies.items() if st == stage]
+        calls = sum(r.calls for r in seen)
+        if not calls:
+            return None
+        return Reply(calls, sum(r.calls * r.mean_tokens for r in seen) / calls)
+
+
+def _frame(paths: list[Path], columns: list[str]) -> pl.DataFrame | None:
+    """The parquet files' ``columns`` stacked, or None when there are none or one is unreadable."""
+    frames = []
+    for path in paths:
+        try:
+            frames.append(pl.read_parquet(path, columns=columns))
+        except Exception:  # a half-written part or an older schema: the record skips it
+            continue
+    return pl.concat(frames, how="vertical_relaxed") if frames else None
+
+
+def judge_history(runs_root: Path, judge: str, limit: int = HISTORY_RUNS) -> History:
+    """The record of ``judge`` in the newest ``limit`` finished runs under ``runs_root``.
+
+    A run counts when its manifest names ``judge`` and says it finished (:data:`FINISHED`).
+    Read: ``verdicts`` (``ok`` rows: relevant or not), ``comparisons`` (``ok`` rows: tied or
+    not), ``ground_truth`` (references asked of it, and those it wrote, counted in its tokens)
+    and the call log (completion rows of ``judge`` without error). No model is called.
+    """
+    found: list[tuple[str, str, Path]] = []
+    for manifest_path in Path(runs_root).glob("*/manifest.json"):
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if manifest.get("status") not in FINISHED:
+            continue
+        if (manifest.get("models") or {}).get("judge") != judge:
+            continue
+        found.append(
+            (str(manifest.get("started_at") or ""), manifest_path.parent.name, manifest_path.parent)
+        )
+    found = sorted(found)[-limit:]
+    if not found:
+        return History(judge)
+    dirs = [d for _, _, d in found]
+    verdicts = _frame(
+        [d / "verdicts.parquet" for d in dirs if (d / "verdicts.parquet").is_file()],
+        ["relevant", "status"],
+    )
+    ok = verdicts.filter(pl.col("status") == "ok") if verdicts is not None else None
+    compared = _frame(
+        [d / "comparisons.parquet" for d in dirs if (d / "comparisons.parquet").is_file()],
+        ["outcome", "status"],
+    )
+    decided = compared.filter(pl.col("status") == "ok") if compared is not None else None
+    references = _frame(
+        [d / "ground_truth.parquet" for d in dirs if (d / "ground_truth.parquet").is_file()],
+        ["reference", "origin", "status", "calls"],
+    )
+    written: tuple[int, ...] = ()
+    tried = 0
+    if references is not None:
+        # Asked of the judge: a question without any relevant context makes no call.
+        asked = references.filter(
+            (pl.col("origin") == "generated")
+            & ((pl.col("calls") > 0) | (pl.col("status") == "failed"))
+        )
+        tried = asked.height
+        written = tuple(count_text(judge, t) for t in asked["reference"].drop_nulls())
+    calls = _frame(
+        [part for d in dirs for part in sorted((d / "llm_calls").glob("*.parquet"))],
+        ["stage", "kind", "model", "prompt_version", "key_hash", "tokens_out", "error"],
+    )
+    replies: dict[tuple[str, str], Reply] = {}
+    if calls is not None:
+        answered = (
+            calls.filter(
+                (pl.col("model") == judge)
+                & (pl.col("kind") == "completion")
+                & pl.col("error").is_null()
+                & pl.col("tokens_out").is_not_null()
+                & pl.col("prompt_version").is_not_null()
+            )
+            .unique(subset=["stage", "prompt_version", "key_hash"], keep="first")
+            .group_by("stage", "prompt_version")
+            .agg(pl.len().alias("calls"), pl.col("tokens_out").mean().alias("mean"))
+        )
+        for row in answered.iter_rows(named=True):
+            replies[(row["stage"], row["prompt_version"])] = Reply(row["calls"], row["mean"])
+    return History(
+        judge,
+        runs=tuple(run_id for _, run_id, _ in found),
+        verdicts=0 if ok is None else ok.height,
+        relevant=0 if ok is None else int(ok["relevant"].sum()),
+        comparisons=0 if decided is None else decided.height,
+        ties=0 if decided is None else int((decided["outcome"] == "tie").sum()),
+        replies=replies,
+        reference_tokens=written,
+        references_tried=tried,
+    )
 
 
 @dataclass
@@ -122,6 +305,58 @@ class Plan:
     references: dict[str, str | None] = field(default_factory=dict)
     lines: list[Line] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    history: History | None = None
+    """The judge's record in earlier runs (None: not looked up)."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """Judge-dependent shares read from the record instead of their priors, by prior name."""
+    reference_weight: dict[str, float] = field(default_factory=dict)
+    """Per question whose reference the run will write: the chance that it is written."""
+    observed: dict[tuple[str, str], Reply] = field(default_factory=dict)
+    """Replies whose logged length stood in for a prior, by (stage, prompt version)."""
+    priors_used: set[str] = field(default_factory=set)
+    """Priors used where the record has nothing (reply and reference lengths)."""
+    observed_references: int = 0
+    """Written references whose mean length stood in for ``reference_tokens``."""
+
+    def share(self, name: str) -> float:
+        """The share ``name`` (``relevant_share``, ``tie_share``, ``reference_share``).
+
+        Stated by the user, else what the judge did in earlier runs, else the prior.
+        """
+        seen = None if self.history is None else getattr(self.history, name)
+        if seen is not None and name not in self.assume.stated:
+            self.shares[name] = seen
+            return float(seen)
+        return float(getattr(self.assume, name))
+
+    def reference_tokens(self) -> float:
+        """Length of a written reference: the judge's mean in earlier runs, else the prior."""
+        written = () if self.history is None else self.history.reference_tokens
+        if written and "reference_tokens" not in self.assume.stated:
+            self.observed_references = len(written)
+            return sum(written) / len(written)
+        self.priors_used.add("reference_tokens")
+        return float(self.assume.reference_tokens)
+
+    def observed_reply(self, stage: str, prompt_version: str | None, prior: str) -> Reply | None:
+        """The judge's logged replies that replace ``prior`` for this prompt, if any.
+
+        ``prompt_version`` None: any of the stage's prompts (ragas's carry the prompt language
+        only). A prior the user stated wins over the record; a prior that stays is noted.
+        """
+        seen = None
+        if self.history is not None and prior not in self.assume.stated:
+            seen = self.history.reply(stage, prompt_version)
+        if seen is None:
+            self.priors_used.add(prior)
+            return None
+        self.observed[(stage, prompt_version or "*")] = seen
+        return seen
+
+    def reply_tokens(self, stage: str, prompt_version: str, prior: str) -> float:
+        """Tokens of one reply to ``prompt_version``: the judge's logged mean, else ``prior``."""
+        seen = self.observed_reply(stage, prompt_version, prior)
+        return float(getattr(self.assume, prior)) if seen is None else seen.mean_tokens
 
     def line(self, stage: str, step: str, model: str, kind: str = "completion") -> Line:
         """The line for (stage, step), created on first use."""
@@ -140,6 +375,9 @@ class Estimate:
     lines: list[Line]
     assumptions: Assumptions
     notes: list[str]
+    evidence: list[str] = field(default_factory=list)
+    """Where each judge-dependent figure came from: the judge's record, --assume, or a prior."""
+    history: History | None = None
 
     def by_stage(self) -> dict[str, dict[str, float]]:
         """Per call-log stage label: calls, tokens_in and tokens_out summed over its steps."""
@@ -161,26 +399,78 @@ def _provider(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else ""
 
 
+@dataclass(frozen=True)
+class Counter:
+    """How the dry run counts one model's tokens: the way its provider will report them."""
+
+    rule: str
+    """What counts, printed with the estimate (``tiktoken o200k_base``, ``Gemma's own ...``)."""
+    prompt: Callable[[list[dict[str, Any]]], int]
+    """Prompt tokens of chat messages."""
+    text: Callable[[str], int]
+    """Tokens of a reply or of one embedded text."""
+
+
+def _litellm_counter(model: str, why: str = "") -> Counter:
+    from ragaudit.cache import count_prompt, count_tokens, encoding_name
+
+    return Counter(
+        f"tiktoken {encoding_name(model)}{why}",
+        functools.partial(count_prompt, model),
+        functools.partial(count_tokens, model),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def counter(model: str) -> Counter:
+    """The counting rule for ``model``: its own tokenizer wherever one is at hand without a call.
+
+    ``fake/...``: the fake provider's own rule. ``local/...``: the local provider's own
+    tokenizers over the prompt it builds (Gemma's vocabulary read from the same GGUF file the
+    provider loads, without its weights; MiniLM's tokenizer); if their files are missing, cl100k,
+    said so in the rule. Anything else: litellm's counter, which uses an OpenAI model's own
+    tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k for a model it cannot
+    map — an approximation for other providers' models, whose tokenizers are not at hand.
+    """
+    provider = _provider(model)
+    if provider == "fake":
+        from ragaudit.cache import _fake
+
+        return Counter(
+            "the fake provider's rule (words and CJK characters)",
+            _fake.count_prompt_tokens,
+            _fake.count_text_tokens,
+        )
+    if provider == "local":
+        from ragaudit.cache import _local
+
+        try:
+            # Loaded here, once, so a missing file shows in the rule rather than mid-estimate.
+            _local.count_text_tokens(model, "")
+        except Exception as exc:  # no GGUF or tokenizer files: the offline extra is missing
+            return _litellm_counter(model, f" (the local tokenizer is unavailable: {exc})")
+        if model == _local.EMBEDDING_MODEL:
+            rule = "MiniLM's own tokenizer"
+        else:
+            rule = "Gemma's own tokenizer (the vocabulary of the provider's GGUF)"
+        # Every judge call the dry run counts asks for a JSON schema (the gateway's structured
+        # calls, instructor's JSON mode), which changes the local prompt's closing cue.
+        return Counter(
+            rule,
+            functools.partial(_local.count_prompt_tokens, json_answer=True),
+            functools.partial(_local.count_text_tokens, model),
+        )
+    return _litellm_counter(model)
+
+
 def count_messages(model: str, messages: list[dict[str, Any]]) -> int:
     """Prompt tokens of ``messages`` as ``model``'s provider will report them."""
-    if _provider(model) == "fake":
-        from ragaudit.cache._fake import count_prompt_tokens
-
-        return count_prompt_tokens(messages)
-    from ragaudit.cache import count_prompt
-
-    return count_prompt(model, messages)
+    return counter(model).prompt(messages)
 
 
 def count_text(model: str, text: str) -> int:
     """Tokens of ``text`` (a reply or an embedded text) as ``model``'s provider reports them."""
-    if _provider(model) == "fake":
-        from ragaudit.cache._fake import count_text_tokens
-
-        return count_text_tokens(text)
-    from ragaudit.cache import count_tokens
-
-    return count_tokens(model, text)
+    return counter(model).text(text)
 
 
 def price(model: str, tokens_in: float, tokens_out: float) -> float | None:
@@ -209,9 +499,32 @@ def _chat(system: str, user: str) -> list[dict[str, Any]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _placeholder(tokens: int, language: str) -> str:
-    """Text of about ``tokens`` tokens, standing in for a text the run will only produce."""
-    return ("字" * tokens) if language == "zh" else " ".join(["word"] * tokens)
+_PLACEHOLDER_CHARS = 1 << 20  # a bound, should a counter count a text as no tokens at all
+
+
+def _placeholder(tokens: float, language: str, model: str, like: str = "") -> str:
+    """Text of about ``tokens`` of ``model``'s tokens, standing in for one the run will produce.
+
+    Cut from ``like`` (texts the run's one will resemble: a reference is written from the
+    relevant contexts) repeated as needed, so it tokenizes like real text in the question's
+    language; a repeated single character or word merges into few tokens in a large
+    vocabulary.
+    """
+    want = max(0, round(tokens))
+    if not want:
+        return ""
+    base = " ".join(like.split()) or ("参考答案的内容" if language == "zh" else "the reference")
+    text = base
+    while count_text(model, text) < want and len(text) < _PLACEHOLDER_CHARS:
+        text = f"{text} {text}"
+    lo, hi = 1, len(text)
+    while lo < hi:  # the shortest prefix holding ``want`` tokens
+        mid = (lo + hi) // 2
+        if count_text(model, text[:mid]) < want:
+            lo = mid + 1
+        else:
+            hi = mid
+    return text[:lo]
 
 
 # -- collect ------------------------------------------------------------------------------
@@ -283,8 +596,12 @@ async def _read_answers(plan: Plan) -> None:
             f"collect: the {answers.source} answer source is not called in a dry run; "
             f"answers assumed {plan.assume.response_tokens} tokens long"
         )
+        judge = plan.config.models.judge_model
         for q in plan.questions:
-            plan.responses[q.question_id] = _placeholder(plan.assume.response_tokens, q.language)
+            like = " ".join(t for _, t in plan.candidates.get(q.question_id, []))
+            plan.responses[q.question_id] = _placeholder(
+                plan.assume.response_tokens, q.language, judge, like
+            )
         return
     column = ColumnSource(answers.column)
     for q in plan.questions:
@@ -319,20 +636,27 @@ async def estimate_collect(plan: Plan) -> None:
 
 # -- sort ---------------------------------------------------------------------------------
 
-_comparisons_memo: dict[tuple[str, int, int | None, int], float] = {}
+_comparisons_memo: dict[tuple[Any, ...], float] = {}
 
 
 async def simulated_comparisons(
-    strategy: str, n: int, top_k: int | None = None, orderings: int = 3
+    strategy: str,
+    n: int,
+    top_k: int | None = None,
+    orderings: int = 3,
+    tie_share: float = 0.0,
+    options: dict[str, Any] | None = None,
 ) -> float:
-    """Distinct pairs ``strategy`` asks to order ``n`` items, with a consistent judge.
+    """Distinct pairs ``strategy`` asks to order ``n`` items, on a simulated judge.
 
-    The mean over ``orderings`` random input orders; ties (which a noisy judge gives) would add
-    a few repair comparisons to the ``sample`` strategy.
+    The judge knows a true order and answers by it, except that it leaves a ``tie_share`` of
+    the pairs tied (drawn per pair from a seeded generator). The mean over ``orderings``
+    random input orders. ``options``: the strategy's own settings, as the sort stage passes them.
     """
     from ragaudit.ordering import STRATEGIES
 
-    key = (strategy, n, top_k, orderings)
+    settings = dict(options or {})
+    key = (strategy, n, top_k, orderings, round(tie_share, 6), tuple(sorted(settings.items())))
     if key in _comparisons_memo:
         return _comparisons_memo[key]
     if n < 2:
@@ -340,14 +664,24 @@ async def simulated_comparisons(
     total = 0
     for seed in range(max(1, orderings)):
         items = [f"c{i}" for i in range(n)]
-        truth = {item: rank for rank, item in enumerate(random.Random(seed).sample(items, n))}
+        draw = random.Random(seed)
+        truth = {item: rank for rank, item in enumerate(draw.sample(items, n))}
+        tied = {
+            frozenset((a, b))
+            for i, a in enumerate(items)
+            for b in items[i + 1 :]
+            if draw.random() < tie_share
+        }
         asked: set[frozenset[str]] = set()
 
         async def compare(a: str, b: str) -> int:
-            asked.add(frozenset((a, b)))  # noqa: B023  (each ordering has its own set)
+            pair = frozenset((a, b))
+            asked.add(pair)  # noqa: B023  (each ordering has its own sets)
+            if pair in tied:  # noqa: B023
+                return 0
             return -1 if truth[a] < truth[b] else 1  # noqa: B023
 
-        await STRATEGIES[strategy](items, compare, top_k=top_k)
+        await STRATEGIES[strategy](items, compare, top_k=top_k, **settings)
         total += len(asked)
     _comparisons_memo[key] = total / max(1, orderings)
     return _comparisons_memo[key]
@@ -365,6 +699,7 @@ def _structured(prompt: Any, inp: Any, language: str) -> list[dict[str, Any]]:
 
 async def estimate_sort(plan: Plan) -> None:
     """One relevance verdict per candidate; pairwise comparisons of the assumed relevant ones."""
+    from ragaudit.ordering import options_for
     from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 
     config = plan.config
@@ -374,7 +709,9 @@ async def estimate_sort(plan: Plan) -> None:
             plan.relevant[q.question_id] = plan.candidates.get(q.question_id, [])
         return
     judge = config.models.judge_model
-    share = plan.assume.relevant_share
+    share = plan.share("relevant_share")
+    ties = plan.share("tie_share")
+    options = options_for(cfg.strategy, cfg.model_dump())
     verdicts = plan.line("sort", "relevance verdicts", judge)
     pairs = plan.line("sort", f"pairwise comparisons ({cfg.strategy})", judge)
     orders = 2 if cfg.both_orders else 1
@@ -386,11 +723,11 @@ async def estimate_sort(plan: Plan) -> None:
             )
             verdicts.calls += 1
             verdicts.tokens_in += count_messages(judge, messages)
-            verdicts.tokens_out += plan.assume.verdict_tokens
+            verdicts.tokens_out += plan.reply_tokens("sort", RELEVANCE.key, "verdict_tokens")
         relevant = cands[: round(share * len(cands))]
         plan.relevant[q.question_id] = relevant
         n = await simulated_comparisons(
-            cfg.strategy, len(relevant), cfg.top_k_exact, plan.assume.orderings
+            cfg.strategy, len(relevant), cfg.top_k_exact, plan.assume.orderings, ties, options
         )
         if not n:
             continue
@@ -405,11 +742,12 @@ async def estimate_sort(plan: Plan) -> None:
         mean_context = sum(pairwise(t, "") - empty for _, t in relevant) / len(relevant)
         pairs.calls += orders * n
         pairs.tokens_in += orders * n * (empty + 2 * mean_context)
-        pairs.tokens_out += orders * n * plan.assume.verdict_tokens
+        pairs.tokens_out += orders * n * plan.reply_tokens("sort", PAIRWISE.key, "verdict_tokens")
     plan.notes.append(
-        f"sort: {share:.0%} of each question's candidates assumed relevant (--assume "
-        f"relevant_share=…); comparisons counted by running '{cfg.strategy}' on a consistent "
-        "judge, each asked in " + ("both orders" if cfg.both_orders else "one order")
+        f"sort: the first {share:.0%} of each question's candidates taken as relevant; "
+        f"comparisons counted by running '{cfg.strategy}' on a simulated judge that leaves "
+        f"{ties:.0%} of pairs tied, each asked in "
+        + ("both orders" if cfg.both_orders else "one order")
     )
 
 
@@ -432,7 +770,8 @@ async def estimate_ground_truth(plan: Plan) -> None:
     window = context_window(judge, config.models.judge_context_window)
     answers = plan.line("ground_truth", f"answers ({cfg.mode})", judge)
     merges = plan.line("ground_truth", "merges", judge)
-    out_tokens = plan.assume.answer_tokens
+    reference_tokens = plan.reference_tokens()
+    written_share = plan.share("reference_share")
     for q in plan.questions:
         if q.reference and not cfg.overwrite_reference:
             continue
@@ -465,9 +804,17 @@ async def estimate_ground_truth(plan: Plan) -> None:
             )
             answers.calls += 1
             answers.tokens_in += count_messages(judge, messages)
-            answers.tokens_out += out_tokens
-        # Every partial answer assumed answer_tokens long; merges in rounds, as the writer does.
-        text = _placeholder(out_tokens, q.language)
+            answers.tokens_out += plan.reply_tokens(
+                "ground_truth", ANSWER_GROUP.key, "answer_tokens"
+            )
+        # Every partial answer as long as a reply; merges in rounds, as the writer does.
+        like = " ".join(t for _, t in contexts)
+        text = _placeholder(
+            plan.reply_tokens("ground_truth", ANSWER_GROUP.key, "answer_tokens"),
+            q.language,
+            judge,
+            like,
+        )
         partials = [
             _Piece(text, [], len(writer.nodes) + i, writer.cost(text)) for i in range(len(groups))
         ]
@@ -482,16 +829,36 @@ async def estimate_ground_truth(plan: Plan) -> None:
                     )
                     merges.calls += 1
                     merges.tokens_in += count_messages(judge, messages)
-                    merges.tokens_out += out_tokens
+                    merges.tokens_out += plan.reply_tokens(
+                        "ground_truth", MERGE.key, "answer_tokens"
+                    )
             base = max(p.node for p in partials) + 1
             partials = [_Piece(text, [], base + i, writer.cost(text)) for i in range(len(rounds))]
-        plan.references[q.question_id] = _placeholder(plan.assume.reference_tokens, q.language)
+        plan.references[q.question_id] = _placeholder(reference_tokens, q.language, judge, like)
+        plan.reference_weight[q.question_id] = written_share
 
 
 # -- score --------------------------------------------------------------------------------
 
-Tally = Callable[[str, str, float, float, float], None]
-"""``tally(step, kind, calls, tokens_in, tokens_out)`` adds to the metric's lines."""
+
+class Tally(Protocol):
+    """Adds calls of one step to the metric's lines.
+
+    ``prior`` names the reply-length prior ``tokens_out`` rests on: the judge's logged replies
+    to the metric's prompts replace it where the record has them.
+    """
+
+    def __call__(  # noqa: D102
+        self,
+        step: str,
+        kind: str,
+        calls: float,
+        tokens_in: float,
+        tokens_out: float,
+        prior: str | None = None,
+    ) -> None: ...
+
+
 StepModel = Callable[[Any, Any, Plan, Tally], None]
 """How a metric's judge steps cost for one sample: ``steps(sample, deps, plan, tally)``."""
 
@@ -522,6 +889,7 @@ def _faithfulness(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
         1,
         _ragas_call(gen, data, deps.judge),
         n * plan.assume.statement_tokens,
+        "statement_tokens",
     )
     nli = prompt_for(util.NLIStatementPrompt(), NLI_FAITHFULNESS, s.language)
     data2 = util.NLIStatementInput(context="\n".join(s.contexts), statements=statements)
@@ -531,6 +899,7 @@ def _faithfulness(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
         1,
         _ragas_call(nli, data2, deps.judge),
         2 * n * plan.assume.statement_tokens,
+        "statement_tokens",
     )
 
 
@@ -548,7 +917,14 @@ def _answer_relevancy(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
     n = int(deps.option("answer_relevancy_strictness", 3))
     prompt = prompt_for(AnswerRelevancePrompt(), ANSWER_RELEVANCE, s.language)
     tokens = _ragas_call(prompt, AnswerRelevanceInput(response=s.response), deps.judge)
-    tally("questions", "completion", n, n * tokens, n * plan.assume.question_tokens)
+    tally(
+        "questions",
+        "completion",
+        n,
+        n * tokens,
+        n * plan.assume.question_tokens,
+        "question_tokens",
+    )
     # The real question, then the generated ones in one request.
     embedded = count_text(deps.embedder, s.question) + n * plan.assume.question_tokens
     tally("embeddings", "embedding", 2, embedded, 0)
@@ -574,6 +950,7 @@ def _context_precision(answer_field: str) -> StepModel:
                 1,
                 _ragas_call(prompt, data, deps.judge),
                 plan.assume.verdict_tokens,
+                "verdict_tokens",
             )
 
     return steps
@@ -600,6 +977,7 @@ def _context_recall(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
         1,
         _ragas_call(prompt, data, deps.judge),
         2 * n * plan.assume.statement_tokens,
+        "statement_tokens",
     )
 
 
@@ -629,7 +1007,14 @@ def _rough(m: Any) -> StepModel:
                     tally("judge (rough)", "completion", 1, base + sum(ctx), 0)
             else:
                 tokens = sum(count_text(deps.judge, t) for t in texts)
-                tally("judge (rough)", "completion", 1, tokens, plan.assume.verdict_tokens)
+                tally(
+                    "judge (rough)",
+                    "completion",
+                    1,
+                    tokens,
+                    plan.assume.verdict_tokens,
+                    "verdict_tokens",
+                )
         if m.needs_embeddings:
             tokens = sum(count_text(deps.embedder, t) for t in texts[1:])
             tally("embeddings (rough)", "embedding", 1, tokens, 0)
@@ -680,6 +1065,7 @@ async def estimate_score(plan: Plan) -> None:
     )
     window = context_window(judge, models.judge_context_window)
     samples = _samples(plan)
+    scale = [1.0]  # the current sample's weight: the chance that the metric scores it
     for name in config.score.metrics:
         try:
             m = resolve(name, config.score.model_dump())
@@ -694,16 +1080,31 @@ async def estimate_score(plan: Plan) -> None:
         stage = f"score:{name}"
 
         def tally(
-            step: str, kind: str, calls: float, t_in: float, t_out: float, stage: str = stage
+            step: str,
+            kind: str,
+            calls: float,
+            tokens_in: float,
+            tokens_out: float,
+            prior: str | None = None,
+            stage: str = stage,
         ) -> None:
+            if kind == "completion" and prior is not None:
+                # The call log labels a metric's judge calls with the prompt language only, so
+                # the record gives one mean reply over all of the metric's steps.
+                seen = plan.observed_reply(stage, None, prior)
+                if seen is not None:
+                    tokens_out = calls * seen.mean_tokens
             line = plan.line(stage, step, judge if kind == "completion" else deps.embedder, kind)
-            line.calls += calls
-            line.tokens_in += t_in
-            line.tokens_out += t_out
+            line.calls += scale[0] * calls
+            line.tokens_in += scale[0] * tokens_in
+            line.tokens_out += scale[0] * tokens_out
 
         for s in samples:
             if m.missing(s):
                 continue
+            # A reference the run has yet to write exists only with the judge's written share.
+            needs_reference = m.missing(replace(s, reference=None))
+            scale[0] = plan.reference_weight.get(s.question_id, 1.0) if needs_reference else 1.0
             if "contexts" in m.inputs and m.needs_llm:
                 k, _ = fit_k(m, s, deps, window)
                 if k == 0:
@@ -730,36 +1131,146 @@ ESTIMATORS: dict[str, Callable[[Plan], Awaitable[None]]] = {
 
 
 async def estimate_run(
-    config: RunConfig, assume: Assumptions | None = None, stages: list[str] | None = None
+    config: RunConfig,
+    assume: Assumptions | None = None,
+    stages: list[str] | None = None,
+    *,
+    use_history: bool = True,
 ) -> Estimate:
     """The calls, tokens and cost ``config``'s run will need, without calling any model.
 
     ``stages`` limits the lines to those stages; the earlier stages are still estimated, since
-    later ones read what they produce.
+    later ones read what they produce. ``use_history``: read the judge's record in earlier
+    runs under ``config.runs_root`` (:func:`judge_history`) where a prior would stand.
     """
     assume = assume or Assumptions()
+    judge = config.models.judge_model
     plan = Plan(config, assume, load_questions(config.questions, limit=config.limit))
+    if use_history:
+        plan.history = judge_history(Path(config.runs_root), judge)
     for estimator in ESTIMATORS.values():
         await estimator(plan)
     lines = [line for line in plan.lines if stages is None or line.stage.split(":", 1)[0] in stages]
-    return Estimate(lines, assume, plan.notes)
+    used = {line.model for line in lines if line.calls}
+    plan.notes.extend(
+        f"tokens of {model} counted with {counter(model).rule}" for model in sorted(used)
+    )
+    return Estimate(lines, assume, plan.notes, _evidence(plan), plan.history)
+
+
+def _runs_text(history: History) -> str:
+    n = len(history.runs)
+    return f"{n} earlier run{'s' if n != 1 else ''} with judge {history.judge}"
+
+
+def _share_line(what: str, name: str, detail: str, plan: Plan, nothing: str) -> str:
+    """Where a judge-dependent share came from: stated, observed, or a plainly said prior."""
+    value = getattr(plan.assume, name)
+    if name in plan.assume.stated:
+        return f"{what} {value:g}: stated (--assume)"
+    observed = plan.shares.get(name)
+    if observed is not None and plan.history is not None:
+        return f"{what} {observed:.2f} (observed in {_runs_text(plan.history)}: {detail})"
+    return (
+        f"{what} {value:g}: a prior, not an observation — {nothing} "
+        f"(state one with --assume {name}=…)"
+    )
+
+
+def _evidence(plan: Plan) -> list[str]:
+    """One line per judge-dependent figure: its value and where it came from."""
+    assume, history = plan.assume, plan.history
+    judge = plan.config.models.judge_model
+    nothing = (
+        "earlier runs not read"
+        if history is None
+        else f"no earlier finished run with judge {judge} under {plan.config.runs_root} shows it"
+    )
+    out = []
+    h = history or History(judge)
+    if plan.config.sort.enabled:
+        out.append(
+            _share_line(
+                "relevant share",
+                "relevant_share",
+                f"{h.relevant} of {h.verdicts} relevance verdicts said relevant",
+                plan,
+                nothing,
+            )
+        )
+        if (
+            any(
+                line.stage == "sort" and line.step.startswith("pairwise") and line.calls
+                for line in plan.lines
+            )
+            or "tie_share" in plan.shares
+        ):
+            out.append(
+                _share_line(
+                    "tied pairs",
+                    "tie_share",
+                    f"{h.ties} of {h.comparisons} pairwise comparisons tied",
+                    plan,
+                    nothing,
+                )
+            )
+    if plan.reference_weight:
+        out.append(
+            _share_line(
+                "references written",
+                "reference_share",
+                f"{len(h.reference_tokens)} of {h.references_tried} asked for",
+                plan,
+                nothing,
+            )
+        )
+    if plan.observed and history is not None:
+        seen = ", ".join(
+            f"{stage} {version if version != '*' else 'prompts'} {reply.mean_tokens:.1f}"
+            f" ({reply.calls} replies)"
+            for (stage, version), reply in plan.observed.items()
+        )
+        out.append(f"reply tokens observed in {_runs_text(history)}: {seen}")
+    if plan.observed_references and history is not None:
+        written = history.reference_tokens
+        out.append(
+            f"reference length {sum(written) / len(written):.0f} tokens (observed in "
+            f"{_runs_text(history)}: {len(written)} references written)"
+        )
+    lengths = sorted(plan.priors_used)
+    stated = [name for name in lengths if name in assume.stated]
+    if stated:
+        values = ", ".join(f"{name}={getattr(assume, name)}" for name in stated)
+        out.append(f"lengths stated (--assume): {values}")
+    priors = [name for name in lengths if name not in assume.stated]
+    if priors:
+        values = ", ".join(f"{name}={getattr(assume, name)}" for name in priors)
+        if plan.observed or plan.observed_references:
+            nothing = "the record has none for them"
+        out.append(f"lengths from priors, not observations ({nothing}): {values}")
+    return out
 
 
 __all__ = [
     "ESTIMATORS",
     "STEP_MODELS",
     "Assumptions",
+    "Counter",
     "Estimate",
+    "History",
     "Line",
     "Plan",
+    "Reply",
     "count_messages",
     "count_text",
+    "counter",
     "estimate_collect",
     "estimate_ground_truth",
     "estimate_report",
     "estimate_run",
     "estimate_score",
     "estimate_sort",
+    "judge_history",
     "price",
     "simulated_comparisons",
 ]

