@@ -24,7 +24,14 @@ from ragaudit.cache._memo import (
     open_memo,
     safe_url,
 )
-from ragaudit.cache._tokens import FALLBACK_WINDOW, context_window, count_prompt, count_tokens
+from ragaudit.cache._tokens import (
+    FALLBACK_WINDOW,
+    context_window,
+    count_prompt,
+    count_text,
+    count_tokens,
+    forget_counts,
+)
 
 __all__ = [
     "CALL_LOG_SCHEMA",
@@ -47,8 +54,10 @@ __all__ = [
     "canonical_json",
     "context_window",
     "count_prompt",
+    "count_text",
     "count_tokens",
     "extract_json",
+    "forget_counts",
     "live_gateways",
     "memo_identity",
     "open_memo",
