@@ -28,8 +28,10 @@ from ragaudit.cache._tokens import (
     FALLBACK_WINDOW,
     context_window,
     count_prompt,
+    count_text,
     count_tokens,
     encoding_name,
+    forget_counts,
 )
 
 __all__ = [
@@ -53,9 +55,11 @@ __all__ = [
     "canonical_json",
     "context_window",
     "count_prompt",
+    "count_text",
     "count_tokens",
     "encoding_name",
     "extract_json",
+    "forget_counts",
     "live_gateways",
     "memo_identity",
     "open_memo",

@@ -496,6 +496,10 @@ class Gateway:
         if sample_index is None and scope.samples:
             probe = request_key({**request, "prompt_version": prompt_version})
             sample_index = scope.seen.get(probe, 0)
+            if not sample_index:
+                # Sample 0 leaves the index out of its key, as the probe does: the probe is
+                # its key (hashing a request is a fifth of a memo hit's cost).
+                return probe, probe, 0
         key = request_key(
             {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
         )

@@ -2,10 +2,20 @@
 
 One tokenizer mapping for every caller, so a prompt is counted the same way where it is
 fitted (the stages) and where it is checked before it is sent (the gateway).
+
+A prompt is mostly text the process has counted before: the schema message sent with every
+call of a schema, a prompt's instruction and examples sent with every row, the messages a
+stage counted to fit them and then gave the gateway to check. So counts are kept: a chat
+message's count by its content's digest (:func:`count_prompt`), and for the texts the score
+stage fits, each line's count (:func:`count_text`), so only what is new is tokenized.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+from functools import lru_cache
 from typing import Any
 
 import litellm
@@ -14,6 +24,12 @@ from ragaudit.cache._fake import DEFAULT_WINDOW, FakeOptions
 
 # Without better knowledge a judge is assumed to hold this many tokens (prompt + answer).
 FALLBACK_WINDOW = 8192
+# Models counted with tiktoken's cl100k directly: our own providers, which litellm cannot map.
+_CL100K_PROVIDERS = frozenset({"fake", "local"})
+# Counts kept: message counts (a digest key each) and line counts (lines up to this length).
+_MESSAGE_COUNTS = 4096
+_LINE_COUNTS = 4096
+_MAX_KEPT_LINE = 2000
 
 
 def context_window(model: str, configured: int | None = None) -> int:
@@ -34,11 +50,15 @@ def context_window(model: str, configured: int | None = None) -> int:
         return FALLBACK_WINDOW
 
 
+def _cl100k_model(model: str) -> bool:
+    return model.split("/", 1)[0] in _CL100K_PROVIDERS
+
+
 def _tokenizer(model: str) -> str:
     """The model name litellm's counter should see for ``model``."""
     # Our own providers have no litellm tokenizer; cl100k over-counts CJK a little, which is
     # the safe side for window packing.
-    if model.split("/", 1)[0] in {"fake", "local"}:
+    if _cl100k_model(model):
         return "gpt-4"
     # litellm picks an OpenAI model's encoding (o200k for gpt-4o, gpt-4.1, the o-series) only
     # from its bare name: "openai/gpt-4o-mini" fell back to cl100k, ~1.8x its Chinese tokens.
@@ -64,18 +84,139 @@ def count_tokens(model: str, text: str) -> int:
         return len(text)
 
 
+# -- a text, line by line -------------------------------------------------------------------
+
+
+# tiktoken's pre-tokenizer (cl100k and o200k alike) never lets a piece run from a line break
+# into a letter: a piece holding a line break ends with it. So a text's tokens are exactly the
+# sum of its parts' when it is cut after every line break that a letter follows.
+def _lines(text: str) -> list[str]:
+    out: list[str] = []
+    start, find, end = 0, text.find, len(text) - 1
+    cut = find("\n")
+    while cut >= 0:
+        if cut < end and text[cut + 1].isalpha():
+            out.append(text[start : cut + 1])
+            start = cut + 1
+        cut = find("\n", cut + 1)
+    out.append(text[start:])
+    return out
+
+
+@lru_cache(maxsize=1)
+def _cl100k() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def _cl100k_count(text: str) -> int:
+    return len(_cl100k().encode(text, disallowed_special=()))
+
+
+_cl100k_line = lru_cache(maxsize=_LINE_COUNTS)(_cl100k_count)
+
+
+def count_text(model: str, text: str) -> int:
+    """Tokens of ``text`` for ``model``, as a prompt's text: tiktoken's whole-text count.
+
+    For our own providers (cl100k, without litellm's per-call overhead and chunking) the text
+    is counted line by line and each line's count kept, which is exact (see ``_lines``): a
+    prompt's instruction and examples are tokenized once per process, not once per row.
+    Other models are counted as :func:`count_tokens` counts them.
+    """
+    if not _cl100k_model(model):
+        return count_tokens(model, text)
+    return sum(
+        _cl100k_line(line) if len(line) <= _MAX_KEPT_LINE else _cl100k_count(line)
+        for line in _lines(text)
+    )
+
+
+# -- chat messages ---------------------------------------------------------------------------
+
+
+class _Counts:
+    """A bounded map of message counts, least recently used out first; safe across threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._counts: OrderedDict[tuple[str, str, bytes], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, bytes]) -> int | None:
+        with self._lock:
+            found = self._counts.get(key)
+            if found is not None:
+                self._counts.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, bytes], count: int) -> None:
+        with self._lock:
+            self._counts[key] = count
+            if len(self._counts) > self.size:
+                self._counts.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+_message_counts = _Counts(_MESSAGE_COUNTS)
+
+
+@lru_cache(maxsize=64)
+def _priming(tokenizer: str) -> int:
+    # The tokens litellm adds once per prompt (the reply's priming), whatever its messages.
+    return int(litellm.token_counter(model=tokenizer, messages=[]))
+
+
+def _message_tokens(tokenizer: str, role: str, content: str) -> int:
+    digest = hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    key = (tokenizer, role, digest)
+    found = _message_counts.get(key)
+    if found is None:
+        found = int(
+            litellm.token_counter(model=tokenizer, messages=[{"role": role, "content": content}])
+        ) - _priming(tokenizer)
+        _message_counts.put(key, found)
+    return found
+
+
 def count_prompt(model: str, messages: list[dict[str, Any]]) -> int:
-    """Tokens of chat ``messages`` as litellm counts them for ``model`` (framing included)."""
+    """Tokens of chat ``messages`` as litellm counts them for ``model`` (framing included).
+
+    litellm counts a prompt as its messages' counts plus a fixed priming, so each plain text
+    message (a role and a string content) is counted once per process and its count kept: the
+    schema message every call of a schema carries, a prompt a stage counted to fit it and the
+    gateway then checks, the first prompt inside its repair.
+    """
+    tokenizer = _tokenizer(model)
     try:
-        return int(litellm.token_counter(model=_tokenizer(model), messages=messages))
+        if all(
+            len(m) == 2 and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        ):
+            return _priming(tokenizer) + sum(
+                _message_tokens(tokenizer, m["role"], m["content"]) for m in messages
+            )
+        return int(litellm.token_counter(model=tokenizer, messages=messages))
     except Exception:  # no tokenizer for this model: characters over-count, the safe side
         return sum(len(str(m.get("content") or "")) + 4 for m in messages)
+
+
+def forget_counts() -> None:
+    """Drop every kept count (a benchmark measuring a fresh process's work calls this)."""
+    _message_counts.clear()
+    _cl100k_line.cache_clear()
 
 
 __all__ = [
     "FALLBACK_WINDOW",
     "context_window",
     "count_prompt",
+    "count_text",
     "count_tokens",
     "encoding_name",
+    "forget_counts",
 ]

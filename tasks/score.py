@@ -26,7 +26,8 @@ from functools import lru_cache
 from typing import Any
 
 from ragaudit import progress
-from ragaudit.cache import count_tokens
+from ragaudit.cache import count_text
+from ragaudit.cache import forget_counts as forget_cached_counts
 from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import Deps, Metric, Sample, Skip, resolve, trace
@@ -47,25 +48,24 @@ MESSAGE_OVERHEAD_TOKENS = 4
 KEEP_REPLIES = 20
 
 
-@lru_cache(maxsize=1)
-def _cl100k() -> Any:
-    import tiktoken
-
-    return tiktoken.get_encoding("cl100k_base")
-
-
 def prompt_tokens(model: str, text: str) -> int:
-    """Tokens of ``text`` for ``model``."""
-    if model.split("/", 1)[0] in {"fake", "local"}:
-        # What count_tokens measures for them (cl100k), without litellm's per-call overhead.
-        return len(_cl100k().encode(text, disallowed_special=()))
-    return count_tokens(model, text)
+    """Tokens of ``text`` for ``model`` (a prompt's instruction and examples counted once)."""
+    return count_text(model, text)
 
 
 @lru_cache(maxsize=8192)
 def _context_tokens(model: str, text: str) -> int:
     # Every judged metric fits the same contexts: count each once per process.
     return prompt_tokens(model, _in_prompt(text))
+
+
+def forget_counts() -> None:
+    """Drop every token count this process kept (contexts, prompt lines, messages).
+
+    What a re-run in a new process would start from; a benchmark calls it.
+    """
+    _context_tokens.cache_clear()
+    forget_cached_counts()
 
 
 def _in_prompt(text: str) -> str:
@@ -320,6 +320,7 @@ __all__ = [
     "build_samples",
     "combine_scores",
     "fit_k",
+    "forget_counts",
     "make_deps",
     "metric_for",
     "prompt_tokens",

@@ -21,6 +21,7 @@ from ragaudit.cache import (
     KEY_VERSION,
     Gateway,
     count_prompt,
+    forget_counts,
     request_key,
     structured_prompt_tokens,
 )
@@ -546,6 +547,45 @@ async def test_structured_counts_exactly_what_it_sends(gateway: Gateway, fake: A
     first, repair = fake.stats.requests
     assert judged.prompt_tokens == counted == sent_tokens(first)
     assert judged.repair_prompt_tokens == sent_tokens(repair) <= counted + 100
+
+
+async def test_a_budgeted_prompt_is_tokenized_once(
+    gateway: Gateway, fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A caller fits its prompt (structured_prompt_tokens), then the gateway checks the budget:
+    # the same messages are not tokenized a second time, nor is the schema message per call.
+    forget_counts()
+    tokenized: list[str] = []
+    real = litellm.token_counter
+
+    def spy(*args: Any, **kwargs: Any) -> int:
+        tokenized.extend(m["content"] for m in kwargs.get("messages") or [])
+        if kwargs.get("text") is not None:
+            tokenized.append(kwargs["text"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, "token_counter", spy)
+    first, second = user("Is Paris the capital?"), user("Is Lyon the capital?")
+    counted = structured_prompt_tokens("fake/judge", Verdict, first)
+    fitted = len(tokenized)
+    judged = await gateway.astructured(
+        model="fake/judge",
+        messages=first,
+        schema=Verdict,
+        prompt_version="v1",
+        prompt_budget=counted + 100,
+    )
+    assert judged.ok and judged.prompt_tokens == counted == sent_tokens(fake.stats.requests[0])
+    assert len(tokenized) == fitted  # the check counted nothing again
+    again = await gateway.astructured(
+        model="fake/judge",
+        messages=second,
+        schema=Verdict,
+        prompt_version="v1",
+        prompt_budget=counted + 100,
+    )
+    assert again.ok and again.prompt_tokens == sent_tokens(fake.stats.requests[1])
+    assert tokenized[fitted:] == ["Is Lyon the capital?"]  # only the new message
 
 
 async def test_structured_prompt_over_its_budget_is_not_sent(gateway: Gateway, fake: Any) -> None:

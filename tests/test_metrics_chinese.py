@@ -130,3 +130,39 @@ def test_sentences_split_chinese_english_and_unpunctuated_text(
     text: str, expected: list[str]
 ) -> None:
     assert sentences(text) == expected
+
+
+def test_prompts_with_their_examples_rendered_once_read_as_before() -> None:
+    # Examples are rendered once per choice of examples and kept: factual correctness picks
+    # another pair per atomicity and coverage, so a kept block must be the block for its pick;
+    # ragas's own (English) prompts keep ragas's rendering word for word.
+    from ragas.metrics.collections.faithfulness.util import NLIStatementInput, NLIStatementPrompt
+
+    from ragaudit.metrics._ragas import LocalisedPrompt, prompt_for
+    from ragaudit.prompts.claims import CLAIMS, matching_examples
+    from ragaudit.prompts.statements import NLI_FAITHFULNESS
+
+    def claims_input(atomicity: str, coverage: str) -> Any:
+        return CLAIMS.input_model(response="北京是首都。", atomicity=atomicity, coverage=coverage)
+
+    levels = [("low", "low"), ("high", "high"), ("low", "high"), ("high", "low")]
+    prompt = LocalisedPrompt(CLAIMS, "zh", matching_examples)
+    first = {lv: prompt.to_string(claims_input(*lv)) for lv in levels}
+    again = {
+        lv: LocalisedPrompt(CLAIMS, "zh", matching_examples).to_string(claims_input(*lv))
+        for lv in reversed(levels)
+    }
+    assert first == again and len(set(first.values())) == len(levels)
+    for (atomicity, coverage), text in first.items():
+        shown = {
+            o.model_dump_json(indent=4)
+            for i, o in CLAIMS.examples["zh"]
+            if (i.atomicity, i.coverage) == (atomicity, coverage)
+        }
+        every = {o.model_dump_json(indent=4) for _, o in CLAIMS.examples["zh"]}
+        assert shown and {o for o in every if o in text} == shown
+
+    data = NLIStatementInput(context="Paris is the capital.", statements=["Paris is a city."])
+    for _ in range(2):  # the first rendering is kept, the second reads it
+        kept = prompt_for(NLIStatementPrompt(), NLI_FAITHFULNESS, "en")
+        assert kept.to_string(data) == NLIStatementPrompt().to_string(data)

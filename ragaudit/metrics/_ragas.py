@@ -9,6 +9,7 @@ ragas's prompts untouched, so their wording and memo keys are exactly ragas's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -270,24 +271,67 @@ class LocalisedPrompt(BasePrompt):
     def to_string(self, data: BaseModel) -> str:
         """The full prompt for ``data``: instruction, schema, examples, input (ragas's layout)."""
         words = _FRAME.get(self.language, _FRAME["en"])
-        schema = json.dumps(self.output_model.model_json_schema(), ensure_ascii=False)
         examples = self._pick(self.examples, data) if self._pick else self.examples
-        shown = ""
-        if examples:
-            shown = (
-                words["examples"]
-                + "\n"
-                + "\n\n".join(
-                    f"{words['example']} {n}\n{words['input']}: {i.model_dump_json(indent=4)}\n"
-                    f"{words['output']}: {o.model_dump_json(indent=4)}"
-                    for n, (i, o) in enumerate(examples, start=1)
-                )
-            )
         return (
-            f"{self.instruction}\n{words['schema']}{schema}{words['quotes']}\n\n{shown}\n"
+            f"{self.instruction}\n{words['schema']}{_schema_text(self.output_model)}"
+            f"{words['quotes']}\n\n{_shown(self.language, examples)}\n"
             f"-----------------------------\n\n{words['now']}: "
             f"{data.model_dump_json(indent=4, exclude_none=True)}\n{words['output']}: "
         )
+
+
+@lru_cache(maxsize=256)
+def _schema_text(output_model: type[BaseModel]) -> str:
+    return json.dumps(output_model.model_json_schema(), ensure_ascii=False)
+
+
+# A prompt's examples block, rendered once per prompt kind and choice of examples: every row
+# shows the same few pairs, and dumping them as indented JSON on every call was a tenth of a
+# re-score's CPU. Keyed by the pairs' identity; an entry holds its pairs, so no id is reused
+# while it is kept. The examples are module and class constants: a handful of entries.
+_SHOWN: dict[tuple[Any, tuple[int, ...]], tuple[list[Any], str]] = {}
+_SHOWN_MAX = 512
+
+
+def _rendered_once(kind: Any, examples: list[Any], render: Callable[[], str]) -> str:
+    key = (kind, tuple(id(part) for pair in examples for part in pair))
+    found = _SHOWN.get(key)
+    if found is None:
+        if len(_SHOWN) >= _SHOWN_MAX:
+            _SHOWN.clear()
+        found = _SHOWN[key] = (list(examples), render())
+    return found[1]
+
+
+def _shown(language: str, examples: list[Any]) -> str:
+    def render() -> str:
+        if not examples:
+            return ""
+        words = _FRAME.get(language, _FRAME["en"])
+        return (
+            words["examples"]
+            + "\n"
+            + "\n\n".join(
+                f"{words['example']} {n}\n{words['input']}: {i.model_dump_json(indent=4)}\n"
+                f"{words['output']}: {o.model_dump_json(indent=4)}"
+                for n, (i, o) in enumerate(examples, start=1)
+            )
+        )
+
+    return _rendered_once(language, examples, render)
+
+
+def _own_prompt(prompt: Any) -> Any:
+    """A ragas prompt with its wording untouched, its schema and examples made once."""
+    prompt.output_model = fast_schema(prompt.output_model)
+    examples = getattr(prompt, "examples", None)
+    if isinstance(examples, list) and hasattr(prompt, "_generate_examples"):
+        # ragas's own rendering, kept: the instance answers with it instead of re-rendering.
+        kind = type(prompt)
+        text = _rendered_once(kind, examples, lambda: kind._generate_examples(prompt))
+        with contextlib.suppress(AttributeError):
+            prompt._generate_examples = lambda: text
+    return prompt
 
 
 def localise(
@@ -301,9 +345,8 @@ def localise(
     for attr, prompt in prompts.items():
         if language in LOCALISED:
             setattr(metric, attr, LocalisedPrompt(prompt, language, (pick or {}).get(attr)))
-        else:  # ragas's own prompt, its wording untouched; only its schema is made once
-            own = getattr(metric, attr)
-            own.output_model = fast_schema(own.output_model)
+        else:
+            _own_prompt(getattr(metric, attr))
     return metric
 
 
@@ -311,9 +354,8 @@ def prompt_for(ragas_prompt: Any, ours: Prompt, language: str, pick: Picker | No
     """The prompt object a metric uses for ``language``: ragas's own, or ours localised."""
     if language in LOCALISED:
         return LocalisedPrompt(ours, language, pick)
-    # As localise() leaves it on the metric: the same schema text, generated once.
-    ragas_prompt.output_model = fast_schema(ragas_prompt.output_model)
-    return ragas_prompt
+    # As localise() leaves it on the metric: the same text, its schema and examples made once.
+    return _own_prompt(ragas_prompt)
 
 
 @lru_cache(maxsize=256)
