@@ -586,14 +586,14 @@ class Gateway:
         limiter = self._limiter(params["model"])
         attempt = 0
         while True:
-            epoch = await limiter.acquire()
+            call = await limiter.acquire()
             record.concurrency = limiter.limit
             try:
                 response = await self._send(record.kind, params)
             except BaseException as exc:
                 # The slot is given back before any backoff: a call waiting out a Retry-After
                 # must not hold a place others could use.
-                limiter.release(epoch, rate_limited=isinstance(exc, litellm.RateLimitError))
+                limiter.release(call, rate_limited=isinstance(exc, litellm.RateLimitError))
                 if not isinstance(exc, Exception):
                     raise
                 if not isinstance(exc, TRANSIENT_ERRORS) or attempt >= self.max_retries:
@@ -606,7 +606,7 @@ class Gateway:
                     delay = self.backoff_s * (2 ** (attempt - 1)) * (0.5 + random.random())
                 await asyncio.sleep(min(delay, MAX_RETRY_AFTER_S))
                 continue
-            limiter.release(epoch, ok=True)
+            limiter.release(call, ok=True)
             return response
 
     @staticmethod

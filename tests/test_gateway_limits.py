@@ -1,9 +1,13 @@
-"""The adaptive per-model limit: halve on a rate limit, grow back on success, report and log."""
+"""The adaptive per-model limit: halve on overload, not on refusals whatever the load; grow back,
+report and log."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,72 +21,187 @@ def limiter(maximum: int) -> AdaptiveLimiter:
     return AdaptiveLimiter("m", maximum, LimitStats(maximum, maximum, maximum))
 
 
-async def test_halves_on_a_rate_limit_once_per_epoch_and_never_below_one(
+def changes(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "concurrency" in r.getMessage()]
+
+
+async def refuse(lim: AdaptiveLimiter, n: int) -> None:
+    """``n`` calls admitted one after the other, each refused."""
+    for _ in range(n):
+        lim.release(await lim.acquire(), rate_limited=True)
+
+
+async def answer(lim: AdaptiveLimiter, n: int) -> None:
+    """``n`` calls admitted one after the other, each answered."""
+    for _ in range(n):
+        lim.release(await lim.acquire(), ok=True)
+
+
+async def drive(
+    lim: AdaptiveLimiter,
+    answers: int,
+    *,
+    capacity: int = 0,
+    refused: Callable[[], bool] = lambda: False,
+) -> list[int]:
+    """A provider driven call by call; returns the limit each call was admitted under.
+
+    Every round fills the free slots (the queue never runs dry), then the provider answers
+    the oldest call it holds. It refuses a call at once when it holds ``capacity`` already
+    (0: no cap), and when ``refused()`` says so whatever the load.
+    """
+    held: collections.deque[int] = collections.deque()
+    admitted: list[int] = []
+    for _ in range(answers):
+        while lim.in_use < lim.limit:
+            call = await lim.acquire()
+            admitted.append(lim.limit)
+            if (capacity and len(held) >= capacity) or refused():
+                lim.release(call, rate_limited=True)
+            else:
+                held.append(call)
+        lim.release(held.popleft(), ok=True)
+    return admitted
+
+
+async def test_most_calls_refused_halve_it_once_per_change_and_never_below_one(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="ragaudit.gateway")
     lim = limiter(8)
-    before = await lim.acquire()  # in flight when the provider pushes back
-    first = await lim.acquire()
-    lim.release(first, rate_limited=True)
+    calls = [await lim.acquire() for _ in range(8)]  # a burst, as a batch starts
+    for call in calls[:5]:
+        lim.release(call, rate_limited=True)
+    assert lim.limit == 8  # five of eight is not more than two in three
+    lim.release(calls[5], rate_limited=True)
     assert lim.limit == 4
-    lim.release(before, rate_limited=True)  # the same push-back, seen later: no second halving
+    # The same push-back seen by calls admitted before the change: no second halving.
+    lim.release(calls[6], rate_limited=True)
+    lim.release(calls[7], rate_limited=True)
     assert lim.limit == 4
-    for expected in (2, 1, 1):
-        lim.release(await lim.acquire(), rate_limited=True)
-        assert lim.limit == expected
+    # Lowered, and nothing known about refusals the limit cannot avoid: one in two is enough.
+    await refuse(lim, 4)
+    assert lim.limit == 4
+    await refuse(lim, 1)
+    assert lim.limit == 2
+    await refuse(lim, 5)
+    assert lim.limit == 1
+    await refuse(lim, 20)
+    assert lim.limit == 1
     assert lim.stats.as_dict() == {
         "configured": 8,
         "min": 1,
         "final": 1,
-        "rate_limits": 5,
+        "rate_limits": 38,
         "decreases": 3,
         "increases": 0,
     }
-    assert [r.getMessage() for r in caplog.records] == [
-        "m: concurrency 8 -> 4 (rate limited)",
-        "m: concurrency 4 -> 2 (rate limited)",
-        "m: concurrency 2 -> 1 (rate limited)",
+    assert changes(caplog) == [
+        "m: concurrency 8 -> 4 (6 of the last 8 calls rate limited)",
+        "m: concurrency 4 -> 2 (5 of the last 5 calls rate limited)",
+        "m: concurrency 2 -> 1 (5 of the last 5 calls rate limited)",
     ]
 
 
-async def test_grows_by_one_after_limit_successes_up_to_the_maximum() -> None:
-    lim = limiter(4)
-    lim.release(await lim.acquire(), rate_limited=True)
-    lim.release(await lim.acquire(), rate_limited=True)
-    assert lim.limit == 1
-    seen = []
-    for _ in range(1 + 2 + 3 + 5):
-        lim.release(await lim.acquire(), ok=True)
-        seen.append(lim.limit)
-    # 1 success at 1, 2 at 2, 3 at 3, then capped at the configured 4.
-    assert seen == [2, 2, 3, 3, 3, 4, 4, 4, 4, 4, 4]
-    assert lim.stats.final == 4 and lim.stats.lowest == 1 and lim.stats.increases == 3
-    # A rate limit breaks a run of successes.
-    lim.release(await lim.acquire(), ok=True)
-    lim.release(await lim.acquire(), rate_limited=True)
+async def test_refusals_whatever_the_load_leave_the_limit_alone() -> None:
+    # 30 % of calls refused at any load: a share halving cannot lower (plain AIMD halved on
+    # each and ran at a limit near 1).
+    rng = random.Random(0)
+    lim = limiter(8)
+    admitted = await drive(lim, 400, refused=lambda: rng.random() < 0.3)
+    assert lim.stats.rate_limits > 0.2 * len(admitted)
+    assert set(admitted) == {8}
+    assert lim.stats.decreases == 0 and lim.limit == 8
+
+
+async def test_it_halves_down_to_a_quota_and_probes_it_ever_less_often(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ragaudit.gateway")
+    lim = limiter(16)  # configured for 16; the provider takes 4 at once
+    admitted = await drive(lim, 400, capacity=4)
+    log = changes(caplog)
+    # The first burst is met by halving until the provider stops refusing.
+    assert log[:2] == [
+        "m: concurrency 16 -> 8 (9 of the last 13 calls rate limited)",
+        "m: concurrency 8 -> 4 (5 of the last 5 calls rate limited)",
+    ]
+    # From then on it is never more than one step over the quota, and mostly at it or below.
+    settled = admitted[admitted.index(4) :]
+    assert max(settled) == 5
+    assert sum(limit <= 4 for limit in settled) > 0.9 * len(settled)
+    # Each step over it is refused and halved; the step is tried again after twice as many
+    # successes as the time before, up to eight times ``limit``.
+    probes = [line for line in log if line.startswith("m: concurrency 4 -> 5")]
+    assert probes[:5] == [f"m: concurrency 4 -> 5 ({n} successes)" for n in (4, 8, 16, 32, 32)]
+    refused_steps = [line for line in log if line.startswith("m: concurrency 5 -> 2")]
+    assert len(refused_steps) in (len(probes), len(probes) - 1)
+    assert all("at the limits below" in line for line in refused_steps[1:])
+
+
+async def test_a_step_up_is_halved_only_when_refused_more_often_than_below() -> None:
+    async def lowered_to_4() -> AdaptiveLimiter:
+        lim = limiter(8)
+        await refuse(lim, 6)  # six of the first eight calls refused: 8 -> 4
+        assert lim.limit == 4
+        return lim
+
+    # No refusal at 4: the step to 5 is halved on the third refusal in three calls.
+    lim = await lowered_to_4()
+    await answer(lim, 4)
+    assert lim.limit == 5
+    await refuse(lim, 2)
+    assert lim.limit == 5
+    await refuse(lim, 1)
     assert lim.limit == 2
+    # One call in three refused at 4 as well: the same three refusals at 5 are no evidence.
+    lim = await lowered_to_4()
+    for _ in range(3):
+        await refuse(lim, 1)
+        await answer(lim, 2)
+    await answer(lim, 4)  # four in a row
+    assert lim.limit == 5
+    await refuse(lim, 3)
+    assert lim.limit == 5
+    await answer(lim, 5)
+    assert lim.limit == 6
+    assert lim.stats.decreases == 1  # only the first burst's
+
+
+async def test_it_grows_by_one_after_limit_successes_in_a_row_up_to_the_maximum() -> None:
+    lim = limiter(8)
+    await refuse(lim, 6)
+    await answer(lim, 3)
+    await refuse(lim, 1)  # a refusal, even one that lowers nothing, starts the count again
+    await answer(lim, 3)
+    assert lim.limit == 4
+    await answer(lim, 1)
+    assert lim.limit == 5
+    await answer(lim, 5 + 6 + 7)
+    assert lim.limit == 8
+    await answer(lim, 20)
+    assert lim.limit == 8  # never past the configured maximum
+    assert lim.stats.increases == 4 and lim.stats.final == 8 and lim.stats.lowest == 4
 
 
 async def test_admits_no_more_than_the_limit_as_it_changes() -> None:
-    lim = limiter(4)
-    epochs = [await lim.acquire() for _ in range(4)]
+    lim = limiter(8)
+    calls = [await lim.acquire() for _ in range(8)]
+    for call in calls[:6]:
+        lim.release(call, rate_limited=True)  # limit 4, two still hold slots
+    calls = calls[6:] + [await lim.acquire() for _ in range(2)]
     waiting = [asyncio.ensure_future(lim.acquire()) for _ in range(3)]
     await asyncio.sleep(0)
-    assert lim.in_use == 4 and not any(w.done() for w in waiting)
-    lim.release(epochs[0], rate_limited=True)  # limit 2, three still hold slots
+    assert lim.limit == 4 and lim.in_use == 4 and not any(w.done() for w in waiting)
+    lim.release(calls[0], ok=True)
     await asyncio.sleep(0)
-    assert lim.limit == 2 and lim.in_use == 3 and not any(w.done() for w in waiting)
-    lim.release(epochs[1])
-    lim.release(epochs[2])
-    await asyncio.sleep(0)
-    assert lim.in_use == 2 and sum(w.done() for w in waiting) == 1
+    assert lim.in_use == 4 and sum(w.done() for w in waiting) == 1
     # A cancelled waiter gives up its place without taking a slot.
     pending = [w for w in waiting if not w.done()]
     pending[0].cancel()
-    lim.release(epochs[3])
+    lim.release(calls[1], ok=True)
     await asyncio.sleep(0)
-    assert lim.in_use == 2 and pending[1].done()
+    assert lim.in_use == 4 and pending[1].done()
 
 
 def _rate_limited_keys(prompts: list[str], model: str) -> int:
@@ -122,14 +241,11 @@ async def test_a_batch_with_30_percent_rate_limits_completes_and_records_the_lim
     assert sum(r.retries for r in rows) == refused
     report = gateway.limits_report()[model]
     assert report["configured"] == 8 and report["rate_limits"] == refused
-    assert 1 <= report["min"] < 8 and report["decreases"] >= 1
-    assert report["min"] <= report["final"] <= 8
-    # Each row carries the limit in force when its (last) attempt was admitted.
-    assert {r.concurrency for r in rows} <= set(range(report["min"], 9))
-    assert any(r.concurrency < 8 for r in rows)
-    changes = [r.getMessage() for r in caplog.records if "concurrency" in r.getMessage()]
-    assert changes[0] == f"{model}: concurrency 8 -> 4 (rate limited)"
-    assert len(changes) == report["decreases"] + report["increases"]
+    # Refused whatever the load: the limit stays where it was configured, and each row
+    # carries the limit in force when its (last) attempt was admitted.
+    assert report["min"] == report["final"] == 8 and report["decreases"] == 0
+    assert {r.concurrency for r in rows} == {8}
+    assert changes(caplog) == []
     gateway.close()
 
 
@@ -148,7 +264,10 @@ async def test_over_capacity_calls_are_refused_and_the_limit_settles_below_it(
     assert fake.stats.max_in_flight <= 4
     report = gateway.limits_report()[model]
     assert report["rate_limits"] == fake.stats.rate_limited > 0
-    # The first burst of 16 met the quota of 4: the limit fell to it or below.
-    assert report["min"] <= 4
+    # The first burst of 16 met the quota of 4: the limit fell to it or below, as the rows say.
+    assert report["min"] <= 4 and report["decreases"] >= 2
+    rows = gateway.log.rows()
+    assert min(r.concurrency for r in rows) >= report["min"]
+    assert any(r.concurrency <= 4 for r in rows)
     assert fake.stats.calls == 64 + fake.stats.rate_limited
     gateway.close()
