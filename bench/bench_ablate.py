@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing.forkserver
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,7 @@ os.environ.setdefault("RAGAUDIT_HOME", str(REPO / "data" / "bench-home"))
 import psutil  # noqa: E402
 
 import ragaudit  # noqa: E402,F401
-from ragaudit.ablation import ablation_dir, plan  # noqa: E402
+from ragaudit.ablation import ablation_dir, plan, start_worker_server  # noqa: E402
 from ragaudit.cache._fake import FAKE  # noqa: E402
 from ragaudit.config import load_config  # noqa: E402
 from ragaudit.flows.ablate import run_ablation  # noqa: E402
@@ -47,7 +49,14 @@ from ragaudit.flows.ablate import run_ablation  # noqa: E402
 LATENCY_S = 0.2
 
 
-def config(root: Path, name: str, parallel: int, cache: str, concurrency: int = 8):
+def config(
+    root: Path,
+    name: str,
+    parallel: int,
+    cache: str,
+    concurrency: int = 8,
+    task_runner: str = "default",
+):
     """The demo's sweep under ``root`` with the fake models at 0.2 s."""
     return load_config(
         REPO / "data" / "ablation" / "ablate.yaml",
@@ -67,24 +76,68 @@ def config(root: Path, name: str, parallel: int, cache: str, concurrency: int = 
                 "corpus": str(REPO / "data" / "ablation" / "corpus.jsonl"),
                 "name": name,
                 "parallel": parallel,
+                "task_runner": task_runner,
             },
         },
         environ={},
     )
 
 
-def _cpu() -> tuple[float, float]:
-    """CPU seconds of this process and of its children (the Prefect server), so far."""
-    me = psutil.Process()
-    own = me.cpu_times()
-    children = 0.0
-    for child in me.children(recursive=True):
-        try:
-            t = child.cpu_times()
-            children += t.user + t.system
-        except psutil.Error:  # a child that ended between listing and reading
-            pass
-    return own.user + own.system, children
+class CpuMeter:
+    """CPU seconds of this process and of every process under it, by role, while it runs.
+
+    Worker processes are children of the fork server and end with their ablation, so they are
+    polled while they live (every 0.1 s; at most that much of a worker's idle end is missed).
+    """
+
+    def __init__(self) -> None:
+        self.me = psutil.Process()
+        self.seen: dict[int, tuple[str, float]] = {}
+        self.base: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._poll()
+        self.base = {pid: cpu for pid, (_, cpu) in self.seen.items()}
+        self.own0 = self._own()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _own(self) -> float:
+        t = self.me.cpu_times()
+        return t.user + t.system
+
+    def _poll(self) -> None:
+        for child in self.me.children(recursive=True):
+            try:
+                cmd = " ".join(child.cmdline())
+                t = child.cpu_times()
+            except psutil.Error:  # ended between listing and reading
+                continue
+            # Workers are forks of the fork server: same command line, the server their parent.
+            fork_server = multiprocessing.forkserver._forkserver._forkserver_pid
+            if "prefect.server" in cmd or "ragaudit._server" in cmd:
+                role = "server"
+            elif child.pid == fork_server:
+                role = "fork server"
+            elif fork_server is not None and child.ppid() == fork_server:
+                role = "workers"
+            else:
+                role = "other"
+            self.seen[child.pid] = (role, t.user + t.system)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self._poll()
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds since the start: ``flow`` (this process) and each child role."""
+        self._stop.set()
+        self._thread.join()
+        self._poll()
+        out = dict.fromkeys(("server", "workers", "fork server", "other"), 0.0)
+        out["flow"] = self._own() - self.own0
+        for pid, (role, cpu) in self.seen.items():
+            out[role] += cpu - self.base.get(pid, 0.0)
+        return out
 
 
 def _stage_means(folder: Path) -> dict[str, float]:
@@ -104,26 +157,38 @@ def _stage_means(folder: Path) -> dict[str, float]:
 def timed(cfg: Any) -> dict[str, Any]:
     """Run one ablation from an empty memo; its wall, CPU and where a point's time goes."""
     FAKE.reset()
-    own0, kids0 = _cpu()
+    meter = CpuMeter()
     t = time.perf_counter()
     out = run_ablation(cfg)
     wall = time.perf_counter() - t
-    own1, kids1 = _cpu()
+    cpu = meter.stop()
     n = out["points"]
     seconds = out["point_seconds"].values()
+    # Every provider call is logged in its point's folder, whichever process made it (the fake
+    # provider's own counter sees only this process's calls).
+    calls = out["llm"]["provider_calls"]
     return {
         "wall": wall,
-        "calls": FAKE.stats.calls,
-        "floor": FAKE.stats.calls * LATENCY_S / cfg.models.concurrency,
-        "cpu_point": (own1 - own0) / n,
-        "server_point": (kids1 - kids0) / n,
+        "calls": calls,
+        "floor": calls * LATENCY_S / cfg.models.concurrency,
+        "cpu": {k: v / n for k, v in cpu.items()},
+        "cpu_total": sum(cpu.values()),
         "generate": sum(s["generate"] for s in seconds) / n,
         "evaluate": sum(s["evaluate"] for s in seconds) / n,
         "stages": _stage_means(ablation_dir(cfg)),
         "built": out["indexes_built"],
+        "points": n,
         "points_s": out["seconds"]["points"],
         "outputs_s": out["seconds"]["outputs"],
     }
+
+
+RUNS = (
+    ("sequential", 1, "default"),
+    ("loop", 4, "default"),
+    ("processes", 4, "processes"),
+)
+"""Name, points at once, where they run."""
 
 
 def main() -> None:
@@ -131,50 +196,84 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
     args = parser.parse_args()
+    cores = psutil.cpu_count() or 1
     root = Path(tempfile.mkdtemp(prefix="bench-ablate-"))
     try:
         warm = config(root, "indexes", 4, "cache-warm")
         points = plan(warm.ablate)
-        print(f"points: {len(points)} distinct; fake judge and generator at {LATENCY_S} s a call")
+        print(
+            f"points: {len(points)} distinct; fake judge and generator at {LATENCY_S} s a call; "
+            f"{cores} cores, load average {os.getloadavg()[0]:.1f}"
+        )
         t = time.perf_counter()
         out = run_ablation(warm)
         print(
-            f"first run (indexes built + points, 4 at once): {time.perf_counter() - t:.1f} s; "
-            f"indexes built {out['indexes_built']} of {out['indexes']} distinct "
-            f"(subset, chunking) pairs"
+            f"first run (indexes built + points, 4 at once in this process): "
+            f"{time.perf_counter() - t:.1f} s; indexes built {out['indexes_built']} of "
+            f"{out['indexes']} distinct (subset, chunking) pairs"
+        )
+        t = time.perf_counter()
+        start_worker_server(wait=True)
+        print(
+            f"workers' fork server started and preloaded: {time.perf_counter() - t:.1f} s "
+            "(once per process; every worker after it is a fork)"
         )
         for conc in args.concurrency:
-            walls, points_walls = {}, {}
-            for name, parallel in (("sequential", 1), ("parallel", 4)):
+            walls: dict[str, float] = {}
+            results: dict[str, dict[str, Any]] = {}
+            for name, parallel, runner in RUNS:
                 run_name = f"{name}-c{conc}"
-                cfg = config(root, run_name, parallel, f"cache-{run_name}", conc)
+                cfg = config(root, run_name, parallel, f"cache-{run_name}", conc, runner)
                 shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
                 r = timed(cfg)
                 walls[name] = r["wall"]
-                points_walls[name] = r["points_s"]
+                results[name] = r
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
-                print(
-                    f"concurrency {conc}, {name} ({parallel} at once): {r['wall']:.1f} s wall, "
-                    f"{r['calls']} provider calls (quota floor {r['floor']:.1f} s), "
-                    f"{r['built']} indexes built; points {r['points_s']:.1f} s, then the "
-                    f"ablation's statistics and report {r['outputs_s']:.1f} s\n"
-                    f"  per point: CPU {r['cpu_point']:.2f} s in-process + "
-                    f"{r['server_point']:.2f} s Prefect server; wall: generate "
-                    f"{r['generate']:.2f} s, evaluate flow {r['evaluate']:.2f} s "
-                    f"(stages: {stages})"
+                cpu = ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items() if v)
+                quota = (
+                    f"{conc // parallel} calls in flight per worker"
+                    if runner == "processes"
+                    else f"{conc} in flight"
                 )
+                print(
+                    f"concurrency {conc}, {name} ({parallel} at once, {quota}): "
+                    f"{r['wall']:.1f} s wall, {r['calls']} provider calls (quota floor "
+                    f"{r['floor']:.1f} s), {r['built']} indexes built; points "
+                    f"{r['points_s']:.1f} s, then the ablation's statistics and report "
+                    f"{r['outputs_s']:.1f} s\n"
+                    f"  CPU {r['cpu_total']:.1f} s in all (on {cores} cores at least "
+                    f"{r['cpu_total'] / cores:.1f} s of wall); per point: {cpu}\n"
+                    f"  per point wall: generate {r['generate']:.2f} s, evaluate flow "
+                    f"{r['evaluate']:.2f} s (stages: {stages})"
+                )
+            seq = walls["sequential"]
             print(
-                f"concurrency {conc}: parallel / sequential wall = "
-                f"{walls['parallel'] / walls['sequential']:.3f} "
-                f"(points alone {points_walls['parallel'] / points_walls['sequential']:.3f})"
+                f"concurrency {conc}: 4 points at once / one after another, wall: "
+                f"processes {walls['processes'] / seq:.3f}, one event loop "
+                f"{walls['loop'] / seq:.3f}"
             )
-        last = f"parallel-c{args.concurrency[-1]}"
-        FAKE.reset()
+            for name in ("loop", "processes"):
+                r = results[name]
+                # What no schedule beats: the provider's quota, all the CPU spread over every
+                # core, and (one event loop) the flow process's own CPU on its one core.
+                bounds = {
+                    "quota": r["floor"],
+                    f"CPU over {cores} cores": r["cpu_total"] / cores,
+                }
+                if name == "loop":
+                    bounds["the loop's own CPU"] = r["cpu"]["flow"] * r["points"]
+                print(
+                    f"  {name}: floors as a share of the sequential wall: "
+                    + ", ".join(f"{k} {v / seq:.3f}" for k, v in bounds.items())
+                )
+        last = f"processes-c{args.concurrency[-1]}"
         t = time.perf_counter()
-        out = run_ablation(config(root, last, 4, f"cache-{last}", args.concurrency[-1]))
+        out = run_ablation(
+            config(root, last, 4, f"cache-{last}", args.concurrency[-1], "processes")
+        )
         print(
-            f"second run of the sweep: {time.perf_counter() - t:.1f} s, "
-            f"{FAKE.stats.calls} provider calls (logged {out['llm']['provider_calls']}), "
+            f"second run of the sweep (processes): {time.perf_counter() - t:.1f} s, "
+            f"{out['llm']['provider_calls']} provider calls logged, "
             f"{out['llm']['cache_hits']} memo hits, {out['indexes_built']} indexes built"
         )
     finally:

@@ -2,14 +2,17 @@
 
 One Prefect task per index (a distinct corpus subset and chunking) and one per point; the
 points run concurrently (``ablate.parallel`` at once), each as soon as its index is built, each
-a full evaluate flow in its own run folder. Nothing is cached by
-Prefect here: a re-run finds complete indexes by their ``ready.json``, the answers in the memo
-and every point's stages in the evaluate flow's own task cache, so it makes no provider call.
+a full evaluate flow in its own run folder: in this flow's event loop (``ablate.task_runner``
+``default``), or each in a worker process of a Prefect process-pool task runner
+(``processes``; :mod:`ragaudit.ablation._workers`). Nothing is cached by Prefect here: a re-run
+finds complete indexes by their ``ready.json``, the answers in the memo and every point's stages
+in the evaluate flow's own task cache, so it makes no provider call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -20,11 +23,13 @@ from prefect.cache_policies import NO_CACHE
 
 from ragaudit.ablation import (
     IndexInfo,
+    PointRunner,
     build_index,
     drop_index,
     index_group,
     plan,
     run_point,
+    worker_config,
     write_outputs,
 )
 from ragaudit.config import AblationPoint, RunConfig
@@ -57,10 +62,11 @@ async def point_task(config_json: str, point_json: str, index_key: str) -> dict[
 async def ablate(config_json: str) -> dict[str, Any]:
     """Evaluate every point of the configured sweeps and write the ablation's outputs.
 
-    The points run concurrently in this flow's one event loop, at most ``ablate.parallel`` at
-    once, rather than in worker threads: litellm's async clients and logging worker are bound
-    to the loop that first used them, and calls from a second loop fail ("bound to a different
-    event loop", "cannot reuse already awaited coroutine").
+    At most ``ablate.parallel`` points run at once: in this flow's one event loop, or each in
+    its own worker process (``ablate.task_runner: processes``), never in threads of one
+    process: litellm's async clients and logging worker are bound to the loop that first used
+    them, and calls from a second loop fail ("bound to a different event loop", "cannot reuse
+    already awaited coroutine"), and threads would share one core anyway.
     """
     config = RunConfig.model_validate_json(config_json)
     planned = plan(config.ablate)
@@ -71,17 +77,29 @@ async def ablate(config_json: str) -> dict[str, Any]:
             builds[group] = asyncio.ensure_future(
                 index_task(config_json, pp.point.model_dump_json())
             )
-    slots = asyncio.Semaphore(config.ablate.parallel)
+    parallel = config.ablate.parallel
+    slots = asyncio.Semaphore(parallel)
+    runner = PointRunner(max_workers=parallel) if config.ablate.task_runner == "processes" else None
+    # A worker's share of the provider's limit: the workers together never exceed it.
+    worker_json = worker_config(config, parallel).model_dump_json() if runner else ""
 
     async def one(pp: Any) -> dict[str, Any]:
         index = await builds[index_group(pp.point)]
         async with slots:
-            return await point_task.with_options(task_run_name=f"point:{pp.point_id}")(
-                config_json, pp.point.model_dump_json(), index.key
+            call = point_task.with_options(task_run_name=f"point:{pp.point_id}")
+            point_json = pp.point.model_dump_json()
+            if runner is None:
+                return await call(config_json, point_json, index.key)
+            future = runner.submit(
+                call,
+                {"config_json": worker_json, "point_json": point_json, "index_key": index.key},
             )
+            # The worker runs the task; this thread only waits for its state.
+            return await asyncio.to_thread(future.result)
 
     started = time.perf_counter()
-    results = await asyncio.gather(*(one(pp) for pp in planned), return_exceptions=True)
+    with runner if runner is not None else contextlib.nullcontext():
+        results = await asyncio.gather(*(one(pp) for pp in planned), return_exceptions=True)
     points_s = time.perf_counter() - started
     indexes = {g: await t for g, t in builds.items()}
     outcomes: dict[str, dict[str, Any]] = {}
