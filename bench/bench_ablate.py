@@ -2,30 +2,46 @@
 judge and generator at 0.2 s a call: points 4 at once vs one after another, indexes built once
 per (subset, chunking), and a second run with no provider call.
 
+The demo's sweep has 12 distinct points, not 13: baseline + 2 file sizes + 4 chunk sizes + 1
+context + 4 top-k (each sweep's baseline value is the baseline point itself).
+
 Run from the repository root: ``python bench/bench_ablate.py [--concurrency 8 32]``. Indexes
 are built once first (their time printed apart) and copied into every timed ablation, so the
 timings compare the points alone; each timed ablation starts from an empty memo.
 
-Where a point's time goes is printed beside the walls: the process's CPU seconds per point (the
-flow's event loop is one thread, so points in parallel share one core of it), the Prefect
-server's CPU (a subprocess), and the floor the provider quota sets: every point shares the
-gateway's per-model limit (``models.concurrency`` calls in flight), so no schedule of points
-beats ``provider calls × 0.2 s / concurrency``. With the demo's 8 slots that floor is about
-half the sequential wall, so the bench also runs with a larger quota.
+Beside the walls it prints the CPU of every process (this one, the flow's, with its one event
+loop; the Prefect server) and three floors no schedule of the points beats, as shares of the
+sequential wall: the provider's quota (every point shares the gateway's per-model limit,
+``models.concurrency`` calls in flight: ``provider calls x 0.2 s / concurrency``), the flow
+process's CPU (one event loop runs on one core) and all the CPU spread over the cores.
 
-Measured (November 2026, 2 shared cores at load 5–7): concurrency 8: parallel / sequential
-0.79–0.82 (the quota floor alone is 0.55 of the sequential wall); concurrency 32: 0.67–0.74.
-Per point the flow's event loop spends 0.4–0.5 s of CPU (mostly the client side of ~43 LLM
-calls: litellm, instructor's validation, JSON, the memo) and the Prefect server 0.2 s; 4 points
-at once serialise on that one loop, so the parallel wall is bounded by 12 × ~0.45 s of CPU
-while a sequential point waits ~1.1 s, mostly on the provider.
+Where a sequential point's ~2 s go (py-spy, November 2026): it waits on the provider for about
+0.6 s (the generator's round, then faithfulness's two dependent rounds; the other metrics' calls
+run beside them), the stages before and after the score stage take 0.1 s together, and the rest
+is CPU: 0.6-0.7 s in the flow's event loop (the client side of ~44 LLM calls: litellm ~21 %,
+instructor and ragas ~15 %, the memo and call log ~9 %, the fake provider itself ~7 %; Prefect's
+task engine ~9-19 %; parquet reads and writes ~12 %) and 0.35 s in the Prefect server recording
+the point's 8 task runs. A sequential point is CPU-bound, so 4 points in one loop queue on that
+loop's core: the flow's CPU alone is 0.36-0.38 of the sequential wall, above the 0.35 asked,
+and the rest of the machine's load stretches it further.
+
+Measured (November 2026, 2 cores shared with other sessions):
+load average 4: concurrency 32: sequential 24.2 s, parallel 16.9 s (0.702; floors: quota
+0.145, the flow's CPU 0.378, all CPU over 2 cores 0.276); concurrency 8: 27.5 s, 22.6 s (0.823;
+quota 0.507, flow CPU 0.366, all CPU 0.264).
+Load average 8-13: concurrency 32: 29.9 s, 30.5 s (1.019; quota 0.108, flow CPU 0.360, all CPU
+0.253); concurrency 8: 31.6 s, 30.0 s (0.949; quota 0.409, flow CPU 0.366, all CPU 0.253).
+Second run: 0 provider calls, 96 memo hits, 0 indexes built.
+Points in worker processes (Prefect's process-pool task runner, workers forked from a preloaded
+server, the quota split between them; commit aacae7d, load average 4) took 0.996 (concurrency
+32) and 1.291 (concurrency 8) of the sequential wall: a point cost 1.23 s of CPU there against
+0.76 s in the loop, so all the CPU over 2 cores was already 0.40 of the sequential wall.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing.forkserver
 import os
 import shutil
 import sys
@@ -41,7 +57,7 @@ os.environ.setdefault("RAGAUDIT_HOME", str(REPO / "data" / "bench-home"))
 import psutil  # noqa: E402
 
 import ragaudit  # noqa: E402,F401
-from ragaudit.ablation import ablation_dir, plan, start_worker_server  # noqa: E402
+from ragaudit.ablation import ablation_dir, plan  # noqa: E402
 from ragaudit.cache._fake import FAKE  # noqa: E402
 from ragaudit.config import load_config  # noqa: E402
 from ragaudit.flows.ablate import run_ablation  # noqa: E402
@@ -55,7 +71,6 @@ def config(
     parallel: int,
     cache: str,
     concurrency: int = 8,
-    task_runner: str = "default",
 ):
     """The demo's sweep under ``root`` with the fake models at 0.2 s."""
     return load_config(
@@ -76,7 +91,6 @@ def config(
                 "corpus": str(REPO / "data" / "ablation" / "corpus.jsonl"),
                 "name": name,
                 "parallel": parallel,
-                "task_runner": task_runner,
             },
         },
         environ={},
@@ -84,20 +98,16 @@ def config(
 
 
 class CpuMeter:
-    """CPU seconds of this process and of every process under it, by role, while it runs.
-
-    Worker processes are children of the fork server and end with their ablation, so they are
-    polled while they live (every 0.1 s; at most that much of a worker's idle end is missed).
-    """
+    """CPU seconds of this process and of every process under it (the Prefect server), so far."""
 
     def __init__(self) -> None:
         self.me = psutil.Process()
         self.seen: dict[int, tuple[str, float]] = {}
-        self.base: dict[int, float] = {}
         self._stop = threading.Event()
         self._poll()
         self.base = {pid: cpu for pid, (_, cpu) in self.seen.items()}
         self.own0 = self._own()
+        # Polled while it runs: a child that ends before the meter stops still counts.
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -112,16 +122,7 @@ class CpuMeter:
                 t = child.cpu_times()
             except psutil.Error:  # ended between listing and reading
                 continue
-            # Workers are forks of the fork server: same command line, the server their parent.
-            fork_server = multiprocessing.forkserver._forkserver._forkserver_pid
-            if "prefect.server" in cmd or "ragaudit._server" in cmd:
-                role = "server"
-            elif child.pid == fork_server:
-                role = "fork server"
-            elif fork_server is not None and child.ppid() == fork_server:
-                role = "workers"
-            else:
-                role = "other"
+            role = "server" if "prefect.server" in cmd or "ragaudit._server" in cmd else "other"
             self.seen[child.pid] = (role, t.user + t.system)
 
     def _run(self) -> None:
@@ -133,8 +134,7 @@ class CpuMeter:
         self._stop.set()
         self._thread.join()
         self._poll()
-        out = dict.fromkeys(("server", "workers", "fork server", "other"), 0.0)
-        out["flow"] = self._own() - self.own0
+        out = {"flow": self._own() - self.own0, "server": 0.0, "other": 0.0}
         for pid, (role, cpu) in self.seen.items():
             out[role] += cpu - self.base.get(pid, 0.0)
         return out
@@ -164,9 +164,7 @@ def timed(cfg: Any) -> dict[str, Any]:
     cpu = meter.stop()
     n = out["points"]
     seconds = out["point_seconds"].values()
-    # Every provider call is logged in its point's folder, whichever process made it (the fake
-    # provider's own counter sees only this process's calls).
-    calls = out["llm"]["provider_calls"]
+    calls = FAKE.stats.calls
     return {
         "wall": wall,
         "calls": calls,
@@ -183,12 +181,8 @@ def timed(cfg: Any) -> dict[str, Any]:
     }
 
 
-RUNS = (
-    ("sequential", 1, "default"),
-    ("loop", 4, "default"),
-    ("processes", 4, "processes"),
-)
-"""Name, points at once, where they run."""
+RUNS = (("sequential", 1), ("parallel", 4))
+"""Name and points at once."""
 
 
 def main() -> None:
@@ -208,72 +202,52 @@ def main() -> None:
         t = time.perf_counter()
         out = run_ablation(warm)
         print(
-            f"first run (indexes built + points, 4 at once in this process): "
+            f"first run (indexes built + points, 4 at once): "
             f"{time.perf_counter() - t:.1f} s; indexes built {out['indexes_built']} of "
             f"{out['indexes']} distinct (subset, chunking) pairs"
-        )
-        t = time.perf_counter()
-        start_worker_server(wait=True)
-        print(
-            f"workers' fork server started and preloaded: {time.perf_counter() - t:.1f} s "
-            "(once per process; every worker after it is a fork)"
         )
         for conc in args.concurrency:
             walls: dict[str, float] = {}
             results: dict[str, dict[str, Any]] = {}
-            for name, parallel, runner in RUNS:
+            for name, parallel in RUNS:
                 run_name = f"{name}-c{conc}"
-                cfg = config(root, run_name, parallel, f"cache-{run_name}", conc, runner)
+                cfg = config(root, run_name, parallel, f"cache-{run_name}", conc)
                 shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
-                r = timed(cfg)
+                r = results[name] = timed(cfg)
                 walls[name] = r["wall"]
-                results[name] = r
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
                 cpu = ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items() if v)
-                quota = (
-                    f"{conc // parallel} calls in flight per worker"
-                    if runner == "processes"
-                    else f"{conc} in flight"
-                )
                 print(
-                    f"concurrency {conc}, {name} ({parallel} at once, {quota}): "
-                    f"{r['wall']:.1f} s wall, {r['calls']} provider calls (quota floor "
-                    f"{r['floor']:.1f} s), {r['built']} indexes built; points "
-                    f"{r['points_s']:.1f} s, then the ablation's statistics and report "
-                    f"{r['outputs_s']:.1f} s\n"
-                    f"  CPU {r['cpu_total']:.1f} s in all (on {cores} cores at least "
-                    f"{r['cpu_total'] / cores:.1f} s of wall); per point: {cpu}\n"
+                    f"concurrency {conc}, {name} ({parallel} at once): {r['wall']:.1f} s wall, "
+                    f"{r['calls']} provider calls (quota floor {r['floor']:.1f} s), "
+                    f"{r['built']} indexes built; points {r['points_s']:.1f} s, then the "
+                    f"ablation's statistics and report {r['outputs_s']:.1f} s\n"
+                    f"  CPU {r['cpu_total']:.1f} s in all; per point: {cpu} "
+                    f"(flow: this process, its one event loop and its threads)\n"
                     f"  per point wall: generate {r['generate']:.2f} s, evaluate flow "
                     f"{r['evaluate']:.2f} s (stages: {stages})"
                 )
-            seq = walls["sequential"]
+            seq, par = walls["sequential"], results["parallel"]
+            # What no schedule of the points beats: the provider's quota; the flow process's
+            # CPU, which its one event loop spends on one core; all the CPU over every core.
+            floors = {
+                "quota": par["floor"],
+                "the flow's CPU on one core": par["cpu"]["flow"] * par["points"],
+                f"all CPU over {cores} cores": par["cpu_total"] / cores,
+            }
             print(
-                f"concurrency {conc}: 4 points at once / one after another, wall: "
-                f"processes {walls['processes'] / seq:.3f}, one event loop "
-                f"{walls['loop'] / seq:.3f}"
+                f"concurrency {conc}: parallel / sequential wall = {walls['parallel'] / seq:.3f} "
+                f"(points alone {par['points_s'] / results['sequential']['points_s']:.3f}); "
+                "floors, as shares of the sequential wall: "
+                + ", ".join(f"{k} {v / seq:.3f}" for k, v in floors.items())
             )
-            for name in ("loop", "processes"):
-                r = results[name]
-                # What no schedule beats: the provider's quota, all the CPU spread over every
-                # core, and (one event loop) the flow process's own CPU on its one core.
-                bounds = {
-                    "quota": r["floor"],
-                    f"CPU over {cores} cores": r["cpu_total"] / cores,
-                }
-                if name == "loop":
-                    bounds["the loop's own CPU"] = r["cpu"]["flow"] * r["points"]
-                print(
-                    f"  {name}: floors as a share of the sequential wall: "
-                    + ", ".join(f"{k} {v / seq:.3f}" for k, v in bounds.items())
-                )
-        last = f"processes-c{args.concurrency[-1]}"
+        last = f"parallel-c{args.concurrency[-1]}"
+        FAKE.reset()
         t = time.perf_counter()
-        out = run_ablation(
-            config(root, last, 4, f"cache-{last}", args.concurrency[-1], "processes")
-        )
+        out = run_ablation(config(root, last, 4, f"cache-{last}", args.concurrency[-1]))
         print(
-            f"second run of the sweep (processes): {time.perf_counter() - t:.1f} s, "
-            f"{out['llm']['provider_calls']} provider calls logged, "
+            f"second run of the sweep: {time.perf_counter() - t:.1f} s, "
+            f"{FAKE.stats.calls} provider calls (logged {out['llm']['provider_calls']}), "
             f"{out['llm']['cache_hits']} memo hits, {out['indexes_built']} indexes built"
         )
     finally:

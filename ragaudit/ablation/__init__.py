@@ -40,7 +40,6 @@ from ragaudit.ablation._results import (
     objective_weights,
     question_objective,
 )
-from ragaudit.ablation._workers import PointRunner, start_worker_server, worker_config
 
 __all__ = [
     "OBJECTIVE",
@@ -48,7 +47,6 @@ __all__ = [
     "Findings",
     "IndexInfo",
     "PlannedPoint",
-    "PointRunner",
     "PointResult",
     "ablation_dir",
     "answer_questions",
@@ -73,9 +71,7 @@ __all__ = [
     "run_point",
     "search_config",
     "select_subset",
-    "start_worker_server",
     "summary",
-    "worker_config",
     "write_outputs",
     "write_xlsx",
 ]
