@@ -2,23 +2,40 @@
 judge and generator at 0.2 s a call: points 4 at once vs one after another, indexes built once
 per (subset, chunking), and a second run with no provider call.
 
+The demo's sweep has 12 distinct points, not 13: baseline + 2 file sizes + 4 chunk sizes + 1
+context + 4 top-k (each sweep's baseline value is the baseline point itself).
+
 Run from the repository root: ``python bench/bench_ablate.py [--concurrency 8 32]``. Indexes
 are built once first (their time printed apart) and copied into every timed ablation, so the
 timings compare the points alone; each timed ablation starts from an empty memo.
 
-Where a point's time goes is printed beside the walls: the process's CPU seconds per point (the
-flow's event loop is one thread, so points in parallel share one core of it), the Prefect
-server's CPU (a subprocess), and the floor the provider quota sets: every point shares the
-gateway's per-model limit (``models.concurrency`` calls in flight), so no schedule of points
-beats ``provider calls × 0.2 s / concurrency``. With the demo's 8 slots that floor is about
-half the sequential wall, so the bench also runs with a larger quota.
+Beside the walls it prints the CPU of every process (this one, the flow's, with its one event
+loop; the Prefect server) and three floors no schedule of the points beats, as shares of the
+sequential wall: the provider's quota (every point shares the gateway's per-model limit,
+``models.concurrency`` calls in flight: ``provider calls x 0.2 s / concurrency``), the flow
+process's CPU (one event loop runs on one core) and all the CPU spread over the cores.
 
-Measured (November 2026, 2 shared cores at load 5–7): concurrency 8: parallel / sequential
-0.79–0.82 (the quota floor alone is 0.55 of the sequential wall); concurrency 32: 0.67–0.74.
-Per point the flow's event loop spends 0.4–0.5 s of CPU (mostly the client side of ~43 LLM
-calls: litellm, instructor's validation, JSON, the memo) and the Prefect server 0.2 s; 4 points
-at once serialise on that one loop, so the parallel wall is bounded by 12 × ~0.45 s of CPU
-while a sequential point waits ~1.1 s, mostly on the provider.
+Where a sequential point's ~2 s go (py-spy, November 2026): it waits on the provider for about
+0.6 s (the generator's round, then faithfulness's two dependent rounds; the other metrics' calls
+run beside them), the stages before and after the score stage take 0.1 s together, and the rest
+is CPU: 0.6-0.7 s in the flow's event loop (the client side of ~44 LLM calls: litellm ~21 %,
+instructor and ragas ~15 %, the memo and call log ~9 %, the fake provider itself ~7 %; Prefect's
+task engine ~9-19 %; parquet reads and writes ~12 %) and 0.35 s in the Prefect server recording
+the point's 8 task runs. A sequential point is CPU-bound, so 4 points in one loop queue on that
+loop's core: the flow's CPU alone is 0.36-0.38 of the sequential wall, above the 0.35 asked,
+and the rest of the machine's load stretches it further.
+
+Measured (November 2026, 2 cores shared with other sessions):
+load average 4: concurrency 32: sequential 24.2 s, parallel 16.9 s (0.702; floors: quota
+0.145, the flow's CPU 0.378, all CPU over 2 cores 0.276); concurrency 8: 27.5 s, 22.6 s (0.823;
+quota 0.507, flow CPU 0.366, all CPU 0.264).
+Load average 8-13: concurrency 32: 29.9 s, 30.5 s (1.019; quota 0.108, flow CPU 0.360, all CPU
+0.253); concurrency 8: 31.6 s, 30.0 s (0.949; quota 0.409, flow CPU 0.366, all CPU 0.253).
+Second run: 0 provider calls, 96 memo hits, 0 indexes built.
+Points in worker processes (Prefect's process-pool task runner, workers forked from a preloaded
+server, the quota split between them; commit aacae7d, load average 4) took 0.996 (concurrency
+32) and 1.291 (concurrency 8) of the sequential wall: a point cost 1.23 s of CPU there against
+0.76 s in the loop, so all the CPU over 2 cores was already 0.40 of the sequential wall.
 """
 
 from __future__ import annotations
@@ -29,6 +46,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +65,13 @@ from ragaudit.flows.ablate import run_ablation  # noqa: E402
 LATENCY_S = 0.2
 
 
-def config(root: Path, name: str, parallel: int, cache: str, concurrency: int = 8):
+def config(
+    root: Path,
+    name: str,
+    parallel: int,
+    cache: str,
+    concurrency: int = 8,
+):
     """The demo's sweep under ``root`` with the fake models at 0.2 s."""
     return load_config(
         REPO / "data" / "ablation" / "ablate.yaml",
@@ -73,18 +97,47 @@ def config(root: Path, name: str, parallel: int, cache: str, concurrency: int = 
     )
 
 
-def _cpu() -> tuple[float, float]:
-    """CPU seconds of this process and of its children (the Prefect server), so far."""
-    me = psutil.Process()
-    own = me.cpu_times()
-    children = 0.0
-    for child in me.children(recursive=True):
-        try:
-            t = child.cpu_times()
-            children += t.user + t.system
-        except psutil.Error:  # a child that ended between listing and reading
-            pass
-    return own.user + own.system, children
+class CpuMeter:
+    """CPU seconds of this process and of every process under it (the Prefect server), so far."""
+
+    def __init__(self) -> None:
+        self.me = psutil.Process()
+        self.seen: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._poll()
+        self.base = {pid: cpu for pid, (_, cpu) in self.seen.items()}
+        self.own0 = self._own()
+        # Polled while it runs: a child that ends before the meter stops still counts.
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _own(self) -> float:
+        t = self.me.cpu_times()
+        return t.user + t.system
+
+    def _poll(self) -> None:
+        for child in self.me.children(recursive=True):
+            try:
+                cmd = " ".join(child.cmdline())
+                t = child.cpu_times()
+            except psutil.Error:  # ended between listing and reading
+                continue
+            role = "server" if "prefect.server" in cmd or "ragaudit._server" in cmd else "other"
+            self.seen[child.pid] = (role, t.user + t.system)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self._poll()
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds since the start: ``flow`` (this process) and each child role."""
+        self._stop.set()
+        self._thread.join()
+        self._poll()
+        out = {"flow": self._own() - self.own0, "server": 0.0, "other": 0.0}
+        for pid, (role, cpu) in self.seen.items():
+            out[role] += cpu - self.base.get(pid, 0.0)
+        return out
 
 
 def _stage_means(folder: Path) -> dict[str, float]:
@@ -104,26 +157,32 @@ def _stage_means(folder: Path) -> dict[str, float]:
 def timed(cfg: Any) -> dict[str, Any]:
     """Run one ablation from an empty memo; its wall, CPU and where a point's time goes."""
     FAKE.reset()
-    own0, kids0 = _cpu()
+    meter = CpuMeter()
     t = time.perf_counter()
     out = run_ablation(cfg)
     wall = time.perf_counter() - t
-    own1, kids1 = _cpu()
+    cpu = meter.stop()
     n = out["points"]
     seconds = out["point_seconds"].values()
+    calls = FAKE.stats.calls
     return {
         "wall": wall,
-        "calls": FAKE.stats.calls,
-        "floor": FAKE.stats.calls * LATENCY_S / cfg.models.concurrency,
-        "cpu_point": (own1 - own0) / n,
-        "server_point": (kids1 - kids0) / n,
+        "calls": calls,
+        "floor": calls * LATENCY_S / cfg.models.concurrency,
+        "cpu": {k: v / n for k, v in cpu.items()},
+        "cpu_total": sum(cpu.values()),
         "generate": sum(s["generate"] for s in seconds) / n,
         "evaluate": sum(s["evaluate"] for s in seconds) / n,
         "stages": _stage_means(ablation_dir(cfg)),
         "built": out["indexes_built"],
+        "points": n,
         "points_s": out["seconds"]["points"],
         "outputs_s": out["seconds"]["outputs"],
     }
+
+
+RUNS = (("sequential", 1), ("parallel", 4))
+"""Name and points at once."""
 
 
 def main() -> None:
@@ -131,42 +190,56 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
     args = parser.parse_args()
+    cores = psutil.cpu_count() or 1
     root = Path(tempfile.mkdtemp(prefix="bench-ablate-"))
     try:
         warm = config(root, "indexes", 4, "cache-warm")
         points = plan(warm.ablate)
-        print(f"points: {len(points)} distinct; fake judge and generator at {LATENCY_S} s a call")
+        print(
+            f"points: {len(points)} distinct; fake judge and generator at {LATENCY_S} s a call; "
+            f"{cores} cores, load average {os.getloadavg()[0]:.1f}"
+        )
         t = time.perf_counter()
         out = run_ablation(warm)
         print(
-            f"first run (indexes built + points, 4 at once): {time.perf_counter() - t:.1f} s; "
-            f"indexes built {out['indexes_built']} of {out['indexes']} distinct "
-            f"(subset, chunking) pairs"
+            f"first run (indexes built + points, 4 at once): "
+            f"{time.perf_counter() - t:.1f} s; indexes built {out['indexes_built']} of "
+            f"{out['indexes']} distinct (subset, chunking) pairs"
         )
         for conc in args.concurrency:
-            walls, points_walls = {}, {}
-            for name, parallel in (("sequential", 1), ("parallel", 4)):
+            walls: dict[str, float] = {}
+            results: dict[str, dict[str, Any]] = {}
+            for name, parallel in RUNS:
                 run_name = f"{name}-c{conc}"
                 cfg = config(root, run_name, parallel, f"cache-{run_name}", conc)
                 shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
-                r = timed(cfg)
+                r = results[name] = timed(cfg)
                 walls[name] = r["wall"]
-                points_walls[name] = r["points_s"]
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
+                cpu = ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items() if v)
                 print(
                     f"concurrency {conc}, {name} ({parallel} at once): {r['wall']:.1f} s wall, "
                     f"{r['calls']} provider calls (quota floor {r['floor']:.1f} s), "
                     f"{r['built']} indexes built; points {r['points_s']:.1f} s, then the "
                     f"ablation's statistics and report {r['outputs_s']:.1f} s\n"
-                    f"  per point: CPU {r['cpu_point']:.2f} s in-process + "
-                    f"{r['server_point']:.2f} s Prefect server; wall: generate "
-                    f"{r['generate']:.2f} s, evaluate flow {r['evaluate']:.2f} s "
-                    f"(stages: {stages})"
+                    f"  CPU {r['cpu_total']:.1f} s in all; per point: {cpu} "
+                    f"(flow: this process, its one event loop and its threads)\n"
+                    f"  per point wall: generate {r['generate']:.2f} s, evaluate flow "
+                    f"{r['evaluate']:.2f} s (stages: {stages})"
                 )
+            seq, par = walls["sequential"], results["parallel"]
+            # What no schedule of the points beats: the provider's quota; the flow process's
+            # CPU, which its one event loop spends on one core; all the CPU over every core.
+            floors = {
+                "quota": par["floor"],
+                "the flow's CPU on one core": par["cpu"]["flow"] * par["points"],
+                f"all CPU over {cores} cores": par["cpu_total"] / cores,
+            }
             print(
-                f"concurrency {conc}: parallel / sequential wall = "
-                f"{walls['parallel'] / walls['sequential']:.3f} "
-                f"(points alone {points_walls['parallel'] / points_walls['sequential']:.3f})"
+                f"concurrency {conc}: parallel / sequential wall = {walls['parallel'] / seq:.3f} "
+                f"(points alone {par['points_s'] / results['sequential']['points_s']:.3f}); "
+                "floors, as shares of the sequential wall: "
+                + ", ".join(f"{k} {v / seq:.3f}" for k, v in floors.items())
             )
         last = f"parallel-c{args.concurrency[-1]}"
         FAKE.reset()

@@ -270,7 +270,9 @@ async def evaluate(
     selected = [s for s in STAGES if s.requested(stages) and s.enabled(config)]
     started = time.perf_counter()
     previous = run.read_manifest()
-    manifest = base_manifest(config, run_id)
+    # Off the loop: git runs as a subprocess, and the loop may be serving other runs (the
+    # ablation's points) meanwhile.
+    manifest = await asyncio.to_thread(base_manifest, config, run_id)
     manifest["stages"] = dict(previous.get("stages", {}))
     manifest["status"] = "running"
     manifest["started_at"] = dt.datetime.now(dt.UTC).isoformat()

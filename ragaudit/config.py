@@ -533,7 +533,7 @@ class AblateConfig(_Frozen):
     tokenizer (litellm's counter; cl100k for the fake and local models), context line included;
     ``words``, a CJK character or a Latin word each (``ragaudit index --chunk-unit tokens``)."""
     parallel: int = Field(default=4, ge=1, le=64)
-    """Points evaluated at once (threads of the flow's task runner)."""
+    """Points evaluated at once, concurrently in the flow's event loop."""
     objective: dict[str, float] = {}
     """Metric → weight of the objective the best point maximises (a lower-is-better metric
     counts as 1 − value); empty: the plain mean of every scored metric."""

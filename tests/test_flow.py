@@ -363,3 +363,13 @@ def test_cli_exits_3_when_the_judge_failed_on_most_calls(config_factory, fake, t
     assert "Traceback" not in result.output
     manifest = RunFolder(config.runs_root, "cli-broken").read_manifest()
     assert manifest["status"] == "completed_with_failures" and manifest["warnings"]
+
+
+def test_package_versions_are_read_once_and_handed_out_as_copies() -> None:
+    from ragaudit.manifest import package_versions
+
+    first = package_versions()
+    first["prefect"] = "tampered"  # a caller's edit of its manifest must not reach the next
+    second = package_versions()
+    assert second["prefect"] and second["prefect"] != "tampered"
+    assert second == package_versions() and second is not package_versions()
