@@ -273,7 +273,7 @@ class LocalisedPrompt(BasePrompt):
         words = _FRAME.get(self.language, _FRAME["en"])
         examples = self._pick(self.examples, data) if self._pick else self.examples
         return (
-            f"{self.instruction}\n{words['schema']}{_schema_text(self.output_model)}"
+            f"{self.instruction}\n{words['schema']}{_schema_text(self.output_model)}"  # type: ignore[arg-type]  # a class is hashable
             f"{words['quotes']}\n\n{_shown(self.language, examples)}\n"
             f"-----------------------------\n\n{words['now']}: "
             f"{data.model_dump_json(indent=4, exclude_none=True)}\n{words['output']}: "
