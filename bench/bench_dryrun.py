@@ -15,6 +15,8 @@ With the offline judge (Gemma 3 270M on llama.cpp) a round takes ~10 minutes on 
     python bench/bench_dryrun.py --fake          # the fake judge and embedder: seconds
     python bench/bench_dryrun.py --against data/runs/demo     # no real run: that run's log
     python bench/bench_dryrun.py --root DIR      # DIR/runs holds earlier runs: the record
+    python bench/bench_dryrun.py --root DIR --questions en.jsonl   # then zh.jsonl: the record
+                                                 # from other questions than the estimated ones
 
 ``--rounds 2`` repeats the round in the same runs root with a new run id: its dry run reads
 round 1's finished run as the judge's record (relevant share, reply and reference lengths).
@@ -46,13 +48,15 @@ TOLERANCE = 0.10
 ENTRY_POINTS = ("completion", "acompletion", "embedding", "aembedding")
 
 
-def settings(root: Path, round_no: int, fake: bool) -> list[str]:
+def settings(root: Path, round_no: int, fake: bool, questions: Path | None) -> list[str]:
     """The ``--set`` items of one round: runs root, a fresh memo, a shared index."""
     items = [
         f"runs_root={root / 'runs'}",
         f"cache_dir={root / f'cache-{round_no}'}",
         f"collect.index_path={root / 'index'}",
     ]
+    if questions is not None:
+        items.append(f"questions={questions.resolve()}")
     if fake:
         items += ["models.judge=fake/judge", "models.embedder=fake/embed", "models.backoff_s=0"]
     return items
@@ -212,6 +216,7 @@ def main() -> None:
     parser.add_argument("--fake", action="store_true", help="the fake judge and embedder")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--against", type=Path, help="compare with this finished run's log")
+    parser.add_argument("--questions", type=Path, help="another question set (same corpus)")
     parser.add_argument(
         "--root", type=Path, help="work in DIR (its runs/ are the judge's record) not a fresh one"
     )
@@ -229,8 +234,10 @@ def main() -> None:
     root = args.root or scratch("dryrun")
     judge = "fake/judge" if args.fake else "the offline judge"
     print(f"runs root {root / 'runs'}; {judge}; {args.rounds} round(s)")
-    for round_no in range(1, args.rounds + 1):
-        items = settings(root, round_no, args.fake)
+    # Numbered after the runs already there: a run id used before would resume, not run.
+    first = 1 + max((int(p.name.split("-")[1]) for p in (root / "runs").glob("bench-*")), default=0)
+    for round_no in range(first, first + args.rounds):
+        items = settings(root, round_no, args.fake, args.questions)
         config = config_for(items)
         print(f"\nround {round_no}: judge {config.models.judge_model}")
         estimate, calls, wall = dry_run(config)
