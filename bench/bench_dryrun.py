@@ -14,7 +14,10 @@ With the offline judge (Gemma 3 270M on llama.cpp) a round takes ~10 minutes on 
     python bench/bench_dryrun.py --rounds 2      # round 2 reads round 1 as the judge's record
     python bench/bench_dryrun.py --fake          # the fake judge and embedder: seconds
     python bench/bench_dryrun.py --against data/runs/demo     # no real run: that run's log
+    python bench/bench_dryrun.py --priors        # no judge record (runs root or file): priors
     python bench/bench_dryrun.py --root DIR      # DIR/runs holds earlier runs: the record
+    python bench/bench_dryrun.py --root DIR --questions en.jsonl   # then zh.jsonl: the record
+                                                 # from other questions than the estimated ones
 
 ``--rounds 2`` repeats the round in the same runs root with a new run id: its dry run reads
 round 1's finished run as the judge's record (relevant share, reply and reference lengths).
@@ -46,13 +49,15 @@ TOLERANCE = 0.10
 ENTRY_POINTS = ("completion", "acompletion", "embedding", "aembedding")
 
 
-def settings(root: Path, round_no: int, fake: bool) -> list[str]:
+def settings(root: Path, round_no: int, fake: bool, questions: Path | None) -> list[str]:
     """The ``--set`` items of one round: runs root, a fresh memo, a shared index."""
     items = [
         f"runs_root={root / 'runs'}",
         f"cache_dir={root / f'cache-{round_no}'}",
         f"collect.index_path={root / 'index'}",
     ]
+    if questions is not None:
+        items.append(f"questions={questions.resolve()}")
     if fake:
         items += ["models.judge=fake/judge", "models.embedder=fake/embed", "models.backoff_s=0"]
     return items
@@ -68,7 +73,9 @@ def config_for(items: list[str]) -> RunConfig:
     return load_config(DEMO_CONFIG, overrides)
 
 
-def dry_run(config: RunConfig, use_history: bool = True) -> tuple[Estimate, int, float]:
+def dry_run(
+    config: RunConfig, use_history: bool = True, records: list[Path] | None = None
+) -> tuple[Estimate, int, float]:
     """The estimate, the model calls made while computing it, and its wall time."""
     import litellm
 
@@ -90,7 +97,7 @@ def dry_run(config: RunConfig, use_history: bool = True) -> tuple[Estimate, int,
     FAKE.reset()
     started = time.perf_counter()
     try:
-        estimate = asyncio.run(estimate_run(config, use_history=use_history))
+        estimate = asyncio.run(estimate_run(config, use_history=use_history, records=records))
     finally:
         for name, fn in originals.items():
             setattr(litellm, name, fn)
@@ -212,16 +219,26 @@ def main() -> None:
     parser.add_argument("--fake", action="store_true", help="the fake judge and embedder")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--against", type=Path, help="compare with this finished run's log")
+    parser.add_argument("--questions", type=Path, help="another question set (same corpus)")
     parser.add_argument(
         "--root", type=Path, help="work in DIR (its runs/ are the judge's record) not a fresh one"
+    )
+    parser.add_argument(
+        "--record", type=Path, action="append", help="a judge record file (ragaudit record)"
+    )
+    parser.add_argument(
+        "--priors", action="store_true", help="no record at all: priors where the judge decides"
     )
     args = parser.parse_args()
 
     if args.against is not None:
-        # The run's own stored config; no record (the run itself must not be its own evidence).
+        # The run's own stored config, with an empty runs root: the run itself must not be its
+        # own evidence. A judge record file (the package's for the offline judge, or --record)
+        # stands in, as on a first run; --priors: none either.
         manifest = json.loads((args.against / "manifest.json").read_text(encoding="utf-8"))
         config = RunConfig.model_validate(manifest["config"])
-        estimate, calls, wall = dry_run(config, use_history=False)
+        config = config.model_copy(update={"runs_root": scratch("dryrun-empty")})
+        estimate, calls, wall = dry_run(config, not args.priors, args.record)
         report(estimate, calls, wall)
         compare(estimate, logged(args.against))
         return
@@ -229,11 +246,13 @@ def main() -> None:
     root = args.root or scratch("dryrun")
     judge = "fake/judge" if args.fake else "the offline judge"
     print(f"runs root {root / 'runs'}; {judge}; {args.rounds} round(s)")
-    for round_no in range(1, args.rounds + 1):
-        items = settings(root, round_no, args.fake)
+    # Numbered after the runs already there: a run id used before would resume, not run.
+    first = 1 + max((int(p.name.split("-")[1]) for p in (root / "runs").glob("bench-*")), default=0)
+    for round_no in range(first, first + args.rounds):
+        items = settings(root, round_no, args.fake, args.questions)
         config = config_for(items)
         print(f"\nround {round_no}: judge {config.models.judge_model}")
-        estimate, calls, wall = dry_run(config)
+        estimate, calls, wall = dry_run(config, not args.priors, args.record)
         report(estimate, calls, wall)
         if calls:
             raise SystemExit(f"the dry run made {calls} model call(s)")

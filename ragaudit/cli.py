@@ -76,6 +76,15 @@ AssumeOpt = Annotated[
     typer.Option("--assume", help="A dry-run prior: --assume relevant_share=0.5"),
 ]
 
+RecordOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--record",
+        help="A judge record file (ragaudit record) the dry run reads when no earlier run under "
+        "the runs root used the judge.",
+    ),
+]
+
 
 class _RichReporter:
     """Rich progress bars for stage progress (ragaudit.progress)."""
@@ -305,13 +314,20 @@ def _evaluate(
         raise typer.Exit(3)
 
 
-def _dry_run(config_path: Path | None, overrides: dict[str, Any], assume: list[str] | None) -> None:
+def _dry_run(
+    config_path: Path | None,
+    overrides: dict[str, Any],
+    assume: list[str] | None,
+    records: list[Path] | None = None,
+) -> None:
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
     from ragaudit.estimate import Assumptions, estimate_run
 
     try:
         config = load_config(config_path, overrides)
-        estimate = asyncio.run(estimate_run(config, Assumptions.parse(assume)))
+        estimate = asyncio.run(
+            estimate_run(config, Assumptions.parse(assume), records=records or None)
+        )
     except RagauditError as exc:
         _fail(exc)
     print_estimate(estimate)
@@ -384,6 +400,35 @@ def print_estimate(estimate: Any) -> None:
         console.print(f"  - {note}", soft_wrap=True)
 
 
+@app.command("record")
+def record_cmd(
+    judge: Annotated[str, typer.Option("--judge", help="The judge whose record to write.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The record file to write.")],
+    runs_root: RootOpt = None,
+    source: Annotated[
+        str, typer.Option("--source", help="What the record was measured on, kept in the file.")
+    ] = "",
+) -> None:
+    """Write a judge's record (what it did in finished runs) for dry runs elsewhere."""
+    from ragaudit.estimate import judge_history, record_json
+    from ragaudit.runfolder import write_json
+
+    try:
+        root = runs_root or load_config(None, {}).runs_root
+    except RagauditError as exc:
+        _fail(exc)
+    history = judge_history(Path(root), judge)
+    if not history.runs:
+        _fail(RagauditError(f"no finished run with judge {judge} under {root}"))
+    content = record_json(history, source or f"{len(history.runs)} finished runs under {root}")
+    write_json(content, output)
+    console.print(
+        f"wrote {output}: {history.verdicts} relevance verdicts, {history.comparisons} pairwise "
+        f"comparisons, {sum(r.calls for r in history.replies.values())} replies, "
+        f"{len(history.reference_tokens)} references, from {len(history.runs)} runs"
+    )
+
+
 @app.command()
 def demo(
     run_id: RunIdOpt = "demo",
@@ -392,13 +437,14 @@ def demo(
     sets: SetOpt = None,
     dry_run: DryRunOpt = False,
     assume: AssumeOpt = None,
+    record: RecordOpt = None,
 ) -> None:
     """Run the whole DAG on the bundled data, offline (smoke-quality judge unless --judge)."""
     if not DEMO_CONFIG.is_file():
         _fail(RagauditError(f"{DEMO_CONFIG} not found: run the demo from the ragaudit checkout"))
     overrides = _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets)
     if dry_run:
-        _dry_run(DEMO_CONFIG, overrides, assume)
+        _dry_run(DEMO_CONFIG, overrides, assume, record)
         return
     _evaluate(DEMO_CONFIG, overrides, None)
 
@@ -415,6 +461,7 @@ def run(
     sets: SetOpt = None,
     dry_run: DryRunOpt = False,
     assume: AssumeOpt = None,
+    record: RecordOpt = None,
     task_runner: Annotated[
         str | None,
         typer.Option(
@@ -448,6 +495,7 @@ def _evaluate_with_flags(
     sets: list[str] | None,
     dry_run: bool = False,
     assume: list[str] | None = None,
+    record: list[Path] | None = None,
     **_: object,
 ) -> None:
     """What ``run`` and every stage command share: flags to overrides, then flow or estimate."""
@@ -461,7 +509,7 @@ def _evaluate_with_flags(
         sets=sets,
     )
     if dry_run:
-        _dry_run(config, overrides, assume)
+        _dry_run(config, overrides, assume, record)
         return
     _evaluate(config, overrides, stages)
 

@@ -25,7 +25,11 @@ What is measured and what is assumed:
   with the same judge under the runs root (:func:`judge_history`: their tables and call logs,
   no call): the share of candidates it judged relevant, the share of pairs it left tied, the
   share of the references asked of it that it wrote (metrics that need a reference skip the
-  rest) and their length, its reply length per prompt. Where there is no record, or where
+  rest) and their length, its reply length per prompt. Without such a run, a judge record
+  file of the same judge stands in (``ragaudit record`` writes one from finished runs, to carry
+  a judge's record to another machine; the package ships the offline demo judge's, measured on
+  the bundled demo, so the demo's first dry run is not left to priors). Where there is no
+  record, or where
   ``--assume`` states a value, the :class:`Assumptions` are used; every figure is printed
   with where it came from. Relevant candidates are taken in engine order. Pairwise
   comparison counts come from running the configured ordering strategy on a simulated judge
@@ -158,6 +162,10 @@ class History:
     """Length of each reference it wrote, in its tokens."""
     references_tried: int = 0
     """References it was asked to write (from at least one context)."""
+    source: str = ""
+    """Where the record was read: empty for the runs root, else the judge record file."""
+    about: str = ""
+    """A judge record file's path and what it was measured on."""
 
     @property
     def relevant_share(self) -> float | None:
@@ -183,6 +191,77 @@ class History:
         if not calls:
             return None
         return Reply(calls, sum(r.calls * r.mean_tokens for r in seen) / calls)
+
+
+RECORD_FORMAT = "ragaudit-judge-record/1"
+BUNDLED_RECORDS = Path(__file__).parent / "records"
+"""Judge records shipped with the package: the offline demo judge's, measured by
+``ragaudit record`` on a finished run of the bundled demo (its ``source`` says which)."""
+
+
+def record_json(history: History, source: str) -> dict[str, Any]:
+    """``history`` as a judge record file's content (``ragaudit record``).
+
+    ``source`` says what it was measured on. Only counts and lengths: no prompt, answer or
+    context text.
+    """
+    return {
+        "format": RECORD_FORMAT,
+        "judge": history.judge,
+        "source": source,
+        "runs": list(history.runs),
+        "verdicts": history.verdicts,
+        "relevant": history.relevant,
+        "comparisons": history.comparisons,
+        "ties": history.ties,
+        "replies": [
+            {"stage": st, "prompt_version": pv, "calls": r.calls, "mean_tokens": r.mean_tokens}
+            for (st, pv), r in sorted(history.replies.items())
+        ],
+        "reference_tokens": list(history.reference_tokens),
+        "references_tried": history.references_tried,
+    }
+
+
+def load_record(path: Path) -> History:
+    """A judge record file (:func:`record_json`) as a :class:`History`.
+
+    A file that is not one is a ConfigError naming it and what is wrong.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("format") != RECORD_FORMAT:
+            raise ValueError(f"format is {data.get('format')!r}, expected {RECORD_FORMAT!r}")
+        return History(
+            judge=str(data["judge"]),
+            runs=tuple(str(r) for r in data["runs"]),
+            verdicts=int(data["verdicts"]),
+            relevant=int(data["relevant"]),
+            comparisons=int(data["comparisons"]),
+            ties=int(data["ties"]),
+            replies={
+                (str(r["stage"]), str(r["prompt_version"])): Reply(
+                    int(r["calls"]), float(r["mean_tokens"])
+                )
+                for r in data["replies"]
+            },
+            reference_tokens=tuple(int(n) for n in data["reference_tokens"]),
+            references_tried=int(data["references_tried"]),
+            source=f"the judge record {Path(path).name}",
+            about=f"{path}: {data.get('source') or 'no source given'}",
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"judge record {path}: not a readable judge record: {exc}") from None
+
+
+def find_record(judge: str, records: list[Path] | None = None) -> History | None:
+    """The first of ``records`` (then the bundled ones) that is a record of ``judge``."""
+    paths = list(records or []) + sorted(BUNDLED_RECORDS.glob("*.json"))
+    for path in paths:
+        record = load_record(path)
+        if record.judge == judge:
+            return record
+    return None
 
 
 def _frame(paths: list[Path], columns: list[str]) -> pl.DataFrame | None:
@@ -1136,18 +1215,25 @@ async def estimate_run(
     stages: list[str] | None = None,
     *,
     use_history: bool = True,
+    records: list[Path] | None = None,
 ) -> Estimate:
     """The calls, tokens and cost ``config``'s run will need, without calling any model.
 
     ``stages`` limits the lines to those stages; the earlier stages are still estimated, since
     later ones read what they produce. ``use_history``: read the judge's record in earlier
-    runs under ``config.runs_root`` (:func:`judge_history`) where a prior would stand.
+    runs under ``config.runs_root`` (:func:`judge_history`) where a prior would stand; when
+    no finished run there used the judge, the first judge record of it among ``records`` and
+    the bundled ones (:func:`find_record`) stands in.
     """
     assume = assume or Assumptions()
     judge = config.models.judge_model
     plan = Plan(config, assume, load_questions(config.questions, limit=config.limit))
     if use_history:
         plan.history = judge_history(Path(config.runs_root), judge)
+        if not plan.history.runs:
+            plan.history = find_record(judge, records) or plan.history
+            if plan.history.about:
+                plan.notes.append(f"judge record {plan.history.about}")
     for estimator in ESTIMATORS.values():
         await estimator(plan)
     lines = [line for line in plan.lines if stages is None or line.stage.split(":", 1)[0] in stages]
@@ -1160,7 +1246,8 @@ async def estimate_run(
 
 def _runs_text(history: History) -> str:
     n = len(history.runs)
-    return f"{n} earlier run{'s' if n != 1 else ''} with judge {history.judge}"
+    runs = f"{n} earlier run{'s' if n != 1 else ''} with judge {history.judge}"
+    return f"{runs}, read from {history.source}" if history.source else runs
 
 
 def _share_line(what: str, name: str, detail: str, plan: Plan, nothing: str) -> str:
@@ -1185,6 +1272,7 @@ def _evidence(plan: Plan) -> list[str]:
         "earlier runs not read"
         if history is None
         else f"no earlier finished run with judge {judge} under {plan.config.runs_root} shows it"
+        + (f", nor {history.source}" if history.source else "")
     )
     out = []
     h = history or History(judge)
@@ -1270,7 +1358,10 @@ __all__ = [
     "estimate_run",
     "estimate_score",
     "estimate_sort",
+    "find_record",
     "judge_history",
+    "load_record",
+    "record_json",
     "price",
     "simulated_comparisons",
 ]

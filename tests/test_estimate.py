@@ -534,3 +534,85 @@ def test_without_a_record_the_prior_is_said_plainly(tmp_path: Path) -> None:
     assert share.startswith("relevant share 0.3: a prior, not an observation")
     assert "no earlier finished run with judge fake/judge" in share
     assert not any(line.startswith("reply tokens") for line in estimate.evidence)
+
+
+def test_a_judge_record_file_carries_the_record_to_an_empty_runs_root(
+    record: Path, tmp_path: Path
+) -> None:
+    """``ragaudit record`` writes what the runs showed; a dry run elsewhere reads it as such."""
+    from ragaudit.cli import app
+    from ragaudit.estimate import judge_history, load_record
+
+    path = tmp_path / "judge.json"
+    result = CliRunner().invoke(
+        app,
+        ["record", "--judge", "fake/judge", "--runs-root", str(record), "-o", str(path)],
+    )
+    assert result.exit_code == 0, result.output
+    loaded = load_record(path)
+    history = judge_history(record, "fake/judge")
+    # The file holds counts and lengths alone, and reads back as the same record.
+    assert loaded.runs == history.runs and loaded.replies == history.replies
+    assert (loaded.relevant, loaded.verdicts, loaded.ties, loaded.comparisons) == (10, 12, 3, 4)
+    assert sorted(loaded.reference_tokens) == [2, 4] and loaded.references_tried == 3
+    assert "r1" in path.read_text() and "sort" in path.read_text()
+
+    elsewhere = make_config(tmp_path / "elsewhere")  # no run at all under its runs root
+    with_record = asyncio.run(estimate_run(elsewhere, records=[path]))
+    share = next(line for line in with_record.evidence if line.startswith("relevant share"))
+    assert share.startswith("relevant share 0.83 (observed in 2 earlier runs with judge fake/judge")
+    assert "read from the judge record judge.json" in share
+    # The record changes the plan as the runs themselves did.
+    at_home = asyncio.run(estimate_run(make_config(record.parent)))
+    assert with_record.by_stage() == at_home.by_stage()
+    # A run of the judge under the runs root wins over any record file.
+    assert "judge record" not in " ".join(at_home.evidence)
+    # A record of another judge is not read.
+    other = asyncio.run(
+        estimate_run(make_config(tmp_path / "other", judge="fake/other"), records=[path])
+    )
+    assert "judge record" not in " ".join(other.evidence)
+
+
+def test_the_record_command_says_when_there_is_nothing_to_record(tmp_path: Path) -> None:
+    from ragaudit.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "record",
+            "--judge",
+            "fake/judge",
+            "--runs-root",
+            str(tmp_path),
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+    )
+    assert result.exit_code != 0
+    assert f"no finished run with judge fake/judge under {tmp_path}" in result.output
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_broken_record_file_is_one_error_naming_it(tmp_path: Path) -> None:
+    from ragaudit.estimate import load_record
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(ConfigError, match=r"judge record .*bad.json: .*format is 'something-else'"):
+        load_record(bad)
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match=r"judge record .*bad.json"):
+        load_record(bad)
+
+
+def test_the_offline_demo_judge_ships_its_record() -> None:
+    """The demo's first dry run reads what the offline judge did on the demo, not priors."""
+    from ragaudit.config import OFFLINE_JUDGE
+    from ragaudit.estimate import find_record
+
+    shipped = find_record(OFFLINE_JUDGE)
+    assert shipped is not None and shipped.verdicts > 0 and shipped.replies
+    assert "data/demo" in shipped.about
+    assert shipped.relevant_share is not None and 0.0 <= shipped.relevant_share <= 1.0
+    assert find_record("fake/judge") is None
