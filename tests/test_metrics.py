@@ -501,6 +501,38 @@ async def test_a_ragas_judge_step_costs_at_most_two_calls(fake, gateway) -> None
     assert {r.title for r in fake.stats.requests} == {"StatementGeneratorOutput"}
 
 
+@pytest.mark.parametrize("repairs", [0, 2])
+async def test_a_ragas_judge_step_is_re_asked_as_often_as_the_gateway_repairs(
+    fake, tmp_path, repairs
+) -> None:
+    # One bound for every structured answer: instructor re-asks ``max_repairs`` times, as the
+    # gateway's own repair loop does.
+    def cut_off_until(valid_after: int) -> Callable[[FakeRequest], Any]:
+        def respond(req: FakeRequest) -> Any:
+            if req.title != "StatementGeneratorOutput":
+                return None
+            asked = sum(m["role"] == "assistant" for m in req.messages)
+            return None if asked >= valid_after else '{"statements": ["cut off'
+
+        return respond
+
+    gw = Gateway(tmp_path / "memo", concurrency=16, backoff_s=0.0, max_retries=1)
+    gw.configure(max_repairs=repairs)
+    try:
+        with fake.script(cut_off_until(repairs)):
+            row = await score("faithfulness", sample(), make_deps(gw))
+        generated = [r for r in fake.stats.requests if r.title == "StatementGeneratorOutput"]
+        assert row["status"] == "ok" and len(generated) == repairs + 1
+        fake.reset(keep_requests=True)
+        with fake.script(cut_off_until(repairs + 1)):
+            row = await score("faithfulness", sample(qid="q2", response="Paris."), make_deps(gw))
+        assert row["status"] == "failed"
+        assert f"StatementGeneratorOutput: no valid reply in {repairs + 1} attempts" in row["error"]
+        assert fake.stats.calls == repairs + 1
+    finally:
+        gw.close()
+
+
 def test_ragas_llms_do_not_keep_their_gateway_alive(tmp_path) -> None:
     import gc
     import weakref
