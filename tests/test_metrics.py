@@ -374,6 +374,38 @@ async def test_answer_relevancy_is_mean_cosine_unless_all_noncommittal(fake, gat
     assert evasive["status"] == "ok" and evasive["value"] == 0.0  # every sample noncommittal
 
 
+async def test_answer_relevancy_leaves_out_a_sample_with_no_answer(fake, gateway) -> None:
+    # Samples are asked one after another, so the n-th first attempt is the n-th sample; the
+    # second sample's reply and its repair are cut off: the row rests on the other two.
+    q = "What is the capital of France?"
+    generated = [q, "unused", "Which city is the French capital?"]
+    firsts: list[FakeRequest] = []
+
+    def respond(req: FakeRequest, bad: set[int]) -> Any:
+        if req.title != "AnswerRelevanceOutput":
+            return None
+        if not any(m["role"] == "assistant" for m in req.messages):
+            firsts.append(req)
+        if len(firsts) in bad:
+            return '{"question": "cut off'
+        return {"question": generated[len(firsts) - 1], "noncommittal": 0}
+
+    deps = make_deps(gateway, answer_relevancy_strictness=3)
+    with fake.script(lambda req: respond(req, {2})):
+        row = await score("answer_relevancy", sample(question=q), deps)
+    assert row["status"] == "ok", row.get("error")
+    assert row["value"] == pytest.approx(np.mean([cos(q, generated[0]), cos(q, generated[2])]))
+    assert json.loads(row["metric_args"])["samples_answered"] == 2
+    lost = [st for st in reasons(row)["steps"] if "error" in st]
+    assert len(lost) == 1 and "no valid reply in 2 attempts" in lost[0]["error"]
+    # With no sample answered there is nothing to score: the row fails and says why.
+    firsts.clear()
+    with fake.script(lambda req: respond(req, {1, 2, 3})):
+        failed = await score("answer_relevancy", sample(question=q, response="Paris."), deps)
+    assert failed["status"] == "failed" and failed.get("value") is None
+    assert "no sample of 3 was answered" in failed["error"]
+
+
 async def test_aspect_critique_is_majority_verdict(fake, gateway, monkeypatch) -> None:
     # The three samples are one identical request, so the fake cannot tell them apart by
     # content: each sample's call carries its index in a context variable, and later samples
