@@ -3,8 +3,8 @@
 On top of litellm it adds what an evaluation needs and litellm's own cache does not give
 cheaply: a memo keyed on the output-affecting request only (``Memo``, on diskcache today), an
 adaptive per-model concurrency limit, bounded retries with backoff that honours Retry-After,
-typed structured output with at most one repair and a prompt budget, and one call-log row per
-call.
+typed structured output with a bounded number of repairs (one by default) and a prompt budget,
+and one call-log row per call.
 
 One gateway serves a memo per process (:func:`shared_gateway`, :func:`open_gateway`), keyed
 by the memo's identity (its resolved folder, or its Redis URL without password): its memo
@@ -107,11 +107,11 @@ class Judged(Generic[T]):
     tokens_in: int = 0
     tokens_out: int = 0
     calls: int = 0
-    """Requests sent: 0 (not sent), 1, or 2 with the repair."""
+    """Requests sent: 0 (not sent), 1, plus one per repair (at most ``1 + max_repairs``)."""
     prompt_tokens: int = 0
     """The first prompt as :func:`structured_prompt_tokens` counts it (0: no budget given)."""
     repair_prompt_tokens: int | None = None
-    """The repair prompt, counted the same way, when a repair was sent under a budget."""
+    """The last repair prompt, counted the same way, when a repair was sent under a budget."""
 
     @property
     def ok(self) -> bool:
@@ -259,6 +259,9 @@ class Gateway:
             in-memory one if None.
         concurrency: calls in flight at once per model at most (the adaptive limit's maximum).
         max_retries: retries of a transient failure before it is final.
+        max_repairs: re-asks of a structured answer that is not valid JSON of its schema
+            (:meth:`astructured`, and ragas's instructor re-asks): an answer costs at most
+            ``1 + max_repairs`` calls.
         backoff_s: first backoff delay, doubled per retry, with jitter.
         timeout_s: per-request timeout.
         memo: the memo; the one at ``cache_dir`` (:func:`open_memo`) if None.
@@ -275,6 +278,7 @@ class Gateway:
         *,
         concurrency: int = 8,
         max_retries: int = 4,
+        max_repairs: int = 1,
         backoff_s: float = 1.0,
         timeout_s: float = 120.0,
         memo: Memo | None = None,
@@ -294,6 +298,7 @@ class Gateway:
         self.log = call_log or CallLog()
         self.concurrency = concurrency
         self.max_retries = max_retries
+        self.max_repairs = max_repairs
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.log_every = log_every
@@ -632,7 +637,7 @@ class Gateway:
         prompt_budget: int | None = None,
         **params: Any,
     ) -> Judged[T]:
-        """A completion parsed into ``schema``: at most one repair, then an explicit failure.
+        """A completion parsed into ``schema``: at most ``max_repairs`` repairs, then a failure.
 
         The request is :func:`structured_messages` with ``schema`` as ``response_format``. With
         ``prompt_budget`` (the tokens the prompt may use: the judge's window minus its
@@ -641,8 +646,8 @@ class Gateway:
         provider said it is over its window: nothing answered); ``truncated`` (the answer was
         cut off at ``max_tokens``: a repair would be cut off again, so none is asked);
         ``no_room`` (invalid output whose repair prompt would be over the budget); ``failed``
-        (invalid after the repair, or the provider failed). So one answer costs at most two
-        calls. Never raises for a model's failure.
+        (invalid after the last repair, or the provider failed). So one answer costs at most
+        ``1 + max_repairs`` calls (two by default). Never raises for a model's failure.
         """
         send = structured_messages(schema, messages)
         max_tokens = params.get("max_tokens")
@@ -656,8 +661,9 @@ class Gateway:
                     f"{prompt_budget} (the judge's window less the answer's max_tokens)"
                 )
                 return out
+        repairs = self.max_repairs
         try:
-            for attempt in (0, 1):
+            for attempt in range(repairs + 1):
                 response = await self.acompletion(
                     model=model,
                     messages=send,
@@ -681,8 +687,10 @@ class Gateway:
                     out.status = "truncated"
                     out.error = f"answer cut off at max_tokens={max_tokens}: {problem}"
                     return out
-                if attempt:
-                    out.error = f"invalid output after one repair: {problem}"
+                if attempt == repairs:
+                    out.error = (
+                        f"invalid output after {repairs} repair{'s' * (repairs != 1)}: {problem}"
+                    )
                     return out
                 send = _repair_messages(send, out.raw, problem)
                 if prompt_budget is not None:
@@ -812,6 +820,7 @@ _SETTINGS = frozenset(
     {
         "concurrency",
         "max_retries",
+        "max_repairs",
         "backoff_s",
         "timeout_s",
         "log_every",

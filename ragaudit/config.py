@@ -50,6 +50,11 @@ class ModelsConfig(_Frozen):
     """Calls in flight at once per model."""
     max_retries: int = Field(default=4, ge=0, le=20)
     """Retries of a rate-limited or transient failure before the call fails."""
+    max_repairs: int = Field(default=1, ge=0, le=5)
+    """Re-asks of a judge answer that is not valid JSON of its schema, each showing the judge
+    its reply and what is wrong with it, before the answer is unscored: one judge answer costs
+    at most ``1 + max_repairs`` calls (1: at most two). Applies to every structured judge call,
+    ours and ragas's alike."""
     backoff_s: float = Field(default=1.0, ge=0.0)
     """First backoff delay; doubles each retry (with jitter) unless Retry-After says otherwise."""
     timeout_s: float = Field(default=120.0, gt=0)

@@ -41,6 +41,7 @@ _OPERATIONAL = (
     "models.concurrency",
     "models.global_limit",
     "models.max_retries",
+    "models.max_repairs",
     "models.backoff_s",
     "models.timeout_s",
     "collect.answers.concurrency",

@@ -34,6 +34,7 @@ def _gateway_settings(config: RunConfig) -> dict[str, Any]:
     return {
         "concurrency": m.concurrency,
         "max_retries": m.max_retries,
+        "max_repairs": m.max_repairs,
         "backoff_s": m.backoff_s,
         "timeout_s": m.timeout_s,
         "global_limit": m.global_limit,

@@ -254,3 +254,19 @@ def test_conftest_factory_builds_a_valid_config(config_factory: object) -> None:
     cfg = config_factory(score__top_k=5)  # type: ignore[operator]
     assert cfg.models.judge == "fake/judge" and cfg.models.embedder == "fake/embed"
     assert cfg.score.top_k == 5 and cfg.models.backoff_s == 0.0
+
+
+def test_max_repairs_reaches_the_gateway_and_is_operational(config_factory) -> None:
+    from ragaudit.reevaluation import config_key
+    from ragaudit.tasks._common import hold_gateway
+
+    default, more = config_factory(), config_factory(models__max_repairs=2)
+    assert default.models.max_repairs == 1  # one answer + one repair: at most two calls
+    with hold_gateway(more) as gateway:
+        assert gateway.max_repairs == 2
+    with hold_gateway(default) as gateway:
+        assert gateway.max_repairs == 1
+    # Like retries, repairs decide whether an answer is obtained, not what it says.
+    assert config_key(default) == config_key(more)
+    with pytest.raises(ConfigError, match="max_repairs"):
+        config_factory(models__max_repairs=-1)

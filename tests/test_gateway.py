@@ -497,9 +497,58 @@ async def test_structured_always_invalid_fails_with_field(gateway: Gateway, fake
     assert judged.status == "failed" and not judged.ok
     assert judged.value is None
     assert judged.repaired
-    assert judged.error and "score" in judged.error and "after one repair" in judged.error
+    assert judged.error and "score" in judged.error and "after 1 repair:" in judged.error
     assert "very high" in judged.raw
     assert fake.stats.calls == 2  # one answer, one repair, no more
+
+
+def invalid_until(valid_after: int) -> Any:
+    """A judge whose first ``valid_after`` replies to a request chain are cut off mid-JSON."""
+
+    def respond(req: FakeRequest) -> Any:
+        repairs = sum("not valid" in m["content"] for m in req.messages if m["role"] == "user")
+        if repairs >= valid_after:
+            return {"relevant": True, "score": 4, "reason": f"after {repairs}"}
+        return '{"relevant": true, "score": 4, "reas'
+
+    return respond
+
+
+@pytest.mark.parametrize("repairs", [0, 1, 2, 3])
+async def test_structured_repairs_up_to_max_repairs(
+    make_gateway: Any, fake: Any, repairs: int
+) -> None:
+    gateway = make_gateway(max_repairs=repairs)
+    # A judge that needs exactly ``repairs`` re-asks is answered within 1 + repairs calls ...
+    with fake.script(invalid_until(repairs)):
+        judged = await gateway.astructured(
+            model="fake/judge", messages=MSGS, schema=Verdict, prompt_version="v1"
+        )
+    assert judged.ok and judged.calls == repairs + 1 == fake.stats.calls
+    assert judged.value == Verdict(relevant=True, score=4, reason=f"after {repairs}")
+    assert judged.repaired == bool(repairs)
+    # Each repair shows the judge the whole exchange so far: every bad reply and its note.
+    last = fake.stats.requests[-1].messages
+    assert [m["role"] for m in last[len(last) - 2 * repairs :]] == ["assistant", "user"] * repairs
+    # ... and one that needs one more is unscored after exactly 1 + repairs calls.
+    fake.reset(keep_requests=True)
+    with fake.script(invalid_until(repairs + 1)):
+        judged = await gateway.astructured(
+            model="fake/judge",
+            messages=user("another question"),
+            schema=Verdict,
+            prompt_version="v1",
+        )
+    assert judged.status == "failed" and judged.value is None
+    assert judged.calls == repairs + 1 == fake.stats.calls
+    assert judged.error and f"after {repairs} repair" in judged.error
+
+
+def test_max_repairs_is_a_gateway_setting(make_gateway: Any) -> None:
+    gateway = make_gateway()
+    assert gateway.max_repairs == 1  # at most two calls per answer unless configured
+    gateway.configure(max_repairs=3)
+    assert gateway.max_repairs == 3
 
 
 async def test_structured_provider_failure_is_explicit(make_gateway: Any, fake: Any) -> None:

@@ -374,6 +374,38 @@ async def test_answer_relevancy_is_mean_cosine_unless_all_noncommittal(fake, gat
     assert evasive["status"] == "ok" and evasive["value"] == 0.0  # every sample noncommittal
 
 
+async def test_answer_relevancy_leaves_out_a_sample_with_no_answer(fake, gateway) -> None:
+    # Samples are asked one after another, so the n-th first attempt is the n-th sample; the
+    # second sample's reply and its repair are cut off: the row rests on the other two.
+    q = "What is the capital of France?"
+    generated = [q, "unused", "Which city is the French capital?"]
+    firsts: list[FakeRequest] = []
+
+    def respond(req: FakeRequest, bad: set[int]) -> Any:
+        if req.title != "AnswerRelevanceOutput":
+            return None
+        if not any(m["role"] == "assistant" for m in req.messages):
+            firsts.append(req)
+        if len(firsts) in bad:
+            return '{"question": "cut off'
+        return {"question": generated[len(firsts) - 1], "noncommittal": 0}
+
+    deps = make_deps(gateway, answer_relevancy_strictness=3)
+    with fake.script(lambda req: respond(req, {2})):
+        row = await score("answer_relevancy", sample(question=q), deps)
+    assert row["status"] == "ok", row.get("error")
+    assert row["value"] == pytest.approx(np.mean([cos(q, generated[0]), cos(q, generated[2])]))
+    assert json.loads(row["metric_args"])["samples_answered"] == 2
+    lost = [st for st in reasons(row)["steps"] if "error" in st]
+    assert len(lost) == 1 and "no valid reply in 2 attempts" in lost[0]["error"]
+    # With no sample answered there is nothing to score: the row fails and says why.
+    firsts.clear()
+    with fake.script(lambda req: respond(req, {1, 2, 3})):
+        failed = await score("answer_relevancy", sample(question=q, response="Paris."), deps)
+    assert failed["status"] == "failed" and failed.get("value") is None
+    assert "no sample of 3 was answered" in failed["error"]
+
+
 async def test_aspect_critique_is_majority_verdict(fake, gateway, monkeypatch) -> None:
     # The three samples are one identical request, so the fake cannot tell them apart by
     # content: each sample's call carries its index in a context variable, and later samples
@@ -499,6 +531,38 @@ async def test_a_ragas_judge_step_costs_at_most_two_calls(fake, gateway) -> None
     assert "StatementGeneratorOutput: no valid reply in 2 attempts" in row["error"]
     assert fake.stats.calls == 2  # the first step failed: the NLI step was never asked
     assert {r.title for r in fake.stats.requests} == {"StatementGeneratorOutput"}
+
+
+@pytest.mark.parametrize("repairs", [0, 2])
+async def test_a_ragas_judge_step_is_re_asked_as_often_as_the_gateway_repairs(
+    fake, tmp_path, repairs
+) -> None:
+    # One bound for every structured answer: instructor re-asks ``max_repairs`` times, as the
+    # gateway's own repair loop does.
+    def cut_off_until(valid_after: int) -> Callable[[FakeRequest], Any]:
+        def respond(req: FakeRequest) -> Any:
+            if req.title != "StatementGeneratorOutput":
+                return None
+            asked = sum(m["role"] == "assistant" for m in req.messages)
+            return None if asked >= valid_after else '{"statements": ["cut off'
+
+        return respond
+
+    gw = Gateway(tmp_path / "memo", concurrency=16, backoff_s=0.0, max_retries=1)
+    gw.configure(max_repairs=repairs)
+    try:
+        with fake.script(cut_off_until(repairs)):
+            row = await score("faithfulness", sample(), make_deps(gw))
+        generated = [r for r in fake.stats.requests if r.title == "StatementGeneratorOutput"]
+        assert row["status"] == "ok" and len(generated) == repairs + 1
+        fake.reset(keep_requests=True)
+        with fake.script(cut_off_until(repairs + 1)):
+            row = await score("faithfulness", sample(qid="q2", response="Paris."), make_deps(gw))
+        assert row["status"] == "failed"
+        assert f"StatementGeneratorOutput: no valid reply in {repairs + 1} attempts" in row["error"]
+        assert fake.stats.calls == repairs + 1
+    finally:
+        gw.close()
 
 
 def test_ragas_llms_do_not_keep_their_gateway_alive(tmp_path) -> None:

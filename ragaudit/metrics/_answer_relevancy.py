@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import BaseModel
 from ragas.metrics import collections as rc
 
 from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, metric
 from ragaudit.metrics._judge import steps
-from ragaudit.metrics._ragas import embeddings, localise, ragas_llm
+from ragaudit.metrics._ragas import TracedLLM, embeddings, localise, ragas_llm
 from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
 
 ENGLISH_ONLY_EMBEDDER = (
@@ -21,6 +24,29 @@ def check_embedder(s: Sample, deps: Deps) -> None:
         raise Skip(ENGLISH_ONLY_EMBEDDER)
 
 
+class _EachSample(TracedLLM):
+    """The judge of one row's samples: a sample with no answer is left out, not the row.
+
+    The score is the mean similarity over the questions the samples generated, and ragas
+    already leaves out a sample that generated none (an empty question); a sample whose answer
+    could not be obtained (invalid after the repairs, or the provider failed after its retries)
+    is left out the same way, and counted, so the row says on how many samples it rests.
+    """
+
+    def __init__(self, traced: TracedLLM) -> None:
+        super().__init__(traced.inner, traced.gateway, traced.prompt_version)
+        self.lost: list[str] = []
+
+    async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
+        try:
+            return await super().agenerate(prompt, response_model)
+        except JudgeError as exc:  # already in the row's trace, with the judge's reply
+            self.lost.append(str(exc))
+            # No question: ragas's own way of leaving a sample out of the mean (and out of
+            # the all-noncommittal check). Never recorded as the judge's answer.
+            return response_model.model_construct(question="", noncommittal=0)
+
+
 @metric("answer_relevancy", inputs=("question", "response"), llm=True, embeddings=True)
 async def answer_relevancy(s: Sample, deps: Deps) -> Outcome:
     """Mean similarity of questions regenerated from the answer to the real question."""
@@ -29,16 +55,20 @@ async def answer_relevancy(s: Sample, deps: Deps) -> Outcome:
     # n samples of one prompt must be able to differ: sample at a temperature, as ragas's
     # original implementation did; the gateway keeps each sample apart in the memo.
     temperature = float(deps.option("sampling_temperature", 0.3)) if n > 1 else deps.temperature
-    m = rc.AnswerRelevancy(
-        llm=ragas_llm(deps, s.language, temperature), embeddings=embeddings(deps), strictness=n
-    )
+    llm = _EachSample(ragas_llm(deps, s.language, temperature))
+    m = rc.AnswerRelevancy(llm=llm, embeddings=embeddings(deps), strictness=n)
     localise(m, s.language, prompt=ANSWER_RELEVANCE)
     result = await m.ascore(user_input=s.question, response=s.response or "")
+    if len(llm.lost) == n:
+        raise JudgeError(f"no sample of {n} was answered: {llm.lost[-1]}")
     asked = [st for st in steps() if st["step"] == "AnswerRelevanceOutput" and "output" in st]
     if not any(st["output"].get("question") for st in asked):
         # ragas scores this 0; it is the judge giving nothing, not an irrelevant answer.
         raise JudgeError("the judge generated no question from the answer")
-    return Outcome(result.value, args={"strictness": n, "temperature": temperature})
+    return Outcome(
+        result.value,
+        args={"strictness": n, "temperature": temperature, "samples_answered": n - len(llm.lost)},
+    )
 
 
 __all__ = ["ENGLISH_ONLY_EMBEDDER", "answer_relevancy", "check_embedder"]

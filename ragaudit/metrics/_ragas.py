@@ -89,16 +89,17 @@ def fast_schema(model: type[BaseModel]) -> type[BaseModel]:
     return response_schema(cached)
 
 
-# Invalid output is re-asked once, as the gateway's own structured calls are: one judge answer
-# costs at most two calls. (instructor re-asks three times unless told otherwise.)
-RAGAS_MAX_RETRIES = 1
-
-
 def _llm(gateway: Gateway, model: str, temperature: float, max_tokens: int, version: str) -> Any:
     # Kept on the gateway itself, not in a module cache keyed on it: a module cache would keep
     # every gateway (and its open memo) alive for the life of the process.
-    llms: dict[tuple[str, float, int, str], Any] = gateway.__dict__.setdefault("_ragas_llms", {})
-    key = (model, temperature, max_tokens, version)
+    llms: dict[tuple[str, float, int, str, int], Any] = gateway.__dict__.setdefault(
+        "_ragas_llms", {}
+    )
+    # Invalid output is re-asked as often as the gateway's own structured calls re-ask it
+    # (``Gateway.max_repairs``): one judge answer costs at most ``1 + max_repairs`` calls
+    # whichever library parses it. (instructor re-asks three times unless told otherwise.)
+    repairs = gateway.max_repairs
+    key = (model, temperature, max_tokens, version, repairs)
     if key not in llms:
         # instructor's JSON mode: the schema travels in the system message, so any chat model
         # (and our fake and local providers) can answer it.
@@ -108,7 +109,7 @@ def _llm(gateway: Gateway, model: str, temperature: float, max_tokens: int, vers
             client=gateway.litellm_acompletion(version),
             temperature=temperature,
             max_tokens=max_tokens,
-            max_retries=RAGAS_MAX_RETRIES,
+            max_retries=repairs,
         )
     return llms[key]
 
@@ -381,7 +382,6 @@ def ragas_window(prompt: Any, data: BaseModel, mode: Literal["joined", "each"]) 
 
 __all__ = [
     "LOCALISED",
-    "RAGAS_MAX_RETRIES",
     "RAGAS_PROMPTS",
     "GatewayEmbeddings",
     "LocalisedPrompt",
