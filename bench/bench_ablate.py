@@ -32,6 +32,13 @@ quota 0.507, flow CPU 0.366, all CPU 0.264).
 Load average 8-13: concurrency 32: 29.9 s, 30.5 s (1.019; quota 0.108, flow CPU 0.360, all CPU
 0.253); concurrency 8: 31.6 s, 30.0 s (0.949; quota 0.409, flow CPU 0.366, all CPU 0.253).
 Second run: 0 provider calls, 96 memo hits, 0 indexes built.
+After the table read cache and the fake provider's cheaper token counts (load average 2.6
+rising to 7.7): concurrency 32: sequential 29.3 s, parallel 21.5 s (0.736; quota 0.110, flow CPU
+0.325, all CPU 0.239); concurrency 8: 32.4 s, 25.9 s (0.799; quota 0.399, flow CPU 0.274, all CPU
+0.198); flow CPU 0.74-0.79 s a point. Where the flow's CPU goes then (py-spy, busy samples):
+litellm 16 %, Parquet writes and the reads left 13 %, thread hand-offs 12 %, Prefect's task
+engine 9 % (+2 % result persistence), the ablation's report 6 %, the fake provider 6 %,
+instructor 6 %, the memo 5.5 %, the event loop itself 4.6 %, call logs 4 %.
 Points in worker processes (Prefect's process-pool task runner, workers forked from a preloaded
 server, the quota split between them; commit aacae7d, load average 4) took 0.996 (concurrency
 32) and 1.291 (concurrency 8) of the sequential wall: a point cost 1.23 s of CPU there against

@@ -43,7 +43,7 @@ import httpx
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
-from ragaudit.lang import sentences, tokens
+from ragaudit.lang import count_tokens, sentences, tokens
 
 EMBED_DIM = 64
 DEFAULT_WINDOW = 8192
@@ -167,12 +167,12 @@ def _last_input(text: str) -> dict[str, Any]:
 
 def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """Prompt tokens the fake provider reports for ``messages`` (words and CJK characters)."""
-    return sum(len(tokens(_text(m))) for m in messages)
+    return sum(count_tokens(_text(m)) for m in messages)
 
 
 def count_text_tokens(text: str) -> int:
     """Tokens the fake provider reports for a reply or an embedded text."""
-    return len(tokens(text))
+    return count_tokens(text)
 
 
 def _unit(*parts: Any) -> float:
@@ -237,13 +237,14 @@ def _rag_answer(req: FakeRequest) -> dict[str, Any]:
     So the answer depends on what was retrieved and on nothing else.
     """
     p = req.payload
-    q = p.get("question", "")
-    found = [
-        (overlap(q, s), i, s)
-        for i, c in enumerate(p.get("contexts", []))
-        for s in sentences(c)
-        if overlap(q, s) > 0
-    ]
+    # overlap() by hand: the question's tokens once, each sentence's overlap once.
+    asked = set(tokens(p.get("question", "")))
+    found = []
+    for i, c in enumerate(p.get("contexts", [])):
+        for s in sentences(c):
+            score = len(asked & set(tokens(s))) / len(asked) if asked else 0.0
+            if score > 0:
+                found.append((score, i, s))
     best = sorted(found, key=lambda t: (-t[0], t[1]))[:2]
     if not best:
         return {"answer": "I do not know."}
@@ -644,7 +645,7 @@ class FakeProvider(CustomLLM):
             with self._lock:
                 self.stats.malformed += 1
             text = text[: max(1, len(text) // 2)]  # a reply cut off mid-JSON
-        finish, completion_tokens = "stop", len(tokens(text))
+        finish, completion_tokens = "stop", count_tokens(text)
         budget = req.params.get("max_tokens")
         if budget:
             # A real model stops at its budget: the reply is cut there, and says so.

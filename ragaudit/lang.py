@@ -71,6 +71,15 @@ def tokens(text: str) -> list[str]:
     return [t.lower() for t in _TOKEN.findall(text)]
 
 
+def count_tokens(text: str) -> int:
+    """How many :func:`tokens` ``text`` has, without building them.
+
+    A third of the cost of ``len(tokens(text))``: no lower-cased strings, no list (the fake
+    provider counts every prompt it answers).
+    """
+    return sum(1 for _ in _TOKEN.finditer(text))
+
+
 def _is_abbreviation(piece: str) -> bool:
     """Whether ``piece`` ends in an abbreviation's or an initial's full stop (``Dr.``, ``J.``)."""
     found = _LAST_WORD.search(piece)
@@ -112,4 +121,4 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-__all__ = ["detect_language", "sentences", "tokens"]
+__all__ = ["count_tokens", "detect_language", "sentences", "tokens"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,44 @@ def write_table(table: pa.Table, path: Path) -> None:
         raise
 
 
+_READ_CACHE: OrderedDict[tuple[str, int, int, int, int], tuple[pa.Table, int]] = OrderedDict()
+_READ_CACHE_LOCK = threading.Lock()
+_read_cache_total = 0
+_READ_CACHE_BYTES = 64 << 20
+"""Arrow bytes of the tables kept; a table over a quarter of it is never kept."""
+
+
+def _read_parquet(path: Path) -> pa.Table:
+    """``pq.read_table(path)``, kept in memory while the file is unchanged.
+
+    The stages of one run read the same tables again and again (every metric of the score
+    stage reads the questions, answers and candidates; the report and the manifest read the
+    scores the combine step just read). Arrow tables are immutable, so one read serves them
+    all. The key is the file's identity and its modification: a table is only ever replaced
+    by a rename (a new inode) or written anew, never changed in place.
+    """
+    global _read_cache_total
+    st = path.stat()
+    key = (str(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    with _READ_CACHE_LOCK:
+        kept = _READ_CACHE.get(key)
+        if kept is not None:
+            _READ_CACHE.move_to_end(key)
+            return kept[0]
+    table = pq.read_table(path)
+    # Measured once: an Arrow table's nbytes walks every buffer of every chunk.
+    size = table.nbytes
+    if size <= _READ_CACHE_BYTES // 4:
+        with _READ_CACHE_LOCK:
+            if key not in _READ_CACHE:
+                _READ_CACHE[key] = (table, size)
+                _read_cache_total += size
+            while _read_cache_total > _READ_CACHE_BYTES:
+                _, (_, dropped) = _READ_CACHE.popitem(last=False)
+                _read_cache_total -= dropped
+    return table
+
+
 class RunFolder:
     """Paths and typed reads/writes of one run's folder."""
 
@@ -145,7 +184,7 @@ class RunFolder:
                 f"run {self.run_id}: table '{name}' is missing ({path}); "
                 "run the stage that writes it first"
             )
-        table = pq.read_table(path)
+        table = _read_parquet(path)
         version = schema_version(table.schema)
         known = TABLES.get((table.schema.metadata or {}).get(b"table", b"").decode())
         newest = schema_version(known) if known is not None else SCHEMA_VERSION

@@ -373,3 +373,21 @@ def test_package_versions_are_read_once_and_handed_out_as_copies() -> None:
     second = package_versions()
     assert second["prefect"] and second["prefect"] != "tampered"
     assert second == package_versions() and second is not package_versions()
+
+
+def test_a_table_read_again_is_served_until_the_file_changes(tmp_path) -> None:
+    import pyarrow as pa
+
+    run = RunFolder(tmp_path, "r")
+    schema = TABLES["summary"]
+
+    def one(metric: str) -> pa.Table:
+        row = {f.name: None for f in schema}
+        row.update({"metric": metric})
+        return pa.Table.from_pylist([row], schema=schema)
+
+    run.write("summary", one("faithfulness"))
+    first = run.read("summary")
+    assert run.read("summary") is first  # unchanged file: the same immutable Arrow table
+    run.write("summary", one("answer_relevancy"))  # replaced by a rename: read anew
+    assert run.read("summary")["metric"].to_pylist() == ["answer_relevancy"]
