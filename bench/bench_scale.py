@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,72 +63,130 @@ def _run(config: Any, run_id: str) -> dict[str, Any]:
     manifest = asyncio.run(flow_for(config)(config.model_dump_json(), run_id))
     manifest["wall_s"] = time.perf_counter() - started
     parts = {k: v for k, v in manifest["stages"].items() if k.startswith("score:")}
+    # The stage's wall: submission of its batches until the last one is done (the workers were
+    # started and warmed before it, timed apart in the manifest's "workers").
     stage_wall = max(v["task_s"] for v in parts.values())
-    # From submission until the first batch began its own work: worker warm-up and dispatch.
-    manifest["first_start_s"] = min(v["task_s"] - v["seconds"] for v in parts.values())
-    busy = sum(v["seconds"] for v in parts.values())
+    busy: dict[str, float] = {}
+    for v in parts.values():
+        busy[v["worker"]] = busy.get(v["worker"], 0.0) + v["seconds"]
     workers = config.scale.workers if config.scale.task_runner != "default" else 1
     manifest["score_wall_s"] = stage_wall
-    manifest["overhead"] = max(0.0, 1 - busy / (workers * stage_wall))
+    manifest["batches_on"] = sorted(
+        sum(1 for v in parts.values() if v["worker"] == w) for w in busy
+    )
+    # Prefect's share: the stage's wall not spent in stage code by the busiest worker (whose
+    # batches set the wall): dispatch, task-run bookkeeping, results, waiting between batches.
+    manifest["prefect_share"] = 1 - max(busy.values()) / stage_wall
+    # Idle share: worker time not spent in stage code, Prefect's share plus the imbalance of
+    # batches over workers.
+    manifest["idle_share"] = max(0.0, 1 - sum(busy.values()) / (workers * stage_wall))
     return manifest
 
 
-def latency(root: Path, questions: Path, ray: bool) -> None:
-    rows = []
-    base = base_flow = base_warm = None
-    runners = [("dask", n) for n in (1, 2, 4)] + ([("ray", n) for n in (1, 2, 4)] if ray else [])
-    for runner, n in runners:
-        config = _config(root, questions, f"{runner}{n}", task_runner=runner, workers=n)
+@contextlib.contextmanager
+def _cluster(runner: str, n: int) -> Iterator[str | None]:
+    """A cluster started outside the timed region (its address), as a team with one runs."""
+    if runner == "dask":
+        from distributed import LocalCluster
+
+        with LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=None,
+            preload=["ragaudit.flows._workers"],
+        ) as cluster:
+            yield cluster.scheduler_address
+    else:
+        import ray
+
+        from ragaudit.flows._workers import warm_ray
+
+        # The flow's runner uses a Ray instance already running in the process; its workers
+        # are started and warm.
+        ray.init(num_cpus=n, include_dashboard=False)
         try:
-            m = _run(config, f"{runner}{n}")
-        except Exception as exc:  # a runner that does not work here is reported, not hidden
-            rows.append((runner, n, "failed", f"{type(exc).__name__}: {exc}"[:80], "", ""))
-            continue
-        calls = m["llm"]["provider_calls"]
-        if n == 1:
-            base = m["score_wall_s"]
-        warm = m["score_wall_s"] - m["first_start_s"]
-        if n == 1:
-            base_flow, base_warm = m["wall_s"], warm
-        rows.append(
-            (
-                runner,
-                n,
-                calls,
-                f"{m['score_wall_s']:.1f}",
-                f"{base / m['score_wall_s']:.2f}x" if base else "",
-                f"{m['first_start_s']:.1f}",
-                f"{warm:.1f}",
-                f"{base_warm / warm:.2f}x" if base else "",
-                f"{m['wall_s']:.1f}",
-                f"{base_flow / m['wall_s']:.2f}x" if base else "",
-                f"{100 * m['overhead']:.1f} %",
-                " ".join(f"{x:.1f}" for x in os.getloadavg()),
-            )
-        )
-    print("\nLatency-bound score stage (0.5 s per call, concurrency 4 per worker, 8 batches)")
+            warm_ray()
+            yield None
+        finally:
+            ray.shutdown()
+
+
+def latency(root: Path, questions: Path, runners: list[str], modes: list[str]) -> None:
+    rows = []
+    for runner in runners:
+        for mode in modes:
+            base: dict[str, float] = {}
+            for n in (1, 2, 4):
+                name = f"{runner}-{mode}-{n}"
+                config = _config(root, questions, name, task_runner=runner, workers=n)
+                try:
+                    if mode == "cold":
+                        m = _run(config, name)
+                    else:
+                        with _cluster(runner, n) as address:
+                            if address:
+                                config = config.model_copy(
+                                    update={
+                                        "scale": config.scale.model_copy(
+                                            update={"address": address}
+                                        )
+                                    }
+                                )
+                            m = _run(config, name)
+                except Exception as exc:  # a runner that does not work here is reported
+                    rows.append((runner, mode, n, "failed", f"{type(exc).__name__}: {exc}"[:90]))
+                    continue
+                if n == 1:
+                    base = {"stage": m["score_wall_s"], "flow": m["wall_s"]}
+                ready = m.get("workers", {}).get("ready_s", 0.0)
+                rows.append(
+                    (
+                        runner,
+                        mode,
+                        n,
+                        m["llm"]["provider_calls"],
+                        f"{ready:.1f}",
+                        f"{m['score_wall_s']:.1f}",
+                        f"{base['stage'] / m['score_wall_s']:.2f}x" if base else "",
+                        f"{m['wall_s']:.1f}",
+                        f"{base['flow'] / m['wall_s']:.2f}x" if base else "",
+                        f"{100 * m['prefect_share']:.1f} %",
+                        f"{100 * m['idle_share']:.1f} %",
+                        "/".join(str(b) for b in m["batches_on"]),
+                        " ".join(f"{x:.1f}" for x in os.getloadavg()),
+                    )
+                )
     print(
-        "score wall: submission of the 8 batches to the last one done (Dask workers import "
-        "the heavy libraries as the cluster starts, before it); first start: submission to "
-        "the first batch starting its own work (each worker's first-task warm-up, dispatch); "
-        "after it: score wall minus first start, i.e. warm-up excluded; flow wall: the whole "
-        f"flow, cluster start included. A fresh process imports them in {_import_s():.1f} s."
+        f"\nLatency-bound score stage ({LATENCY} s per call, concurrency 4 per worker, "
+        f"{QUESTIONS // 25} batches)"
+    )
+    print(
+        "cold: the flow starts the cluster; warm: the bench started it before the run "
+        "(scale.address), as a team with a cluster runs. ready: the flow starting (or "
+        "connecting to) the cluster and warming its workers, before the first batch. stage: "
+        "submission of the batches to the last one done; flow: the whole run, ready included. "
+        "Prefect: the stage's wall not spent in stage code by the busiest worker (dispatch, "
+        "task-run bookkeeping, results). idle: all workers' time not in stage code (Prefect "
+        "plus the imbalance of batches over workers). batches: how many each worker ran. "
+        f"A fresh process imports the heavy libraries in {_import_s():.1f} s."
     )
     print(
         table(
             rows,
             (
                 "runner",
+                "mode",
                 "workers",
                 "calls",
-                "score wall s",
+                "ready s",
+                "stage s",
                 "speed-up",
-                "first start s",
-                "after it s",
+                "flow s",
                 "speed-up",
-                "flow wall s",
-                "speed-up",
-                "overhead",
+                "Prefect",
+                "idle",
+                "batches",
                 "load avg",
             ),
         )
@@ -135,7 +195,7 @@ def latency(root: Path, questions: Path, ray: bool) -> None:
 
 def _import_s() -> float:
     """Seconds a fresh process takes to import what a worker needs (median of three)."""
-    from ragaudit.flows.evaluate import WORKER_PRELOAD
+    from ragaudit.flows._workers import WORKER_PRELOAD
 
     code = "import time; t = time.perf_counter(); import " + ", ".join(WORKER_PRELOAD)
     code += "; print(time.perf_counter() - t)"
@@ -150,50 +210,60 @@ def _import_s() -> float:
     return sorted(runs)[1]
 
 
-def limit(root: Path, questions: Path) -> None:
+def limit(root: Path, questions: Path, modes: list[str]) -> None:
     from ragaudit.cache._fake import SHARED_ENV, SharedCount
 
-    counter = root / "inflight.json"
-    os.environ[SHARED_ENV] = str(counter)  # set before the workers start: they inherit it
-    try:
-        config = _config(
-            root,
-            questions,
-            "limit",
-            task_runner="dask",
-            workers=4,
-            models={"judge": f"fake/judge?latency={LATENCY}&capacity=8", "global_limit": 8},
+    rows = []
+    for mode in modes:
+        counter = root / f"inflight-{mode}.json"
+        os.environ[SHARED_ENV] = str(counter)  # set before the workers start: they inherit it
+        try:
+            config = _config(
+                root,
+                questions,
+                f"limit-{mode}",
+                task_runner="dask",
+                workers=4,
+                models={"judge": f"fake/judge?latency={LATENCY}&capacity=8", "global_limit": 8},
+            )
+            if mode == "cold":
+                m = _run(config, f"limit-{mode}")
+            else:
+                with _cluster("dask", 4) as address:
+                    scale = config.scale.model_copy(update={"address": address})
+                    m = _run(config.model_copy(update={"scale": scale}), f"limit-{mode}")
+        finally:
+            del os.environ[SHARED_ENV]
+        seen = SharedCount(counter).read()
+        ideal = seen["calls"] * LATENCY / 8
+        rows.append(
+            (
+                mode,
+                seen["calls"],
+                seen["peak"],
+                seen["refused"],
+                f"{ideal:.1f}",
+                f"{m['score_wall_s']:.1f}",
+                f"{m['score_wall_s'] / ideal:.2f}",
+                f"{m['wall_s']:.1f}",
+                f"{m['wall_s'] / ideal:.2f}",
+                " ".join(f"{x:.1f}" for x in os.getloadavg()),
+            )
         )
-        m = _run(config, "limit")
-    finally:
-        del os.environ[SHARED_ENV]
-    seen = SharedCount(counter).read()
-    ideal = seen["calls"] * LATENCY / 8
     print("\n4 Dask workers x concurrency 4 under a global judge limit of 8 (provider cap 8)")
     print(
         table(
-            [
-                (
-                    seen["calls"],
-                    seen["peak"],
-                    seen["refused"],
-                    f"{m['score_wall_s']:.1f}",
-                    f"{m['first_start_s']:.1f}",
-                    f"{ideal:.1f}",
-                    f"{m['score_wall_s'] / ideal:.2f}",
-                    f"{(m['score_wall_s'] - m['first_start_s']) / ideal:.2f}",
-                    " ".join(f"{x:.1f}" for x in os.getloadavg()),
-                )
-            ],
+            rows,
             (
+                "mode",
                 "calls",
                 "peak in flight",
                 "refused",
-                "score wall s",
-                "first start s",
-                "calls x 0.5/8",
+                "calls x 0.5/8 s",
+                "stage s",
                 "ratio",
-                "ratio after warm-up",
+                "flow s",
+                "ratio",
                 "load avg",
             ),
         )
@@ -289,6 +359,7 @@ def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--modes", default="cold,warm")
     parser.add_argument("--only", default="latency,limit,slot,growth")
     parser.add_argument("--growth-sizes", default="100,1000")
     parser.add_argument("--growth-candidates", type=int, default=200)
@@ -301,9 +372,10 @@ def main() -> None:
     # A Prefect API the Dask and Ray workers (other processes) report to, as the tests have.
     with prefect_test_harness(server_startup_timeout=120):
         if "latency" in only:
-            latency(root, questions, ray=not args.skip_ray)
+            runners = ["dask"] + ([] if args.skip_ray else ["ray"])
+            latency(root, questions, runners, args.modes.split(","))
         if "limit" in only:
-            limit(root, questions)
+            limit(root, questions, args.modes.split(","))
         if "slot" in only:
             slot_cost()
     if "growth" in only:

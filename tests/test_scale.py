@@ -107,6 +107,53 @@ def test_dask_workers_write_the_tables_of_one_process(config_factory, fake) -> N
     assert manifest["status"] == "completed"
     assert "score:" + spread.score.metrics[0] + "@b0002" in manifest["stages"]
     assert_same_tables(whole, "whole", "dask")
+    # The cluster was started and its workers warmed before the first batch, apart from it.
+    assert manifest["workers"]["count"] == 2
+    assert manifest["workers"]["warm_s"] == 0.0  # each worker warmed itself as it started
+    batches = [s for name, s in manifest["stages"].items() if name.startswith("sort:")]
+    flow_process = manifest["stages"]["collect"]["worker"]
+    assert {s["worker"] for s in batches}.isdisjoint({flow_process, ""})
+
+
+def test_the_workers_of_a_run_share_the_global_limit(config_factory) -> None:
+    from ragaudit.tasks._common import global_lease
+
+    def lease(**scale: object) -> int | None:
+        return global_lease(config_factory(models__global_limit=8, models__concurrency=4, **scale))
+
+    # Four workers of four calls each under a limit of 8: two slots each, 8 in all.
+    assert lease(scale__task_runner="dask", scale__workers=4) == 2
+    assert lease(scale__task_runner="ray", scale__workers=2) == 4
+    assert lease(scale__task_runner="dask", scale__workers=16) == 1
+    # One process takes what it can use.
+    assert lease() == 4
+    assert global_lease(config_factory()) is None
+
+
+def test_a_lease_is_given_back_before_its_event_loop_ends() -> None:
+    # A batch task's loop ends with its stage. A lease still lingering then was left to the
+    # loop's teardown, where the release failed and the slots stayed taken until the lease
+    # expired; every stage's drain now gives it back while the loop still runs.
+    from prefect.client.orchestration import get_client
+
+    from ragaudit.cache._global import ensure_global_limit, give_back_leases, global_slot
+
+    name = "ragaudit-test-give-back"
+
+    async def active() -> int:
+        async with get_client() as client:
+            return (await client.read_global_concurrency_limit_by_name(name)).active_slots
+
+    async def batch() -> tuple[int, int]:
+        async with global_slot(name, size=2):
+            pass
+        lingering = await active()
+        await give_back_leases()
+        return lingering, await active()
+
+    asyncio.run(ensure_global_limit(2, name))
+    assert asyncio.run(batch()) == (2, 0)
+    assert asyncio.run(batch()) == (2, 0)  # the next loop gets the whole limit again
 
 
 def test_global_slots_are_leased_in_bulk_and_never_exceed_the_limit() -> None:
