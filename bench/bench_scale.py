@@ -89,6 +89,9 @@ def _cluster(runner: str, n: int) -> Iterator[str | None]:
     if runner == "dask":
         from distributed import LocalCluster
 
+        from ragaudit.flows._workers import use_forkserver
+
+        use_forkserver()  # as the flow does for a cluster it starts
         with LocalCluster(
             n_workers=n,
             threads_per_worker=1,

@@ -10,14 +10,16 @@ client CPU each time; under load one request took up to 2 s). So a process lease
 processes, at most its own concurrency), shares it among its calls through a local count,
 holds it while it has calls and gives it back after a short idle linger or when its stage
 ends (:func:`give_back_leases`). The shares of one run add up to at most the limit, so its
-workers never wait for one another: when each leased as many slots as it could use, the first
-to ask held the whole limit and renewed it as soon as they gave it back, the others slept out
-the server's Retry-After (which grows with every refusal), and a worker left waiting until the
-others were done ran its batches alone, on its own concurrency, below the limit.
+workers do not wait for one another to start: when each leased as many slots as it could use,
+the first to ask held the whole limit while the others slept out the server's Retry-After.
+A share alone left slots idle, though, whenever another worker had nothing to run (between
+batches, or done with its own while one worker still had a batch): so a process whose calls
+wait beyond its share asks for further leases of the same size, up to its own concurrency,
+and gives each back as soon as its calls no longer need it.
 
-A request the server refuses (another run shares the limit, or more processes than slots) is
-asked again after the server's Retry-After, at most :data:`RETRY_MAX_S`. The leases held never
-exceed the limit on the server, and no process runs more calls than its lease holds, so the
+A request the server refuses (the limit is taken) is asked again after the server's
+Retry-After, at most :data:`RETRY_MAX_S`, while calls still wait. The leases held never
+exceed the limit on the server, and no process runs more calls than its leases hold, so the
 provider never sees more than the limit across processes.
 """
 
@@ -37,7 +39,7 @@ LINGER_S = 0.05
 LEASE_S = 300.0
 """A lease the server takes back unless renewed (a crashed worker's slots come back then)."""
 
-RETRY_MAX_S = 1.0
+RETRY_MAX_S = 0.5
 """Longest wait before a refused lease request is made again.
 
 The server's Retry-After grows with every refusal (up to 30 s); slots given back meanwhile
@@ -95,36 +97,59 @@ async def _take(stack: contextlib.AsyncExitStack, name: str, size: int) -> float
 
 
 class _Lease:
-    """One event loop's lease of a global limit: ``size`` slots held, used locally."""
+    """One event loop's leases of a global limit: ``size`` slots each, up to ``most`` slots.
 
-    def __init__(self, name: str, size: int) -> None:
+    The first lease is the loop's share of the limit. While more of its calls wait than its
+    leases hold, another lease is asked for (refused while the limit is taken): so the limit
+    stays in use when other processes have nothing to run (one process still at work, the
+    others between or after their batches) instead of idling beside calls that wait. A lease
+    its calls no longer need (the others hold every call running and waiting) goes back after
+    the linger, so other processes get the slots.
+    """
+
+    def __init__(self, name: str, size: int, most: int) -> None:
         self.name = name
         self.size = size
+        self.most = max(size, most)
         self.cond = asyncio.Condition()
         self.waiting = 0  # calls that want a slot
-        self.in_use = 0  # calls running on the held lease
-        self.held = 0  # slots held from the server (0 or size)
-        self.giving_back = False  # idle and asked to give the lease back now, not after a linger
-        self.returned = 0  # leases given back (the release request done)
+        self.in_use = 0  # calls running on the held leases
+        self.held = 0  # slots held from the server (a multiple of size)
+        self.holders: set[asyncio.Task[None]] = set()  # one per lease held or asked for
+        self.giving_back = False  # idle and asked to give the leases back now, not after a linger
         self.error: BaseException | None = None
-        self.holder: asyncio.Task[None] | None = None
         self.leases = 0  # leases taken (API round trips), for tests and benches
         self.refused = 0  # lease requests refused (all slots taken)
 
     def _can_enter(self) -> bool:
         return self.error is not None or self.in_use < self.held
 
+    def _demand(self) -> int:
+        return self.in_use + self.waiting
+
     def _idle(self) -> bool:
-        return self.in_use == 0 and self.waiting == 0
+        return self._demand() == 0
+
+    def _spare(self) -> bool:
+        # The other leases hold every call running and waiting: one can go back without a
+        # running call being left on slots the server no longer counts.
+        return self.held > 0 and self._demand() <= self.held - self.size
+
+    def _ask_more(self) -> None:
+        """Under the lock: start a holder when calls want more than the leases held or asked."""
+        self.holders = {t for t in self.holders if not t.done()}
+        if not self.holders:
+            self.error = None
+        asked = self.size * len(self.holders)
+        if self._demand() > asked and asked + self.size <= self.most:
+            self.holders.add(asyncio.create_task(self._hold()))
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         async with self.cond:
             self.waiting += 1
             try:
-                if self.holder is None or self.holder.done():
-                    self.error = None
-                    self.holder = asyncio.create_task(self._hold())
+                self._ask_more()
                 self.cond.notify_all()
                 await self.cond.wait_for(self._can_enter)
             finally:
@@ -140,24 +165,26 @@ class _Lease:
                 self.cond.notify_all()
 
     async def give_back(self) -> None:
-        """Give an idle held lease back now, and wait until the server has it."""
+        """Give idle held leases back now, and wait until the server has them."""
         async with self.cond:
-            if self.held == 0 or not self._idle():
+            holders = {t for t in self.holders if not t.done()}
+            if not holders or not self._idle():
                 return  # nothing held, or calls of this loop still use it: they give it back
-            returned = self.returned
             self.giving_back = True
             self.cond.notify_all()
-            await self.cond.wait_for(
-                lambda: self.returned > returned or self.holder is None or self.holder.done()
-            )
+        try:
+            await asyncio.wait(holders)
+        finally:
+            async with self.cond:
+                self.giving_back = False
 
     async def _hold(self) -> None:
-        """Hold the lease while this loop has calls."""
+        """Hold one lease while this loop's calls need it."""
         try:
             while True:
                 async with self.cond:
-                    if self.waiting == 0:
-                        return
+                    if self._demand() <= self.held:
+                        return  # what is held serves every call: this lease is not needed
                 async with contextlib.AsyncExitStack() as stack:
                     wait = await _take(stack, self.name, self.size)
                     if wait is not None:
@@ -166,31 +193,28 @@ class _Lease:
                         continue
                     self.leases += 1
                     async with self.cond:
-                        self.held = self.size
+                        self.held += self.size
                         self.cond.notify_all()
                         try:
                             while True:
-                                await self.cond.wait_for(self._idle)
-                                # Idle: a call that follows at once keeps the lease. Whether it
-                                # is still idle is asked again under the lock: a call may have
-                                # come in (and be running) while this waited.
+                                await self.cond.wait_for(self._spare)
+                                # Spare: a call that follows at once keeps the lease. Whether
+                                # it is still spare is asked again under the lock: calls may
+                                # have come in (and be running) while this waited.
                                 with contextlib.suppress(TimeoutError):
                                     await asyncio.wait_for(
                                         self.cond.wait_for(
-                                            lambda: not self._idle() or self.giving_back
+                                            lambda: not self._spare() or self.giving_back
                                         ),
                                         LINGER_S,
                                     )
-                                if self._idle():
+                                if self._spare():
                                     break
                         finally:
-                            # No call is admitted onto the lease from here: it is on its way
-                            # back (the stack releases it).
-                            self.held = 0
-                async with self.cond:
-                    self.returned += 1
-                    self.giving_back = False
-                    self.cond.notify_all()
+                            # No call is admitted onto these slots from here: they are on
+                            # their way back (the stack releases them).
+                            self.held -= self.size
+                            self.cond.notify_all()
         except BaseException as exc:
             async with self.cond:
                 self.error = exc
@@ -204,25 +228,29 @@ _LEASES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, in
 )
 
 
-def _lease(name: str, size: int) -> _Lease:
+def _lease(name: str, size: int, most: int | None = None) -> _Lease:
     loop = asyncio.get_running_loop()
     leases = _LEASES.setdefault(loop, {})
     key = (name, size)
     if key not in leases:
-        leases[key] = _Lease(name, size)
+        leases[key] = _Lease(name, size, most or size)
     return leases[key]
 
 
 @contextlib.asynccontextmanager
-async def global_slot(name: str = JUDGE_LIMIT, size: int = 1) -> AsyncIterator[None]:
+async def global_slot(
+    name: str = JUDGE_LIMIT, size: int = 1, most: int | None = None
+) -> AsyncIterator[None]:
     """Hold one slot of the global limit ``name`` for the block (waits while all are taken).
 
     Args:
         name: the global concurrency limit.
         size: slots this process leases at once (its share of the limit) and shares among
             its calls; at most the limit (a larger lease could never be granted).
+        most: slots this event loop may hold at once, in further leases of ``size`` while its
+            calls wait and the limit has slots free (None: one lease).
     """
-    async with _lease(name, max(1, size)).slot():
+    async with _lease(name, max(1, size), most).slot():
         yield
 
 

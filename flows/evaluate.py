@@ -40,7 +40,7 @@ from ragaudit.cache._global import ensure_global_limit
 from ragaudit.config import RunConfig
 from ragaudit.errors import is_retryable
 from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
-from ragaudit.flows._workers import warm_dask, warm_ray
+from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
 from ragaudit.tasks._common import (
@@ -262,6 +262,8 @@ def task_runner_for(config: RunConfig) -> Any:
 
         if scale.address:
             return DaskTaskRunner(address=scale.address)
+        if scale.dask_processes:
+            use_forkserver()
         # One thread per worker: each task drives litellm in its own event loop, and two
         # loops in one process trip over litellm's shared state.
         return DaskTaskRunner(
