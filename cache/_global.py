@@ -15,7 +15,10 @@ the first to ask held the whole limit while the others slept out the server's Re
 A share alone left slots idle, though, whenever another worker had nothing to run (between
 batches, or done with its own while one worker still had a batch): so a process whose calls
 wait beyond its share asks for further leases of the same size, up to its own concurrency,
-and gives each back as soon as its calls no longer need it.
+and gives each back as soon as its calls no longer need it. A further lease may be another
+process's share, taken while that process was idle: it is yielded after
+:data:`EXTRA_HOLD_S` and asked for again only after a pause, so a process refused meanwhile
+gets its share back within a few seconds rather than after the other's batch.
 
 A request the server refuses (the limit is taken) is asked again after the server's
 Retry-After, at most :data:`RETRY_MAX_S`, while calls still wait. The leases held never
@@ -38,6 +41,9 @@ LINGER_S = 0.05
 
 LEASE_S = 300.0
 """A lease the server takes back unless renewed (a crashed worker's slots come back then)."""
+
+EXTRA_HOLD_S = 2.0
+"""How long a lease held beside others is kept while calls want it before it is yielded."""
 
 RETRY_MAX_S = 0.5
 """Longest wait before a refused lease request is made again.
@@ -104,7 +110,8 @@ class _Lease:
     stays in use when other processes have nothing to run (one process still at work, the
     others between or after their batches) instead of idling beside calls that wait. A lease
     its calls no longer need (the others hold every call running and waiting) goes back after
-    the linger, so other processes get the slots.
+    the linger, so other processes get the slots; a further lease is yielded now and then
+    (:meth:`_keep`).
     """
 
     def __init__(self, name: str, size: int, most: int) -> None:
@@ -115,6 +122,7 @@ class _Lease:
         self.waiting = 0  # calls that want a slot
         self.in_use = 0  # calls running on the held leases
         self.held = 0  # slots held from the server (a multiple of size)
+        self.closing = 0  # held slots being yielded: no call is admitted onto them
         self.holders: set[asyncio.Task[None]] = set()  # one per lease held or asked for
         self.giving_back = False  # idle and asked to give the leases back now, not after a linger
         self.error: BaseException | None = None
@@ -122,7 +130,7 @@ class _Lease:
         self.refused = 0  # lease requests refused (all slots taken)
 
     def _can_enter(self) -> bool:
-        return self.error is not None or self.in_use < self.held
+        return self.error is not None or self.in_use < self.held - self.closing
 
     def _demand(self) -> int:
         return self.in_use + self.waiting
@@ -181,7 +189,13 @@ class _Lease:
     async def _hold(self) -> None:
         """Hold one lease while this loop's calls need it."""
         try:
+            pause = False
             while True:
+                if pause:
+                    # After yielding a further lease: the processes refused meanwhile ask again
+                    # within this pause, before this one does.
+                    await asyncio.sleep(RETRY_MAX_S)
+                    pause = False
                 async with self.cond:
                     if self._demand() <= self.held:
                         return  # what is held serves every call: this lease is not needed
@@ -196,20 +210,7 @@ class _Lease:
                         self.held += self.size
                         self.cond.notify_all()
                         try:
-                            while True:
-                                await self.cond.wait_for(self._spare)
-                                # Spare: a call that follows at once keeps the lease. Whether
-                                # it is still spare is asked again under the lock: calls may
-                                # have come in (and be running) while this waited.
-                                with contextlib.suppress(TimeoutError):
-                                    await asyncio.wait_for(
-                                        self.cond.wait_for(
-                                            lambda: not self._spare() or self.giving_back
-                                        ),
-                                        LINGER_S,
-                                    )
-                                if self._spare():
-                                    break
+                            pause = await self._keep()
                         finally:
                             # No call is admitted onto these slots from here: they are on
                             # their way back (the stack releases them).
@@ -221,6 +222,47 @@ class _Lease:
                 self.cond.notify_all()
             if not isinstance(exc, Exception):
                 raise
+
+    async def _keep(self) -> bool:
+        """Under the lock, with the lease held: wait until it may go back.
+
+        A lease goes back once it is spare (after the linger). One held beside others is
+        yielded after :data:`EXTRA_HOLD_S` even while calls want it: it may be another
+        process's share, taken while that process was idle, and that process is refused
+        until the slots come back; so they come back, and are asked for again after a pause.
+
+        Returns:
+            Whether the lease was yielded while calls still wanted it.
+        """
+        loop = asyncio.get_running_loop()
+        until = loop.time() + EXTRA_HOLD_S
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self.cond.wait_for(self._spare), max(0.0, until - loop.time())
+                )
+            if self._spare():
+                # Spare: a call that follows at once keeps the lease. Whether it is still
+                # spare is asked again under the lock: calls may have come in (and be
+                # running) while this waited.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self.cond.wait_for(lambda: not self._spare() or self.giving_back),
+                        LINGER_S,
+                    )
+                if self._spare():
+                    return False
+                continue
+            if self.held <= self.size:
+                until = loop.time() + EXTRA_HOLD_S  # the only lease held: the loop's share
+                continue
+            # Yield: admit no call onto these slots, and let the calls on them finish.
+            self.closing += self.size
+            try:
+                await self.cond.wait_for(lambda: self.in_use <= self.held - self.size)
+            finally:
+                self.closing -= self.size
+            return True
 
 
 _LEASES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], _Lease]] = (

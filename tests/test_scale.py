@@ -218,3 +218,37 @@ def test_leases_of_two_event_loops_never_overlap_past_the_limit() -> None:
     assert not any(t.is_alive() for t in threads)
     assert counts["peak"] == 2
     assert counts["unleased"] == 0
+
+
+def test_a_loop_takes_more_leases_while_its_calls_wait_up_to_its_most() -> None:
+    # A share of 2 slots of a limit of 4 that no other process wants: calls waiting beyond the
+    # share get a second lease (the limit would idle otherwise), never more than ``most``.
+    from ragaudit.cache._global import _lease, ensure_global_limit, global_slot
+
+    name = "ragaudit-test-more"
+    counts = {"in_flight": 0, "peak": 0}
+
+    async def go() -> tuple[int, int]:
+        await ensure_global_limit(4, name)
+        four = asyncio.Event()
+
+        async def call() -> None:
+            async with global_slot(name, size=2, most=4):
+                counts["in_flight"] += 1
+                counts["peak"] = max(counts["peak"], counts["in_flight"])
+                if counts["in_flight"] == 4:
+                    four.set()
+                # The first calls hold their slots until the second lease has let two more in
+                # (a guard against a hang, not a measure of time).
+                await asyncio.wait_for(four.wait(), 120)
+                counts["in_flight"] -= 1
+
+        await asyncio.gather(*(call() for _ in range(12)))
+        lease = _lease(name, 2)
+        await lease.give_back()
+        return lease.leases, lease.held
+
+    leases, held = asyncio.run(go())
+    assert counts["peak"] == 4
+    assert leases >= 2
+    assert held == 0  # every lease went back
