@@ -42,8 +42,11 @@ LINGER_S = 0.05
 LEASE_S = 300.0
 """A lease the server takes back unless renewed (a crashed worker's slots come back then)."""
 
-EXTRA_HOLD_S = 2.0
+EXTRA_HOLD_S = 3.0
 """How long a lease held beside others is kept while calls want it before it is yielded."""
+
+EXTRA_RETRY_S = 2.0
+"""Longest wait before a refused request for a further lease (beyond the first) is made again."""
 
 RETRY_MAX_S = 0.5
 """Longest wait before a refused lease request is made again.
@@ -192,18 +195,23 @@ class _Lease:
             pause = False
             while True:
                 if pause:
-                    # After yielding a further lease: the processes refused meanwhile ask again
-                    # within this pause, before this one does.
-                    await asyncio.sleep(RETRY_MAX_S)
+                    # After yielding a further lease: a process refused its share meanwhile
+                    # asks again within this pause (it asks every RETRY_MAX_S), before this
+                    # one does; short, as in a run's tail nobody else wants the slots.
+                    await asyncio.sleep(2 * RETRY_MAX_S)
                     pause = False
                 async with self.cond:
                     if self._demand() <= self.held:
                         return  # what is held serves every call: this lease is not needed
+                    # A loop without a lease asks for its share again soon; one asking for a
+                    # further lease less often: the slots it wants are mostly other loops'
+                    # shares, and every refusal costs the Prefect server a request.
+                    retry = RETRY_MAX_S if self.held == 0 else EXTRA_RETRY_S
                 async with contextlib.AsyncExitStack() as stack:
                     wait = await _take(stack, self.name, self.size)
                     if wait is not None:
                         self.refused += 1
-                        await asyncio.sleep(min(wait, RETRY_MAX_S))
+                        await asyncio.sleep(min(wait, retry))
                         continue
                     self.leases += 1
                     async with self.cond:
