@@ -1,8 +1,11 @@
 """Scale-out benchmarks, measured side by side in one run.
 
 1. Latency-bound score stage (fake judge at 0.5 s, per-worker concurrency 4, 400 judge calls)
-   on 1, 2 and 4 Dask workers, and on Ray: speed-up, and Prefect's share of the stage's wall
-   (the time workers were not running stage code: dispatch, bookkeeping, imbalance).
+   on 1, 2 and 4 Dask workers, and on Ray: speed-up of the stage (workers started and warm)
+   and of the whole run with the cluster's start and the forkserver's one-off preparation,
+   and Prefect's share of the stage's wall (the time workers were not running stage code:
+   dispatch, bookkeeping, imbalance). ``cold``: the flow starts the cluster; ``warm``: the
+   bench starts it first and passes its address.
 2. Four Dask workers (16 calls possible at once) under a global judge limit of 8: the peak the
    fake provider saw across processes, and the wall against calls x latency / 8.
 3. The cost of one global-limit slot (acquire + release against the Prefect API).
@@ -10,7 +13,8 @@
    candidates (fake judge at 0 latency, two non-LLM metrics and faithfulness), each run in its
    own process: stage time and peak RSS.
 
-Run: ``.venv/bin/python bench/bench_scale.py [--skip-ray] [--only latency,limit,slot,growth]``.
+Run: ``.venv/bin/python bench/bench_scale.py [--skip-ray] [--only latency,limit,slot,growth]
+[--modes cold,warm] [--workers 1,2,4] [--questions 200] [--batch 25]``.
 """
 
 from __future__ import annotations
@@ -320,7 +324,7 @@ def slot_cost() -> None:
         per, leases = asyncio.run(go(size, parallel))
         cpu = (time.process_time() - cpu0) / n
         rows.append((size, parallel, n, leases, f"{per * 1e3:.2f}", f"{cpu * 1e3:.2f}"))
-    print("\nGlobal limit slot cost (empty calls; a lease serves 4 x size calls)")
+    print("\nGlobal limit slot cost (empty calls; a lease is held while calls keep coming)")
     print(table(rows, ("lease size", "in parallel", "calls", "leases", "ms wall", "ms CPU")))
 
 
