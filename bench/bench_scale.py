@@ -1,8 +1,11 @@
 """Scale-out benchmarks, measured side by side in one run.
 
 1. Latency-bound score stage (fake judge at 0.5 s, per-worker concurrency 4, 400 judge calls)
-   on 1, 2 and 4 Dask workers, and on Ray: speed-up, and Prefect's share of the stage's wall
-   (the time workers were not running stage code: dispatch, bookkeeping, imbalance).
+   on 1, 2 and 4 Dask workers, and on Ray: speed-up of the stage (workers started and warm)
+   and of the whole run with the cluster's start and the forkserver's one-off preparation,
+   and Prefect's share of the stage's wall (the time workers were not running stage code:
+   dispatch, bookkeeping, imbalance). ``cold``: the flow starts the cluster; ``warm``: the
+   bench starts it first and passes its address.
 2. Four Dask workers (16 calls possible at once) under a global judge limit of 8: the peak the
    fake provider saw across processes, and the wall against calls x latency / 8.
 3. The cost of one global-limit slot (acquire + release against the Prefect API).
@@ -10,18 +13,21 @@
    candidates (fake judge at 0 latency, two non-LLM metrics and faithfulness), each run in its
    own process: stage time and peak RSS.
 
-Run: ``.venv/bin/python bench/bench_scale.py [--skip-ray] [--only latency,limit,slot,growth]``.
+Run: ``.venv/bin/python bench/bench_scale.py [--skip-ray] [--only latency,limit,slot,growth]
+[--modes cold,warm] [--workers 1,2,4] [--questions 200] [--batch 25]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,7 @@ from synthetic import write_questions
 
 LATENCY = 0.5
 QUESTIONS = 200  # faithfulness asks twice per question: 400 judge calls
+BATCH = 25
 
 
 def _config(root: Path, questions: Path, name: str, **scale: Any) -> Any:
@@ -48,7 +55,7 @@ def _config(root: Path, questions: Path, name: str, **scale: Any) -> Any:
             "ground_truth": {"enabled": False},
             "models": {"concurrency": 4, "backoff_s": 0.0, **models},
             "score": {"metrics": ["faithfulness"], "top_k": 3},
-            "scale": {"batch_size": 25, **scale},
+            "scale": {"batch_size": BATCH, **scale},
         },
         environ={},
     )
@@ -61,72 +68,145 @@ def _run(config: Any, run_id: str) -> dict[str, Any]:
     manifest = asyncio.run(flow_for(config)(config.model_dump_json(), run_id))
     manifest["wall_s"] = time.perf_counter() - started
     parts = {k: v for k, v in manifest["stages"].items() if k.startswith("score:")}
+    # The stage's wall: submission of its batches until the last one is done (the workers were
+    # started and warmed before it, timed apart in the manifest's "workers").
     stage_wall = max(v["task_s"] for v in parts.values())
-    # From submission until the first batch began its own work: worker warm-up and dispatch.
-    manifest["first_start_s"] = min(v["task_s"] - v["seconds"] for v in parts.values())
-    busy = sum(v["seconds"] for v in parts.values())
+    busy: dict[str, float] = {}
+    for v in parts.values():
+        busy[v["worker"]] = busy.get(v["worker"], 0.0) + v["seconds"]
     workers = config.scale.workers if config.scale.task_runner != "default" else 1
     manifest["score_wall_s"] = stage_wall
-    manifest["overhead"] = max(0.0, 1 - busy / (workers * stage_wall))
+    manifest["batches_on"] = sorted(
+        sum(1 for v in parts.values() if v["worker"] == w) for w in busy
+    )
+    # Prefect's share: the stage's wall not spent in stage code by the busiest worker (whose
+    # batches set the wall): dispatch, task-run bookkeeping, results, waiting between batches.
+    manifest["prefect_share"] = 1 - max(busy.values()) / stage_wall
+    # Idle share: worker time not spent in stage code, Prefect's share plus the imbalance of
+    # batches over workers.
+    manifest["idle_share"] = max(0.0, 1 - sum(busy.values()) / (workers * stage_wall))
     return manifest
 
 
-def latency(root: Path, questions: Path, ray: bool) -> None:
-    rows = []
-    base = base_flow = base_warm = None
-    runners = [("dask", n) for n in (1, 2, 4)] + ([("ray", n) for n in (1, 2, 4)] if ray else [])
-    for runner, n in runners:
-        config = _config(root, questions, f"{runner}{n}", task_runner=runner, workers=n)
+@contextlib.contextmanager
+def _cluster(runner: str, n: int) -> Iterator[tuple[str | None, float]]:
+    """A cluster started outside the flow (its address, its start seconds), as a team runs."""
+    started = time.perf_counter()
+    if runner == "dask":
+        from distributed import Client, LocalCluster
+
+        from ragaudit.flows._workers import use_forkserver
+
+        use_forkserver()  # as the flow does for a cluster it starts
+        with LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=None,
+            preload=["ragaudit.flows._workers"],
+        ) as cluster:
+            with Client(cluster) as client:
+                client.wait_for_workers(n)
+            yield cluster.scheduler_address, time.perf_counter() - started
+    else:
+        import ray
+
+        from ragaudit.flows._workers import warm_ray
+
+        # The flow's runner uses a Ray instance already running in the process; its workers
+        # are started and warm.
+        ray.init(num_cpus=n, include_dashboard=False)
         try:
-            m = _run(config, f"{runner}{n}")
-        except Exception as exc:  # a runner that does not work here is reported, not hidden
-            rows.append((runner, n, "failed", f"{type(exc).__name__}: {exc}"[:80], "", ""))
-            continue
-        calls = m["llm"]["provider_calls"]
-        if n == 1:
-            base = m["score_wall_s"]
-        warm = m["score_wall_s"] - m["first_start_s"]
-        if n == 1:
-            base_flow, base_warm = m["wall_s"], warm
-        rows.append(
-            (
-                runner,
-                n,
-                calls,
-                f"{m['score_wall_s']:.1f}",
-                f"{base / m['score_wall_s']:.2f}x" if base else "",
-                f"{m['first_start_s']:.1f}",
-                f"{warm:.1f}",
-                f"{base_warm / warm:.2f}x" if base else "",
-                f"{m['wall_s']:.1f}",
-                f"{base_flow / m['wall_s']:.2f}x" if base else "",
-                f"{100 * m['overhead']:.1f} %",
-                " ".join(f"{x:.1f}" for x in os.getloadavg()),
-            )
-        )
-    print("\nLatency-bound score stage (0.5 s per call, concurrency 4 per worker, 8 batches)")
+            warm_ray()
+            yield None, time.perf_counter() - started
+        finally:
+            ray.shutdown()
+
+
+def latency(
+    root: Path,
+    questions: Path,
+    runners: list[str],
+    modes: list[str],
+    counts: list[int],
+    prep: float,
+) -> None:
+    rows = []
+    for runner in runners:
+        for mode in modes:
+            base: dict[str, float] = {}
+            for n in counts:
+                name = f"{runner}-{mode}-{n}"
+                config = _config(root, questions, name, task_runner=runner, workers=n)
+                try:
+                    if mode == "cold":
+                        m = _run(config, name)
+                        start = m.get("workers", {}).get("ready_s", 0.0)
+                        total = m["wall_s"]
+                    else:
+                        with _cluster(runner, n) as (address, start):
+                            if address:
+                                scale = config.scale.model_copy(update={"address": address})
+                                config = config.model_copy(update={"scale": scale})
+                            m = _run(config, name)
+                        total = start + m["wall_s"]
+                except Exception as exc:  # a runner that does not work here is reported
+                    rows.append((runner, mode, n, "failed", f"{type(exc).__name__}: {exc}"[:90]))
+                    continue
+                # The forkserver's preparation is paid once per process that starts clusters:
+                # charged to every configuration, as a run in a fresh process pays it.
+                total += prep if runner == "dask" else 0.0
+                if not base:
+                    base = {"stage": m["score_wall_s"], "total": total, "n": n}
+                rows.append(
+                    (
+                        runner,
+                        mode,
+                        n,
+                        m["llm"]["provider_calls"],
+                        f"{start:.1f}",
+                        f"{m['score_wall_s']:.1f}",
+                        f"{base['stage'] / m['score_wall_s']:.2f}x",
+                        f"{total:.1f}",
+                        f"{base['total'] / total:.2f}x",
+                        f"{100 * m['prefect_share']:.1f} %",
+                        f"{100 * m['idle_share']:.1f} %",
+                        "/".join(str(b) for b in m["batches_on"]),
+                        " ".join(f"{x:.1f}" for x in os.getloadavg()),
+                    )
+                )
     print(
-        "score wall: submission of the 8 batches to the last one done (Dask workers import "
-        "the heavy libraries as the cluster starts, before it); first start: submission to "
-        "the first batch starting its own work (each worker's first-task warm-up, dispatch); "
-        "after it: score wall minus first start, i.e. warm-up excluded; flow wall: the whole "
-        f"flow, cluster start included. A fresh process imports them in {_import_s():.1f} s."
+        f"\nLatency-bound score stage ({LATENCY} s per call, concurrency 4 per worker, "
+        f"{QUESTIONS // BATCH} batches of {BATCH} questions, 2 judge calls per question)"
+    )
+    print(
+        "cold: the flow starts the cluster; warm: the bench started it before the run "
+        "(scale.address), as a team with a cluster runs. start: the cluster's start with every "
+        "worker forked and warmed, before the first batch. stage: submission of the batches "
+        "to the last one done (speed-up against the first row of the mode). total: the flow "
+        f"with the cluster's start and the forkserver's preparation ({prep:.1f} s, paid once "
+        "per process and charged to every Dask row). Prefect: the stage's wall not spent in "
+        "stage code by the busiest worker (dispatch, task-run bookkeeping, results). idle: all "
+        "workers' time not in stage code (Prefect plus the imbalance of batches over workers). "
+        "batches: how many each worker ran. A fresh process imports the heavy libraries in "
+        f"{_import_s():.1f} s."
     )
     print(
         table(
             rows,
             (
                 "runner",
+                "mode",
                 "workers",
                 "calls",
-                "score wall s",
+                "start s",
+                "stage s",
                 "speed-up",
-                "first start s",
-                "after it s",
+                "total s",
                 "speed-up",
-                "flow wall s",
-                "speed-up",
-                "overhead",
+                "Prefect",
+                "idle",
+                "batches",
                 "load avg",
             ),
         )
@@ -135,7 +215,7 @@ def latency(root: Path, questions: Path, ray: bool) -> None:
 
 def _import_s() -> float:
     """Seconds a fresh process takes to import what a worker needs (median of three)."""
-    from ragaudit.flows.evaluate import WORKER_PRELOAD
+    from ragaudit.flows._workers import WORKER_PRELOAD
 
     code = "import time; t = time.perf_counter(); import " + ", ".join(WORKER_PRELOAD)
     code += "; print(time.perf_counter() - t)"
@@ -150,50 +230,70 @@ def _import_s() -> float:
     return sorted(runs)[1]
 
 
-def limit(root: Path, questions: Path) -> None:
+def limit(root: Path, questions: Path, modes: list[str], prep: float) -> None:
+    import dask
+
     from ragaudit.cache._fake import SHARED_ENV, SharedCount
 
-    counter = root / "inflight.json"
-    os.environ[SHARED_ENV] = str(counter)  # set before the workers start: they inherit it
-    try:
-        config = _config(
-            root,
-            questions,
-            "limit",
-            task_runner="dask",
-            workers=4,
-            models={"judge": f"fake/judge?latency={LATENCY}&capacity=8", "global_limit": 8},
+    rows = []
+    for mode in modes:
+        counter = root / f"inflight-{mode}.json"
+        # Workers forked from the forkserver keep the environment it started with: Dask's
+        # nanny sets this one in each worker it starts.
+        with dask.config.set({"distributed.nanny.environ": {SHARED_ENV: str(counter)}}):
+            config = _config(
+                root,
+                questions,
+                f"limit-{mode}",
+                task_runner="dask",
+                workers=4,
+                models={"judge": f"fake/judge?latency={LATENCY}&capacity=8", "global_limit": 8},
+            )
+            if mode == "cold":
+                m = _run(config, f"limit-{mode}")
+                start = m.get("workers", {}).get("ready_s", 0.0)
+            else:
+                with _cluster("dask", 4) as (address, start):
+                    scale = config.scale.model_copy(update={"address": address})
+                    m = _run(config.model_copy(update={"scale": scale}), f"limit-{mode}")
+        seen = SharedCount(counter).read()
+        ideal = seen["calls"] * LATENCY / 8
+        total = m["wall_s"] + (start if mode == "warm" else 0.0) + prep
+        rows.append(
+            (
+                mode,
+                seen["calls"],
+                seen["peak"],
+                seen["refused"],
+                f"{ideal:.1f}",
+                f"{start:.1f}",
+                f"{m['score_wall_s']:.1f}",
+                f"{m['score_wall_s'] / ideal:.2f}",
+                f"{total:.1f}",
+                f"{total / ideal:.2f}",
+                " ".join(f"{x:.1f}" for x in os.getloadavg()),
+            )
         )
-        m = _run(config, "limit")
-    finally:
-        del os.environ[SHARED_ENV]
-    seen = SharedCount(counter).read()
-    ideal = seen["calls"] * LATENCY / 8
     print("\n4 Dask workers x concurrency 4 under a global judge limit of 8 (provider cap 8)")
     print(
+        "peak in flight and refused: as the fake provider saw them across the workers. stage: "
+        "submission of the batches to the last one done; total: the flow with the cluster's "
+        "start and the forkserver's preparation. ratio: against calls x latency / 8."
+    )
+    print(
         table(
-            [
-                (
-                    seen["calls"],
-                    seen["peak"],
-                    seen["refused"],
-                    f"{m['score_wall_s']:.1f}",
-                    f"{m['first_start_s']:.1f}",
-                    f"{ideal:.1f}",
-                    f"{m['score_wall_s'] / ideal:.2f}",
-                    f"{(m['score_wall_s'] - m['first_start_s']) / ideal:.2f}",
-                    " ".join(f"{x:.1f}" for x in os.getloadavg()),
-                )
-            ],
+            rows,
             (
+                "mode",
                 "calls",
                 "peak in flight",
                 "refused",
-                "score wall s",
-                "first start s",
-                "calls x 0.5/8",
+                f"calls x {LATENCY}/8 s",
+                "start s",
+                "stage s",
                 "ratio",
-                "ratio after warm-up",
+                "total s",
+                "ratio",
                 "load avg",
             ),
         )
@@ -224,7 +324,7 @@ def slot_cost() -> None:
         per, leases = asyncio.run(go(size, parallel))
         cpu = (time.process_time() - cpu0) / n
         rows.append((size, parallel, n, leases, f"{per * 1e3:.2f}", f"{cpu * 1e3:.2f}"))
-    print("\nGlobal limit slot cost (empty calls; a lease serves 4 x size calls)")
+    print("\nGlobal limit slot cost (empty calls; a lease is held while calls keep coming)")
     print(table(rows, ("lease size", "in parallel", "calls", "leases", "ms wall", "ms CPU")))
 
 
@@ -287,23 +387,44 @@ def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
 
 
 def main() -> None:
+    global QUESTIONS, BATCH
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--modes", default="cold,warm")
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--questions", type=int, default=QUESTIONS)
+    parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--only", default="latency,limit,slot,growth")
     parser.add_argument("--growth-sizes", default="100,1000")
     parser.add_argument("--growth-candidates", type=int, default=200)
     args = parser.parse_args()
+    QUESTIONS, BATCH = args.questions, args.batch
     only = set(args.only.split(","))
     root = scratch("scale")
     questions = write_questions(root / "questions.jsonl", QUESTIONS, candidates=6)
     from prefect.testing.utilities import prefect_test_harness
 
+    runners = ["dask"]
+    if not args.skip_ray:
+        try:
+            import prefect_ray  # noqa: F401
+        except ImportError as exc:
+            print(f"Ray: not measured, prefect-ray does not import here ({exc})")
+        else:
+            runners.append("ray")
     # A Prefect API the Dask and Ray workers (other processes) report to, as the tests have.
     with prefect_test_harness(server_startup_timeout=120):
+        prep = 0.0
+        if only & {"latency", "limit"}:
+            from ragaudit.flows._workers import start_forkserver
+
+            prep = start_forkserver()
+            print(f"Forkserver prepared (imports, Prefect collections, token tables): {prep:.1f} s")
         if "latency" in only:
-            latency(root, questions, ray=not args.skip_ray)
+            counts = [int(n) for n in args.workers.split(",")]
+            latency(root, questions, runners, args.modes.split(","), counts, prep)
         if "limit" in only:
-            limit(root, questions)
+            limit(root, questions, args.modes.split(","), prep)
         if "slot" in only:
             slot_cost()
     if "growth" in only:

@@ -269,6 +269,8 @@ class Gateway:
         log_interval_s: ... or this many seconds, whichever comes first.
         global_limit: when set, every completion holds a slot of the Prefect global
             concurrency limit ``ragaudit-judge`` (shared by every process of a run).
+        global_lease: slots this process leases at once from the global limit and shares
+            among its calls (its share of the limit); None: ``min(concurrency, global_limit)``.
     """
 
     def __init__(
@@ -285,6 +287,7 @@ class Gateway:
         log_every: int = DEFAULT_FLUSH_EVERY,
         log_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         global_limit: int | None = None,
+        global_lease: int | None = None,
     ) -> None:
         from ragaudit.cache import providers
 
@@ -304,6 +307,7 @@ class Gateway:
         self.log_every = log_every
         # Completions take a slot of the Prefect global limit (cache/_global.py) when set.
         self.global_limit = global_limit
+        self.global_lease = global_lease
         self.log_interval_s = log_interval_s
         self._users = 0
         # Keyed by the loop object, weakly: a loop's limiters and in-flight calls die with it,
@@ -574,9 +578,11 @@ class Gateway:
         if kind != "embedding" and self.global_limit is not None:
             from ragaudit.cache._global import global_slot
 
-            # The process leases as many slots as it can have calls in flight (its own
-            # limit), never more than the global limit itself.
-            async with global_slot(size=min(self.concurrency, self.global_limit)):
+            # The process leases its share of the limit (by default as many slots as it can
+            # have calls in flight), and more while its calls wait and others leave slots
+            # free, never more than its own concurrency or the global limit itself.
+            most = min(self.concurrency, self.global_limit)
+            async with global_slot(size=min(self.global_lease or most, most), most=most):
                 return await self._send_now(kind, params)
         return await self._send_now(kind, params)
 
@@ -784,17 +790,22 @@ class Gateway:
         return acompletion
 
     async def drain(self, timeout_s: float = 10.0) -> None:
-        """Run litellm's pending logging callbacks in this event loop before it ends.
+        """Before this event loop ends: run litellm's pending callbacks, give back leases.
 
         litellm queues a success callback per provider call and runs them in a worker bound
         to one loop; what is still queued when a loop ends is carried to the next loop and
         kept there: in a process that runs one loop per run, the queue grew by the last
-        calls of every run (never freed, up to 50,000 entries).
+        calls of every run (never freed, up to 50,000 entries). The loop's idle leases of
+        the global limit go back while Prefect's client is still open.
         """
         from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 
         with contextlib.suppress(Exception):
             await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout_s)
+        if self.global_limit is not None:
+            from ragaudit.cache._global import give_back_leases
+
+            await give_back_leases()
 
     def stats(self) -> dict[str, Any]:
         """Where the memo is, its entries and its bytes."""
@@ -826,6 +837,7 @@ _SETTINGS = frozenset(
         "log_every",
         "log_interval_s",
         "global_limit",
+        "global_lease",
     }
 )
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
+import socket
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -38,6 +40,7 @@ from ragaudit.cache._global import ensure_global_limit
 from ragaudit.config import RunConfig
 from ragaudit.errors import is_retryable
 from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
+from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
 from ragaudit.tasks._common import (
@@ -110,6 +113,7 @@ async def stage_task(
     part: str | None = None,
 ) -> StageResult:
     """Run one stage (or one part of a fanned-out stage) and return what it wrote."""
+    started = time.perf_counter()
     ctx = make_context(config_json, run_root, run_id, part)
     declared = BY_NAME[stage]
     run_part = declared.run_part
@@ -120,7 +124,11 @@ async def stage_task(
         work = declared.run
     # In a worker process nothing else holds the gateway: the task does, for its duration.
     with hold_gateway(ctx.config):
-        return await run_stage(f"{stage}:{part}" if part else stage, ctx, work)
+        result = await run_stage(f"{stage}:{part}" if part else stage, ctx, work)
+    # The task body's whole time (context, memo, stage); where it ran, for a distributed run.
+    result.seconds = time.perf_counter() - started
+    result.worker = f"{socket.gethostname()}:{os.getpid()}"
+    return result
 
 
 def _batches(config: RunConfig, run: RunFolder) -> list[str]:
@@ -217,8 +225,33 @@ async def _submit_all(
     return out
 
 
-WORKER_PRELOAD = ("litellm", "ragas", "ragaudit.metrics", "ragaudit.flows.evaluate")
-"""Modules a local Dask cluster's workers import as they start."""
+def _ready_workers(config: RunConfig) -> dict[str, Any]:
+    """Start the flow's cluster (or connect to it) and warm every worker, before any batch.
+
+    prefect-dask starts its cluster when the first task is submitted, and Ray its worker
+    processes when tasks need them, so the first batches were charged the start and waited
+    behind it; a worker that had not yet done what every task needs the first time did it
+    inside its first batch. Both now happen here, timed on their own (the manifest's
+    ``workers``), and the batches start working at once.
+    """
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    runner: Any = ctx.task_runner if ctx is not None else None
+    out: dict[str, Any] = {"task_runner": config.scale.task_runner}
+    started = time.perf_counter()
+    if config.scale.task_runner == "dask" and runner is not None:
+        client = runner.client  # starts the local cluster, or connects to scale.address
+        out["start_s"] = round(time.perf_counter() - started, 3)
+        out["count"] = len(client.scheduler_info()["workers"])
+        out["warm_s"] = round(warm_dask(client), 3)
+    elif config.scale.task_runner == "ray":
+        import ray
+
+        out["count"] = int(ray.cluster_resources().get("CPU", 0))
+        out["warm_s"] = round(warm_ray(), 3)
+    out["ready_s"] = round(time.perf_counter() - started, 3)
+    return out
 
 
 def task_runner_for(config: RunConfig) -> Any:
@@ -229,6 +262,8 @@ def task_runner_for(config: RunConfig) -> Any:
 
         if scale.address:
             return DaskTaskRunner(address=scale.address)
+        if scale.dask_processes:
+            use_forkserver()
         # One thread per worker: each task drives litellm in its own event loop, and two
         # loops in one process trip over litellm's shared state.
         return DaskTaskRunner(
@@ -238,10 +273,10 @@ def task_runner_for(config: RunConfig) -> Any:
                 "processes": scale.dask_processes,
                 "host": "127.0.0.1",
                 "dashboard_address": None,
-                # Each worker imports the heavy libraries while the cluster starts, not inside
-                # the first task it runs: a fresh process takes seconds to import litellm and
-                # ragas, which would otherwise be charged to (and serialise) the first batch.
-                "preload": list(WORKER_PRELOAD),
+                # Each worker does what every task needs the first time (imports, Prefect's
+                # collections, token tables, litellm's routes) as it starts, not inside the
+                # first batch it runs (ragaudit.flows._workers).
+                "preload": ["ragaudit.flows._workers"],
             }
         )
     if scale.task_runner == "ray":
@@ -289,6 +324,7 @@ async def evaluate(
             "seconds": 0.0 if cached else round(result.seconds, 3),
             "task_s": round(result.task_seconds, 3),
             "cached": cached,
+            "worker": result.worker,
             "llm": {k: 0 for k in totals} if cached else result.llm,
             "tables": sorted(result.tables),
         }
@@ -304,6 +340,15 @@ async def evaluate(
         for stage in selected:
             parts = list(stage.parts(config, _batches(config, run)) or []) if stage.parts else []
             if parts:
+                if config.scale.task_runner != "default" and "workers" not in manifest:
+                    manifest["workers"] = await asyncio.to_thread(_ready_workers, config)
+                    count = manifest["workers"].get("count")
+                    if config.scale.address and count:
+                        # A cluster's workers share models.global_limit: each leases its share
+                        # of it (tasks._common.global_lease), so they are told how many they are.
+                        scale = config.scale.model_copy(update={"workers": count})
+                        config = config.model_copy(update={"scale": scale})
+                        config_json = config.model_dump_json()
                 if config.scale.task_runner == "default":
                     # Parts are independent: their tasks run together in this event loop,
                     # sharing the gateway's per-model limit.

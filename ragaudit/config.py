@@ -582,7 +582,9 @@ class ScaleConfig(_Frozen):
     """Where batch tasks run: ``default`` awaits them in the flow's process; ``dask``
     (prefect-dask) and ``ray`` (prefect-ray) submit them to a cluster."""
     workers: int = Field(default=2, ge=1, le=1024)
-    """Local workers started by the dask or ray runner when no ``address`` is given."""
+    """Local workers started by the dask or ray runner when no ``address`` is given (with a
+    Dask ``address``, the flow counts the cluster's workers). They share
+    ``models.global_limit`` equally."""
     address: str | None = None
     """Scheduler address of an existing Dask or Ray cluster; None starts a local one."""
     dask_processes: bool = True

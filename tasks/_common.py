@@ -29,6 +29,22 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def global_lease(config: RunConfig) -> int | None:
+    """Slots one process leases at once from ``models.global_limit`` (None: no limit).
+
+    Its fair share among the run's worker processes, at most its own concurrency: when every
+    process leased as many slots as it can run calls, the first ones to ask held the whole
+    limit and renewed it as soon as they gave it back, while the others slept out the Prefect
+    server's Retry-After (which grows with every refusal); a worker left waiting until the
+    others were done then ran its batches alone, on its own concurrency, below the limit.
+    """
+    m, scale = config.models, config.scale
+    if m.global_limit is None:
+        return None
+    processes = 1 if scale.task_runner == "default" else scale.workers
+    return max(1, min(m.concurrency, m.global_limit // processes))
+
+
 def _gateway_settings(config: RunConfig) -> dict[str, Any]:
     m = config.models
     return {
@@ -38,6 +54,7 @@ def _gateway_settings(config: RunConfig) -> dict[str, Any]:
         "backoff_s": m.backoff_s,
         "timeout_s": m.timeout_s,
         "global_limit": m.global_limit,
+        "global_lease": global_lease(config),
     }
 
 
@@ -141,6 +158,8 @@ class StageResult:
     llm: dict[str, int]
     seconds: float
     task_seconds: float = 0.0
+    worker: str = ""
+    """``host:pid`` of the process that ran it."""
 
 
 def file_digest(path: Path) -> str:

@@ -107,6 +107,53 @@ def test_dask_workers_write_the_tables_of_one_process(config_factory, fake) -> N
     assert manifest["status"] == "completed"
     assert "score:" + spread.score.metrics[0] + "@b0002" in manifest["stages"]
     assert_same_tables(whole, "whole", "dask")
+    # The cluster was started and its workers warmed before the first batch, apart from it.
+    assert manifest["workers"]["count"] == 2
+    assert manifest["workers"]["warm_s"] == 0.0  # each worker warmed itself as it started
+    batches = [s for name, s in manifest["stages"].items() if name.startswith("sort:")]
+    flow_process = manifest["stages"]["collect"]["worker"]
+    assert {s["worker"] for s in batches}.isdisjoint({flow_process, ""})
+
+
+def test_the_workers_of_a_run_share_the_global_limit(config_factory) -> None:
+    from ragaudit.tasks._common import global_lease
+
+    def lease(**scale: object) -> int | None:
+        return global_lease(config_factory(models__global_limit=8, models__concurrency=4, **scale))
+
+    # Four workers of four calls each under a limit of 8: two slots each, 8 in all.
+    assert lease(scale__task_runner="dask", scale__workers=4) == 2
+    assert lease(scale__task_runner="ray", scale__workers=2) == 4
+    assert lease(scale__task_runner="dask", scale__workers=16) == 1
+    # One process takes what it can use.
+    assert lease() == 4
+    assert global_lease(config_factory()) is None
+
+
+def test_a_lease_is_given_back_before_its_event_loop_ends() -> None:
+    # A batch task's loop ends with its stage. A lease still lingering then was left to the
+    # loop's teardown, where the release failed and the slots stayed taken until the lease
+    # expired; every stage's drain now gives it back while the loop still runs.
+    from prefect.client.orchestration import get_client
+
+    from ragaudit.cache._global import ensure_global_limit, give_back_leases, global_slot
+
+    name = "ragaudit-test-give-back"
+
+    async def active() -> int:
+        async with get_client() as client:
+            return (await client.read_global_concurrency_limit_by_name(name)).active_slots
+
+    async def batch() -> tuple[int, int]:
+        async with global_slot(name, size=2):
+            pass
+        lingering = await active()
+        await give_back_leases()
+        return lingering, await active()
+
+    asyncio.run(ensure_global_limit(2, name))
+    assert asyncio.run(batch()) == (2, 0)
+    assert asyncio.run(batch()) == (2, 0)  # the next loop gets the whole limit again
 
 
 def test_global_slots_are_leased_in_bulk_and_never_exceed_the_limit() -> None:
@@ -171,3 +218,37 @@ def test_leases_of_two_event_loops_never_overlap_past_the_limit() -> None:
     assert not any(t.is_alive() for t in threads)
     assert counts["peak"] == 2
     assert counts["unleased"] == 0
+
+
+def test_a_loop_takes_more_leases_while_its_calls_wait_up_to_its_most() -> None:
+    # A share of 2 slots of a limit of 4 that no other process wants: calls waiting beyond the
+    # share get a second lease (the limit would idle otherwise), never more than ``most``.
+    from ragaudit.cache._global import _lease, ensure_global_limit, global_slot
+
+    name = "ragaudit-test-more"
+    counts = {"in_flight": 0, "peak": 0}
+
+    async def go() -> tuple[int, int]:
+        await ensure_global_limit(4, name)
+        four = asyncio.Event()
+
+        async def call() -> None:
+            async with global_slot(name, size=2, most=4):
+                counts["in_flight"] += 1
+                counts["peak"] = max(counts["peak"], counts["in_flight"])
+                if counts["in_flight"] == 4:
+                    four.set()
+                # The first calls hold their slots until the second lease has let two more in
+                # (a guard against a hang, not a measure of time).
+                await asyncio.wait_for(four.wait(), 120)
+                counts["in_flight"] -= 1
+
+        await asyncio.gather(*(call() for _ in range(12)))
+        lease = _lease(name, 2)
+        await lease.give_back()
+        return lease.leases, lease.held
+
+    leases, held = asyncio.run(go())
+    assert counts["peak"] == 4
+    assert leases >= 2
+    assert held == 0  # every lease went back
