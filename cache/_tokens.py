@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
 import litellm
+from cachetools import LRUCache
 
 from ragaudit.cache._fake import DEFAULT_WINDOW, FakeOptions
 
@@ -136,33 +136,9 @@ def count_text(model: str, text: str) -> int:
 # -- chat messages ---------------------------------------------------------------------------
 
 
-class _Counts:
-    """A bounded map of message counts, least recently used out first; safe across threads."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._counts: OrderedDict[tuple[str, str, bytes], int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str, bytes]) -> int | None:
-        with self._lock:
-            found = self._counts.get(key)
-            if found is not None:
-                self._counts.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str, bytes], count: int) -> None:
-        with self._lock:
-            self._counts[key] = count
-            if len(self._counts) > self.size:
-                self._counts.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-
-_message_counts = _Counts(_MESSAGE_COUNTS)
+# Least recently used out first; the lock makes a get (which reorders) safe across threads.
+_message_counts: LRUCache[tuple[str, str, bytes], int] = LRUCache(_MESSAGE_COUNTS)
+_message_counts_lock = threading.Lock()
 
 
 @lru_cache(maxsize=64)
@@ -174,12 +150,14 @@ def _priming(tokenizer: str) -> int:
 def _message_tokens(tokenizer: str, role: str, content: str) -> int:
     digest = hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     key = (tokenizer, role, digest)
-    found = _message_counts.get(key)
+    with _message_counts_lock:
+        found = _message_counts.get(key)
     if found is None:
         found = int(
             litellm.token_counter(model=tokenizer, messages=[{"role": role, "content": content}])
         ) - _priming(tokenizer)
-        _message_counts.put(key, found)
+        with _message_counts_lock:
+            _message_counts[key] = found
     return found
 
 
@@ -207,7 +185,8 @@ def count_prompt(model: str, messages: list[dict[str, Any]]) -> int:
 
 def forget_counts() -> None:
     """Drop every kept count (a benchmark measuring a fresh process's work calls this)."""
-    _message_counts.clear()
+    with _message_counts_lock:
+        _message_counts.clear()
     _cl100k_line.cache_clear()
 
 

@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from cachetools import LRUCache
 
 from ragaudit.dataset import Question
 from ragaudit.errors import StageError
@@ -98,11 +99,14 @@ def write_table(table: pa.Table, path: Path) -> None:
         raise
 
 
-_READ_CACHE: OrderedDict[tuple[str, int, int, int, int], tuple[pa.Table, int]] = OrderedDict()
-_READ_CACHE_LOCK = threading.Lock()
-_read_cache_total = 0
 _READ_CACHE_BYTES = 64 << 20
 """Arrow bytes of the tables kept; a table over a quarter of it is never kept."""
+# (table, its Arrow bytes) by the file's identity; least recently used out first. The lock
+# makes a get (which reorders) safe across threads.
+_READ_CACHE: LRUCache[tuple[str, int, int, int, int], tuple[pa.Table, int]] = LRUCache(
+    _READ_CACHE_BYTES, getsizeof=lambda kept: kept[1]
+)
+_READ_CACHE_LOCK = threading.Lock()
 
 
 def _read_parquet(path: Path) -> pa.Table:
@@ -114,25 +118,18 @@ def _read_parquet(path: Path) -> pa.Table:
     all. The key is the file's identity and its modification: a table is only ever replaced
     by a rename (a new inode) or written anew, never changed in place.
     """
-    global _read_cache_total
     st = path.stat()
     key = (str(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     with _READ_CACHE_LOCK:
         kept = _READ_CACHE.get(key)
-        if kept is not None:
-            _READ_CACHE.move_to_end(key)
-            return kept[0]
+    if kept is not None:
+        return kept[0]
     table = pq.read_table(path)
     # Measured once: an Arrow table's nbytes walks every buffer of every chunk.
     size = table.nbytes
     if size <= _READ_CACHE_BYTES // 4:
         with _READ_CACHE_LOCK:
-            if key not in _READ_CACHE:
-                _READ_CACHE[key] = (table, size)
-                _read_cache_total += size
-            while _read_cache_total > _READ_CACHE_BYTES:
-                _, (_, dropped) = _READ_CACHE.popitem(last=False)
-                _read_cache_total -= dropped
+            _READ_CACHE.setdefault(key, (table, size))
     return table
 
 
