@@ -158,6 +158,16 @@ async def timed(
 # -- ours ---------------------------------------------------------------------------------
 
 
+def _deps(gateway: Gateway, judge: str) -> Deps:
+    """What our score path runs a metric with in this bench."""
+    return Deps(
+        gateway=gateway,
+        judge=judge,
+        embedder=EMBEDDER,
+        options={"answer_relevancy_strictness": STRICTNESS},
+    )
+
+
 async def ours(
     batch: list[Sample],
     judge: str,
@@ -173,12 +183,7 @@ async def ours(
         max_retries=DEFAULTS.max_retries,
         max_repairs=repairs,
     )
-    deps = Deps(
-        gateway=gateway,
-        judge=judge,
-        embedder=EMBEDDER,
-        options={"answer_relevancy_strictness": STRICTNESS},
-    )
+    deps = _deps(gateway, judge)
     try:
         results = await asyncio.gather(
             *(
@@ -214,12 +219,7 @@ async def requests_per_cell(batch: list[Sample], judge: str) -> dict[str, list[i
         for name in OURS:
             cells.clear()
             gateway = Gateway(scratch("vs-ragas-count") / "memo", concurrency=64, backoff_s=0.0)
-            deps = Deps(
-                gateway=gateway,
-                judge=judge,
-                embedder=EMBEDDER,
-                options={"answer_relevancy_strictness": STRICTNESS},
-            )
+            deps = _deps(gateway, judge)
             try:
                 await score_rows(METRICS[name], batch, deps, window=32_000, limit=64)
             finally:
