@@ -579,10 +579,9 @@ class Gateway:
             from ragaudit.cache._global import global_slot
 
             # The process leases its share of the limit (by default as many slots as it can
-            # have calls in flight), and more while its calls wait and others leave slots
-            # free, never more than its own concurrency or the global limit itself.
+            # have calls in flight), never more than its own concurrency or the limit itself.
             most = min(self.concurrency, self.global_limit)
-            async with global_slot(size=min(self.global_lease or most, most), most=most):
+            async with global_slot(size=min(self.global_lease or most, most)):
                 return await self._send_now(kind, params)
         return await self._send_now(kind, params)
 

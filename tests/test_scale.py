@@ -220,35 +220,41 @@ def test_leases_of_two_event_loops_never_overlap_past_the_limit() -> None:
     assert counts["unleased"] == 0
 
 
-def test_a_loop_takes_more_leases_while_its_calls_wait_up_to_its_most() -> None:
-    # A share of 2 slots of a limit of 4 that no other process wants: calls waiting beyond the
-    # share get a second lease (the limit would idle otherwise), never more than ``most``.
-    from ragaudit.cache._global import _lease, ensure_global_limit, global_slot
+def test_a_busy_server_is_asked_again_soon_not_after_the_clients_backoff(monkeypatch) -> None:
+    # The Prefect server answers 503 while its database is locked (task runs recording their
+    # states at a batch's start and end). Through the Prefect client's retries a lease then
+    # came 2 s and 6 s late (it sleeps 2 s, then 4 s) while the slots were free; the request
+    # is sent once, and the 503 read as "ask again after BUSY_RETRY_S".
+    import contextlib
 
-    name = "ragaudit-test-more"
-    counts = {"in_flight": 0, "peak": 0}
+    import httpx
+    import prefect.client.orchestration as orchestration
+    from prefect.client.base import PrefectHttpxAsyncClient
 
-    async def go() -> tuple[int, int]:
-        await ensure_global_limit(4, name)
-        four = asyncio.Event()
+    from ragaudit.cache._global import BUSY_RETRY_S, _take
 
-        async def call() -> None:
-            async with global_slot(name, size=2, most=4):
-                counts["in_flight"] += 1
-                counts["peak"] = max(counts["peak"], counts["in_flight"])
-                if counts["in_flight"] == 4:
-                    four.set()
-                # The first calls hold their slots until the second lease has let two more in
-                # (a guard against a hang, not a measure of time).
-                await asyncio.wait_for(four.wait(), 120)
-                counts["in_flight"] -= 1
+    seen: list[str] = []
 
-        await asyncio.gather(*(call() for _ in range(12)))
-        lease = _lease(name, 2)
-        await lease.give_back()
-        return lease.leases, lease.held
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(503, json={"exception_message": "Service Unavailable"})
 
-    leases, held = asyncio.run(go())
-    assert counts["peak"] == 4
-    assert leases >= 2
-    assert held == 0  # every lease went back
+    class Client:
+        _client = PrefectHttpxAsyncClient(
+            transport=httpx.MockTransport(answer), base_url="http://prefect.invalid/api"
+        )
+
+        async def __aenter__(self) -> Client:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(orchestration, "get_client", lambda: Client())
+
+    async def take() -> float | None:
+        async with contextlib.AsyncExitStack() as stack:
+            return await _take(stack, "ragaudit-test-busy", 2)
+
+    assert asyncio.run(take()) == BUSY_RETRY_S
+    assert seen == ["/api/v2/concurrency_limits/increment-with-lease"]  # once, no retry
