@@ -9,9 +9,9 @@
 2. Four Dask workers (16 calls possible at once) under a global judge limit of 8: the peak the
    fake provider saw across processes, and the wall against calls x latency / 8.
 3. The cost of one global-limit slot (acquire + release against the Prefect API).
-4. Growth: collect + score (sort off, gold labels) on 100 and 1,000 questions of 200
-   candidates (fake judge at 0 latency, two non-LLM metrics and faithfulness), each run in its
-   own process: stage time and peak RSS.
+4. Growth: collect + sort + score on 100 and 1,000 questions of 200 candidates (fake judge at
+   0 latency: sort judges every candidate, 200 calls a question; two non-LLM metrics and
+   faithfulness), each run in its own process: stage time and peak RSS.
 
 Run: ``.venv/bin/python bench/bench_scale.py [--skip-ray] [--only latency,limit,slot,growth]
 [--modes cold,warm] [--workers 1,2,4] [--questions 200] [--batch 25]``.
@@ -351,7 +351,9 @@ def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
             "runs_root": str(root / f"growth-runs-{n}"),
             "cache_dir": str(root / f"growth-cache-{n}"),
             "collect": {"backend": "question_set", "top_n": candidates},
-            "sort": {"enabled": False},
+            # Sort judges every candidate's relevance (200 calls a question here: the fake
+            # judge finds none relevant, so no pair is asked).
+            "sort": {"enabled": True},
             "ground_truth": {"enabled": False},
             "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
             "score": {
@@ -379,7 +381,7 @@ def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
             )
         )
     print(
-        f"\nGrowth: collect + score (two non-LLM metrics on gold, faithfulness), {candidates} "
+        f"\nGrowth: collect + sort + score (two non-LLM metrics, faithfulness), {candidates} "
         "candidates per question, "
         f"judge at 0 s (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})"
     )

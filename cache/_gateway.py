@@ -44,6 +44,7 @@ from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
 from ragaudit.cache._memo import Memo, MemoLocation, RedisTarget, memo_identity, open_memo
 from ragaudit.cache._tokens import count_prompt, count_tokens
+from ragaudit.cache.providers import IN_PROCESS, price_at_zero
 from ragaudit.secrets import redact
 from ragaudit.secrets import register as register_secret
 
@@ -586,6 +587,8 @@ class Gateway:
         return await self._send_now(kind, params)
 
     async def _send_now(self, kind: str, params: dict[str, Any]) -> Any:
+        if _provider(params["model"]) in IN_PROCESS:
+            price_at_zero(params["model"])
         if kind == "embedding":
             return await litellm.aembedding(**params, timeout=self.timeout_s, num_retries=0)
         return await litellm.acompletion(
@@ -625,7 +628,7 @@ class Gateway:
         if usage is not None:
             record.tokens_in = getattr(usage, "prompt_tokens", None)
             record.tokens_out = getattr(usage, "completion_tokens", None)
-        if cost and _provider(record.model) not in {"fake", "local"}:
+        if cost and _provider(record.model) not in IN_PROCESS:
             with contextlib.suppress(Exception):
                 record.cost_usd = float(litellm.completion_cost(completion_response=response))
 

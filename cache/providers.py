@@ -9,8 +9,12 @@ import threading
 
 import litellm
 
+IN_PROCESS = frozenset({"fake", "local"})
+"""Providers served inside this process: free, and absent from litellm's price map."""
+
 _lock = threading.Lock()
 _registered = False
+_priced: set[str] = set()
 
 
 def register_all() -> None:
@@ -23,7 +27,7 @@ def register_all() -> None:
         from ragaudit.cache._local import LOCAL
 
         entries = [
-            e for e in (litellm.custom_provider_map or []) if e["provider"] not in {"fake", "local"}
+            e for e in (litellm.custom_provider_map or []) if e["provider"] not in IN_PROCESS
         ]
         entries += [
             {"provider": "fake", "custom_handler": FAKE},
@@ -40,4 +44,28 @@ def register_all() -> None:
         _registered = True
 
 
-__all__ = ["register_all"]
+def price_at_zero(model: str) -> None:
+    """Put an in-process model (``fake/…``, ``local/…``) in litellm's price map at $0, once.
+
+    litellm prices every completion after it returns, and looks into why a cost came out 0;
+    for a model its map does not hold, that look-up tries several names, each raising, on
+    every call: 9 % of the client CPU of a fake-judge score run (py-spy). These models cost
+    nothing, and the map now says so.
+    """
+    if model in _priced:
+        return
+    with _lock:
+        if model in _priced:
+            return
+        provider = model.split("/", 1)[0]
+        entry = {
+            "input_cost_per_token": 0.0,
+            "output_cost_per_token": 0.0,
+            "litellm_provider": provider,
+            "mode": "embedding" if provider == "fake" and "embed" in model else "chat",
+        }
+        litellm.register_model({model: entry, model.split("/", 1)[-1]: entry})
+        _priced.add(model)
+
+
+__all__ = ["IN_PROCESS", "price_at_zero", "register_all"]

@@ -7,7 +7,6 @@ window) per question, and writes the ``ground_truth`` table with each answer's m
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import defaultdict
 from typing import Any
@@ -16,7 +15,7 @@ from ragaudit import progress
 from ragaudit.reference import ReferenceWriter
 from ragaudit.schemas import GROUND_TRUTH, to_table
 from ragaudit.secrets import redact
-from ragaudit.tasks._common import StageContext
+from ragaudit.tasks._common import StageContext, gather_limited, in_flight
 
 
 def writer_for(ctx: StageContext, question: str, lang: str) -> ReferenceWriter:
@@ -130,7 +129,7 @@ async def ground_truth(ctx: StageContext) -> list[str]:
         }
 
     with progress.bar(f"ground_truth ({cfg.mode})", len(questions)) as bar:
-        rows = await asyncio.gather(*(one(q) for q in questions))
+        rows = await gather_limited(questions, one, limit=in_flight(ctx))
     out = ctx.out("ground_truth")
     ctx.run.write(out, to_table(list(rows), GROUND_TRUTH))
     return [out]

@@ -38,6 +38,7 @@ from ragaudit.tasks._common import (
     combine_parts,
     dumps,
     gather_limited,
+    in_flight,
     part_name,
     split_part,
 )
@@ -265,15 +266,6 @@ def metric_for(ctx: StageContext, name: str) -> Metric:
         raise ConfigError(f"score.metrics: {exc.args[0]}") from None
 
 
-def row_limit(ctx: StageContext) -> int:
-    """Rows of one metric in flight at once.
-
-    A row makes its judge calls one after another (statements, then verdicts), so keeping the
-    gateway's limit busy takes several rows per call slot.
-    """
-    return max(8, 4 * ctx.config.models.concurrency)
-
-
 async def score_metric(ctx: StageContext, part: str) -> list[str]:
     """Score one metric on the context's questions; writes the part table ``scores/<part>``.
 
@@ -291,7 +283,7 @@ async def score_metric(ctx: StageContext, part: str) -> list[str]:
             deps,
             window=ctx.window(),
             no_answer=no_answer,
-            limit=row_limit(ctx),
+            limit=in_flight(ctx),
             on_row=bar.advance,
         )
     rows = [{"run_id": ctx.run.run_id, **r} for r in rows]
@@ -325,7 +317,6 @@ __all__ = [
     "metric_for",
     "prompt_tokens",
     "reasons",
-    "row_limit",
     "score_metric",
     "score_one",
     "score_parts",

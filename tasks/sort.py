@@ -3,10 +3,10 @@
 The order is compared with the engine's, and both with gold labels when the question set has
 them.
 
-Two phases per run: every candidate of every question gets one relevance verdict, all at once
-under the gateway's per-model limit; then the relevant candidates of each question are ordered
-by pairwise comparisons (strategy ``sort.strategy``, see :mod:`ragaudit.ordering`), every
-question at once. Each comparison is asked in both orders; when the two answers disagree the
+Two phases per run: every candidate of every question gets one relevance verdict, under the
+gateway's per-model limit; then the relevant candidates of each question are ordered by
+pairwise comparisons (strategy ``sort.strategy``, see :mod:`ragaudit.ordering`), several
+questions at once. Each comparison is asked in both orders; when the two answers disagree the
 pair is a tie (position bias cancels out). Every call goes through the gateway's memo, so a
 re-run pays for nothing it already asked.
 
@@ -34,7 +34,7 @@ from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 from ragaudit.prompts._base import Prompt
 from ragaudit.reference import fit_text, json_cost
 from ragaudit.schemas import AGREEMENT, COMPARISONS, RANKING, VERDICTS, to_table
-from ragaudit.tasks._common import StageContext, combine_parts
+from ragaudit.tasks._common import StageContext, combine_parts, gather_limited, in_flight
 
 # Tokens kept free when a context is cut to fit: BPE may merge a few tokens differently where
 # the cut text meets the prompt's JSON.
@@ -253,7 +253,7 @@ async def _relevance(
 async def judge_relevance(
     ctx: StageContext, questions: dict[str, Question], candidates: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Relevance]:
-    """One relevance verdict per candidate, all at once under the gateway's limit."""
+    """One relevance verdict per candidate, under the gateway's limit."""
     pairs = [(qid, c) for qid, rows in candidates.items() for c in rows]
     with progress.bar("sort: relevance", len(pairs)) as bar:
 
@@ -263,8 +263,9 @@ async def judge_relevance(
             bar.advance()
             return out
 
-        # The gateway's per-model limit bounds the concurrency; gather is only the fan-out.
-        verdicts = await asyncio.gather(*(judge(p) for p in pairs))
+        # The gateway's per-model limit bounds the calls; this bounds the verdicts begun (each
+        # holds its prompt and, done, its answer) so memory does not grow with the run.
+        verdicts = await gather_limited(pairs, judge, limit=in_flight(ctx))
 
     out = {qid: Relevance() for qid in candidates}
     for (qid, cand), (v, note, asked) in zip(pairs, verdicts, strict=True):
@@ -307,7 +308,7 @@ async def order_relevant(
     candidates: dict[str, list[dict[str, Any]]],
     relevance: dict[str, Relevance],
 ) -> list[Ordered]:
-    """Order each question's relevant candidates by pairwise comparison, every question at once."""
+    """Order each question's relevant candidates by pairwise comparison, several at once."""
     cfg = ctx.config.sort
     strategy = STRATEGIES[cfg.strategy]
     # About n log2 n comparisons, two calls each: the bar's scale, not a promise.
@@ -330,7 +331,7 @@ async def order_relevant(
             )
             return Ordered(qid, ordered, groups, judge)
 
-        return list(await asyncio.gather(*(order(qid) for qid in candidates)))
+        return await gather_limited(list(candidates), order, limit=in_flight(ctx))
 
 
 async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) -> list[str]:

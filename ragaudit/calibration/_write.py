@@ -17,8 +17,8 @@ from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
 from ragaudit.search import read_corpus
-from ragaudit.tasks._common import StageContext, hold_gateway
-from ragaudit.tasks.score import make_deps, row_limit
+from ragaudit.tasks._common import StageContext, hold_gateway, in_flight
+from ragaudit.tasks.score import make_deps
 
 
 def gather_inputs(
@@ -71,7 +71,7 @@ async def calibrate(
         ctx = StageContext(config=config, run=run, gateway=gateway)
         window = context_window(ctx.judge, config.models.judge_context_window)
         result = await run_calibration(
-            inputs, make_deps(ctx), window=window, threshold=threshold, limit=row_limit(ctx)
+            inputs, make_deps(ctx), window=window, threshold=threshold, limit=in_flight(ctx)
         )
     run.write(
         "calibration", to_table([{"run_id": run_id, **f} for f in result.figures], CALIBRATION)
