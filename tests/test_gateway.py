@@ -147,6 +147,19 @@ async def test_second_identical_call_is_a_memo_hit(gateway: Gateway, fake: Any) 
     assert gateway.log.counts.as_dict() == {"calls": 2, "cache_hits": 1, "provider_calls": 1}
 
 
+async def test_an_in_process_model_is_priced_at_zero_in_litellms_map(
+    gateway: Gateway, fake: Any
+) -> None:
+    # litellm prices every completion and looks into why a cost came out 0; for a model its
+    # map does not hold, that look-up raised its way through several names on every call.
+    model = "fake/judge?latency=0.0001"
+    with pytest.raises(Exception):  # noqa: B017, PT011  (litellm raises a bare Exception)
+        litellm.get_model_info(model)
+    await gateway.acompletion(model=model, messages=MSGS)
+    info = litellm.get_model_info(model)
+    assert info["input_cost_per_token"] == 0.0 and info["output_cost_per_token"] == 0.0
+
+
 async def test_memo_ignores_transport_arguments(gateway: Gateway, fake: Any) -> None:
     await gateway.acompletion(model="fake/judge", messages=MSGS, timeout=3, metadata={"a": 1})
     await gateway.acompletion(

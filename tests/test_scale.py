@@ -258,3 +258,28 @@ def test_a_busy_server_is_asked_again_soon_not_after_the_clients_backoff(monkeyp
 
     assert asyncio.run(take()) == BUSY_RETRY_S
     assert seen == ["/api/v2/concurrency_limits/increment-with-lease"]  # once, no retry
+
+
+def test_gather_limited_keeps_only_its_workers_tasks() -> None:
+    # A task per item was 200,000 tasks (2.8 GB) for the relevance verdicts of 1,000
+    # questions x 200 candidates; the workers take the items in turn, results in input order.
+    from ragaudit.tasks._common import gather_limited
+
+    most = {"tasks": 0, "running": 0}
+    running = 0
+
+    async def double(x: int) -> int:
+        nonlocal running
+        running += 1
+        most["running"] = max(most["running"], running)
+        most["tasks"] = max(most["tasks"], len(asyncio.all_tasks()))
+        await asyncio.sleep(0)
+        running -= 1
+        return 2 * x
+
+    async def go() -> list[int]:
+        return await gather_limited(range(2_000), double, limit=4)
+
+    assert asyncio.run(go()) == [2 * x for x in range(2_000)]
+    assert most["running"] == 4
+    assert most["tasks"] <= 4 + 1  # the workers and the main task
