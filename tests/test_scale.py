@@ -220,7 +220,10 @@ def test_leases_of_two_event_loops_never_overlap_past_the_limit() -> None:
     assert counts["unleased"] == 0
 
 
-def test_a_busy_server_is_asked_again_soon_not_after_the_clients_backoff(monkeypatch) -> None:
+@pytest.mark.parametrize("answer_with", ["503", "timeout"])
+def test_a_busy_server_is_asked_again_soon_not_after_the_clients_backoff(
+    monkeypatch, answer_with: str
+) -> None:
     # The Prefect server answers 503 while its database is locked (task runs recording their
     # states at a batch's start and end). Through the Prefect client's retries a lease then
     # came 2 s and 6 s late (it sleeps 2 s, then 4 s) while the slots were free; the request
@@ -237,6 +240,8 @@ def test_a_busy_server_is_asked_again_soon_not_after_the_clients_backoff(monkeyp
 
     def answer(request: httpx.Request) -> httpx.Response:
         seen.append(request.url.path)
+        if answer_with == "timeout":  # no answer in time: the request is abandoned, asked again
+            raise httpx.ReadTimeout("no answer", request=request)
         return httpx.Response(503, json={"exception_message": "Service Unavailable"})
 
     class Client:
