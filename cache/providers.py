@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import litellm
 
@@ -58,13 +59,16 @@ def price_at_zero(model: str) -> None:
         if model in _priced:
             return
         provider = model.split("/", 1)[0]
-        entry = {
+        entry: dict[str, Any] = {
             "input_cost_per_token": 0.0,
             "output_cost_per_token": 0.0,
+            # Without the cache prices litellm warns about every registration, on the console.
+            "cache_creation_input_token_cost": 0.0,
+            "cache_read_input_token_cost": 0.0,
             "litellm_provider": provider,
             "mode": "embedding" if provider == "fake" and "embed" in model else "chat",
         }
-        litellm.register_model({model: entry, model.split("/", 1)[-1]: entry})
+        litellm.register_model({model: entry})
         _priced.add(model)
 
 
