@@ -16,8 +16,9 @@
 Measured on a quiet machine (load 0.6-1.3), November 2026: warm Dask with batches of 50,
 stage speed-up 2.00x / 3.81x at 2 / 4 workers, Prefect 4.7 % at 4; Ray 1.97x / 3.76x, 3.8 %;
 global limit 8 (batches of 25): peak 8, refused 0, stage wall 1.10-1.13x calls x latency / 8
-(1.10x with batches of 50); growth 100 -> 1,000 questions with sort: time 10.6x (74.3 -> 788.4
-s; 11.1x against a quieter re-run of the 100, 71.1 s), peak RSS 885 -> 1,508 MB (1.70x).
+(1.10x with batches of 50); growth 100 -> 1,000 questions with sort, quiet machine: time
+12.8x (58.9 -> 754.4 s), peak RSS 889 -> 1,496 MB (1.68x); an earlier run beside other work
+10.6x (74.3 -> 788.4 s), 1.70x.
 
 Run: ``.venv/bin/python bench/bench_scale.py [--skip-ray] [--only latency,limit,slot,growth]
 [--modes cold,warm] [--workers 1,2,4] [--questions 200] [--batch 25]``.
