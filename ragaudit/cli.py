@@ -334,16 +334,16 @@ def _dry_run(
 
 
 def _usd(model: str, value: float | None) -> str:
-    from ragaudit.estimate import PROVIDERS_HERE
+    from ragaudit.cache.providers import IN_PROCESS
 
-    if model.split("/", 1)[0] in PROVIDERS_HERE:
+    if model.split("/", 1)[0] in IN_PROCESS:
         return "free (runs here)"
     return "unknown price" if value is None else f"${value:.4f}"
 
 
 def print_estimate(estimate: Any) -> None:
     """The dry run's table: per stage and step, calls, tokens and cost, then the assumptions."""
-    from ragaudit.estimate import PROVIDERS_HERE as here
+    from ragaudit.cache.providers import IN_PROCESS as here
     from ragaudit.estimate import price
 
     table = Table(title="Dry run: what the run will ask (no model was called)")

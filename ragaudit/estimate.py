@@ -54,12 +54,10 @@ from typing import Any, Protocol
 import litellm
 import polars as pl
 
+from ragaudit.cache.providers import IN_PROCESS
 from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
-
-PROVIDERS_HERE = ("fake", "local")
-"""Providers that run in this process: no bill, whatever litellm's price map says."""
 
 
 @dataclass(frozen=True)
@@ -558,7 +556,7 @@ def price(model: str, tokens_in: float, tokens_out: float) -> float | None:
     litellm answers 0 for models of some providers that its map does not hold (ollama): only a
     model the map holds a per-token price for gets a figure, so an unknown price is never $0.
     """
-    if _provider(model) in PROVIDERS_HERE:
+    if _provider(model) in IN_PROCESS:
         return 0.0
     names = (model, model.split("/", 1)[-1])
     if not any(
