@@ -588,7 +588,7 @@ class Gateway:
 
     async def _send_now(self, kind: str, params: dict[str, Any]) -> Any:
         if _provider(params["model"]) in IN_PROCESS:
-            price_at_zero(params["model"])
+            price_at_zero(params["model"], kind)
         if kind == "embedding":
             return await litellm.aembedding(**params, timeout=self.timeout_s, num_retries=0)
         return await litellm.acompletion(

@@ -45,13 +45,13 @@ def register_all() -> None:
         _registered = True
 
 
-def price_at_zero(model: str) -> None:
+def price_at_zero(model: str, kind: str = "completion") -> None:
     """Put an in-process model (``fake/…``, ``local/…``) in litellm's price map at $0, once.
 
     litellm prices every completion after it returns, and looks into why a cost came out 0;
     for a model its map does not hold, that look-up tries several names, each raising, on
     every call: 9 % of the client CPU of a fake-judge score run (py-spy). These models cost
-    nothing, and the map now says so.
+    nothing, and the map now says so. ``kind``: ``completion`` or ``embedding``, the call's.
     """
     if model in _priced:
         return
@@ -66,7 +66,7 @@ def price_at_zero(model: str) -> None:
             "cache_creation_input_token_cost": 0.0,
             "cache_read_input_token_cost": 0.0,
             "litellm_provider": provider,
-            "mode": "embedding" if provider == "fake" and "embed" in model else "chat",
+            "mode": "embedding" if kind == "embedding" else "chat",
         }
         litellm.register_model({model: entry})
         _priced.add(model)

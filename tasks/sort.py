@@ -263,8 +263,8 @@ async def judge_relevance(
             bar.advance()
             return out
 
-        # The gateway's per-model limit bounds the calls; this bounds the verdicts begun (each
-        # holds its prompt and, done, its answer) so memory does not grow with the run.
+        # The gateway's per-model limit bounds the calls; this bounds the verdicts begun at
+        # once (a task and its prompt each), so only the finished answers grow with the run.
         verdicts = await gather_limited(pairs, judge, limit=in_flight(ctx))
 
     out = {qid: Relevance() for qid in candidates}
