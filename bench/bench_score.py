@@ -9,7 +9,7 @@ schedule would take. ragas's metrics call the judge several times one after anot
 Then the client's CPU per judge call, measured against an OpenAI-compatible server on
 loopback in another process (bench/_openai_server.py: schema-valid answers after a fixed
 latency), so that only our side's work counts: litellm's ``openai/`` provider, the gateway,
-instructor, the metrics. The process CPU time (``time.process_time``) of a score run over the
+ragas, the metrics. The process CPU time (``time.process_time``) of a score run over the
 calls the server answered, then a profile of a smaller run, summed by package.
 
 The metrics get what the score stage gives them: the judge's window (so the gateway checks

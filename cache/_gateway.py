@@ -261,8 +261,8 @@ class Gateway:
         concurrency: calls in flight at once per model at most (the adaptive limit's maximum).
         max_retries: retries of a transient failure before it is final.
         max_repairs: re-asks of a structured answer that is not valid JSON of its schema
-            (:meth:`astructured`, and ragas's instructor re-asks): an answer costs at most
-            ``1 + max_repairs`` calls.
+            (:meth:`astructured`, which every judge answer goes through): an answer costs at
+            most ``1 + max_repairs`` calls.
         backoff_s: first backoff delay, doubled per retry, with jitter.
         timeout_s: per-request timeout.
         memo: the memo; the one at ``cache_dir`` (:func:`open_memo`) if None.
@@ -641,7 +641,7 @@ class Gateway:
         messages: list[dict[str, Any]],
         schema: type[T],
         prompt_version: str,
-        sample_index: int = 0,
+        sample_index: int | None = None,
         prompt_budget: int | None = None,
         **params: Any,
     ) -> Judged[T]:
@@ -656,6 +656,10 @@ class Gateway:
         ``no_room`` (invalid output whose repair prompt would be over the budget); ``failed``
         (invalid after the last repair, or the provider failed). So one answer costs at most
         ``1 + max_repairs`` calls (two by default). Never raises for a model's failure.
+
+        ``sample_index`` None: a repeat of the same request inside an item scope is the next
+        sample (see :meth:`acompletion`). A valid answer in the memo is read without building a
+        litellm response (:meth:`memo_hit`); an invalid one is repaired as the first time.
         """
         send = structured_messages(schema, messages)
         max_tokens = params.get("max_tokens")
@@ -669,6 +673,31 @@ class Gateway:
                     f"{prompt_budget} (the judge's window less the answer's max_tokens)"
                 )
                 return out
+
+        def parse(stored: dict[str, Any]) -> Judged[T]:
+            raw = stored["choices"][0]["message"]["content"] or ""
+            usage = stored.get("usage") or {}
+            return Judged(
+                schema.model_validate_json(extract_json(raw)),
+                raw,
+                "ok",
+                tokens_in=int(usage.get("prompt_tokens") or 0),
+                tokens_out=int(usage.get("completion_tokens") or 0),
+                calls=1,
+                prompt_tokens=out.prompt_tokens,
+            )
+
+        hit = self.memo_hit(
+            parse,
+            model=model,
+            messages=send,
+            prompt_version=prompt_version,
+            sample_index=sample_index,
+            response_format=_response_format(schema),
+            **params,
+        )
+        if hit is not None:
+            return hit
         repairs = self.max_repairs
         try:
             for attempt in range(repairs + 1):
@@ -769,27 +798,6 @@ class Gateway:
             out[i] = list(vector)
             self.memo.set(keys[i], out[i])
         return [v for v in out if v is not None]
-
-    # -- adapters -------------------------------------------------------------------------
-
-    def litellm_acompletion(self, prompt_version: str | None = None):
-        """A drop-in for ``litellm.acompletion`` that routes through this gateway (for ragas).
-
-        It holds the gateway weakly: a ragas LLM cached per gateway must not keep it alive.
-        """
-        gateway_ref = weakref.ref(self)
-
-        async def acompletion(**kwargs: Any) -> litellm.ModelResponse:
-            gateway = gateway_ref()
-            if gateway is None:
-                raise RuntimeError("the gateway of this litellm adapter no longer exists")
-            model = kwargs.pop("model")
-            messages = kwargs.pop("messages")
-            return await gateway.acompletion(
-                model=model, messages=messages, prompt_version=prompt_version, **kwargs
-            )
-
-        return acompletion
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Before this event loop ends: run litellm's pending callbacks, give back leases.

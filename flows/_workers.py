@@ -3,9 +3,9 @@
 A fresh process pays, once, for what its first batch task touches for the first time: the
 heavy imports (litellm, ragas, the metrics), Prefect's installed collections (Prefect loads
 them all, prefect-ray importing ray, the first time a task reads its result-storage block),
-tiktoken's cl100k table and litellm's token counter (every prompt is counted), instructor's
-and ragas's litellm adapters (built with the first judge), litellm's provider modules
-(imported by its first completion) and anyio's asyncio backend (Prefect's engine). On two
+tiktoken's cl100k table and litellm's token counter (every prompt is counted), litellm's
+provider modules (imported by its first completion) and anyio's asyncio backend (Prefect's
+engine). On two
 cores under load that was seconds per worker, paid by every worker's first batch at the same
 time, on the same cores. :func:`warm` does it before the first batch instead: Dask runs it
 as each worker starts (its ``preload``, :func:`dask_setup`), and the flow runs it on every
@@ -115,22 +115,12 @@ def start_forkserver() -> float:
 async def _warm_async() -> None:
     import anyio
     import litellm
-    from pydantic import BaseModel
-    from ragas.llms import llm_factory
 
     from ragaudit.cache import count_prompt
     from ragaudit.cache.providers import register_all
-    from ragaudit.metrics._ragas import _instructor_system
 
     register_all()
     await anyio.sleep(0)  # anyio's asyncio backend, as Prefect's engine loads it
-
-    class _Reply(BaseModel):
-        ok: bool
-
-    # What llm_factory builds for litellm is ragas's instructor LLM, which has the client.
-    llm: Any = llm_factory(_ROUTES[0], provider="litellm", client=litellm.acompletion)
-    _instructor_system(llm.client.provider, llm.client.mode, _Reply)
     messages = [{"role": "user", "content": "warm-up"}]
     for model in _ROUTES:
         count_prompt(model, messages)

@@ -8,8 +8,8 @@ names the call log uses (``collect``, ``sort``, ``ground_truth``, ``score:<metri
 What is measured and what is assumed:
 
 - Prompts are rendered exactly as the stages send them (the typed prompts of
-  :mod:`ragaudit.prompts` behind the gateway's schema message; ragas's own prompt templates,
-  or our localised ones, behind instructor's schema message) on the real question, answer and
+  :mod:`ragaudit.prompts`, ragas's own prompt templates or our localised ones, each behind the
+  gateway's schema message) on the real question, answer and
   candidate texts, and counted as the model's provider will report them (:func:`counter`):
   the ``local`` models by their own tokenizers (Gemma's read from the provider's GGUF with
   no weights loaded, MiniLM's), OpenAI models by their own tiktoken encoding (o200k for
@@ -531,7 +531,7 @@ def counter(model: str) -> Counter:
         else:
             rule = "Gemma's own tokenizer (the vocabulary of the provider's GGUF)"
         # Every judge call the dry run counts asks for a JSON schema (the gateway's structured
-        # calls, instructor's JSON mode), which changes the local prompt's closing cue.
+        # call), which changes the local prompt's closing cue.
         return Counter(
             rule,
             functools.partial(_local.count_prompt_tokens, json_answer=True),
@@ -941,10 +941,10 @@ StepModel = Callable[[Any, Any, Plan, Tally], None]
 
 
 def _ragas_call(prompt: Any, data: Any, judge: str) -> int:
-    """Tokens of one ragas judge call: instructor's schema message, then the prompt."""
+    """Tokens of one ragas judge call: the gateway's schema message, then the prompt."""
     from ragaudit.metrics._ragas import ragas_window
 
-    system, user = ragas_window(prompt, data, "joined").messages
+    system, user = ragas_window(prompt, data, "joined").messages[:2]
     return count_messages(judge, _chat(system, user))
 
 

@@ -6,7 +6,7 @@ trace (so the row keeps the judge's statements, verdicts and ratings).
 
 k starts at the configured top-k and is reduced until the metric's largest judge request fits
 the judge's window (the users' rule): the request is rendered with the row's own question,
-answer and reference, in its language, with instructor's schema message, and its tokens are
+answer and reference, in its language, with the gateway's schema message, and its tokens are
 counted; the contexts' tokens are added as they appear in the prompt (JSON-escaped), all of
 them for a prompt that joins the contexts, the largest for one that takes them one at a time.
 The k used is kept on every row that reads contexts, the measurement in its ``metric_args``.

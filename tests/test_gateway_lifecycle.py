@@ -212,20 +212,6 @@ def test_an_idle_limiter_keeps_no_loop_alive(tmp_path: Path, fake: Any) -> None:
     gateway.close()
 
 
-async def test_a_litellm_adapter_does_not_keep_its_gateway_alive(tmp_path: Path, fake: Any) -> None:
-    gateway = Gateway(tmp_path / "cache", backoff_s=0.0)
-    adapter = gateway.litellm_acompletion("v1")
-    reply = await adapter(model="fake/judge", messages=user("through the adapter"))
-    assert reply.choices[0].message.content == "Fake answer to: through the adapter"
-    ref = weakref.ref(gateway)
-    gateway.close()
-    del gateway
-    gc.collect()
-    assert ref() is None
-    with pytest.raises(RuntimeError, match="no longer exists"):
-        await adapter(model="fake/judge", messages=user("x"))
-
-
 # -- memo protocol -----------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""A re-score from the memo answers ragas's structured calls without instructor, unchanged."""
+"""A re-score from the memo reads valid structured answers without a litellm response, unchanged."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ragas.llms.base import InstructorLLM
 
 from ragaudit.cache import Gateway
 from ragaudit.metrics import METRICS, Deps, Sample
@@ -85,23 +84,23 @@ def settled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     "judge", ["fake/judge", "fake/judge?malformed=0.3&seed=3"], ids=["clean", "malformed"]
 )
-async def test_rescore_from_the_memo_skips_instructor_and_changes_nothing(
+async def test_rescore_from_the_memo_builds_no_response_and_changes_nothing(
     fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: str
 ) -> None:
     first, first_calls = await score_all(tmp_path / "memo", judge)
     assert fake.stats.calls > 0
     if "malformed" in judge:
-        assert fake.stats.malformed > 0  # some replies were cut off and re-asked by instructor
+        assert fake.stats.malformed > 0  # some replies were cut off and repaired
     asked = fake.stats.calls
 
-    through_instructor: list[str] = []
-    original = InstructorLLM.agenerate
+    through_responses: list[Any] = []
+    original = Gateway.acompletion
 
-    async def counted(self: Any, prompt: str, response_model: Any) -> Any:
-        through_instructor.append(response_model.__name__)
-        return await original(self, prompt, response_model)
+    async def counted(self: Gateway, **kwargs: Any) -> Any:
+        through_responses.append(kwargs["model"])
+        return await original(self, **kwargs)
 
-    monkeypatch.setattr(InstructorLLM, "agenerate", counted)
+    monkeypatch.setattr(Gateway, "acompletion", counted)
     again, again_calls = await score_all(tmp_path / "memo", judge)
 
     assert fake.stats.calls == asked  # nothing new reached the provider
@@ -111,14 +110,15 @@ async def test_rescore_from_the_memo_skips_instructor_and_changes_nothing(
     assert sorted(c.key_hash for c in again_calls) == sorted(c.key_hash for c in first_calls)
     assert all(c.cache_hit for c in again_calls)
     if "malformed" in judge:
-        # A stored reply instructor rejects goes through instructor again, as the first time.
-        assert 0 < len(through_instructor) < len(again_calls)
+        # A stored reply that does not parse is read as a response and repaired, as the first
+        # time (from the memo).
+        assert 0 < len(through_responses) < len(again_calls)
     else:
-        assert through_instructor == []  # every answer came from the memo directly
+        assert through_responses == []  # every answer was read from the memo directly
 
 
 async def test_a_memo_miss_takes_no_sample_index(fake, tmp_path: Path) -> None:
-    # The fast path peeks at the memo; on a miss instructor's own call must get the index.
+    # The fast path peeks at the memo; on a miss the full call must get the index.
     gateway = Gateway(tmp_path / "memo", backoff_s=0.0)
     parse_calls = []
     with gateway.item_scope():

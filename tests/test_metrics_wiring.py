@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from test_metrics import gateway, judge, make_deps, payload, sample, score  # noqa: F401  (fixture)
 
-from ragaudit.cache import Gateway
+from ragaudit.cache import Gateway, canonical_json
 from ragaudit.lang import sentences
 from ragaudit.metrics import METRICS, Deps, Sample
 from ragaudit.tasks.score import MESSAGE_OVERHEAD_TOKENS, fit_k, prompt_tokens, reasons, score_rows
@@ -177,9 +177,12 @@ async def test_two_items_asking_the_same_prompt_share_one_answer(fake, gateway) 
 
 
 def sent_tokens(req: Any) -> int:
+    """The request as the gateway counts it: its messages, and the schema of ``response_format``."""
+    fmt = req.params.get("response_format") or {}
+    schema = [canonical_json(fmt["json_schema"]["schema"])] if "json_schema" in fmt else []
     return sum(
         prompt_tokens("fake/judge", m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in req.messages
-    )
+    ) + sum(prompt_tokens("fake/judge", text) for text in schema)
 
 
 def long_contexts(n: int) -> list[str]:

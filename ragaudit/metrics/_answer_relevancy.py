@@ -34,7 +34,14 @@ class _EachSample(TracedLLM):
     """
 
     def __init__(self, traced: TracedLLM) -> None:
-        super().__init__(traced.inner, traced.gateway, traced.prompt_version)
+        super().__init__(
+            traced.gateway,
+            traced.model,
+            traced.prompt_version,
+            temperature=traced.temperature,
+            max_tokens=traced.max_tokens,
+            prompt_budget=traced.prompt_budget,
+        )
         self.lost: list[str] = []
 
     async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ragaudit.cache._gateway import response_schema_text, structured_messages
+from ragaudit.cache._gateway import Judged, response_schema_text, structured_messages
 from ragaudit.metrics._base import Deps, JudgeError, Window
 from ragaudit.prompts._base import Prompt
 
@@ -92,10 +92,15 @@ async def ask(
         temperature=deps.temperature if temperature is None else temperature,
         max_tokens=deps.max_output_tokens,
     )
+    return settled(prompt.name, judged, sample_index=sample_index)
+
+
+def settled(step: str, judged: Judged[Any], *, sample_index: int | None = None) -> Any:
+    """The parsed answer of ``judged``, traced as ``step``; else :class:`JudgeError`, traced."""
     if not judged.ok:
-        record(prompt.name, error=judged.error, sample_index=sample_index)
-        raise JudgeError(f"{prompt.name}: {judged.error}")
-    record(prompt.name, judged.value, sample_index=sample_index)
+        record(step, error=judged.error, sample_index=sample_index)
+        raise JudgeError(f"{step}: {judged.error}")
+    record(step, judged.value, sample_index=sample_index)
     return judged.value
 
 
@@ -108,8 +113,19 @@ def own_window(
     it against the prompt budget.
     """
     lang = prompt.language(language)
-    sent = structured_messages(prompt.output_model, prompt.messages(inp, lang))
-    return Window([m["content"] for m in sent] + [response_schema_text(prompt.output_model)], mode)
+    return structured_window(prompt.output_model, prompt.messages(inp, lang), mode)
 
 
-__all__ = ["ask", "own_window", "record", "steps", "trace"]
+def structured_window(
+    schema: type[BaseModel], messages: list[dict[str, Any]], mode: Literal["joined", "each"]
+) -> Window:
+    """The texts the gateway's structured call sends for ``messages``, as a :class:`Window`.
+
+    Its schema message, the messages, and the schema once more as ``response_format`` (counted
+    as a text, as the gateway counts it against the prompt budget).
+    """
+    sent = structured_messages(schema, messages)
+    return Window([m["content"] for m in sent] + [response_schema_text(schema)], mode)
+
+
+__all__ = ["ask", "own_window", "record", "settled", "steps", "structured_window", "trace"]
