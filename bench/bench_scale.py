@@ -340,11 +340,11 @@ import asyncio, json, resource, sys, time
 from ragaudit.config import load_config
 from ragaudit.flows.evaluate import evaluate
 cfg = load_config(None, json.loads(sys.argv[1]), environ={})
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 m = asyncio.run(evaluate(cfg.model_dump_json(), "growth"))
-wall = time.perf_counter() - t
+wall, cpu = time.perf_counter() - t, time.process_time() - c
 stages = {k: v["seconds"] for k, v in m["stages"].items()}
-print(json.dumps({"wall": wall, "stages": stages,
+print(json.dumps({"wall": wall, "cpu": cpu, "stages": stages,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -376,15 +376,18 @@ def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
         )
         res = json.loads(out.stdout.strip().splitlines()[-1])
         work = sum(v for k, v in res["stages"].items() if k != "report")
-        first = first or (work, res["rss_mb"])
+        first = first or (work, res["cpu"], res["rss_mb"])
         rows.append(
             (
                 n,
+                f"{res['stages']['sort']:.1f}",
                 f"{work:.1f}",
                 f"{res['wall']:.1f}",
+                f"{res['cpu']:.1f}",
                 f"{res['rss_mb']:.0f}",
                 f"{work / first[0]:.1f}x",
-                f"{res['rss_mb'] / first[1]:.2f}x",
+                f"{res['cpu'] / first[1]:.1f}x",
+                f"{res['rss_mb'] / first[2]:.2f}x",
             )
         )
     print(
@@ -392,7 +395,24 @@ def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
         "candidates per question, "
         f"judge at 0 s (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})"
     )
-    print(table(rows, ("questions", "stages s", "flow wall s", "peak RSS MB", "time", "memory")))
+    # The flow process's CPU beside the wall: the judge answers at once, so the run is CPU-bound
+    # and the CPU ratio is the growth without the machine's other load in it.
+    print(
+        table(
+            rows,
+            (
+                "questions",
+                "sort s",
+                "stages s",
+                "flow wall s",
+                "flow CPU s",
+                "peak RSS MB",
+                "time",
+                "CPU",
+                "memory",
+            ),
+        )
+    )
 
 
 def main() -> None:
