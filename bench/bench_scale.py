@@ -11,14 +11,20 @@
 3. The cost of one global-limit slot (acquire + release against the Prefect API).
 4. Growth: collect + sort + score on 100 and 1,000 questions of 200 candidates (fake judge at
    0 latency: sort judges every candidate, 200 calls a question; two non-LLM metrics and
-   faithfulness), each run in its own process: stage time and peak RSS.
+   faithfulness), each run in its own process (own memo, own Prefect home): stage time, the
+   flow process's CPU and peak RSS. Side by side by default: the 100-question run is repeated
+   afresh for as long as the 1,000-question one runs, and the ratios are against the median
+   of its runs (``--growth-alone``: one run after the other).
 
 Measured on a quiet machine (load 0.6-1.3), November 2026: warm Dask with batches of 50,
 stage speed-up 2.00x / 3.81x at 2 / 4 workers, Prefect 4.7 % at 4; Ray 1.97x / 3.76x, 3.8 %;
 global limit 8 (batches of 25): peak 8, refused 0, stage wall 1.10-1.13x calls x latency / 8
-(1.10x with batches of 50); growth 100 -> 1,000 questions with sort, quiet machine: time
-12.8x (58.9 -> 754.4 s), peak RSS 889 -> 1,496 MB (1.68x); an earlier run beside other work
-10.6x (74.3 -> 788.4 s), 1.70x.
+(1.10x with batches of 50). Growth 100 -> 1,000 questions with sort, one after the other:
+12.8x (58.9 -> 754.4 s) and 10.6x on two days; on 2026-11-23 12.4x, then 12.0x wall and 11.4x
+CPU (59.5 -> 725.7 s of sort); the same 100-question run took 49-60 s of sort over that one
+evening, so one pair of runs minutes apart measures the machine as much as the code. Side by
+side (8 runs of 100 beside one of 1,000, load 2-3): 100 questions 63-83 s of stages (median
+72.8), 1,000 questions 717.1 s: time 9.9x, CPU 9.4x, peak RSS 877 -> 1,507 MB (1.72x).
 
 Run: ``.venv/bin/python bench/bench_scale.py [--skip-ray] [--only latency,limit,slot,growth]
 [--modes cold,warm] [--workers 1,2,4] [--questions 200] [--batch 25]``.
@@ -31,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -349,54 +356,91 @@ print(json.dumps({"wall": wall, "cpu": cpu, "stages": stages,
 """
 
 
-def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
-    rows, first = [], None
-    for n in sizes:
-        questions = write_questions(root / f"growth-{n}.jsonl", n, candidates=candidates, seed=1)
-        cfg = {
-            "questions": str(questions),
-            "runs_root": str(root / f"growth-runs-{n}"),
-            "cache_dir": str(root / f"growth-cache-{n}"),
-            "collect": {"backend": "question_set", "top_n": candidates},
-            # Sort judges every candidate's relevance (200 calls a question here: the fake
-            # judge finds none relevant, so no pair is asked).
-            "sort": {"enabled": True},
-            "ground_truth": {"enabled": False},
-            "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
-            "score": {
-                "metrics": ["nonllm_context_recall", "nonllm_context_precision", "faithfulness"],
-                "top_k": 10,
-            },
-        }
-        out = subprocess.run(
-            [sys.executable, "-c", _GROWTH_CHILD, json.dumps(cfg)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        res = json.loads(out.stdout.strip().splitlines()[-1])
-        work = sum(v for k, v in res["stages"].items() if k != "report")
-        first = first or (work, res["cpu"], res["rss_mb"])
-        rows.append(
-            (
-                n,
-                f"{res['stages']['sort']:.1f}",
-                f"{work:.1f}",
-                f"{res['wall']:.1f}",
-                f"{res['cpu']:.1f}",
-                f"{res['rss_mb']:.0f}",
-                f"{work / first[0]:.1f}x",
-                f"{res['cpu'] / first[1]:.1f}x",
-                f"{res['rss_mb'] / first[2]:.2f}x",
+def _growth_child(root: Path, n: int, candidates: int, tag: str) -> subprocess.Popen[str]:
+    """One growth run of ``n`` questions in its own process, memo and Prefect home."""
+    questions = root / f"growth-{n}.jsonl"
+    if not questions.exists():
+        write_questions(questions, n, candidates=candidates, seed=1)
+    cfg = {
+        "questions": str(questions),
+        "runs_root": str(root / f"growth-runs-{tag}"),
+        "cache_dir": str(root / f"growth-cache-{tag}"),
+        "collect": {"backend": "question_set", "top_n": candidates},
+        # Sort judges every candidate's relevance (200 calls a question here: the fake
+        # judge finds none relevant, so no pair is asked).
+        "sort": {"enabled": True},
+        "ground_truth": {"enabled": False},
+        "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
+        "score": {
+            "metrics": ["nonllm_context_recall", "nonllm_context_precision", "faithfulness"],
+            "top_k": 10,
+        },
+    }
+    # Its own Prefect home: two runs at once must not share one SQLite database.
+    env = {**os.environ, "RAGAUDIT_HOME": str(root / f"growth-home-{tag}")}
+    return subprocess.Popen(
+        [sys.executable, "-c", _GROWTH_CHILD, json.dumps(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+def _growth_result(child: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = child.communicate()
+    if child.returncode:
+        raise RuntimeError(f"a growth run failed (exit {child.returncode})")
+    res = json.loads(out.strip().splitlines()[-1])
+    res["work"] = sum(v for k, v in res["stages"].items() if k != "report")
+    return res
+
+
+def growth(root: Path, sizes: tuple[int, ...], candidates: int, alone: bool) -> None:
+    """The large run against the small one, side by side unless ``alone``.
+
+    Side by side: the small run is repeated, each time afresh, for as long as the large one
+    runs, and the large run is compared with the median of them. Both share the machine's
+    other load over the same minutes, which one run after the other did not: the same
+    100-question run took 49 to 60 s of sort alone over one evening on this shared machine.
+    """
+    small, large = sizes
+    if alone:
+        runs = {small: [_growth_result(_growth_child(root, small, candidates, "s0"))]}
+        runs[large] = [_growth_result(_growth_child(root, large, candidates, "l0"))]
+    else:
+        big = _growth_child(root, large, candidates, "l0")
+        runs = {small: [], large: []}
+        while big.poll() is None or not runs[small]:
+            runs[small].append(
+                _growth_result(_growth_child(root, small, candidates, f"s{len(runs[small])}"))
             )
-        )
+        runs[large].append(_growth_result(big))
+    base = {k: statistics.median(r[k] for r in runs[small]) for k in ("work", "cpu", "rss_mb")}
+    rows = []
+    for n in sizes:
+        for res in runs[n]:
+            rows.append(
+                (
+                    n,
+                    f"{res['stages']['sort']:.1f}",
+                    f"{res['work']:.1f}",
+                    f"{res['wall']:.1f}",
+                    f"{res['cpu']:.1f}",
+                    f"{res['rss_mb']:.0f}",
+                    f"{res['work'] / base['work']:.1f}x",
+                    f"{res['cpu'] / base['cpu']:.1f}x",
+                    f"{res['rss_mb'] / base['rss_mb']:.2f}x",
+                )
+            )
+    how = "one after the other" if alone else f"side by side ({len(runs[small])} small runs)"
     print(
         f"\nGrowth: collect + sort + score (two non-LLM metrics, faithfulness), {candidates} "
-        "candidates per question, "
-        f"judge at 0 s (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})"
+        f"candidates per question, judge at 0 s, {how}; ratios against the median "
+        f"{small}-question run (load {' '.join(f'{x:.1f}' for x in os.getloadavg())})"
     )
     # The flow process's CPU beside the wall: the judge answers at once, so the run is CPU-bound
-    # and the CPU ratio is the growth without the machine's other load in it.
+    # and the CPU ratio is the growth with less of the machine's other load in it.
     print(
         table(
             rows,
@@ -413,6 +457,13 @@ def growth(root: Path, sizes: tuple[int, ...], candidates: int) -> None:
             ),
         )
     )
+    large_run = runs[large][0]
+    print(
+        f"growth {small} -> {large} questions: time {large_run['work'] / base['work']:.1f}x "
+        f"(target <= 11x), CPU {large_run['cpu'] / base['cpu']:.1f}x, peak RSS "
+        f"{large_run['rss_mb'] / base['rss_mb']:.2f}x and {large_run['rss_mb']:.0f} MB "
+        "(targets <= 3x, < 2,048 MB)"
+    )
 
 
 def main() -> None:
@@ -426,6 +477,9 @@ def main() -> None:
     parser.add_argument("--only", default="latency,limit,slot,growth")
     parser.add_argument("--growth-sizes", default="100,1000")
     parser.add_argument("--growth-candidates", type=int, default=200)
+    parser.add_argument(
+        "--growth-alone", action="store_true", help="the growth runs one after the other"
+    )
     args = parser.parse_args()
     QUESTIONS, BATCH = args.questions, args.batch
     only = set(args.only.split(","))
@@ -458,7 +512,7 @@ def main() -> None:
             slot_cost()
     if "growth" in only:
         sizes = tuple(int(n) for n in args.growth_sizes.split(","))
-        growth(root, sizes, args.growth_candidates)
+        growth(root, sizes, args.growth_candidates, args.growth_alone)
 
 
 if __name__ == "__main__":

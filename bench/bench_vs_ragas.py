@@ -24,8 +24,9 @@ filled by an earlier run of this process), ``--repeats`` times, the paths taking
   in a new process does its work: every row's window fit (token counts: the counts this
   process kept are dropped first, a new process has none), the metric and ragas objects built
   per row, every judge step answered from the memo (one diskcache read, parsed into its
-  schema by the gateway), recorded in the row's trace and the call log (in memory here), embeddings from the
-  memo, the row dicts with their JSON reasons; no Parquet (``score_rows`` returns the rows);
+  schema by the gateway), recorded in the row's trace and the call log (in memory here),
+  embeddings from the memo, the row dicts with their JSON reasons; no Parquet (``score_rows``
+  returns the rows);
 - ragas: ``DiskCacheBackend`` on ``llm_factory(cache=…)`` and on the embeddings
   (``LiteLLMEmbeddings(cache=…)``, which caches single texts only), filled by one run of the
   collections path and read by each cached path: metrics built once per path, every judge step
