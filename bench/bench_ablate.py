@@ -64,6 +64,7 @@ os.environ.setdefault("RAGAUDIT_HOME", str(REPO / "data" / "bench-home"))
 import psutil  # noqa: E402
 
 import ragaudit  # noqa: E402,F401
+from ragaudit._server import ephemeral_server  # noqa: E402
 from ragaudit.ablation import ablation_dir, plan  # noqa: E402
 from ragaudit.cache._fake import FAKE  # noqa: E402
 from ragaudit.config import load_config  # noqa: E402
@@ -262,4 +263,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The CLI's ephemeral server: tied to this process and quiet when it stops (Prefect's own
+    # printed the task-run recorder's cancelled flush, with its traceback, after the figures).
+    with ephemeral_server():
+        sys.exit(main())
