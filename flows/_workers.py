@@ -5,13 +5,12 @@ heavy imports (litellm, ragas, the metrics), Prefect's installed collections (Pr
 them all, prefect-ray importing ray, the first time a task reads its result-storage block),
 tiktoken's cl100k table and litellm's token counter (every prompt is counted), litellm's
 provider modules (imported by its first completion) and anyio's asyncio backend (Prefect's
-engine). On two
-cores under load that was seconds per worker, paid by every worker's first batch at the same
-time, on the same cores. :func:`warm` does it before the first batch instead: Dask runs it
-as each worker starts (its ``preload``, :func:`dask_setup`), and the flow runs it on every
-worker before its first batch (:func:`warm_dask` for a cluster it was given, whose workers may
-not preload it; :func:`warm_ray`, which also has Ray start its worker processes), where it
-costs nothing on workers that are already warm.
+engine). On two cores under load that was seconds per worker, paid by every worker's first
+batch at the same time, on the same cores. :func:`warm` does it before the first batch
+instead: Dask runs it as each worker starts (its ``preload``, :func:`dask_setup`), and the
+flow runs it on every worker before its first batch (:func:`warm_dask` for a cluster it was
+given, whose workers may not preload it; :func:`warm_ray`, which also has Ray start its worker
+processes), where it costs nothing on workers that are already warm.
 """
 
 from __future__ import annotations

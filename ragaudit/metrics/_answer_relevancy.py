@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel
+from ragas.llms.base import InstructorBaseRagasLLM
 from ragas.metrics import collections as rc
 
 from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, metric
@@ -24,7 +25,7 @@ def check_embedder(s: Sample, deps: Deps) -> None:
         raise Skip(ENGLISH_ONLY_EMBEDDER)
 
 
-class _EachSample(TracedLLM):
+class _EachSample(InstructorBaseRagasLLM):
     """The judge of one row's samples: a sample with no answer is left out, not the row.
 
     The score is the mean similarity over the questions the samples generated, and ragas
@@ -34,19 +35,15 @@ class _EachSample(TracedLLM):
     """
 
     def __init__(self, traced: TracedLLM) -> None:
-        super().__init__(
-            traced.gateway,
-            traced.model,
-            traced.prompt_version,
-            temperature=traced.temperature,
-            max_tokens=traced.max_tokens,
-            prompt_budget=traced.prompt_budget,
-        )
+        self.traced = traced
         self.lost: list[str] = []
+
+    def generate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
+        raise NotImplementedError("ragaudit scores asynchronously; use agenerate")
 
     async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
         try:
-            return await super().agenerate(prompt, response_model)
+            return await self.traced.agenerate(prompt, response_model)
         except JudgeError as exc:  # already in the row's trace, with the judge's reply
             self.lost.append(str(exc))
             # No question: ragas's own way of leaving a sample out of the mean (and out of
