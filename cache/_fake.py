@@ -16,8 +16,9 @@ concurrency quota). With ``FAKE_PROVIDER_SHARED_COUNT`` set to a file path, the 
 (and ``capacity``) is shared by every process that uses the fake through that file, which also
 keeps the peak, calls and refusals: how a benchmark sees what a provider would see from many
 workers at once (:class:`SharedCount`). Like a real model it stops at ``max_tokens``
-(cl100k tokens): the reply is cut there with ``finish_reason="length"``. Never used by the
-demo: its answers mean nothing.
+(cl100k tokens): the reply is cut there with ``finish_reason="length"``. It answers ``n``
+choices in one call (at most ``choices`` of them, when set). Never used by the demo: its
+answers mean nothing.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class FakeOptions:
     ratelimit: float = 0.0
     retry_after: float = 0.05
     capacity: int = 0
+    choices: int = 0
+    """The most choices one call returns for ``n`` (0: all; 1: a provider that ignores ``n``)."""
 
     @classmethod
     def parse(cls, model: str) -> tuple[str, FakeOptions]:
@@ -72,7 +75,8 @@ class FakeOptions:
         for key, value in parse_qsl(query):
             if key not in cls.__dataclass_fields__:
                 raise ValueError(f"fake provider: unknown option '{key}' in model '{model}'")
-            values[key] = int(value) if key in {"window", "seed", "capacity"} else float(value)
+            whole = key in {"window", "seed", "capacity", "choices"}
+            values[key] = int(value) if whole else float(value)
         return name, cls(**values)
 
 
@@ -640,8 +644,40 @@ class FakeProvider(CustomLLM):
             with self._lock:
                 self.stats.errors += 1
             raise _rate_limited(model, 0.001)
+        # ``n`` choices, each answered as a request of its own would be (a scripted responder
+        # is asked once per choice); a malformed request spoils every choice.
+        malformed = bool(opts.malformed) and _unit("malformed", digest, opts.seed) < opts.malformed
+        choices, completion_tokens = [], 0
+        n = max(1, int(req.params.get("n") or 1))
+        for index in range(min(n, opts.choices) if opts.choices else n):
+            text, tokens, finish = self._reply(req, malformed)
+            choices.append(
+                {
+                    "index": index,
+                    "finish_reason": finish,
+                    "message": {"role": "assistant", "content": text},
+                }
+            )
+            completion_tokens += tokens
+        prompt_tokens = count_prompt_tokens(req.messages)
+        response = litellm.ModelResponse(
+            model=model,
+            choices=choices,
+            usage={
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        )
+        # Free, and said so: otherwise litellm searches its price list for the unknown model on
+        # every call (a sixth of a call's CPU), which a priced real model never pays.
+        response._hidden_params["response_cost"] = 0.0
+        return response
+
+    def _reply(self, req: FakeRequest, malformed: bool) -> tuple[str, int, str]:
+        """One choice: its text, completion tokens and finish reason."""
         text = self.answer(req)
-        if opts.malformed and _unit("malformed", digest, opts.seed) < opts.malformed:
+        if malformed:
             with self._lock:
                 self.stats.malformed += 1
             text = text[: max(1, len(text) // 2)]  # a reply cut off mid-JSON
@@ -653,26 +689,7 @@ class FakeProvider(CustomLLM):
             if len(encoded) > budget:
                 text, finish = _cl100k().decode(encoded[:budget]), "length"
                 completion_tokens = budget
-        prompt_tokens = count_prompt_tokens(req.messages)
-        response = litellm.ModelResponse(
-            model=model,
-            choices=[
-                {
-                    "index": 0,
-                    "finish_reason": finish,
-                    "message": {"role": "assistant", "content": text},
-                }
-            ],
-            usage={
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        )
-        # Free, and said so: otherwise litellm searches its price list for the unknown model on
-        # every call (a sixth of a call's CPU), which a priced real model never pays.
-        response._hidden_params["response_cost"] = 0.0
-        return response
+        return text, completion_tokens, finish
 
     # -- embeddings ---------------------------------------------------------------------
 

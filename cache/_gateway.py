@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import email.utils
 import functools
 import json
@@ -44,7 +45,7 @@ from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
 from ragaudit.cache._memo import Memo, MemoLocation, RedisTarget, memo_identity, open_memo
 from ragaudit.cache._tokens import count_prompt, count_tokens
-from ragaudit.cache.providers import IN_PROCESS, price_at_zero
+from ragaudit.cache.providers import IN_PROCESS, price_at_zero, samples_at_once
 from ragaudit.secrets import redact
 from ragaudit.secrets import register as register_secret
 
@@ -71,8 +72,9 @@ _RESERVED = {"num_retries", "max_retries", "timeout", "stream", "caching"}
 class _Scope:
     stage: str = ""
     run_id: str = ""
-    # Identical requests inside one *item* scope are different samples (answer relevancy asks
-    # the same prompt n times): each gets the next sample index so the memo keeps them apart.
+    # Identical requests inside one *item* scope are different samples (a metric that asks the
+    # same prompt again for one row): each gets the next sample index so the memo keeps them
+    # apart. Samples asked together (``asamples``) name their indices.
     # A stage scope only labels and counts: two items asking the same prompt share one answer.
     samples: bool = False
     seen: dict[str, int] = field(default_factory=dict)
@@ -662,7 +664,82 @@ class Gateway:
         litellm response (:meth:`memo_hit`); an invalid one is repaired as the first time.
         """
         send = structured_messages(schema, messages)
-        max_tokens = params.get("max_tokens")
+        params["response_format"] = _response_format(schema)
+        out = self._budgeted(model, schema, send, prompt_budget)
+        if out.status == "too_long":
+            return out
+        hit = self._memo_answer(out, schema, model, send, prompt_version, sample_index, params)
+        if hit is not None:
+            return hit
+        return await self._settle(
+            out, schema, model, send, prompt_version, sample_index, prompt_budget, params
+        )
+
+    async def asamples(
+        self,
+        *,
+        n: int,
+        model: str,
+        messages: list[dict[str, Any]],
+        schema: type[T],
+        prompt_version: str,
+        prompt_budget: int | None = None,
+        **params: Any,
+    ) -> list[Judged[T]]:
+        """``n`` samples of one structured request (sample indices 0 to n-1), in sample order.
+
+        Each sample is what :meth:`astructured` answers with its ``sample_index``: memoised
+        under the same key, repaired and reported the same way. The samples the memo lacks are
+        asked in one request with ``n`` choices when the provider returns several
+        (:func:`providers.samples_at_once`): one call and one prompt paid instead of n. A
+        choice the provider did not return is asked on its own, as is every sample of a
+        provider without ``n``.
+        """
+        send = structured_messages(schema, messages)
+        params["response_format"] = _response_format(schema)
+        first = self._budgeted(model, schema, send, prompt_budget)
+        if first.status == "too_long":
+            return [dataclasses.replace(first) for _ in range(n)]
+        found: list[Judged[T] | None] = [
+            self._memo_answer(first, schema, model, send, prompt_version, i, params)
+            for i in range(n)
+        ]
+        missing = [i for i, judged in enumerate(found) if judged is None]
+        replies: dict[int, Any] = {}
+        if len(missing) > 1 and samples_at_once(model):
+            try:
+                replies = await self._choices(model, send, prompt_version, missing, params)
+            except Exception as exc:  # the provider failed after its retries: every sample did
+                error = redact(f"{type(exc).__name__}: {exc}")[:2000]
+                for i in missing:
+                    found[i] = dataclasses.replace(first, error=error)
+                missing = []
+        # gather: ``_settle`` reports a model's failure in its result and never raises one.
+        answered = await asyncio.gather(
+            *(
+                self._settle(
+                    # The one request with n choices is counted on its first sample.
+                    dataclasses.replace(first, calls=int(i in replies and i == missing[0])),
+                    schema,
+                    model,
+                    send,
+                    prompt_version,
+                    i,
+                    prompt_budget,
+                    params,
+                    reply=replies.get(i),
+                )
+                for i in missing
+            )
+        )
+        for i, judged in zip(missing, answered, strict=True):
+            found[i] = judged
+        return [judged for judged in found if judged is not None]
+
+    def _budgeted(
+        self, model: str, schema: type[T], send: list[dict[str, Any]], prompt_budget: int | None
+    ) -> Judged[T]:
+        """A new, unanswered result; ``too_long`` when ``send`` is over ``prompt_budget``."""
         out: Judged[T] = Judged(None, "", "failed")
         if prompt_budget is not None:
             out.prompt_tokens = _sent_tokens(model, schema, send)
@@ -672,7 +749,19 @@ class Gateway:
                     f"prompt of {out.prompt_tokens} tokens is over its budget of "
                     f"{prompt_budget} (the judge's window less the answer's max_tokens)"
                 )
-                return out
+        return out
+
+    def _memo_answer(
+        self,
+        out: Judged[T],
+        schema: type[T],
+        model: str,
+        send: list[dict[str, Any]],
+        prompt_version: str,
+        sample_index: int | None,
+        params: dict[str, Any],
+    ) -> Judged[T] | None:
+        """The valid answer the memo holds for the request, else None (nothing recorded)."""
 
         def parse(stored: dict[str, Any]) -> Judged[T]:
             raw = stored["choices"][0]["message"]["content"] or ""
@@ -687,29 +776,97 @@ class Gateway:
                 prompt_tokens=out.prompt_tokens,
             )
 
-        hit = self.memo_hit(
+        return self.memo_hit(
             parse,
             model=model,
             messages=send,
             prompt_version=prompt_version,
             sample_index=sample_index,
-            response_format=_response_format(schema),
             **params,
         )
-        if hit is not None:
-            return hit
+
+    async def _choices(
+        self,
+        model: str,
+        send: list[dict[str, Any]],
+        prompt_version: str,
+        indices: list[int],
+        params: dict[str, Any],
+    ) -> dict[int, litellm.ModelResponse]:
+        """One request for the samples ``indices``; each returned choice, by sample index.
+
+        Each choice is memoised as its sample's own answer (the key a request for that sample
+        alone has), so a re-run reads the samples one by one, whichever way they were asked.
+        The call's prompt tokens go to the first sample, its reply tokens are shared out.
+        Raises the provider's failure after its retries.
+        """
+        params = {k: v for k, v in params.items() if k not in _RESERVED}
+        register_secret(params.get("api_key"))
+        request = {"model": model, "messages": send, **params}
+        scope = self._current()
+        record = CallRecord(
+            kind="completion",
+            key_hash=request_key({**request, "n": len(indices), "prompt_version": prompt_version}),
+            model=model,
+            stage=scope.stage,
+            run_id=scope.run_id,
+            prompt_version=prompt_version,
+        )
+        started = time.perf_counter()
+        try:
+            response = await self._call_provider(record, params={**request, "n": len(indices)})
+            self._fill_usage(record, response, cost=True)
+        finally:
+            record.latency_s = time.perf_counter() - started
+            self._record(scope, record)
+        dumped = response.model_dump(mode="json")
+        choices = (dumped.get("choices") or [])[: len(indices)]
+        prompt_tokens, reply_tokens = self._tokens(response)
+        replies: dict[int, litellm.ModelResponse] = {}
+        for j, (i, choice) in enumerate(zip(indices, choices, strict=False)):
+            share = reply_tokens // len(choices) + (j < reply_tokens % len(choices))
+            entry = {
+                **dumped,
+                "choices": [{**choice, "index": 0}],
+                "usage": {
+                    "prompt_tokens": prompt_tokens if j == 0 else 0,
+                    "completion_tokens": share,
+                    "total_tokens": share + (prompt_tokens if j == 0 else 0),
+                },
+            }
+            self.memo.set(self._key(scope, request, prompt_version, i)[0], entry)
+            replies[i] = litellm.ModelResponse(**entry)
+        return replies
+
+    async def _settle(
+        self,
+        out: Judged[T],
+        schema: type[T],
+        model: str,
+        send: list[dict[str, Any]],
+        prompt_version: str,
+        sample_index: int | None,
+        prompt_budget: int | None,
+        params: dict[str, Any],
+        reply: litellm.ModelResponse | None = None,
+    ) -> Judged[T]:
+        """Ask ``send`` (or take ``reply``, its answer already got) and repair it into ``out``."""
+        max_tokens = params.get("max_tokens")
         repairs = self.max_repairs
         try:
             for attempt in range(repairs + 1):
-                response = await self.acompletion(
-                    model=model,
-                    messages=send,
-                    prompt_version=prompt_version,
-                    sample_index=sample_index,
-                    response_format=_response_format(schema),
-                    **params,
-                )
-                out.calls += 1
+                if attempt == 0 and reply is not None:
+                    response = reply  # its call is counted by the caller
+                    self._keep_raw(self._current(), reply)
+                else:
+                    response = await self.acompletion(
+                        model=model,
+                        messages=send,
+                        prompt_version=prompt_version,
+                        sample_index=sample_index,
+                        **params,
+                    )
+                    out.calls += 1
                 out.raw = response.choices[0].message.content or ""
                 t_in, t_out = self._tokens(response)
                 out.tokens_in, out.tokens_out = out.tokens_in + t_in, out.tokens_out + t_out

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -12,6 +13,10 @@ import litellm
 
 IN_PROCESS = frozenset({"fake", "local"})
 """Providers served inside this process: free, and absent from litellm's price map."""
+
+# Whether the in-process providers answer ``n`` choices in one call: the fake does; llama.cpp
+# generates one completion per call.
+_IN_PROCESS_N = {"fake": True, "local": False}
 
 _lock = threading.Lock()
 _registered = False
@@ -72,4 +77,24 @@ def price_at_zero(model: str, kind: str = "completion") -> None:
         _priced.add(model)
 
 
-__all__ = ["IN_PROCESS", "price_at_zero", "register_all"]
+@functools.lru_cache(maxsize=64)
+def samples_at_once(model: str) -> bool:
+    """Whether ``model``'s provider returns several samples of one prompt in one call (``n``).
+
+    litellm's list of the OpenAI parameters each provider supports says so for the others
+    (Anthropic's API, for one, has no ``n``); a model litellm cannot place gets one sample per
+    call.
+    """
+    register_all()  # litellm's banner for a model it cannot place stays off the console
+    provider = model.split("/", 1)[0] if "/" in model else ""
+    if provider in _IN_PROCESS_N:
+        return _IN_PROCESS_N[provider]
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(model)
+        supported = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
+    except Exception:
+        return False
+    return "n" in (supported or ())
+
+
+__all__ = ["IN_PROCESS", "price_at_zero", "register_all", "samples_at_once"]

@@ -986,6 +986,7 @@ def _answer_relevancy(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
         AnswerRelevancePrompt,
     )
 
+    from ragaudit.cache.providers import samples_at_once
     from ragaudit.metrics._answer_relevancy import check_embedder
     from ragaudit.metrics._ragas import prompt_for
     from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
@@ -994,16 +995,25 @@ def _answer_relevancy(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
     n = int(deps.option("answer_relevancy_strictness", 3))
     prompt = prompt_for(AnswerRelevancePrompt(), ANSWER_RELEVANCE, s.language)
     tokens = _ragas_call(prompt, AnswerRelevanceInput(response=s.response), deps.judge)
+    # The n samples are one request with n choices where the judge's provider returns them.
+    calls = 1 if n > 1 and samples_at_once(deps.judge) else n
     tally(
         "questions",
         "completion",
-        n,
-        n * tokens,
+        calls,
+        calls * tokens,
         n * plan.assume.question_tokens,
         "question_tokens",
     )
-    # The real question, then the generated ones in one request.
-    embedded = count_text(deps.embedder, s.question) + n * plan.assume.question_tokens
+    # The real question, then the generated ones in one request, each about as long as the
+    # judge's logged reply for one sample (a request answers ``n / calls`` samples) less the
+    # reply's JSON frame.
+    seen = plan.observed_reply("score:answer_relevancy", None, "question_tokens")
+    question = float(plan.assume.question_tokens)
+    if seen is not None:
+        frame = count_text(deps.judge, '{"question": "", "noncommittal": 0}')
+        question = max(1.0, seen.mean_tokens * calls / n - frame)
+    embedded = count_text(deps.embedder, s.question) + n * question
     tally("embeddings", "embedding", 2, embedded, 0)
 
 

@@ -50,7 +50,10 @@ def within(estimated: float, logged: float, tolerance: float = 0.10) -> bool:
 def test_dry_run_matches_the_demo_call_log_within_10_percent(tmp_path, fake) -> None:
     config = demo_config(tmp_path)
     with fake.script(every_candidate_relevant):
-        estimate = asyncio.run(estimate_run(config, Assumptions(relevant_share=1.0)))
+        # The fake writes a three-token question where a real judge writes a sentence: stated,
+        # as a user who knows the judge's replies would.
+        stated = Assumptions(relevant_share=1.0, question_tokens=3)
+        estimate = asyncio.run(estimate_run(config, stated))
         # The dry run asked no model: no completion, no embedding, nothing recorded.
         assert fake.stats.calls == 0 and fake.stats.embeddings == 0
         assert fake.stats.requests == []

@@ -587,6 +587,92 @@ async def test_structured_malformed_reply_from_fake_option(gateway: Gateway, fak
     assert fake.stats.malformed == 2
 
 
+# -- samples of one request ------------------------------------------------------------------
+
+
+def numbered() -> Any:
+    """A responder that numbers its answers, so the samples of one request differ."""
+    answers = iter(range(100))
+    return lambda req: {"relevant": True, "score": next(answers), "reason": "r"}
+
+
+async def ask_samples(gateway: Gateway, model: str = "fake/judge", n: int = 3) -> list[Any]:
+    return await gateway.asamples(
+        n=n, model=model, messages=MSGS, schema=Verdict, prompt_version="v1", temperature=0.3
+    )
+
+
+async def test_samples_are_one_call_memoised_as_separate_samples(
+    gateway: Gateway, fake: Any
+) -> None:
+    with fake.script(numbered()), gateway.scope("score") as counts:
+        judged = await ask_samples(gateway)
+    assert [j.value.score for j in judged] == [0, 1, 2]  # sample order: choice order
+    assert fake.stats.calls == 1 and fake.stats.requests[0].params["n"] == 3
+    assert counts.provider_calls == 1 and [j.calls for j in judged] == [1, 0, 0]
+    (row,) = gateway.log.rows()
+    assert row.tokens_in == sum(j.tokens_in for j in judged) > 0
+    assert row.tokens_out == sum(j.tokens_out for j in judged) > 0
+    # Each choice is its sample's own memo entry: one sample asked alone is a memo hit.
+    alone = await gateway.astructured(
+        model="fake/judge",
+        messages=MSGS,
+        schema=Verdict,
+        prompt_version="v1",
+        sample_index=2,
+        temperature=0.3,
+    )
+    assert alone.value.score == 2 and fake.stats.calls == 1
+    again = await ask_samples(gateway)
+    assert [j.value.score for j in again] == [0, 1, 2] and fake.stats.calls == 1
+
+
+async def test_samples_one_by_one_where_the_provider_has_no_n(
+    gateway: Gateway, fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ragaudit.cache._gateway.samples_at_once", lambda model: False)
+    with fake.script(numbered()):
+        judged = await ask_samples(gateway)
+    assert sorted(j.value.score for j in judged) == [0, 1, 2]
+    assert fake.stats.calls == 3 and all("n" not in r.params for r in fake.stats.requests)
+    assert [j.calls for j in judged] == [1, 1, 1]
+    # The same keys either way: asked together now, every sample is in the memo already.
+    monkeypatch.undo()
+    assert [j.ok for j in await ask_samples(gateway)] == [True] * 3 and fake.stats.calls == 3
+
+
+async def test_samples_a_provider_did_not_return_are_asked_alone(
+    gateway: Gateway, fake: Any
+) -> None:
+    with fake.script(numbered()):
+        judged = await ask_samples(gateway, "fake/judge?choices=1")
+    assert judged[0].value.score == 0 and all(j.ok for j in judged)
+    assert [r.params.get("n") for r in fake.stats.requests] == [3, None, None]
+
+
+async def test_samples_are_repaired_one_by_one(gateway: Gateway, fake: Any) -> None:
+    # Every choice of the one request is cut off; each sample's repair is its own request.
+    judged = await ask_samples(gateway, "fake/judge?malformed=1.0")
+    assert [j.status for j in judged] == ["failed"] * 3 and all(j.repaired for j in judged)
+    assert fake.stats.calls == 1 + 3
+    assert [j.calls for j in judged] == [2, 1, 1]
+
+
+async def test_samples_share_the_provider_failure(make_gateway: Any, fake: Any) -> None:
+    gateway = make_gateway(max_retries=1)
+    judged = await ask_samples(gateway, "fake/judge?errors=1.0")
+    assert [j.status for j in judged] == ["failed"] * 3
+    assert all("simulated rate limit" in (j.error or "") for j in judged)
+    assert fake.stats.calls == 2  # the one request and its retry: not once per sample
+
+
+async def test_samples_over_the_budget_are_not_sent(gateway: Gateway, fake: Any) -> None:
+    judged = await gateway.asamples(
+        n=3, model="fake/judge", messages=MSGS, schema=Verdict, prompt_version="v1", prompt_budget=5
+    )
+    assert [j.status for j in judged] == ["too_long"] * 3 and fake.stats.calls == 0
+
+
 def sent_tokens(req: FakeRequest) -> int:
     """A request as the provider received it, counted as ``structured_prompt_tokens`` counts."""
     return count_prompt("fake/judge", req.messages) + _format_tokens("fake/judge", Verdict)

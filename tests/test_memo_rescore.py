@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,14 @@ async def test_rescore_from_the_memo_builds_no_response_and_changes_nothing(
     assert fake.stats.calls == asked  # nothing new reached the provider
     # Statuses, values, errors, reasons (every judge step and reply), k and args.
     assert settled(again) == settled(first)
-    # One call-log row per call as before, every one a memo hit with the same key.
-    assert sorted(c.key_hash for c in again_calls) == sorted(c.key_hash for c in first_calls)
+    # One call-log row per call as before, every one a memo hit with the same key; but answer
+    # relevancy's samples, asked as one request with three choices, are read one by one.
+    first_keys = Counter(c.key_hash for c in first_calls)
+    again_keys = Counter(c.key_hash for c in again_calls)
+    together = first_keys - again_keys
+    assert sum(together.values()) == len(samples())  # one request per row for its samples
+    assert first_keys - together <= again_keys
+    assert (again_keys - first_keys).total() == 3 * together.total()
     assert all(c.cache_hit for c in again_calls)
     if "malformed" in judge:
         # A stored reply that does not parse is read as a response and repaired, as the first

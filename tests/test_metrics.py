@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from ragaudit.cache._fake import FakeRequest, _fake_vector
 from ragaudit.config import OFFLINE_EMBEDDER
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import ConfigError
-from ragaudit.metrics import METRICS, Deps, Sample, _aspect, resolve
+from ragaudit.metrics import METRICS, Deps, Sample, resolve
 from ragaudit.reporting import summarise
 from ragaudit.tasks.score import metric_for, reasons, score_rows
 
@@ -375,8 +376,8 @@ async def test_answer_relevancy_is_mean_cosine_unless_all_noncommittal(fake, gat
 
 
 async def test_answer_relevancy_leaves_out_a_sample_with_no_answer(fake, gateway) -> None:
-    # Samples are asked one after another, so the n-th first attempt is the n-th sample; the
-    # second sample's reply and its repair are cut off: the row rests on the other two.
+    # The samples' first answers come in sample order (the choices of one request); the second
+    # sample's reply and its repair are cut off: the row rests on the other two.
     q = "What is the capital of France?"
     generated = [q, "unused", "Which city is the French capital?"]
     firsts: list[FakeRequest] = []
@@ -384,8 +385,9 @@ async def test_answer_relevancy_leaves_out_a_sample_with_no_answer(fake, gateway
     def respond(req: FakeRequest, bad: set[int]) -> Any:
         if req.title != "AnswerRelevanceOutput":
             return None
-        if not any(m["role"] == "assistant" for m in req.messages):
-            firsts.append(req)
+        if any(m["role"] == "assistant" for m in req.messages):
+            return '{"question": "cut off again'  # only a cut-off sample is repaired
+        firsts.append(req)
         if len(firsts) in bad:
             return '{"question": "cut off'
         return {"question": generated[len(firsts) - 1], "noncommittal": 0}
@@ -406,27 +408,32 @@ async def test_answer_relevancy_leaves_out_a_sample_with_no_answer(fake, gateway
     assert "no sample of 3 was answered" in failed["error"]
 
 
-async def test_aspect_critique_is_majority_verdict(fake, gateway, monkeypatch) -> None:
+@pytest.mark.parametrize("together", [True, False], ids=["one-request", "one-by-one"])
+async def test_aspect_critique_is_majority_verdict(fake, gateway, monkeypatch, together) -> None:
     # The three samples are one identical request, so the fake cannot tell them apart by
-    # content: each sample's call carries its index in a context variable, and later samples
-    # are started first, so completion order runs against sample order.
+    # content. Asked together, the fake answers the choices in sample order. Asked one by one
+    # (a provider without ``n``) they run concurrently: each sample's call carries its index in
+    # a context variable, and later samples are started first, so completion order runs
+    # against sample order.
     votes = [0, 1, 1]
     current: contextvars.ContextVar[int] = contextvars.ContextVar("sample")
-    real_ask = _aspect.ask
+    choices = itertools.count()
+    if not together:
+        monkeypatch.setattr("ragaudit.cache._gateway.samples_at_once", lambda model: False)
+        real_acompletion = gateway.acompletion
 
-    async def ask_as_sample(*args: Any, sample_index: int = 0, **kwargs: Any) -> Any:
-        current.set(sample_index)
-        await asyncio.sleep(0.02 * (len(votes) - sample_index))
-        return await real_ask(*args, sample_index=sample_index, **kwargs)
+        async def as_sample(*args: Any, sample_index: int = 0, **kwargs: Any) -> Any:
+            current.set(sample_index)
+            await asyncio.sleep(0.02 * (len(votes) - sample_index))
+            return await real_acompletion(*args, sample_index=sample_index, **kwargs)
 
-    monkeypatch.setattr(_aspect, "ask", ask_as_sample)
-    respond = judge(
-        AspectVerdict=lambda req, inp: {
-            "reason": f"s{current.get()}",
-            "verdict": votes[current.get()],
-        }
-    )
-    with fake.script(respond):
+        monkeypatch.setattr(gateway, "acompletion", as_sample)
+
+    def vote(req: FakeRequest, inp: Any) -> dict[str, Any]:
+        index = next(choices) if together else current.get()
+        return {"reason": f"s{index}", "verdict": votes[index]}
+
+    with fake.script(judge(AspectVerdict=vote)):
         row = await score("aspect_coherence", sample(), make_deps(gateway, aspect_strictness=3))
     assert row["value"] == 1.0
     assert reasons(row)["metric"] == {"verdicts": [0, 1, 1], "reasons": ["s0", "s1", "s2"]}

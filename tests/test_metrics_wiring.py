@@ -128,7 +128,7 @@ async def test_wikieval_context_relevance_follows_the_labels(fake, gateway) -> N
 # -- samples ----------------------------------------------------------------------------------
 
 
-async def test_answer_relevancy_samples_are_distinct_calls_and_replay(fake, tmp_path: Path) -> None:
+async def test_answer_relevancy_samples_are_one_request_and_replay(fake, tmp_path: Path) -> None:
     produced = iter(
         ["Where is Paris?", "What is the capital of France?", "Which country has Paris as capital?"]
     )
@@ -141,22 +141,23 @@ async def test_answer_relevancy_samples_are_distinct_calls_and_replay(fake, tmp_
         first = await score("answer_relevancy", sample(), make_deps(first_gw, **deps_options))
     first_gw.close()
     asked = [r for r in fake.stats.requests if r.title == "AnswerRelevanceOutput"]
-    assert len(asked) == 3 and fake.stats.calls == 3  # one provider call per sample ...
-    assert len({json.dumps(r.messages) for r in asked}) == 1  # ... of one and the same prompt
-    assert {r.params.get("temperature") for r in asked} == {0.3}  # sampled, not greedy
-    keys = [c.key_hash for c in first_gw.log.rows() if c.kind == "completion"]
-    assert len(set(keys)) == 3  # the sample index is part of the memo key
+    assert len(asked) == 1 and fake.stats.calls == 1  # one provider call for the samples ...
+    assert asked[0].params.get("n") == 3  # ... asking for three choices
+    assert asked[0].params.get("temperature") == 0.3  # sampled, not greedy
     questions = [s["output"]["question"] for s in reasons(first)["steps"]]
     assert len(set(questions)) == 3
+    assert [s.get("sample", 0) for s in reasons(first)["steps"]] == [0, 1, 2]
 
     second_gw = Gateway(
         tmp_path / "memo", backoff_s=0.0
     )  # a re-run: a new process on the same memo
     again = await score("answer_relevancy", sample(), make_deps(second_gw, **deps_options))
     second_gw.close()
-    assert fake.stats.calls == 3  # nothing new asked
+    assert fake.stats.calls == 1  # nothing new asked
     assert again["value"] == first["value"]
     assert [s["output"]["question"] for s in reasons(again)["steps"]] == questions
+    keys = [c.key_hash for c in second_gw.log.rows() if c.kind == "completion"]
+    assert len(set(keys)) == 3  # each sample its own memo entry: the index is in its key
 
 
 async def test_two_items_asking_the_same_prompt_share_one_answer(fake, gateway) -> None:  # noqa: F811

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from pydantic import BaseModel
 from ragas.llms.base import InstructorBaseRagasLLM
 from ragas.metrics import collections as rc
 
+from ragaudit.cache import Judged
 from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, metric
-from ragaudit.metrics._judge import steps
+from ragaudit.metrics._judge import settled, steps
 from ragaudit.metrics._ragas import TracedLLM, embeddings, localise, ragas_llm
 from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
 
@@ -25,26 +27,34 @@ def check_embedder(s: Sample, deps: Deps) -> None:
         raise Skip(ENGLISH_ONLY_EMBEDDER)
 
 
-class _EachSample(InstructorBaseRagasLLM):
-    """The judge of one row's samples: a sample with no answer is left out, not the row.
+class _Samples(InstructorBaseRagasLLM):
+    """The judge of one row's n samples: asked together, handed to ragas one per call.
 
-    The score is the mean similarity over the questions the samples generated, and ragas
-    already leaves out a sample that generated none (an empty question); a sample whose answer
-    could not be obtained (invalid after the repairs, or the provider failed after its retries)
-    is left out the same way, and counted, so the row says on how many samples it rests.
+    ragas asks its prompt n times, one call after another; the first call asks the gateway
+    for all n samples at once (one request with n choices where the provider allows it) and
+    each call takes the next. The score is the mean similarity over the questions the samples
+    generated, and ragas already leaves out a sample that generated none (an empty question); a
+    sample whose answer could not be obtained (invalid after the repairs, or the provider
+    failed after its retries) is left out the same way, and counted, so the row says on how
+    many samples it rests.
     """
 
-    def __init__(self, traced: TracedLLM) -> None:
-        self.traced = traced
+    def __init__(self, traced: TracedLLM, n: int) -> None:
+        self.traced, self.n = traced, n
+        self.pending: deque[tuple[int, Judged]] = deque()
         self.lost: list[str] = []
 
     def generate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
         raise NotImplementedError("ragaudit scores asynchronously; use agenerate")
 
     async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
+        if not self.pending:
+            answers = await self.traced.asamples(prompt, response_model, self.n)
+            self.pending.extend(enumerate(answers))
+        index, judged = self.pending.popleft()
         try:
-            return await self.traced.agenerate(prompt, response_model)
-        except JudgeError as exc:  # already in the row's trace, with the judge's reply
+            return settled(response_model.__name__, judged, sample_index=index)
+        except JudgeError as exc:  # now in the row's trace, with the judge's reply
             self.lost.append(str(exc))
             # No question: ragas's own way of leaving a sample out of the mean (and out of
             # the all-noncommittal check). Never recorded as the judge's answer.
@@ -59,7 +69,7 @@ async def answer_relevancy(s: Sample, deps: Deps) -> Outcome:
     # n samples of one prompt must be able to differ: sample at a temperature, as ragas's
     # original implementation did; the gateway keeps each sample apart in the memo.
     temperature = float(deps.option("sampling_temperature", 0.3)) if n > 1 else deps.temperature
-    llm = _EachSample(ragas_llm(deps, s.language, temperature))
+    llm = _Samples(ragas_llm(deps, s.language, temperature), n)
     m = rc.AnswerRelevancy(llm=llm, embeddings=embeddings(deps), strictness=n)
     localise(m, s.language, prompt=ANSWER_RELEVANCE)
     result = await m.ascore(user_input=s.question, response=s.response or "")

@@ -9,7 +9,6 @@ ragas has the aspect critic only in its deprecated API, so the prompt here is ou
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections import Counter
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 from ragaudit.directions import ASPECT_PREFIX as PREFIX
 from ragaudit.directions import higher_is_better
 from ragaudit.metrics._base import FACTORIES, METRICS, Deps, Metric, Outcome, Sample
-from ragaudit.metrics._judge import ask
+from ragaudit.metrics._judge import ask_samples
 from ragaudit.prompts.aspect import BUILTIN_ASPECTS, Aspect, AspectInput, aspect_prompt
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -47,12 +46,7 @@ def _scorer(name: str):
         temperature = float(deps.option("sampling_temperature", 0.3)) if n > 1 else None
         prompt = aspect_prompt(aspect)
         inp = AspectInput(question=s.question, response=s.response or "")
-        votes = await asyncio.gather(
-            *(
-                ask(deps, prompt, inp, s.language, sample_index=i, temperature=temperature)
-                for i in range(n)
-            )
-        )
+        votes = await ask_samples(deps, prompt, inp, s.language, n, temperature=temperature)
         verdict = Counter(v.verdict for v in votes).most_common(1)[0][0]
         reason = {"verdicts": [v.verdict for v in votes], "reasons": [v.reason for v in votes]}
         return Outcome(float(verdict), reason, {"strictness": n, "definition": aspect.definition})

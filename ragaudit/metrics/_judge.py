@@ -71,6 +71,22 @@ def record(
     steps.insert(at, entry)
 
 
+def _request(
+    deps: Deps, prompt: Prompt, inp: BaseModel, language: str, temperature: float | None
+) -> dict[str, Any]:
+    """The gateway's structured request for one of our typed prompts."""
+    lang = prompt.language(language)
+    return {
+        "model": deps.judge,
+        "messages": prompt.messages(inp, lang),
+        "schema": prompt.output_model,
+        "prompt_version": prompt.key,
+        "prompt_budget": None if deps.window is None else deps.window - deps.max_output_tokens,
+        "temperature": deps.temperature if temperature is None else temperature,
+        "max_tokens": deps.max_output_tokens,
+    }
+
+
 async def ask(
     deps: Deps,
     prompt: Prompt,
@@ -81,18 +97,36 @@ async def ask(
     temperature: float | None = None,
 ) -> Any:
     """One of our typed prompts through the gateway; the parsed answer, else :class:`JudgeError`."""
-    lang = prompt.language(language)
     judged = await deps.gateway.astructured(
-        model=deps.judge,
-        messages=prompt.messages(inp, lang),
-        schema=prompt.output_model,
-        prompt_version=prompt.key,
-        sample_index=sample_index,
-        prompt_budget=None if deps.window is None else deps.window - deps.max_output_tokens,
-        temperature=deps.temperature if temperature is None else temperature,
-        max_tokens=deps.max_output_tokens,
+        **_request(deps, prompt, inp, language, temperature), sample_index=sample_index
     )
     return settled(prompt.name, judged, sample_index=sample_index)
+
+
+async def ask_samples(
+    deps: Deps,
+    prompt: Prompt,
+    inp: BaseModel,
+    language: str,
+    n: int,
+    *,
+    temperature: float | None = None,
+) -> list[Any]:
+    """``n`` samples of one of our typed prompts, asked together (the gateway's ``asamples``).
+
+    The parsed answers in sample order, each traced; else :class:`JudgeError` for the first
+    sample that has none (after every sample is traced).
+    """
+    answers = await deps.gateway.asamples(n=n, **_request(deps, prompt, inp, language, temperature))
+    values, failure = [], None
+    for index, judged in enumerate(answers):
+        try:
+            values.append(settled(prompt.name, judged, sample_index=index))
+        except JudgeError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+    return values
 
 
 def settled(step: str, judged: Judged[Any], *, sample_index: int | None = None) -> Any:
@@ -128,4 +162,13 @@ def structured_window(
     return Window([m["content"] for m in sent] + [response_schema_text(schema)], mode)
 
 
-__all__ = ["ask", "own_window", "record", "settled", "steps", "structured_window", "trace"]
+__all__ = [
+    "ask",
+    "ask_samples",
+    "own_window",
+    "record",
+    "settled",
+    "steps",
+    "structured_window",
+    "trace",
+]

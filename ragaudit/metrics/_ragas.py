@@ -20,7 +20,7 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 from ragas.prompt.metrics.base_prompt import BasePrompt
 
-from ragaudit.cache import Gateway
+from ragaudit.cache import Gateway, Judged
 from ragaudit.metrics._base import Deps, Window
 from ragaudit.metrics._judge import settled, structured_window
 from ragaudit.prompts._base import Prompt
@@ -112,6 +112,19 @@ class TracedLLM(InstructorBaseRagasLLM):
             max_tokens=self.max_tokens,
         )
         return settled(response_model.__name__, judged)
+
+    async def asamples(self, prompt: str, response_model: type[BaseModel], n: int) -> list[Judged]:
+        """``n`` samples of ``prompt`` in sample order, as the gateway's ``asamples`` asks them."""
+        return await self.gateway.asamples(
+            n=n,
+            model=self.model,
+            messages=[{"role": "user", "content": prompt}],
+            schema=fast_schema(response_model),
+            prompt_version=self.prompt_version,
+            prompt_budget=self.prompt_budget,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
 
 
 def ragas_llm(deps: Deps, language: str = "en", temperature: float | None = None) -> TracedLLM:
