@@ -72,12 +72,6 @@ _RESERVED = {"num_retries", "max_retries", "timeout", "stream", "caching"}
 class _Scope:
     stage: str = ""
     run_id: str = ""
-    # Identical requests inside one *item* scope are different samples (a metric that asks the
-    # same prompt again for one row): each gets the next sample index so the memo keeps them
-    # apart. Samples asked together (``asamples``) name their indices.
-    # A stage scope only labels and counts: two items asking the same prompt share one answer.
-    samples: bool = False
-    seen: dict[str, int] = field(default_factory=dict)
     counts: CallCounts = field(default_factory=CallCounts)
     raw: list[str] | None = None
     # The run's own call log (part files in its llm_calls/); None: the gateway's in-memory log.
@@ -90,6 +84,20 @@ class _LoopState:
 
     limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
     inflight: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+
+
+@dataclass
+class _Lookup:
+    """A completion request, its memo key and what the memo held for it when looked up."""
+
+    scope: _Scope
+    request: dict[str, Any]
+    prompt_version: str | None
+    key: str
+    index: int
+    """The sample index (0: the first sample, or the one answer)."""
+    cached: dict[str, Any] | None
+    started: float
 
 
 _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
@@ -365,7 +373,7 @@ class Gateway:
 
     @contextlib.contextmanager
     def item_scope(self, keep_raw: bool = False) -> Iterator[list[str]]:
-        """One scored item: identical calls inside are distinct samples; yields the raw replies.
+        """One scored item; yields the raw replies (kept when ``keep_raw``).
 
         Counts still go to the enclosing stage scope.
         """
@@ -376,7 +384,6 @@ class Gateway:
             counts=parent.counts,
             log=parent.log,
             raw=[] if keep_raw else None,
-            samples=True,
         )
         token = _scope.set(new)
         try:
@@ -436,25 +443,41 @@ class Gateway:
         **params: Any,
     ) -> litellm.ModelResponse:
         """One chat completion through the memo; raises the provider's error after retries."""
+        found = self._lookup(model, messages, prompt_version, sample_index, params)
+        return await self._complete(found)
+
+    def _lookup(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        prompt_version: str | None,
+        sample_index: int | None,
+        params: dict[str, Any],
+    ) -> _Lookup:
+        """The request's memo key and the memo's answer to it (nothing recorded or taken)."""
+        started = time.perf_counter()
         params = {k: v for k, v in params.items() if k not in _RESERVED}
         # A key passed as an argument is as secret as one in the environment: a provider may
         # echo it in an error message, which then goes to the call log.
         register_secret(params.get("api_key"))
         request = {"model": model, "messages": messages, **params}
         scope = self._current()
-        key, probe, index = self._key(scope, request, prompt_version, sample_index)
-        if probe is not None:
-            scope.seen[probe] = index + 1
+        key = self._key(request, prompt_version, sample_index)
+        cached = self.memo.get(key)
+        return _Lookup(scope, request, prompt_version, key, sample_index or 0, cached, started)
+
+    async def _complete(self, found: _Lookup) -> litellm.ModelResponse:
+        """:meth:`acompletion` from its :meth:`_lookup`, taken with no wait since."""
+        scope, key, cached, started = found.scope, found.key, found.cached, found.started
+        model = found.request["model"]
         record = CallRecord(
             kind="completion",
             key_hash=key,
             model=model,
             stage=scope.stage,
             run_id=scope.run_id,
-            prompt_version=prompt_version,
+            prompt_version=found.prompt_version,
         )
-        started = time.perf_counter()
-        cached = self.memo.get(key)
         inflight = self._loop_state().inflight
         pending = inflight.get(key)
         if cached is None and pending is not None:
@@ -479,7 +502,7 @@ class Gateway:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         inflight[key] = future
         try:
-            response = await self._call_provider(record, params=request)
+            response = await self._call_provider(record, params=found.request)
         except BaseException as exc:
             future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
             future.exception()  # marks it retrieved: nobody may be waiting
@@ -496,26 +519,16 @@ class Gateway:
         return response
 
     @staticmethod
-    def _key(
-        scope: _Scope, request: dict[str, Any], prompt_version: str | None, sample_index: int | None
-    ) -> tuple[str, str | None, int]:
-        """The memo key of ``request``, and the sample probe and index it takes (probe None: none).
+    def _key(request: dict[str, Any], prompt_version: str | None, sample_index: int | None) -> str:
+        """The memo key of ``request``: sample 0 is the request asked once (no index in it).
 
-        Only repeats *within an item scope* are samples: elsewhere the same prompt is the same
-        call. The caller marks the index taken (``scope.seen[probe] = index + 1``).
+        The same prompt is the same call, in one row or across rows: a repeat is answered by
+        the memo (or shares the identical call in flight). Samples are asked by index
+        (:meth:`asamples`).
         """
-        probe = None
-        if sample_index is None and scope.samples:
-            probe = request_key({**request, "prompt_version": prompt_version})
-            sample_index = scope.seen.get(probe, 0)
-            if not sample_index:
-                # Sample 0 leaves the index out of its key, as the probe does: the probe is
-                # its key (hashing a request is a fifth of a memo hit's cost).
-                return probe, probe, 0
-        key = request_key(
+        return request_key(
             {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
         )
-        return key, probe, sample_index or 0
 
     def memo_hit(
         self,
@@ -537,34 +550,31 @@ class Gateway:
         memo has no answer or ``parse`` raises, None, with nothing recorded or taken, so the
         caller's full path then asks exactly as it would have.
         """
-        params = {k: v for k, v in params.items() if k not in _RESERVED}
-        register_secret(params.get("api_key"))
-        request = {"model": model, "messages": messages, **params}
-        scope = self._current()
-        started = time.perf_counter()
-        key, probe, index = self._key(scope, request, prompt_version, sample_index)
-        cached = self.memo.get(key)
+        found = self._lookup(model, messages, prompt_version, sample_index, params)
+        return self._parsed_hit(parse, found)
+
+    def _parsed_hit(self, parse: Callable[[dict[str, Any]], R], found: _Lookup) -> R | None:
+        """:meth:`memo_hit` from a :meth:`_lookup`."""
+        cached, scope = found.cached, found.scope
         if cached is None:
             return None
         try:
             value = parse(cached)
         except Exception:
             return None
-        if probe is not None:
-            scope.seen[probe] = index + 1
         usage = cached.get("usage") or {}
         record = CallRecord(
             kind="completion",
-            key_hash=key,
-            model=model,
+            key_hash=found.key,
+            model=found.request["model"],
             stage=scope.stage,
             run_id=scope.run_id,
-            prompt_version=prompt_version,
+            prompt_version=found.prompt_version,
             tokens_in=usage.get("prompt_tokens"),
             tokens_out=usage.get("completion_tokens"),
             cache_hit=True,
         )
-        record.latency_s = time.perf_counter() - started
+        record.latency_s = time.perf_counter() - found.started
         self._record(scope, record)
         if scope.raw is not None:
             with contextlib.suppress(Exception):
@@ -659,8 +669,8 @@ class Gateway:
         (invalid after the last repair, or the provider failed). So one answer costs at most
         ``1 + max_repairs`` calls (two by default). Never raises for a model's failure.
 
-        ``sample_index`` None: a repeat of the same request inside an item scope is the next
-        sample (see :meth:`acompletion`). A valid answer in the memo is read without building a
+        ``sample_index``: which sample of the request this is (None or 0: the request asked
+        once; see :meth:`asamples`). A valid answer in the memo is read without building a
         litellm response (:meth:`memo_hit`); an invalid one is repaired as the first time.
         """
         send = structured_messages(schema, messages)
@@ -668,11 +678,13 @@ class Gateway:
         out = self._budgeted(model, schema, send, prompt_budget)
         if out.status == "too_long":
             return out
-        hit = self._memo_answer(out, schema, model, send, prompt_version, sample_index, params)
+        found = self._lookup(model, send, prompt_version, sample_index, params)
+        hit = self._parsed_hit(self._parser(out, schema), found)
         if hit is not None:
             return hit
+        # Awaited directly, so nothing else runs before its first request uses ``found``.
         return await self._settle(
-            out, schema, model, send, prompt_version, sample_index, prompt_budget, params
+            out, schema, model, send, prompt_version, sample_index, prompt_budget, params, found
         )
 
     async def asamples(
@@ -700,8 +712,16 @@ class Gateway:
         first = self._budgeted(model, schema, send, prompt_budget)
         if first.status == "too_long":
             return [dataclasses.replace(first) for _ in range(n)]
+        parse = self._parser(first, schema)
         found: list[Judged[T] | None] = [
-            self._memo_answer(first, schema, model, send, prompt_version, i, params)
+            self.memo_hit(
+                parse,
+                model=model,
+                messages=send,
+                prompt_version=prompt_version,
+                sample_index=i,
+                **params,
+            )
             for i in range(n)
         ]
         missing = [i for i, judged in enumerate(found) if judged is None]
@@ -751,17 +771,9 @@ class Gateway:
                 )
         return out
 
-    def _memo_answer(
-        self,
-        out: Judged[T],
-        schema: type[T],
-        model: str,
-        send: list[dict[str, Any]],
-        prompt_version: str,
-        sample_index: int | None,
-        params: dict[str, Any],
-    ) -> Judged[T] | None:
-        """The valid answer the memo holds for the request, else None (nothing recorded)."""
+    @staticmethod
+    def _parser(out: Judged[T], schema: type[T]) -> Callable[[dict[str, Any]], Judged[T]]:
+        """Reads a stored response as a valid answer of ``schema`` (raises when it is not)."""
 
         def parse(stored: dict[str, Any]) -> Judged[T]:
             raw = stored["choices"][0]["message"]["content"] or ""
@@ -776,14 +788,7 @@ class Gateway:
                 prompt_tokens=out.prompt_tokens,
             )
 
-        return self.memo_hit(
-            parse,
-            model=model,
-            messages=send,
-            prompt_version=prompt_version,
-            sample_index=sample_index,
-            **params,
-        )
+        return parse
 
     async def _choices(
         self,
@@ -834,7 +839,7 @@ class Gateway:
                     "total_tokens": share + (prompt_tokens if j == 0 else 0),
                 },
             }
-            self.memo.set(self._key(scope, request, prompt_version, i)[0], entry)
+            self.memo.set(self._key(request, prompt_version, i), entry)
             replies[i] = litellm.ModelResponse(**entry)
         return replies
 
@@ -848,9 +853,14 @@ class Gateway:
         sample_index: int | None,
         prompt_budget: int | None,
         params: dict[str, Any],
+        found: _Lookup | None = None,
         reply: litellm.ModelResponse | None = None,
     ) -> Judged[T]:
-        """Ask ``send`` (or take ``reply``, its answer already got) and repair it into ``out``."""
+        """Ask ``send`` and repair its answer into ``out``.
+
+        ``found``: the first request's memo lookup, made with no wait since (it is not made
+        twice). ``reply``: the first request's answer, already got.
+        """
         max_tokens = params.get("max_tokens")
         repairs = self.max_repairs
         try:
@@ -859,13 +869,9 @@ class Gateway:
                     response = reply  # its call is counted by the caller
                     self._keep_raw(self._current(), reply)
                 else:
-                    response = await self.acompletion(
-                        model=model,
-                        messages=send,
-                        prompt_version=prompt_version,
-                        sample_index=sample_index,
-                        **params,
-                    )
+                    if attempt or found is None:
+                        found = self._lookup(model, send, prompt_version, sample_index, params)
+                    response = await self._complete(found)
                     out.calls += 1
                 out.raw = response.choices[0].message.content or ""
                 t_in, t_out = self._tokens(response)

@@ -1,7 +1,7 @@
 """Stage 4, score: one task per metric over the batch, on the system's top-k contexts.
 
 Each metric's rows are scored concurrently (the gateway bounds the calls in flight), each in its
-own try/except, in its own memo item scope (so a prompt asked n times is n samples) and its own
+own try/except, in its own item scope (the judge's raw replies kept for a failed row) and its own
 trace (so the row keeps the judge's statements, verdicts and ratings).
 
 k starts at the configured top-k and is reduced until the metric's largest judge request fits

@@ -201,28 +201,21 @@ async def test_stage_scope_labels_and_counts_rows(gateway: Gateway, fake: Any) -
 # -- sample index ---------------------------------------------------------------------------
 
 
-async def test_identical_calls_in_one_item_scope_are_distinct_samples(
+async def test_identical_calls_in_one_item_scope_share_one_answer(
     gateway: Gateway, fake: Any
 ) -> None:
+    # A metric that asks one prompt twice for a row (noise sensitivity, when the answer's
+    # statements are the reference's) pays once: samples are asked by index, not by repeat.
     with gateway.scope("score") as counts:
         with gateway.item_scope(keep_raw=True) as raw:
             for _ in range(3):
                 await gateway.acompletion(model="fake/judge", messages=MSGS)
-        assert fake.stats.calls == 3
-        assert len(raw) == 3
-        keys = [r.key_hash for r in gateway.log.rows()]
-        assert len(set(keys)) == 3
-        assert not any(r.cache_hit for r in gateway.log.rows())
-
-        with gateway.item_scope():
-            for _ in range(3):
-                await gateway.acompletion(model="fake/judge", messages=MSGS)
-        assert fake.stats.calls == 3  # the second item replays all three samples
-        replay = gateway.log.rows()[3:]
-        assert [r.key_hash for r in replay] == keys
-        assert all(r.cache_hit for r in replay)
+        assert fake.stats.calls == 1
+        assert len(raw) == 3  # every answer the row got, raw
+        assert len({r.key_hash for r in gateway.log.rows()}) == 1
+        assert [r.cache_hit for r in gateway.log.rows()] == [False, True, True]
     # Item scopes count into their stage.
-    assert counts.as_dict() == {"calls": 6, "cache_hits": 3, "provider_calls": 3}
+    assert counts.as_dict() == {"calls": 3, "cache_hits": 2, "provider_calls": 1}
 
 
 async def test_identical_calls_outside_a_scope_share_one_memo_entry(
@@ -235,12 +228,11 @@ async def test_identical_calls_outside_a_scope_share_one_memo_entry(
     assert gateway.stats()["entries"] == 1
 
 
-async def test_first_sample_shares_the_key_of_an_unscoped_call(gateway: Gateway, fake: Any) -> None:
+async def test_sample_zero_is_the_request_asked_once(gateway: Gateway, fake: Any) -> None:
     await gateway.acompletion(model="fake/judge", messages=MSGS)
-    with gateway.item_scope():
-        await gateway.acompletion(model="fake/judge", messages=MSGS)
-        await gateway.acompletion(model="fake/judge", messages=MSGS)
-    assert fake.stats.calls == 2  # sample 0 was the unscoped call; sample 1 is new
+    await gateway.acompletion(model="fake/judge", messages=MSGS, sample_index=0)
+    await gateway.acompletion(model="fake/judge", messages=MSGS, sample_index=1)
+    assert fake.stats.calls == 2  # sample 0 was the call without an index; sample 1 is new
     assert [r.cache_hit for r in gateway.log.rows()] == [False, True, False]
 
 

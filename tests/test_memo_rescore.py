@@ -95,13 +95,13 @@ async def test_rescore_from_the_memo_builds_no_response_and_changes_nothing(
     asked = fake.stats.calls
 
     through_responses: list[Any] = []
-    original = Gateway.acompletion
+    original = Gateway._complete  # where a response is built, from the memo or the provider
 
-    async def counted(self: Gateway, **kwargs: Any) -> Any:
-        through_responses.append(kwargs["model"])
-        return await original(self, **kwargs)
+    async def counted(self: Gateway, found: Any) -> Any:
+        through_responses.append(found.key)
+        return await original(self, found)
 
-    monkeypatch.setattr(Gateway, "acompletion", counted)
+    monkeypatch.setattr(Gateway, "_complete", counted)
     again, again_calls = await score_all(tmp_path / "memo", judge)
 
     assert fake.stats.calls == asked  # nothing new reached the provider
@@ -124,28 +124,20 @@ async def test_rescore_from_the_memo_builds_no_response_and_changes_nothing(
         assert through_responses == []  # every answer was read from the memo directly
 
 
-async def test_a_memo_miss_takes_no_sample_index(fake, tmp_path: Path) -> None:
-    # The fast path peeks at the memo; on a miss the full call must get the index.
+async def test_a_memo_miss_or_a_rejected_reply_records_nothing(fake, tmp_path: Path) -> None:
+    # The fast path peeks at the memo: only an answer ``parse`` accepts is recorded.
     gateway = Gateway(tmp_path / "memo", backoff_s=0.0)
+    ask = {"model": "fake/judge", "messages": [{"role": "user", "content": "x"}]}
     parse_calls = []
-    with gateway.item_scope():
-        assert gateway.memo_hit(parse_calls.append, model="fake/judge", messages=[]) is None
-        await gateway.acompletion(model="fake/judge", messages=[{"role": "user", "content": "x"}])
-    with gateway.item_scope():
-        hit = gateway.memo_hit(
-            lambda stored: stored["choices"][0]["message"]["content"],
-            model="fake/judge",
-            messages=[{"role": "user", "content": "x"}],
-        )
-        assert hit is not None and hit.startswith("Fake answer")
-        # The same request again in this item is the next sample: not in the memo.
-        assert (
-            gateway.memo_hit(
-                lambda s: s, model="fake/judge", messages=[{"role": "user", "content": "x"}]
-            )
-            is None
-        )
+    assert gateway.memo_hit(parse_calls.append, **ask) is None  # a miss: parse never called
+    await gateway.acompletion(**ask)
+
+    def rejected(stored: dict[str, Any]) -> Any:
+        raise ValueError("not the schema")
+
+    assert gateway.memo_hit(rejected, **ask) is None
+    hit = gateway.memo_hit(lambda stored: stored["choices"][0]["message"]["content"], **ask)
+    assert hit is not None and hit.startswith("Fake answer")
     gateway.close()
     assert parse_calls == []
-    rows = gateway.log.rows()
-    assert [r.cache_hit for r in rows] == [False, True]
+    assert [r.cache_hit for r in gateway.log.rows()] == [False, True]

@@ -420,14 +420,14 @@ async def test_aspect_critique_is_majority_verdict(fake, gateway, monkeypatch, t
     choices = itertools.count()
     if not together:
         monkeypatch.setattr("ragaudit.cache._gateway.samples_at_once", lambda model: False)
-        real_acompletion = gateway.acompletion
+        real_complete = gateway._complete  # each sample's request, with its index
 
-        async def as_sample(*args: Any, sample_index: int = 0, **kwargs: Any) -> Any:
-            current.set(sample_index)
-            await asyncio.sleep(0.02 * (len(votes) - sample_index))
-            return await real_acompletion(*args, sample_index=sample_index, **kwargs)
+        async def as_sample(found: Any) -> Any:
+            current.set(found.index)
+            await asyncio.sleep(0.02 * (len(votes) - found.index))
+            return await real_complete(found)
 
-        monkeypatch.setattr(gateway, "acompletion", as_sample)
+        monkeypatch.setattr(gateway, "_complete", as_sample)
 
     def vote(req: FakeRequest, inp: Any) -> dict[str, Any]:
         index = next(choices) if together else current.get()
