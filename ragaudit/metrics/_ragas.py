@@ -101,30 +101,25 @@ class TracedLLM(InstructorBaseRagasLLM):
     def generate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
         raise NotImplementedError("ragaudit scores asynchronously; use agenerate")
 
+    def _request(self, prompt: str, response_model: type[BaseModel]) -> dict[str, Any]:
+        """The gateway request for ragas's rendered ``prompt``: one user message, our schema."""
+        return {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "schema": fast_schema(response_model),
+            "prompt_version": self.prompt_version,
+            "prompt_budget": self.prompt_budget,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+
     async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
-        judged = await self.gateway.astructured(
-            model=self.model,
-            messages=[{"role": "user", "content": prompt}],
-            schema=fast_schema(response_model),
-            prompt_version=self.prompt_version,
-            prompt_budget=self.prompt_budget,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-        )
+        judged = await self.gateway.astructured(**self._request(prompt, response_model))
         return settled(response_model.__name__, judged)
 
     async def asamples(self, prompt: str, response_model: type[BaseModel], n: int) -> list[Judged]:
         """``n`` samples of ``prompt`` in sample order, as the gateway's ``asamples`` asks them."""
-        return await self.gateway.asamples(
-            n=n,
-            model=self.model,
-            messages=[{"role": "user", "content": prompt}],
-            schema=fast_schema(response_model),
-            prompt_version=self.prompt_version,
-            prompt_budget=self.prompt_budget,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-        )
+        return await self.gateway.asamples(n=n, **self._request(prompt, response_model))
 
 
 def ragas_llm(deps: Deps, language: str = "en", temperature: float | None = None) -> TracedLLM:
