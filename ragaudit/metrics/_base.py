@@ -55,6 +55,11 @@ class Deps:
     """The embedder cannot read Chinese (the offline MiniLM): embedding scores of Chinese rows
     are skipped with that reason instead of reported."""
 
+    @property
+    def prompt_budget(self) -> int | None:
+        """Prompt tokens a judge request may hold: the window less the answer budget."""
+        return None if self.window is None else self.window - self.max_output_tokens
+
     def option(self, name: str, default: Any = None) -> Any:
         """A score option from the run's config (``score.<name>``)."""
         value = self.options.get(name)

@@ -81,7 +81,7 @@ def _request(
         "messages": prompt.messages(inp, lang),
         "schema": prompt.output_model,
         "prompt_version": prompt.key,
-        "prompt_budget": None if deps.window is None else deps.window - deps.max_output_tokens,
+        "prompt_budget": deps.prompt_budget,
         "temperature": deps.temperature if temperature is None else temperature,
         "max_tokens": deps.max_output_tokens,
     }

@@ -130,7 +130,7 @@ def ragas_llm(deps: Deps, language: str = "en", temperature: float | None = None
         RAGAS_PROMPTS + ("+zh" if language in LOCALISED else ""),
         temperature=deps.temperature if temperature is None else temperature,
         max_tokens=deps.max_output_tokens,
-        prompt_budget=None if deps.window is None else deps.window - deps.max_output_tokens,
+        prompt_budget=deps.prompt_budget,
     )
 
 
