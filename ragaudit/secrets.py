@@ -13,6 +13,10 @@ import os
 import re
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+# A variable that names a place holds a path, not a credential, whatever its name contains:
+# ``TIKTOKEN_CACHE_DIR`` (set by ragaudit itself) would otherwise turn a site-packages path into
+# ``***`` in every traceback, and have every table scanned for it on its way to disk.
+_LOCATION_NAME = re.compile(r"_(DIR|PATH|HOME|FILE)$", re.IGNORECASE)
 _registered: set[str] = set()
 # Short values ("1", "true") would redact half of every message; real credentials are longer.
 _MIN_LEN = 6
@@ -48,7 +52,12 @@ def known_secrets() -> set[str]:
     """Return the registered secrets plus credential-like environment values."""
     found = set(_registered)
     for name, value in os.environ.items():
-        if _SECRET_NAME.search(name) and value and len(value) >= _MIN_LEN:
+        if (
+            _SECRET_NAME.search(name)
+            and not _LOCATION_NAME.search(name)
+            and value
+            and len(value) >= _MIN_LEN
+        ):
             found.update((value, _b64(value)))
     return found
 

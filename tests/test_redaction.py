@@ -48,6 +48,20 @@ def leaks(root: Path, *secrets: str) -> list[str]:
     return found
 
 
+def test_a_variable_naming_a_place_is_not_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ragaudit sets ``TIKTOKEN_CACHE_DIR`` itself: its path must survive in error messages."""
+    from ragaudit.secrets import known_secrets
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/opt/site-packages/tokenizers")
+    monkeypatch.setenv("HF_TOKEN", "hf_NotARealTokenButLongEnough")
+    found = known_secrets()
+    assert "hf_NotARealTokenButLongEnough" in found
+    assert "/opt/site-packages/tokenizers" not in found
+    assert redact("cannot read /opt/site-packages/tokenizers/x.json") == (
+        "cannot read /opt/site-packages/tokenizers/x.json"
+    )
+
+
 def test_base64_forms_of_a_secret_are_redacted() -> None:
     from ragaudit.secrets import register_basic_auth
 
