@@ -30,6 +30,7 @@ from ragaudit.ablation import (
 from ragaudit.config import AblationPoint, RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import redact
+from ragaudit.tasks._common import hold_gateway
 
 __all__ = ["ablate", "ablate_config", "run_ablation"]
 
@@ -89,7 +90,10 @@ async def ablate(config_json: str) -> dict[str, Any]:
             )
 
     started = time.perf_counter()
-    results = await asyncio.gather(*(one(pp) for pp in planned), return_exceptions=True)
+    # The ablation holds its cache folder's gateway from the first point to the last: points
+    # one after another would otherwise each open the memo and close it again.
+    with hold_gateway(config):
+        results = await asyncio.gather(*(one(pp) for pp in planned), return_exceptions=True)
     points_s = time.perf_counter() - started
     indexes = {g: await t for g, t in builds.items()}
     outcomes: dict[str, dict[str, Any]] = {}
