@@ -126,7 +126,8 @@ class CpuMeter:
         self._poll()
         self.base = {pid: cpu for pid, (_, cpu) in self.seen.items()}
         self.own0 = self._own()
-        # Polled while it runs: a child that ends before the meter stops still counts.
+        # Polled while it runs: a child that ends before the meter stops still counts. Once a
+        # second, not more: each poll reads /proc under the GIL the measured loop needs.
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -145,7 +146,7 @@ class CpuMeter:
             self.seen[child.pid] = (role, t.user + t.system)
 
     def _run(self) -> None:
-        while not self._stop.wait(0.1):
+        while not self._stop.wait(1.0):
             self._poll()
 
     def stop(self) -> dict[str, float]:
