@@ -2,9 +2,9 @@
 
 One Prefect task per index (a distinct corpus subset and chunking) and one per point; the
 points run concurrently (``ablate.parallel`` at once), each as soon as its index is built, each
-a full evaluate flow in its own run folder. Nothing is cached by
-Prefect here: a re-run finds complete indexes by their ``ready.json``, the answers in the memo
-and every point's stages in the evaluate flow's own task cache, so it makes no provider call.
+a full evaluation (the evaluate flow's stages, inline in the point's task) in its own run
+folder. Nothing is cached by Prefect here: a re-run finds complete indexes by their
+``ready.json`` and every answer and judgement in the memo, so it makes no provider call.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ragaudit.ablation import (
 )
 from ragaudit.config import AblationPoint, RunConfig
 from ragaudit.errors import RagauditError
+from ragaudit.flows.evaluate import retry_on_infrastructure
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import hold_gateway
 
@@ -47,9 +48,17 @@ async def index_task(config_json: str, point_json: str) -> IndexInfo:
     )
 
 
-@task(name="ragaudit-ablation-point", cache_policy=NO_CACHE)
+@task(
+    name="ragaudit-ablation-point",
+    cache_policy=NO_CACHE,
+    # The point runs its stages inline, so it takes over their retry on infrastructure
+    # trouble; a retry's finished calls are memo hits.
+    retries=1,
+    retry_delay_seconds=[5],
+    retry_condition_fn=retry_on_infrastructure,
+)
 async def point_task(config_json: str, point_json: str, index_key: str) -> dict[str, Any]:
-    """Answer with the pipeline and evaluate one point (a nested evaluate flow run)."""
+    """Answer with the pipeline and evaluate one point (the evaluate flow's stages, inline)."""
     config = RunConfig.model_validate_json(config_json)
     return await run_point(config, AblationPoint.model_validate_json(point_json), index_key)
 

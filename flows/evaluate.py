@@ -58,6 +58,7 @@ from ragaudit.tasks._common import (
 __all__ = [
     "COMMANDS",
     "STAGES",
+    "retry_on_infrastructure",
     "evaluate",
     "evaluate_config",
     "flow_for",
@@ -87,7 +88,7 @@ def stage_key(config: RunConfig, stage: Stage, extra: Any = None) -> str:
     )
 
 
-async def _retryable(task: Any, task_run: Any, state: Any) -> bool:
+async def retry_on_infrastructure(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a stage on infrastructure trouble, never on a bad input or config (same result).
 
     The exception's own ``retryable`` decides (:func:`ragaudit.errors.is_retryable`).
@@ -102,7 +103,7 @@ async def _retryable(task: Any, task_run: Any, state: Any) -> bool:
     persist_result=True,
     retries=1,
     retry_delay_seconds=[5],
-    retry_condition_fn=_retryable,
+    retry_condition_fn=retry_on_infrastructure,
 )
 async def stage_task(
     stage: str,
@@ -168,14 +169,11 @@ def _stage_call(task_run_name: str, refresh: bool) -> Any:
     return stage_task.with_options(task_run_name=task_run_name, refresh_cache=refresh)
 
 
-def _task_call(
+def _task_args(
     stage: Stage, config: RunConfig, run: RunFolder, config_json: str, part: str | None
-) -> tuple[Any, tuple[Any, ...]]:
-    """The stage task (with this call's options) and its arguments."""
-    # A cached result whose tables were deleted would point at nothing: run it again.
-    refresh = not all(run.has(t) for t in stage.part_writes(part))
-    call = _stage_call(f"{stage.name}{':' + part if part else ''}", refresh)
-    args = (
+) -> tuple[Any, ...]:
+    """The stage task's arguments (what its cache keys on)."""
+    return (
         stage.name,
         config_json,
         str(run.path.parent),
@@ -184,12 +182,32 @@ def _task_call(
         _digests(run, stage.reads),
         part,
     )
-    return call, args
+
+
+def _task_call(
+    stage: Stage, config: RunConfig, run: RunFolder, config_json: str, part: str | None
+) -> tuple[Any, tuple[Any, ...]]:
+    """The stage task (with this call's options) and its arguments."""
+    # A cached result whose tables were deleted would point at nothing: run it again.
+    refresh = not all(run.has(t) for t in stage.part_writes(part))
+    call = _stage_call(f"{stage.name}{':' + part if part else ''}", refresh)
+    return call, _task_args(stage, config, run, config_json, part)
 
 
 async def _run_one(
-    stage: Stage, config: RunConfig, run: RunFolder, config_json: str, part: str | None = None
+    stage: Stage,
+    config: RunConfig,
+    run: RunFolder,
+    config_json: str,
+    part: str | None = None,
+    *,
+    as_task: bool = True,
 ) -> tuple[StageResult, bool]:
+    if not as_task:
+        # The stage's body in the caller's task: no task run, no Prefect cache.
+        result = await stage_task.fn(*_task_args(stage, config, run, config_json, part))
+        result.task_seconds = result.seconds
+        return result, False
     call, args = _task_call(stage, config, run, config_json, part)
     outer = time.perf_counter()
     # Prefect types an async task's call with return_state=True as the State itself; it is a
@@ -306,9 +324,16 @@ def flow_for(config: RunConfig) -> Any:
 
 @flow(name="ragaudit-evaluate", log_prints=False, persist_result=False)
 async def evaluate(
-    config_json: str, run_id: str, stages: list[str] | None = None
+    config_json: str, run_id: str, stages: list[str] | None = None, stage_tasks: bool = True
 ) -> dict[str, Any]:
-    """Evaluate a question set end to end (or the given stages) in the run folder ``run_id``."""
+    """Evaluate a question set end to end (or the given stages) in the run folder ``run_id``.
+
+    ``stage_tasks``: each stage a Prefect task, cached on its inputs and retried on
+    infrastructure trouble (the default). False runs the stages inline, in the caller's own
+    task: an ablation point is a task already, and the Prefect server spends ~20 ms of CPU on
+    every task run it records (the flow ~5 ms more), for a sweep's ~100 stage runs. Inline
+    stages are not cached by Prefect: a re-run redoes them, its LLM calls answered by the memo.
+    """
     config = RunConfig.model_validate_json(config_json)
     run = RunFolder(config.runs_root, run_id)
     selected = [s for s in STAGES if s.requested(stages) and s.enabled(config)]
@@ -349,7 +374,8 @@ async def evaluate(
         for stage in selected:
             parts = list(stage.parts(config, _batches(config, run)) or []) if stage.parts else []
             if parts:
-                if config.scale.task_runner != "default" and "workers" not in manifest:
+                distributed = stage_tasks and config.scale.task_runner != "default"
+                if distributed and "workers" not in manifest:
                     manifest["workers"] = await asyncio.to_thread(_ready_workers, config)
                     count = manifest["workers"].get("count")
                     if config.scale.address and count:
@@ -358,11 +384,14 @@ async def evaluate(
                         scale = config.scale.model_copy(update={"workers": count})
                         config = config.model_copy(update={"scale": scale})
                         config_json = config.model_dump_json()
-                if config.scale.task_runner == "default":
+                if not distributed:
                     # Parts are independent: their tasks run together in this event loop,
                     # sharing the gateway's per-model limit.
                     outcomes = await asyncio.gather(
-                        *(_run_one(stage, config, run, config_json, p) for p in parts)
+                        *(
+                            _run_one(stage, config, run, config_json, p, as_task=stage_tasks)
+                            for p in parts
+                        )
                     )
                 else:
                     outcomes = await _submit_all(stage, config, run, config_json, parts)
@@ -374,7 +403,7 @@ async def evaluate(
                 else:
                     combine_parts(ctx, stage.writes, parts)
                 continue
-            result, cached = await _run_one(stage, config, run, config_json)
+            result, cached = await _run_one(stage, config, run, config_json, as_task=stage_tasks)
             account(stage.name, result, cached)
         failures = failure_warnings(run, [t for s in selected for t in s.judged])
         manifest["status"] = "completed_with_failures" if failures else "completed"

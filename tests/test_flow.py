@@ -293,11 +293,13 @@ async def test_retry_reads_the_exceptions_retryable_attribute() -> None:
     from prefect.states import Failed
 
     from ragaudit.errors import ConfigError, InputError, StageError, TransientError
-    from ragaudit.flows.evaluate import _retryable
+    from ragaudit.flows.evaluate import retry_on_infrastructure
     from ragaudit.search import SearchError
 
     async def retried(exc: BaseException) -> bool:
-        return await _retryable(None, None, Failed(data=exc, message="anything at all"))
+        return await retry_on_infrastructure(
+            None, None, Failed(data=exc, message="anything at all")
+        )
 
     for final in (
         ConfigError("x"),
@@ -310,8 +312,12 @@ async def test_retry_reads_the_exceptions_retryable_attribute() -> None:
         assert await retried(transient) is True, transient
     # The class name in the message no longer decides: a retryable error mentioning one is
     # retried, a final one that does not is not.
-    assert await _retryable(None, None, Failed(data=TransientError("x"), message="ConfigError"))
-    assert not await _retryable(None, None, Failed(data=ConfigError("x"), message="Timeout"))
+    assert await retry_on_infrastructure(
+        None, None, Failed(data=TransientError("x"), message="ConfigError")
+    )
+    assert not await retry_on_infrastructure(
+        None, None, Failed(data=ConfigError("x"), message="Timeout")
+    )
 
 
 def test_a_judge_that_always_fails_is_reported_not_averaged(config_factory, fake) -> None:

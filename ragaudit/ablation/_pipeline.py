@@ -303,11 +303,12 @@ async def run_point(config: RunConfig, p: AblationPoint, key: str) -> dict[str, 
     _, generated = await answer_questions(config, p, key)
     generated_at = time.perf_counter()
     point_cfg = evaluate_config(config, p)
-    # The evaluate flow's body, not a nested flow run: its stages run as tasks under this
-    # point's task. Points in parallel each opening a flow run wait on the Prefect server's
-    # database for seconds (its synchronous flow-run state writes queue behind the task-run
-    # recorder's): the stages took 0.6 s, the nested flow run 24 s, 4 points at once.
-    manifest = await evaluate.fn(point_cfg.model_dump_json(), point_id(p))
+    # The evaluate flow's body, not a nested flow run: points in parallel each opening a flow
+    # run wait on the Prefect server's database for seconds (its synchronous flow-run state
+    # writes queue behind the task-run recorder's): the stages took 0.6 s, the nested flow run
+    # 24 s, 4 points at once. Its stages run inline in this point's task, not as 8 task runs of
+    # their own: the server's CPU for recording them was half a point's CPU on this machine.
+    manifest = await evaluate.fn(point_cfg.model_dump_json(), point_id(p), stage_tasks=False)
     llm = {k: v + generated.get(k, 0) for k, v in manifest.get("llm", {}).items()}
     return {
         "status": manifest.get("status"),
