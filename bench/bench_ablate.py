@@ -21,7 +21,7 @@ run beside them), the stages before and after the score stage take 0.1 s togethe
 is CPU: 0.6-0.7 s in the flow's event loop (the client side of ~44 LLM calls: litellm ~21 %,
 instructor and ragas ~15 %, the memo and call log ~9 %, the fake provider itself ~7 %; Prefect's
 task engine ~9-19 %; parquet reads and writes ~12 %) and 0.35 s in the Prefect server recording
-the point's 8 task runs. A sequential point is CPU-bound, so 4 points in one loop queue on that
+the point's 8 task runs (its stages now run inline: see the last figures). A sequential point is CPU-bound, so 4 points in one loop queue on that
 loop's core: the flow's CPU alone is 0.36-0.38 of the sequential wall, above the 0.35 asked,
 and the rest of the machine's load stretches it further.
 
@@ -54,6 +54,14 @@ flow's CPU 0.29 s a point): concurrency 8: 19.1 s, 16.0 s (0.838; quota 0.676, f
 0.073, flow CPU 0.381, all CPU over 2 cores 0.283). The flow's CPU on one core is the floor
 above 0.35: a point's client side (the LLM calls, Prefect's task engine, Parquet) is spread over
 some thirty costs of 2-5 % each, none of which alone moves it.
+With a point's stages inline in its task (no task run per stage; load average 1.2-1.4):
+concurrency 8: 17.1 s, 14.8 s (0.870; quota 0.758); 32: 9.7 s, 5.8 s (0.593; quota 0.333,
+flow CPU 0.366); 128: 9.6 s, 4.0 s (**0.421**, the points alone 0.371; quota 0.084, flow CPU
+0.358, all CPU over 2 cores 0.208); a point's CPU: the flow 0.28-0.30 s, the server 0.05-0.07 s
+(0.16-0.20 s before). Second run: 0 provider calls, 1176 memo hits. Per thread, 4 at once: the
+event loop's thread busy 2.3 s of the 4.2 s wall, litellm's executor and Prefect's threads
+0.9 s, lancedb's search threads 0.5 s; the 0.6 s of statistics and report after the points
+(0.4 s of it the four charts' SVG) is in both walls.
 """
 
 from __future__ import annotations
