@@ -21,9 +21,10 @@ run beside them), the stages before and after the score stage take 0.1 s togethe
 is CPU: 0.6-0.7 s in the flow's event loop (the client side of ~44 LLM calls: litellm ~21 %,
 instructor and ragas ~15 %, the memo and call log ~9 %, the fake provider itself ~7 %; Prefect's
 task engine ~9-19 %; parquet reads and writes ~12 %) and 0.35 s in the Prefect server recording
-the point's 8 task runs (its stages now run inline: see the last figures). A sequential point is CPU-bound, so 4 points in one loop queue on that
-loop's core: the flow's CPU alone is 0.36-0.38 of the sequential wall, above the 0.35 asked,
-and the rest of the machine's load stretches it further.
+the point's 8 task runs (its stages now run inline: see the last figures). A sequential point
+is CPU-bound, so 4 points in one loop queue on that loop's core: the flow's CPU alone is
+0.36-0.38 of the sequential wall, above the 0.35 asked, and the rest of the machine's load
+stretches it further.
 
 Measured (November 2026, 2 cores shared with other sessions):
 load average 4: concurrency 32: sequential 24.2 s, parallel 16.9 s (0.702; floors: quota
