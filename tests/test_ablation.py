@@ -114,6 +114,60 @@ def test_bad_sweep_names_the_dimension(tmp_path: Path) -> None:
         load_config(overrides={"ablate": {"sweeps": {"file_size": ["big"]}}}, environ={})
 
 
+def _report(cells: dict[str, list[tuple[str, float | None, str | None]]]) -> Any:
+    """A stand-in for a point's report: its questions' score cells, metric by metric."""
+    from types import SimpleNamespace
+
+    from ragaudit.reporting._model import ScoreCell
+
+    n = len(next(iter(cells.values())))
+    questions = [
+        SimpleNamespace(
+            question_id=f"q{i}",
+            scores={
+                m: ScoreCell(
+                    metric=m, value=rows[i][1], status=rows[i][0], error=rows[i][2], reason=None
+                )  # fmt: skip
+                for m, rows in cells.items()
+            },
+        )
+        for i in range(n)
+    ]
+    return SimpleNamespace(questions=questions, summary=[])
+
+
+def test_the_default_objective_leaves_out_a_metric_no_point_scored(tmp_path: Path) -> None:
+    """The offline embedder skips answer relevancy on every Chinese question: the default
+    objective is then the other metrics, and says so; a configured one is kept as written."""
+    from ragaudit.ablation import effective_objective, question_objective
+
+    why = "the embedder is English-only"
+    reports = [
+        _report(
+            {
+                "faithfulness": [("ok", 0.5 + p / 10, None), ("failed", None, "no verdicts")],
+                "answer_relevancy": [("skipped", None, why), ("skipped", None, why)],
+                "context_precision": [("ok", 0.9, None), ("ok", 0.7, None)],
+                "nonllm_context_recall": [("ok", 1.0, None), ("ok", 0.0, None)],
+            }
+        )
+        for p in range(2)
+    ]
+    weights, left_out = effective_objective(_config(tmp_path), reports)
+    assert left_out == {"answer_relevancy": why}
+    assert set(weights) == {"faithfulness", "context_precision", "nonllm_context_recall"}
+    # The first question now has an objective at every point; the second, a failed cell, none.
+    assert [sorted(question_objective(r, weights)) for r in reports] == [["q0"], ["q0"]]
+
+    chosen = _config(tmp_path, objective={"faithfulness": 1.0, "answer_relevancy": 1.0})
+    assert effective_objective(chosen, reports) == (
+        {"faithfulness": 1.0, "answer_relevancy": 1.0},
+        {},
+    )
+    nothing = [_report({m: [("skipped", None, why)] for m in weights | {"answer_relevancy": 1}})]
+    assert effective_objective(_config(tmp_path), nothing)[1] == {}
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) -> dict[str, Any]:
     """One small sweep run twice: top-k 1/3/5/10 at a fixed chunking, and context on/off."""

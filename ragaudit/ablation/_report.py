@@ -67,6 +67,7 @@ def summary(config: RunConfig, found: Findings, failed: dict[str, str]) -> dict[
         "best": found.best,
         "best_point": {d: best[0][d] for d in DIMENSIONS} if best else None,
         "objective": found.weights,
+        "objective_left_out": found.left_out,
         "indistinguishable_from_best": pts.filter(pl.col("indistinguishable") & ~pl.col("is_best"))[
             "point_id"
         ].to_list(),
@@ -160,6 +161,14 @@ def render_html(
     else:
         parts.append(
             "<p>No point has an objective value (no question scored ok on every metric).</p>"
+        )
+    if found.left_out:
+        parts.append(
+            "<p class='warn'>Left out of the objective, as no point scored them: "
+            + "; ".join(
+                f"{html.escape(m)} ({html.escape(why)})" for m, why in found.left_out.items()
+            )
+            + ". Name the metrics in <code>ablate.objective</code> to decide it yourself.</p>"
         )
     parts.append("<h2>Sweeps</h2>")
     for dim, svg in charts.items():

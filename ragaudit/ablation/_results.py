@@ -3,7 +3,8 @@
 Every figure is read back from the points' run folders through the report model
 (:func:`ragaudit.reporting.build_report`), so a point's means and intervals are the digits its
 own report shows. The objective of a question is the weighted mean of its metric values (a
-lower-is-better metric counted as 1 − value), defined where every objective metric is ``ok``.
+lower-is-better metric counted as 1 − value), defined where every objective metric is ``ok``;
+the default objective leaves out a metric no point scored (:func:`effective_objective`).
 A point is *indistinguishable* from the best one when the paired permutation test on the
 questions both answered (the one ``compare`` uses), adjusted across the points, does not put
 it below the best beyond noise.
@@ -53,6 +54,8 @@ class Findings:
     weights: dict[str, float]
     """The objective: metric → weight."""
     results: tuple[PointResult, ...]
+    left_out: dict[str, str]
+    """Metrics the default objective left out (no point scored them) → why."""
 
 
 def objective_weights(config: RunConfig) -> dict[str, float]:
@@ -71,6 +74,32 @@ def objective_weights(config: RunConfig) -> dict[str, float]:
     if not any(weights.values()) or min(weights.values()) < 0:
         raise ConfigError("ablate.objective: weights must be non-negative and not all 0")
     return weights
+
+
+def effective_objective(
+    config: RunConfig, reports: list[Report]
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The objective's weights over what the points scored, and the metrics left out (→ why).
+
+    A configured ``ablate.objective`` is taken as it is. The default one (every scored metric
+    equally) leaves out a metric that no point scored ``ok`` on any question: it cannot tell
+    the points apart, and kept, it would leave every question without an objective and the
+    sweep without a recommendation (the offline English-only embedder skips answer relevancy
+    on every Chinese question). When no metric is left, nothing is left out.
+    """
+    weights = objective_weights(config)
+    if config.ablate.objective:
+        return weights, {}
+    left_out: dict[str, str] = {}
+    for metric in weights:
+        cells = [c for r in reports for q in r.questions if (c := q.scores.get(metric)) is not None]
+        if not any(c.status == "ok" and c.value is not None for c in cells):
+            why = next((c.error for c in cells if c.error), None)
+            left_out[metric] = why or "no question scored ok at any point"
+    kept = {m: w for m, w in weights.items() if m not in left_out}
+    if not kept or not any(kept.values()):
+        return weights, {}
+    return kept, left_out
 
 
 def question_objective(report: Report, weights: dict[str, float]) -> dict[str, float]:
@@ -95,14 +124,12 @@ def load_results(
     config: RunConfig, planned: list[PlannedPoint], indexes: dict[str, IndexInfo]
 ) -> list[PointResult]:
     """Every point's report from its run folder (``indexes``: point id → its index)."""
-    weights = objective_weights(config)
-    out = []
-    for pp in planned:
-        report = build_report(points_root(config) / pp.point_id)
-        out.append(
-            PointResult(pp, indexes[pp.point_id], report, question_objective(report, weights))
-        )
-    return out
+    reports = [build_report(points_root(config) / pp.point_id) for pp in planned]
+    weights, _ = effective_objective(config, reports)
+    return [
+        PointResult(pp, indexes[pp.point_id], report, question_objective(report, weights))
+        for pp, report in zip(planned, reports, strict=True)
+    ]
 
 
 def _point_columns(r: PointResult) -> dict[str, Any]:
@@ -125,7 +152,7 @@ def _point_columns(r: PointResult) -> dict[str, Any]:
 
 def findings(config: RunConfig, results: list[PointResult]) -> Findings:
     """The table, the best point with the points indistinguishable from it, the outliers."""
-    weights = objective_weights(config)
+    weights, left_out = effective_objective(config, [r.report for r in results])
     rep = config.report
     obj_mean = {
         r.planned.point_id: float(np.mean(list(r.objective.values()))) if r.objective else None
@@ -205,7 +232,12 @@ def findings(config: RunConfig, results: list[PointResult]) -> Findings:
         )
     table = pl.DataFrame(rows, infer_schema_length=None)
     return Findings(
-        table, best, _outliers(results, config.ablate.outliers), weights, tuple(results)
+        table,
+        best,
+        _outliers(results, config.ablate.outliers),
+        weights,
+        tuple(results),
+        left_out,
     )
 
 
@@ -258,6 +290,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Findings",
     "PointResult",
+    "effective_objective",
     "findings",
     "load_results",
     "objective_weights",
