@@ -76,7 +76,15 @@ def dimension_chart(table: pl.DataFrame, dim: str, baseline: AblationPoint) -> s
     x = (
         alt.X("x:N", title=LABELS[dim], sort=["on", "off"])
         if nominal
-        else alt.X("x:Q", title=LABELS[dim], scale=alt.Scale(zero=False))
+        else alt.X(
+            "x:Q",
+            title=LABELS[dim],
+            scale=alt.Scale(zero=False),
+            # Ticks at the swept values: Vega's own ticks crowded the corpus sizes' axis into
+            # overlapping labels ("0.000.05 … 0.750.80") and fell between the points.
+            # The value as given (100, not d3's "1e+2"; 0.08, not "0.1").
+            axis=alt.Axis(values=sorted({r["x"] for r in rows}), labelExpr="datum.value"),
+        )
     )
     data = alt.NamedData(name="points")
     color = alt.Color("metric:N", title="metric")
@@ -85,7 +93,9 @@ def dimension_chart(table: pl.DataFrame, dim: str, baseline: AblationPoint) -> s
         y=alt.Y("low:Q", title="mean (95% CI)", scale=alt.Scale(domain=[0, 1])), y2="high:Q"
     )
     if nominal:
-        band = base.mark_rule(strokeWidth=3, opacity=0.4).encode(y="low:Q", y2="high:Q")
+        band = base.mark_rule(strokeWidth=3, opacity=0.4).encode(
+            y=alt.Y("low:Q", title="mean (95% CI)", scale=alt.Scale(domain=[0, 1])), y2="high:Q"
+        )
     line = base.mark_line(point=True).encode(
         y=alt.Y("mean:Q", scale=alt.Scale(domain=[0, 1])),
         tooltip=["metric:N", "x:N" if nominal else "x:Q", "mean:Q", "low:Q", "high:Q", "n:Q"],
