@@ -63,6 +63,19 @@ flow CPU 0.366); 128: 9.6 s, 4.0 s (**0.421**, the points alone 0.371; quota 0.0
 event loop's thread busy 2.3 s of the 4.2 s wall, litellm's executor and Prefect's threads
 0.9 s, lancedb's search threads 0.5 s; the 0.6 s of statistics and report after the points
 (0.4 s of it the four charts' SVG) is in both walls.
+Where 4 points at once lose their time (November 2026, load average 0.5-2): each point takes
+0.9-1.3 s in the parallel run against 0.71 s alone, while the event loop's thread holds the
+GIL only about half of the points' 3.2-3.4 s (2.0-2.2 s of CPU with the 0.55 s of outputs;
+the other Python threads 0.45 s). The four points' CPU bursts come at the same moments (each
+round of replies lands together), so each waits behind the others' on the one interpreter:
+neither the latency chain (3 rounds x 0.2 s, 1.8 s for 12 points 4 at once) nor the CPU (~2
+s) binds alone, their sum nearly does. Concurrency 8 / 32 / 128: 0.863 / 0.559 / **0.407**
+(points alone 0.366; 9.3 s against 3.8 s). A second interpreter does not help on 2 cores:
+``bench_ablate_split.py`` runs the sweep as two halves in two warm processes (no task runner
+at all): 0.40-0.55 of the same sequential wall. With the fake models at 1.0 s a call
+(``--latency 1.0``), where the provider's waits dominate as a real LLM's do, the same
+schedule gives 35.7 s against 10.8 s: **0.302** (points alone 0.289; the ideal with 12 points 4
+at once is 0.25).
 """
 
 from __future__ import annotations
@@ -91,6 +104,7 @@ from ragaudit.config import load_config  # noqa: E402
 from ragaudit.flows.ablate import run_ablation  # noqa: E402
 
 LATENCY_S = 0.2
+"""The fake models' seconds a call (``--latency``): the issue's figure."""
 
 
 def config(
@@ -99,8 +113,9 @@ def config(
     parallel: int,
     cache: str,
     concurrency: int = 8,
+    latency: float = LATENCY_S,
 ):
-    """The demo's sweep under ``root`` with the fake models at 0.2 s."""
+    """The demo's sweep under ``root`` with the fake models at ``latency`` seconds a call."""
     return load_config(
         REPO / "data" / "ablation" / "ablate.yaml",
         {
@@ -108,7 +123,7 @@ def config(
             "runs_root": str(root / "runs"),
             "cache_dir": str(root / cache),
             "models": {
-                "judge": f"fake/judge?latency={LATENCY_S}",
+                "judge": f"fake/judge?latency={latency}",
                 "embedder": "fake/embed",
                 "concurrency": concurrency,
                 # The fake generator answers with whole retrieved sentences: the demo's 256
@@ -183,7 +198,7 @@ def _stage_means(folder: Path) -> dict[str, float]:
     return {k: v / max(len(manifests), 1) for k, v in sums.items()}
 
 
-def timed(cfg: Any) -> dict[str, Any]:
+def timed(cfg: Any, latency: float) -> dict[str, Any]:
     """Run one ablation from an empty memo; its wall, CPU and where a point's time goes."""
     FAKE.reset()
     meter = CpuMeter()
@@ -197,7 +212,7 @@ def timed(cfg: Any) -> dict[str, Any]:
     return {
         "wall": wall,
         "calls": calls,
-        "floor": calls * LATENCY_S / cfg.models.concurrency,
+        "floor": calls * latency / cfg.models.concurrency,
         "cpu": {k: v / n for k, v in cpu.items()},
         "cpu_total": sum(cpu.values()),
         "generate": sum(s["generate"] for s in seconds) / n,
@@ -218,14 +233,16 @@ def main() -> None:
     """Print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 128])
+    parser.add_argument("--latency", type=float, default=LATENCY_S, help="seconds a fake call")
     args = parser.parse_args()
+    lat = args.latency
     cores = psutil.cpu_count() or 1
     root = Path(tempfile.mkdtemp(prefix="bench-ablate-"))
     try:
-        warm = config(root, "indexes", 4, "cache-warm")
+        warm = config(root, "indexes", 4, "cache-warm", latency=lat)
         points = plan(warm.ablate)
         print(
-            f"points: {len(points)} distinct; fake judge and generator at {LATENCY_S} s a call; "
+            f"points: {len(points)} distinct; fake judge and generator at {lat} s a call; "
             f"{cores} cores, load average {os.getloadavg()[0]:.1f}"
         )
         t = time.perf_counter()
@@ -240,9 +257,9 @@ def main() -> None:
             results: dict[str, dict[str, Any]] = {}
             for name, parallel in RUNS:
                 run_name = f"{name}-c{conc}"
-                cfg = config(root, run_name, parallel, f"cache-{run_name}", conc)
+                cfg = config(root, run_name, parallel, f"cache-{run_name}", conc, lat)
                 shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
-                r = results[name] = timed(cfg)
+                r = results[name] = timed(cfg, lat)
                 walls[name] = r["wall"]
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
                 cpu = ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items() if v)
@@ -273,7 +290,7 @@ def main() -> None:
         last = f"parallel-c{args.concurrency[-1]}"
         FAKE.reset()
         t = time.perf_counter()
-        out = run_ablation(config(root, last, 4, f"cache-{last}", args.concurrency[-1]))
+        out = run_ablation(config(root, last, 4, f"cache-{last}", args.concurrency[-1], lat))
         print(
             f"second run of the sweep: {time.perf_counter() - t:.1f} s, "
             f"{FAKE.stats.calls} provider calls (logged {out['llm']['provider_calls']}), "
