@@ -72,7 +72,7 @@ neither the latency chain (3 rounds x 0.2 s, 1.8 s for 12 points 4 at once) nor 
 s) binds alone, their sum nearly does. Concurrency 8 / 32 / 128: 0.863 / 0.559 / **0.407**
 (points alone 0.366; 9.3 s against 3.8 s). A second interpreter does not help on 2 cores:
 ``bench_ablate_split.py`` runs the sweep as two halves in two warm processes (no task runner
-at all): 0.40-0.55 of the same sequential wall. With the fake models at 1.0 s a call
+at all): 0.40-0.62 of the same sequential wall. With the fake models at 1.0 s a call
 (``--latency 1.0``), where the provider's waits dominate as a real LLM's do, the same
 schedule gives 35.7 s against 10.8 s: **0.302** (points alone 0.289; the ideal with 12 points 4
 at once is 0.25).
@@ -198,6 +198,12 @@ def _stage_means(folder: Path) -> dict[str, float]:
     return {k: v / max(len(manifests), 1) for k, v in sums.items()}
 
 
+def with_indexes(warm: Any, cfg: Any) -> Any:
+    """``cfg`` with ``warm``'s prebuilt indexes copied into its folder, so only points are timed."""
+    shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
+    return cfg
+
+
 def timed(cfg: Any, latency: float) -> dict[str, Any]:
     """Run one ablation from an empty memo; its wall, CPU and where a point's time goes."""
     FAKE.reset()
@@ -257,8 +263,9 @@ def main() -> None:
             results: dict[str, dict[str, Any]] = {}
             for name, parallel in RUNS:
                 run_name = f"{name}-c{conc}"
-                cfg = config(root, run_name, parallel, f"cache-{run_name}", conc, lat)
-                shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
+                cfg = with_indexes(
+                    warm, config(root, run_name, parallel, f"cache-{run_name}", conc, lat)
+                )
                 r = results[name] = timed(cfg, lat)
                 walls[name] = r["wall"]
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())

@@ -12,8 +12,8 @@ run, the same 12 points one after another in one process, and the 4-at-once run 
 Run from the repository root: ``python bench/bench_ablate_split.py [--latency 0.2]``.
 
 Measured (November 2026, 2 cores, load average 1-2, fake models at 0.2 s): sequential
-9.3-9.5 s; 4 at once in one loop 3.8-4.1 s (0.405-0.433); split over 2 processes 3.8-5.2 s
-(0.40-0.55, the longer half; the halves' walls differ from run to run by up to 1.5 s, as three
+9.3-9.5 s; 4 at once in one loop 3.8-4.2 s (0.405-0.439); split over 2 processes 3.8-5.8 s
+(0.40-0.62, the longer half; the halves' walls differ from run to run by up to 2.5 s, as three
 Prefect servers and two flows share the 2 cores). So at 0.2 s a call the points are bound by
 the machine's CPU, not by how they are scheduled: a second interpreter takes away the queue
 for the one GIL and adds as much CPU as it saves.
@@ -34,10 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("RAGAUDIT_HOME", str(REPO / "data" / "bench-home"))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_ablate import LATENCY_S, config  # noqa: E402
+from bench_ablate import LATENCY_S, config, with_indexes  # noqa: E402
 
 from ragaudit._server import ephemeral_server  # noqa: E402
-from ragaudit.ablation import ablation_dir  # noqa: E402
 from ragaudit.flows.ablate import run_ablation  # noqa: E402
 
 HALVES = {
@@ -55,17 +54,11 @@ def half_config(root: Path, name: str, half: str, latency: float):
     return type(cfg).model_validate(data)
 
 
-def fresh(root: Path, warm, cfg):
-    """``cfg`` with the prebuilt indexes copied in, so only the points are timed."""
-    shutil.copytree(ablation_dir(warm) / "indexes", ablation_dir(cfg) / "indexes")
-    return cfg
-
-
 def child(root: Path, half: str, latency: float) -> None:
     """One half, in this process: warm up once, say ready, wait for go, run, print the wall."""
     warm = config(root, "indexes", 4, "cache-warm", latency=latency)
-    run_ablation(fresh(root, warm, half_config(root, f"warm-{half}", half, latency)))
-    cfg = fresh(root, warm, half_config(root, f"timed-{half}", half, latency))
+    run_ablation(with_indexes(warm, half_config(root, f"warm-{half}", half, latency)))
+    cfg = with_indexes(warm, half_config(root, f"timed-{half}", half, latency))
     (root / f"{half}.ready").touch()
     while not (root / "go").exists():
         time.sleep(0.005)
@@ -76,7 +69,7 @@ def child(root: Path, half: str, latency: float) -> None:
 
 def timed(root: Path, warm, name: str, parallel: int, latency: float) -> float:
     """The whole sweep in this process, ``parallel`` points at once; its wall."""
-    cfg = fresh(root, warm, config(root, name, parallel, f"cache-{name}", 128, latency))
+    cfg = with_indexes(warm, config(root, name, parallel, f"cache-{name}", 128, latency))
     started = time.perf_counter()
     run_ablation(cfg)
     return time.perf_counter() - started
@@ -90,7 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         # Its own server, as the parent has: two flow runs writing to one server's database
-        # at once wait on each other (the half on the shared server took 5.7 s, not 3.9).
+        # wait on each other, which a task runner (one flow run for all points) never pays.
         with ephemeral_server():
             child(Path(args.child[0]), args.child[1], args.latency)
         return
@@ -99,7 +92,7 @@ def main() -> None:
         with ephemeral_server():
             warm = config(root, "indexes", 4, "cache-warm", latency=args.latency)
             run_ablation(warm)
-            run_ablation(fresh(root, warm, config(root, "w", 4, "cache-w", 128, args.latency)))
+            run_ablation(with_indexes(warm, config(root, "w", 4, "cache-w", 128, args.latency)))
             print(f"fake models at {args.latency} s a call; load average {os.getloadavg()[0]:.1f}")
             seq = timed(root, warm, "sequential", 1, args.latency)
             loop = timed(root, warm, "one-loop", 4, args.latency)
