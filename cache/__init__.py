@@ -1,6 +1,7 @@
 """The LLM gateway: every completion and embedding goes through here."""
 
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA, CallCounts, CallLog, CallRecord
+from ragaudit.cache._fake import FakeRequest, register_fake_answer
 from ragaudit.cache._gateway import (
     TRANSIENT_ERRORS,
     Gateway,
@@ -35,6 +36,7 @@ from ragaudit.cache._tokens import (
 )
 
 __all__ = [
+    "FakeRequest",
     "CALL_LOG_SCHEMA",
     "FALLBACK_WINDOW",
     "KEY_VERSION",
@@ -58,12 +60,14 @@ __all__ = [
     "count_text",
     "count_tokens",
     "encoding_name",
+    "FakeRequest",
     "extract_json",
     "forget_counts",
     "live_gateways",
     "memo_identity",
     "open_memo",
     "open_gateway",
+    "register_fake_answer",
     "request_key",
     "safe_url",
     "shared_gateway",

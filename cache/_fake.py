@@ -264,6 +264,22 @@ OWN_JUDGES: dict[str, Responder] = {
 }
 
 
+def register_fake_answer(title: str) -> Callable[[Responder], Responder]:
+    """Register the fake judge's default answer to a response schema titled ``title``.
+
+    The seam through which a prompt or a metric keeps its fake answers beside itself: the
+    module that defines the schema registers its responder when it is imported, which is
+    always before the fake provider can be asked that prompt. A later registration replaces
+    an earlier one of the same title.
+    """
+
+    def register(responder: Responder) -> Responder:
+        OWN_JUDGES[title] = responder
+        return responder
+
+    return register
+
+
 # -- an oracle: a judge that answers from known labels ---------------------------------------
 
 
