@@ -26,8 +26,8 @@ test-fast: install system-deps
 # sort, ground truth), SOAK times over in one process; one failure stops it. The three
 # data-set-sized tests (each 10-40 s, sequential in what they check) are left out.
 SOAK ?= 50
-SOAK_TESTS := tests/test_gateway.py tests/test_gateway_limits.py tests/test_metrics.py \
-	tests/test_metrics_chinese.py tests/test_sort.py tests/test_ground_truth.py
+SOAK_TESTS := tests/unit/test_gateway.py tests/unit/test_gateway_limits.py tests/unit/test_metrics.py \
+	tests/unit/test_metrics_chinese.py tests/unit/test_sort.py tests/unit/test_ground_truth.py
 soak: install
 	$(PYTHON) -m pytest -q -x -m "not slow" --count $(SOAK) $(SOAK_TESTS) \
 	  -k "not independent_implementations and not 1000"

@@ -27,7 +27,7 @@ import time
 
 from _util import scratch, table
 from osmem_server import OsmemServer
-from test_collect_support import ragaudit
+from support.servers import ragaudit
 
 import ragaudit as _ragaudit  # noqa: F401  (offline environment)
 from ragaudit.search import make_backend

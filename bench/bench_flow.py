@@ -13,7 +13,7 @@ import sys
 import time
 
 from _util import scratch, table
-from conftest import make_config
+from support.runs import make_config
 
 from ragaudit._server import ephemeral_server
 from ragaudit.flows.evaluate import evaluate

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from _util import scratch, table  # first: the offline environment
-from conftest import make_config
+from support.runs import make_config
 from test_ground_truth import FACT, FactJudge
 
 from ragaudit.cache import count_tokens

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _util  # noqa: E402,F401  (tests/ on the path, the bench home)
 
 started = time.perf_counter()
-from reporting_runs import write_run  # noqa: E402
+from support.reporting_runs import write_run  # noqa: E402
 
 import ragaudit.metrics  # noqa: E402  (the registered names the synthetic run scores)
 from ragaudit.reporting import build_report, summarise, write_xlsx  # noqa: E402

@@ -1,9 +1,9 @@
 """report.html of 1,000 questions × 20 metrics: build time, file size, bytes per question.
 
 Run: ``RAGAUDIT_SHARED_DATA=../shared/data python bench/bench_report_html.py [N]``. The run
-folder is synthetic (tests/html_runs.py): real DuReader and WikiEval texts when the shared data
-is there, top-10 of 20 candidates per question, ragas-style reasons on every score row. The
-target is ≤ 10 s for the model and the page together (imports apart) and ≤ 10 MB.
+folder is synthetic (tests/support/html_runs.py): real DuReader and WikiEval texts when the
+shared data is there, top-10 of 20 candidates per question, ragas-style reasons on every score
+row. The target is ≤ 10 s for the model and the page together (imports apart) and ≤ 10 MB.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _util  # noqa: E402,F401  (tests/ on the path, the bench home)
 
 started = time.perf_counter()
-from html_runs import SHARED, write_full_run  # noqa: E402
+from support.html_runs import SHARED, write_full_run  # noqa: E402
 
 import ragaudit.metrics  # noqa: E402  (the registered names the synthetic run scores)
 from ragaudit.reporting import build_report, write_html  # noqa: E402

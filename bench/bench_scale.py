@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from _util import scratch, table
-from synthetic import write_questions
+from support.synthetic import write_questions
 
 LATENCY = 0.5
 QUESTIONS = 200  # faithfulness asks twice per question: 400 judge calls

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from _util import scratch, table
-from conftest import write_question
 from scipy.stats import kendalltau, spearmanr
+from support.runs import write_question
 
 import ragaudit  # noqa: F401  (offline environment first)
 from ragaudit.cache import Gateway

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-os.environ.setdefault(
-    "RAGAUDIT_HOME", str(Path(__file__).resolve().parent.parent / "data" / "test-home")
-)
+# Tests live in tests/unit and tests/integration; what they share is the package tests/support.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support.paths import REPO_ROOT  # noqa: E402
+
+os.environ.setdefault("RAGAUDIT_HOME", str(REPO_ROOT / "data" / "test-home"))
+
+from support.runs import REPO, make_config  # noqa: E402
 
 import ragaudit  # noqa: E402,F401  (offline environment first)
+from ragaudit.cache import Gateway  # noqa: E402
 from ragaudit.cache._fake import FAKE  # noqa: E402
-from ragaudit.config import RunConfig, load_config  # noqa: E402
-from ragaudit.dataset import jsonl_lines  # noqa: E402
-from ragaudit.runfolder import RunFolder  # noqa: E402
-from ragaudit.schemas import CANDIDATES, QUESTIONS, to_table  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+from ragaudit.config import RunConfig  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -50,7 +50,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     Skips where the binary is missing (``make system-deps`` installs the Debian package).
     """
-    from _redis_server import redis_server as run
+    from support.redis_server import redis_server as run
 
     try:
         server = run(tmp_path_factory.mktemp("redis"))
@@ -82,29 +82,6 @@ def demo_files(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def make_config(tmp_path: Path, judge: str = "fake/judge", **overrides: Any) -> RunConfig:
-    """A run config on the demo data, the fake judge and embedder, everything under tmp_path."""
-    base: dict[str, Any] = {
-        "questions": str(REPO / "data" / "demo" / "questions.jsonl"),
-        "runs_root": str(tmp_path / "runs"),
-        "cache_dir": str(tmp_path / "cache"),
-        "collect": {
-            "index_path": str(tmp_path / "index"),
-            "corpus": str(REPO / "data" / "demo" / "corpus.jsonl"),
-            "top_n": 6,
-        },
-        "models": {"judge": judge, "embedder": "fake/embed", "backoff_s": 0.0},
-        "score": {"top_k": 3},
-    }
-    for dotted, value in overrides.items():
-        node = base
-        parts = dotted.split("__")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return load_config(None, base, environ={})
-
-
 @pytest.fixture
 def config_factory(tmp_path: Path):
     """``config_factory(judge=..., score__top_k=5)`` → RunConfig under tmp_path."""
@@ -115,49 +92,9 @@ def config_factory(tmp_path: Path):
     return factory
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file."""
-    return [
-        json.loads(line) for line in jsonl_lines(path.read_text(encoding="utf-8")) if line.strip()
-    ]
-
-
-def write_question(
-    run: RunFolder, texts: dict[str, str], question: str = "Which passage answers best?"
-) -> None:
-    """One question ``q0`` whose candidates are ``texts`` in engine order."""
-    run.write(
-        "questions",
-        to_table(
-            [
-                {
-                    "run_id": run.run_id,
-                    "question_id": "q0",
-                    "question": question,
-                    "language": "en",
-                    "filters": "{}",
-                    "metadata": "{}",
-                }
-            ],
-            QUESTIONS,
-        ),
-    )
-    run.write(
-        "candidates",
-        to_table(
-            [
-                {
-                    "run_id": run.run_id,
-                    "question_id": "q0",
-                    "context_id": cid,
-                    "text": text,
-                    "engine_rank": i + 1,
-                    "engine_score": float(len(texts) - i),
-                    "gold_relevant": None,
-                    "source": "{}",
-                }
-                for i, (cid, text) in enumerate(texts.items())
-            ],
-            CANDIDATES,
-        ),
-    )
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[Gateway]:
+    """A gateway on a fresh memo under tmp_path, 16 calls at once, no backoff."""
+    gw = Gateway(tmp_path / "memo", concurrency=16, backoff_s=0.0, max_retries=1)
+    yield gw
+    gw.close()

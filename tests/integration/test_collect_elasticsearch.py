@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_collect_support import EsFront, make_corpus, ragaudit, seeded_clone
+from support.servers import EsFront, make_corpus, ragaudit, seeded_clone
 
 from ragaudit.search import Hit, SearchError, make_backend
 

@@ -6,11 +6,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.paths import REPO_ROOT
 
 import ragaudit
 from ragaudit.manifest import git_info
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 
 
 def test_git_info_names_the_checkouts_commit_and_dirty_flag() -> None:

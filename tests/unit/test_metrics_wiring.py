@@ -11,14 +11,15 @@ from typing import Any
 
 import polars as pl
 import pytest
-from test_metrics import gateway, judge, make_deps, payload, sample, score  # noqa: F401  (fixture)
+from support.metrics import judge, make_deps, sample, score
+from support.paths import REPO_ROOT
 
 from ragaudit.cache import Gateway, canonical_json
 from ragaudit.lang import sentences
 from ragaudit.metrics import METRICS, Deps, Sample
 from ragaudit.tasks.score import MESSAGE_OVERHEAD_TOKENS, fit_k, prompt_tokens, reasons, score_rows
 
-WIKIEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikieval"
+WIKIEVAL = REPO_ROOT.parent / "shared" / "data" / "wikieval"
 
 
 def wikieval(name: str) -> pl.DataFrame:

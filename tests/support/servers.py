@@ -29,7 +29,9 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-REPO = Path(__file__).resolve().parent.parent
+from support.paths import REPO_ROOT
+
+REPO = REPO_ROOT
 DEMO_CORPUS = REPO / "data" / "demo" / "corpus.jsonl"
 
 TOPICS = ["shipping", "warranty", "billing", "support", "returns", "pricing", "security", "privacy"]

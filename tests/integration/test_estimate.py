@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import REPO, make_config
+from support.runs import REPO, make_config
 from typer.testing import CliRunner
 
 from ragaudit.cache._fake import FakeRequest

@@ -13,8 +13,8 @@ import numpy as np
 import openpyxl
 import polars as pl
 import pytest
-from reporting_runs import judged_share, statement_truth, write_run
 from scipy import stats
+from support.reporting_runs import judged_share, statement_truth, write_run
 from typer.testing import CliRunner
 
 from ragaudit.cli import app
@@ -248,7 +248,7 @@ print(json.dumps({
 
 @pytest.fixture(scope="module")
 def flow_run(prefect_harness, tmp_path_factory) -> Path:
-    from conftest import make_config
+    from support.runs import make_config
 
     from ragaudit.cache._fake import FAKE
     from ragaudit.flows.evaluate import evaluate

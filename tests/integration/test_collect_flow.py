@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from test_collect_support import DEMO_CORPUS, AnswerServer, EsFront, index_into
+from support.servers import DEMO_CORPUS, AnswerServer, EsFront, index_into
 
 from ragaudit.flows.evaluate import evaluate
 from ragaudit.runfolder import RunFolder

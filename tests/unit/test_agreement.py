@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 import pytrec_eval
-from conftest import make_config
-from test_sort import context
+from support.runs import context, make_config
 
 from ragaudit.agreement import (
     ALL_QUESTIONS,

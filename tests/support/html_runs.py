@@ -15,7 +15,6 @@ import random
 from pathlib import Path
 
 import numpy as np
-from reporting_runs import write_run
 
 from ragaudit.agreement import JudgeOrder, aggregate, question_rows
 from ragaudit.runfolder import RunFolder
@@ -29,8 +28,10 @@ from ragaudit.schemas import (
     VERDICTS,
     to_table,
 )
+from support.paths import REPO_ROOT
+from support.reporting_runs import write_run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 # A worktree sits one level deeper than the main checkout: the env var points at the data then.
 SHARED = Path(os.environ.get("RAGAUDIT_SHARED_DATA", REPO.parent / "shared" / "data"))
 CHROMIUM = Path("/usr/bin/chromium")

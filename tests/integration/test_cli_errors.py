@@ -2,54 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support.cli import DEMO_CORPUS, cli_command, cli_env, run_args
 from typer.testing import CliRunner
 
 from ragaudit.cli import app
 from ragaudit.search import make_backend, read_corpus
-
-DEMO_QUESTIONS = REPO / "data" / "demo" / "questions.jsonl"
-DEMO_CORPUS = REPO / "data" / "demo" / "corpus.jsonl"
-
-
-def run_args(tmp_path: Path, *extra: str) -> list[str]:
-    """``ragaudit run`` on the demo questions, the fake judge, everything under tmp_path."""
-    return [
-        "run",
-        "--questions",
-        str(DEMO_QUESTIONS),
-        "--runs-root",
-        str(tmp_path / "runs"),
-        "--judge",
-        "fake/judge",
-        "--embedder",
-        "fake/embed",
-        "--set",
-        f"cache_dir={tmp_path / 'cache'}",
-        "--set",
-        f"collect.index_path={tmp_path / 'index'}",
-        *extra,
-    ]
-
-
-def cli_command() -> list[str]:
-    """The installed ``ragaudit`` script of this interpreter's environment."""
-    cli = Path(sys.executable).with_name("ragaudit")
-    return [str(cli)] if cli.exists() else [sys.executable, "-m", "ragaudit"]
-
-
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a CLI subprocess: no RAGAUDIT_* settings of the caller's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGAUDIT_")}
-    return {**env, "RAGAUDIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
 
 
 def test_a_missing_corpus_is_an_error_even_when_the_index_exists(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from synthetic import write_questions
+from support.synthetic import write_questions
 
 from ragaudit.cache._fake import SHARED_ENV, SharedCount
 from ragaudit.config import load_config

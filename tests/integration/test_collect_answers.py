@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from test_collect_support import AnswerServer
+from support.servers import AnswerServer
 
 from ragaudit.answers import answer_one, json_path, make_source
 from ragaudit.config import AnswerConfig, load_config

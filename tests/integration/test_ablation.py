@@ -9,12 +9,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.paths import REPO_ROOT
 
 from ragaudit.ablation import index_group, plan, point_id, select_subset
 from ragaudit.config import AblateConfig, load_config
 from ragaudit.search import Document
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 DEMO = REPO / "data" / "ablation"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 from opensearchpy import OpenSearch
-from test_collect_support import index_into, ragaudit, seeded_clone
+from support.servers import index_into, ragaudit, seeded_clone
 
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.runfolder import RunFolder

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from html_runs import CHROMIUM, SMOKE_WARNING, write_full_run
-from html_runs import CHROMIUM_ARGS as ARGS
+from support.html_runs import CHROMIUM, SMOKE_WARNING, write_full_run
+from support.html_runs import CHROMIUM_ARGS as ARGS
 
 from ragaudit.reporting import build_report, render_compare_html, write_html
 from ragaudit.reporting._html import unpack
@@ -139,7 +139,7 @@ def test_200_question_report_html_in_chromium(tmp_path: Path) -> None:
 
 
 def test_compare_html_renders_the_comparison(tmp_path: Path) -> None:
-    from reporting_runs import write_run
+    from support.reporting_runs import write_run
 
     from ragaudit.reporting import compare_runs
 

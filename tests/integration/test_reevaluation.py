@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from reporting_runs import write_run
+from support.paths import REPO_ROOT
+from support.reporting_runs import write_run
 
 import ragaudit.flows.nightly as nightly
 from ragaudit.reevaluation import (
@@ -240,7 +241,7 @@ async def test_the_first_night_publishes_that_it_is_the_baseline(tmp_path: Path,
 def test_the_shipped_automation_matches_the_event_the_flow_emits() -> None:
     from prefect.events.schemas.automations import AutomationCore, EventTrigger
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO_ROOT
     data = yaml.safe_load((repo / "automations" / "regression.yaml").read_text("utf-8"))
     automation = AutomationCore.model_validate(data)
     trigger = automation.trigger

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.paths import REPO_ROOT
 
 from ragaudit.cache import Gateway
 from ragaudit.cache._fake import Oracle
@@ -23,7 +24,7 @@ from ragaudit.errors import InputError
 from ragaudit.metrics import Deps
 from ragaudit.search import read_corpus
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 DEMO = REPO / "data" / "demo"
 
 
@@ -211,7 +212,7 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory):
     """A calibration run folder made with the oracle judge: every kind of figure, its page."""
     import asyncio
 
-    from conftest import make_config
+    from support.runs import make_config
 
     from ragaudit.cache._fake import FAKE
     from ragaudit.calibration._write import calibrate
@@ -320,8 +321,8 @@ CALIBRATION_CHARTS = ("cal-monotonicity", "cal-agreement", "cal-alignment", "cal
 )
 def test_oracle_calibration_page_in_chromium(oracle_run) -> None:
     """The calibration page offline in a headless browser: drawn, quiet, one click to config."""
-    from html_runs import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
+    from support.html_runs import CHROMIUM, CHROMIUM_ARGS
 
     page_path = oracle_run.path / "report.html"
     shot = oracle_run.path / "report.png"

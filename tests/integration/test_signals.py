@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli_errors import cli_command, cli_env, run_args
+from support.cli import cli_command, cli_env, run_args
+from support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # each starts a CLI process and its own Prefect server
 
-DEMO_CORPUS = Path(__file__).resolve().parent.parent / "data" / "demo" / "corpus.jsonl"
+DEMO_CORPUS = REPO_ROOT / "data" / "demo" / "corpus.jsonl"
 
 
 def start(tmp_path: Path, judge: str = "fake/judge") -> subprocess.Popen[str]:

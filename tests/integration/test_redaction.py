@@ -17,8 +17,8 @@ import httpx
 import litellm
 import pyarrow as pa
 import pytest
-from test_cli_errors import cli_command, cli_env, run_args
-from test_collect_support import free_server
+from support.cli import cli_command, cli_env, run_args
+from support.servers import free_server
 
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import RETRIEVAL, to_table

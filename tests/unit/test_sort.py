@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REPO, SHARED_DATA, make_config, write_question
 from scipy.stats import kendalltau, rankdata, spearmanr
 from sklearn.metrics import ndcg_score
+from support.runs import REPO, SHARED_DATA, context, make_config, write_question
 
-from ragaudit.cache import Gateway, canonical_json, count_prompt, count_tokens
+from ragaudit.cache import canonical_json, count_prompt, count_tokens
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig
 from ragaudit.ordering import STRATEGIES, _SampleSort, binary_insertion, options_for, sample_sort
@@ -32,7 +32,6 @@ from ragaudit.schemas import (
     RANKING,
     VERDICTS,
 )
-from ragaudit.tasks._common import StageContext
 from ragaudit.tasks.collect import collect
 from ragaudit.tasks.sort import ALL_QUESTIONS, sort
 
@@ -41,11 +40,6 @@ ALL = ("sample", "insertion", "merge", "quick")
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def context(config: RunConfig, run_id: str = "t") -> StageContext:
-    gateway = Gateway(config.cache_dir, concurrency=config.models.concurrency, backoff_s=0.0)
-    return StageContext(config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway)
 
 
 def table(run: RunFolder, name: str) -> list[dict[str, Any]]:

@@ -262,7 +262,7 @@ async def test_concurrent_searches_while_indexing(tmp_path):
 def test_index_command_logs_its_embedding_calls(tmp_path: Path, fake) -> None:
     """``ragaudit index`` in hybrid mode embeds through the gateway and flushes the call log."""
     import polars as pl
-    from test_collect_support import ragaudit
+    from support.servers import ragaudit
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(

@@ -21,9 +21,10 @@ from typing import Any
 import polars as pl
 import pytest
 import yaml
-from prefect_server import PrefectServer
+from support.paths import REPO_ROOT
+from support.prefect_server import PrefectServer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 TOPICS = [
     "river",
     "meadow",

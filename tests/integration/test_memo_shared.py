@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from _redis_server import free_port
-from conftest import REPO, make_config
+from support.redis_server import free_port
+from support.runs import REPO, make_config
 from typer.testing import CliRunner
 
 from ragaudit.cache import (

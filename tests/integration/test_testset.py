@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.paths import REPO_ROOT
 
 from ragaudit.cache import Gateway
 from ragaudit.cache._fake import FakeRequest
@@ -19,7 +20,7 @@ from ragaudit.metrics import Deps
 from ragaudit.runfolder import RunFolder
 from ragaudit.testset import generate_testset, write_question_set
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 CORPUS = [
     json.loads(line)
     for line in (REPO / "data" / "demo" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()

@@ -22,7 +22,7 @@ import openai
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, make_config
+from support.runs import REPO, make_config
 
 from ragaudit.cache import (
     CALL_LOG_SCHEMA,

@@ -7,7 +7,7 @@ import importlib
 from typing import Any
 
 import pytest
-from test_metrics import gateway, make_deps, sample, score  # noqa: F401  (fixture)
+from support.metrics import make_deps, sample, score
 
 from ragaudit.lang import sentences
 from ragaudit.metrics import METRICS
