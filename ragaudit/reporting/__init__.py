@@ -34,12 +34,15 @@ from ragaudit.reporting._compare import (
     Difference,
     MetricChange,
     PairedTest,
+    Power,
     QuestionMove,
     adjust,
     compare_reports,
     compare_runs,
     decide,
     paired_test,
+    power,
+    two_level_test,
 )
 from ragaudit.reporting._html import (
     REPORT_FILE,
@@ -76,6 +79,7 @@ def write_calibration_report(run_dir: Path | str) -> tuple[Path, Path]:
 
 
 __all__ = [
+    "Power",
     "AgreementRow",
     "CALIBRATION_META",
     "CALIBRATION_XLSX",
@@ -118,6 +122,8 @@ __all__ = [
     "list_runs",
     "ndcg_curve",
     "paired_test",
+    "power",
+    "two_level_test",
     "publish_artifacts",
     "question_set_hash",
     "read_calls",
