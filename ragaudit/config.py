@@ -157,6 +157,9 @@ class AnswerConfig(_Frozen):
     """Source ``column``: a key of the question's ``metadata`` saying why the system gave no
     answer (the ablation's generator writes ``generation_error``); such a question's answer is
     ``failed`` with that error rather than ``skipped``."""
+    model: str | None = None
+    """The system under test's own model (its generator), when known: used only to warn, in
+    the summary, the report and ``compare``, when it is also a judge."""
     source: Literal["column", "entrypoint", "http"] = "column"
     """``column``: already in the question set; ``entrypoint``: call a Python function;
     ``http``: ask the live system."""

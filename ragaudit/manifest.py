@@ -10,6 +10,7 @@ from typing import Any
 
 import ragaudit
 from ragaudit.config import OFFLINE_EMBEDDER, OFFLINE_JUDGE, RunConfig
+from ragaudit.noise import circular
 from ragaudit.runfolder import RunFolder
 
 PACKAGES = (
@@ -102,6 +103,9 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
         langs = set(run.read("questions").column("language").to_pylist())
         if "zh" in langs:
             out.append(EMBEDDER_WARNING)
+    looped = circular(config.collect.answers.model, [config.models.judge_model])
+    if looped:
+        out.append(looped[0].upper() + looped[1:] + ".")
     return out
 
 

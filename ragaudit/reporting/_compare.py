@@ -462,6 +462,10 @@ def compare_reports(
     for metric in shared:
         ids, va, vb = _paired(a, b, metric)
         tests[metric] = paired_test(va, vb, resamples, seed)
+        if len(ids):
+            too_few = power(vb - va, alpha).text(alpha)
+            if too_few:
+                notes.append(f"{metric}: {too_few}")
         order = np.argsort(-np.abs(vb - va), kind="stable")[:top]
         for i in order:
             if vb[i] == va[i]:
