@@ -27,11 +27,11 @@ from ragaudit.ablation import (
     run_point,
     write_outputs,
 )
+from ragaudit.cache import hold_gateway
 from ragaudit.config import AblationPoint, RunConfig
 from ragaudit.errors import RagauditError
-from ragaudit.flows.evaluate import retry_on_infrastructure
+from ragaudit.flows.evaluate import evaluate, retry_on_infrastructure
 from ragaudit.secrets import redact
-from ragaudit.tasks._common import hold_gateway
 
 __all__ = ["ablate", "ablate_config", "run_ablation"]
 
@@ -60,7 +60,18 @@ async def index_task(config_json: str, point_json: str) -> IndexInfo:
 async def point_task(config_json: str, point_json: str, index_key: str) -> dict[str, Any]:
     """Answer with the pipeline and evaluate one point (the evaluate flow's stages, inline)."""
     config = RunConfig.model_validate_json(config_json)
-    return await run_point(config, AblationPoint.model_validate_json(point_json), index_key)
+    return await run_point(
+        config, AblationPoint.model_validate_json(point_json), index_key, evaluate_point
+    )
+
+
+async def evaluate_point(config_json: str, run_id: str) -> dict[str, Any]:
+    """Evaluate a point: the evaluate flow's stages, inline in the point's task; its manifest."""
+    # The flow's body, not a nested flow run: points in parallel each opening a flow run wait
+    # on the Prefect server's database for seconds (its synchronous flow-run state writes
+    # queue behind the task-run recorder's). The stages run inline in the point's task, not as
+    # task runs of their own: the server's CPU for recording them was half a point's CPU.
+    return await evaluate.fn(config_json, run_id, stage_tasks=False)
 
 
 @flow(name="ragaudit-ablate", log_prints=False, persist_result=False)
