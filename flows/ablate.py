@@ -84,12 +84,11 @@ async def ablate(config_json: str) -> dict[str, Any]:
     event loop", "cannot reuse already awaited coroutine").
 
     Nor in worker processes: submitted to Prefect's process-pool task runner (workers forked
-    from a preloaded server, the provider's limit split between them), a point cost 1.23 s of
-    this machine's CPU (0.93 in its worker, 0.30 in this process, the ablation's report
-    included) against 0.76 s here: Prefect rebuilds its context, clients and settings for every
-    task in a subprocess, each task gets a fresh event loop, and processes share no calls in
-    flight (18-31 % more provider calls). On 2 cores the sweep took as long as running its
-    points one after another (0.996 of that wall; in this loop 0.702).
+    from a preloaded server, the provider's limit split between them), a point cost more CPU
+    than here: Prefect rebuilds its context, clients and settings for every task in a
+    subprocess, each task gets a fresh event loop, and processes share no calls in flight (so
+    more provider calls). On 2 cores that sweep took as long as running its points one after
+    another; the figures are in ARCHITECTURE.md.
     """
     config = RunConfig.model_validate_json(config_json)
     planned = plan(config.ablate)
