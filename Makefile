@@ -4,7 +4,7 @@ PIP := $(PYTHON) -m pip
 # The CPU wheel of torch 2.13.0 lies on these machines; an unpinned torch pulls GBs of CUDA.
 INSTALL_FLAGS ?=
 
-.PHONY: install system-deps demo test test-fast soak check lint typecheck format bench clean
+.PHONY: install system-deps demo test test-fast soak check lint layers typecheck format bench clean
 
 install: .install.stamp
 
@@ -54,7 +54,12 @@ format: install
 typecheck: install
 	PYTHON=$(PYTHON) bash scripts/typecheck.sh
 
-check: lint typecheck test
+# The import layers (cli → flows → tasks → library → gateway → base) and the stages'
+# independence, on the real import graph: the contracts are [tool.importlinter] in pyproject.toml.
+layers: install
+	$(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())' --no-cache
+
+check: lint layers typecheck test
 
 bench: install
 	for f in bench/bench_*.py; do $(PYTHON) $$f || exit 1; done

@@ -1,6 +1,13 @@
 """The LLM gateway: every completion and embedding goes through here."""
 
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA, CallCounts, CallLog, CallRecord
+from ragaudit.cache._config import (
+    gateway_for,
+    global_lease,
+    hold_gateway,
+    items_in_flight,
+    memo_location,
+)
 from ragaudit.cache._fake import FakeRequest, register_fake_answer
 from ragaudit.cache._gateway import (
     TRANSIENT_ERRORS,
@@ -9,10 +16,13 @@ from ragaudit.cache._gateway import (
     extract_json,
     live_gateways,
     open_gateway,
+    response_schema_text,
+    schema_instruction,
     shared_gateway,
     structured_messages,
     structured_prompt_tokens,
 )
+from ragaudit.cache._global import ensure_global_limit
 from ragaudit.cache._keys import KEY_VERSION, canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
 from ragaudit.cache._memo import (
@@ -60,16 +70,24 @@ __all__ = [
     "count_text",
     "count_tokens",
     "encoding_name",
+    "ensure_global_limit",
     "FakeRequest",
     "extract_json",
     "forget_counts",
+    "gateway_for",
+    "global_lease",
+    "hold_gateway",
+    "items_in_flight",
     "live_gateways",
     "memo_identity",
+    "memo_location",
     "open_memo",
     "open_gateway",
     "register_fake_answer",
     "request_key",
+    "response_schema_text",
     "safe_url",
+    "schema_instruction",
     "shared_gateway",
     "structured_messages",
     "structured_prompt_tokens",

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ragaudit.atomic import write_table
+
 # 2: the ``concurrency`` column (the model's adaptive limit when the call was admitted).
 CALL_LOG_SCHEMA_VERSION = 2
 
@@ -161,8 +163,6 @@ class CallLog:
             self._timer = None
         if self.directory is None:
             return None
-        from ragaudit.runfolder import write_table
-
         with self._lock:
             rows, self._rows = self._rows, []
         if not rows:
@@ -188,8 +188,6 @@ class CallLog:
 
     def flush(self, path: Path, stage: str | None = None) -> int:
         """Write the pending rows (of ``stage``, or all) atomically to ``path``; count them."""
-        from ragaudit.runfolder import write_table
-
         with self._lock:
             rows = [r for r in self._rows if stage is None or r.stage == stage]
             self._rows = [r for r in self._rows if not (stage is None or r.stage == stage)]

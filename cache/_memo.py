@@ -20,7 +20,7 @@ import diskcache
 import msgpack
 
 from ragaudit.errors import ConfigError
-from ragaudit.secrets import redact
+from ragaudit.secrets import redact, url_password
 from ragaudit.secrets import register as register_secret
 
 # Large enough never to evict an answer someone paid for during a study; diskcache culls the
@@ -109,17 +109,6 @@ def safe_url(url: str) -> str:
         netloc = f"{user}@{hostport}" if user else hostport
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-def url_password(url: str) -> str | None:
-    """The password a Redis URL carries (in its user part or as ``?password=``), if any."""
-    parts = urlsplit(url)
-    if parts.password:
-        return parts.password
-    for key, value in parse_qsl(parts.query):
-        if key.lower() == "password" and value:
-            return value
-    return None
 
 
 @dataclass(frozen=True)

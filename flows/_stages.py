@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.config import RunConfig
-from ragaudit.tasks import collect, ground_truth, report, score, sort
-from ragaudit.tasks._common import StageContext
+from ragaudit.tasks import StageContext, collect, ground_truth, report, score, sort
 
 Work = Callable[[StageContext], Awaitable[Iterable[str]]]
 PartWork = Callable[[StageContext, str], Awaitable[Iterable[str]]]

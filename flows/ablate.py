@@ -27,11 +27,11 @@ from ragaudit.ablation import (
     run_point,
     write_outputs,
 )
+from ragaudit.cache import hold_gateway
 from ragaudit.config import AblationPoint, RunConfig
 from ragaudit.errors import RagauditError
-from ragaudit.flows.evaluate import retry_on_infrastructure
+from ragaudit.flows.evaluate import evaluate, retry_on_infrastructure
 from ragaudit.secrets import redact
-from ragaudit.tasks._common import hold_gateway
 
 __all__ = ["ablate", "ablate_config", "run_ablation"]
 
@@ -60,7 +60,18 @@ async def index_task(config_json: str, point_json: str) -> IndexInfo:
 async def point_task(config_json: str, point_json: str, index_key: str) -> dict[str, Any]:
     """Answer with the pipeline and evaluate one point (the evaluate flow's stages, inline)."""
     config = RunConfig.model_validate_json(config_json)
-    return await run_point(config, AblationPoint.model_validate_json(point_json), index_key)
+    return await run_point(
+        config, AblationPoint.model_validate_json(point_json), index_key, evaluate_point
+    )
+
+
+async def evaluate_point(config_json: str, run_id: str) -> dict[str, Any]:
+    """Evaluate a point: the evaluate flow's stages, inline in the point's task; its manifest."""
+    # The flow's body, not a nested flow run: points in parallel each opening a flow run wait
+    # on the Prefect server's database for seconds (its synchronous flow-run state writes
+    # queue behind the task-run recorder's). The stages run inline in the point's task, not as
+    # task runs of their own: the server's CPU for recording them was half a point's CPU.
+    return await evaluate.fn(config_json, run_id, stage_tasks=False)
 
 
 @flow(name="ragaudit-ablate", log_prints=False, persist_result=False)
@@ -73,12 +84,11 @@ async def ablate(config_json: str) -> dict[str, Any]:
     event loop", "cannot reuse already awaited coroutine").
 
     Nor in worker processes: submitted to Prefect's process-pool task runner (workers forked
-    from a preloaded server, the provider's limit split between them), a point cost 1.23 s of
-    this machine's CPU (0.93 in its worker, 0.30 in this process, the ablation's report
-    included) against 0.76 s here: Prefect rebuilds its context, clients and settings for every
-    task in a subprocess, each task gets a fresh event loop, and processes share no calls in
-    flight (18-31 % more provider calls). On 2 cores the sweep took as long as running its
-    points one after another (0.996 of that wall; in this loop 0.702).
+    from a preloaded server, the provider's limit split between them), a point cost more CPU
+    than here: Prefect rebuilds its context, clients and settings for every task in a
+    subprocess, each task gets a fresh event loop, and processes share no calls in flight (so
+    more provider calls). On 2 cores that sweep took as long as running its points one after
+    another; the figures are in ARCHITECTURE.md.
     """
     config = RunConfig.model_validate_json(config_json)
     planned = plan(config.ablate)

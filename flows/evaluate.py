@@ -36,20 +36,18 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.states import State
 
 import ragaudit
-from ragaudit.cache import canonical_hash
-from ragaudit.cache._global import ensure_global_limit
+from ragaudit.cache import canonical_hash, ensure_global_limit, hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.errors import is_retryable
 from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
 from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
-from ragaudit.tasks._common import (
+from ragaudit.tasks import (
     StageResult,
     batch_names,
     combine_parts,
     file_digest,
-    hold_gateway,
     make_context,
     run_stage,
     split_part,
@@ -380,7 +378,7 @@ async def evaluate(
                     count = manifest["workers"].get("count")
                     if config.scale.address and count:
                         # A cluster's workers share models.global_limit: each leases its share
-                        # of it (tasks._common.global_lease), so they are told how many they are.
+                        # of it (ragaudit.cache.global_lease), so they are told how many they are.
                         scale = config.scale.model_copy(update={"workers": count})
                         config = config.model_copy(update={"scale": scale})
                         config_json = config.model_dump_json()

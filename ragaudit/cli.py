@@ -681,9 +681,9 @@ def index_cmd(
     sets: SetOpt = None,
 ) -> None:
     """Load a corpus into a search backend (chunked, with metadata); re-running it is idempotent."""
+    from ragaudit.cache import gateway_for
     from ragaudit.runfolder import RunFolder
     from ragaudit.search import ENGINES, Chunking, index_corpus
-    from ragaudit.tasks._common import gateway_for
 
     install_log_filter()
     try:
@@ -758,8 +758,7 @@ def cache_stats(config: ConfigOpt = None, runs_root: RootOpt = None) -> None:
         _fail(exc)
     import polars as pl
 
-    from ragaudit.cache import open_memo
-    from ragaudit.tasks._common import memo_location
+    from ragaudit.cache import memo_location, open_memo
 
     try:
         memo = open_memo(memo_location(cfg))
@@ -810,8 +809,7 @@ def cache_clear(
         cfg = load_config(config)
     except RagauditError as exc:
         _fail(exc)
-    from ragaudit.cache import memo_identity, open_memo
-    from ragaudit.tasks._common import memo_location
+    from ragaudit.cache import memo_identity, memo_location, open_memo
 
     try:
         location = memo_location(cfg)
@@ -1118,11 +1116,11 @@ def testset_cmd(
     sets: SetOpt = None,
 ) -> None:
     """Generate a checked question set from a corpus, or scenario sets from a question set."""
+    from ragaudit.cache import hold_gateway
     from ragaudit.calibration import make_scenarios
     from ragaudit.dataset import load_questions
     from ragaudit.metrics import Deps
     from ragaudit.search import read_corpus
-    from ragaudit.tasks._common import hold_gateway
     from ragaudit.testset import generate_testset, write_question_set
 
     try:
@@ -1199,7 +1197,7 @@ def calibrate_cmd(
     ] = 0.5,
 ) -> None:
     """Measure the metrics with the configured judge (the bundled data when none is named)."""
-    from ragaudit.calibration._write import calibrate, gather_inputs
+    from ragaudit.calibration import calibrate, gather_inputs
 
     started = time.perf_counter()
     try:

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from ragaudit.errors import ConfigError
+from ragaudit.secrets import url_password
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
 OFFLINE_EMBEDDER = "local/all-minilm-l6-v2"
@@ -621,8 +622,6 @@ class CacheConfig(_Frozen):
     def _url_without_password(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        from ragaudit.cache._memo import url_password
-
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
         if url_password(value):

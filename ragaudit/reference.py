@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragaudit.cache import Gateway, count_tokens, structured_prompt_tokens
-from ragaudit.prompts._base import Prompt
+from ragaudit.prompts import Prompt
 from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
 
 # Gateway statuses whose inputs can succeed when asked in smaller parts.

@@ -11,6 +11,7 @@ import base64
 import logging
 import os
 import re
+from urllib.parse import parse_qsl, urlsplit
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 # A variable that names a place holds a path, not a credential, whatever its name contains:
@@ -138,6 +139,17 @@ def resolve_secret(env: str | None = None, block: str | None = None, *, field: s
     return None
 
 
+def url_password(url: str) -> str | None:
+    """The password a Redis URL carries (in its user part or as ``?password=``), if any."""
+    parts = urlsplit(url)
+    if parts.password:
+        return parts.password
+    for key, value in parse_qsl(parts.query):
+        if key.lower() == "password" and value:
+            return value
+    return None
+
+
 __all__ = [
     "RedactingFilter",
     "install_log_filter",
@@ -146,4 +158,5 @@ __all__ = [
     "register",
     "register_basic_auth",
     "resolve_secret",
+    "url_password",
 ]

@@ -3,86 +3,30 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+# gateway_for, global_lease, hold_gateway and memo_location belong to the gateway; re-exported
+# here for the stage code and tests written against this module.
 from ragaudit.cache import (
     Gateway,
-    MemoLocation,
-    RedisTarget,
     context_window,
-    open_gateway,
-    shared_gateway,
+    gateway_for,
+    global_lease,
+    hold_gateway,
+    items_in_flight,
+    memo_location,
 )
 from ragaudit.config import RunConfig
-from ragaudit.errors import ConfigError
 from ragaudit.runfolder import RunFolder
-from ragaudit.secrets import resolve_secret
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-def global_lease(config: RunConfig) -> int | None:
-    """Slots one process leases at once from ``models.global_limit`` (None: no limit).
-
-    Its fair share among the run's worker processes, at most its own concurrency: when every
-    process leased as many slots as it can run calls, the first ones to ask held the whole
-    limit and renewed it as soon as they gave it back, while the others slept out the Prefect
-    server's Retry-After (which grows with every refusal); a worker left waiting until the
-    others were done then ran its batches alone, on its own concurrency, below the limit.
-    """
-    m, scale = config.models, config.scale
-    if m.global_limit is None:
-        return None
-    processes = 1 if scale.task_runner == "default" else scale.workers
-    return max(1, min(m.concurrency, m.global_limit // processes))
-
-
-def _gateway_settings(config: RunConfig) -> dict[str, Any]:
-    m = config.models
-    return {
-        "concurrency": m.concurrency,
-        "max_retries": m.max_retries,
-        "max_repairs": m.max_repairs,
-        "backoff_s": m.backoff_s,
-        "timeout_s": m.timeout_s,
-        "global_limit": m.global_limit,
-        "global_lease": global_lease(config),
-    }
-
-
-def memo_location(config: RunConfig) -> MemoLocation:
-    """Where the config's memo lives: its cache folder, or its Redis (URL read from the env)."""
-    c = config.cache
-    if c.backend == "disk":
-        return config.cache_dir
-    if c.redis_url_env:
-        url = resolve_secret(env=c.redis_url_env, field="cache.redis_url_env")
-        source = f"cache.redis_url_env ({c.redis_url_env})"
-    else:
-        url, source = c.redis_url, "cache.redis_url"
-    if not url:  # the config's validator asks for one of the two; a hand-built config may not
-        raise ConfigError("cache: backend 'redis' needs cache.redis_url or cache.redis_url_env")
-    return RedisTarget(url, prefix=c.redis_prefix, ttl_s=c.ttl_s, source=source)
-
-
-def gateway_for(config: RunConfig) -> Gateway:
-    """The process's gateway for the config's memo (one per memo, shared by runs)."""
-    return shared_gateway(memo_location(config), **_gateway_settings(config))
-
-
-@contextlib.contextmanager
-def hold_gateway(config: RunConfig) -> Iterator[Gateway]:
-    """Hold the config's gateway for the block (a flow's duration); the last holder closes it."""
-    with open_gateway(memo_location(config), **_gateway_settings(config)) as gateway:
-        yield gateway
 
 
 BATCH_PREFIX = "b"
@@ -227,12 +171,8 @@ def combine_parts(ctx: StageContext, tables: Iterable[str], parts: list[str]) ->
 
 
 def in_flight(ctx: StageContext) -> int:
-    """Items (rows, candidates, questions) a stage works on at once.
-
-    An item makes its judge calls one after another (statements, then verdicts), so keeping
-    the gateway's limit busy takes several items per call slot; many more only hold memory.
-    """
-    return max(8, 4 * ctx.config.models.concurrency)
+    """Items (rows, candidates, questions) a stage works on at once (``items_in_flight``)."""
+    return items_in_flight(ctx.config)
 
 
 async def gather_limited(
@@ -271,6 +211,7 @@ __all__ = [
     "dumps",
     "file_digest",
     "gateway_for",
+    "global_lease",
     "gather_limited",
     "hold_gateway",
     "in_flight",

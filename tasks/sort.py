@@ -30,8 +30,7 @@ from ragaudit.agreement import ALL_QUESTIONS, JudgeOrder, aggregate, gold_grades
 from ragaudit.cache import Judged, structured_prompt_tokens
 from ragaudit.dataset import Question
 from ragaudit.ordering import STRATEGIES, options_for
-from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
-from ragaudit.prompts._base import Prompt
+from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, Prompt, RelevanceInput
 from ragaudit.reference import fit_text, json_cost
 from ragaudit.schemas import AGREEMENT, COMPARISONS, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext, combine_parts, gather_limited, in_flight

@@ -9,6 +9,7 @@ statistically indistinguishable from it, and the questions whose scores swing mo
 from ragaudit.ablation._charts import dimension_chart, fixed_values
 from ragaudit.ablation._pipeline import (
     PIPELINE_FILE,
+    Evaluate,
     IndexInfo,
     ablation_dir,
     answer_questions,
@@ -43,6 +44,7 @@ from ragaudit.ablation._results import (
 )
 
 __all__ = [
+    "Evaluate",
     "OBJECTIVE",
     "PIPELINE_FILE",
     "Findings",

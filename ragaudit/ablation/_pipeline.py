@@ -18,19 +18,25 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragaudit.ablation._plan import chunk_tokenizer, chunking, index_group, point_id
-from ragaudit.cache import canonical_hash
+from ragaudit.cache import canonical_hash, gateway_for
 from ragaudit.config import AblationPoint, RunConfig, set_path
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.prompts.rag_answer import RAG_ANSWER, RagAnswer, RagAnswerInput
 from ragaudit.runfolder import RunFolder, write_bytes, write_json
-from ragaudit.search import Document, index_corpus, make_search_backend, read_corpus
-from ragaudit.search._engine import EngineBackend
+from ragaudit.search import (
+    Document,
+    EngineBackend,
+    index_corpus,
+    make_search_backend,
+    read_corpus,
+)
 
 PIPELINE_FILE = "pipeline.jsonl"
 """The point's answered question set, inside its run folder."""
@@ -151,8 +157,6 @@ def search_config(config: RunConfig, key: str) -> RunConfig:
 
 def build_index(config: RunConfig, p: AblationPoint) -> IndexInfo:
     """Subset, chunk and index the corpus for ``p`` unless that index is already complete."""
-    from ragaudit.tasks._common import gateway_for
-
     key = index_key(config, p)
     folder = ablation_dir(config) / "indexes" / key
     ready = folder / READY_FILE
@@ -235,8 +239,6 @@ async def answer_questions(
     ``answers`` row is then ``failed`` with that error (the system under test failed), and the
     metrics that read the answer are ``skipped`` naming it, as for any failed answer.
     """
-    from ragaudit.tasks._common import gateway_for
-
     rid = point_id(p)
     run = RunFolder(points_root(config), rid)
     run.path.mkdir(parents=True, exist_ok=True)
@@ -291,24 +293,31 @@ async def answer_questions(
     return path, counts.as_dict()
 
 
-async def run_point(config: RunConfig, p: AblationPoint, key: str) -> dict[str, Any]:
-    """One point end to end: answers from the pipeline, then the evaluate stages in its folder.
+Evaluate = Callable[[str, str], Awaitable[dict[str, Any]]]
+"""Evaluates a point: its config as JSON and its run id in, the run's manifest out."""
 
-    Returns the point's status, its LLM counts (generation and evaluation) and the wall seconds
-    of its two halves.
+
+async def run_point(
+    config: RunConfig, p: AblationPoint, key: str, evaluate: Evaluate
+) -> dict[str, Any]:
+    """One point end to end: answers from the pipeline, then ``evaluate`` in its folder.
+
+    Args:
+        config: the ablation's config.
+        p: the point.
+        key: the key of the point's index (built by :func:`build_index`).
+        evaluate: runs the evaluation stages on the point's config and run id (the ablate
+            flow passes the evaluate flow's body) and returns the run's manifest.
+
+    Returns:
+        The point's status, its LLM counts (generation and evaluation) and the wall seconds
+        of its two halves.
     """
-    from ragaudit.flows.evaluate import evaluate
-
     started = time.perf_counter()
     _, generated = await answer_questions(config, p, key)
     generated_at = time.perf_counter()
     point_cfg = evaluate_config(config, p)
-    # The evaluate flow's body, not a nested flow run: points in parallel each opening a flow
-    # run wait on the Prefect server's database for seconds (its synchronous flow-run state
-    # writes queue behind the task-run recorder's): the stages took 0.6 s, the nested flow run
-    # 24 s, 4 points at once. Its stages run inline in this point's task, not as 8 task runs of
-    # their own: the server's CPU for recording them was half a point's CPU on this machine.
-    manifest = await evaluate.fn(point_cfg.model_dump_json(), point_id(p), stage_tasks=False)
+    manifest = await evaluate(point_cfg.model_dump_json(), point_id(p))
     llm = {k: v + generated.get(k, 0) for k, v in manifest.get("llm", {}).items()}
     return {
         "status": manifest.get("status"),
@@ -322,6 +331,7 @@ async def run_point(config: RunConfig, p: AblationPoint, key: str) -> dict[str, 
 
 __all__ = [
     "PIPELINE_FILE",
+    "Evaluate",
     "IndexInfo",
     "ablation_dir",
     "answer_questions",

@@ -15,12 +15,14 @@ from ragaudit.answers._base import (
     register_source,
     source_names,
 )
+from ragaudit.answers._column import ColumnSource
 from ragaudit.answers._entrypoint import resolve_entrypoint
 from ragaudit.answers._http import json_path
 
 __all__ = [
     "AnswerError",
     "AnswerSource",
+    "ColumnSource",
     "answer_one",
     "json_path",
     "make_source",

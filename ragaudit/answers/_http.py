@@ -26,7 +26,7 @@ from ragaudit.answers._base import AnswerError, register_source
 from ragaudit.config import AnswerConfig, HttpAnswerConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import ConfigError
-from ragaudit.search._query import Template, TemplateRenderError
+from ragaudit.search import Template, TemplateRenderError
 from ragaudit.secrets import redact, resolve_secret
 
 _PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(-?\d+)\]|\[[\"']([^\"']+)[\"']\]")

@@ -18,6 +18,7 @@ from ragaudit.calibration._run import (
 )
 from ragaudit.calibration._scenarios import FAMILIES, FAMILY_METRICS, make_scenarios
 from ragaudit.calibration._stats import Figure, alignment_figures, detector_figures, share_ci
+from ragaudit.calibration._write import calibrate, gather_inputs, metric_deps
 
 __all__ = [
     "BUNDLED",
@@ -30,12 +31,15 @@ __all__ = [
     "Labelled",
     "alignment_figures",
     "bundled_inputs",
+    "calibrate",
     "detector_figures",
+    "gather_inputs",
     "load_halueval",
     "load_labels",
     "load_wikieval",
     "make_sample",
     "make_scenarios",
+    "metric_deps",
     "run_calibration",
     "scenario_sample",
     "share_ci",

@@ -37,8 +37,7 @@ from ragaudit.calibration._stats import (
     share_figure,
 )
 from ragaudit.dataset import Question
-from ragaudit.metrics import Deps, JudgeError, Sample, resolve
-from ragaudit.metrics._judge import ask
+from ragaudit.metrics import Deps, JudgeError, Sample, ask, resolve
 from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 from ragaudit.tasks.score import score_rows
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ragaudit.reporting._stats import bootstrap_ci
+from ragaudit.reporting import bootstrap_ci
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000

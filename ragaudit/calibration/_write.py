@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
-from ragaudit.cache import context_window
+from ragaudit.cache import Gateway, context_window, hold_gateway, items_in_flight
 from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
 from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, run_calibration
 from ragaudit.calibration._scenarios import make_scenarios
-from ragaudit.config import RunConfig
+from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.dataset import load_questions
 from ragaudit.manifest import base_manifest, judge_warnings
+from ragaudit.metrics import Deps
 from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
 from ragaudit.search import read_corpus
-from ragaudit.tasks._common import StageContext, hold_gateway, in_flight
-from ragaudit.tasks.score import make_deps
 
 
 def gather_inputs(
@@ -51,27 +51,55 @@ def gather_inputs(
     return CalibrationInputs(labelled, rows)
 
 
+def metric_deps(config: RunConfig, gateway: Gateway) -> Deps:
+    """The models and score options the metrics use, as a run with ``config`` gives them."""
+    models = config.models
+    return Deps(
+        gateway=gateway,
+        judge=models.judge_model,
+        embedder=models.embedder_model,
+        options=config.score.model_dump(),
+        temperature=models.temperature,
+        max_output_tokens=models.max_output_tokens,
+        window=context_window(models.judge_model, models.judge_context_window),
+        english_only_embedder=models.embedder_model == OFFLINE_EMBEDDER,
+    )
+
+
 async def calibrate(
-    config: RunConfig, inputs: CalibrationInputs, *, threshold: float = 0.5
+    config: RunConfig,
+    inputs: CalibrationInputs,
+    *,
+    threshold: float = 0.5,
+    gateway: Gateway | None = None,
+    limit: int | None = None,
 ) -> tuple[Calibration, RunFolder, list[str]]:
     """Calibrate the configured judge.
 
     Writes the ``calibration`` and ``calibration_scores`` tables, ``calibration.json`` (the
     run's manifest: config, code, packages, models, warnings) and the pages rendered from them
     alone: ``report.html`` and ``calibration.xlsx``.
+
+    Args:
+        config: the run's config (models, score options, runs root, run id).
+        inputs: the labelled items and scenario rows to score.
+        threshold: cut of scores and labels for kappa and accuracy.
+        gateway: the gateway to call through; None holds the config's own for the run.
+        limit: items scored at once; None keeps the gateway's call limit busy.
     """
     run_id = config.run_id or time.strftime("calibrate-%Y%m%d-%H%M%S")
     run = RunFolder(config.runs_root, run_id)
     started = time.perf_counter()
     # The scope writes the call log into the run folder as the calls are made.
-    with (
-        hold_gateway(config) as gateway,
-        gateway.scope("calibrate", run_id=run_id, calls_dir=run.calls_dir) as counts,
-    ):
-        ctx = StageContext(config=config, run=run, gateway=gateway)
-        window = context_window(ctx.judge, config.models.judge_context_window)
+    held = contextlib.nullcontext(gateway) if gateway is not None else hold_gateway(config)
+    with held as gw, gw.scope("calibrate", run_id=run_id, calls_dir=run.calls_dir) as counts:
+        window = context_window(config.models.judge_model, config.models.judge_context_window)
         result = await run_calibration(
-            inputs, make_deps(ctx), window=window, threshold=threshold, limit=in_flight(ctx)
+            inputs,
+            metric_deps(config, gw),
+            window=window,
+            threshold=threshold,
+            limit=limit if limit is not None else items_in_flight(config),
         )
     run.write(
         "calibration", to_table([{"run_id": run_id, **f} for f in result.figures], CALIBRATION)
@@ -98,4 +126,4 @@ async def calibrate(
     return result, run, warnings
 
 
-__all__ = ["calibrate", "gather_inputs"]
+__all__ = ["calibrate", "gather_inputs", "metric_deps"]

@@ -20,6 +20,7 @@ from ragaudit.metrics import (  # noqa: F401  (registration)
     _semantic,
     _summarization,
 )
+from ragaudit.metrics._answer_relevancy import check_embedder
 from ragaudit.metrics._base import (
     METRICS,
     Deps,
@@ -32,7 +33,8 @@ from ragaudit.metrics._base import (
     metric,
     resolve,
 )
-from ragaudit.metrics._judge import trace
+from ragaudit.metrics._judge import ask, trace
+from ragaudit.metrics._ragas import prompt_for, ragas_window
 
 # The order ``ragaudit metrics`` lists them in: the four headline RAGAS metrics first, then
 # their variants and the other judged metrics; the rest follow in registration order.
@@ -71,7 +73,11 @@ __all__ = [
     "Sample",
     "Skip",
     "Window",
+    "ask",
+    "check_embedder",
     "metric",
+    "prompt_for",
+    "ragas_window",
     "resolve",
     "trace",
 ]

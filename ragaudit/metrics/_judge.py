@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ragaudit.cache._gateway import Judged, response_schema_text, structured_messages
+from ragaudit.cache import Judged, response_schema_text, structured_messages
 from ragaudit.metrics._base import Deps, JudgeError, Window
-from ragaudit.prompts._base import Prompt
+from ragaudit.prompts import Prompt
 
 _steps: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
     "ragaudit_metric_steps", default=None

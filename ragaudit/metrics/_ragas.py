@@ -23,7 +23,7 @@ from ragas.prompt.metrics.base_prompt import BasePrompt
 from ragaudit.cache import Gateway, Judged
 from ragaudit.metrics._base import Deps, Window
 from ragaudit.metrics._judge import settled, structured_window
-from ragaudit.prompts._base import Prompt
+from ragaudit.prompts import Prompt
 
 RAGAS_PROMPTS = "ragas-0.4.3"
 # Languages we have written ragas's prompts in; any other question language gets English.

@@ -15,6 +15,7 @@ from ragaudit.search._base import (
     register_backend,
 )
 from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.search._engine import EngineBackend
 from ragaudit.search._indexing import (
     ENGINES,
     IndexReport,
@@ -23,18 +24,27 @@ from ragaudit.search._indexing import (
     index_target,
     make_search_backend,
 )
-from ragaudit.search._query import DEFAULT_QUERY_TEMPLATE, FieldMap, SearchError
+from ragaudit.search._query import (
+    DEFAULT_QUERY_TEMPLATE,
+    FieldMap,
+    SearchError,
+    Template,
+    TemplateRenderError,
+)
 
 __all__ = [
     "DEFAULT_QUERY_TEMPLATE",
     "ENGINES",
     "Chunking",
     "Document",
+    "EngineBackend",
     "FieldMap",
     "Hit",
     "IndexReport",
     "SearchBackend",
     "SearchError",
+    "Template",
+    "TemplateRenderError",
     "backend_names",
     "chunk_documents",
     "engine_options",

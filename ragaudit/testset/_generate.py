@@ -19,8 +19,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from ragaudit.lang import detect_language
-from ragaudit.metrics import Deps, JudgeError
-from ragaudit.metrics._judge import ask
+from ragaudit.metrics import Deps, JudgeError, ask
 from ragaudit.prompts.testset import (
     ANSWERABLE,
     QUESTION_GEN,

@@ -1,0 +1,127 @@
+"""The import layers (cli → flows → tasks → library → gateway → base), checked on the real graph.
+
+The contracts live in pyproject.toml (``[tool.importlinter]``); ``make layers`` runs them. Here
+they run on this tree, and on a scratch copy with one forbidden import added, to show that
+they fail when the graph breaks them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = (
+    "import sys; from importlinter.cli import lint_imports_command; "
+    "sys.exit(lint_imports_command())"
+)
+
+# Cross-package imports of a private module still in code other branches are rewriting: the
+# dry run (estimate.py, branch metrics) and its provider checks (branch gateway). The names
+# they need are re-exported by their packages; these entries go when those lines switch.
+PRIVATE_IMPORTS_LEFT = {
+    ("ragaudit.estimate", "ragaudit.answers._column"),
+    ("ragaudit.estimate", "ragaudit.cache._fake"),
+    ("ragaudit.estimate", "ragaudit.cache._gateway"),
+    ("ragaudit.estimate", "ragaudit.cache._local"),
+    ("ragaudit.estimate", "ragaudit.metrics._answer_relevancy"),
+    ("ragaudit.estimate", "ragaudit.metrics._ragas"),
+    ("ragaudit.estimate", "ragaudit.search._indexing"),
+    ("ragaudit.estimate", "ragaudit.search._local"),
+}
+
+
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the contracts of ``cwd``'s pyproject.toml on the ``ragaudit`` found in ``cwd``."""
+    # The scratch copy comes first on the path: the editable install's finder only answers
+    # for names the path does not hold.
+    return subprocess.run(
+        [sys.executable, "-c", LINT, "--no-cache", "--no-logo"],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(cwd)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_tree_keeps_its_layers() -> None:
+    done = lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the package (its symlinked cache/, flows/, tasks/ copied as folders)."""
+    root = tmp_path_factory.mktemp("layers")
+    shutil.copytree(
+        ROOT / "ragaudit",
+        root / "ragaudit",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "records", "templates"),
+    )
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def _append(path: Path, code: str) -> str:
+    before = path.read_text(encoding="utf-8")
+    path.write_text(before + code, encoding="utf-8")
+    return before
+
+
+def test_a_lazy_upward_import_breaks_the_contract(scratch: Path) -> None:
+    keys = scratch / "ragaudit" / "cache" / "_keys.py"
+    # Inside a function, where it runs only when called: still an edge of the graph.
+    before = _append(
+        keys,
+        "\n\ndef _stage_context():\n    from ragaudit.tasks import StageContext\n\n"
+        "    return StageContext\n",
+    )
+    try:
+        done = lint_imports(scratch)
+    finally:
+        keys.write_text(before, encoding="utf-8")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ragaudit.cache is not allowed to import ragaudit.tasks" in done.stdout
+    assert "ragaudit.cache._keys -> ragaudit.tasks" in done.stdout
+
+
+def test_a_module_outside_every_layer_breaks_the_contract(scratch: Path) -> None:
+    stray = scratch / "ragaudit" / "stray.py"
+    stray.write_text('"""A new module nobody placed in a layer."""\n', encoding="utf-8")
+    try:
+        done = lint_imports(scratch)
+    finally:
+        stray.unlink()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ragaudit.stray" in done.stdout
+
+
+def _private_imports_across_packages() -> set[tuple[str, str]]:
+    """(importer, imported) where imported is a private module of a package importer is outside."""
+    graph = grimp.build_graph("ragaudit", cache_dir=None)
+    found = set()
+    for importer in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(importer):
+            parts = imported.split(".")
+            private = next((i for i, p in enumerate(parts) if i and p.startswith("_")), None)
+            if private is None:
+                continue
+            package = ".".join(parts[:private])
+            if importer != package and not importer.startswith(package + "."):
+                found.add((importer, imported))
+    return found
+
+
+def test_no_package_reaches_into_another_packages_private_modules() -> None:
+    found = _private_imports_across_packages()
+    assert found - PRIVATE_IMPORTS_LEFT == set()
+    # An entry left here after its import went would hide the next one like it.
+    assert found >= PRIVATE_IMPORTS_LEFT
