@@ -16,7 +16,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LINT = (
     "import sys; from importlinter.cli import lint_imports_command; "
     "sys.exit(lint_imports_command())"
