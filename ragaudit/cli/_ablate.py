@@ -16,7 +16,6 @@ from ragaudit.cli._app import (
     LimitOpt,
     RootOpt,
     SetOpt,
-    _fail,
     _overrides,
     app,
     console,
@@ -49,34 +48,31 @@ def ablate(
 
     install_log_filter()
     if demo and config is not None:
-        _fail(RagauditError("--demo and --config: pick one"))
+        raise RagauditError("--demo and --config: pick one")
     path = ABLATE_DEMO_CONFIG if demo else config
     if path is None:
-        _fail(RagauditError("ablate: give --config ablate.yaml, or --demo"))
+        raise RagauditError("ablate: give --config ablate.yaml, or --demo")
     if demo and not ABLATE_DEMO_CONFIG.is_file():
-        _fail(RagauditError(f"{ABLATE_DEMO_CONFIG} not found: run the demo from the checkout"))
-    try:
-        overrides = _overrides(
-            judge=judge, embedder=embedder, runs_root=runs_root, limit=limit, sets=sets
-        )
-        if generator is not None:
-            set_path(overrides, "models.generator", generator)
-        cfg = load_config(path, overrides)
-        from ragaudit.ablation import objective_weights, plan, question_set
-        from ragaudit.dataset import load_questions
+        raise RagauditError(f"{ABLATE_DEMO_CONFIG} not found: run the demo from the checkout")
+    overrides = _overrides(
+        judge=judge, embedder=embedder, runs_root=runs_root, limit=limit, sets=sets
+    )
+    if generator is not None:
+        set_path(overrides, "models.generator", generator)
+    cfg = load_config(path, overrides)
+    from ragaudit.ablation import objective_weights, plan, question_set
+    from ragaudit.dataset import load_questions
 
-        objective_weights(cfg)  # a bad objective fails before Prefect starts
-        if cfg.ablate.corpus is None or not Path(cfg.ablate.corpus).exists():
-            raise RagauditError(f"ablate.corpus: {cfg.ablate.corpus} not found")
-        load_questions(question_set(cfg), limit=cfg.limit)
-        points = plan(cfg.ablate)
-        err.print(f"ablate: {len(points)} points, {cfg.ablate.parallel} at once")
-        if not os.environ.get("RAGAUDIT_DEBUG"):
-            for name in ("prefect.flow_runs", "prefect.task_runs"):
-                logging.getLogger(name).setLevel(logging.CRITICAL)
-        out = run_ablation(cfg)
-    except RagauditError as exc:
-        _fail(exc)
+    objective_weights(cfg)  # a bad objective fails before Prefect starts
+    if cfg.ablate.corpus is None or not Path(cfg.ablate.corpus).exists():
+        raise RagauditError(f"ablate.corpus: {cfg.ablate.corpus} not found")
+    load_questions(question_set(cfg), limit=cfg.limit)
+    points = plan(cfg.ablate)
+    err.print(f"ablate: {len(points)} points, {cfg.ablate.parallel} at once")
+    if not os.environ.get("RAGAUDIT_DEBUG"):
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    out = run_ablation(cfg)
     from ragaudit.ablation import ablation_dir
 
     folder = ablation_dir(cfg)

@@ -6,16 +6,65 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
 from ragaudit.config import set_path
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import redact
 
+
+class Interrupted(RagauditError):
+    """The run was stopped by a signal (Ctrl-C, SIGTERM)."""
+
+
+# 130 = 128 + SIGINT, as shells report a run stopped by Ctrl-C.
+INTERRUPTED_EXIT = 130
+ERROR_EXIT = 2
+
+
+def expected_error(exc: BaseException) -> RagauditError | None:
+    """The ``RagauditError`` behind ``exc``: itself or the first one among its causes.
+
+    Prefect re-raises an error a stage raised inside its own; the user needs the cause, once.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, RagauditError):
+        cause = cause.__cause__
+    return cause
+
+
+class ErrorBoundary(TyperGroup):
+    """The root command: the one place an expected error becomes one line and an exit code.
+
+    A ``RagauditError`` (or an error caused by one) raised anywhere in a command is printed
+    as one unwrapped ``error:`` line, secrets redacted, and ends the process with exit code
+    2 (130 for ``Interrupted``); any other exception keeps its traceback. It is the root
+    command rather than a ``try`` in ``main()`` so that every way of running ``app`` passes
+    through it: the console script, ``python -m ragaudit`` and ``CliRunner`` in the tests.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, turning an expected error into a clean exit."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:
+            error = expected_error(exc)
+            if error is None:
+                raise
+            err.print(f"[bold red]error:[/] {redact(str(error))}")
+            code = INTERRUPTED_EXIT if isinstance(error, Interrupted) else ERROR_EXIT
+            raise typer.Exit(code) from None
+
+
 app = typer.Typer(
     name="ragaudit",
+    cls=ErrorBoundary,
     help="Evaluate retrieval-augmented QA on Elasticsearch/OpenSearch: rank contexts with an "
     "LLM judge, write reference answers, score RAGAS metrics, as cached, resumable Prefect flows.",
     no_args_is_help=True,
@@ -98,25 +147,13 @@ def _overrides(
     return out
 
 
-def _fail(exc: BaseException) -> None:
-    err.print(f"[bold red]error:[/] {redact(str(exc))}")
-    # 130 = 128 + SIGINT, as shells report a run stopped by Ctrl-C.
-    raise typer.Exit(130 if isinstance(exc, Interrupted) else 2)
-
-
-class Interrupted(RagauditError):
-    """The run was stopped by a signal (Ctrl-C, SIGTERM)."""
-
-
 def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
 def main() -> None:
-    """Entry point for ``python -m ragaudit``."""
-    try:
-        app()
-    except RagauditError as exc:
-        err.print(f"[bold red]error:[/] {redact(str(exc))}")
-        sys.exit(2)
+    """The console entry point (``ragaudit``) and ``python -m ragaudit``.
 
+    Errors need no handling here: ``app``'s root command is the error boundary.
+    """
+    app()

@@ -11,13 +11,11 @@ from rich.table import Table
 from ragaudit.cli._app import (
     ConfigOpt,
     RootOpt,
-    _fail,
     _overrides,
     app,
     console,
 )
 from ragaudit.config import load_config
-from ragaudit.errors import RagauditError
 
 cache_app = typer.Typer(help="The LLM memo (diskcache).", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
@@ -26,23 +24,17 @@ app.add_typer(cache_app, name="cache")
 @cache_app.command("stats")
 def cache_stats(config: ConfigOpt = None, runs_root: RootOpt = None) -> None:
     """Entries and size of the memo, and call totals from every run's call log."""
-    try:
-        cfg = load_config(config, _overrides(runs_root=runs_root))
-    except RagauditError as exc:
-        _fail(exc)
+    cfg = load_config(config, _overrides(runs_root=runs_root))
     import polars as pl
 
     from ragaudit.cache import open_memo
     from ragaudit.tasks._common import memo_location
 
+    memo = open_memo(memo_location(cfg))
     try:
-        memo = open_memo(memo_location(cfg))
-        try:
-            info = memo.stats()
-        finally:
-            memo.close()
-    except RagauditError as exc:
-        _fail(exc)
+        info = memo.stats()
+    finally:
+        memo.close()
     console.print(
         f"memo {info['path']}: {info['entries']} entries, {info['bytes'] / 1e6:.1f} MB",
         soft_wrap=True,
@@ -80,24 +72,18 @@ def cache_clear(
     config: ConfigOpt = None, yes: Annotated[bool, typer.Option("--yes", "-y")] = False
 ) -> None:
     """Empty the memo (every model answer will be asked again)."""
-    try:
-        cfg = load_config(config)
-    except RagauditError as exc:
-        _fail(exc)
+    cfg = load_config(config)
     from ragaudit.cache import memo_identity, open_memo
     from ragaudit.tasks._common import memo_location
 
+    location = memo_location(cfg)
+    where = memo_identity(location)
+    if not yes and not typer.confirm(f"Delete every memoised answer in {where}?"):
+        raise typer.Exit(1)
+    memo = open_memo(location)
     try:
-        location = memo_location(cfg)
-        where = memo_identity(location)
-        if not yes and not typer.confirm(f"Delete every memoised answer in {where}?"):
-            raise typer.Exit(1)
-        memo = open_memo(location)
-        try:
-            # Entry by entry, not the folder: another process may be using the memo.
-            deleted = memo.clear()  # type: ignore[attr-defined]
-        finally:
-            memo.close()
-    except RagauditError as exc:
-        _fail(exc)
+        # Entry by entry, not the folder: another process may be using the memo.
+        deleted = memo.clear()  # type: ignore[attr-defined]
+    finally:
+        memo.close()
     console.print(f"cleared {where}: {deleted} entries", soft_wrap=True)

@@ -17,7 +17,6 @@ from ragaudit.cli._app import (
     RootOpt,
     RunIdOpt,
     SetOpt,
-    _fail,
     _num,
     _overrides,
     app,
@@ -25,7 +24,6 @@ from ragaudit.cli._app import (
     err,
 )
 from ragaudit.config import OFFLINE_JUDGE, load_config
-from ragaudit.errors import RagauditError
 from ragaudit.secrets import install_log_filter
 
 SMOKE_CALIBRATION_LIMIT = 2
@@ -67,38 +65,32 @@ def calibrate_cmd(
     from ragaudit.calibration._write import calibrate, gather_inputs
 
     started = time.perf_counter()
-    try:
-        cfg = load_config(
-            config,
-            _overrides(
-                judge=judge, embedder=embedder, runs_root=runs_root, run_id=run_id, sets=sets
-            ),
+    cfg = load_config(
+        config,
+        _overrides(judge=judge, embedder=embedder, runs_root=runs_root, run_id=run_id, sets=sets),
+    )
+    if (
+        limit is None
+        and cfg.models.judge_model == OFFLINE_JUDGE
+        and not any((wikieval, halueval, labels, scenarios))
+    ):
+        # The smoke judge reads ~400 prompt tokens a second on 2 cores: the whole bundle
+        # took over 12 minutes, so it calibrates on a slice that finishes in minutes.
+        limit = SMOKE_CALIBRATION_LIMIT
+        err.print(
+            f"calibrating the offline smoke judge on {limit} pairs and base questions per "
+            "data set (--limit to change)"
         )
-        if (
-            limit is None
-            and cfg.models.judge_model == OFFLINE_JUDGE
-            and not any((wikieval, halueval, labels, scenarios))
-        ):
-            # The smoke judge reads ~400 prompt tokens a second on 2 cores: the whole bundle
-            # took over 12 minutes, so it calibrates on a slice that finishes in minutes.
-            limit = SMOKE_CALIBRATION_LIMIT
-            err.print(
-                f"calibrating the offline smoke judge on {limit} pairs and base questions per "
-                "data set (--limit to change)"
-            )
-        inputs = gather_inputs(
-            wikieval=wikieval,
-            halueval=halueval,
-            labels=labels,
-            scenarios_from=scenarios,
-            corpus=cfg.collect.corpus,
-            limit=limit,
-        )
-        install_log_filter()
-        result, run, warnings = asyncio.run(calibrate(cfg, inputs, threshold=threshold))
-    except RagauditError as exc:
-        _fail(exc)
-        return
+    inputs = gather_inputs(
+        wikieval=wikieval,
+        halueval=halueval,
+        labels=labels,
+        scenarios_from=scenarios,
+        corpus=cfg.collect.corpus,
+        limit=limit,
+    )
+    install_log_filter()
+    result, run, warnings = asyncio.run(calibrate(cfg, inputs, threshold=threshold))
     models = f"judge {cfg.models.judge_model}, embedder {cfg.models.embedder_model}"
     table = Table(title=f"calibration {run.run_id} ({models})")
     for col in ("kind", "data", "metric", "family", "statistic", "value", "95% CI", "n", "note"):

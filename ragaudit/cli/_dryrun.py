@@ -11,7 +11,6 @@ from rich.table import Table
 
 from ragaudit.cli._app import (
     RootOpt,
-    _fail,
     app,
     console,
 )
@@ -28,13 +27,8 @@ def _dry_run(
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
     from ragaudit.estimate import Assumptions, estimate_run
 
-    try:
-        config = load_config(config_path, overrides)
-        estimate = asyncio.run(
-            estimate_run(config, Assumptions.parse(assume), records=records or None)
-        )
-    except RagauditError as exc:
-        _fail(exc)
+    config = load_config(config_path, overrides)
+    estimate = asyncio.run(estimate_run(config, Assumptions.parse(assume), records=records or None))
     print_estimate(estimate)
 
 
@@ -118,13 +112,10 @@ def record_cmd(
     from ragaudit.estimate import judge_history, record_json
     from ragaudit.runfolder import write_json
 
-    try:
-        root = runs_root or load_config(None, {}).runs_root
-    except RagauditError as exc:
-        _fail(exc)
+    root = runs_root or load_config(None, {}).runs_root
     history = judge_history(Path(root), judge)
     if not history.runs:
-        _fail(RagauditError(f"no finished run with judge {judge} under {root}"))
+        raise RagauditError(f"no finished run with judge {judge} under {root}")
     content = record_json(history, source or f"{len(history.runs)} finished runs under {root}")
     write_json(content, output)
     console.print(

@@ -17,7 +17,6 @@ from rich.progress import (
 from ragaudit.cli._app import (
     ConfigOpt,
     SetOpt,
-    _fail,
     _overrides,
     app,
     console,
@@ -88,61 +87,58 @@ def index_cmd(
     from ragaudit.tasks._common import gateway_for
 
     install_log_filter()
-    try:
-        overrides = _overrides(sets=sets)
-        if backend is not None:
-            set_path(overrides, "collect.backend", backend)
+    overrides = _overrides(sets=sets)
+    if backend is not None:
+        set_path(overrides, "collect.backend", backend)
+    cfg = load_config(config, overrides)
+    name = cfg.collect.backend
+    if index_name is not None and name in (*ENGINES, "local"):
+        set_path(
+            overrides,
+            f"collect.{name}.index" if name in ENGINES else "collect.table",
+            index_name,
+        )
         cfg = load_config(config, overrides)
-        name = cfg.collect.backend
-        if index_name is not None and name in (*ENGINES, "local"):
-            set_path(
-                overrides,
-                f"collect.{name}.index" if name in ENGINES else "collect.table",
-                index_name,
+    extra: dict[str, str] = {}
+    for item in metadata or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise RagauditError(
+                f"--metadata {item}: expected key=value, e.g. --metadata collection=handbook"
             )
-            cfg = load_config(config, overrides)
-        extra: dict[str, str] = {}
-        for item in metadata or []:
-            key, sep, value = item.partition("=")
-            if not sep or not key.strip():
-                raise RagauditError(
-                    f"--metadata {item}: expected key=value, e.g. --metadata collection=handbook"
-                )
-            extra[key.strip()] = value
-        try:
-            chunking = Chunking(
-                size=chunk_size or None,
-                overlap=chunk_overlap,
-                unit=chunk_unit,
-                keep_context=keep_context,
-            )
-        except ValueError as exc:
-            raise RagauditError(f"--chunk-*: {exc}") from None
-        with Progress(
-            TextColumn("{task.description:<32}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-        ) as bar:
-            task = bar.add_task(f"index: {name}", total=1)
-            report = index_corpus(
-                cfg,
-                corpus,
-                chunking,
-                metadata=extra,
-                id_field=id_field,
-                text_field=text_field,
-                recreate=recreate,
-                batch_size=batch_size,
-                make_gateway=lambda: gateway_for(cfg),
-                # Embedding calls are logged beside the runs, where `cache stats` finds them.
-                calls_dir=RunFolder(cfg.runs_root, "index").calls_dir,
-                on_start=lambda n: bar.update(task, total=max(n, 1)),
-                on_batch=lambda n: bar.advance(task, n),
-            )
-    except RagauditError as exc:
-        _fail(exc)
+        extra[key.strip()] = value
+    try:
+        chunking = Chunking(
+            size=chunk_size or None,
+            overlap=chunk_overlap,
+            unit=chunk_unit,
+            keep_context=keep_context,
+        )
+    except ValueError as exc:
+        raise RagauditError(f"--chunk-*: {exc}") from None
+    with Progress(
+        TextColumn("{task.description:<32}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+    ) as bar:
+        task = bar.add_task(f"index: {name}", total=1)
+        report = index_corpus(
+            cfg,
+            corpus,
+            chunking,
+            metadata=extra,
+            id_field=id_field,
+            text_field=text_field,
+            recreate=recreate,
+            batch_size=batch_size,
+            make_gateway=lambda: gateway_for(cfg),
+            # Embedding calls are logged beside the runs, where `cache stats` finds them.
+            calls_dir=RunFolder(cfg.runs_root, "index").calls_dir,
+            on_start=lambda n: bar.update(task, total=max(n, 1)),
+            on_batch=lambda n: bar.advance(task, n),
+        )
     chunked = f" as {report.chunks} chunks" if chunking.size else ""
     console.print(
         f"indexed {report.documents} documents{chunked} into {report.target}: "

@@ -13,7 +13,6 @@ from ragaudit.cli._app import (
     ConfigOpt,
     RootOpt,
     SetOpt,
-    _fail,
     _num,
     _overrides,
     app,
@@ -53,7 +52,7 @@ def report_cmd(
     )
 
     if (run is None) == (run_id is None):
-        _fail(RagauditError("report: give a RUN (folder or id) or --run-id, not both"))
+        raise RagauditError("report: give a RUN (folder or id) or --run-id, not both")
     if run_id is not None:
         _evaluate_with_flags(
             ["report"],
@@ -66,22 +65,16 @@ def report_cmd(
             limit=None,
             sets=sets,
         )
-        try:
-            root = load_config(config, _overrides(runs_root=runs_root, sets=sets)).runs_root
-        except RagauditError as exc:
-            _fail(exc)
+        root = load_config(config, _overrides(runs_root=runs_root, sets=sets)).runs_root
         page = Path(root) / run_id / REPORT_FILE
     else:
         assert run is not None  # exactly one of RUN and --run-id, checked above
-        try:
-            folder = _run_dir(run, runs_root, ("manifest.json", CALIBRATION_META))
-            # A calibration run folder renders as the calibration page (and its workbook).
-            if build_calibration(folder) is not None:
-                page, _ = write_calibration_report(folder)
-            else:
-                page = write_html(build_report(folder))
-        except RagauditError as exc:
-            _fail(exc)
+        folder = _run_dir(run, runs_root, ("manifest.json", CALIBRATION_META))
+        # A calibration run folder renders as the calibration page (and its workbook).
+        if build_calibration(folder) is not None:
+            page, _ = write_calibration_report(folder)
+        else:
+            page = write_html(build_report(folder))
         console.print(f"report.html: {page}")
     if open_page:
         import webbrowser
@@ -95,7 +88,7 @@ def show(run_id: str, runs_root: RootOpt = None) -> None:
     root = runs_root or Path("data/runs")
     path = root / run_id / "manifest.json"
     if not path.is_file():
-        _fail(RagauditError(f"no manifest at {path}"))
+        raise RagauditError(f"no manifest at {path}")
     console.print_json(json.dumps(json.loads(path.read_text(encoding="utf-8"))))
 
 
@@ -184,11 +177,8 @@ def compare(
     from ragaudit.reporting import compare_runs
     from ragaudit.runfolder import write_json
 
-    try:
-        dir_a, dir_b = _run_dir(run_a, runs_root), _run_dir(run_b, runs_root)
-        cmp = compare_runs(dir_a, dir_b, alpha=alpha)
-    except RagauditError as exc:
-        _fail(exc)
+    dir_a, dir_b = _run_dir(run_a, runs_root), _run_dir(run_b, runs_root)
+    cmp = compare_runs(dir_a, dir_b, alpha=alpha)
     _print_comparison(cmp)
     out = dir_b / "compare.json"
     write_json(cmp.to_dict(), out)
@@ -245,7 +235,7 @@ def runs(
         return
     chosen, series = metric_trend(found, trend, question_set)
     if not series:
-        _fail(RagauditError(f"--trend {trend}: no run under {root} scored it for that set"))
+        raise RagauditError(f"--trend {trend}: no run under {root} scored it for that set")
     table = Table(title=f"{trend} over the runs of question set {chosen}")
     for col in ("run", "started", "judge", "mean", "95% CI"):
         table.add_column(col)

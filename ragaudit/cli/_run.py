@@ -34,7 +34,6 @@ from ragaudit.cli._app import (
     RootOpt,
     RunIdOpt,
     SetOpt,
-    _fail,
     _overrides,
     app,
     console,
@@ -206,25 +205,16 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
 def _evaluate(
     config_path: Path | None, overrides: dict[str, Any], stages: list[str] | None
 ) -> None:
-    try:
-        config = load_config(config_path, overrides)
-        if stages is None or "collect" in stages:
-            # Check the collect stage's inputs before Prefect starts: a malformed question set or
-            # a missing corpus then fails at once with one clean message, not after the server
-            # start, a task retry and two tracebacks.
-            from ragaudit.tasks.collect import check_inputs
+    config = load_config(config_path, overrides)
+    if stages is None or "collect" in stages:
+        # Check the collect stage's inputs before Prefect starts: a malformed question set or
+        # a missing corpus then fails at once with one clean message, not after the server
+        # start, a task retry and two tracebacks.
+        from ragaudit.tasks.collect import check_inputs
 
-            check_inputs(config)
-        manifest = _run_flow(config, stages)
-    except RagauditError as exc:
-        _fail(exc)
-    except Exception as exc:  # an error a stage raised, re-raised by Prefect
-        cause: BaseException = exc
-        while cause.__cause__ is not None and not isinstance(cause, RagauditError):
-            cause = cause.__cause__
-        if isinstance(cause, RagauditError):
-            _fail(cause)
-        raise
+        check_inputs(config)
+    # An error a stage raised comes back inside Prefect's; the error boundary finds its cause.
+    manifest = _run_flow(config, stages)
     _print_summary(config, manifest)
     if manifest.get("status") == "completed_with_failures":
         # A CI gate must not read a run resting on a failing judge as a pass.
@@ -247,7 +237,7 @@ def demo(
 ) -> None:
     """Run the whole DAG on the bundled data, offline (smoke-quality judge unless --judge)."""
     if not DEMO_CONFIG.is_file():
-        _fail(RagauditError(f"{DEMO_CONFIG} not found: run the demo from the ragaudit checkout"))
+        raise RagauditError(f"{DEMO_CONFIG} not found: run the demo from the ragaudit checkout")
     overrides = _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets)
     if dry_run:
         _dry_run(DEMO_CONFIG, overrides, assume, record)

@@ -8,11 +8,9 @@ from typing import Annotated
 import typer
 
 from ragaudit.cli._app import (
-    _fail,
     app,
 )
 from ragaudit.config import load_config
-from ragaudit.errors import RagauditError
 
 
 @app.command()
@@ -29,10 +27,7 @@ def serve(
     (artifacts; a ragaudit.regression event when a metric regressed, see nightly.on_regression).
     Without a worker or work pool: this process runs the scheduled runs itself.
     """
-    try:
-        load_config(config)
-    except RagauditError as exc:
-        _fail(exc)
+    load_config(config)
     from ragaudit.flows.nightly import reevaluate
 
     reevaluate.serve(name=name, cron=cron, parameters={"config_path": str(config.resolve())})

@@ -13,7 +13,6 @@ from ragaudit.cli._app import (
     EmbedderOpt,
     JudgeOpt,
     SetOpt,
-    _fail,
     _overrides,
     app,
     console,
@@ -55,31 +54,27 @@ def testset_cmd(
     from ragaudit.tasks._common import hold_gateway
     from ragaudit.testset import generate_testset, write_question_set
 
-    try:
-        cfg = load_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
-        source = corpus or cfg.collect.corpus
-        if scenarios is not None:
-            docs = read_corpus(source) if source is not None else []
-            scenario_rows = make_scenarios(load_questions(scenarios), docs, seed=seed)
-            write_question_set(
-                [r.model_dump(mode="json", exclude_none=True) for r in scenario_rows], out
-            )
-            console.print(f"{len(scenario_rows)} scenario rows written to {out}")
-            return
-        if source is None or not Path(source).exists():
-            raise RagauditError(f"testset: corpus {source} not found (--corpus or collect.corpus)")
-        chunks = [{"id": d.id, "text": d.text, "metadata": d.metadata} for d in read_corpus(source)]
-        m = cfg.models
-        with hold_gateway(cfg) as gateway, gateway.scope("testset"):
-            deps = Deps(
-                gateway, m.judge_model, m.embedder_model, {}, m.temperature, m.max_output_tokens
-            )
-            rows = asyncio.run(
-                generate_testset(chunks, deps, generator=m.generator_model, size=size, seed=seed)
-            )
-    except RagauditError as exc:
-        _fail(exc)
+    cfg = load_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
+    source = corpus or cfg.collect.corpus
+    if scenarios is not None:
+        docs = read_corpus(source) if source is not None else []
+        scenario_rows = make_scenarios(load_questions(scenarios), docs, seed=seed)
+        write_question_set(
+            [r.model_dump(mode="json", exclude_none=True) for r in scenario_rows], out
+        )
+        console.print(f"{len(scenario_rows)} scenario rows written to {out}")
         return
+    if source is None or not Path(source).exists():
+        raise RagauditError(f"testset: corpus {source} not found (--corpus or collect.corpus)")
+    chunks = [{"id": d.id, "text": d.text, "metadata": d.metadata} for d in read_corpus(source)]
+    m = cfg.models
+    with hold_gateway(cfg) as gateway, gateway.scope("testset"):
+        deps = Deps(
+            gateway, m.judge_model, m.embedder_model, {}, m.temperature, m.max_output_tokens
+        )
+        rows = asyncio.run(
+            generate_testset(chunks, deps, generator=m.generator_model, size=size, seed=seed)
+        )
     write_question_set(rows, out)
     console.print(
         f"{len(rows)} questions written to {out} "
