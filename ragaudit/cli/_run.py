@@ -275,7 +275,20 @@ def run(
     sets = [*(sets or [])]
     sets += [f"scale.task_runner={task_runner}"] if task_runner is not None else []
     sets += [f"scale.workers={workers}"] if workers is not None else []
-    _evaluate_with_flags(None, **locals())
+    _evaluate_with_flags(
+        None,
+        config=config,
+        questions=questions,
+        run_id=run_id,
+        judge=judge,
+        embedder=embedder,
+        runs_root=runs_root,
+        limit=limit,
+        sets=sets,
+        dry_run=dry_run,
+        assume=assume,
+        record=record,
+    )
 
 
 def _evaluate_with_flags(
@@ -292,7 +305,6 @@ def _evaluate_with_flags(
     dry_run: bool = False,
     assume: list[str] | None = None,
     record: list[Path] | None = None,
-    **_: object,
 ) -> None:
     """What ``run`` and every stage command share: flags to overrides, then flow or estimate."""
     overrides = _overrides(
@@ -323,7 +335,17 @@ def _stage_command(stage: str, doc: str) -> None:
         limit: LimitOpt = None,
         sets: SetOpt = None,
     ) -> None:
-        _evaluate_with_flags([stage], **locals())
+        _evaluate_with_flags(
+            [stage],
+            config=config,
+            questions=questions,
+            run_id=run_id,
+            judge=judge,
+            embedder=embedder,
+            runs_root=runs_root,
+            limit=limit,
+            sets=sets,
+        )
 
     command.__doc__ = doc
     app.command(name=stage.replace("_", "-"))(command)
