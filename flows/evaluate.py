@@ -44,6 +44,7 @@ from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
 from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
+from ragaudit.runids import new_run_id
 from ragaudit.tasks._common import (
     StageResult,
     batch_names,
@@ -62,7 +63,6 @@ __all__ = [
     "evaluate",
     "evaluate_config",
     "flow_for",
-    "new_run_id",
     "stage_key",
     "task_runner_for",
 ]
@@ -424,11 +424,6 @@ async def evaluate(
         manifest["warnings"] = judge_warnings(config, run) + failures
         run.write_manifest(manifest)
     return manifest
-
-
-def new_run_id() -> str:
-    """A run id from the current UTC time (a scheduled run has no other)."""
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
 
 
 @flow(name="ragaudit-evaluate-config", log_prints=False, persist_result=False)

@@ -15,6 +15,7 @@ from ragaudit.dataset import load_questions
 from ragaudit.manifest import base_manifest, judge_warnings
 from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
+from ragaudit.runids import new_run_id
 from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
 from ragaudit.search import read_corpus
 from ragaudit.tasks._common import StageContext, hold_gateway, in_flight
@@ -60,7 +61,7 @@ async def calibrate(
     run's manifest: config, code, packages, models, warnings) and the pages rendered from them
     alone: ``report.html`` and ``calibration.xlsx``.
     """
-    run_id = config.run_id or time.strftime("calibrate-%Y%m%d-%H%M%S")
+    run_id = config.run_id or new_run_id("calibrate")
     run = RunFolder(config.runs_root, run_id)
     started = time.perf_counter()
     # The scope writes the call log into the run folder as the calls are made.

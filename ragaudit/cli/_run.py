@@ -6,7 +6,6 @@ import asyncio
 import logging
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,6 +41,7 @@ from ragaudit.cli._app import (
 from ragaudit.cli._dryrun import _dry_run
 from ragaudit.config import RunConfig, load_config
 from ragaudit.errors import RagauditError
+from ragaudit.runids import new_run_id
 from ragaudit.secrets import install_log_filter
 
 DEMO_CONFIG = Path("data/demo/config.yaml")
@@ -77,7 +77,7 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
     from ragaudit._server import ephemeral_server
     from ragaudit.flows.evaluate import flow_for
 
-    run_id = config.run_id or time.strftime("%Y%m%d-%H%M%S")
+    run_id = config.run_id or new_run_id()
     install_log_filter()
     if not os.environ.get("RAGAUDIT_DEBUG"):
         # A failed stage is reported once, cleanly, by this CLI; Prefect's own ERROR records
