@@ -108,7 +108,7 @@ async def retry_on_infrastructure(task: Any, task_run: Any, state: Any) -> bool:
 async def stage_task(
     stage: str,
     config_json: str,
-    run_root: str,
+    runs_root: str,
     run_id: str,
     key: str,
     upstream: dict[str, str],
@@ -116,7 +116,7 @@ async def stage_task(
 ) -> StageResult:
     """Run one stage (or one part of a fanned-out stage) and return what it wrote."""
     started = time.perf_counter()
-    ctx = make_context(config_json, run_root, run_id, part)
+    ctx = make_context(config_json, runs_root, run_id, part)
     declared = BY_NAME[stage]
     run_part = declared.run_part
     if part is not None and run_part is not None:
