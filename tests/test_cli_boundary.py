@@ -107,6 +107,13 @@ def test_the_error_line_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.output.strip() == "error: provider said: bad key ***"
 
 
+def test_brackets_in_a_message_are_printed_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = "score.metrics: unknown faithfullness; known: [answer_relevancy, faithfulness]"
+    result = _metrics_raising(monkeypatch, RagauditError(message))
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {message}"
+
+
 def test_a_bug_is_not_hidden_behind_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     result = _metrics_raising(monkeypatch, KeyError("not an expected error"))
     assert isinstance(result.exception, KeyError)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
@@ -57,7 +58,9 @@ class ErrorBoundary(TyperGroup):
             error = expected_error(exc)
             if error is None:
                 raise
-            err.print(f"[bold red]error:[/] {redact(str(error))}")
+            # Escaped: a message naming a list (``[a, b]``) or a path with brackets would
+            # otherwise be read as console markup and lose that text.
+            err.print(f"[bold red]error:[/] {escape(redact(str(error)))}")
             code = INTERRUPTED_EXIT if isinstance(error, Interrupted) else ERROR_EXIT
             raise typer.Exit(code) from None
 
