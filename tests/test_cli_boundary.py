@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from conftest import REPO
 from typer.testing import CliRunner
 
@@ -112,6 +113,12 @@ def test_brackets_in_a_message_are_printed_as_written(monkeypatch: pytest.Monkey
     result = _metrics_raising(monkeypatch, RagauditError(message))
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {message}"
+
+
+def test_a_commands_own_exit_code_passes_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = _metrics_raising(monkeypatch, typer.Exit(3))
+    assert result.exit_code == 3
+    assert "error:" not in result.output
 
 
 def test_a_bug_is_not_hidden_behind_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

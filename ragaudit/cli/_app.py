@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -48,13 +47,13 @@ class ErrorBoundary(TyperGroup):
     through it: the console script, ``python -m ragaudit`` and ``CliRunner`` in the tests.
     """
 
-    def invoke(self, ctx: click.Context) -> Any:
+    # ``Any``: Typer's context class belongs to the copy of click it ships, a private module.
+    def invoke(self, ctx: Any) -> Any:
         """Run the command, turning an expected error into a clean exit."""
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
         except Exception as exc:
+            # Typer's own exits and usage errors have no such cause: they pass through.
             error = expected_error(exc)
             if error is None:
                 raise
