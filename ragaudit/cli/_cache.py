@@ -8,13 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ragaudit.cli._app import (
-    ConfigOpt,
-    RootOpt,
-    _overrides,
-    app,
-    console,
-)
+from ragaudit.cli._app import ConfigOpt, RootOpt, _overrides, app, console
 from ragaudit.config import load_config
 
 cache_app = typer.Typer(help="The LLM memo (diskcache).", no_args_is_help=True)

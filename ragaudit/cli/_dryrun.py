@@ -9,11 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ragaudit.cli._app import (
-    RootOpt,
-    app,
-    console,
-)
+from ragaudit.cli._app import RootOpt, app, console
 from ragaudit.config import load_config
 from ragaudit.errors import RagauditError
 

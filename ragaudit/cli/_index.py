@@ -14,14 +14,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ragaudit.cli._app import (
-    ConfigOpt,
-    SetOpt,
-    _overrides,
-    app,
-    console,
-    err,
-)
+from ragaudit.cli._app import ConfigOpt, SetOpt, _overrides, app, console, err
 from ragaudit.config import load_config, set_path
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import install_log_filter

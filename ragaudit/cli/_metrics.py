@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ragaudit.cli._app import (
-    app,
-    console,
-)
+from ragaudit.cli._app import app, console
 
 
 @app.command()

@@ -9,16 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ragaudit.cli._app import (
-    ConfigOpt,
-    RootOpt,
-    SetOpt,
-    _num,
-    _overrides,
-    app,
-    console,
-    err,
-)
+from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app, console, err
 from ragaudit.cli._run import _evaluate_with_flags
 from ragaudit.config import load_config
 from ragaudit.errors import RagauditError

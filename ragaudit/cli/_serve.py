@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ragaudit.cli._app import (
-    app,
-)
+from ragaudit.cli._app import app
 from ragaudit.config import load_config
 
 
