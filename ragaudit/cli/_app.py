@@ -1,4 +1,4 @@
-"""The ``ragaudit`` application, its consoles, the options commands share and the entry point."""
+"""The ``ragaudit`` application: its error boundary, consoles, shared options and entry point."""
 
 from __future__ import annotations
 
