@@ -43,6 +43,7 @@ from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
 from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
+from ragaudit.runids import new_run_id
 from ragaudit.tasks import (
     StageResult,
     batch_names,
@@ -60,7 +61,6 @@ __all__ = [
     "evaluate",
     "evaluate_config",
     "flow_for",
-    "new_run_id",
     "stage_key",
     "task_runner_for",
 ]
@@ -106,7 +106,7 @@ async def retry_on_infrastructure(task: Any, task_run: Any, state: Any) -> bool:
 async def stage_task(
     stage: str,
     config_json: str,
-    run_root: str,
+    runs_root: str,
     run_id: str,
     key: str,
     upstream: dict[str, str],
@@ -114,7 +114,7 @@ async def stage_task(
 ) -> StageResult:
     """Run one stage (or one part of a fanned-out stage) and return what it wrote."""
     started = time.perf_counter()
-    ctx = make_context(config_json, run_root, run_id, part)
+    ctx = make_context(config_json, runs_root, run_id, part)
     declared = BY_NAME[stage]
     run_part = declared.run_part
     if part is not None and run_part is not None:
@@ -422,11 +422,6 @@ async def evaluate(
         manifest["warnings"] = judge_warnings(config, run) + failures
         run.write_manifest(manifest)
     return manifest
-
-
-def new_run_id() -> str:
-    """A run id from the current UTC time (a scheduled run has no other)."""
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
 
 
 @flow(name="ragaudit-evaluate-config", log_prints=False, persist_result=False)

@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
 from ragaudit.config import RunConfig, load_config
-from ragaudit.flows.evaluate import evaluate, new_run_id
+from ragaudit.flows.evaluate import evaluate
 from ragaudit.reevaluation import (
     REGRESSED_SUFFIX,
     previous_run,
@@ -28,6 +28,7 @@ from ragaudit.reevaluation import (
 )
 from ragaudit.reporting import compare_runs, question_set_hash
 from ragaudit.runfolder import RunFolder
+from ragaudit.runids import new_run_id
 
 __all__ = ["compare_with_previous", "reevaluate"]
 

@@ -116,7 +116,7 @@ def file_digest(path: Path) -> str:
 
 
 def make_context(
-    config_json: str, run_root: str, run_id: str, part: str | None = None
+    config_json: str, runs_root: str, run_id: str, part: str | None = None
 ) -> StageContext:
     """Rebuild the stage context inside a task from its serialisable inputs.
 
@@ -125,7 +125,7 @@ def make_context(
     ``questions`` table.
     """
     config = RunConfig.model_validate_json(config_json)
-    run = RunFolder(run_root, run_id)
+    run = RunFolder(runs_root, run_id)
     ids = None
     batch = split_part(part)[1]
     if batch is not None:

@@ -333,7 +333,8 @@ def test_flow_publishes_artifacts(flow_run: Path) -> None:
 
 
 def test_cli_summary_and_runs_render_the_model(flow_run: Path, tmp_path: Path) -> None:
-    from ragaudit.cli import _print_report, console
+    from ragaudit.cli._app import console
+    from ragaudit.cli._run import _print_report
 
     with console.capture() as cap:
         _print_report(flow_run)

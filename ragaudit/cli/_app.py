@@ -1,0 +1,161 @@
+"""The ``ragaudit`` application: its error boundary, consoles, shared options and entry point."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
+
+import ragaudit  # noqa: F401  (offline environment before anything else)
+from ragaudit.config import set_path
+from ragaudit.errors import RagauditError
+from ragaudit.secrets import redact
+
+
+class Interrupted(RagauditError):
+    """The run was stopped by a signal (Ctrl-C, SIGTERM)."""
+
+
+# 130 = 128 + SIGINT, as shells report a run stopped by Ctrl-C.
+INTERRUPTED_EXIT = 130
+ERROR_EXIT = 2
+
+
+def expected_error(exc: BaseException) -> RagauditError | None:
+    """The ``RagauditError`` behind ``exc``: itself or the first one among its causes.
+
+    Prefect re-raises an error a stage raised inside its own; the user needs the cause, once.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, RagauditError):
+        cause = cause.__cause__
+    return cause
+
+
+class ErrorBoundary(TyperGroup):
+    """The root command: the one place an expected error becomes one line and an exit code.
+
+    A ``RagauditError`` (or an error caused by one) raised anywhere in a command is printed
+    as one unwrapped ``error:`` line, secrets redacted, and ends the process with exit code
+    2 (130 for ``Interrupted``); any other exception keeps its traceback. It is the root
+    command rather than a ``try`` in ``main()`` so that every way of running ``app`` passes
+    through it: the console script, ``python -m ragaudit`` and ``CliRunner`` in the tests.
+    """
+
+    # ``Any``: Typer's context class belongs to the copy of click it ships, a private module.
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command, turning an expected error into a clean exit."""
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            # Typer's own exits and usage errors have no such cause: they pass through.
+            error = expected_error(exc)
+            if error is None:
+                raise
+            # Escaped: a message naming a list (``[a, b]``) or a path with brackets would
+            # otherwise be read as console markup and lose that text.
+            err.print(f"[bold red]error:[/] {escape(redact(str(error)))}")
+            code = INTERRUPTED_EXIT if isinstance(error, Interrupted) else ERROR_EXIT
+            raise typer.Exit(code) from None
+
+
+app = typer.Typer(
+    name="ragaudit",
+    cls=ErrorBoundary,
+    help="Evaluate retrieval-augmented QA on Elasticsearch/OpenSearch: rank contexts with an "
+    "LLM judge, write reference answers, score RAGAS metrics, as cached, resumable Prefect flows.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+# Piped output (CI logs, `make demo | tee`) would otherwise be cut to 80 columns.
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 120)
+# Errors are never wrapped: a path or a message cut at 80 columns when piped can neither be
+# grepped nor copied.
+err = Console(stderr=True, soft_wrap=True)
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML/TOML/JSON config file.")
+]
+RunIdOpt = Annotated[
+    str | None, typer.Option("--run-id", help="Run id; the same id resumes a run.")
+]
+QuestionsOpt = Annotated[
+    Path | None, typer.Option("--questions", "-q", help="Question set (JSONL/CSV/Parquet).")
+]
+JudgeOpt = Annotated[str | None, typer.Option("--judge", help="Judge model (any litellm string).")]
+EmbedderOpt = Annotated[
+    str | None, typer.Option("--embedder", help="Embedding model (any litellm string).")
+]
+RootOpt = Annotated[Path | None, typer.Option("--runs-root", help="Folder of run folders.")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Any config field: --set score.top_k=5")
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run", help="Print the calls, tokens and cost per stage; call no model, write no run."
+    ),
+]
+AssumeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--assume", help="A dry-run prior: --assume relevant_share=0.5"),
+]
+
+RecordOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--record",
+        help="A judge record file (ragaudit record) the dry run reads when no earlier run under "
+        "the runs root used the judge.",
+    ),
+]
+
+
+def _overrides(
+    *,
+    questions: Path | None = None,
+    judge: str | None = None,
+    embedder: str | None = None,
+    runs_root: Path | None = None,
+    limit: int | None = None,
+    run_id: str | None = None,
+    sets: list[str] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for dotted, value in (
+        ("questions", questions),
+        ("models.judge", judge),
+        ("models.embedder", embedder),
+        ("runs_root", runs_root),
+        ("limit", limit),
+        ("run_id", run_id),
+    ):
+        if value is not None:
+            set_path(out, dotted, str(value) if isinstance(value, Path) else value)
+    for item in sets or []:
+        if "=" not in item:
+            raise RagauditError(f"--set {item}: expected field=value, e.g. --set score.top_k=5")
+        dotted, raw = item.split("=", 1)
+        import yaml
+
+        set_path(out, dotted.strip(), yaml.safe_load(raw))
+    return out
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def main() -> None:
+    """The console entry point (``ragaudit``) and ``python -m ragaudit``.
+
+    Errors need no handling here: ``app``'s root command is the error boundary.
+    """
+    app()

@@ -1,0 +1,119 @@
+"""``ragaudit calibrate``: measure the metrics with the configured judge."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ragaudit.cli._app import (
+    ConfigOpt,
+    EmbedderOpt,
+    JudgeOpt,
+    RootOpt,
+    RunIdOpt,
+    SetOpt,
+    _num,
+    _overrides,
+    app,
+    console,
+    err,
+)
+from ragaudit.config import OFFLINE_JUDGE, load_config
+from ragaudit.secrets import install_log_filter
+
+SMOKE_CALIBRATION_LIMIT = 2
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    config: ConfigOpt = None,
+    run_id: RunIdOpt = None,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    runs_root: RootOpt = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", help="Pairs per WikiEval/HaluEval file, base questions."),
+    ] = None,
+    sets: SetOpt = None,
+    wikieval: Annotated[
+        Path | None, typer.Option("--wikieval", help="Folder with WikiEval's ff/ar/cr.csv.")
+    ] = None,
+    halueval: Annotated[
+        Path | None, typer.Option("--halueval", help="HaluEval QA file (JSON lines).")
+    ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option("--labels", help="Your labels: question, answer, contexts, labels."),
+    ] = None,
+    scenarios: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenarios", help="Question set with gold relevance to build scenarios from."
+        ),
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Cut of scores and labels for κ and accuracy.")
+    ] = 0.5,
+) -> None:
+    """Measure the metrics with the configured judge (the bundled data when none is named)."""
+    from ragaudit.calibration import calibrate, gather_inputs
+
+    started = time.perf_counter()
+    cfg = load_config(
+        config,
+        _overrides(judge=judge, embedder=embedder, runs_root=runs_root, run_id=run_id, sets=sets),
+    )
+    if (
+        limit is None
+        and cfg.models.judge_model == OFFLINE_JUDGE
+        and not any((wikieval, halueval, labels, scenarios))
+    ):
+        # The smoke judge reads ~400 prompt tokens a second on 2 cores: the whole bundle
+        # took over 12 minutes, so it calibrates on a slice that finishes in minutes.
+        limit = SMOKE_CALIBRATION_LIMIT
+        err.print(
+            f"calibrating the offline smoke judge on {limit} pairs and base questions per "
+            "data set (--limit to change)"
+        )
+    inputs = gather_inputs(
+        wikieval=wikieval,
+        halueval=halueval,
+        labels=labels,
+        scenarios_from=scenarios,
+        corpus=cfg.collect.corpus,
+        limit=limit,
+    )
+    install_log_filter()
+    result, run, warnings = asyncio.run(calibrate(cfg, inputs, threshold=threshold))
+    models = f"judge {cfg.models.judge_model}, embedder {cfg.models.embedder_model}"
+    table = Table(title=f"calibration {run.run_id} ({models})")
+    for col in ("kind", "data", "metric", "family", "statistic", "value", "95% CI", "n", "note"):
+        table.add_column(col)
+    for f in result.figures:
+        ci = "-" if f["ci_low"] is None else f"{f['ci_low']:.3f}-{f['ci_high']:.3f}"
+        table.add_row(
+            f["kind"],
+            f["dataset"],
+            f["metric"],
+            f["family"] or "",
+            f["statistic"],
+            _num(f["value"]),
+            ci,
+            str(f["n"]),
+            f["note"],
+        )
+    console.print(table)
+    failed = sum(r["status"] == "failed" for r in result.scores)
+    console.print(
+        f"{len(result.scores)} items scored ({failed} failed) in "
+        f"{time.perf_counter() - started:.1f} s; {run.table_path('calibration')}"
+    )
+    console.print(f"report.html: {run.path / 'report.html'}")
+    for warning in warnings:
+        console.print(f"[bold yellow]WARNING:[/] {warning}")

@@ -1,0 +1,238 @@
+"""``report``, ``show``, ``compare`` and ``runs``: what finished runs hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app, console, err
+from ragaudit.cli._run import _evaluate_with_flags
+from ragaudit.config import load_config
+from ragaudit.errors import RagauditError
+
+
+@app.command("report")
+def report_cmd(
+    run: Annotated[
+        str | None,
+        typer.Argument(help="A run folder or run id: render report.html from its tables alone."),
+    ] = None,
+    open_page: Annotated[
+        bool, typer.Option("--open", help="Open report.html in the default browser.")
+    ] = False,
+    config: ConfigOpt = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", help="Run the report stage (summary, xlsx, html, artifacts)."),
+    ] = None,
+    runs_root: RootOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Stage 5 (--run-id), or report.html of a finished RUN: charts and a question drill-down."""
+    from ragaudit.reporting import (
+        CALIBRATION_META,
+        REPORT_FILE,
+        build_calibration,
+        build_report,
+        write_calibration_report,
+        write_html,
+    )
+
+    if (run is None) == (run_id is None):
+        raise RagauditError("report: give a RUN (folder or id) or --run-id, not both")
+    if run_id is not None:
+        _evaluate_with_flags(
+            ["report"],
+            config=config,
+            questions=None,
+            run_id=run_id,
+            judge=None,
+            embedder=None,
+            runs_root=runs_root,
+            limit=None,
+            sets=sets,
+        )
+        root = load_config(config, _overrides(runs_root=runs_root, sets=sets)).runs_root
+        page = Path(root) / run_id / REPORT_FILE
+    else:
+        assert run is not None  # exactly one of RUN and --run-id, checked above
+        folder = _run_dir(run, runs_root, ("manifest.json", CALIBRATION_META))
+        # A calibration run folder renders as the calibration page (and its workbook).
+        if build_calibration(folder) is not None:
+            page, _ = write_calibration_report(folder)
+        else:
+            page = write_html(build_report(folder))
+        console.print(f"report.html: {page}")
+    if open_page:
+        import webbrowser
+
+        webbrowser.open(page.resolve().as_uri())
+
+
+@app.command()
+def show(run_id: str, runs_root: RootOpt = None) -> None:
+    """Print a run's manifest."""
+    root = runs_root or Path("data/runs")
+    path = root / run_id / "manifest.json"
+    if not path.is_file():
+        raise RagauditError(f"no manifest at {path}")
+    console.print_json(json.dumps(json.loads(path.read_text(encoding="utf-8"))))
+
+
+def _run_dir(
+    name: str, runs_root: Path | None, markers: tuple[str, ...] = ("manifest.json",)
+) -> Path:
+    """A run given as a folder path, or as a run id under the runs root.
+
+    A folder is a run when it holds one of ``markers`` (a calibration run has its own).
+    """
+    path = Path(name)
+    under = (runs_root or Path("data/runs")) / name
+    for folder in (path, under):
+        if any((folder / m).is_file() for m in markers):
+            return folder
+    raise RagauditError(
+        f"run '{name}': no {' or '.join(markers)} at {path} or {under} (give a run folder or a "
+        "run id under --runs-root)"
+    )
+
+
+def _print_comparison(cmp: Any) -> None:
+    console.print(
+        f"\n[bold]compare[/] {cmp.run_a} (A) -> {cmp.run_b} (B)   judge A: {cmp.judge_a}   "
+        f"judge B: {cmp.judge_b}"
+    )
+    if not cmp.comparable:
+        console.print("[bold red]NOT LIKE FOR LIKE:[/] these runs differ in")
+        for d in cmp.differences:
+            console.print(f"  [red]{d.what}[/]: A {d.a!r}  B {d.b!r}", soft_wrap=True)
+    for note in cmp.notes:
+        console.print(f"note: {note}")
+    table = Table(
+        title=f"B - A per metric, paired by question (permutation test, {cmp.adjustment.upper()}"
+        f"-adjusted, alpha {cmp.alpha})"
+    )
+    for col in ("metric", "n", "mean A", "mean B", "B - A", "95% CI", "p", "p adj", "verdict"):
+        table.add_column(col)
+    for m in cmp.metrics:
+        style = {"regressed": "bold red", "improved": "bold green"}.get(m.verdict, "")
+        verdict = f"[{style}]{m.verdict}[/]" if style else m.verdict
+        table.add_row(
+            m.metric + ("" if m.higher_is_better else " (lower is better)"),
+            str(m.n_paired),
+            _num(m.mean_a),
+            _num(m.mean_b),
+            _num(m.diff),
+            "-" if m.ci_low is None else f"{m.ci_low:+.3f} {m.ci_high:+.3f}",
+            _num(m.p_value, 4),
+            _num(m.p_adjusted, 4),
+            verdict,
+        )
+    console.print(table)
+    if cmp.moved_questions:
+        console.print("Questions that moved most (A -> B):")
+        for q in cmp.moved_questions:
+            console.print(
+                f"  {q.metric} {q.question_id}: {q.value_a:.3f} -> {q.value_b:.3f} "
+                f"({q.diff:+.3f})  {q.question[:60]}",
+                soft_wrap=True,
+            )
+    for warning in cmp.warnings:
+        console.print(f"[bold yellow]WARNING:[/] {warning}")
+    console.print(f"[bold]verdict:[/] {cmp.verdict}", soft_wrap=True)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="The earlier run: a folder or a run id.")],
+    run_b: Annotated[str, typer.Argument(help="The later run: a folder or a run id.")],
+    runs_root: RootOpt = None,
+    html: Annotated[bool, typer.Option("--html", help="Also write compare.html.")] = False,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 1 when a metric regressed beyond noise between comparable runs.",
+        ),
+    ] = False,
+    alpha: Annotated[
+        float | None,
+        typer.Option("--alpha", help="Significance level (default: report.alpha of run B)."),
+    ] = None,
+) -> None:
+    """What moved beyond noise from RUN_A to RUN_B, paired by question, adjusted across metrics."""
+    from ragaudit.reporting import compare_runs
+    from ragaudit.runfolder import write_json
+
+    dir_a, dir_b = _run_dir(run_a, runs_root), _run_dir(run_b, runs_root)
+    cmp = compare_runs(dir_a, dir_b, alpha=alpha)
+    _print_comparison(cmp)
+    out = dir_b / "compare.json"
+    write_json(cmp.to_dict(), out)
+    console.print(f"compare.json: {out}")
+    if html:
+        from ragaudit.reporting import write_compare_html
+
+        console.print(f"compare.html: {write_compare_html(cmp, dir_b / 'compare.html')}")
+    if fail_on_regression and cmp.comparable and cmp.regressed:
+        err.print(f"[bold red]regression beyond noise:[/] {', '.join(cmp.regressed)}")
+        raise typer.Exit(1)
+
+
+@app.command()
+def runs(
+    runs_root: RootOpt = None,
+    trend: Annotated[
+        str | None, typer.Option("--trend", help="Print this metric over the runs of one set.")
+    ] = None,
+    question_set: Annotated[
+        str | None,
+        typer.Option(
+            "--question-set",
+            help="With --trend: a question-set hash (prefix) or file; default the newest run's.",
+        ),
+    ] = None,
+) -> None:
+    """The runs under the runs root: date, question set, judge and key means."""
+    from ragaudit.reporting import list_runs
+    from ragaudit.reporting import trend as metric_trend
+
+    root = runs_root or Path("data/runs")
+    found = list_runs(root)
+    if not found:
+        console.print(f"no runs under {root}")
+        return
+    if trend is None:
+        metrics = list(dict.fromkeys(m for r in found for m in r.means))[:4]
+        table = Table(title=f"Runs under {root}")
+        for col in ("run", "started", "status", "question set", "n", "judge", *metrics):
+            table.add_column(col, no_wrap=col in {"run", "started", "judge"})
+        for r in found:
+            short = (r.question_set_hash or "").removeprefix("k1:")[:10]
+            table.add_row(
+                r.run_id,
+                (r.started_at or "")[:16].replace("T", " "),
+                r.status or "",
+                f"{Path(r.questions_file or '').name} {short}",
+                str(r.n_questions),
+                r.judge or "",
+                *[_num(r.means.get(m)) for m in metrics],
+            )
+        console.print(table)
+        return
+    chosen, series = metric_trend(found, trend, question_set)
+    if not series:
+        raise RagauditError(f"--trend {trend}: no run under {root} scored it for that set")
+    table = Table(title=f"{trend} over the runs of question set {chosen}")
+    for col in ("run", "started", "judge", "mean", "95% CI"):
+        table.add_column(col)
+    for r in series:
+        low, high = r.ci.get(trend, (None, None))
+        ci = "-" if low is None else f"{low:.3f}-{high:.3f}"
+        started = (r.started_at or "")[:19].replace("T", " ")
+        table.add_row(r.run_id, started, r.judge or "", _num(r.means[trend]), ci)
+    console.print(table)

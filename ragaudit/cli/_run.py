@@ -1,0 +1,359 @@
+"""``demo``, ``run`` and one command per stage: the evaluate flow with progress bars."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from ragaudit.cli._app import (
+    AssumeOpt,
+    ConfigOpt,
+    DryRunOpt,
+    EmbedderOpt,
+    Interrupted,
+    JudgeOpt,
+    LimitOpt,
+    QuestionsOpt,
+    RecordOpt,
+    RootOpt,
+    RunIdOpt,
+    SetOpt,
+    _overrides,
+    app,
+    console,
+    err,
+)
+from ragaudit.cli._dryrun import _dry_run
+from ragaudit.config import RunConfig, load_config
+from ragaudit.errors import RagauditError
+from ragaudit.runids import new_run_id
+from ragaudit.secrets import install_log_filter
+
+DEMO_CONFIG = Path("data/demo/config.yaml")
+
+
+class _RichReporter:
+    """Rich progress bars for stage progress (ragaudit.progress)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def start(self, label: str, total: int) -> int:
+        return int(self.progress.add_task(label, total=max(total, 1)))
+
+    def advance(self, handle: int, n: int = 1) -> None:
+        self.progress.advance(TaskID(handle), n)
+
+    def finish(self, handle: int) -> None:
+        task = self.progress.tasks[[t.id for t in self.progress.tasks].index(TaskID(handle))]
+        self.progress.update(TaskID(handle), completed=task.total)
+
+
+def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
+    """Run the evaluate flow with progress bars; returns the manifest.
+
+    SIGINT and SIGTERM stop the run in order: the flow's task is cancelled (asyncio's own
+    Ctrl-C handling, which SIGTERM is routed into), the manifest says ``interrupted``, and the
+    ephemeral Prefect server, which the signal never reaches, is stopped last.
+
+    Raises:
+        Interrupted: A signal stopped the run.
+    """
+    from ragaudit._server import ephemeral_server
+    from ragaudit.flows.evaluate import flow_for
+
+    run_id = config.run_id or new_run_id()
+    install_log_filter()
+    if not os.environ.get("RAGAUDIT_DEBUG"):
+        # A failed stage is reported once, cleanly, by this CLI; Prefect's own ERROR records
+        # would print the same failure again with tracebacks.
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        # asyncio.run cancels its main task on the first SIGINT and raises KeyboardInterrupt
+        # when it is done: SIGTERM takes the same orderly way out.
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with (
+            ephemeral_server(),
+            Progress(
+                TextColumn("{task.description:<32}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=False,
+            ) as progress,
+        ):
+            from ragaudit import progress as prog
+
+            prog.set_reporter(_RichReporter(progress))
+            try:
+                return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
+            finally:
+                prog.set_reporter(None)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        name = received[0] if received else "SIGINT"
+        _mark_interrupted(config, run_id, name)
+        raise Interrupted(f"run {run_id} interrupted by {name}; re-run it to resume") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _mark_interrupted(config: RunConfig, run_id: str, signal_name: str) -> None:
+    """Record in the run's manifest that a signal stopped it (when the run had started)."""
+    from ragaudit.runfolder import RunFolder
+
+    run = RunFolder(config.runs_root, run_id)
+    manifest = run.read_manifest()
+    if not manifest:
+        return
+    manifest["status"] = "interrupted"
+    manifest["error"] = f"interrupted by {signal_name}"
+    run.write_manifest(manifest)
+
+
+def _print_summary(config: RunConfig, manifest: dict[str, Any]) -> None:
+    from ragaudit.runfolder import RunFolder
+
+    _print_report(RunFolder(config.runs_root, manifest["run_id"]).path, manifest)
+
+
+def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None:
+    """Render a run's report model (ragaudit.reporting) on the console."""
+    from ragaudit.reporting import build_report
+
+    report = build_report(run_dir)
+    console.print(f"\n[bold]ragaudit run[/] {report.run_id}  ->  {report.run_dir}")
+    console.print(f"judge: [bold]{report.judge}[/]   embedder: {report.embedder}")
+    total = report.calls_total
+    seconds = (manifest or {}).get("timings", report.timings).get("total_s")
+    if total is not None:
+        cost = "" if total.cost_usd is None else f", cost ${total.cost_usd:.4f}"
+        console.print(
+            f"LLM calls: {total.calls} (memo hits {total.memo_hits}, "
+            f"provider calls {total.provider_calls}){cost}"
+            + ("" if seconds is None else f"; time {seconds:.1f} s")
+        )
+    if report.summary:
+        table = Table(title="Metrics (mean over ok rows, 95% bootstrap CI)")
+        for col in ("metric", "mean", "95% CI", "ok", "failed", "skipped", "threshold", "flag"):
+            table.add_column(col)
+        for s in report.summary:
+            mean = "-" if s.mean is None else f"{s.mean:.3f}"
+            ci = "-" if s.ci_low is None else f"{s.ci_low:.2f}-{s.ci_high:.2f}"
+            side = "<" if s.higher_is_better else ">"
+            thr = "" if s.threshold is None else f"{side} {s.threshold}"
+            flag = ""
+            if s.flagged:
+                flag = (
+                    "[red]BELOW THRESHOLD[/]" if s.higher_is_better else "[red]ABOVE THRESHOLD[/]"
+                )
+            table.add_row(
+                s.metric, mean, ci, str(s.n_ok), str(s.n_failed), str(s.n_skipped), thr, flag
+            )
+        console.print(table)
+    lines = []
+    for metric in report.metrics:
+        rows = [w for w in report.worst if w.metric == metric]
+        if rows:
+            lines.append(
+                f"  {metric}: " + ", ".join(f"{w.question_id} ({w.value:.2f})" for w in rows)
+            )
+    if lines:
+        console.print("Worst questions:\n" + "\n".join(lines))
+    shown = {"spearman", "kendall_tau", "top_k_overlap", "ndcg"}
+    text = "; ".join(
+        f"{a.comparison} {a.metric} {a.value:.2f} (n={a.n_questions})"
+        for a in report.overall_agreement
+        if a.status == "ok" and a.metric in shown and a.value is not None
+    )
+    if text:
+        console.print(f"Ranking agreement (mean over questions): {text}")
+    refs = report.reference_counts()
+    if refs:
+        console.print(
+            "Reference answers: " + ", ".join(f"{k} {v}" for k, v in sorted(refs.items()))
+        )
+    for name in ("report.html", "report.xlsx"):
+        if (report.run_dir / name).is_file():
+            console.print(f"{name}: {report.run_dir / name}")
+    for warning in report.warnings:
+        console.print(f"[bold yellow]WARNING:[/] {warning}")
+
+
+def _evaluate(
+    config_path: Path | None, overrides: dict[str, Any], stages: list[str] | None
+) -> None:
+    config = load_config(config_path, overrides)
+    if stages is None or "collect" in stages:
+        # Check the collect stage's inputs before Prefect starts: a malformed question set or
+        # a missing corpus then fails at once with one clean message, not after the server
+        # start, a task retry and two tracebacks.
+        from ragaudit.tasks.collect import check_inputs
+
+        check_inputs(config)
+    # An error a stage raised comes back inside Prefect's; the error boundary finds its cause.
+    manifest = _run_flow(config, stages)
+    _print_summary(config, manifest)
+    if manifest.get("status") == "completed_with_failures":
+        # A CI gate must not read a run resting on a failing judge as a pass.
+        err.print(
+            f"[bold red]run {manifest['run_id']} completed with failures:[/] the judge failed "
+            "on most of its calls (see the warnings above)"
+        )
+        raise typer.Exit(3)
+
+
+@app.command()
+def demo(
+    run_id: RunIdOpt = "demo",
+    judge: JudgeOpt = None,
+    runs_root: RootOpt = None,
+    sets: SetOpt = None,
+    dry_run: DryRunOpt = False,
+    assume: AssumeOpt = None,
+    record: RecordOpt = None,
+) -> None:
+    """Run the whole DAG on the bundled data, offline (smoke-quality judge unless --judge)."""
+    if not DEMO_CONFIG.is_file():
+        raise RagauditError(f"{DEMO_CONFIG} not found: run the demo from the ragaudit checkout")
+    overrides = _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets)
+    if dry_run:
+        _dry_run(DEMO_CONFIG, overrides, assume, record)
+        return
+    _evaluate(DEMO_CONFIG, overrides, None)
+
+
+@app.command()
+def run(
+    config: ConfigOpt = None,
+    questions: QuestionsOpt = None,
+    run_id: RunIdOpt = None,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    runs_root: RootOpt = None,
+    limit: LimitOpt = None,
+    sets: SetOpt = None,
+    dry_run: DryRunOpt = False,
+    assume: AssumeOpt = None,
+    record: RecordOpt = None,
+    task_runner: Annotated[
+        str | None,
+        typer.Option(
+            "--task-runner",
+            help="Where batch tasks run: default (this process), dask or ray (scale.task_runner).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Local Dask/Ray workers (scale.workers)."),
+    ] = None,
+) -> None:
+    """Run the whole evaluation DAG (collect, sort, ground_truth, score, report)."""
+    # Plain config fields: --set validates them and names the field when a value is wrong.
+    sets = [*(sets or [])]
+    sets += [f"scale.task_runner={task_runner}"] if task_runner is not None else []
+    sets += [f"scale.workers={workers}"] if workers is not None else []
+    _evaluate_with_flags(
+        None,
+        config=config,
+        questions=questions,
+        run_id=run_id,
+        judge=judge,
+        embedder=embedder,
+        runs_root=runs_root,
+        limit=limit,
+        sets=sets,
+        dry_run=dry_run,
+        assume=assume,
+        record=record,
+    )
+
+
+def _evaluate_with_flags(
+    stages: list[str] | None,
+    *,
+    config: Path | None,
+    questions: Path | None,
+    run_id: str | None,
+    judge: str | None,
+    embedder: str | None,
+    runs_root: Path | None,
+    limit: int | None,
+    sets: list[str] | None,
+    dry_run: bool = False,
+    assume: list[str] | None = None,
+    record: list[Path] | None = None,
+) -> None:
+    """What ``run`` and every stage command share: flags to overrides, then flow or estimate."""
+    overrides = _overrides(
+        questions=questions,
+        run_id=run_id,
+        judge=judge,
+        embedder=embedder,
+        runs_root=runs_root,
+        limit=limit,
+        sets=sets,
+    )
+    if dry_run:
+        _dry_run(config, overrides, assume, record)
+        return
+    _evaluate(config, overrides, stages)
+
+
+def _stage_command(stage: str, doc: str) -> None:
+    def command(
+        config: ConfigOpt = None,
+        questions: QuestionsOpt = None,
+        run_id: Annotated[
+            str, typer.Option("--run-id", help="Run folder to read and write.")
+        ] = ...,  # type: ignore[assignment]
+        judge: JudgeOpt = None,
+        embedder: EmbedderOpt = None,
+        runs_root: RootOpt = None,
+        limit: LimitOpt = None,
+        sets: SetOpt = None,
+    ) -> None:
+        _evaluate_with_flags(
+            [stage],
+            config=config,
+            questions=questions,
+            run_id=run_id,
+            judge=judge,
+            embedder=embedder,
+            runs_root=runs_root,
+            limit=limit,
+            sets=sets,
+        )
+
+    command.__doc__ = doc
+    app.command(name=stage.replace("_", "-"))(command)
+
+
+_stage_command("collect", "Stage 1: fetch candidates and the system's answers into the run folder.")
+_stage_command(
+    "sort", "Stage 2: judge relevance and order the candidates; agreement with the engine."
+)
+_stage_command("ground_truth", "Stage 3: write reference answers from the relevant candidates.")
+_stage_command("score", "Stage 4: score every configured metric on the top-k contexts.")
