@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.oracle import Oracle
 
 from ragaudit.cache import Gateway
-from ragaudit.cache._fake import Oracle
 from ragaudit.calibration import (
     FAMILIES,
     bundled_inputs,

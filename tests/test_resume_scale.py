@@ -16,9 +16,9 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from support.shared_count import SharedCount, shared_env
 from synthetic import write_questions
 
-from ragaudit.cache._fake import SHARED_ENV, SharedCount
 from ragaudit.config import load_config
 from ragaudit.flows.evaluate import evaluate
 from ragaudit.runfolder import RunFolder
@@ -75,7 +75,7 @@ def test_kill_mid_score_then_resume_repeats_no_finished_call(tmp_path: Path) -> 
     cfg_path = tmp_path / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(_config(tmp_path, questions, "cache")))
     counter = tmp_path / "provider.json"
-    env = {**os.environ, SHARED_ENV: str(counter)}
+    env = {**os.environ, **shared_env(counter)}
     run = RunFolder(tmp_path / "runs", "crash")
 
     proc = _cli(cfg_path, "crash", env)

@@ -1,0 +1,1 @@
+"""Test-only instruments the fake provider is driven with (imported as ``support``)."""
