@@ -357,6 +357,28 @@ async def test_a_rejected_key_stops_at_the_first_answer(tmp_path: Path, fake: An
     gateway.close()
 
 
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_rejected_key_fails_the_score_stage(tmp_path: Path, fake: Any) -> None:
+    from conftest import make_config
+
+    from ragaudit.flows.evaluate import evaluate
+
+    config = make_config(
+        tmp_path,
+        sort__enabled=False,
+        ground_truth__enabled=False,
+        score__metrics=["faithfulness"],
+        models__concurrency=1,
+    )
+    with fake.script(_rejected), pytest.raises(KeyRejected, match="rejected the API key"):
+        asyncio.run(evaluate(config.model_dump_json(), "rejected"))
+    # The stage ended at the first refusal; no row after it was sent (the flow retries a
+    # stage only on an error that says it is transient, and this one does not).
+    assert fake.stats.calls == 1
+    manifest = RunFolder(config.runs_root, "rejected").manifest_path.read_text()
+    assert '"failed"' in manifest and SECRET not in manifest
+
+
 # -- identical requests from several threads -------------------------------------------------
 
 
