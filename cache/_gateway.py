@@ -1176,10 +1176,14 @@ class Gateway:
     # -- embeddings ---------------------------------------------------------------------
 
     async def aembed(self, texts: Sequence[str], *, model: str) -> list[list[float]]:
-        """Embed ``texts``: memo hits per text, one provider call for the misses."""
+        """Embed ``texts``: memo hits per text, one provider call for the misses.
+
+        A text another caller is embedding at the same moment (in any thread) is not asked
+        again: its vector is shared, as identical completions in flight are. So a text is paid
+        for once, whichever rows of which metrics ask for it and in what order.
+        """
         keys = [request_key({"model": model, "input": t}) for t in texts]
         out: list[list[float] | None] = self._memo_get_many(keys)
-        missing = [i for i, v in enumerate(out) if v is None]
         scope = self._current()
         record = CallRecord(
             kind="embedding",
@@ -1189,26 +1193,54 @@ class Gateway:
             run_id=scope.run_id,
         )
         started = time.perf_counter()
-        if not missing:
+        owned: dict[str, concurrent.futures.Future[Any]] = {}
+        shared: dict[str, concurrent.futures.Future[Any]] = {}
+        ask: list[int] = []  # the first index of each text this call asks for
+        with self._inflight_lock:
+            for i, key in enumerate(keys):
+                if out[i] is not None or key in owned or key in shared:
+                    continue
+                pending = self._inflight.get(key)
+                if pending is not None:
+                    shared[key] = pending
+                    continue
+                stored = self._memo_get(key)
+                if stored is not None:
+                    out[i] = stored
+                    continue
+                owned[key] = self._inflight[key] = concurrent.futures.Future()
+                ask.append(i)
+        if owned:
+            try:
+                try:
+                    response = await self._call_provider(
+                        record, params={"model": model, "input": [texts[i] for i in ask]}
+                    )
+                finally:
+                    record.latency_s = time.perf_counter() - started
+                    self._record(scope, record)
+                usage = getattr(response, "usage", None)
+                record.tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
+                items = sorted(
+                    response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index
+                )
+                for i, item in zip(ask, items, strict=True):
+                    vector = list(item["embedding"] if isinstance(item, dict) else item.embedding)
+                    out[i] = vector
+                    self._memo_set(keys[i], vector)
+                    self._release(keys[i], owned[keys[i]], value=vector)  # type: ignore[arg-type]
+            except BaseException as exc:
+                for key, future in owned.items():
+                    self._release(key, future, error=exc)
+                raise
+        found = {keys[i]: out[i] for i in range(len(keys)) if out[i] is not None}
+        for key, future in shared.items():
+            found[key] = await asyncio.shield(asyncio.wrap_future(future))
+        if not owned:
             record.cache_hit = True
             record.latency_s = time.perf_counter() - started
             self._record(scope, record)
-            return [v for v in out if v is not None]
-        try:
-            response = await self._call_provider(
-                record, params={"model": model, "input": [texts[i] for i in missing]}
-            )
-        finally:
-            record.latency_s = time.perf_counter() - started
-            self._record(scope, record)
-        usage = getattr(response, "usage", None)
-        record.tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
-        items = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
-        for i, item in zip(missing, items, strict=True):
-            vector = item["embedding"] if isinstance(item, dict) else item.embedding
-            out[i] = list(vector)
-            self._memo_set(keys[i], out[i])
-        return [v for v in out if v is not None]
+        return [found[key] for key in keys]
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Before this event loop ends: run litellm's pending callbacks, give back leases.

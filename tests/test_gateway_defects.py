@@ -512,3 +512,29 @@ def test_a_gate_installed_on_the_fake_admits_its_calls(tmp_path: Path, fake: Any
     finally:
         fake.gate = None
     assert counter.read()["calls"] == 1
+
+
+def test_a_text_embedded_from_two_threads_is_paid_once(tmp_path: Path, fake: Any) -> None:
+    gateway = Gateway(tmp_path / "cache", backoff_s=0.0)
+    barrier = threading.Barrier(4)
+    vectors: list[Any] = []
+
+    def row(i: int) -> None:
+        barrier.wait()
+        vectors.append(
+            asyncio.run(
+                gateway.aembed(
+                    ["the same generated question", f"row {i}"], model="fake/embed?latency=0.3"
+                )
+            )
+        )
+
+    threads = [threading.Thread(target=row, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    # Four rows, five distinct texts: each text embedded once, whoever asked first.
+    assert len(vectors) == 4 and fake.stats.embeddings == 5
+    assert len({tuple(v[0]) for v in vectors}) == 1
+    gateway.close()
