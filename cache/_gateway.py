@@ -134,7 +134,8 @@ class Judged(Generic[T]):
     tokens_in: int = 0
     tokens_out: int = 0
     calls: int = 0
-    """Requests sent: 0 (not sent), 1, plus one per repair (at most ``1 + max_repairs``)."""
+    """Requests sent: 0 (not sent), 1, plus one per repair and one for a cut-off answer asked
+    again with more room (at most ``2 + max_repairs``)."""
     prompt_tokens: int = 0
     """The first prompt as :func:`structured_prompt_tokens` counts it (0: no budget given)."""
     repair_prompt_tokens: int | None = None
@@ -298,7 +299,7 @@ class Gateway:
         max_retries: retries of a transient failure before it is final.
         max_repairs: re-asks of a structured answer that is not valid JSON of its schema
             (:meth:`astructured`, which every judge answer goes through): an answer costs at
-            most ``1 + max_repairs`` calls.
+            most ``1 + max_repairs`` calls, one more when a cut-off answer is asked again.
         backoff_s: first backoff delay, doubled per retry, with jitter.
         timeout_s: per-request timeout.
         memo: the memo; the one at ``cache_dir`` (:func:`open_memo`) if None.
@@ -856,10 +857,13 @@ class Gateway:
         ``max_tokens`` and any reserve, as :func:`structured_prompt_tokens` counts) no prompt
         over it is sent. Statuses: ``ok``; ``too_long`` (the prompt is over the budget, or the
         provider said it is over its window: nothing answered); ``truncated`` (the answer was
-        cut off at ``max_tokens``: a repair would be cut off again, so none is asked);
-        ``no_room`` (invalid output whose repair prompt would be over the budget); ``failed``
-        (invalid after the last repair, or the provider failed). So one answer costs at most
-        ``1 + max_repairs`` calls (two by default). Never raises for a model's failure.
+        cut off at ``max_tokens`` and asked once more with up to ``CUT_OFF_WIDEN`` times the
+        room where the judge's window holds it, then cut off again or without that room: a
+        repair would be cut off again, so none is asked); ``no_room`` (invalid output whose
+        repair prompt would be over the budget); ``failed`` (invalid after the last repair,
+        or the provider failed). So one answer costs at most ``1 + max_repairs`` calls (two by
+        default), one more for a cut-off answer. Never raises for a model's failure; raises
+        :class:`KeyRejected` when the provider rejected the model's key.
 
         ``sample_index``: which sample of the request this is (None or 0: the request asked
         once; see :meth:`asamples`). A valid answer in the memo is read without building a
