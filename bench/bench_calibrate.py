@@ -17,10 +17,11 @@ import statistics
 import time
 
 from _util import REPO, scratch, table
+from support.oracle import Oracle
 
 import ragaudit  # noqa: F401
 from ragaudit.cache import Gateway
-from ragaudit.cache._fake import FAKE, Oracle
+from ragaudit.cache._fake import FAKE
 from ragaudit.calibration import CalibrationInputs, load_wikieval, run_calibration
 from ragaudit.metrics import Deps
 

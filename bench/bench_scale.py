@@ -246,15 +246,14 @@ def _import_s() -> float:
 
 def limit(root: Path, questions: Path, modes: list[str], prep: float) -> None:
     import dask
-
-    from ragaudit.cache._fake import SHARED_ENV, SharedCount
+    from support.shared_count import SharedCount, shared_env
 
     rows = []
     for mode in modes:
         counter = root / f"inflight-{mode}.json"
         # Workers forked from the forkserver keep the environment it started with: Dask's
         # nanny sets this one in each worker it starts.
-        with dask.config.set({"distributed.nanny.environ": {SHARED_ENV: str(counter)}}):
+        with dask.config.set({"distributed.nanny.environ": shared_env(counter)}):
             config = _config(
                 root,
                 questions,

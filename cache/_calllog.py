@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,6 +46,12 @@ DEFAULT_FLUSH_EVERY = 50
 DEFAULT_FLUSH_INTERVAL_S = 2.0
 
 _part_numbers = itertools.count()
+
+# Journals of the call logs open in this process: any other journal in a folder is a crashed
+# writer's, whose rows are recovered.
+_open_journals: set[str] = set()
+_journals_lock = threading.Lock()
+_JOURNAL_SUFFIX = ".journal"
 
 
 @dataclass
@@ -93,7 +102,11 @@ class CallLog:
     Without ``directory`` it keeps its rows in memory until :meth:`flush`. With one, it writes
     them there as atomic part files ``<prefix>-<ns>-<n>.parquet`` every ``every`` records or
     ``interval_s`` seconds after the oldest unwritten one, whichever comes first, and the rest
-    on :meth:`close`: a killed process loses at most the last few seconds of its log.
+    on :meth:`close`. Each row is also appended to a journal (``.<prefix>-<pid>-<n>.journal``,
+    one JSON line a row, written when the row is added) until its part is written: a killed
+    process leaves its unwritten rows there, and the next call log opened on the folder (the
+    resumed run's stage) writes them as a part. So a paid call the gateway logged before
+    memoising its answer is in the log after any crash.
 
     Args:
         directory: where part files go (a run's ``llm_calls/``); None keeps rows in memory.
@@ -120,11 +133,39 @@ class CallLog:
         self.parts: list[Path] = []
         self._oldest = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._journal: int | None = None
+        self._journal_path: Path | None = None
+        if directory is not None:
+            recover_journals(directory)
+
+    def _journal_fd(self) -> int:
+        if self._journal is None:
+            assert self.directory is not None
+            self.directory.mkdir(parents=True, exist_ok=True)
+            name = f".{self.prefix}-{os.getpid()}-{next(_part_numbers)}{_JOURNAL_SUFFIX}"
+            self._journal_path = self.directory / name
+            with _journals_lock:
+                _open_journals.add(str(self._journal_path))
+            self._journal = os.open(
+                self._journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+            )
+        return self._journal
+
+    def _journal_rows(self, rows: list[CallRecord], *, restart: bool = False) -> None:
+        """Append ``rows`` to the journal (``restart``: replace what it holds). Under the lock."""
+        fd = self._journal_fd()
+        if restart:
+            os.ftruncate(fd, 0)
+        if rows:
+            os.write(fd, "".join(json.dumps(asdict(r)) + "\n" for r in rows).encode())
 
     def add(self, record: CallRecord) -> None:
         """Record one call (and write a part if one is due)."""
         with self._lock:
             self._rows.append(record)
+            if self.directory is not None:
+                # One write, before anything else happens to the call: it survives a kill -9.
+                self._journal_rows([record])
             self.counts.calls += 1
             if record.cache_hit:
                 self.counts.cache_hits += 1
@@ -174,12 +215,24 @@ class CallLog:
             with self._lock:  # keep them for the next attempt rather than lose paid calls
                 self._rows[:0] = rows
             raise
+        with self._lock:
+            # The journal keeps only what no part holds yet.
+            self._journal_rows(self._rows, restart=True)
         self.parts.append(path)
         return path
 
     def close(self) -> None:
         """Write what is pending (a part file, with a directory) and stop the timer."""
         self.write_part()
+        with self._lock:
+            if self._journal is not None and not self._rows:
+                os.close(self._journal)
+                self._journal = None
+                assert self._journal_path is not None
+                with contextlib.suppress(FileNotFoundError):
+                    self._journal_path.unlink()
+                with _journals_lock:
+                    _open_journals.discard(str(self._journal_path))
 
     def rows(self) -> list[CallRecord]:
         """A copy of the rows not written yet."""
@@ -197,6 +250,51 @@ class CallLog:
         return len(rows)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def recover_journals(directory: Path) -> int:
+    """Write the rows crashed writers left in ``directory``'s journals as part files.
+
+    A journal is a crashed writer's when its process is gone, or is this one and no open call
+    log owns it. Each is claimed by renaming it first, so two call logs opened at once on the
+    folder never both write its rows. Returns the rows recovered.
+    """
+    if not directory.is_dir():
+        return 0
+    recovered = 0
+    for path in sorted(directory.glob(f".*{_JOURNAL_SUFFIX}")):
+        prefix, _, rest = path.name[1:].rpartition("-")[0].rpartition("-")
+        pid = int(rest) if rest.isdigit() else -1
+        with _journals_lock:
+            if str(path) in _open_journals:
+                continue
+        if pid != os.getpid() and pid > 0 and _alive(pid):
+            continue
+        claimed = path.with_name(f"{path.name}.{os.getpid()}-{next(_part_numbers)}.claimed")
+        try:
+            path.rename(claimed)
+        except FileNotFoundError:  # another call log claimed it first
+            continue
+        rows = []
+        for line in claimed.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                rows.append(CallRecord(**json.loads(line)))  # a torn last line is skipped
+        if rows:
+            name = f"{prefix or 'calls'}-{time.time_ns()}-{next(_part_numbers)}.parquet"
+            write_table(_table(rows), directory / name)
+            recovered += len(rows)
+        claimed.unlink()
+    return recovered
+
+
 __all__ = [
     "CALL_LOG_SCHEMA",
     "CALL_LOG_SCHEMA_VERSION",
@@ -205,4 +303,5 @@ __all__ = [
     "CallCounts",
     "CallLog",
     "CallRecord",
+    "recover_journals",
 ]

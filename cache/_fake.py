@@ -12,10 +12,10 @@ of flipping a boolean/choice answer, ``window`` the context window it reports. R
 (HTTP 429 with a ``Retry-After`` of ``retry_after`` seconds, answered at once):
 ``ratelimit`` chance that a distinct request's first attempt is refused, and ``capacity``
 calls of the model in flight at once, beyond which every call is refused (a provider's
-concurrency quota). With ``FAKE_PROVIDER_SHARED_COUNT`` set to a file path, the in-flight count
-(and ``capacity``) is shared by every process that uses the fake through that file, which also
-keeps the peak, calls and refusals: how a benchmark sees what a provider would see from many
-workers at once (:class:`SharedCount`). Like a real model it stops at ``max_tokens``
+concurrency quota). A :class:`Gate` (``FAKE.gate``, or one a file builds, named by
+``FAKE_PROVIDER_GATE`` for worker processes) admits every call besides: the tests' and
+benchmarks' seam for counting calls in flight across processes, as a provider would see them
+from many workers at once. Like a real model it stops at ``max_tokens``
 (cl100k tokens): the reply is cut there with ``finish_reason="length"``. It answers ``n``
 choices in one call (at most ``choices`` of them, when set). Never used by the demo: its
 answers mean nothing.
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -37,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl
 
 import httpx
@@ -280,129 +279,6 @@ def register_fake_answer(title: str) -> Callable[[Responder], Responder]:
     return register
 
 
-# -- an oracle: a judge that answers from known labels ---------------------------------------
-
-
-@dataclass
-class Oracle:
-    """A responder that answers the judge steps of the calibrated metrics from known labels.
-
-    ``relevant`` maps (question, context) to whether the context helps answer the question;
-    ``supported`` maps an answer to whether its contexts support it (faithfulness takes the
-    whole answer as its one statement); ``answered`` maps an answer to its question and whether
-    it answers it (answer relevancy). ``flip`` is the chance that one verdict is
-    turned around, drawn per verdict from ``seed``: a judge of known, independent error.
-    Anything it has no label for falls through to the other responders.
-    """
-
-    relevant: dict[tuple[str, str], bool] = field(default_factory=dict)
-    supported: dict[str, bool] = field(default_factory=dict)
-    answered: dict[str, tuple[str, bool]] = field(default_factory=dict)
-    flip: float = 0.0
-    seed: int = 0
-
-    @classmethod
-    def from_calibration(cls, inputs: Any, flip: float = 0.0, seed: int = 0) -> Oracle:
-        """The oracle of a calibration's inputs: every label and scenario verdict it holds.
-
-        ``inputs`` is a ``ragaudit.calibration.CalibrationInputs``: its labelled items give
-        the verdicts of their metric (a label of at least ½ is good), its scenario rows the
-        relevance of each fixed context and of each gold context.
-        """
-        oracle = cls(flip=flip, seed=seed)
-        for item in inputs.labelled:
-            s = item.sample
-            good = item.label >= 0.5
-            if item.metric == "faithfulness":
-                oracle.supported[s.response] = good
-            elif item.metric == "answer_relevancy":
-                oracle.answered[s.response] = (s.question, good)
-            elif item.metric == "context_relevance":
-                oracle.relevant[(s.question, s.contexts[0])] = good
-        for row in inputs.scenarios:
-            meta = row.metadata["scenario"]
-            for text, rel in zip(row.retrieved_contexts, meta["relevant"], strict=True):
-                oracle.relevant[(row.question, text)] = rel
-            for g in row.reference_contexts:
-                oracle.relevant[(row.question, g)] = True
-        return oracle
-
-    def _bit(self, truth: bool, *key: Any) -> bool:
-        wrong = self.flip > 0 and _unit("oracle", self.seed, *key) < self.flip
-        return truth != wrong
-
-    def _known(self, question: str, text: str) -> list[tuple[str, bool]]:
-        """The labelled contexts of ``question`` found in ``text`` (longest first, no overlap)."""
-        found = []
-        for (q, ctx), rel in self.relevant.items():
-            if q == question and ctx and ctx in text:
-                found.append((ctx, rel))
-        return found
-
-    def __call__(self, req: FakeRequest) -> Any:
-        """The labelled answer to ``req``, or None."""
-        inp = req.judge_input
-        title = req.title
-        if title == "StatementGeneratorOutput" and inp.get("answer") in self.supported:
-            return {"statements": [inp["answer"]]}
-        if title == "NLIStatementOutput" and all(
-            s in self.supported for s in inp.get("statements", [])
-        ):
-            return {
-                "statements": [
-                    {
-                        "statement": s,
-                        "reason": "oracle",
-                        "verdict": int(self._bit(self.supported[s], s)),
-                    }
-                    for s in inp["statements"]
-                ]
-            }
-        if title == "AnswerRelevanceOutput" and inp.get("response") in self.answered:
-            question, relevant = self.answered[inp["response"]]
-            if self._bit(relevant, inp["response"]):
-                return {"question": question, "noncommittal": 0}
-            return {"question": "unrelated", "noncommittal": 1}
-        question = inp.get("question", inp.get("user_input", ""))
-        if (
-            title == "ContextPrecisionOutput"
-            and (question, inp.get("context", "")) in self.relevant
-        ):
-            truth = self.relevant[(question, inp["context"])]
-            return {"reason": "oracle", "verdict": int(self._bit(truth, question, inp["context"]))}
-        if title == "RelevanceVerdict" and (question, inp.get("context", "")) in self.relevant:
-            truth = self.relevant[(question, inp["context"])]
-            return {"relevant": self._bit(truth, question, inp["context"]), "reason": "oracle"}
-        if title == "PairwisePreference":
-            one = self.relevant.get((question, inp.get("context_1", "")))
-            two = self.relevant.get((question, inp.get("context_2", "")))
-            if one is not None and two is not None and one != two:
-                better = 1 if self._bit(one, question, inp["context_1"], inp["context_2"]) else 2
-                return {"better": better, "reason": "oracle"}
-        if title == "ContextRelevanceOutput":
-            known = self._known(question, inp.get("context", ""))
-            if known:
-                share = sum(r for _, r in known) / len(known)
-                rating = min(2, max(0, int(2 * share + 0.5)))
-                if self._bit(True, question, inp["context"]) is False:
-                    rating = 2 - rating
-                return {"rating": rating}
-        if title == "ContextRecallOutput":
-            gold = [c for (q, c), r in self.relevant.items() if q == question and r]
-            if gold:
-                return {
-                    "classifications": [
-                        {
-                            "statement": g[:200],
-                            "reason": "oracle",
-                            "attributed": int(self._bit(g in inp.get("context", ""), question, g)),
-                        }
-                        for g in gold
-                    ]
-                }
-        return None
-
-
 def instance_of(schema: dict[str, Any], root: dict[str, Any] | None = None, seed: str = "") -> Any:
     """A deterministic, valid instance of a JSON schema (the subset pydantic emits)."""
     root = root or schema
@@ -459,63 +335,42 @@ def _fake_vector(text: str, dim: int = EMBED_DIM) -> list[float]:
 
 
 # Not a RAGAUDIT_* name: those are read as config overrides.
-SHARED_ENV = "FAKE_PROVIDER_SHARED_COUNT"
+GATE_ENV = "FAKE_PROVIDER_GATE"
 
 
-class SharedCount:
-    """Calls in flight across processes, kept in one JSON file under an exclusive ``flock``."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-
-    def _update(self, change: Callable[[dict[str, int]], bool]) -> bool:
-        with open(self.path, "a+", encoding="utf-8") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            fh.seek(0)
-            text = fh.read()
-            state = json.loads(text) if text else {}
-            for k in ("in_flight", "peak", "calls", "refused"):
-                state.setdefault(k, 0)
-            ok = change(state)
-            fh.seek(0)
-            fh.truncate()
-            fh.write(json.dumps(state))
-            fh.flush()
-            return ok
+class Gate(Protocol):
+    """Admission of each fake call, across processes: a test's or benchmark's instrument."""
 
     def enter(self, capacity: int) -> bool:
-        """Count one call in flight, or count a refusal when ``capacity`` are (0: no cap)."""
-
-        def change(state: dict[str, int]) -> bool:
-            if capacity and state["in_flight"] >= capacity:
-                state["refused"] += 1
-                return False
-            state["in_flight"] += 1
-            state["calls"] += 1
-            state["peak"] = max(state["peak"], state["in_flight"])
-            return True
-
-        return self._update(change)
+        """Count one call in flight, or refuse it (False) when ``capacity`` are (0: no cap)."""
+        ...
 
     def leave(self) -> None:
         """One call is no longer in flight."""
-
-        def change(state: dict[str, int]) -> bool:
-            state["in_flight"] -= 1
-            return True
-
-        self._update(change)
-
-    def read(self) -> dict[str, int]:
-        """The counts: ``in_flight``, ``peak``, ``calls``, ``refused``."""
-        out: dict[str, int] = {}
-        self._update(lambda state: bool(out.update(state)) or True)
-        return out
+        ...
 
 
-def _shared() -> SharedCount | None:
-    path = os.environ.get(SHARED_ENV)
-    return SharedCount(path) if path else None
+@functools.lru_cache(maxsize=8)
+def _load_gate(spec: str) -> Gate:
+    # ``<python file>::<argument>``: the file's ``gate(argument)`` builds it. A file path, not
+    # a module name, so a worker process finds it whatever its sys.path.
+    import importlib.util
+
+    path, _, argument = spec.partition("::")
+    module_spec = importlib.util.spec_from_file_location("_fake_provider_gate", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ValueError(f"{GATE_ENV}: cannot load {path!r}")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.gate(argument)
+
+
+def _gate() -> Gate | None:
+    """The gate of this process: the one installed on ``FAKE``, else the one the env names."""
+    if FAKE.gate is not None:
+        return FAKE.gate
+    spec = os.environ.get(GATE_ENV)
+    return _load_gate(spec) if spec else None
 
 
 @dataclass
@@ -541,6 +396,8 @@ class FakeProvider(CustomLLM):
         self._lock = threading.Lock()
         self.stats = _Stats()
         self.keep_requests = False
+        self.gate: Gate | None = None
+        """What admits each call besides the model's own options (a test's instrument)."""
 
     # -- scripting --------------------------------------------------------------------
 
@@ -597,7 +454,7 @@ class FakeProvider(CustomLLM):
     ) -> litellm.ModelResponse:  # noqa: D102
         optional_params = kwargs.get("optional_params") or {}
         req = self._request(model, messages, optional_params)
-        shared = _shared()
+        shared = _gate()
         if shared is not None and not shared.enter(req.options.capacity):
             with self._lock:
                 self.stats.calls += 1
@@ -771,9 +628,8 @@ __all__ = [
     "FakeOptions",
     "FakeProvider",
     "FakeRequest",
-    "Oracle",
-    "SHARED_ENV",
-    "SharedCount",
+    "GATE_ENV",
+    "Gate",
     "count_prompt_tokens",
     "count_text_tokens",
     "instance_of",

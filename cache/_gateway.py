@@ -15,12 +15,14 @@ where its call log goes) is the scope's (:meth:`Gateway.scope`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
 import email.utils
 import functools
 import json
+import logging
 import random
 import threading
 import time
@@ -44,9 +46,10 @@ from ragaudit.cache._calllog import (
 from ragaudit.cache._keys import canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
 from ragaudit.cache._memo import Memo, MemoLocation, RedisTarget, memo_identity, open_memo
-from ragaudit.cache._tokens import count_prompt, count_tokens
-from ragaudit.cache.providers import IN_PROCESS, price_at_zero, samples_at_once
-from ragaudit.secrets import redact
+from ragaudit.cache._tokens import context_window, count_prompt, count_tokens
+from ragaudit.cache.providers import price_at_zero, provider_record, samples_at_once
+from ragaudit.errors import ConfigError
+from ragaudit.secrets import known_secrets, redact
 from ragaudit.secrets import register as register_secret
 
 T = TypeVar("T", bound=BaseModel)
@@ -67,6 +70,20 @@ MAX_RETRY_AFTER_S = 120.0
 # Request fields the gateway owns; a caller's value for them is replaced.
 _RESERVED = {"num_retries", "max_retries", "timeout", "stream", "caching"}
 
+# A reply cut off at its token budget is kept in the memo only this long: a provider that
+# ignores the budget can send megabytes, and a cut-off reply is never a valid answer anyway.
+KEPT_CUT_OFF_CHARS = 8000
+# A cut-off answer is asked once more with at most this many times its budget (window allowing).
+CUT_OFF_WIDEN = 4
+# The provider's answers to a request with a rejected key (401 unauthorised, 403 forbidden).
+_REJECTED = (litellm.AuthenticationError, litellm.PermissionDeniedError)
+
+log = logging.getLogger("ragaudit.gateway")
+
+
+class KeyRejected(ConfigError):
+    """The provider rejected the model's API key: every further request would be refused too."""
+
 
 @dataclass
 class _Scope:
@@ -83,7 +100,6 @@ class _LoopState:
     """What belongs to one event loop: asyncio objects cannot be shared across loops."""
 
     limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
-    inflight: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,7 +134,8 @@ class Judged(Generic[T]):
     tokens_in: int = 0
     tokens_out: int = 0
     calls: int = 0
-    """Requests sent: 0 (not sent), 1, plus one per repair (at most ``1 + max_repairs``)."""
+    """Requests sent: 0 (not sent), 1, plus one per repair and one for a cut-off answer asked
+    again with more room (at most ``2 + max_repairs``)."""
     prompt_tokens: int = 0
     """The first prompt as :func:`structured_prompt_tokens` counts it (0: no budget given)."""
     repair_prompt_tokens: int | None = None
@@ -253,8 +270,18 @@ def _cut_off(response: Any, tokens_out: int, max_tokens: int | None) -> bool:
     return tokens_out >= max_tokens
 
 
-def _provider(model: str) -> str:
-    return model.split("/", 1)[0] if "/" in model else ""
+def _redacted(value: Any, secrets: list[str]) -> Any:
+    """``value`` with every secret in its strings replaced, as the run folder's writer does."""
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, "***")
+        return value
+    if isinstance(value, dict):
+        return {k: _redacted(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, secrets) for v in value]
+    return value
 
 
 class Gateway:
@@ -272,7 +299,7 @@ class Gateway:
         max_retries: retries of a transient failure before it is final.
         max_repairs: re-asks of a structured answer that is not valid JSON of its schema
             (:meth:`astructured`, which every judge answer goes through): an answer costs at
-            most ``1 + max_repairs`` calls.
+            most ``1 + max_repairs`` calls, one more when a cut-off answer is asked again.
         backoff_s: first backoff delay, doubled per retry, with jitter.
         timeout_s: per-request timeout.
         memo: the memo; the one at ``cache_dir`` (:func:`open_memo`) if None.
@@ -328,6 +355,16 @@ class Gateway:
         )
         self._loops_lock = threading.Lock()
         self._limit_stats: dict[str, LimitStats] = {}
+        # Requests on their way to a provider, by memo key, for every thread and event loop of
+        # the process: Prefect runs each metric's task in a thread with its own loop, and two
+        # metrics asking one prompt from two threads must pay for it once, whatever the timing.
+        self._inflight: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}
+        self._inflight_lock = threading.Lock()
+        self._memo_lock = threading.Lock()
+        self.memo_failure: str | None = None
+        """Why the memo stopped working (None: it works); the gateway goes on without it."""
+        # Models whose key the provider rejected, with the message every later request gets.
+        self._rejected: dict[str, str] = {}
 
     def configure(self, **settings: Any) -> None:
         """Take new limits and retry settings (a new event loop's limiters start from them)."""
@@ -403,6 +440,73 @@ class Gateway:
     def _current(self) -> _Scope:
         return _scope.get() or _Scope()
 
+    # -- the memo, guarded ----------------------------------------------------------------
+
+    def _memo_get(self, key: str) -> Any | None:
+        if self.memo_failure is not None:
+            return None
+        try:
+            return self.memo.get(key)
+        except Exception as exc:
+            self._memo_failed(exc)
+            return None
+
+    def _memo_get_many(self, keys: list[str]) -> list[Any | None]:
+        if self.memo_failure is not None:
+            return [None] * len(keys)
+        get_many = getattr(self.memo, "get_many", None)
+        try:
+            # One round trip for the batch where the memo offers it (Redis: MGET).
+            return (
+                list(get_many(keys)) if get_many is not None else [self.memo.get(k) for k in keys]
+            )
+        except Exception as exc:
+            self._memo_failed(exc)
+            return [None] * len(keys)
+
+    def _memo_set(self, key: str, value: Any) -> None:
+        if self.memo_failure is not None:
+            return
+        try:
+            self.memo.set(key, value)
+        except Exception as exc:
+            self._memo_failed(exc)
+
+    def _memo_failed(self, exc: BaseException) -> None:
+        """Go on without the memo from now on, and say so once.
+
+        An answer already paid for is worth more than the memo entry that failed to keep it:
+        the caller still gets it, and the run finishes with every call in its call log. Going
+        on costs only what a memo saves a re-run; stopping would throw the run's paid work
+        away for a cache. The memo is not tried again: a lost Redis costs its socket timeout
+        on every attempt, and a full disk stays full.
+        """
+        with self._memo_lock:
+            if self.memo_failure is not None:
+                return
+            self.memo_failure = redact(f"{type(exc).__name__}: {exc}")[:500]
+        log.warning(
+            "the LLM memo at %s is failing (%s): going on without it; answers from here on are "
+            "not kept, so a re-run pays for them again",
+            self.location,
+            self.memo_failure,
+        )
+
+    def _stored(self, response: Any) -> dict[str, Any]:
+        """``response`` as the memo keeps it: secrets it echoes redacted, a cut-off reply cut."""
+        dumped = response.model_dump(mode="json")
+        for choice in dumped.get("choices") or []:
+            message = choice.get("message") or {}
+            content = message.get("content")
+            if (
+                choice.get("finish_reason") in {"length", "max_tokens"}
+                and isinstance(content, str)
+                and len(content) > KEPT_CUT_OFF_CHARS
+            ):
+                message["content"] = content[:KEPT_CUT_OFF_CHARS]
+        secrets = sorted(known_secrets(), key=len, reverse=True)
+        return _redacted(dumped, secrets) if secrets else dumped
+
     def _loop_state(self) -> _LoopState:
         # Prefect tasks may each run their own event loop, in their own thread.
         loop = asyncio.get_running_loop()
@@ -463,7 +567,7 @@ class Gateway:
         request = {"model": model, "messages": messages, **params}
         scope = self._current()
         key = self._key(request, prompt_version, sample_index)
-        cached = self.memo.get(key)
+        cached = self._memo_get(key)
         return _Lookup(scope, request, prompt_version, key, sample_index or 0, cached, started)
 
     async def _complete(self, found: _Lookup) -> litellm.ModelResponse:
@@ -478,19 +582,20 @@ class Gateway:
             run_id=scope.run_id,
             prompt_version=found.prompt_version,
         )
-        inflight = self._loop_state().inflight
-        pending = inflight.get(key)
-        if cached is None and pending is not None:
-            # The same request is already on its way (two metrics asking one prompt): share its
-            # answer instead of paying twice. A failure is shared too, as it would repeat.
-            try:
-                cached = await asyncio.shield(pending)
-            except Exception:
-                record.latency_s = time.perf_counter() - started
-                record.cache_hit = True
-                record.error = "shared the failure of an identical call in flight"
-                self._record(scope, record)
-                raise
+        future = None
+        if cached is None:
+            cached, pending, future = self._claim(key)
+            if pending is not None:
+                # The same request is already on its way (two metrics asking one prompt): share
+                # its answer instead of paying twice. A failure is shared too, as it would repeat.
+                try:
+                    cached = await asyncio.shield(asyncio.wrap_future(pending))
+                except Exception:
+                    record.latency_s = time.perf_counter() - started
+                    record.cache_hit = True
+                    record.error = "shared the failure of an identical call in flight"
+                    self._record(scope, record)
+                    raise
         if cached is not None:
             response = litellm.ModelResponse(**cached)
             record.cache_hit = True
@@ -499,24 +604,71 @@ class Gateway:
             self._record(scope, record)
             self._keep_raw(scope, response)
             return response
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        inflight[key] = future
+        assert future is not None
         try:
-            response = await self._call_provider(record, params=found.request)
+            try:
+                response = await self._call_provider(record, params=found.request)
+            finally:
+                record.latency_s = time.perf_counter() - started
+                # The row is logged before the answer is memoised: a crash in between leaves a
+                # paid call in the log, never one that only the memo knows of.
+                self._record(scope, record)
+            self._fill_usage(record, response, cost=True)
+            dumped = self._stored(response)
+            self._memo_set(key, dumped)
         except BaseException as exc:
-            future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
-            future.exception()  # marks it retrieved: nobody may be waiting
+            self._release(key, future, error=exc)
             raise
-        finally:
-            inflight.pop(key, None)
-            record.latency_s = time.perf_counter() - started
-            self._record(scope, record)
-        self._fill_usage(record, response, cost=True)
-        dumped = response.model_dump(mode="json")
-        self.memo.set(key, dumped)
-        future.set_result(dumped)
+        self._release(key, future, value=dumped)
+        response = litellm.ModelResponse(**dumped)
         self._keep_raw(scope, response)
         return response
+
+    def _claim(
+        self, key: str
+    ) -> tuple[
+        dict[str, Any] | None,
+        concurrent.futures.Future[dict[str, Any]] | None,
+        concurrent.futures.Future[dict[str, Any]] | None,
+    ]:
+        """What to do with a request the memo lacked when looked up.
+
+        Its stored answer, the identical call in flight to wait for, or the new in-flight
+        entry this caller now owns: exactly one of the three is not None. The memo is read
+        again under the lock: another thread may have answered the request since it was
+        looked up, and an answer is memoised before its in-flight entry goes.
+        """
+        with self._inflight_lock:
+            pending = self._inflight.get(key)
+            if pending is not None:
+                return None, pending, None
+            stored = self._memo_get(key)
+            if stored is not None:
+                return stored, None, None
+            future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+            self._inflight[key] = future
+            return None, None, future
+
+    def _release(
+        self,
+        key: str,
+        future: concurrent.futures.Future[dict[str, Any]],
+        *,
+        value: dict[str, Any] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """End an owned in-flight entry: every waiter gets ``value`` or ``error``, always."""
+        with self._inflight_lock:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        if future.done():
+            return
+        if error is None:
+            future.set_result(value if value is not None else {})
+        else:
+            future.set_exception(
+                error if isinstance(error, Exception) else RuntimeError("the call was cancelled")
+            )
 
     @staticmethod
     def _key(request: dict[str, Any], prompt_version: str | None, sample_index: int | None) -> str:
@@ -599,19 +751,43 @@ class Gateway:
         return await self._send_now(kind, params)
 
     async def _send_now(self, kind: str, params: dict[str, Any]) -> Any:
-        if _provider(params["model"]) in IN_PROCESS:
-            price_at_zero(params["model"], kind)
+        model = params["model"]
+        provider = provider_record(model)
+        if provider.free:
+            price_at_zero(model, kind)
         if kind == "embedding":
-            return await litellm.aembedding(**params, timeout=self.timeout_s, num_retries=0)
-        return await litellm.acompletion(
-            **params, timeout=self.timeout_s, num_retries=0, stream=False
-        )
+            call = litellm.aembedding(**params, timeout=self.timeout_s, num_retries=0)
+        else:
+            call = litellm.acompletion(
+                **params, timeout=self.timeout_s, num_retries=0, stream=False
+            )
+        if provider.transport_timeout:
+            return await call
+        # litellm hands ``timeout`` to an in-process handler and leaves it there: the gateway
+        # bounds the call itself, and says so as litellm says it for an HTTP provider.
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await call
+        except TimeoutError:
+            raise litellm.Timeout(
+                message=f"{model} did not answer within timeout_s={self.timeout_s:g} s",
+                model=model,
+                llm_provider=provider.prefix,
+            ) from None
 
     async def _call_provider(self, record: CallRecord, *, params: dict[str, Any]) -> Any:
-        limiter = self._limiter(params["model"])
+        model = params["model"]
+        limiter = self._limiter(model)
         attempt = 0
         while True:
             call = await limiter.acquire()
+            # Checked once a slot is held: the calls queued behind the one that was refused
+            # are refused here, unsent.
+            rejected = self._rejected.get(model)
+            if rejected is not None:
+                limiter.release(call)
+                record.error = rejected
+                raise KeyRejected(rejected)
             record.concurrency = limiter.limit
             try:
                 response = await self._send(record.kind, params)
@@ -621,6 +797,8 @@ class Gateway:
                 limiter.release(call, rate_limited=isinstance(exc, litellm.RateLimitError))
                 if not isinstance(exc, Exception):
                     raise
+                if isinstance(exc, _REJECTED):
+                    raise self._key_rejected(record, exc) from None
                 if not isinstance(exc, TRANSIENT_ERRORS) or attempt >= self.max_retries:
                     record.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
                     raise
@@ -634,13 +812,28 @@ class Gateway:
             limiter.release(call, ok=True)
             return response
 
+    def _key_rejected(self, record: CallRecord, exc: BaseException) -> KeyRejected:
+        """The stage's end: the provider refused the model's key, and would refuse every call.
+
+        Every later request of the model is refused here without being sent. The message names
+        the model and the provider's status, never the key.
+        """
+        status = getattr(exc, "status_code", None) or ""
+        message = (
+            f"the provider rejected the API key of {record.model} (HTTP {status}): "
+            "check the key configured for this model; no further request is sent with it"
+        )
+        self._rejected.setdefault(record.model, message)
+        record.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
+        return KeyRejected(message)
+
     @staticmethod
     def _fill_usage(record: CallRecord, response: Any, *, cost: bool) -> None:
         usage = getattr(response, "usage", None)
         if usage is not None:
             record.tokens_in = getattr(usage, "prompt_tokens", None)
             record.tokens_out = getattr(usage, "completion_tokens", None)
-        if cost and _provider(record.model) not in IN_PROCESS:
+        if cost and not provider_record(record.model).free:
             with contextlib.suppress(Exception):
                 record.cost_usd = float(litellm.completion_cost(completion_response=response))
 
@@ -664,10 +857,13 @@ class Gateway:
         ``max_tokens`` and any reserve, as :func:`structured_prompt_tokens` counts) no prompt
         over it is sent. Statuses: ``ok``; ``too_long`` (the prompt is over the budget, or the
         provider said it is over its window: nothing answered); ``truncated`` (the answer was
-        cut off at ``max_tokens``: a repair would be cut off again, so none is asked);
-        ``no_room`` (invalid output whose repair prompt would be over the budget); ``failed``
-        (invalid after the last repair, or the provider failed). So one answer costs at most
-        ``1 + max_repairs`` calls (two by default). Never raises for a model's failure.
+        cut off at ``max_tokens`` and asked once more with up to ``CUT_OFF_WIDEN`` times the
+        room where the judge's window holds it, then cut off again or without that room: a
+        repair would be cut off again, so none is asked); ``no_room`` (invalid output whose
+        repair prompt would be over the budget); ``failed`` (invalid after the last repair,
+        or the provider failed). So one answer costs at most ``1 + max_repairs`` calls (two by
+        default), one more for a cut-off answer. Never raises for a model's failure; raises
+        :class:`KeyRejected` when the provider rejected the model's key.
 
         ``sample_index``: which sample of the request this is (None or 0: the request asked
         once; see :meth:`asamples`). A valid answer in the memo is read without building a
@@ -729,17 +925,21 @@ class Gateway:
         if len(missing) > 1 and samples_at_once(model):
             try:
                 replies = await self._choices(model, send, prompt_version, missing, params)
+            except KeyRejected:
+                raise
             except Exception as exc:  # the provider failed after its retries: every sample did
                 error = redact(f"{type(exc).__name__}: {exc}")[:2000]
                 for i in missing:
                     found[i] = dataclasses.replace(first, error=error)
                 missing = []
-        # gather: ``_settle`` reports a model's failure in its result and never raises one.
+        counted = min(replies, default=None)
+        # gather: ``_settle`` reports a model's failure in its result and raises only the end of
+        # the stage (a rejected key).
         answered = await asyncio.gather(
             *(
                 self._settle(
                     # The one request with n choices is counted on its first sample.
-                    dataclasses.replace(first, calls=int(i in replies and i == missing[0])),
+                    dataclasses.replace(first, calls=int(i == counted)),
                     schema,
                     model,
                     send,
@@ -803,11 +1003,26 @@ class Gateway:
         Each choice is memoised as its sample's own answer (the key a request for that sample
         alone has), so a re-run reads the samples one by one, whichever way they were asked.
         The call's prompt tokens go to the first sample, its reply tokens are shared out.
-        Raises the provider's failure after its retries.
+        A sample already answered or on its way (asked alone by another caller) is left out:
+        its own request settles it. Raises the provider's failure after its retries.
         """
         params = {k: v for k, v in params.items() if k not in _RESERVED}
         register_secret(params.get("api_key"))
         request = {"model": model, "messages": send, **params}
+        keys = {i: self._key(request, prompt_version, i) for i in indices}
+        with self._inflight_lock:
+            free = [
+                i
+                for i in indices
+                if keys[i] not in self._inflight and self._memo_get(keys[i]) is None
+            ]
+            if len(free) < 2:
+                # Nothing left to ask together: each sample is settled by its own request.
+                return {}
+            owned = {i: (keys[i], concurrent.futures.Future()) for i in free}
+            for key, future in owned.values():
+                self._inflight[key] = future
+        indices = free
         scope = self._current()
         record = CallRecord(
             kind="completion",
@@ -818,29 +1033,40 @@ class Gateway:
             prompt_version=prompt_version,
         )
         started = time.perf_counter()
-        try:
-            response = await self._call_provider(record, params={**request, "n": len(indices)})
-            self._fill_usage(record, response, cost=True)
-        finally:
-            record.latency_s = time.perf_counter() - started
-            self._record(scope, record)
-        dumped = response.model_dump(mode="json")
-        choices = (dumped.get("choices") or [])[: len(indices)]
-        prompt_tokens, reply_tokens = self._tokens(response)
         replies: dict[int, litellm.ModelResponse] = {}
-        for j, (i, choice) in enumerate(zip(indices, choices, strict=False)):
-            share = reply_tokens // len(choices) + (j < reply_tokens % len(choices))
-            entry = {
-                **dumped,
-                "choices": [{**choice, "index": 0}],
-                "usage": {
-                    "prompt_tokens": prompt_tokens if j == 0 else 0,
-                    "completion_tokens": share,
-                    "total_tokens": share + (prompt_tokens if j == 0 else 0),
-                },
-            }
-            self.memo.set(self._key(request, prompt_version, i), entry)
-            replies[i] = litellm.ModelResponse(**entry)
+        try:
+            try:
+                response = await self._call_provider(record, params={**request, "n": len(indices)})
+                self._fill_usage(record, response, cost=True)
+            finally:
+                record.latency_s = time.perf_counter() - started
+                self._record(scope, record)  # logged before any choice is memoised
+            dumped = self._stored(response)
+            choices = (dumped.get("choices") or [])[: len(indices)]
+            prompt_tokens, reply_tokens = self._tokens(response)
+            for j, (i, choice) in enumerate(zip(indices, choices, strict=False)):
+                share = reply_tokens // len(choices) + (j < reply_tokens % len(choices))
+                entry = {
+                    **dumped,
+                    "choices": [{**choice, "index": 0}],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens if j == 0 else 0,
+                        "completion_tokens": share,
+                        "total_tokens": share + (prompt_tokens if j == 0 else 0),
+                    },
+                }
+                key, future = owned[i]
+                self._memo_set(key, entry)
+                self._release(key, future, value=entry)
+                replies[i] = litellm.ModelResponse(**entry)
+        except BaseException as exc:
+            for key, future in owned.values():
+                self._release(key, future, error=exc)
+            raise
+        for i in indices:
+            if i not in replies:  # a choice the provider did not return is asked on its own
+                key, future = owned[i]
+                self._release(key, future, error=RuntimeError("the provider left it out"))
         return replies
 
     async def _settle(
@@ -863,16 +1089,18 @@ class Gateway:
         """
         max_tokens = params.get("max_tokens")
         repairs = self.max_repairs
+        attempt, first, widened = 0, True, False
         try:
-            for attempt in range(repairs + 1):
-                if attempt == 0 and reply is not None:
+            while True:
+                if first and reply is not None:
                     response = reply  # its call is counted by the caller
                     self._keep_raw(self._current(), reply)
                 else:
-                    if attempt or found is None:
+                    if not first or found is None:
                         found = self._lookup(model, send, prompt_version, sample_index, params)
                     response = await self._complete(found)
                     out.calls += 1
+                first = False
                 out.raw = response.choices[0].message.content or ""
                 t_in, t_out = self._tokens(response)
                 out.tokens_in, out.tokens_out = out.tokens_in + t_in, out.tokens_out + t_out
@@ -884,8 +1112,16 @@ class Gateway:
                     out.status, out.repaired = "ok", bool(attempt)
                     return out
                 if _cut_off(response, t_out, max_tokens):
+                    room = None if widened else self._room(model, schema, send, max_tokens)
+                    if isinstance(room, int):
+                        # Asked once more with room for the whole answer; a repair would only
+                        # be cut off again.
+                        widened, max_tokens = True, room
+                        params = {**params, "max_tokens": room}
+                        continue
                     out.status = "truncated"
-                    out.error = f"answer cut off at max_tokens={max_tokens}: {problem}"
+                    why = "after asking again with more room" if widened else room
+                    out.error = f"answer cut off at max_tokens={max_tokens} ({why}): {problem}"
                     return out
                 if attempt == repairs:
                     out.error = (
@@ -904,6 +1140,9 @@ class Gateway:
                         return out
                     out.repair_prompt_tokens = tokens
                 out.repaired = True
+                attempt += 1
+        except KeyRejected:
+            raise  # the stage's end, not this answer's
         except litellm.ContextWindowExceededError as exc:
             # The provider's tokenizer counts more than ours: a smaller prompt can still succeed.
             out.status = "too_long"
@@ -911,6 +1150,23 @@ class Gateway:
         except Exception as exc:  # provider failure after retries, or a non-transient error
             out.error = redact(f"{type(exc).__name__}: {exc}")[:2000]
         return out
+
+    @staticmethod
+    def _room(
+        model: str, schema: type[BaseModel], send: list[dict[str, Any]], max_tokens: int | None
+    ) -> int | str:
+        """The larger ``max_tokens`` to ask a cut-off answer again with, or why there is none."""
+        if not max_tokens:
+            return "no max_tokens was set, so the provider's own limit cut it"
+        window = context_window(model)
+        prompt = _sent_tokens(model, schema, send)
+        room = min(window - prompt, CUT_OFF_WIDEN * max_tokens)
+        if room <= max_tokens:
+            return (
+                f"the judge's window of {window} tokens, with a prompt of {prompt}, "
+                "has no room to ask again with more"
+            )
+        return room
 
     @staticmethod
     def _tokens(response: Any) -> tuple[int, int]:
@@ -924,14 +1180,14 @@ class Gateway:
     # -- embeddings ---------------------------------------------------------------------
 
     async def aembed(self, texts: Sequence[str], *, model: str) -> list[list[float]]:
-        """Embed ``texts``: memo hits per text, one provider call for the misses."""
+        """Embed ``texts``: memo hits per text, one provider call for the misses.
+
+        A text another caller is embedding at the same moment (in any thread) is not asked
+        again: its vector is shared, as identical completions in flight are. So a text is paid
+        for once, whichever rows of which metrics ask for it and in what order.
+        """
         keys = [request_key({"model": model, "input": t}) for t in texts]
-        # One round trip for the batch where the memo offers it (Redis: MGET).
-        get_many = getattr(self.memo, "get_many", None)
-        out: list[list[float] | None] = (
-            list(get_many(keys)) if get_many is not None else [self.memo.get(k) for k in keys]
-        )
-        missing = [i for i, v in enumerate(out) if v is None]
+        out: list[list[float] | None] = self._memo_get_many(keys)
         scope = self._current()
         record = CallRecord(
             kind="embedding",
@@ -941,26 +1197,54 @@ class Gateway:
             run_id=scope.run_id,
         )
         started = time.perf_counter()
-        if not missing:
+        owned: dict[str, concurrent.futures.Future[Any]] = {}
+        shared: dict[str, concurrent.futures.Future[Any]] = {}
+        ask: list[int] = []  # the first index of each text this call asks for
+        with self._inflight_lock:
+            for i, key in enumerate(keys):
+                if out[i] is not None or key in owned or key in shared:
+                    continue
+                pending = self._inflight.get(key)
+                if pending is not None:
+                    shared[key] = pending
+                    continue
+                stored = self._memo_get(key)
+                if stored is not None:
+                    out[i] = stored
+                    continue
+                owned[key] = self._inflight[key] = concurrent.futures.Future()
+                ask.append(i)
+        if owned:
+            try:
+                try:
+                    response = await self._call_provider(
+                        record, params={"model": model, "input": [texts[i] for i in ask]}
+                    )
+                finally:
+                    record.latency_s = time.perf_counter() - started
+                    self._record(scope, record)
+                usage = getattr(response, "usage", None)
+                record.tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
+                items = sorted(
+                    response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index
+                )
+                for i, item in zip(ask, items, strict=True):
+                    vector = list(item["embedding"] if isinstance(item, dict) else item.embedding)
+                    out[i] = vector
+                    self._memo_set(keys[i], vector)
+                    self._release(keys[i], owned[keys[i]], value=vector)  # type: ignore[arg-type]
+            except BaseException as exc:
+                for key, future in owned.items():
+                    self._release(key, future, error=exc)
+                raise
+        found = {keys[i]: out[i] for i in range(len(keys)) if out[i] is not None}
+        for key, future in shared.items():
+            found[key] = await asyncio.shield(asyncio.wrap_future(future))
+        if not owned:
             record.cache_hit = True
             record.latency_s = time.perf_counter() - started
             self._record(scope, record)
-            return [v for v in out if v is not None]
-        try:
-            response = await self._call_provider(
-                record, params={"model": model, "input": [texts[i] for i in missing]}
-            )
-        finally:
-            record.latency_s = time.perf_counter() - started
-            self._record(scope, record)
-        usage = getattr(response, "usage", None)
-        record.tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
-        items = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
-        for i, item in zip(missing, items, strict=True):
-            vector = item["embedding"] if isinstance(item, dict) else item.embedding
-            out[i] = list(vector)
-            self.memo.set(keys[i], out[i])
-        return [v for v in out if v is not None]
+        return [found[key] for key in keys]
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """Before this event loop ends: run litellm's pending callbacks, give back leases.

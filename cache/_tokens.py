@@ -20,12 +20,8 @@ from typing import Any
 import litellm
 from cachetools import LRUCache
 
-from ragaudit.cache._fake import DEFAULT_WINDOW, FakeOptions
+from ragaudit.cache.providers import CL100K, FALLBACK_WINDOW, provider_record
 
-# Without better knowledge a judge is assumed to hold this many tokens (prompt + answer).
-FALLBACK_WINDOW = 8192
-# Models counted with tiktoken's cl100k directly: our own providers, which litellm cannot map.
-_CL100K_PROVIDERS = frozenset({"fake", "local"})
 # Counts kept: message counts (a digest key each) and line counts (lines up to this length).
 _MESSAGE_COUNTS = 4096
 _LINE_COUNTS = 4096
@@ -33,37 +29,19 @@ _MAX_KEPT_LINE = 2000
 
 
 def context_window(model: str, configured: int | None = None) -> int:
-    """Tokens the model holds (prompt + answer): configured, known to us or litellm, or 8,192."""
+    """Tokens the model holds (prompt + answer): configured, else its provider's record says."""
     if configured:
         return configured
-    provider = model.split("/", 1)[0]
-    if provider == "fake":
-        return FakeOptions.parse(model)[1].window or DEFAULT_WINDOW
-    if provider == "local":
-        from ragaudit.cache._local import LOCAL_CONTEXT_WINDOW
-
-        return LOCAL_CONTEXT_WINDOW
-    try:
-        info = litellm.get_model_info(model)
-        return int(info.get("max_input_tokens") or info.get("max_tokens") or FALLBACK_WINDOW)
-    except Exception:  # litellm does not know every model string (ollama tags, custom names)
-        return FALLBACK_WINDOW
+    return provider_record(model).window(model)
 
 
 def _cl100k_model(model: str) -> bool:
-    return model.split("/", 1)[0] in _CL100K_PROVIDERS
+    return _tokenizer(model) == CL100K
 
 
 def _tokenizer(model: str) -> str:
-    """The model name litellm's counter should see for ``model``."""
-    # Our own providers have no litellm tokenizer; cl100k over-counts CJK a little, which is
-    # the safe side for window packing.
-    if _cl100k_model(model):
-        return "gpt-4"
-    # litellm picks an OpenAI model's encoding (o200k for gpt-4o, gpt-4.1, the o-series) only
-    # from its bare name: "openai/gpt-4o-mini" fell back to cl100k, ~1.8x its Chinese tokens.
-    bare = model.rsplit("/", 1)[-1]
-    return bare if bare in litellm.open_ai_chat_completion_models else model
+    """The model name litellm's counter should see for ``model`` (its provider's record says)."""
+    return provider_record(model).tokenizer(model)
 
 
 def encoding_name(model: str) -> str:

@@ -1,22 +1,195 @@
-"""Registration of ragaudit's own litellm providers.
+"""What the gateway knows about each model's provider: one record per model prefix.
 
-``fake/…`` serves tests and benchmarks; ``local/…`` the offline smoke-quality judge and embedder.
+A model string's prefix (``fake/…``, ``local/…``, ``openai/…``) names its provider. The record
+says what the gateway, token counting and the dry run need: the context window, how tokens
+are counted, whether ``n`` samples come in one call, whether the provider runs in this process
+(free, outside litellm's price map, bounded in time by the gateway itself) or behind litellm's
+HTTP client (priced by litellm, bounded by the transport's timeout). ``fake`` (tests and
+benchmarks) and ``local`` (the offline smoke-quality judge and embedder) are ragaudit's own;
+any other prefix gets a record built from litellm's metadata for the model.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import litellm
 
-IN_PROCESS = frozenset({"fake", "local"})
-"""Providers served inside this process: free, and absent from litellm's price map."""
+# Without better knowledge a judge is assumed to hold this many tokens (prompt + answer).
+FALLBACK_WINDOW = 8192
 
-# Whether the in-process providers answer ``n`` choices in one call: the fake does; llama.cpp
-# generates one completion per call.
-_IN_PROCESS_N = {"fake": True, "local": False}
+# The litellm model whose tokenizer counts a provider without one of its own in litellm:
+# tiktoken's cl100k, which over-counts CJK a little, the safe side for window packing.
+CL100K = "gpt-4"
+
+OwnCounter = tuple[str, Callable[[list[dict[str, Any]]], int], Callable[[str], int]]
+"""A provider's exact counting rule: its description, a prompt counter and a text counter."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One provider's record (see the module docstring)."""
+
+    prefix: str
+    in_process: bool
+    """Served inside this process: free, and the gateway bounds each call's time itself
+    (litellm's ``timeout`` reaches only HTTP transports)."""
+    window: Callable[[str], int]
+    """Tokens a model holds (prompt + answer)."""
+    samples: Callable[[str], bool]
+    """Whether a model answers ``n`` choices of one prompt in one call."""
+    tokenizer: Callable[[str], str]
+    """The model name litellm's counter should see for a model."""
+    own_counter: Callable[[str], OwnCounter] | None = None
+    """The provider's exact counting rule for a model (raises when its files are missing);
+    None: litellm's counter."""
+
+    @property
+    def free(self) -> bool:
+        """Whether calls cost nothing (in-process providers are free; litellm prices others)."""
+        return self.in_process
+
+    @property
+    def transport_timeout(self) -> bool:
+        """Whether litellm's HTTP client enforces the request timeout for this provider."""
+        return not self.in_process
+
+
+# -- ragaudit's own providers ---------------------------------------------------------------
+
+
+def _fake_window(model: str) -> int:
+    from ragaudit.cache._fake import DEFAULT_WINDOW, FakeOptions
+
+    return FakeOptions.parse(model)[1].window or DEFAULT_WINDOW
+
+
+def _fake_counter(model: str) -> OwnCounter:
+    from ragaudit.cache import _fake
+
+    return (
+        "the fake provider's rule (words and CJK characters)",
+        _fake.count_prompt_tokens,
+        _fake.count_text_tokens,
+    )
+
+
+def _local_window(model: str) -> int:
+    from ragaudit.cache._local import LOCAL_CONTEXT_WINDOW
+
+    return LOCAL_CONTEXT_WINDOW
+
+
+def _local_counter(model: str) -> OwnCounter:
+    from ragaudit.cache import _local
+
+    # Loaded here, once, so a missing file shows when the rule is asked for, not mid-count.
+    _local.count_text_tokens(model, "")
+    if model == _local.EMBEDDING_MODEL:
+        rule = "MiniLM's own tokenizer"
+    else:
+        rule = "Gemma's own tokenizer (the vocabulary of the provider's GGUF)"
+    # Every judge call counted this way asks for a JSON schema (the gateway's structured
+    # call), which changes the local prompt's closing cue.
+    return (
+        rule,
+        functools.partial(_local.count_prompt_tokens, json_answer=True),
+        functools.partial(_local.count_text_tokens, model),
+    )
+
+
+FAKE_PROVIDER = Provider(
+    prefix="fake",
+    in_process=True,
+    window=_fake_window,
+    samples=lambda model: True,  # the fake answers n choices in one call
+    tokenizer=lambda model: CL100K,
+    own_counter=_fake_counter,
+)
+LOCAL_PROVIDER = Provider(
+    prefix="local",
+    in_process=True,
+    window=_local_window,
+    samples=lambda model: False,  # llama.cpp generates one completion per call
+    tokenizer=lambda model: CL100K,
+    own_counter=_local_counter,
+)
+
+_records: dict[str, Provider] = {p.prefix: p for p in (FAKE_PROVIDER, LOCAL_PROVIDER)}
+
+IN_PROCESS = frozenset(p.prefix for p in _records.values() if p.in_process)
+"""Prefixes of the providers served inside this process."""
+
+
+# -- any other provider: from litellm's metadata --------------------------------------------
+
+
+def _litellm_window(model: str) -> int:
+    try:
+        info = litellm.get_model_info(model)
+        return int(info.get("max_input_tokens") or info.get("max_tokens") or FALLBACK_WINDOW)
+    except Exception:  # litellm does not know every model string (ollama tags, custom names)
+        return FALLBACK_WINDOW
+
+
+@functools.lru_cache(maxsize=64)
+def _litellm_samples(model: str) -> bool:
+    # litellm's list of the OpenAI parameters each provider supports says whether it has ``n``
+    # (Anthropic's API, for one, has none); a model litellm cannot place gets one per call.
+    register_all()  # litellm's banner for a model it cannot place stays off the console
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(model)
+        supported = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
+    except Exception:
+        return False
+    return "n" in (supported or ())
+
+
+def _litellm_tokenizer(model: str) -> str:
+    # litellm picks an OpenAI model's encoding (o200k for gpt-4o, gpt-4.1, the o-series) only
+    # from its bare name: "openai/gpt-4o-mini" fell back to cl100k, ~1.8x its Chinese tokens.
+    bare = model.rsplit("/", 1)[-1]
+    return bare if bare in litellm.open_ai_chat_completion_models else model
+
+
+def _litellm_provider(prefix: str) -> Provider:
+    return Provider(
+        prefix=prefix,
+        in_process=False,
+        window=_litellm_window,
+        samples=_litellm_samples,
+        tokenizer=_litellm_tokenizer,
+    )
+
+
+def _prefix(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else ""
+
+
+def provider_record(model: str) -> Provider:
+    """The record of ``model``'s provider: ragaudit's own, or the default litellm record."""
+    prefix = _prefix(model)
+    found = _records.get(prefix)
+    if found is None:
+        found = _default_records.get(prefix)
+        if found is None:
+            found = _default_records.setdefault(prefix, _litellm_provider(prefix))
+    return found
+
+
+_default_records: dict[str, Provider] = {}
+
+
+def samples_at_once(model: str) -> bool:
+    """Whether ``model``'s provider returns several samples of one prompt in one call (``n``)."""
+    return provider_record(model).samples(model)
+
+
+# -- registration with litellm --------------------------------------------------------------
 
 _lock = threading.Lock()
 _registered = False
@@ -51,7 +224,7 @@ def register_all() -> None:
 
 
 def price_at_zero(model: str, kind: str = "completion") -> None:
-    """Put an in-process model (``fake/…``, ``local/…``) in litellm's price map at $0, once.
+    """Put a free model (``fake/…``, ``local/…``) in litellm's price map at $0, once.
 
     litellm prices every completion after it returns, and looks into why a cost came out 0;
     for a model its map does not hold, that look-up tries several names, each raising, on
@@ -63,38 +236,29 @@ def price_at_zero(model: str, kind: str = "completion") -> None:
     with _lock:
         if model in _priced:
             return
-        provider = model.split("/", 1)[0]
         entry: dict[str, Any] = {
             "input_cost_per_token": 0.0,
             "output_cost_per_token": 0.0,
             # Without the cache prices litellm warns about every registration, on the console.
             "cache_creation_input_token_cost": 0.0,
             "cache_read_input_token_cost": 0.0,
-            "litellm_provider": provider,
+            "litellm_provider": _prefix(model),
             "mode": "embedding" if kind == "embedding" else "chat",
         }
         litellm.register_model({model: entry})
         _priced.add(model)
 
 
-@functools.lru_cache(maxsize=64)
-def samples_at_once(model: str) -> bool:
-    """Whether ``model``'s provider returns several samples of one prompt in one call (``n``).
-
-    litellm's list of the OpenAI parameters each provider supports says so for the others
-    (Anthropic's API, for one, has no ``n``); a model litellm cannot place gets one sample per
-    call.
-    """
-    register_all()  # litellm's banner for a model it cannot place stays off the console
-    provider = model.split("/", 1)[0] if "/" in model else ""
-    if provider in _IN_PROCESS_N:
-        return _IN_PROCESS_N[provider]
-    try:
-        name, provider, _, _ = litellm.get_llm_provider(model)
-        supported = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
-    except Exception:
-        return False
-    return "n" in (supported or ())
-
-
-__all__ = ["IN_PROCESS", "price_at_zero", "register_all", "samples_at_once"]
+__all__ = [
+    "CL100K",
+    "FAKE_PROVIDER",
+    "FALLBACK_WINDOW",
+    "IN_PROCESS",
+    "LOCAL_PROVIDER",
+    "OwnCounter",
+    "Provider",
+    "price_at_zero",
+    "provider_record",
+    "register_all",
+    "samples_at_once",
+]

@@ -54,7 +54,7 @@ from typing import Any, Protocol
 import litellm
 import polars as pl
 
-from ragaudit.cache.providers import IN_PROCESS
+from ragaudit.cache.providers import provider_record
 from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
@@ -472,10 +472,6 @@ class Estimate:
 # -- counting and prices ------------------------------------------------------------------
 
 
-def _provider(model: str) -> str:
-    return model.split("/", 1)[0] if "/" in model else ""
-
-
 @dataclass(frozen=True)
 class Counter:
     """How the dry run counts one model's tokens: the way its provider will report them."""
@@ -509,34 +505,12 @@ def counter(model: str) -> Counter:
     tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k for a model it cannot
     map — an approximation for other providers' models, whose tokenizers are not at hand.
     """
-    provider = _provider(model)
-    if provider == "fake":
-        from ragaudit.cache import _fake
-
-        return Counter(
-            "the fake provider's rule (words and CJK characters)",
-            _fake.count_prompt_tokens,
-            _fake.count_text_tokens,
-        )
-    if provider == "local":
-        from ragaudit.cache import _local
-
+    own = provider_record(model).own_counter
+    if own is not None:
         try:
-            # Loaded here, once, so a missing file shows in the rule rather than mid-estimate.
-            _local.count_text_tokens(model, "")
+            return Counter(*own(model))
         except Exception as exc:  # no GGUF or tokenizer files: the offline extra is missing
             return _litellm_counter(model, f" (the local tokenizer is unavailable: {exc})")
-        if model == _local.EMBEDDING_MODEL:
-            rule = "MiniLM's own tokenizer"
-        else:
-            rule = "Gemma's own tokenizer (the vocabulary of the provider's GGUF)"
-        # Every judge call the dry run counts asks for a JSON schema (the gateway's structured
-        # call), which changes the local prompt's closing cue.
-        return Counter(
-            rule,
-            functools.partial(_local.count_prompt_tokens, json_answer=True),
-            functools.partial(_local.count_text_tokens, model),
-        )
     return _litellm_counter(model)
 
 
@@ -556,7 +530,7 @@ def price(model: str, tokens_in: float, tokens_out: float) -> float | None:
     litellm answers 0 for models of some providers that its map does not hold (ollama): only a
     model the map holds a per-token price for gets a figure, so an unknown price is never $0.
     """
-    if _provider(model) in IN_PROCESS:
+    if provider_record(model).free:
         return 0.0
     names = (model, model.split("/", 1)[-1])
     if not any(

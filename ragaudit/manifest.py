@@ -130,7 +130,8 @@ def failure_warnings(run: RunFolder, tables: list[str]) -> list[str]:
         if "judge" in rows.columns:
             rows = rows.filter(pl.col("judge").is_not_null())
         rows = rows.filter(pl.col("status") != "skipped")
-        failed = rows.filter(pl.col("status") == "failed").height
+        # A reply cut off at its token budget gave no answer either.
+        failed = rows.filter(pl.col("status").is_in(["failed", "truncated"])).height
         if rows.height and failed / rows.height > JUDGE_FAILURE_SHARE:
             out.append(
                 f"the judge failed on {failed} of {rows.height} {name} rows "

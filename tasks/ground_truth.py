@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from ragaudit import progress
+from ragaudit.cache import KeyRejected
 from ragaudit.reference import ReferenceWriter
 from ragaudit.schemas import GROUND_TRUTH, to_table
 from ragaudit.secrets import redact
@@ -101,6 +102,8 @@ async def ground_truth(ctx: StageContext) -> list[str]:
             answer, status, support, writer = await reference_answer(
                 ctx, q.question, q.language, contexts
             )
+        except KeyRejected:
+            raise  # every question would be refused: the stage ends at the first
         except Exception as exc:  # one question's failure is its row's, not the run's
             bar.advance()
             return {

@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from ragaudit import progress
-from ragaudit.cache import count_text
+from ragaudit.cache import KeyRejected, count_text
 from ragaudit.cache import forget_counts as forget_cached_counts
 from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.errors import ConfigError
@@ -224,6 +224,8 @@ async def score_one(
             "metric_args": dumps(args),
             "reason": dumps({"steps": steps}) if steps else None,
         }
+    except KeyRejected:
+        raise  # every row would be refused: the stage ends at the first
     except Exception as exc:  # a row's failure is recorded; the batch goes on
         reason = {"steps": steps, "judge_replies": raw[:KEEP_REPLIES]} if m.needs_llm else None
         return {

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.oracle import Oracle
 from support.paths import REPO_ROOT
 
 from ragaudit.cache import Gateway
-from ragaudit.cache._fake import Oracle
 from ragaudit.calibration import (
     FAMILIES,
     bundled_inputs,

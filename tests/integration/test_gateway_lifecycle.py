@@ -30,6 +30,7 @@ from ragaudit.cache import (
     CallRecord,
     DiskMemo,
     Gateway,
+    KeyRejected,
     Memo,
     live_gateways,
     open_gateway,
@@ -343,7 +344,7 @@ def _provider_401(req: FakeRequest) -> Any:
 
 async def _ask_with_401(tmp_path: Path, fake: Any) -> Gateway:
     gateway = Gateway(tmp_path / "cache", backoff_s=0.0)
-    with fake.script(_provider_401), pytest.raises(litellm.AuthenticationError):
+    with fake.script(_provider_401), pytest.raises(KeyRejected, match="rejected the API key"):
         await gateway.acompletion(model="fake/judge", messages=user("who am I"))
     return gateway
 

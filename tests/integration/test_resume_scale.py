@@ -16,9 +16,9 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from support.shared_count import SharedCount, shared_env
 from support.synthetic import write_questions
 
-from ragaudit.cache._fake import SHARED_ENV, SharedCount
 from ragaudit.config import load_config
 from ragaudit.flows.evaluate import evaluate
 from ragaudit.runfolder import RunFolder
@@ -75,7 +75,7 @@ def test_kill_mid_score_then_resume_repeats_no_finished_call(tmp_path: Path) -> 
     cfg_path = tmp_path / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(_config(tmp_path, questions, "cache")))
     counter = tmp_path / "provider.json"
-    env = {**os.environ, SHARED_ENV: str(counter)}
+    env = {**os.environ, **shared_env(counter)}
     run = RunFolder(tmp_path / "runs", "crash")
 
     proc = _cli(cfg_path, "crash", env)
@@ -105,6 +105,12 @@ def test_kill_mid_score_then_resume_repeats_no_finished_call(tmp_path: Path) -> 
     assert not list(run.path.rglob("*.tmp"))
     for path in run.path.rglob("*.parquet"):
         pq.read_table(path)
+    # Every answer the memo holds was paid by a call that is in the run's call log, the
+    # calls of the killed process included (recovered from its journal by the re-run).
+    calls = pl.concat([pl.read_parquet(p) for p in run.calls_dir.glob("*.parquet")])
+    paid = set(calls.filter(~pl.col("cache_hit"))["key_hash"])
+    with diskcache.Cache(str(tmp_path / "cache")) as memo:
+        assert set(memo.iterkeys()) <= paid
     on_disk = json.loads(run.manifest_path.read_text())
     assert on_disk["status"] == "completed"
     assert _scores(run).equals(_scores(RunFolder(tmp_path / "runs", "whole")), null_equal=True)

@@ -1,1 +1,2 @@
-"""What the tests share: servers on loopback, synthetic runs, paths."""
+"""What the tests share: servers on loopback, synthetic runs, paths, and the test-only
+instruments the fake provider is driven with (oracles, a shared call count)."""

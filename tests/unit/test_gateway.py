@@ -785,9 +785,10 @@ async def test_structured_answer_cut_off_at_max_tokens_is_not_repaired(
             prompt_version="v1",
             max_tokens=40,
         )
-    # The fake stops at max_tokens with finish_reason "length", as a real model does.
-    assert judged.status == "truncated" and judged.calls == 1 and fake.stats.calls == 1
-    assert "max_tokens=40" in judged.error and not judged.repaired
+    # The fake stops at max_tokens with finish_reason "length", as a real model does: asked
+    # once more with four times the room, cut off again, and never repaired.
+    assert judged.status == "truncated" and judged.calls == 2 and fake.stats.calls == 2
+    assert "max_tokens=160" in judged.error and not judged.repaired
 
 
 async def test_structured_provider_context_overflow_is_too_long(
