@@ -44,6 +44,7 @@ from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
 from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
+from ragaudit.runlock import RunLock
 from ragaudit.tasks._common import (
     StageResult,
     batch_names,
@@ -338,6 +339,24 @@ async def evaluate(
     run = RunFolder(config.runs_root, run_id)
     selected = [s for s in STAGES if s.requested(stages) and s.enabled(config)]
     started = time.perf_counter()
+    # One writer per run: a second process on this id is refused before it touches the run.
+    lock = RunLock(run.path)
+    lock.acquire()
+    try:
+        return await _evaluate_locked(config, config_json, run, selected, started, stage_tasks)
+    finally:
+        lock.release()
+
+
+async def _evaluate_locked(
+    config: RunConfig,
+    config_json: str,
+    run: RunFolder,
+    selected: list[Stage],
+    started: float,
+    stage_tasks: bool,
+) -> dict[str, Any]:
+    run_id = run.run_id
     previous = run.read_manifest()
     # Off the loop: git runs as a subprocess, and the loop may be serving other runs (the
     # ablation's points) meanwhile.

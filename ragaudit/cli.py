@@ -156,6 +156,8 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
     """
     from ragaudit._server import ephemeral_server
     from ragaudit.flows.evaluate import flow_for
+    from ragaudit.runfolder import RunFolder
+    from ragaudit.runlock import RunLock
 
     run_id = config.run_id or time.strftime("%Y%m%d-%H%M%S")
     install_log_filter()
@@ -175,6 +177,7 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         with (
+            RunLock(RunFolder(config.runs_root, run_id).path),  # before Prefect: refused at once
             ephemeral_server(),
             Progress(
                 TextColumn("{task.description:<32}"),

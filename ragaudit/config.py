@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from ragaudit.errors import ConfigError
+from ragaudit.runlock import check_run_id
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
 OFFLINE_EMBEDDER = "local/all-minilm-l6-v2"
@@ -645,7 +646,8 @@ class RunConfig(_Frozen):
     questions: Path = Path("data/demo/questions.jsonl")
     """Question set: JSONL, CSV or Parquet (ragaudit or RAGAS field names)."""
     run_id: str | None = None
-    """Run identifier; the same id resumes a run. None: derived from time."""
+    """Run identifier, a folder name under ``runs_root`` (not a path); the same id resumes a
+    run. None: derived from time."""
     runs_root: Path = Path("data/runs")
     """Folder holding one subfolder per run."""
     cache_dir: Path = Path("data/cache")
@@ -665,6 +667,16 @@ class RunConfig(_Frozen):
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
     nightly: NightlyConfig = NightlyConfig()
     scale: ScaleConfig = ScaleConfig()
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_is_a_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            return check_run_id(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:
