@@ -136,12 +136,17 @@ def _overrides(
 
 def _fail(exc: BaseException) -> None:
     err.print(f"[bold red]error:[/] {redact(str(exc))}")
-    # 130 = 128 + SIGINT, as shells report a run stopped by Ctrl-C.
-    raise typer.Exit(130 if isinstance(exc, Interrupted) else 2)
+    # 128 + the signal (130 Ctrl-C, 143 SIGTERM), as shells report a run a signal stopped.
+    raise typer.Exit(128 + exc.signum if isinstance(exc, Interrupted) else 2)
 
 
 class Interrupted(RagauditError):
     """The run was stopped by a signal (Ctrl-C, SIGTERM)."""
+
+    def __init__(self, run_id: str, signum: int) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"run {run_id} stopped by {name}: interrupted; re-run to resume")
+        self.signum = int(signum)
 
 
 def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
@@ -154,6 +159,9 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
     Raises:
         Interrupted: A signal stopped the run.
     """
+    from prefect.exceptions import TerminationSignal
+
+    from ragaudit import stopping
     from ragaudit._server import ephemeral_server
     from ragaudit.flows.evaluate import flow_for
     from ragaudit.runfolder import RunFolder
@@ -166,17 +174,9 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
         # would print the same failure again with tracebacks.
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    received: list[str] = []
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        received.append(signal.Signals(signum).name)
-        # asyncio.run cancels its main task on the first SIGINT and raises KeyboardInterrupt
-        # when it is done: SIGTERM takes the same orderly way out.
-        signal.raise_signal(signal.SIGINT)
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         with (
+            stopping.sigterm_as_sigint(),
             RunLock(RunFolder(config.runs_root, run_id).path),  # before Prefect: refused at once
             ephemeral_server(),
             Progress(
@@ -195,12 +195,10 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
                 return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
             finally:
                 prog.set_reporter(None)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        name = received[0] if received else "SIGINT"
-        _mark_interrupted(config, run_id, name)
-        raise Interrupted(f"run {run_id} interrupted by {name}; re-run it to resume") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    except (KeyboardInterrupt, asyncio.CancelledError, TerminationSignal) as exc:
+        signum = getattr(exc, "signal", None) or stopping.received()
+        _mark_interrupted(config, run_id, signal.Signals(signum).name)
+        raise Interrupted(run_id, signum) from None
 
 
 def _mark_interrupted(config: RunConfig, run_id: str, signal_name: str) -> None:
@@ -311,8 +309,8 @@ def _evaluate(
     if manifest.get("status") == "completed_with_failures":
         # A CI gate must not read a run resting on a failing judge as a pass.
         err.print(
-            f"[bold red]run {manifest['run_id']} completed with failures:[/] the judge failed "
-            "on most of its calls (see the warnings above)"
+            f"[bold red]run {manifest['run_id']} completed with failures:[/] the judge or the "
+            "system under test failed on most of its calls (see the warnings above)"
         )
         raise typer.Exit(3)
 
