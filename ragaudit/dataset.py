@@ -9,12 +9,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragaudit.errors import InputError
+from ragaudit.errors import InputError, clip
 from ragaudit.lang import detect_language
 
 # RAGAS EvaluationDataset names → ours, so a RAGAS user brings data as it is.
@@ -175,8 +176,16 @@ def _as_grades(value: Any, where: str) -> dict[str, int] | None:
     for cid, grade in value.items():
         if grade is None:  # a Parquet struct column lists every key of every row
             continue
-        if isinstance(grade, bool) or not isinstance(grade, int | float) or grade != int(grade):
-            raise InputError(f"{where}: grade of '{cid}' is {grade!r}, expected an integer")
+        # NaN and Infinity parse as JSON numbers; int() of them raises, so test them first.
+        if (
+            isinstance(grade, bool)
+            or not isinstance(grade, int | float)
+            or (isinstance(grade, float) and not math.isfinite(grade))
+            or grade != int(grade)
+        ):
+            raise InputError(
+                f"{where}: grade of '{clip(cid)}' is {clip(grade)}, expected an integer"
+            )
         if grade < 0:
             raise InputError(f"{where}: grade of '{cid}' is {grade}, expected 0 or more")
         grades[str(cid)] = int(grade)

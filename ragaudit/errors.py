@@ -49,7 +49,20 @@ def is_retryable(exc: BaseException | None) -> bool:
     return bool(getattr(exc, "retryable", True))
 
 
+def clip(value: object, limit: int = 80) -> str:
+    """``value`` as text for an error message, cut to ``limit`` characters.
+
+    A message never echoes a whole parameter: a value may be megabytes long (a 50 MB string
+    in a config) or hold control characters that garble a terminal.
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 __all__ = [
+    "clip",
     "ConfigError",
     "InputError",
     "RagauditError",

@@ -27,24 +27,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ragaudit.errors import ConfigError, RagauditError
+from ragaudit.errors import ConfigError, RagauditError, clip
 
 LOCK_NAME = ".lock"
 """The lock file inside a run folder."""
 
 _NAME_MAX_BYTES = 200
 """Longest run id in UTF-8 bytes: a folder name (255 at most) with room for temp suffixes."""
-
-
-def shown(value: object, limit: int = 80) -> str:
-    """``value`` as text for an error message, cut to ``limit`` characters.
-
-    A message never echoes a whole parameter: a value may be megabytes long (a config's
-    50 MB string) or carry control characters that garble a terminal.
-    """
-    text = repr(value) if not isinstance(value, str) else value
-    text = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def check_run_id(run_id: str) -> str:
@@ -66,7 +55,7 @@ def check_run_id(run_id: str) -> str:
     elif len(run_id.encode("utf-8")) > _NAME_MAX_BYTES:
         problem = f"it is longer than {_NAME_MAX_BYTES} bytes"
     if problem:
-        raise ConfigError(f"run id '{shown(run_id)}': {problem}")
+        raise ConfigError(f"run id '{clip(run_id)}': {problem}")
     return run_id
 
 
@@ -91,7 +80,7 @@ def describe_holder(holder: dict[str, Any]) -> str:
     if holder.get("started_at"):
         text += f" since {holder['started_at']}"
     if holder.get("command"):
-        text += f" ({shown(holder['command'], 120)})"
+        text += f" ({clip(holder['command'], 120)})"
     return text
 
 
@@ -194,5 +183,4 @@ __all__ = [
     "check_run_id",
     "describe_holder",
     "hold_run",
-    "shown",
 ]

@@ -1,0 +1,83 @@
+"""Hostile inputs get one clear message before any work: grades, config files, corpora."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragaudit.config import MAX_CONFIG_BYTES, load_config
+from ragaudit.dataset import load_questions
+from ragaudit.errors import ConfigError, InputError
+
+
+@pytest.mark.parametrize("grade", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_grade_names_file_row_and_column(tmp_path: Path, grade: str) -> None:
+    path = tmp_path / "q.jsonl"
+    rows = [
+        '{"question_id": "a", "question": "q?", "reference_context_grades": {"c1": 1}}',
+        f'{{"question_id": "b", "question": "q?", "reference_context_grades": {{"c1": {grade}}}}}',
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        load_questions(path)
+    message = str(caught.value)
+    assert str(path) in message and "line 2" in message
+    assert "reference_context_grades" in message and "expected an integer" in message
+
+
+def _bomb(levels: int) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for n in range(1, levels):
+        lines.append(f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 10) + "]")
+    lines.append(
+        "collect:\n  answers:\n    http:\n      body:\n        payload: *a" + str(levels - 1)
+    )
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_when_the_config_loads(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_bomb(10), encoding="utf-8")
+    with pytest.raises(ConfigError, match="alias bomb") as caught:
+        load_config(path, environ={})
+    assert len(str(caught.value)) < 400
+
+
+def test_a_few_aliases_are_fine(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text(
+        "models:\n  judge: &judge fake/judge\n  generator: *judge\n",
+        encoding="utf-8",
+    )
+    assert load_config(path, environ={}).models.generator == "fake/judge"
+
+
+def test_a_huge_config_file_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text("run_id: x\nnote: " + "y" * (MAX_CONFIG_BYTES + 10) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="more than a config may hold") as caught:
+        load_config(path, environ={})
+    assert len(str(caught.value)) < 400
+
+
+def test_a_huge_value_from_the_command_line_is_not_echoed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"collect": {"answers": {"http": {"body": "z" * 10_000_000}}}}, {})
+    assert len(str(caught.value)) < 400
+    # An invalid huge value is named, not echoed.
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"models": {"judge": ["q" * 100_000]}}, {})
+    assert "models.judge" in str(caught.value) and len(str(caught.value)) < 1000
+
+
+def test_grades_of_json_text_in_csv_are_checked_too(tmp_path: Path) -> None:
+    path = tmp_path / "q.csv"
+    grades = json.dumps({"c1": 1}).replace("1}", "NaN}")
+    path.write_text(
+        'question_id,question,reference_context_grades\na,q?,"' + grades.replace('"', '""') + '"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError, match="line 2.*reference_context_grades"):
+        load_questions(path)
