@@ -63,16 +63,32 @@ class Question(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-def _decode(path: Path) -> str:
+def read_utf8(path: Path) -> str:
+    """A text input file's content; binary junk is one InputError naming its line and byte.
+
+    Raises:
+        InputError: The file is not UTF-8, or holds a NUL byte (a binary file, not text).
+    """
     data = path.read_bytes()
+    bad: int | None = None
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        bad = exc.start
+    else:
+        nul = data.find(b"\x00")
+        bad = nul if nul >= 0 else None
+    if bad is not None:
+        line = data[:bad].count(b"\n") + 1
+        column = bad - (data.rfind(b"\n", 0, bad) + 1) + 1
         raise InputError(
-            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); "
-            "re-save the file as UTF-8"
-        ) from None
+            f"{path}: not UTF-8 text (byte 0x{data[bad]:02x} at line {line}, byte {column} of "
+            "the line); re-save the file as UTF-8 text"
+        )
+    return text
+
+
+_decode = read_utf8
 
 
 def jsonl_lines(text: str) -> list[str]:

@@ -81,3 +81,21 @@ def test_grades_of_json_text_in_csv_are_checked_too(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="line 2.*reference_context_grades"):
         load_questions(path)
+
+
+@pytest.mark.parametrize(("junk", "at"), [(b"\xff\xfe junk", 0), (b"ok\x00\x01binary", 2)])
+@pytest.mark.parametrize("suffix", [".jsonl", ".txt"])
+def test_a_corpus_with_binary_junk_names_the_line_and_byte(
+    tmp_path: Path, junk: bytes, at: int, suffix: str
+) -> None:
+    from ragaudit.search import read_corpus
+
+    path = tmp_path / f"corpus{suffix}"
+    good = b'{"id": "d1", "text": "fine"}\n{"id": "d2", "text": "fine too"}\n'
+    prefix = b'{"id": "d3", "text": "'
+    path.write_bytes(good + prefix + junk + b'"}\n')
+    with pytest.raises(InputError) as caught:
+        list(read_corpus(path))
+    message = str(caught.value)
+    assert str(path) in message
+    assert f"at line 3, byte {len(prefix) + at + 1} of the line" in message

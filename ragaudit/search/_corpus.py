@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.dataset import jsonl_lines
+from ragaudit.dataset import jsonl_lines, read_utf8
 from ragaudit.errors import InputError
 from ragaudit.search._base import Document, SearchBackend
 
@@ -77,10 +77,7 @@ def _document(obj: Any, n: int, stem: str, id_field: str, text_field: str, where
 
 
 def _read_jsonl(path: Path, id_field: str, text_field: str) -> Iterator[tuple[str, Document]]:
-    try:
-        content = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
+    content = read_utf8(path)
     if path.suffix.lower() == ".json" and content.lstrip().startswith("["):
         try:
             items = json.loads(content)
@@ -132,10 +129,7 @@ def _read_folder(path: Path) -> Iterator[tuple[str, Document]]:
         raise InputError(f"{path}: no {', '.join(TEXT_SUFFIXES)} files in this folder")
     for file in files:
         rel = file.relative_to(path).as_posix()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{file}: not UTF-8 text") from None
+        text = read_utf8(file)
         title = _title_of(text) or file.stem
         yield str(file), Document(id=rel, text=text, metadata={"path": rel, "title": title})
 
@@ -173,7 +167,7 @@ def read_corpus(
                 str(path),
                 Document(
                     id=path.name,
-                    text=path.read_text(encoding="utf-8"),
+                    text=read_utf8(path),
                     metadata={"path": path.name, "title": path.stem},
                 ),
             ),
