@@ -26,7 +26,7 @@ from rich.table import Table
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
 from ragaudit.config import OFFLINE_JUDGE, RunConfig, load_config, set_path
-from ragaudit.errors import RagauditError
+from ragaudit.errors import RagauditError, os_error_message
 from ragaudit.secrets import install_log_filter, redact
 
 app = typer.Typer(
@@ -292,9 +292,17 @@ def _evaluate(
             # Check the collect stage's inputs before Prefect starts: a malformed question set or
             # a missing corpus then fails at once with one clean message, not after the server
             # start, a task retry and two tracebacks.
+            from ragaudit.search import check_corpus
             from ragaudit.tasks.collect import check_inputs
 
             check_inputs(config)
+            if config.collect.corpus is not None and config.collect.backend != "question_set":
+                check_corpus(config.collect.corpus)
+        # The memo opened (an unreachable Redis, an unwritable cache folder) before Prefect too.
+        from ragaudit.cache import open_memo
+        from ragaudit.tasks._common import memo_location
+
+        open_memo(memo_location(config)).close()
         manifest = _run_flow(config, stages)
     except RagauditError as exc:
         _fail(exc)
@@ -304,6 +312,8 @@ def _evaluate(
             cause = cause.__cause__
         if isinstance(cause, RagauditError):
             _fail(cause)
+        if isinstance(cause, OSError) and cause.errno is not None:  # a full or read-only disk
+            _fail(RagauditError(os_error_message(cause)))
         raise
     _print_summary(config, manifest)
     if manifest.get("status") == "completed_with_failures":

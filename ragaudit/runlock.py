@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ragaudit.errors import ConfigError, RagauditError, clip
+from ragaudit.errors import ConfigError, RagauditError, clip, os_error_message
 
 LOCK_NAME = ".lock"
 """The lock file inside a run folder."""
@@ -105,7 +105,7 @@ class RunLock:
 
         Raises:
             RunLocked: A live process holds the run.
-            OSError: The run folder cannot be created or written.
+            RagauditError: The run folder cannot be created or written (naming the errno).
         """
         key = str(self.run_dir.resolve())
         with self._guard:
@@ -113,9 +113,13 @@ class RunLock:
                 fd, count = self._held[key]
                 self._held[key] = (fd, count + 1)
                 return
-            self.run_dir.mkdir(parents=True, exist_ok=True)
             while True:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    self.run_dir.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    # A read-only or full runs root: one line, before anything else is tried.
+                    raise RagauditError(os_error_message(exc, self.path)) from None
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError as exc:

@@ -99,3 +99,77 @@ def test_a_corpus_with_binary_junk_names_the_line_and_byte(
     message = str(caught.value)
     assert str(path) in message
     assert f"at line 3, byte {len(prefix) + at + 1} of the line" in message
+
+
+def _cli(tmp_path: Path, *extra: str):
+    from test_cli_errors import run_args
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    return CliRunner().invoke(app, run_args(tmp_path, "--run-id", "h", "--limit", "2", *extra))
+
+
+def test_a_corpus_with_binary_junk_fails_before_the_run_starts(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b'{"id": "d1", "text": "fine"}\n{"id": "d2", "text": "\xc3\x28"}\n')
+    result = _cli(tmp_path, "--set", f"collect.corpus={corpus}")
+    assert result.exit_code == 2, result.output
+    assert "line 2, byte 23 of the line" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unreachable_redis_memo_fails_before_the_run_starts(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = _cli(
+        tmp_path,
+        "--set",
+        "cache.backend=redis",
+        "--set",
+        f"cache.redis_url=redis://127.0.0.1:{port}/0",
+    )
+    assert result.exit_code == 2, result.output
+    assert f"127.0.0.1:{port}" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unwritable_runs_root_is_one_line_naming_path_and_errno(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the runs root should be\n", encoding="utf-8")
+    result = _cli(tmp_path, "--runs-root", str(blocker / "runs"))
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "ENOTDIR" in errors[0] and str(blocker) in errors[0]
+    assert "Traceback" not in result.output
+
+
+def test_a_full_disk_mid_run_is_one_line_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from ragaudit.runfolder import RunFolder
+
+    real = RunFolder.write
+
+    def full_after_collect(self: RunFolder, name: str, table):  # type: ignore[no-untyped-def]
+        if name.startswith(("verdicts", "ranking", "comparisons")):
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.table_path(name)))
+        return real(self, name, table)
+
+    from test_cli_errors import DEMO_CORPUS
+
+    monkeypatch.setattr(RunFolder, "write", full_after_collect)
+    result = _cli(tmp_path, "--set", f"collect.corpus={DEMO_CORPUS}")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "ENOSPC" in errors[0] and "runs/h/" in errors[0], result.output
+    assert "Traceback" not in result.output
+    # What was written before the disk filled is still there, and the run can resume.
+    run = RunFolder(tmp_path / "runs", "h")
+    assert run.has("questions") and run.has("answers")
+    assert run.read_manifest()["status"] == "failed"

@@ -14,7 +14,13 @@ from ragaudit.search._base import (
     make_backend,
     register_backend,
 )
-from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.search._corpus import (
+    Chunking,
+    check_corpus,
+    chunk_documents,
+    index_documents,
+    read_corpus,
+)
 from ragaudit.search._indexing import (
     ENGINES,
     IndexReport,
@@ -43,6 +49,7 @@ __all__ = [
     "index_target",
     "make_search_backend",
     "make_backend",
+    "check_corpus",
     "read_corpus",
     "register_backend",
 ]
