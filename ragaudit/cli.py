@@ -28,6 +28,7 @@ import ragaudit  # noqa: F401  (offline environment before anything else)
 from ragaudit.config import OFFLINE_JUDGE, RunConfig, load_config, set_path
 from ragaudit.errors import RagauditError, os_error_message
 from ragaudit.secrets import install_log_filter, redact
+from ragaudit.stopping import exit_status
 
 app = typer.Typer(
     name="ragaudit",
@@ -137,7 +138,7 @@ def _overrides(
 def _fail(exc: BaseException) -> None:
     err.print(f"[bold red]error:[/] {redact(str(exc))}")
     # 128 + the signal (130 Ctrl-C, 143 SIGTERM), as shells report a run a signal stopped.
-    raise typer.Exit(128 + exc.signum if isinstance(exc, Interrupted) else 2)
+    raise typer.Exit(exit_status(exc.signum) if isinstance(exc, Interrupted) else 2)
 
 
 class Interrupted(RagauditError):
