@@ -33,9 +33,11 @@ from typing import Any, cast
 import pyarrow.parquet as pq
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.exceptions import TerminationSignal
 from prefect.states import State
 
 import ragaudit
+from ragaudit.answers import answer_failure_warnings
 from ragaudit.cache import canonical_hash, ensure_global_limit, hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.errors import is_retryable
@@ -44,6 +46,8 @@ from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.runfolder import RunFolder
 from ragaudit.runids import new_run_id
+from ragaudit.runlock import RunLock
+from ragaudit.stopping import reclaim_sigterm
 from ragaudit.tasks import (
     StageResult,
     batch_names,
@@ -332,10 +336,31 @@ async def evaluate(
     every task run it records (the flow ~5 ms more), for a sweep's ~100 stage runs. Inline
     stages are not cached by Prefect: a re-run redoes them, its LLM calls answered by the memo.
     """
+    # Under the CLI, a SIGTERM stops the run in order as Ctrl-C does, not through Prefect's
+    # handler, which crashes the flow wherever it stands.
+    reclaim_sigterm()
     config = RunConfig.model_validate_json(config_json)
     run = RunFolder(config.runs_root, run_id)
     selected = [s for s in STAGES if s.requested(stages) and s.enabled(config)]
     started = time.perf_counter()
+    # One writer per run: a second process on this id is refused before it touches the run.
+    lock = RunLock(run.path)
+    lock.acquire()
+    try:
+        return await _evaluate_locked(config, config_json, run, selected, started, stage_tasks)
+    finally:
+        lock.release()
+
+
+async def _evaluate_locked(
+    config: RunConfig,
+    config_json: str,
+    run: RunFolder,
+    selected: list[Stage],
+    started: float,
+    stage_tasks: bool,
+) -> dict[str, Any]:
+    run_id = run.run_id
     previous = run.read_manifest()
     # Off the loop: git runs as a subprocess, and the loop may be serving other runs (the
     # ablation's points) meanwhile.
@@ -404,9 +429,12 @@ async def evaluate(
             result, cached = await _run_one(stage, config, run, config_json, as_task=stage_tasks)
             account(stage.name, result, cached)
         failures = failure_warnings(run, [t for s in selected for t in s.judged])
+        if run.has("answers"):
+            failures += answer_failure_warnings(run.read("answers")["status"].to_pylist())
         manifest["status"] = "completed_with_failures" if failures else "completed"
     except BaseException as exc:
-        manifest["status"] = "failed"
+        stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | TerminationSignal)
+        manifest["status"] = "interrupted" if stopped else "failed"
         from ragaudit.secrets import redact
 
         manifest["error"] = redact(f"{type(exc).__name__}: {exc}")[:2000]

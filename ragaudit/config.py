@@ -23,7 +23,8 @@ from pydantic import (
     model_validator,
 )
 
-from ragaudit.errors import ConfigError
+from ragaudit.errors import ConfigError, clip
+from ragaudit.runlock import check_run_id
 from ragaudit.secrets import url_password
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
@@ -647,7 +648,8 @@ class RunConfig(_Frozen):
     questions: Path = Path("data/demo/questions.jsonl")
     """Question set: JSONL, CSV or Parquet (ragaudit or RAGAS field names)."""
     run_id: str | None = None
-    """Run identifier; the same id resumes a run. None: derived from time."""
+    """Run identifier, a folder name under ``runs_root`` (not a path); the same id resumes a
+    run. None: derived from time."""
     runs_root: Path = Path("data/runs")
     """Folder holding one subfolder per run."""
     cache_dir: Path = Path("data/cache")
@@ -668,10 +670,55 @@ class RunConfig(_Frozen):
     nightly: NightlyConfig = NightlyConfig()
     scale: ScaleConfig = ScaleConfig()
 
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_is_a_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            return check_run_id(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest config file read: a config is settings, not data (a long query template fits)."""
+MAX_CONFIG_SIZE = 1 << 22
+"""Largest config once YAML's aliases are expanded, in nodes plus characters of text."""
+
+
+def _expanded_size(data: Any, limit: int) -> int:
+    """Nodes plus characters of ``data`` with every shared (aliased) part counted each time.
+
+    PyYAML loads an alias as a second reference to one object, so an "alias bomb" (each level
+    a list of ten aliases of the level below) loads small and explodes later, when the config
+    is validated, dumped to JSON for the flow or rendered into a request. Counting stops once
+    past ``limit``, so the walk itself stays bounded.
+    """
+    total = 0
+    stack = [data]
+    while stack and total <= limit:
+        node = stack.pop()
+        total += 1
+        if isinstance(node, str | bytes):
+            total += len(node)
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple | set):
+            stack.extend(node)
+    return total
+
 
 def _read_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path}: not found")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path}: {size:,} bytes, more than a config may hold "
+            f"({MAX_CONFIG_BYTES:,}); keep data (questions, corpora) in their own files"
+        )
     try:
         text = path.read_text(encoding="utf-8")
         if path.suffix in {".toml"}:
@@ -683,11 +730,18 @@ def _read_file(path: Path) -> dict[str, Any]:
         else:
             raise ConfigError(f"config file {path}: use .yaml, .yml, .toml or .json")
     except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"config file {path}: not valid {path.suffix[1:]}: {exc}") from None
+        raise ConfigError(
+            f"config file {path}: not valid {path.suffix[1:]}: {clip(str(exc), 300)}"
+        ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path}: not UTF-8 text") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: the top level must be a mapping")
+    if _expanded_size(data, MAX_CONFIG_SIZE) > MAX_CONFIG_SIZE:
+        raise ConfigError(
+            f"config file {path}: its aliases expand past {MAX_CONFIG_SIZE:,} values and "
+            "characters (an alias bomb?); write the values out instead"
+        )
     return data
 
 
@@ -748,7 +802,8 @@ def format_validation_error(exc: ValidationError, origin: str) -> str:
     lines = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        lines.append(f"{origin}: {field}: {err['msg']}")
+        # A message may quote the value, which may be megabytes (a --set, an env variable).
+        lines.append(f"{origin}: {clip(field, 120)}: {clip(err['msg'], 300)}")
     return "\n".join(lines)
 
 
@@ -762,6 +817,12 @@ def load_config(
     data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
     data = _merge(data, overrides or {})
     origin = f"config ({path})" if path else "config"
+    if _expanded_size(data, MAX_CONFIG_SIZE) > MAX_CONFIG_SIZE:
+        # The file passed its own check: the environment or a --set value is the large one.
+        raise ConfigError(
+            f"{origin}: with the environment's and the command line's values it expands past "
+            f"{MAX_CONFIG_SIZE:,} values and characters; pass data in files, not settings"
+        )
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:

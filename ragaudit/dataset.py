@@ -9,12 +9,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragaudit.errors import InputError
+from ragaudit.errors import InputError, clip
 from ragaudit.lang import detect_language
 
 # RAGAS EvaluationDataset names → ours, so a RAGAS user brings data as it is.
@@ -62,16 +63,32 @@ class Question(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-def _decode(path: Path) -> str:
+def read_utf8(path: Path) -> str:
+    """A text input file's content; binary junk is one InputError naming its line and byte.
+
+    Raises:
+        InputError: The file is not UTF-8, or holds a NUL byte (a binary file, not text).
+    """
     data = path.read_bytes()
+    bad: int | None = None
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        bad = exc.start
+    else:
+        nul = data.find(b"\x00")
+        bad = nul if nul >= 0 else None
+    if bad is not None:
+        line = data[:bad].count(b"\n") + 1
+        column = bad - (data.rfind(b"\n", 0, bad) + 1) + 1
         raise InputError(
-            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); "
-            "re-save the file as UTF-8"
-        ) from None
+            f"{path}: not UTF-8 text (byte 0x{data[bad]:02x} at line {line}, byte {column} of "
+            "the line); re-save the file as UTF-8 text"
+        )
+    return text
+
+
+_decode = read_utf8
 
 
 def jsonl_lines(text: str) -> list[str]:
@@ -175,8 +192,16 @@ def _as_grades(value: Any, where: str) -> dict[str, int] | None:
     for cid, grade in value.items():
         if grade is None:  # a Parquet struct column lists every key of every row
             continue
-        if isinstance(grade, bool) or not isinstance(grade, int | float) or grade != int(grade):
-            raise InputError(f"{where}: grade of '{cid}' is {grade!r}, expected an integer")
+        # NaN and Infinity parse as JSON numbers; int() of them raises, so test them first.
+        if (
+            isinstance(grade, bool)
+            or not isinstance(grade, int | float)
+            or (isinstance(grade, float) and not math.isfinite(grade))
+            or grade != int(grade)
+        ):
+            raise InputError(
+                f"{where}: grade of '{clip(cid)}' is {clip(grade)}, expected an integer"
+            )
         if grade < 0:
             raise InputError(f"{where}: grade of '{cid}' is {grade}, expected 0 or more")
         grades[str(cid)] = int(grade)

@@ -49,7 +49,41 @@ def is_retryable(exc: BaseException | None) -> bool:
     return bool(getattr(exc, "retryable", True))
 
 
+def clip(value: object, limit: int = 80) -> str:
+    """``value`` as text for an error message, cut to ``limit`` characters.
+
+    A message never echoes a whole parameter: a value may be megabytes long (a 50 MB string
+    in a config) or hold control characters that garble a terminal.
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def os_error_message(exc: OSError, path: object = None) -> str:
+    """One line for a failed file operation: the path, the errno's name and what it means.
+
+    A full disk or a read-only folder is the operator's to fix; the line says where and what,
+    with no traceback.
+    """
+    import errno as errno_names
+
+    where = exc.filename if exc.filename is not None else path
+    code = errno_names.errorcode.get(exc.errno or 0, str(exc.errno))
+    what = exc.strerror or str(exc)
+    hint = {
+        errno_names.ENOSPC: "; free space there, then re-run to resume",
+        errno_names.EDQUOT: "; free space there, then re-run to resume",
+        errno_names.EROFS: "; the filesystem is read-only: point the run at a writable folder",
+        errno_names.EACCES: "; no permission to write there",
+    }.get(exc.errno or 0, "")
+    return f"{clip(str(where), 300) if where is not None else 'a file'}: {code} ({what}){hint}"
+
+
 __all__ = [
+    "os_error_message",
+    "clip",
     "ConfigError",
     "InputError",
     "RagauditError",

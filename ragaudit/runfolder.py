@@ -21,6 +21,7 @@ from cachetools import LRUCache
 from ragaudit.atomic import redact_table, write_bytes, write_json, write_table
 from ragaudit.dataset import Question
 from ragaudit.errors import StageError
+from ragaudit.runlock import check_run_id
 from ragaudit.schemas import SCHEMA_VERSION, TABLES, schema_version
 
 _READ_CACHE_BYTES = 64 << 20
@@ -61,7 +62,8 @@ class RunFolder:
     """Paths and typed reads/writes of one run's folder."""
 
     def __init__(self, root: Path | str, run_id: str) -> None:
-        self.run_id = run_id
+        # Refused before anything is written: a path as a run id writes outside the root.
+        self.run_id = check_run_id(run_id)
         self.path = Path(root) / run_id
 
     def table_path(self, name: str) -> Path:

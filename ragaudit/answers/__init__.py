@@ -10,6 +10,7 @@ from ragaudit.answers import _column, _entrypoint, _http  # noqa: F401  (registe
 from ragaudit.answers._base import (
     AnswerError,
     AnswerSource,
+    answer_failure_warnings,
     answer_one,
     make_source,
     register_source,
@@ -23,6 +24,7 @@ __all__ = [
     "AnswerError",
     "AnswerSource",
     "ColumnSource",
+    "answer_failure_warnings",
     "answer_one",
     "json_path",
     "make_source",

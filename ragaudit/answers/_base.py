@@ -158,7 +158,31 @@ async def answer_one(
     )
 
 
+ANSWER_FAILURE_SHARE = 0.5
+"""Share of questions without an answer above which a run is ``completed_with_failures``."""
+
+
+def answer_failure_warnings(statuses: Sequence[str]) -> list[str]:
+    """One warning when the system under test failed to answer most questions, else none.
+
+    ``statuses`` are the ``answers`` table's statuses; ``skipped`` rows (no answer wanted) do
+    not count. Scores over the few answers that came back describe the system no better than a
+    judge that failed on most of its calls: the run says so and its exit status does too.
+    """
+    counted = [s for s in statuses if s != "skipped"]
+    failed = sum(s == "failed" for s in counted)
+    if not counted or failed / len(counted) <= ANSWER_FAILURE_SHARE:
+        return []
+    return [
+        f"the system under test failed to answer {failed} of {len(counted)} questions "
+        f"({failed / len(counted):.0%}; see the answers table's errors): its scores rest on "
+        "the few answers that came back"
+    ]
+
+
 __all__ = [
+    "ANSWER_FAILURE_SHARE",
+    "answer_failure_warnings",
     "MAX_DELAY_S",
     "AnswerError",
     "AnswerSource",

@@ -6,6 +6,10 @@ JSON. Parameters and the JSON body are templates rendered leaf by leaf (as the s
 templates are), so a question is always sent as data. Header values that are secrets come
 from environment variables or Prefect Secret blocks and are registered for redaction.
 
+A 200 is not yet an answer: an HTML page (a proxy's or load balancer's error page served with
+status 200) or an empty body fails the question with the reason, retried like a 5xx, so it is
+never stored as an ``ok`` answer and scored.
+
 Failures are sorted for the retry loop: no connection, a timeout, a broken stream, 408, 425,
 429 and 5xx may pass and are retried (429/503 after their Retry-After); other 4xx answers
 will not change and fail the question at once.
@@ -31,6 +35,23 @@ from ragaudit.secrets import redact, resolve_secret
 
 _PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(-?\d+)\]|\[[\"']([^\"']+)[\"']\]")
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
+_HTML_PAGE = re.compile(r"^\s*(?:<\?xml[^>]*>\s*)?(?:<!doctype\s+html|<html[\s>])", re.IGNORECASE)
+
+
+def not_an_answer(content_type: str, body: str) -> str | None:
+    """Why a successful HTTP response's body is no answer (None when it may be one).
+
+    An HTML document (by its content type or its first tag) is a page a proxy or a login wall
+    put in the answer's place; an answer that merely holds some markup is still an answer.
+    """
+    if not body.strip():
+        return "an empty body, not an answer"
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media in {"text/html", "application/xhtml+xml"} or _HTML_PAGE.match(body):
+        title = re.search(r"<title[^>]*>(.*?)</title>", body, re.IGNORECASE | re.DOTALL)
+        named = f" titled {' '.join(title.group(1).split())[:80]!r}" if title else ""
+        return f"an HTML page{named} ({media or 'no content type'}), not an answer"
+    return None
 
 
 def json_path(value: Any, path: str) -> Any:
@@ -181,19 +202,30 @@ class HttpSource:
 
     async def _read(self, resp: httpx.Response) -> str:
         mode = self.config.response
+        content_type = resp.headers.get("content-type", "")
         if mode == "lines":
             last = ""
+            head: list[str] = []
             async for line in resp.aiter_lines():
+                if len(head) < 20:
+                    head.append(line)
                 if line.strip():
                     last = line
+            self._check_body(resp, content_type, "\n".join(head) if last.strip() else "")
             text = last.strip()
             if text and self.config.json_path:
                 text = self._extract(text)
             return text
         raw = (await resp.aread()).decode(resp.encoding or "utf-8", "replace")
+        self._check_body(resp, content_type, raw)
         if mode == "text":
             return raw.strip()
         return self._extract(raw)
+
+    def _check_body(self, resp: httpx.Response, content_type: str, body: str) -> None:
+        reason = not_an_answer(content_type, body)
+        if reason is not None:
+            raise AnswerError(redact(f"HTTP {resp.status_code} from {self.url} with {reason}"))
 
     def _extract(self, raw: str) -> str:
         try:
@@ -229,4 +261,4 @@ def _http(config: AnswerConfig) -> HttpSource:
     return HttpSource(config.http, concurrency=config.concurrency, timeout_s=config.timeout_s)
 
 
-__all__ = ["HttpSource", "json_path"]
+__all__ = ["HttpSource", "json_path", "not_an_answer"]

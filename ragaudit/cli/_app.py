@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,16 +14,20 @@ from typer.core import TyperGroup
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
 from ragaudit.config import set_path
-from ragaudit.errors import RagauditError
+from ragaudit.errors import RagauditError, os_error_message
 from ragaudit.secrets import redact
+from ragaudit.stopping import exit_status
 
 
 class Interrupted(RagauditError):
     """The run was stopped by a signal (Ctrl-C, SIGTERM)."""
 
+    def __init__(self, run_id: str, signum: int) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"run {run_id} stopped by {name}: interrupted; re-run to resume")
+        self.signum = int(signum)
 
-# 130 = 128 + SIGINT, as shells report a run stopped by Ctrl-C.
-INTERRUPTED_EXIT = 130
+
 ERROR_EXIT = 2
 
 
@@ -42,7 +47,8 @@ class ErrorBoundary(TyperGroup):
 
     A ``RagauditError`` (or an error caused by one) raised anywhere in a command is printed
     as one unwrapped ``error:`` line, secrets redacted, and ends the process with exit code
-    2 (130 for ``Interrupted``); any other exception keeps its traceback. It is the root
+    2 (128 + the signal for ``Interrupted``); an ``OSError`` with an errno (a full or
+    read-only disk) becomes one line too; any other exception keeps its traceback. It is the root
     command rather than a ``try`` in ``main()`` so that every way of running ``app`` passes
     through it: the console script, ``python -m ragaudit`` and ``CliRunner`` in the tests.
     """
@@ -56,11 +62,18 @@ class ErrorBoundary(TyperGroup):
             # Typer's own exits and usage errors have no such cause: they pass through.
             error = expected_error(exc)
             if error is None:
-                raise
+                cause: BaseException | None = exc
+                while cause is not None and not isinstance(cause, OSError):
+                    cause = cause.__cause__
+                if not isinstance(cause, OSError) or cause.errno is None:
+                    raise
+                # A full or read-only disk: one line naming the path and the errno.
+                error = RagauditError(os_error_message(cause))
             # Escaped: a message naming a list (``[a, b]``) or a path with brackets would
             # otherwise be read as console markup and lose that text.
             err.print(f"[bold red]error:[/] {escape(redact(str(error)))}")
-            code = INTERRUPTED_EXIT if isinstance(error, Interrupted) else ERROR_EXIT
+            # 128 + the signal (130 Ctrl-C, 143 SIGTERM), as shells report a run a signal stopped.
+            code = exit_status(error.signum) if isinstance(error, Interrupted) else ERROR_EXIT
             raise typer.Exit(code) from None
 
 

@@ -74,8 +74,13 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
     Raises:
         Interrupted: A signal stopped the run.
     """
+    from prefect.exceptions import TerminationSignal
+
+    from ragaudit import stopping
     from ragaudit._server import ephemeral_server
     from ragaudit.flows.evaluate import flow_for
+    from ragaudit.runfolder import RunFolder
+    from ragaudit.runlock import RunLock
 
     run_id = config.run_id or new_run_id()
     install_log_filter()
@@ -84,17 +89,10 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
         # would print the same failure again with tracebacks.
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    received: list[str] = []
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        received.append(signal.Signals(signum).name)
-        # asyncio.run cancels its main task on the first SIGINT and raises KeyboardInterrupt
-        # when it is done: SIGTERM takes the same orderly way out.
-        signal.raise_signal(signal.SIGINT)
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         with (
+            stopping.sigterm_as_sigint(),
+            RunLock(RunFolder(config.runs_root, run_id).path),  # before Prefect: refused at once
             ephemeral_server(),
             Progress(
                 TextColumn("{task.description:<32}"),
@@ -112,12 +110,10 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
                 return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
             finally:
                 prog.set_reporter(None)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        name = received[0] if received else "SIGINT"
-        _mark_interrupted(config, run_id, name)
-        raise Interrupted(f"run {run_id} interrupted by {name}; re-run it to resume") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    except (KeyboardInterrupt, asyncio.CancelledError, TerminationSignal) as exc:
+        signum = getattr(exc, "signal", None) or stopping.received()
+        _mark_interrupted(config, run_id, signal.Signals(signum).name)
+        raise Interrupted(run_id, signum) from None
 
 
 def _mark_interrupted(config: RunConfig, run_id: str, signal_name: str) -> None:
@@ -210,17 +206,24 @@ def _evaluate(
         # Check the collect stage's inputs before Prefect starts: a malformed question set or
         # a missing corpus then fails at once with one clean message, not after the server
         # start, a task retry and two tracebacks.
+        from ragaudit.search import check_corpus
         from ragaudit.tasks.collect import check_inputs
 
         check_inputs(config)
+        if config.collect.corpus is not None and config.collect.backend != "question_set":
+            check_corpus(config.collect.corpus)
+    # The memo opened (an unreachable Redis, an unwritable cache folder) before Prefect too.
+    from ragaudit.cache import memo_location, open_memo
+
+    open_memo(memo_location(config)).close()
     # An error a stage raised comes back inside Prefect's; the error boundary finds its cause.
     manifest = _run_flow(config, stages)
     _print_summary(config, manifest)
     if manifest.get("status") == "completed_with_failures":
         # A CI gate must not read a run resting on a failing judge as a pass.
         err.print(
-            f"[bold red]run {manifest['run_id']} completed with failures:[/] the judge failed "
-            "on most of its calls (see the warnings above)"
+            f"[bold red]run {manifest['run_id']} completed with failures:[/] the judge or the "
+            "system under test failed on most of its calls (see the warnings above)"
         )
         raise typer.Exit(3)
 

@@ -14,7 +14,13 @@ from ragaudit.search._base import (
     make_backend,
     register_backend,
 )
-from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.search._corpus import (
+    Chunking,
+    check_corpus,
+    chunk_documents,
+    index_documents,
+    read_corpus,
+)
 from ragaudit.search._engine import EngineBackend
 from ragaudit.search._indexing import (
     ENGINES,
@@ -53,6 +59,7 @@ __all__ = [
     "index_target",
     "make_search_backend",
     "make_backend",
+    "check_corpus",
     "read_corpus",
     "register_backend",
 ]

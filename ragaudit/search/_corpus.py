@@ -20,6 +20,7 @@ same corpus with the same options again writes the same documents: indexing is i
 from __future__ import annotations
 
 import bisect
+import codecs
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.dataset import jsonl_lines
+from ragaudit.dataset import jsonl_lines, read_utf8
 from ragaudit.errors import InputError
 from ragaudit.search._base import Document, SearchBackend
 
@@ -77,10 +78,7 @@ def _document(obj: Any, n: int, stem: str, id_field: str, text_field: str, where
 
 
 def _read_jsonl(path: Path, id_field: str, text_field: str) -> Iterator[tuple[str, Document]]:
-    try:
-        content = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
+    content = read_utf8(path)
     if path.suffix.lower() == ".json" and content.lstrip().startswith("["):
         try:
             items = json.loads(content)
@@ -132,12 +130,63 @@ def _read_folder(path: Path) -> Iterator[tuple[str, Document]]:
         raise InputError(f"{path}: no {', '.join(TEXT_SUFFIXES)} files in this folder")
     for file in files:
         rel = file.relative_to(path).as_posix()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{file}: not UTF-8 text") from None
+        text = read_utf8(file)
         title = _title_of(text) or file.stem
         yield str(file), Document(id=rel, text=text, metadata={"path": rel, "title": title})
+
+
+def _check_text_file(path: Path, block: int = 1 << 20) -> None:
+    """Raise the InputError :func:`read_utf8` would, reading ``path`` in blocks (any size)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, line_start, offset = 1, 0, 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(block):
+            bad = chunk.find(b"\x00")
+            try:
+                decoder.decode(chunk if bad < 0 else chunk[:bad], final=False)
+            except UnicodeDecodeError as exc:
+                bad = exc.start
+            if bad >= 0:
+                line += chunk.count(b"\n", 0, bad)
+                nl = chunk.rfind(b"\n", 0, bad)
+                column = bad - nl if nl >= 0 else offset + bad - line_start + 1
+                raise InputError(
+                    f"{path}: not UTF-8 text (byte 0x{chunk[bad]:02x} at line {line}, byte "
+                    f"{column} of the line); re-save the file as UTF-8 text"
+                )
+            line += chunk.count(b"\n")
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                line_start = offset + nl + 1
+            offset += len(chunk)
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not UTF-8 text (its last character is cut off)") from None
+
+
+def check_corpus(path: Path | str) -> None:
+    """Check that a corpus exists and that its text files are text, before any work.
+
+    Read in blocks, so a corpus of any size costs one pass and no memory; Parquet files are
+    left to their reader. A corpus with binary junk fails here, naming the line and the byte,
+    rather than once the run has started.
+
+    Raises:
+        InputError: The corpus is missing, or a text file of it is not UTF-8 text.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: not found")
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES)
+    elif path.suffix.lower() in {".parquet", ".pq"}:
+        files = []
+    else:
+        files = [path]
+    for file in files:
+        if file.is_file():
+            _check_text_file(file)
 
 
 def read_corpus(
@@ -173,7 +222,7 @@ def read_corpus(
                 str(path),
                 Document(
                     id=path.name,
-                    text=path.read_text(encoding="utf-8"),
+                    text=read_utf8(path),
                     metadata={"path": path.name, "title": path.stem},
                 ),
             ),

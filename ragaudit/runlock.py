@@ -1,0 +1,190 @@
+"""Guards of a run folder: a run id is a folder name, and one process at a time writes a run.
+
+A run id names one folder under the runs root. One that holds a path separator or ``..``, or
+is absolute, would put the run (or part of it: the manifest in one folder, the tables in
+another) outside the runs root, so :func:`check_run_id` refuses it before anything is written.
+
+:class:`RunLock` is the lock of one run folder, ``<run>/.lock``. The exclusion itself is an
+``flock`` on that file: the kernel drops it when its process dies, however it dies, so a run
+killed with ``kill -9`` leaves no lock that blocks its resume. The file's content (pid, host,
+start time, command line) only names the holder in the message a second writer gets. Two
+processes writing one run both pay for every call and leave a manifest and call logs that
+disagree, so the second is refused at once rather than queued behind the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ragaudit.errors import ConfigError, RagauditError, clip, os_error_message
+
+LOCK_NAME = ".lock"
+"""The lock file inside a run folder."""
+
+_NAME_MAX_BYTES = 200
+"""Longest run id in UTF-8 bytes: a folder name (255 at most) with room for temp suffixes."""
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` when it is a plain folder name; else raise one clear error.
+
+    Raises:
+        ConfigError: The id is empty, ``.``/``..``, absolute, holds a path separator or a
+            control character, or is too long for a folder name.
+    """
+    problem = None
+    if not isinstance(run_id, str) or not run_id.strip():
+        problem = "it is empty"
+    elif run_id in {".", ".."}:
+        problem = "it names a folder outside the runs root"
+    elif os.path.isabs(run_id) or "/" in run_id or "\\" in run_id:
+        problem = "it is a path (a run id is one folder name under runs_root: no '/' or '\\')"
+    elif not run_id.isprintable():
+        problem = "it holds control characters"
+    elif len(run_id.encode("utf-8")) > _NAME_MAX_BYTES:
+        problem = f"it is longer than {_NAME_MAX_BYTES} bytes"
+    if problem:
+        raise ConfigError(f"run id '{clip(run_id)}': {problem}")
+    return run_id
+
+
+class RunLocked(RagauditError):
+    """Another live process is writing the run."""
+
+
+def _holder(path: Path) -> dict[str, Any]:
+    """What the lock file says about its holder ({} when unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """``pid 123 on host h since … (ragaudit run …)`` from a lock file's content."""
+    if not holder:
+        return "another process (its lock file names none)"
+    text = f"pid {holder.get('pid')} on host {holder.get('host')}"
+    if holder.get("started_at"):
+        text += f" since {holder['started_at']}"
+    if holder.get("command"):
+        text += f" ({clip(holder['command'], 120)})"
+    return text
+
+
+class RunLock:
+    """The one-writer lock of the run folder ``run_dir``.
+
+    Re-entrant within a process (the CLI takes it before Prefect starts, the flow takes it
+    again for callers that come without the CLI); a second process is refused.
+    """
+
+    # Per process: run folder → (open file, holders). flock locks belong to an open file, so
+    # a second open in the same process would refuse the process itself.
+    _held: dict[str, tuple[int, int]] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, run_dir: Path | str) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_NAME
+
+    def acquire(self) -> None:
+        """Take the lock, or raise :class:`RunLocked` naming the process that holds it.
+
+        Raises:
+            RunLocked: A live process holds the run.
+            RagauditError: The run folder cannot be created or written (naming the errno).
+        """
+        key = str(self.run_dir.resolve())
+        with self._guard:
+            if key in self._held:
+                fd, count = self._held[key]
+                self._held[key] = (fd, count + 1)
+                return
+            while True:
+                try:
+                    self.run_dir.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    # A read-only or full runs root: one line, before anything else is tried.
+                    raise RagauditError(os_error_message(exc, self.path)) from None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    os.close(fd)
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        raise
+                    raise RunLocked(
+                        f"run {self.run_dir.name} is already running: "
+                        f"{describe_holder(_holder(self.path))}; wait for it to finish or stop "
+                        "it, then re-run to resume"
+                    ) from None
+                # The file may have been replaced between the open and the lock (a holder that
+                # finished and a third process): lock the file that is at the path now.
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    break
+                os.close(fd)
+            holder = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "command": " ".join(sys.argv)[:500],
+            }
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(holder).encode("utf-8"), 0)
+            self._held[key] = (fd, 1)
+
+    def release(self) -> None:
+        """Let go of one hold; the last one unlocks (the file stays, naming the last holder)."""
+        key = str(self.run_dir.resolve())
+        with self._guard:
+            if key not in self._held:
+                return
+            fd, count = self._held[key]
+            if count > 1:
+                self._held[key] = (fd, count - 1)
+                return
+            del self._held[key]
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def hold_run(run_dir: Path | str) -> Iterator[RunLock]:
+    """Hold the run folder's lock for the block."""
+    with RunLock(run_dir) as lock:
+        yield lock
+
+
+__all__ = [
+    "LOCK_NAME",
+    "RunLock",
+    "RunLocked",
+    "check_run_id",
+    "describe_holder",
+    "hold_run",
+]
