@@ -31,13 +31,14 @@ def register_all() -> None:
             return
         from ragaudit.cache._fake import FAKE
         from ragaudit.cache._local import LOCAL
+        from ragaudit.cache._local_embed import LocalRouter
 
         entries = [
             e for e in (litellm.custom_provider_map or []) if e["provider"] not in IN_PROCESS
         ]
         entries += [
             {"provider": "fake", "custom_handler": FAKE},
-            {"provider": "local", "custom_handler": LOCAL},
+            {"provider": "local", "custom_handler": LocalRouter(LOCAL)},
         ]
         litellm.custom_provider_map = entries
         # litellm prints a "Give Feedback / Get Help" banner to stdout on every provider error;

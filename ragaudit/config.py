@@ -26,7 +26,9 @@ from pydantic import (
 from ragaudit.errors import ConfigError
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
-OFFLINE_EMBEDDER = "local/all-minilm-l6-v2"
+OFFLINE_EMBEDDER = "local/multilingual-e5-small"
+ENGLISH_ONLY_EMBEDDERS = frozenset({"local/all-minilm-l6-v2"})
+"""Embedders that cannot read Chinese: their scores of Chinese rows are skipped, saying why."""
 ENV_PREFIX = "RAGAUDIT_"
 
 
@@ -43,7 +45,7 @@ class ModelsConfig(_Frozen):
     generator: str | None = None
     """Model that writes answers in the built-in reference pipeline; defaults to the judge."""
     embedder: str | None = None
-    """litellm embedding model string; None selects the offline English-only MiniLM."""
+    """litellm embedding model string; None selects the offline multilingual e5-small (zh, en)."""
     judge_context_window: int | None = None
     """Prompt + answer token budget of the judge; None asks litellm, else 8,192."""
     concurrency: int = Field(default=8, ge=1, le=512)
@@ -768,6 +770,7 @@ def load_config(
 
 __all__ = [
     "DIMENSIONS",
+    "ENGLISH_ONLY_EMBEDDERS",
     "OFFLINE_EMBEDDER",
     "OFFLINE_JUDGE",
     "AblateConfig",

