@@ -845,6 +845,9 @@ def serve(
     """
     try:
         load_config(config)
+        from ragaudit.deployment import require_api_server
+
+        require_api_server("ragaudit serve")
     except RagauditError as exc:
         _fail(exc)
     from ragaudit.flows.nightly import reevaluate

@@ -1,0 +1,74 @@
+"""An operator's setup mistakes fail at once, with the fix in the message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+from typer.testing import CliRunner
+
+from ragaudit.cli import app
+from ragaudit.deployment import require_api_server, set_project_directory
+from ragaudit.errors import RagauditError
+
+FIX = "RAGAUDIT_PROJECT_DIR=/path/to/ragaudit prefect worker start --pool ragaudit"
+
+
+def pull_step_inputs(monkeypatch: pytest.MonkeyPatch, project_dir: str | None) -> dict:
+    """The inputs of prefect.yaml's pull step as a worker with this environment templates them."""
+    from prefect.utilities.templating import apply_values
+
+    if project_dir is None:
+        monkeypatch.delenv("RAGAUDIT_PROJECT_DIR", raising=False)
+    else:
+        monkeypatch.setenv("RAGAUDIT_PROJECT_DIR", project_dir)
+    (step,) = yaml.safe_load((REPO / "prefect.yaml").read_text(encoding="utf-8"))["pull"]
+    ((name, inputs),) = step.items()
+    assert name == "ragaudit.deployment.set_project_directory"
+    return apply_values(inputs, {})
+
+
+def test_a_worker_without_the_project_dir_fails_in_its_pull_step_saying_how(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(RagauditError, match="has no RAGAUDIT_PROJECT_DIR") as info:
+        set_project_directory(**pull_step_inputs(monkeypatch, None))
+    assert FIX in str(info.value)
+    for empty in (None, "", "  ", "{{ $RAGAUDIT_PROJECT_DIR }}"):
+        with pytest.raises(RagauditError, match="has no RAGAUDIT_PROJECT_DIR"):
+            set_project_directory(empty)
+
+
+def test_a_project_dir_that_is_not_a_checkout_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(RagauditError, match="is not a ragaudit checkout") as info:
+        set_project_directory(**pull_step_inputs(monkeypatch, str(tmp_path)))
+    assert str(tmp_path) in str(info.value) and FIX in str(info.value)
+
+
+def test_the_pull_step_moves_the_run_into_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = set_project_directory(**pull_step_inputs(monkeypatch, str(REPO)))
+    assert out == {"directory": str(REPO.resolve())}
+    assert Path.cwd() == REPO.resolve()
+
+
+def test_serve_without_a_prefect_server_fails_instead_of_polling() -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        with pytest.raises(RagauditError, match="PREFECT_API_URL") as info:
+            require_api_server("ragaudit serve")
+        assert "prefect server start" in str(info.value)
+        result = CliRunner().invoke(
+            app, ["serve", "--config", str(REPO / "data" / "demo" / "config.yaml")]
+        )
+    assert result.exit_code != 0
+    assert "PREFECT_API_URL" in result.output and "Traceback" not in result.output
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:4200/api"}):
+        assert require_api_server("ragaudit serve") == "http://127.0.0.1:4200/api"
