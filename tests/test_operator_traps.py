@@ -72,3 +72,62 @@ def test_serve_without_a_prefect_server_fails_instead_of_polling() -> None:
     assert "PREFECT_API_URL" in result.output and "Traceback" not in result.output
     with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:4200/api"}):
         assert require_api_server("ragaudit serve") == "http://127.0.0.1:4200/api"
+
+
+# ------------------------------------------------------------------ nightly without a baseline
+
+
+def _runs(root: Path) -> tuple[Path, Path]:
+    import time
+
+    import numpy as np
+    from reporting_runs import write_run
+
+    values = {"faithfulness": np.linspace(0.6, 0.9, 30).tolist()}
+    before = write_run(root, "a-gemma", values, judge="fake/judge")
+    time.sleep(0.002)  # distinct start times, in creation order
+    now = write_run(root, "b-other-judge", values, judge="fake/other")
+    return before, now
+
+
+def test_a_night_whose_judge_changed_names_the_earlier_run_and_what_differs(
+    tmp_path: Path,
+) -> None:
+    from ragaudit.reevaluation import (
+        no_baseline_markdown,
+        no_baseline_verdict,
+        previous_run,
+        unlike_runs,
+    )
+
+    _, now = _runs(tmp_path)
+    assert previous_run(now) is None
+    (unlike,) = unlike_runs(now)
+    assert unlike.run_id == "a-gemma"
+    assert unlike.differences == ('models.judge: "fake/judge" → "fake/other"',)
+    verdict = no_baseline_verdict([unlike])
+    assert "a-gemma" in verdict and "models.judge" in verdict and "changed" in verdict
+    md = no_baseline_markdown("b-other-judge", now, [unlike])
+    assert "`a-gemma`" in md and "fake/other" in md
+    # The first night of a question set says only that.
+    assert no_baseline_verdict([]) == "no baseline"
+
+
+def test_the_regression_event_carries_absolute_run_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+    from reporting_runs import write_run
+
+    from ragaudit.reevaluation import regression_event
+    from ragaudit.reporting import compare_runs
+
+    monkeypatch.chdir(tmp_path)
+    good = np.linspace(0.6, 0.9, 30)
+    write_run(Path("runs"), "a", {"faithfulness": good.tolist()})
+    write_run(Path("runs"), "b", {"faithfulness": np.clip(good - 0.3, 0, 1).tolist()})
+    cmp = compare_runs(Path("runs/a"), Path("runs/b"), resamples=999)
+    event = regression_event(cmp, "k1:abc", "questions.jsonl")
+    assert event is not None
+    assert event.payload["run_dir"] == str((tmp_path / "runs" / "b").resolve())
+    assert event.payload["baseline_run_dir"] == str((tmp_path / "runs" / "a").resolve())
