@@ -372,6 +372,14 @@ async def evaluate(
     held.enter_context(hold_gateway(config))
     try:
         for stage in selected:
+            if stage_tasks and "batches" not in manifest and run.has("questions"):
+                # A dask or ray runner at the default batch size: one batch per worker.
+                n = pq.ParquetFile(run.table_path("questions")).metadata.num_rows
+                scale = config.scale.sized_for(n)
+                if scale is not config.scale:
+                    config = config.model_copy(update={"scale": scale})
+                    config_json = config.model_dump_json()
+                    manifest["batches"] = {"batch_size": scale.batch_size, "picked_for": n}
             parts = list(stage.parts(config, _batches(config, run)) or []) if stage.parts else []
             if parts:
                 distributed = stage_tasks and config.scale.task_runner != "default"

@@ -574,12 +574,17 @@ class NightlyConfig(_Frozen):
     runs never are)."""
 
 
+ONE_BATCH = 100_000
+"""The default ``scale.batch_size``: a run's questions in one batch."""
+
+
 class ScaleConfig(_Frozen):
     """How a run spreads over processes: question batches and the flow's task runner."""
 
-    batch_size: int = Field(default=100_000, ge=1)
+    batch_size: int = Field(default=ONE_BATCH, ge=1)
     """Questions per batch; each batch of a stage (sort, ground_truth, score) is one task. The
-    default keeps a run one batch per stage."""
+    default keeps a run one batch per stage in this process; with the ``dask`` or ``ray``
+    runner it means "one batch per worker" (see :meth:`sized_for`)."""
     task_runner: Literal["default", "dask", "ray"] = "default"
     """Where batch tasks run: ``default`` awaits them in the flow's process; ``dask``
     (prefect-dask) and ``ray`` (prefect-ray) submit them to a cluster."""
@@ -591,6 +596,18 @@ class ScaleConfig(_Frozen):
     """Scheduler address of an existing Dask or Ray cluster; None starts a local one."""
     dask_processes: bool = True
     """Local Dask workers are processes (True) or threads of the flow's process."""
+
+    def sized_for(self, n_questions: int) -> ScaleConfig:
+        """These settings with the batch size a run of ``n_questions`` gets.
+
+        A ``dask`` or ``ray`` runner left at the default batch size would get the run's
+        questions as one batch, so one worker would do all the work: its batches are sized to
+        give each worker one instead. A batch size that was set is kept.
+        """
+        if self.task_runner == "default" or self.batch_size != ONE_BATCH or n_questions < 2:
+            return self
+        size = max(1, -(-n_questions // self.workers))
+        return self.model_copy(update={"batch_size": size})
 
 
 class CacheConfig(_Frozen):
@@ -773,6 +790,7 @@ __all__ = [
     "ENGLISH_ONLY_EMBEDDERS",
     "OFFLINE_EMBEDDER",
     "OFFLINE_JUDGE",
+    "ONE_BATCH",
     "AblateConfig",
     "AblationPoint",
     "AnswerConfig",

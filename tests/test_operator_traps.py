@@ -131,3 +131,21 @@ def test_the_regression_event_carries_absolute_run_folders(
     assert event is not None
     assert event.payload["run_dir"] == str((tmp_path / "runs" / "b").resolve())
     assert event.payload["baseline_run_dir"] == str((tmp_path / "runs" / "a").resolve())
+
+
+# ------------------------------------------------------------------ scale-out without a batch size
+
+
+def test_dask_or_ray_without_a_batch_size_get_one_batch_per_worker() -> None:
+    from ragaudit.config import ONE_BATCH, ScaleConfig
+    from ragaudit.tasks._common import batch_names
+
+    for runner in ("dask", "ray"):
+        scale = ScaleConfig(task_runner=runner, workers=4)
+        sized = scale.sized_for(10)
+        assert sized.batch_size == 3
+        assert batch_names(10, sized.batch_size) == ["b0000", "b0001", "b0002", "b0003"]
+    # A batch size that was set is kept; the default runner keeps one batch in its process.
+    assert ScaleConfig(task_runner="dask", batch_size=5).sized_for(10).batch_size == 5
+    assert ScaleConfig().sized_for(10).batch_size == ONE_BATCH
+    assert ScaleConfig(task_runner="ray", workers=8).sized_for(3).batch_size == 1
