@@ -149,3 +149,40 @@ def test_dask_or_ray_without_a_batch_size_get_one_batch_per_worker() -> None:
     assert ScaleConfig(task_runner="dask", batch_size=5).sized_for(10).batch_size == 5
     assert ScaleConfig().sized_for(10).batch_size == ONE_BATCH
     assert ScaleConfig(task_runner="ray", workers=8).sized_for(3).batch_size == 1
+
+
+# ------------------------------------------------------------------ `ragaudit runs` at any width
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 140, 200])
+def test_runs_is_readable_at_any_width(width: int) -> None:
+    import io
+
+    from rich.console import Console
+
+    from ragaudit.reporting import RunOverview, runs_table
+
+    metrics = ("context_precision", "context_recall", "faithfulness", "answer_relevancy")
+    means: dict[str, float | None] = {m: 0.7 for m in metrics}
+    means["rouge_l"] = -1e-9  # the fifth metric: once left out, and shown as "-0.000"
+    run = RunOverview(
+        run_id="2026-11-25T03-00-00-nightly",
+        run_dir=Path("runs/2026-11-25T03-00-00-nightly"),
+        started_at="2026-11-25T03:00:00.123456+00:00",
+        status="completed_with_failures",
+        questions_file="data/demo/questions.jsonl",
+        question_set_hash="k1:0123456789abcdef",
+        n_questions=5,
+        judge="openai/gpt-4o-mini",
+        means=means,
+        ci={},
+    )
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
+    console.print(runs_table([run, run], "Runs", console.width))
+    out = buffer.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= width
+    assert "…" not in out
+    for text in (*metrics, "completed_with_failures", "openai/gpt-4o-mini", "questions.jsonl"):
+        assert text in out, (text, out)
+    assert "-0.000" not in out and "rouge_l 0.000" in out

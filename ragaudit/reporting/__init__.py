@@ -62,7 +62,7 @@ from ragaudit.reporting._model import (
     StageCalls,
     WorstQuestion,
 )
-from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, trend
+from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 from ragaudit.reporting._xlsx import CALIBRATION_XLSX, write_calibration_xlsx, write_xlsx
 
@@ -116,6 +116,7 @@ __all__ = [
     "figures",
     "findings_markdown",
     "list_runs",
+    "runs_table",
     "ndcg_curve",
     "paired_test",
     "publish_artifacts",
