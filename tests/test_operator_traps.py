@@ -186,3 +186,21 @@ def test_runs_is_readable_at_any_width(width: int) -> None:
     for text in (*metrics, "completed_with_failures", "openai/gpt-4o-mini", "questions.jsonl"):
         assert text in out, (text, out)
     assert "-0.000" not in out and "rouge_l 0.000" in out
+
+
+def test_cache_stats_prints_the_memo_path_as_it_is(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    memo = tmp_path / "ragaudit:memo:[v1]"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "questions": str(REPO / "data" / "demo" / "questions.jsonl"),
+                "cache_dir": str(memo),
+                "runs_root": str(tmp_path / "runs"),
+            }
+        ),
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["cache", "stats", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "ragaudit:memo:[v1]" in result.output and "📝" not in result.output
