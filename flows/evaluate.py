@@ -431,6 +431,13 @@ async def evaluate(
         }
         manifest["warnings"] = judge_warnings(config, run) + failures
         run.write_manifest(manifest)
+        if "report" in {s.name for s in selected}:
+            from ragaudit.reporting import stamp_completion
+
+            # The report was rendered mid-run: its header gets the run's end (never at the
+            # cost of the error that is ending the run).
+            with contextlib.suppress(OSError):
+                stamp_completion(run.path, manifest["status"], manifest["finished_at"])
     return manifest
 
 

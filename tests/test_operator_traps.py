@@ -204,3 +204,32 @@ def test_cache_stats_prints_the_memo_path_as_it_is(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["cache", "stats", "--config", str(config)])
     assert result.exit_code == 0, result.output
     assert "ragaudit:memo:[v1]" in result.output and "📝" not in result.output
+
+
+# ------------------------------------------------------------------ the report's header
+
+
+def test_the_report_header_gets_the_runs_end_and_reads_to_the_second(tmp_path: Path) -> None:
+    import json as _json
+
+    from reporting_runs import write_run
+
+    from ragaudit.reporting import build_report, stamp_completion, write_html
+
+    run_dir = write_run(tmp_path, "r", {"faithfulness": [0.5, 1.0]})
+    manifest = _json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    # As the report stage sees it: the run is still going.
+    manifest |= {"status": "running", "started_at": "2026-11-25T03:00:07.123456+00:00"}
+    manifest.pop("finished_at", None)
+    (run_dir / "manifest.json").write_text(_json.dumps(manifest), encoding="utf-8")
+    path = write_html(build_report(run_dir))
+    header = path.read_text(encoding="utf-8").split("</header>", 1)[0]
+    assert "running" in header and "2026-11-25 03:00:07 UTC" in header
+    assert ".123456" not in header
+
+    assert stamp_completion(run_dir, "completed", "2026-11-25T03:04:59.999999+00:00")
+    header = path.read_text(encoding="utf-8").split("</header>", 1)[0]
+    assert '<span id="run-status">completed</span>' in header
+    assert '<span id="run-finished">2026-11-25 03:04:59 UTC</span>' in header
+    assert "running" not in header
+    assert not stamp_completion(tmp_path / "no-report", "completed", None)
