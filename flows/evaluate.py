@@ -395,6 +395,14 @@ async def _evaluate_locked(
     held.enter_context(hold_gateway(config))
     try:
         for stage in selected:
+            if stage_tasks and "batches" not in manifest and run.has("questions"):
+                # A dask or ray runner at the default batch size: one batch per worker.
+                n = pq.ParquetFile(run.table_path("questions")).metadata.num_rows
+                scale = config.scale.sized_for(n)
+                if scale is not config.scale:
+                    config = config.model_copy(update={"scale": scale})
+                    config_json = config.model_dump_json()
+                    manifest["batches"] = {"batch_size": scale.batch_size, "picked_for": n}
             parts = list(stage.parts(config, _batches(config, run)) or []) if stage.parts else []
             if parts:
                 distributed = stage_tasks and config.scale.task_runner != "default"
@@ -449,6 +457,13 @@ async def _evaluate_locked(
         }
         manifest["warnings"] = judge_warnings(config, run) + failures
         run.write_manifest(manifest)
+        if "report" in {s.name for s in selected}:
+            from ragaudit.reporting import stamp_completion
+
+            # The report was rendered mid-run: its header gets the run's end (never at the
+            # cost of the error that is ending the run).
+            with contextlib.suppress(OSError):
+                stamp_completion(run.path, manifest["status"], manifest["finished_at"])
     return manifest
 
 

@@ -22,9 +22,11 @@ from ragaudit.config import RunConfig, load_config
 from ragaudit.flows.evaluate import evaluate
 from ragaudit.reevaluation import (
     REGRESSED_SUFFIX,
+    no_baseline_verdict,
     previous_run,
     publish_comparison,
     regression_event,
+    unlike_runs,
 )
 from ragaudit.reporting import compare_runs, question_set_hash
 from ragaudit.runfolder import RunFolder
@@ -57,8 +59,10 @@ async def compare_with_previous(config: RunConfig, run_id: str) -> dict[str, Any
     run = RunFolder(config.runs_root, run_id)
     baseline = previous_run(run.path, tuple(config.nightly.baseline_statuses))
     if baseline is None:
-        keys = await publish_comparison(None, run_id, run.path)
-        return {"baseline": None, "verdict": "no baseline", "regressed": [], "artifacts": keys}
+        unlike = unlike_runs(run.path, tuple(config.nightly.baseline_statuses))
+        keys = await publish_comparison(None, run_id, run.path, unlike)
+        verdict = no_baseline_verdict(unlike)
+        return {"baseline": None, "verdict": verdict, "regressed": [], "artifacts": keys}
     cmp = await asyncio.to_thread(compare_runs, baseline.run_dir, run.path)
     keys = await publish_comparison(cmp, run_id, run.path)
     qhash = question_set_hash(pl.from_arrow(run.read("questions")))  # type: ignore[arg-type]

@@ -28,7 +28,9 @@ from ragaudit.runlock import check_run_id
 from ragaudit.secrets import url_password
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
-OFFLINE_EMBEDDER = "local/all-minilm-l6-v2"
+OFFLINE_EMBEDDER = "local/multilingual-e5-small"
+ENGLISH_ONLY_EMBEDDERS = frozenset({"local/all-minilm-l6-v2"})
+"""Embedders that cannot read Chinese: their scores of Chinese rows are skipped, saying why."""
 ENV_PREFIX = "RAGAUDIT_"
 
 
@@ -45,7 +47,7 @@ class ModelsConfig(_Frozen):
     generator: str | None = None
     """Model that writes answers in the built-in reference pipeline; defaults to the judge."""
     embedder: str | None = None
-    """litellm embedding model string; None selects the offline English-only MiniLM."""
+    """litellm embedding model string; None selects the offline multilingual e5-small (zh, en)."""
     judge_context_window: int | None = None
     """Prompt + answer token budget of the judge; None asks litellm, else 8,192."""
     concurrency: int = Field(default=8, ge=1, le=512)
@@ -577,12 +579,17 @@ class NightlyConfig(_Frozen):
     runs never are)."""
 
 
+ONE_BATCH = 100_000
+"""The default ``scale.batch_size``: a run's questions in one batch."""
+
+
 class ScaleConfig(_Frozen):
     """How a run spreads over processes: question batches and the flow's task runner."""
 
-    batch_size: int = Field(default=100_000, ge=1)
+    batch_size: int = Field(default=ONE_BATCH, ge=1)
     """Questions per batch; each batch of a stage (sort, ground_truth, score) is one task. The
-    default keeps a run one batch per stage."""
+    default keeps a run one batch per stage in this process; with the ``dask`` or ``ray``
+    runner it means "one batch per worker" (see :meth:`sized_for`)."""
     task_runner: Literal["default", "dask", "ray"] = "default"
     """Where batch tasks run: ``default`` awaits them in the flow's process; ``dask``
     (prefect-dask) and ``ray`` (prefect-ray) submit them to a cluster."""
@@ -594,6 +601,18 @@ class ScaleConfig(_Frozen):
     """Scheduler address of an existing Dask or Ray cluster; None starts a local one."""
     dask_processes: bool = True
     """Local Dask workers are processes (True) or threads of the flow's process."""
+
+    def sized_for(self, n_questions: int) -> ScaleConfig:
+        """These settings with the batch size a run of ``n_questions`` gets.
+
+        A ``dask`` or ``ray`` runner left at the default batch size would get the run's
+        questions as one batch, so one worker would do all the work: its batches are sized to
+        give each worker one instead. A batch size that was set is kept.
+        """
+        if self.task_runner == "default" or self.batch_size != ONE_BATCH or n_questions < 2:
+            return self
+        size = max(1, -(-n_questions // self.workers))
+        return self.model_copy(update={"batch_size": size})
 
 
 class CacheConfig(_Frozen):
@@ -831,8 +850,10 @@ def load_config(
 
 __all__ = [
     "DIMENSIONS",
+    "ENGLISH_ONLY_EMBEDDERS",
     "OFFLINE_EMBEDDER",
     "OFFLINE_JUDGE",
+    "ONE_BATCH",
     "AblateConfig",
     "AblationPoint",
     "AnswerConfig",

@@ -55,7 +55,7 @@ import litellm
 import polars as pl
 
 from ragaudit.cache.providers import provider_record
-from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
+from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 
@@ -500,10 +500,11 @@ def counter(model: str) -> Counter:
 
     ``fake/...``: the fake provider's own rule. ``local/...``: the local provider's own
     tokenizers over the prompt it builds (Gemma's vocabulary read from the same GGUF file the
-    provider loads, without its weights; MiniLM's tokenizer); if their files are missing, cl100k,
-    said so in the rule. Anything else: litellm's counter, which uses an OpenAI model's own
-    tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k for a model it cannot
-    map — an approximation for other providers' models, whose tokenizers are not at hand.
+    provider loads, without its weights; e5's or MiniLM's tokenizer); if their files are
+    missing, cl100k, said so in the rule. Anything else: litellm's counter, which uses an
+    OpenAI model's own tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k
+    for a model it cannot map — an approximation for other providers' models, whose tokenizers
+    are not at hand.
     """
     own = provider_record(model).own_counter
     if own is not None:
@@ -1122,7 +1123,7 @@ async def estimate_score(plan: Plan) -> None:
         options=config.score.model_dump(),
         temperature=models.temperature,
         max_output_tokens=models.max_output_tokens,
-        english_only_embedder=models.embedder_model == OFFLINE_EMBEDDER,
+        english_only_embedder=models.embedder_model in ENGLISH_ONLY_EMBEDDERS,
     )
     window = context_window(judge, models.judge_context_window)
     samples = _samples(plan)

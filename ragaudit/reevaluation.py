@@ -11,6 +11,8 @@ and the ``ragaudit.regression`` event that a Prefect automation turns into a not
 from __future__ import annotations
 
 import contextlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,8 @@ _OPERATIONAL = (
 )
 
 
-def config_key(config: RunConfig) -> str:
-    """Hash of what in the configuration changes a score (operational settings left out)."""
+def _measured(config: RunConfig) -> dict[str, Any]:
+    """The configuration as JSON, less the operational settings."""
     data = config.model_dump(mode="json")
     for dotted in _OPERATIONAL:
         *parents, last = dotted.split(".")
@@ -61,17 +63,109 @@ def config_key(config: RunConfig) -> str:
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(last, None)
-    return canonical_hash(data)
+    return data
 
 
-def _stored_key(run_dir: Path) -> str | None:
-    """The config key of a stored run (None when its config does not load in this version)."""
+def config_key(config: RunConfig) -> str:
+    """Hash of what in the configuration changes a score (operational settings left out)."""
+    return canonical_hash(_measured(config))
+
+
+def _stored_config(run_dir: Path) -> RunConfig | None:
+    """A stored run's config (None when it does not load in this version)."""
     stored = RunFolder(run_dir.parent, run_dir.name).read_manifest().get("config")
     if not isinstance(stored, dict):
         return None
     with contextlib.suppress(ValidationError):
-        return config_key(RunConfig.model_validate(stored))
+        return RunConfig.model_validate(stored)
     return None
+
+
+def _stored_key(run_dir: Path) -> str | None:
+    """The config key of a stored run (None when its config does not load in this version)."""
+    config = _stored_config(run_dir)
+    return None if config is None else config_key(config)
+
+
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict) and node:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: node}
+
+
+def _shown(value: Any, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
+    """What differs between two configurations, operational settings aside: ``field: a → b``."""
+    a, b = _leaves(_measured(before)), _leaves(_measured(now))
+    return [
+        f"{field}: {_shown(a.get(field))} → {_shown(b.get(field))}"
+        for field in sorted(a.keys() | b.keys())
+        if a.get(field) != b.get(field)
+    ]
+
+
+@dataclass(frozen=True)
+class UnlikeRun:
+    """An earlier finished run of the same question set under another configuration."""
+
+    run_id: str
+    differences: tuple[str, ...]
+    """``field: then → now`` for each setting that differs (empty: its config no longer loads)."""
+
+
+def unlike_runs(
+    run_dir: Path,
+    statuses: tuple[str, ...] = ("completed", "completed_with_failures"),
+    limit: int = 3,
+) -> list[UnlikeRun]:
+    """The newest earlier finished runs of ``run_dir``'s question set whose config differs.
+
+    What a night without a baseline names: why the runs it might have been compared with
+    were not (a changed judge, metric or any other setting that changes a score).
+    """
+    run_dir = Path(run_dir)
+    current = run_overview(run_dir)
+    now = _stored_config(run_dir)
+    if current.question_set_hash is None or now is None:
+        return []
+    key = config_key(now)
+    out: list[UnlikeRun] = []
+    for r in reversed(list_runs(run_dir.parent)):
+        if len(out) >= limit:
+            break
+        if (
+            r.run_id == current.run_id
+            or r.status not in statuses
+            or r.question_set_hash != current.question_set_hash
+            or (r.started_at or "") >= (current.started_at or "\uffff")
+        ):
+            continue
+        then = _stored_config(r.run_dir)
+        if then is None:
+            out.append(UnlikeRun(r.run_id, ()))
+        elif config_key(then) != key:
+            out.append(UnlikeRun(r.run_id, tuple(config_differences(then, now))))
+    return out
+
+
+def no_baseline_verdict(unlike: Sequence[UnlikeRun]) -> str:
+    """The verdict of a night without a baseline: the first night, or what changed since."""
+    if not unlike:
+        return "no baseline"
+    newest = unlike[0]
+    what = "; ".join(newest.differences[:3]) or "its config no longer loads"
+    more = f" (+{len(newest.differences) - 3} more)" if len(newest.differences) > 3 else ""
+    return (
+        f"no baseline: the configuration changed since run {newest.run_id} of this question set "
+        f"({what}{more}); {len(unlike)} earlier run(s) not compared"
+    )
 
 
 def previous_run(
@@ -166,12 +260,18 @@ def comparison_markdown(cmp: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def no_baseline_markdown(run_id: str, run_dir: Path) -> str:
-    """What the artifact says when no earlier run like this one exists yet."""
-    return (
+def no_baseline_markdown(run_id: str, run_dir: Path, unlike: Sequence[UnlikeRun] = ()) -> str:
+    """What the artifact says when no earlier run like this one exists yet, and why."""
+    text = (
         f"# ragaudit re-evaluation `{run_id}`\n\nNo earlier completed run of this question set "
         f"and configuration under `{run_dir.parent}`: this run is the baseline of the next.\n"
     )
+    if unlike:
+        text += "\n## Earlier runs of this question set under another configuration\n\n"
+        for u in unlike:
+            what = "; ".join(f"`{d}`" for d in u.differences) or "its config no longer loads"
+            text += f"- `{u.run_id}`: {what}\n"
+    return text
 
 
 def question_set_resource(question_set_hash: str) -> str:
@@ -215,7 +315,10 @@ def regression_event(
         payload={
             "run_id": cmp.run_b,
             "baseline_run_id": cmp.run_a,
-            "run_dir": str(cmp.dir_b),
+            # Absolute: the worker that emits it and the reader of the notification do not
+            # share a working directory.
+            "run_dir": str(Path(cmp.dir_b).resolve()),
+            "baseline_run_dir": str(Path(cmp.dir_a).resolve()),
             "question_set_hash": question_set_hash,
             "regressed": list(cmp.regressed),
             "improved": list(cmp.improved),
@@ -235,7 +338,12 @@ def regression_event(
     )
 
 
-async def publish_comparison(cmp: Comparison | None, run_id: str, run_dir: Path) -> list[str]:
+async def publish_comparison(
+    cmp: Comparison | None,
+    run_id: str,
+    run_dir: Path,
+    unlike: Sequence[UnlikeRun] = (),
+) -> list[str]:
     """Create the comparison's table and markdown artifacts; returns their keys.
 
     Outside a Prefect run nothing is created (an empty list).
@@ -251,8 +359,8 @@ async def publish_comparison(cmp: Comparison | None, run_id: str, run_dir: Path)
     if cmp is None:
         await acreate_markdown_artifact(
             key=md_key,
-            markdown=no_baseline_markdown(run_id, run_dir),
-            description=f"run {run_id}: no baseline",
+            markdown=no_baseline_markdown(run_id, run_dir, unlike),
+            description=f"run {run_id}: {no_baseline_verdict(unlike)}",
         )
         return [md_key]
     where = f"run {cmp.run_b} against {cmp.run_a}: {cmp.verdict}"
@@ -268,12 +376,16 @@ __all__ = [
     "REGRESSED_SUFFIX",
     "REGRESSION_EVENT",
     "RegressionEvent",
+    "UnlikeRun",
     "comparison_markdown",
     "comparison_table",
+    "config_differences",
     "config_key",
     "no_baseline_markdown",
+    "no_baseline_verdict",
     "previous_run",
     "publish_comparison",
     "question_set_resource",
     "regression_event",
+    "unlike_runs",
 ]

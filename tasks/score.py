@@ -28,7 +28,7 @@ from typing import Any
 from ragaudit import progress
 from ragaudit.cache import KeyRejected, count_text
 from ragaudit.cache import forget_counts as forget_cached_counts
-from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
+from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import Deps, Metric, Sample, Skip, resolve, trace
 from ragaudit.schemas import SCORES, to_table
@@ -156,7 +156,7 @@ def make_deps(ctx: StageContext) -> Deps:
         temperature=models.temperature,
         max_output_tokens=models.max_output_tokens,
         window=ctx.window(),
-        english_only_embedder=models.embedder_model == OFFLINE_EMBEDDER,
+        english_only_embedder=models.embedder_model in ENGLISH_ONLY_EMBEDDERS,
     )
 
 

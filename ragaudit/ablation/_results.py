@@ -84,7 +84,7 @@ def effective_objective(
     A configured ``ablate.objective`` is taken as it is. The default one (every scored metric
     equally) leaves out a metric that no point scored ``ok`` on any question: it cannot tell
     the points apart, and kept, it would leave every question without an objective and the
-    sweep without a recommendation (the offline English-only embedder skips answer relevancy
+    sweep without a recommendation (an English-only embedder, MiniLM, skips answer relevancy
     on every Chinese question). When no metric is left, nothing is left out.
     """
     weights = objective_weights(config)

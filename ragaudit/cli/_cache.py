@@ -31,6 +31,8 @@ def cache_stats(config: ConfigOpt = None, runs_root: RootOpt = None) -> None:
     console.print(
         f"memo {info['path']}: {info['entries']} entries, {info['bytes'] / 1e6:.1f} MB",
         soft_wrap=True,
+        markup=False,
+        emoji=False,  # a Redis memo's key prefix "ragaudit:memo:" is Rich's :memo: emoji code
     )
     logs = sorted(Path(cfg.runs_root).glob("*/llm_calls/*.parquet"))
     if not logs:

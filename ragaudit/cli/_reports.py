@@ -207,22 +207,9 @@ def runs(
         console.print(f"no runs under {root}")
         return
     if trend is None:
-        metrics = list(dict.fromkeys(m for r in found for m in r.means))[:4]
-        table = Table(title=f"Runs under {root}")
-        for col in ("run", "started", "status", "question set", "n", "judge", *metrics):
-            table.add_column(col, no_wrap=col in {"run", "started", "judge"})
-        for r in found:
-            short = (r.question_set_hash or "").removeprefix("k1:")[:10]
-            table.add_row(
-                r.run_id,
-                (r.started_at or "")[:16].replace("T", " "),
-                r.status or "",
-                f"{Path(r.questions_file or '').name} {short}",
-                str(r.n_questions),
-                r.judge or "",
-                *[_num(r.means.get(m)) for m in metrics],
-            )
-        console.print(table)
+        from ragaudit.reporting import runs_table
+
+        console.print(runs_table(found, f"Runs under {root}", console.width))
         return
     chosen, series = metric_trend(found, trend, question_set)
     if not series:

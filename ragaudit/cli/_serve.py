@@ -26,6 +26,9 @@ def serve(
     Without a worker or work pool: this process runs the scheduled runs itself.
     """
     load_config(config)
+    from ragaudit.deployment import require_api_server
+
+    require_api_server("ragaudit serve")
     from ragaudit.flows.nightly import reevaluate
 
     reevaluate.serve(name=name, cron=cron, parameters={"config_path": str(config.resolve())})

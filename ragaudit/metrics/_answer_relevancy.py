@@ -16,8 +16,9 @@ from ragaudit.metrics._ragas import TracedLLM, embeddings, localise, ragas_llm
 from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
 
 ENGLISH_ONLY_EMBEDDER = (
-    "the embedder is English-only (the offline all-MiniLM-L6-v2): configure a multilingual "
-    "embedding model (models.embedder) to score Chinese text"
+    "the embedder is English-only (all-MiniLM-L6-v2): configure a multilingual embedding "
+    "model (models.embedder; the offline default, local/multilingual-e5-small, is one) to "
+    "score Chinese text"
 )
 
 

@@ -52,7 +52,7 @@ class Deps:
     """The judge's context window; our own prompts over it less ``max_output_tokens`` are not
     sent (None: not checked)."""
     english_only_embedder: bool = False
-    """The embedder cannot read Chinese (the offline MiniLM): embedding scores of Chinese rows
+    """The embedder cannot read Chinese (MiniLM): embedding scores of Chinese rows
     are skipped with that reason instead of reported."""
 
     @property

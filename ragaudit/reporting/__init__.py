@@ -49,6 +49,7 @@ from ragaudit.reporting._html import (
     render_calibration_html,
     render_compare_html,
     render_html,
+    stamp_completion,
     write_calibration_html,
     write_compare_html,
     write_html,
@@ -65,7 +66,7 @@ from ragaudit.reporting._model import (
     StageCalls,
     WorstQuestion,
 )
-from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, trend
+from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 from ragaudit.reporting._xlsx import CALIBRATION_XLSX, write_calibration_xlsx, write_xlsx
 
@@ -120,6 +121,8 @@ __all__ = [
     "figures",
     "findings_markdown",
     "list_runs",
+    "runs_table",
+    "stamp_completion",
     "ndcg_curve",
     "paired_test",
     "power",

@@ -11,9 +11,12 @@ opens fast. No file, font, script or style is fetched from anywhere.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import gzip
+import html
 import json
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -50,7 +53,48 @@ def _env() -> jinja2.Environment:
     # escapes <, >, & and ' so the blob cannot close its <script> element.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
     env.filters["num"] = _num
+    env.filters["when"] = when
     return env
+
+
+def when(iso: str | None) -> str:
+    """An ISO timestamp to the second, in UTC (``2026-11-25 03:00:07 UTC``), as a reader wants."""
+    if not iso:
+        return "–"
+    try:
+        stamp = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if stamp.tzinfo is not None:
+        stamp = stamp.astimezone(dt.UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if stamp.tzinfo is not None else "")
+
+
+_STATUS_SPAN = re.compile(r'<span id="run-status">[^<]*</span>')
+_FINISHED_SPAN = re.compile(r'<span id="run-finished">[^<]*</span>')
+
+
+def stamp_completion(run_dir: Path, status: str, finished_at: str | None) -> bool:
+    """Put the run's final status and end into its report's header; False without a report.
+
+    The report stage renders the report while the run is still running; the flow calls this
+    once it has ended, so the header does not say "running · finished –" for a finished run.
+    Only the two marked spans change: nothing is rendered again.
+    """
+    path = Path(run_dir) / REPORT_FILE
+    if not path.is_file():
+        return False
+    text = path.read_text(encoding="utf-8")
+    text = _STATUS_SPAN.sub(
+        lambda _: f'<span id="run-status">{html.escape(status)}</span>', text, count=1
+    )
+    text = _FINISHED_SPAN.sub(
+        lambda _: f'<span id="run-finished">{html.escape(when(finished_at))}</span>',
+        text,
+        count=1,
+    )
+    write_bytes(text.encode("utf-8"), path)
+    return True
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -300,6 +344,8 @@ __all__ = [
     "render_calibration_html",
     "render_compare_html",
     "render_html",
+    "stamp_completion",
+    "when",
     "write_calibration_html",
     "write_compare_html",
     "write_html",

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragaudit.reporting._build import _read, question_set_hash, run_folder
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,64 @@ def trend(
 
 
 __all__ = ["RunOverview", "list_runs", "run_overview", "trend"]
+
+
+def _mean(value: float | None) -> str:
+    if value is None:
+        return "-"
+    # A mean that rounds to zero from below is shown as zero, not "-0.000".
+    text = f"{value:.3f}"
+    return "0.000" if text == "-0.000" else text
+
+
+WIDE = 140
+"""Console columns from which ``runs_table`` lays a run out on one row."""
+
+
+def runs_table(runs: list[RunOverview], title: str, width: int = WIDE) -> Table:
+    """The runs as a Rich table that stays readable at any console ``width``.
+
+    Every metric a run scored is in its ``means`` cell, named in full, one per line: a column
+    per metric cut the names to the same "context…" at 80 columns and left out all but four
+    (the one that regressed among them). Below ``WIDE`` columns a run's fields stack in one
+    cell beside its id, so none is cut: a status such as ``completed_with_failures`` is never
+    "complet…".
+    """
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=True)
+    wide = width >= WIDE
+    table.add_column("run", overflow="fold")
+    if wide:
+        # The short fields whole; the long ones share what is left, folding.
+        table.add_column("started", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column("question set", overflow="fold")
+        table.add_column("n", justify="right", no_wrap=True)
+        table.add_column("judge", overflow="fold")
+        names = [m for r in runs for m in r.means]
+        table.add_column("means", overflow="fold", min_width=max(map(len, names), default=1) + 6)
+    else:
+        table.add_column("started · status · set · judge · means", overflow="fold")
+    for r in runs:
+        started = (r.started_at or "")[:16].replace("T", " ")
+        short = (r.question_set_hash or "").removeprefix("k1:")[:10]
+        question_set = f"{Path(r.questions_file or '').name} {short}".strip()
+        means = "\n".join(f"{m} {_mean(v)}" for m, v in r.means.items()) or "-"
+        if wide:
+            table.add_row(
+                r.run_id,
+                started,
+                r.status or "",
+                question_set,
+                str(r.n_questions),
+                r.judge or "",
+                means,
+            )
+        else:
+            table.add_row(
+                r.run_id,
+                f"{started} · {r.status or ''}\n{question_set} · {r.n_questions} questions\n"
+                f"judge {r.judge or '-'}\n{means}",
+            )
+    return table

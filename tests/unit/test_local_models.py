@@ -1,4 +1,4 @@
-"""The ``local/…`` provider end to end through litellm: real llama.cpp and MiniLM models.
+"""The ``local/…`` provider end to end through litellm: real llama.cpp and e5 models.
 
 Slow (model loads, ~10-20 s in all on an idle 2-core machine): run with ``pytest -m slow``.
 """
@@ -15,12 +15,13 @@ import pytest
 from pydantic import BaseModel, Field
 
 import ragaudit  # noqa: F401 - applies the offline environment before litellm is used
-from ragaudit.cache import _local
+from ragaudit.cache import _local, _local_embed
 
 pytestmark = pytest.mark.slow
 
 COMPLETION = _local.COMPLETION_MODEL
-EMBEDDING = _local.EMBEDDING_MODEL
+# The offline default embedder (MiniLM is no longer installed by the offline extra).
+EMBEDDING = _local_embed.EMBEDDING_MODEL
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -34,7 +35,9 @@ def _registered() -> None:
         from litellm.utils import custom_llm_setup
 
         entries = [e for e in (litellm.custom_provider_map or []) if e["provider"] != "local"]
-        entries.append({"provider": "local", "custom_handler": _local.LOCAL})
+        entries.append(
+            {"provider": "local", "custom_handler": _local_embed.LocalRouter(_local.LOCAL)}
+        )
         litellm.custom_provider_map = entries
         custom_llm_setup()
 
@@ -148,7 +151,8 @@ async def test_embeddings_have_384_dims_and_rank_similar_closer() -> None:
     assert [item["index"] for item in response.data] == [0, 1, 2]
     assert response.usage.prompt_tokens > 0
     similar, unrelated = vectors[0] @ vectors[1], vectors[0] @ vectors[2]  # unit vectors
-    assert similar > unrelated + 0.2
+    # e5's cosines sit high for any pair of sentences: the gap, not the level, tells.
+    assert similar > unrelated + 0.1
 
 
 async def test_unknown_local_model_is_a_bad_request_naming_the_known_ones() -> None:

@@ -22,7 +22,6 @@ from support.metrics import Responder, judge, make_deps, payload, sample, score
 
 from ragaudit.cache import Gateway
 from ragaudit.cache._fake import FakeRequest, _fake_vector
-from ragaudit.config import OFFLINE_EMBEDDER
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import METRICS, Deps, resolve
@@ -632,7 +631,7 @@ async def test_chinese_rows_skip_embedding_metrics_with_an_english_only_embedder
     deps = Deps(
         gateway=gateway,
         judge="fake/judge",
-        embedder=OFFLINE_EMBEDDER,
+        embedder="local/all-minilm-l6-v2",
         options={},
         english_only_embedder=True,
     )

