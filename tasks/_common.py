@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -20,9 +18,11 @@ from ragaudit.cache import (
     open_gateway,
     shared_gateway,
 )
+from ragaudit.concurrency import gather_limited
 from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.runfolder import RunFolder
+from ragaudit.schemas import dumps
 from ragaudit.secrets import resolve_secret
 
 T = TypeVar("T")
@@ -233,33 +233,6 @@ def in_flight(ctx: StageContext) -> int:
     the gateway's limit busy takes several items per call slot; many more only hold memory.
     """
     return max(8, 4 * ctx.config.models.concurrency)
-
-
-async def gather_limited(
-    items: Iterable[T], fn: Callable[[T], Awaitable[R]], limit: int
-) -> list[R]:
-    """``fn`` over ``items`` with at most ``limit`` running at once, results in input order.
-
-    ``limit`` workers take the items in turn, so only ``limit`` tasks exist at a time. A task
-    per item, each waiting on a semaphore, was 200,000 tasks for the relevance verdicts of
-    1,000 questions × 200 candidates: 2.8 GB, and every call slower as the heap grew. Like
-    ``gather``, the first exception is raised while the other workers go on.
-    """
-    todo = list(enumerate(items))
-    results: list[Any] = [None] * len(todo)
-    queue = iter(todo)
-
-    async def worker() -> None:
-        for i, item in queue:  # one iterator shared by the workers: each item taken once
-            results[i] = await fn(item)
-
-    await asyncio.gather(*(worker() for _ in range(min(limit, len(todo)))))
-    return results
-
-
-def dumps(obj: Any) -> str:
-    """Compact JSON text for a Parquet string column."""
-    return json.dumps(obj, ensure_ascii=False, default=str)
 
 
 __all__ = [
