@@ -285,6 +285,10 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
 def _evaluate(
     config_path: Path | None, overrides: dict[str, Any], stages: list[str] | None
 ) -> None:
+    # Registers the metrics and their config check: an unknown metric or option is then
+    # rejected as the config loads, before any stage has paid for a call.
+    import ragaudit.metrics  # noqa: F401
+
     try:
         config = load_config(config_path, overrides)
         if stages is None or "collect" in stages:
@@ -321,6 +325,7 @@ def _dry_run(
     records: list[Path] | None = None,
 ) -> None:
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
+    import ragaudit.metrics  # noqa: F401  (the config check of the metrics, as in a run)
     from ragaudit.estimate import Assumptions, estimate_run
 
     try:
