@@ -44,7 +44,7 @@ from ragaudit.metrics._base import (
     resolve,
     rough_cost,
 )
-from ragaudit.metrics._judge import trace
+from ragaudit.metrics._judge import ask, own_window, trace
 
 # The order ``ragaudit metrics`` lists them in: the four headline RAGAS metrics first, then
 # their variants and the other judged metrics; the rest follow in registration order.
@@ -89,9 +89,11 @@ __all__ = [
     "Sample",
     "Skip",
     "Window",
+    "ask",
     "check_score",
     "load_plugins",
     "metric",
+    "own_window",
     "resolve",
     "rough_cost",
     "trace",
