@@ -833,9 +833,9 @@ async def estimate_sort(plan: Plan) -> None:
 
 async def estimate_ground_truth(plan: Plan) -> None:
     """Group answers over the relevant contexts packed into the window, then merge rounds."""
-    from ragaudit.cache import context_window, structured_messages
+    from ragaudit.cache import context_window
     from ragaudit.prompts.reference import ANSWER_GROUP, MERGE
-    from ragaudit.reference import _MIN_USABLE, ReferenceWriter, _Piece
+    from ragaudit.reference import ReferenceWriter
 
     config = plan.config
     cfg = config.ground_truth
@@ -867,50 +867,23 @@ async def estimate_ground_truth(plan: Plan) -> None:
             reserve_tokens=cfg.reserve_tokens,
             temperature=config.models.temperature,
         )
-        if writer.usable < _MIN_USABLE:
+        # Every partial answer as long as a reply, cut from the contexts it is written from.
+        like = " ".join(t for _, t in contexts)
+        answer_tokens = plan.reply_tokens("ground_truth", ANSWER_GROUP.key, "answer_tokens")
+        planned = writer.plan(
+            contexts, cfg.mode, cfg.seed, _placeholder(answer_tokens, q.language, judge, like)
+        )
+        if planned is None:
             plan.references[q.question_id] = None
             continue
-        order = list(contexts)
-        if cfg.mode == "fast":
-            random.Random(cfg.seed).shuffle(order)
-        pieces = writer.context_pieces(order)
-        groups = [[p] for p in pieces] if cfg.mode == "slow" else writer.map_groups(pieces)
-        for group in groups:
-            messages = structured_messages(
-                ANSWER_GROUP.output_model, writer._render_group(ANSWER_GROUP, group, keep=False)[0]
-            )
+        for messages in planned.answers:
             answers.calls += 1
             answers.tokens_in += count_messages(judge, messages)
-            answers.tokens_out += plan.reply_tokens(
-                "ground_truth", ANSWER_GROUP.key, "answer_tokens"
-            )
-        # Every partial answer as long as a reply; merges in rounds, as the writer does.
-        like = " ".join(t for _, t in contexts)
-        text = _placeholder(
-            plan.reply_tokens("ground_truth", ANSWER_GROUP.key, "answer_tokens"),
-            q.language,
-            judge,
-            like,
-        )
-        partials = [
-            _Piece(text, [], len(writer.nodes) + i, writer.cost(text)) for i in range(len(groups))
-        ]
-        while len(partials) > 1:
-            rounds = writer.merge_groups(partials)
-            if all(len(g) == 1 for g in rounds):
-                break
-            for group in rounds:
-                if len(group) > 1:
-                    messages = structured_messages(
-                        MERGE.output_model, writer._render_group(MERGE, group, keep=False)[0]
-                    )
-                    merges.calls += 1
-                    merges.tokens_in += count_messages(judge, messages)
-                    merges.tokens_out += plan.reply_tokens(
-                        "ground_truth", MERGE.key, "answer_tokens"
-                    )
-            base = max(p.node for p in partials) + 1
-            partials = [_Piece(text, [], base + i, writer.cost(text)) for i in range(len(rounds))]
+            answers.tokens_out += answer_tokens
+        for messages in planned.merges:
+            merges.calls += 1
+            merges.tokens_in += count_messages(judge, messages)
+            merges.tokens_out += plan.reply_tokens("ground_truth", MERGE.key, "answer_tokens")
         plan.references[q.question_id] = _placeholder(reference_tokens, q.language, judge, like)
         plan.reference_weight[q.question_id] = written_share
 
