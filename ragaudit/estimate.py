@@ -765,13 +765,10 @@ async def simulated_comparisons(
 
 
 def _structured(prompt: Any, inp: Any, language: str) -> list[dict[str, Any]]:
-    """What the gateway's structured call sends for a typed prompt: its schema message first."""
-    from ragaudit.cache._gateway import schema_instruction
+    """What the gateway's structured call sends for a typed prompt (its own message layout)."""
+    from ragaudit.cache import structured_messages
 
-    return [
-        {"role": "system", "content": schema_instruction(prompt.output_model)},
-        *prompt.messages(inp, language),
-    ]
+    return structured_messages(prompt.output_model, prompt.messages(inp, language))
 
 
 async def estimate_sort(plan: Plan) -> None:
