@@ -2,7 +2,7 @@
 
 ragas's metric: the answer's and the reference's statements are sorted into TP / FP / FN by the
 judge (F-beta of those is the factual part), and the cosine of their embeddings is the semantic
-part; the weights are ``score.answer_correctness_weights`` (0.75 / 0.25 by default).
+part; the weights are the option ``weights`` (0.75 / 0.25 by default).
 """
 
 from __future__ import annotations

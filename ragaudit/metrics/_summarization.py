@@ -1,7 +1,8 @@
 """Summarization score: how much of the retrieved contexts' key information the answer carries.
 
 ragas's metric: key phrases of the contexts, yes/no questions on them, then which questions the
-answer (as a summary) can answer; blended with a conciseness term (``score.summarization_*``).
+answer (as a summary) can answer; blended with a conciseness term (the options
+``length_penalty`` and ``coeff``).
 """
 
 from __future__ import annotations
