@@ -43,7 +43,7 @@ import ragaudit  # noqa: F401  (offline environment first)
 from ragaudit.cache import Gateway
 from ragaudit.cache._fake import FAKE
 from ragaudit.metrics import METRICS, Deps, Sample
-from ragaudit.tasks.score import score_rows
+from ragaudit.scoring import score_rows
 
 ZH_CONTEXT = "北京是中华人民共和国的首都，是全国的政治、文化和国际交往中心。第{i}段补充说明历史。"
 EN_CONTEXT = "Paris is the capital of France and its largest city. Paragraph {i} adds its history."

@@ -5,7 +5,7 @@ precision with a reference, context recall, factual correctness, noise sensitivi
 fake judge (``fake/judge?latency=…``, our scripted litellm provider, counted where it answers),
 at most ``--concurrency`` judge calls in flight for every path:
 
-- ours: ``tasks.score.score_rows`` per metric, all metrics together, through the gateway
+- ours: ``ragaudit.scoring.score_rows`` per metric, all metrics together, through the gateway
   (its per-model limit is the concurrency; rows in flight per metric as the flow sets them);
 - ragas (a): ``ragas.metrics.collections`` metrics, ``await metric.abatch_score(rows)`` per
   metric, all metrics together (``abatch_score`` is a bare gather with no limit of its own);
@@ -81,10 +81,10 @@ from ragaudit.cache import (
 )
 from ragaudit.cache._fake import FAKE, FakeOptions, FakeRequest  # noqa: E402
 from ragaudit.config import ModelsConfig  # noqa: E402
-from ragaudit.metrics import METRICS, Deps, Sample  # noqa: E402
+from ragaudit.metrics import Deps, Sample, resolve  # noqa: E402
 from ragaudit.metrics._judge import _steps  # noqa: E402
+from ragaudit.scoring import score_rows  # noqa: E402
 from ragaudit.tasks import score  # noqa: E402
-from ragaudit.tasks.score import score_rows  # noqa: E402
 
 OURS = (
     "faithfulness",
@@ -188,7 +188,9 @@ async def ours(
     try:
         results = await asyncio.gather(
             *(
-                score_rows(METRICS[n], batch, deps, window=32_000, limit=4 * concurrency)
+                score_rows(
+                    resolve(n, deps.options), batch, deps, window=32_000, limit=4 * concurrency
+                )
                 for n in OURS
             )
         )
@@ -222,7 +224,7 @@ async def requests_per_cell(batch: list[Sample], judge: str) -> dict[str, list[i
             gateway = Gateway(scratch("vs-ragas-count") / "memo", concurrency=64, backoff_s=0.0)
             deps = _deps(gateway, judge)
             try:
-                await score_rows(METRICS[name], batch, deps, window=32_000, limit=64)
+                await score_rows(resolve(name, deps.options), batch, deps, window=32_000, limit=64)
             finally:
                 gateway.close()
             if len(cells) != len(batch):

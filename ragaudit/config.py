@@ -366,6 +366,82 @@ class GroundTruthConfig(_Frozen):
     """Replace a reference the question set already has."""
 
 
+SAMPLING_TEMPERATURE = 0.3
+"""Default judge temperature of a prompt sampled several times (``score.sampling_temperature``)."""
+
+LEGACY_SCORE_OPTIONS: dict[str, tuple[str, str]] = {
+    "answer_relevancy_strictness": ("answer_relevancy", "strictness"),
+    "aspect_strictness": ("aspect_", "strictness"),
+    "answer_correctness_weights": ("answer_correctness", "weights"),
+    "answer_correctness_beta": ("answer_correctness", "beta"),
+    "factual_correctness_beta": ("factual_correctness", "beta"),
+    "factual_correctness_atomicity": ("factual_correctness", "atomicity"),
+    "factual_correctness_coverage": ("factual_correctness", "coverage"),
+    "summarization_length_penalty": ("summarization_score", "length_penalty"),
+    "summarization_coeff": ("summarization_score", "coeff"),
+}
+"""Flat ``score.<metric>_<option>`` keys of configs written before options moved to their
+metric: key → (prefix of the metrics it applies to, their option's name)."""
+
+
+def migrate_score_options(raw: dict[str, Any]) -> dict[str, Any]:
+    """A score section with ``metrics`` as names and each metric's options in ``metric_options``.
+
+    ``metrics`` may mix names and one-key mappings ``{name: {option: value}}``; an old flat key
+    (``answer_relevancy_strictness: 5``) sets that option of every listed metric it applies to,
+    unless the metric's own entry sets it. Nothing is checked against the metrics here: their
+    options models do that when the metrics package is loaded.
+
+    Raises:
+        ValueError: an entry of ``metrics`` that is neither a name nor a one-key mapping.
+    """
+    out = dict(raw)
+    options: dict[str, dict[str, Any]] = {
+        k: dict(v or {}) for k, v in (out.get("metric_options") or {}).items()
+    }
+    names: list[str] = []
+    entries = out.get("metrics")
+    if isinstance(entries, str | dict):
+        entries = [entries]
+    for entry in entries if entries is not None else []:
+        if isinstance(entry, dict):
+            if len(entry) != 1:
+                raise ValueError(
+                    f"a metrics entry is a name or {{name: {{option: value}}}}, not {entry!r}"
+                )
+            [(name, given)] = entry.items()
+            if given is not None and not isinstance(given, dict):
+                raise ValueError(f"options of metric '{name}' must be a mapping, not {given!r}")
+            options.setdefault(str(name), {}).update(given or {})
+            names.append(str(name))
+        elif isinstance(entry, str):
+            names.append(entry)
+        else:
+            raise ValueError(
+                f"a metrics entry is a name or {{name: {{option: value}}}}, not {entry!r}"
+            )
+    if entries is not None:
+        out["metrics"] = tuple(names)
+    listed = out.get("metrics", ScoreConfig.model_fields["metrics"].default)
+    for key, (prefix, option) in LEGACY_SCORE_OPTIONS.items():
+        if key not in out:
+            continue
+        value = out.pop(key)
+        for name in listed:
+            if name.startswith(prefix):
+                options.setdefault(name, {}).setdefault(option, value)
+    if options or "metric_options" in out:
+        out["metric_options"] = options
+    return out
+
+
+SCORE_CHECKS: list[Any] = []
+"""Checks of a score section that need the metrics (registered by ``ragaudit.metrics`` when it
+is imported, so that this module needs nothing above it): ``check(section) → metric_options``
+with every listed metric's options filled in; a check raises ValueError for an unknown metric or
+option."""
+
+
 class ScoreConfig(_Frozen):
     """Stage 4: metrics on the system's top-k contexts."""
 
@@ -378,12 +454,19 @@ class ScoreConfig(_Frozen):
         "nonllm_context_recall",
         "rouge_l",
     )
-    """Metric names, as ``ragaudit metrics`` lists them."""
+    """Metric names, as ``ragaudit metrics`` lists them; an entry may be ``{name: {option:
+    value}}`` to set that metric's options (``{answer_relevancy: {strictness: 5}}``). Unknown
+    names and options are rejected when the config loads."""
+    metric_options: dict[str, dict[str, Any]] = {}
+    """Options of each listed metric, by metric name; filled in with the metric's defaults
+    when the config loads (the options each metric is built with, kept in the run's manifest)."""
+    plugins: tuple[str, ...] = ()
+    """Python modules to import before the metrics are resolved: each registers its own metrics
+    with ``ragaudit.metrics.metric`` (an installed package may use the ``ragaudit.metrics``
+    entry-point group instead)."""
     top_k: int = Field(default=10, ge=1)
     """Contexts scored per question, reduced until the judge's prompt fits its window."""
-    answer_relevancy_strictness: int = Field(default=3, ge=1, le=10)
-    """Questions generated per answer by answer relevancy."""
-    sampling_temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    sampling_temperature: float = Field(default=SAMPLING_TEMPERATURE, ge=0.0, le=2.0)
     """Judge temperature of metrics that sample one prompt several times (answer relevancy,
     aspect critique with strictness > 1), so that the samples can differ."""
     aspects: dict[str, str | dict[Literal["en", "zh"], str]] = {}
@@ -391,30 +474,11 @@ class ScoreConfig(_Frozen):
     text or one per language (``{en: …, zh: …}``). Scored by listing ``aspect_<name>`` in
     ``metrics``; a built-in aspect's name (harmlessness, maliciousness, coherence, correctness,
     conciseness) redefines it."""
-    aspect_strictness: int = Field(default=1, ge=1, le=9)
-    """Judge samples per aspect critique; the majority verdict is the score (an even number
-    is raised by one so that votes cannot tie)."""
-    answer_correctness_weights: tuple[float, float] = (0.75, 0.25)
-    """Weights of factual F1 and semantic similarity in answer correctness."""
-    answer_correctness_beta: float = Field(default=1.0, gt=0)
-    """Beta of answer correctness's factual F-score (> 1 favours recall)."""
-    factual_correctness_beta: float = Field(default=1.0, gt=0)
-    """Beta of factual correctness's F-score (> 1 favours recall)."""
-    factual_correctness_atomicity: Literal["low", "high"] = "low"
-    """How finely factual correctness splits texts into claims."""
-    factual_correctness_coverage: Literal["low", "high"] = "low"
-    """How much of a text factual correctness's claims must cover."""
-    summarization_length_penalty: bool = True
-    """Blend a conciseness term into the summarization score."""
-    summarization_coeff: float = Field(default=0.5, ge=0.0, le=1.0)
-    """Weight of that conciseness term (0: questions answered only, 1: length only)."""
 
-    @field_validator("answer_correctness_weights")
+    @model_validator(mode="before")
     @classmethod
-    def _weights(cls, value: tuple[float, float]) -> tuple[float, float]:
-        if min(value) < 0 or not any(value):
-            raise ValueError("weights must be non-negative and not both 0")
-        return value
+    def _entries(cls, value: Any) -> Any:
+        return migrate_score_options(value) if isinstance(value, dict) else value
 
     @field_validator("aspects")
     @classmethod
@@ -427,6 +491,14 @@ class ScoreConfig(_Frozen):
                     f"(it becomes the metric aspect_{name})"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _known_metrics(self) -> ScoreConfig:
+        for check in SCORE_CHECKS:
+            built = check(self.model_dump())
+            # Frozen: the validated options replace the given ones before anyone reads them.
+            object.__setattr__(self, "metric_options", built)
+        return self
 
 
 class ReportConfig(_Frozen):
@@ -849,6 +921,7 @@ def load_config(
 
 
 __all__ = [
+    "migrate_score_options",
     "DIMENSIONS",
     "ENGLISH_ONLY_EMBEDDERS",
     "OFFLINE_EMBEDDER",
@@ -868,6 +941,9 @@ __all__ = [
     "ReportConfig",
     "RunConfig",
     "ScaleConfig",
+    "LEGACY_SCORE_OPTIONS",
+    "SAMPLING_TEMPERATURE",
+    "SCORE_CHECKS",
     "ScoreConfig",
     "SecretRef",
     "SortConfig",

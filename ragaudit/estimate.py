@@ -49,13 +49,13 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import litellm
 import polars as pl
 
 from ragaudit.cache.providers import provider_record
-from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, RunConfig
+from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 
@@ -740,13 +740,10 @@ async def simulated_comparisons(
 
 
 def _structured(prompt: Any, inp: Any, language: str) -> list[dict[str, Any]]:
-    """What the gateway's structured call sends for a typed prompt: its schema message first."""
-    from ragaudit.cache._gateway import schema_instruction
+    """What the gateway's structured call sends for a typed prompt (its own message layout)."""
+    from ragaudit.cache import structured_messages
 
-    return [
-        {"role": "system", "content": schema_instruction(prompt.output_model)},
-        *prompt.messages(inp, language),
-    ]
+    return structured_messages(prompt.output_model, prompt.messages(inp, language))
 
 
 async def estimate_sort(plan: Plan) -> None:
@@ -808,9 +805,9 @@ async def estimate_sort(plan: Plan) -> None:
 
 async def estimate_ground_truth(plan: Plan) -> None:
     """Group answers over the relevant contexts packed into the window, then merge rounds."""
-    from ragaudit.cache import context_window, structured_messages
+    from ragaudit.cache import context_window
     from ragaudit.prompts.reference import ANSWER_GROUP, MERGE
-    from ragaudit.reference import _MIN_USABLE, ReferenceWriter, _Piece
+    from ragaudit.reference import ReferenceWriter
 
     config = plan.config
     cfg = config.ground_truth
@@ -842,50 +839,23 @@ async def estimate_ground_truth(plan: Plan) -> None:
             reserve_tokens=cfg.reserve_tokens,
             temperature=config.models.temperature,
         )
-        if writer.usable < _MIN_USABLE:
+        # Every partial answer as long as a reply, cut from the contexts it is written from.
+        like = " ".join(t for _, t in contexts)
+        answer_tokens = plan.reply_tokens("ground_truth", ANSWER_GROUP.key, "answer_tokens")
+        planned = writer.plan(
+            contexts, cfg.mode, cfg.seed, _placeholder(answer_tokens, q.language, judge, like)
+        )
+        if planned is None:
             plan.references[q.question_id] = None
             continue
-        order = list(contexts)
-        if cfg.mode == "fast":
-            random.Random(cfg.seed).shuffle(order)
-        pieces = writer.context_pieces(order)
-        groups = [[p] for p in pieces] if cfg.mode == "slow" else writer.map_groups(pieces)
-        for group in groups:
-            messages = structured_messages(
-                ANSWER_GROUP.output_model, writer._render_group(ANSWER_GROUP, group, keep=False)[0]
-            )
+        for messages in planned.answers:
             answers.calls += 1
             answers.tokens_in += count_messages(judge, messages)
-            answers.tokens_out += plan.reply_tokens(
-                "ground_truth", ANSWER_GROUP.key, "answer_tokens"
-            )
-        # Every partial answer as long as a reply; merges in rounds, as the writer does.
-        like = " ".join(t for _, t in contexts)
-        text = _placeholder(
-            plan.reply_tokens("ground_truth", ANSWER_GROUP.key, "answer_tokens"),
-            q.language,
-            judge,
-            like,
-        )
-        partials = [
-            _Piece(text, [], len(writer.nodes) + i, writer.cost(text)) for i in range(len(groups))
-        ]
-        while len(partials) > 1:
-            rounds = writer.merge_groups(partials)
-            if all(len(g) == 1 for g in rounds):
-                break
-            for group in rounds:
-                if len(group) > 1:
-                    messages = structured_messages(
-                        MERGE.output_model, writer._render_group(MERGE, group, keep=False)[0]
-                    )
-                    merges.calls += 1
-                    merges.tokens_in += count_messages(judge, messages)
-                    merges.tokens_out += plan.reply_tokens(
-                        "ground_truth", MERGE.key, "answer_tokens"
-                    )
-            base = max(p.node for p in partials) + 1
-            partials = [_Piece(text, [], base + i, writer.cost(text)) for i in range(len(rounds))]
+            answers.tokens_out += answer_tokens
+        for messages in planned.merges:
+            merges.calls += 1
+            merges.tokens_in += count_messages(judge, messages)
+            merges.tokens_out += plan.reply_tokens("ground_truth", MERGE.key, "answer_tokens")
         plan.references[q.question_id] = _placeholder(reference_tokens, q.language, judge, like)
         plan.reference_weight[q.question_id] = written_share
 
@@ -893,14 +863,22 @@ async def estimate_ground_truth(plan: Plan) -> None:
 # -- score --------------------------------------------------------------------------------
 
 
-class Tally(Protocol):
-    """Adds calls of one step to the metric's lines.
+@dataclass
+class _ScoreSheet:
+    """The dry run's side of a metric's cost model: one metric's lines, one row at a time."""
 
-    ``prior`` names the reply-length prior ``tokens_out`` rests on: the judge's logged replies
-    to the metric's prompts replace it where the record has them.
-    """
+    plan: Plan
+    stage: str
+    judge: str
+    embedder: str
+    weight: float = 1.0
+    """The current row's weight: the chance that the metric scores it."""
 
-    def __call__(  # noqa: D102
+    @property
+    def assume(self) -> Assumptions:
+        return self.plan.assume
+
+    def tally(
         self,
         step: str,
         kind: str,
@@ -908,180 +886,28 @@ class Tally(Protocol):
         tokens_in: float,
         tokens_out: float,
         prior: str | None = None,
-    ) -> None: ...
+    ) -> None:
+        if kind == "completion" and prior is not None:
+            # The call log labels a metric's judge calls with the prompt language only, so
+            # the record gives one mean reply over all of the metric's steps.
+            seen = self.observed_reply(prior)
+            if seen is not None:
+                tokens_out = calls * seen
+        model = self.judge if kind == "completion" else self.embedder
+        line = self.plan.line(self.stage, step, model, kind)
+        line.calls += self.weight * calls
+        line.tokens_in += self.weight * tokens_in
+        line.tokens_out += self.weight * tokens_out
 
+    def observed_reply(self, prior: str) -> float | None:
+        seen = self.plan.observed_reply(self.stage, None, prior)
+        return None if seen is None else seen.mean_tokens
 
-StepModel = Callable[[Any, Any, Plan, Tally], None]
-"""How a metric's judge steps cost for one sample: ``steps(sample, deps, plan, tally)``."""
+    def chat_tokens(self, system: str, user: str) -> int:
+        return count_messages(self.judge, _chat(system, user))
 
-
-def _ragas_call(prompt: Any, data: Any, judge: str) -> int:
-    """Tokens of one ragas judge call: the gateway's schema message, then the prompt."""
-    from ragaudit.metrics._ragas import ragas_window
-
-    system, user = ragas_window(prompt, data, "joined").messages[:2]
-    return count_messages(judge, _chat(system, user))
-
-
-def _faithfulness(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
-    from ragas.metrics.collections.faithfulness import util
-
-    from ragaudit.lang import sentences
-    from ragaudit.metrics._ragas import prompt_for
-    from ragaudit.prompts.statements import NLI_FAITHFULNESS, STATEMENTS_FAITHFULNESS
-
-    found = sentences(s.response) or [s.response]
-    n = max(1, round(len(found) * plan.assume.statements_per_sentence))
-    statements = (found * n)[:n]
-    gen = prompt_for(util.StatementGeneratorPrompt(), STATEMENTS_FAITHFULNESS, s.language)
-    data = util.StatementGeneratorInput(question=s.question, answer=s.response)
-    tally(
-        "statements",
-        "completion",
-        1,
-        _ragas_call(gen, data, deps.judge),
-        n * plan.assume.statement_tokens,
-        "statement_tokens",
-    )
-    nli = prompt_for(util.NLIStatementPrompt(), NLI_FAITHFULNESS, s.language)
-    data2 = util.NLIStatementInput(context="\n".join(s.contexts), statements=statements)
-    tally(
-        "verdicts",
-        "completion",
-        1,
-        _ragas_call(nli, data2, deps.judge),
-        2 * n * plan.assume.statement_tokens,
-        "statement_tokens",
-    )
-
-
-def _answer_relevancy(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
-    from ragas.metrics.collections.answer_relevancy.util import (
-        AnswerRelevanceInput,
-        AnswerRelevancePrompt,
-    )
-
-    from ragaudit.cache.providers import samples_at_once
-    from ragaudit.metrics._answer_relevancy import check_embedder
-    from ragaudit.metrics._ragas import prompt_for
-    from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
-
-    check_embedder(s, deps)
-    n = int(deps.option("answer_relevancy_strictness", 3))
-    prompt = prompt_for(AnswerRelevancePrompt(), ANSWER_RELEVANCE, s.language)
-    tokens = _ragas_call(prompt, AnswerRelevanceInput(response=s.response), deps.judge)
-    # The n samples are one request with n choices where the judge's provider returns them.
-    calls = 1 if n > 1 and samples_at_once(deps.judge) else n
-    tally(
-        "questions",
-        "completion",
-        calls,
-        calls * tokens,
-        n * plan.assume.question_tokens,
-        "question_tokens",
-    )
-    # The real question, then the generated ones in one request, each about as long as the
-    # judge's logged reply for one sample (a request answers ``n / calls`` samples) less the
-    # reply's JSON frame.
-    seen = plan.observed_reply("score:answer_relevancy", None, "question_tokens")
-    question = float(plan.assume.question_tokens)
-    if seen is not None:
-        frame = count_text(deps.judge, '{"question": "", "noncommittal": 0}')
-        question = max(1.0, seen.mean_tokens * calls / n - frame)
-    embedded = count_text(deps.embedder, s.question) + n * question
-    tally("embeddings", "embedding", 2, embedded, 0)
-
-
-def _context_precision(answer_field: str) -> StepModel:
-    def steps(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
-        from ragas.metrics.collections.context_precision.util import (
-            ContextPrecisionInput,
-            ContextPrecisionPrompt,
-        )
-
-        from ragaudit.metrics._ragas import prompt_for
-        from ragaudit.prompts.context_precision import CONTEXT_PRECISION
-
-        prompt = prompt_for(ContextPrecisionPrompt(), CONTEXT_PRECISION, s.language)
-        answer = getattr(s, answer_field) or ""
-        for context in s.contexts:
-            data = ContextPrecisionInput(question=s.question, context=context, answer=answer)
-            tally(
-                "verdicts",
-                "completion",
-                1,
-                _ragas_call(prompt, data, deps.judge),
-                plan.assume.verdict_tokens,
-                "verdict_tokens",
-            )
-
-    return steps
-
-
-def _context_recall(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
-    from ragas.metrics.collections.context_recall.util import (
-        ContextRecallInput,
-        ContextRecallPrompt,
-    )
-
-    from ragaudit.lang import sentences
-    from ragaudit.metrics._ragas import prompt_for
-    from ragaudit.prompts.context_recall import CONTEXT_RECALL
-
-    prompt = prompt_for(ContextRecallPrompt(), CONTEXT_RECALL, s.language)
-    data = ContextRecallInput(
-        question=s.question, context="\n".join(s.contexts), answer=s.reference or ""
-    )
-    n = max(1, len(sentences(s.reference or "")))
-    tally(
-        "classifications",
-        "completion",
-        1,
-        _ragas_call(prompt, data, deps.judge),
-        2 * n * plan.assume.statement_tokens,
-        "statement_tokens",
-    )
-
-
-STEP_MODELS: dict[str, StepModel] = {
-    "faithfulness": _faithfulness,
-    "answer_relevancy": _answer_relevancy,
-    "context_precision": _context_precision("reference"),
-    "context_precision_without_reference": _context_precision("response"),
-    "context_recall": _context_recall,
-}
-"""Metrics whose judge steps are modelled call by call; other judged metrics get a rough
-estimate (one call of their largest prompt per row), said so in the notes."""
-
-
-def _rough(m: Any) -> StepModel:
-    def steps(s: Any, deps: Any, plan: Plan, tally: Tally) -> None:
-        texts = [s.question, s.response or "", s.reference or ""]
-        if m.needs_llm:
-            if m.window is not None:
-                spec = m.window(s, deps)
-                each = spec.mode == "each"
-                base = count_messages(deps.judge, _chat(*spec.messages[:2]))
-                ctx = [count_text(deps.judge, c) for c in s.contexts]
-                if each:
-                    tally("judge (rough)", "completion", len(ctx), len(ctx) * base + sum(ctx), 0)
-                else:
-                    tally("judge (rough)", "completion", 1, base + sum(ctx), 0)
-            else:
-                tokens = sum(count_text(deps.judge, t) for t in texts)
-                tally(
-                    "judge (rough)",
-                    "completion",
-                    1,
-                    tokens,
-                    plan.assume.verdict_tokens,
-                    "verdict_tokens",
-                )
-        if m.needs_embeddings:
-            tokens = sum(count_text(deps.embedder, t) for t in texts[1:])
-            tally("embeddings (rough)", "embedding", 1, tokens, 0)
-
-    return steps
+    def text_tokens(self, model: str, text: str) -> int:
+        return count_text(model, text)
 
 
 def _samples(plan: Plan) -> list[Any]:
@@ -1108,72 +934,44 @@ def _samples(plan: Plan) -> list[Any]:
 
 
 async def estimate_score(plan: Plan) -> None:
-    """Per metric and row: its judge steps on the row's top-k contexts (k fitted to the window)."""
+    """Per metric and row: the metric's own cost model on the row's top-k contexts.
+
+    k is fitted to the judge's window by the score stage's own function.
+    """
     from ragaudit.cache import context_window
-    from ragaudit.metrics import Deps, Skip, resolve
-    from ragaudit.tasks.score import fit_k
+    from ragaudit.metrics import Skip, resolve
+    from ragaudit.scoring import fit_k, make_deps
 
     config = plan.config
     models = config.models
     judge = models.judge_model
-    deps = Deps(
-        gateway=None,  # type: ignore[arg-type]  # a dry run calls nothing
-        judge=judge,
-        embedder=models.embedder_model,
-        options=config.score.model_dump(),
-        temperature=models.temperature,
-        max_output_tokens=models.max_output_tokens,
-        english_only_embedder=models.embedder_model in ENGLISH_ONLY_EMBEDDERS,
-    )
+    deps = make_deps(config, None, judge, None)
     window = context_window(judge, models.judge_context_window)
     samples = _samples(plan)
-    scale = [1.0]  # the current sample's weight: the chance that the metric scores it
     for name in config.score.metrics:
         try:
             m = resolve(name, config.score.model_dump())
-        except KeyError as exc:
+        except (KeyError, ValueError) as exc:
             raise ConfigError(f"score.metrics: {exc.args[0]}") from None
         if not (m.needs_llm or m.needs_embeddings):
             continue
-        steps = STEP_MODELS.get(name)
-        if steps is None:
-            steps = _rough(m)
+        if m.cost is None:
             plan.notes.append(f"score:{name}: rough estimate (one call of its prompt per row)")
-        stage = f"score:{name}"
-
-        def tally(
-            step: str,
-            kind: str,
-            calls: float,
-            tokens_in: float,
-            tokens_out: float,
-            prior: str | None = None,
-            stage: str = stage,
-        ) -> None:
-            if kind == "completion" and prior is not None:
-                # The call log labels a metric's judge calls with the prompt language only, so
-                # the record gives one mean reply over all of the metric's steps.
-                seen = plan.observed_reply(stage, None, prior)
-                if seen is not None:
-                    tokens_out = calls * seen.mean_tokens
-            line = plan.line(stage, step, judge if kind == "completion" else deps.embedder, kind)
-            line.calls += scale[0] * calls
-            line.tokens_in += scale[0] * tokens_in
-            line.tokens_out += scale[0] * tokens_out
-
+        sheet = _ScoreSheet(plan, f"score:{name}", judge, deps.embedder)
         for s in samples:
             if m.missing(s):
                 continue
             # A reference the run has yet to write exists only with the judge's written share.
             needs_reference = m.missing(replace(s, reference=None))
-            scale[0] = plan.reference_weight.get(s.question_id, 1.0) if needs_reference else 1.0
+            weight = plan.reference_weight.get(s.question_id, 1.0) if needs_reference else 1.0
+            sheet.weight = weight
             if "contexts" in m.inputs and m.needs_llm:
                 k, _ = fit_k(m, s, deps, window)
                 if k == 0:
                     continue
                 s = replace(s, contexts=s.contexts[:k], context_ids=s.context_ids[:k])
             try:
-                steps(s, deps, plan, tally)
+                m.estimate(s, deps, sheet)
             except Skip:
                 continue
 
@@ -1324,7 +1122,6 @@ def _evidence(plan: Plan) -> list[str]:
 
 __all__ = [
     "ESTIMATORS",
-    "STEP_MODELS",
     "Assumptions",
     "Counter",
     "Estimate",

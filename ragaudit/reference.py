@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Gateway, count_tokens, structured_prompt_tokens
+from ragaudit.cache import Gateway, count_tokens, structured_messages, structured_prompt_tokens
 from ragaudit.prompts import Prompt
 from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
 
@@ -187,6 +187,18 @@ class _Piece:
     node: int
     cost: int
     """Tokens this text adds to a prompt as one element of a JSON list."""
+
+
+@dataclass(frozen=True)
+class PlannedCalls:
+    """The judge requests writing one reference makes, as the gateway sends them.
+
+    ``answers`` are the map calls (an answer from a group of contexts), ``merges`` the merge
+    calls of every round; each is the structured call's messages, its schema message first.
+    """
+
+    answers: list[list[dict[str, Any]]]
+    merges: list[list[dict[str, Any]]]
 
 
 class ReferenceWriter:
@@ -521,11 +533,7 @@ class ReferenceWriter:
             )
             return None, "failed", []
         rank = {cid: k for k, (cid, _) in enumerate(contexts)}
-        order = list(contexts)
-        if mode == "fast":
-            random.Random(seed).shuffle(order)
-        pieces = self.context_pieces(order)
-        groups = [[p] for p in pieces] if mode == "slow" else self.map_groups(pieces)
+        groups = self.first_groups(contexts, mode, seed)
         self._splits_left = len(groups) + 16
         answers = await asyncio.gather(*(self.answer(g) for g in groups))
         self._rendered.clear()  # renderings of groups that were tried but not sent
@@ -546,6 +554,51 @@ class ReferenceWriter:
         self.root = final.node
         return final.text, ("partial" if self.lost else "ok"), support
 
+    def first_groups(
+        self, contexts: list[tuple[str, str]], mode: str, seed: int
+    ) -> list[list[_Piece]]:
+        """The groups of contexts the map calls answer, as :meth:`write` forms them.
+
+        One per context (``slow``), or the contexts shuffled by ``seed`` and packed to fill the
+        window (``fast``).
+        """
+        order = list(contexts)
+        if mode == "fast":
+            random.Random(seed).shuffle(order)
+        pieces = self.context_pieces(order)
+        return [[p] for p in pieces] if mode == "slow" else self.map_groups(pieces)
+
+    def _sent(self, prompt: Prompt, group: list[_Piece]) -> list[dict[str, Any]]:
+        return structured_messages(
+            prompt.output_model, self._render_group(prompt, group, keep=False)[0]
+        )
+
+    def plan(
+        self, contexts: list[tuple[str, str]], mode: str, seed: int, stand_in: str
+    ) -> PlannedCalls | None:
+        """The requests :meth:`write` sends for ``contexts`` if every answer were ``stand_in``.
+
+        The map calls are exactly :meth:`write`'s; the merge rounds group answers of
+        ``stand_in``'s size, as :meth:`write` groups the real ones. None when the window leaves
+        too little room for contexts (:meth:`write` fails such a question without a call).
+        Calls nothing: what the dry run counts.
+        """
+        if self.usable < _MIN_USABLE:
+            return None
+        groups = self.first_groups(contexts, mode, seed)
+        answers = [self._sent(ANSWER_GROUP, g) for g in groups]
+        merges: list[list[dict[str, Any]]] = []
+        size = self.cost(stand_in)
+        partials = [_Piece(stand_in, [], len(self.nodes) + i, size) for i in range(len(groups))]
+        while len(partials) > 1:
+            rounds = self.merge_groups(partials)
+            if all(len(g) == 1 for g in rounds):
+                break
+            merges += [self._sent(MERGE, g) for g in rounds if len(g) > 1]
+            base = max(p.node for p in partials) + 1
+            partials = [_Piece(stand_in, [], base + i, size) for i in range(len(rounds))]
+        return PlannedCalls(answers, merges)
+
     def tree(self) -> dict[str, Any]:
         """The merge tree with its sizes, as stored in the ``merge_tree`` column."""
         return {
@@ -561,4 +614,4 @@ class ReferenceWriter:
         }
 
 
-__all__ = ["ReferenceWriter", "fit_text", "json_cost", "pack", "split_text"]
+__all__ = ["PlannedCalls", "ReferenceWriter", "fit_text", "json_cost", "pack", "split_text"]

@@ -7,6 +7,7 @@ can open them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -262,7 +263,12 @@ def to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema=schema)
 
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "schema_version", "to_table"] + [
+def dumps(obj: Any) -> str:
+    """Compact JSON text for a Parquet string column."""
+    return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + [
     "AGREEMENT",
     "ANSWERS",
     "CANDIDATES",

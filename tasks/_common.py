@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 # gateway_for, global_lease, hold_gateway and memo_location belong to the gateway; re-exported
 # here for the stage code and tests written against this module.
@@ -22,8 +20,10 @@ from ragaudit.cache import (
     items_in_flight,
     memo_location,
 )
+from ragaudit.concurrency import gather_limited
 from ragaudit.config import RunConfig
 from ragaudit.runfolder import RunFolder
+from ragaudit.schemas import dumps
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -173,33 +173,6 @@ def combine_parts(ctx: StageContext, tables: Iterable[str], parts: list[str]) ->
 def in_flight(ctx: StageContext) -> int:
     """Items (rows, candidates, questions) a stage works on at once (``items_in_flight``)."""
     return items_in_flight(ctx.config)
-
-
-async def gather_limited(
-    items: Iterable[T], fn: Callable[[T], Awaitable[R]], limit: int
-) -> list[R]:
-    """``fn`` over ``items`` with at most ``limit`` running at once, results in input order.
-
-    ``limit`` workers take the items in turn, so only ``limit`` tasks exist at a time. A task
-    per item, each waiting on a semaphore, was 200,000 tasks for the relevance verdicts of
-    1,000 questions × 200 candidates: 2.8 GB, and every call slower as the heap grew. Like
-    ``gather``, the first exception is raised while the other workers go on.
-    """
-    todo = list(enumerate(items))
-    results: list[Any] = [None] * len(todo)
-    queue = iter(todo)
-
-    async def worker() -> None:
-        for i, item in queue:  # one iterator shared by the workers: each item taken once
-            results[i] = await fn(item)
-
-    await asyncio.gather(*(worker() for _ in range(min(limit, len(todo)))))
-    return results
-
-
-def dumps(obj: Any) -> str:
-    """Compact JSON text for a Parquet string column."""
-    return json.dumps(obj, ensure_ascii=False, default=str)
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """One calibration: score the labelled and scenario items with the configured judge, then measure.
 
-Scoring goes through the score stage's own row function (:func:`ragaudit.tasks.score.score_rows`),
+Scoring goes through the score stage's own row function (:func:`ragaudit.scoring.score_rows`),
 so what is calibrated is exactly what ``run`` reports. The figures:
 
 - ``monotonicity``: per family and metric, the share of level pairs of one base question scored
@@ -39,7 +39,7 @@ from ragaudit.calibration._stats import (
 from ragaudit.dataset import Question
 from ragaudit.metrics import Deps, JudgeError, Sample, ask, resolve
 from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
-from ragaudit.tasks.score import score_rows
+from ragaudit.scoring import score_rows
 
 BUNDLED = Path(__file__).resolve().parents[2] / "data" / "calibration"
 

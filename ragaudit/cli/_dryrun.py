@@ -21,6 +21,7 @@ def _dry_run(
     records: list[Path] | None = None,
 ) -> None:
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
+    import ragaudit.metrics  # noqa: F401  (the config check of the metrics, as in a run)
     from ragaudit.estimate import Assumptions, estimate_run
 
     config = load_config(config_path, overrides)

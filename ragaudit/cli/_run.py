@@ -201,6 +201,10 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
 def _evaluate(
     config_path: Path | None, overrides: dict[str, Any], stages: list[str] | None
 ) -> None:
+    # Registers the metrics and their config check: an unknown metric or option is then
+    # rejected as the config loads, before any stage has paid for a call.
+    import ragaudit.metrics  # noqa: F401
+
     config = load_config(config_path, overrides)
     if stages is None or "collect" in stages:
         # Check the collect stage's inputs before Prefect starts: a malformed question set or

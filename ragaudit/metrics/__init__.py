@@ -1,9 +1,14 @@
-"""Registered metrics: named units with their inputs and whether they need a judge or embeddings.
+"""Registered metrics: named units with their inputs, needs, options and cost model.
 
-One module per metric or family; importing this package registers them all in ``METRICS``.
-User-defined aspects exist through a run's config and are found with :func:`resolve`.
+One module per metric or family; importing this package registers them all in ``METRICS`` and
+installs the config check that rejects an unknown metric or option when a config loads.
+Adding a metric is one module that applies :func:`metric` to its scorer: a built-in one is
+imported here; a user's one is named in ``score.plugins`` (or published under the
+``ragaudit.metrics`` entry-point group). User-defined aspects exist through a run's config and
+are found with :func:`resolve`.
 """
 
+from ragaudit.config import SCORE_CHECKS
 from ragaudit.metrics import (  # noqa: F401  (registration)
     _answer_correctness,
     _answer_relevancy,
@@ -22,18 +27,25 @@ from ragaudit.metrics import (  # noqa: F401  (registration)
 )
 from ragaudit.metrics._answer_relevancy import check_embedder
 from ragaudit.metrics._base import (
+    ENTRY_POINTS,
     METRICS,
+    CostSheet,
     Deps,
     JudgeError,
     Metric,
+    NoOptions,
+    Options,
     Outcome,
     Sample,
     Skip,
     Window,
+    check_score,
+    load_plugins,
     metric,
     resolve,
+    rough_cost,
 )
-from ragaudit.metrics._judge import ask, trace
+from ragaudit.metrics._judge import ask, own_window, trace
 from ragaudit.metrics._ragas import prompt_for, ragas_window
 
 # The order ``ragaudit metrics`` lists them in: the four headline RAGAS metrics first, then
@@ -63,21 +75,31 @@ _ordered.update({n: METRICS[n] for n in ("summarization_score", "rouge_l", "bleu
 _ordered.update({n: m for n, m in METRICS.items() if n not in _ordered})
 METRICS.clear()
 METRICS.update(_ordered)
+if check_score not in SCORE_CHECKS:
+    SCORE_CHECKS.append(check_score)
 
 __all__ = [
+    "ENTRY_POINTS",
     "METRICS",
+    "CostSheet",
     "Deps",
     "JudgeError",
     "Metric",
+    "NoOptions",
+    "Options",
     "Outcome",
     "Sample",
     "Skip",
     "Window",
     "ask",
     "check_embedder",
+    "check_score",
+    "load_plugins",
     "metric",
+    "own_window",
     "prompt_for",
     "ragas_window",
     "resolve",
+    "rough_cost",
     "trace",
 ]

@@ -2,7 +2,7 @@
 
 ragas's metric: the answer's and the reference's statements are sorted into TP / FP / FN by the
 judge (F-beta of those is the factual part), and the cosine of their embeddings is the semantic
-part; the weights are ``score.answer_correctness_weights`` (0.75 / 0.25 by default).
+part; the weights are the option ``weights`` (0.75 / 0.25 by default).
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+from pydantic import Field, field_validator
 from ragas.metrics import collections as rc
 from ragas.metrics.result import MetricResult
 
 from ragaudit.metrics._answer_relevancy import check_embedder
-from ragaudit.metrics._base import Deps, Outcome, Sample, Skip, metric
+from ragaudit.metrics._base import Deps, Options, Outcome, Sample, Skip, metric
 from ragaudit.metrics._ragas import embeddings, localise, ragas_llm
 from ragaudit.prompts.correctness import CORRECTNESS
 from ragaudit.prompts.statements import STATEMENTS_CORRECTNESS
@@ -56,13 +57,33 @@ class _AnswerCorrectness(rc.AnswerCorrectness):
         return MetricResult(value=value)
 
 
+class AnswerCorrectnessOptions(Options):
+    """Options of answer correctness."""
+
+    weights: tuple[float, float] = (0.75, 0.25)
+    """Weights of factual F1 and semantic similarity."""
+    beta: float = Field(default=1.0, gt=0)
+    """Beta of the factual F-score (> 1 favours recall)."""
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if min(value) < 0 or not any(value):
+            raise ValueError("weights must be non-negative and not both 0")
+        return value
+
+
 @metric(
-    "answer_correctness", inputs=("question", "response", "reference"), llm=True, embeddings=True
+    "answer_correctness",
+    inputs=("question", "response", "reference"),
+    llm=True,
+    embeddings=True,
+    options=AnswerCorrectnessOptions,
 )
-async def answer_correctness(s: Sample, deps: Deps) -> Outcome:
+async def answer_correctness(s: Sample, deps: Deps, opts: AnswerCorrectnessOptions) -> Outcome:
     """Weighted mean of factual F1 against the reference and semantic similarity (0.75/0.25)."""
-    weights = [float(w) for w in deps.option("answer_correctness_weights", (0.75, 0.25))]
-    beta = float(deps.option("answer_correctness_beta", 1.0))
+    weights = [float(w) for w in opts.weights]
+    beta = float(opts.beta)
     if weights[1]:
         check_embedder(s, deps)
     m = _AnswerCorrectness(
@@ -83,4 +104,4 @@ async def answer_correctness(s: Sample, deps: Deps) -> Outcome:
     return Outcome(result.value, m.parts, {"weights": weights, "beta": beta})
 
 
-__all__ = ["answer_correctness"]
+__all__ = ["AnswerCorrectnessOptions", "answer_correctness"]

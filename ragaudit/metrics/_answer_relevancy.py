@@ -5,14 +5,35 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from ragas.llms.base import InstructorBaseRagasLLM
 from ragas.metrics import collections as rc
+from ragas.metrics.collections.answer_relevancy.util import (
+    AnswerRelevanceInput,
+    AnswerRelevancePrompt,
+)
 
 from ragaudit.cache import Judged
-from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, metric
+from ragaudit.config import SAMPLING_TEMPERATURE
+from ragaudit.metrics._base import (
+    CostSheet,
+    Deps,
+    JudgeError,
+    Options,
+    Outcome,
+    Sample,
+    Skip,
+    metric,
+)
 from ragaudit.metrics._judge import settled, steps
-from ragaudit.metrics._ragas import TracedLLM, embeddings, localise, ragas_llm
+from ragaudit.metrics._ragas import (
+    TracedLLM,
+    embeddings,
+    localise,
+    prompt_for,
+    ragas_call_tokens,
+    ragas_llm,
+)
 from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
 
 ENGLISH_ONLY_EMBEDDER = (
@@ -62,14 +83,58 @@ class _Samples(InstructorBaseRagasLLM):
             return response_model.model_construct(question="", noncommittal=0)
 
 
-@metric("answer_relevancy", inputs=("question", "response"), llm=True, embeddings=True)
-async def answer_relevancy(s: Sample, deps: Deps) -> Outcome:
+class AnswerRelevancyOptions(Options):
+    """Options of answer relevancy."""
+
+    strictness: int = Field(default=3, ge=1, le=10)
+    """Questions generated per answer (n samples of one prompt)."""
+
+
+def _cost(s: Sample, deps: Deps, opts: AnswerRelevancyOptions, sheet: CostSheet) -> None:
+    from ragaudit.cache.providers import samples_at_once
+
+    check_embedder(s, deps)
+    n = opts.strictness
+    prompt = prompt_for(AnswerRelevancePrompt(), ANSWER_RELEVANCE, s.language)
+    tokens = ragas_call_tokens(prompt, AnswerRelevanceInput(response=s.response or ""), sheet)
+    # The n samples are one request with n choices where the judge's provider returns them.
+    calls = 1 if n > 1 and samples_at_once(deps.judge) else n
+    sheet.tally(
+        "questions",
+        "completion",
+        calls,
+        calls * tokens,
+        n * sheet.assume.question_tokens,
+        "question_tokens",
+    )
+    # The real question, then the generated ones in one request, each about as long as the
+    # judge's logged reply for one sample (a request answers ``n / calls`` samples) less the
+    # reply's JSON frame.
+    seen = sheet.observed_reply("question_tokens")
+    question = float(sheet.assume.question_tokens)
+    if seen is not None:
+        frame = sheet.text_tokens(deps.judge, '{"question": "", "noncommittal": 0}')
+        question = max(1.0, seen * calls / n - frame)
+    embedded = sheet.text_tokens(deps.embedder, s.question) + n * question
+    sheet.tally("embeddings", "embedding", 2, embedded, 0)
+
+
+@metric(
+    "answer_relevancy",
+    inputs=("question", "response"),
+    llm=True,
+    embeddings=True,
+    options=AnswerRelevancyOptions,
+    cost=_cost,
+)
+async def answer_relevancy(s: Sample, deps: Deps, opts: AnswerRelevancyOptions) -> Outcome:
     """Mean similarity of questions regenerated from the answer to the real question."""
     check_embedder(s, deps)
-    n = int(deps.option("answer_relevancy_strictness", 3))
+    n = opts.strictness
     # n samples of one prompt must be able to differ: sample at a temperature, as ragas's
     # original implementation did; the gateway keeps each sample apart in the memo.
-    temperature = float(deps.option("sampling_temperature", 0.3)) if n > 1 else deps.temperature
+    temperature = float(deps.option("sampling_temperature", SAMPLING_TEMPERATURE))
+    temperature = temperature if n > 1 else deps.temperature
     llm = _Samples(ragas_llm(deps, s.language, temperature), n)
     m = rc.AnswerRelevancy(llm=llm, embeddings=embeddings(deps), strictness=n)
     localise(m, s.language, prompt=ANSWER_RELEVANCE)
@@ -86,4 +151,4 @@ async def answer_relevancy(s: Sample, deps: Deps) -> Outcome:
     )
 
 
-__all__ = ["ENGLISH_ONLY_EMBEDDER", "answer_relevancy", "check_embedder"]
+__all__ = ["ENGLISH_ONLY_EMBEDDER", "AnswerRelevancyOptions", "answer_relevancy", "check_embedder"]

@@ -2,7 +2,7 @@
 
 The five built-in aspects (harmlessness, maliciousness, coherence, correctness, conciseness)
 are registered as ``aspect_<name>``; ``score.aspects`` in the config may redefine them or add
-more (each then scored as ``aspect_<name>``). With ``score.aspect_strictness`` n > 1 the judge
+more (each then scored as ``aspect_<name>``). With the option ``strictness`` n > 1 the judge
 is sampled n times (each sample its own memo entry) and the majority verdict is the score.
 ragas has the aspect critic only in its deprecated API, so the prompt here is ours.
 """
@@ -13,9 +13,12 @@ import re
 from collections import Counter
 from typing import Any
 
+from pydantic import Field
+
+from ragaudit.config import SAMPLING_TEMPERATURE
 from ragaudit.directions import ASPECT_PREFIX as PREFIX
 from ragaudit.directions import higher_is_better
-from ragaudit.metrics._base import FACTORIES, METRICS, Deps, Metric, Outcome, Sample
+from ragaudit.metrics._base import FACTORIES, METRICS, Deps, Metric, Options, Outcome, Sample
 from ragaudit.metrics._judge import ask_samples
 from ragaudit.prompts.aspect import BUILTIN_ASPECTS, Aspect, AspectInput, aspect_prompt
 
@@ -37,13 +40,22 @@ def aspect_of(name: str, options: dict[str, Any]) -> Aspect | None:
     return Aspect(name, texts, higher_is_better(PREFIX + name))
 
 
+class AspectOptions(Options):
+    """Options of an aspect critique."""
+
+    strictness: int = Field(default=1, ge=1, le=9)
+    """Judge samples per row; the majority verdict is the score (an even number is raised by
+    one so that votes cannot tie)."""
+
+
 def _scorer(name: str):
-    async def score(s: Sample, deps: Deps) -> Outcome:
+    async def score(s: Sample, deps: Deps, opts: AspectOptions) -> Outcome:
         aspect = aspect_of(name, deps.options)
         assert aspect is not None  # resolved before scoring
-        n = int(deps.option("aspect_strictness", 1))
+        n = opts.strictness
         n += 1 - n % 2  # an odd number of votes cannot tie
-        temperature = float(deps.option("sampling_temperature", 0.3)) if n > 1 else None
+        sampling = float(deps.option("sampling_temperature", SAMPLING_TEMPERATURE))
+        temperature = sampling if n > 1 else None
         prompt = aspect_prompt(aspect)
         inp = AspectInput(question=s.question, response=s.response or "")
         votes = await ask_samples(deps, prompt, inp, s.language, n, temperature=temperature)
@@ -64,8 +76,9 @@ def _metric(name: str, aspect: Aspect) -> Metric:
         needs_llm=True,
         needs_embeddings=False,
         description=f"Aspect critique (1 = yes{direction}): {definition}",
-        score=_scorer(name),
+        scorer=_scorer(name),
         higher_is_better=aspect.higher_is_better,
+        options_model=AspectOptions,
     )
 
 
@@ -83,4 +96,4 @@ def _from_config(name: str, options: dict[str, Any]) -> Metric | None:
 
 FACTORIES.append(_from_config)
 
-__all__ = ["PREFIX", "aspect_of"]
+__all__ = ["PREFIX", "AspectOptions", "aspect_of"]

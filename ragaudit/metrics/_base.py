@@ -1,12 +1,25 @@
-"""What a metric is: a registered unit with its inputs, its needs and an async scorer."""
+"""What a metric is: a registered unit with its inputs, its needs, its options and an async scorer.
+
+A metric's module is its only home: the :func:`metric` decorator records the scorer with its
+inputs, whether it calls a judge or an embedder, its options model (a frozen pydantic model
+whose fields carry the defaults and their documentation), its prompt-window model (``window``)
+and its cost model for the dry run (``cost``). Built-in metrics and a user's own module
+register the same way; a user's module is named in ``score.plugins`` (or under the
+``ragaudit.metrics`` entry-point group) and imported before the config's metrics are checked.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+import importlib
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ragaudit import directions
+from ragaudit.config import migrate_score_options
 
 if TYPE_CHECKING:
     from ragaudit.cache import Gateway
@@ -79,24 +92,120 @@ class Window:
     mode: Literal["joined", "each"]
 
 
-Scorer = Callable[["Sample", "Deps"], Awaitable[Outcome]]
+Scorer = Callable[..., Awaitable[Outcome]]
+"""``score(sample, deps)``, or ``score(sample, deps, options)`` for a metric with options."""
 WindowFn = Callable[["Sample", "Deps"], Window]
+
+
+class NoOptions(BaseModel):
+    """A metric without options: any option given for it is an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Options(BaseModel):
+    """Base of a metric's options: frozen, unknown names rejected; a docstring per field."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CostSheet(Protocol):
+    """What a metric's cost model reads and writes for one row in a dry run."""
+
+    assume: Any
+    """The dry run's assumptions (reply lengths: ``statement_tokens``, ``verdict_tokens``, …)."""
+
+    def tally(
+        self,
+        step: str,
+        kind: str,
+        calls: float,
+        tokens_in: float,
+        tokens_out: float,
+        prior: str | None = None,
+    ) -> None:
+        """Add ``calls`` of one step (``kind`` ``completion`` or ``embedding``) to the lines.
+
+        ``prior`` names the assumption ``tokens_out`` rests on, which the judge's logged
+        replies to this metric replace where the record has them.
+        """
+
+    def observed_reply(self, prior: str) -> float | None:
+        """Mean tokens of the judge's logged replies to this metric (None: no record)."""
+
+    def chat_tokens(self, system: str, user: str) -> int:
+        """Prompt tokens of a judge call with these system and user messages."""
+
+    def text_tokens(self, model: str, text: str) -> int:
+        """Tokens of ``text`` for ``model`` (a context in a prompt, a text to embed)."""
+
+
+CostFn = Callable[..., None]
+"""``cost(sample, deps, sheet)``, or ``cost(sample, deps, options, sheet)`` with options: the
+calls one row will make, told to ``sheet`` without calling any model."""
 
 
 @dataclass(frozen=True)
 class Metric:
-    """A registered metric."""
+    """A registered metric, bound to its options (the defaults until :meth:`bind`)."""
 
     name: str
     inputs: tuple[str, ...]
     needs_llm: bool
     needs_embeddings: bool
     description: str
-    score: Scorer
+    scorer: Scorer
     higher_is_better: bool = True
     """Whether larger values are better; registered metrics take it from ``ragaudit.directions``."""
     window: WindowFn | None = None
     """How the judge prompt grows with the contexts (None: the contexts are not in a prompt)."""
+    options_model: type[BaseModel] = NoOptions
+    """The options the metric takes (a frozen pydantic model; its defaults are the metric's)."""
+    options: BaseModel | None = None
+    """The options this metric was built with (``options_model``'s defaults when unbound)."""
+    cost: CostFn | None = None
+    """The dry run's model of the calls one row makes (None: one call of the largest prompt)."""
+
+    @property
+    def takes_options(self) -> bool:
+        """Whether the scorer and cost model receive the options."""
+        return self.options_model is not NoOptions
+
+    def bind(self, options: dict[str, Any] | None = None) -> Metric:
+        """This metric built with ``options`` (validated by its options model).
+
+        Raises:
+            ValueError: an unknown option or an invalid value; the message names the metric.
+        """
+        try:
+            built = self.options_model.model_validate(options or {})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'options'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            known = ", ".join(self.options_model.model_fields) or "none"
+            raise ValueError(f"metric '{self.name}': {problems} (its options: {known})") from None
+        return replace(self, options=built)
+
+    def settings(self) -> dict[str, Any]:
+        """The options this metric was built with, as plain values (the defaults when unbound)."""
+        return (self.options or self.options_model()).model_dump(mode="json")
+
+    async def score(self, sample: Sample, deps: Deps) -> Outcome:
+        """Score one sample with the options the metric was built with."""
+        if self.takes_options:
+            return await self.scorer(sample, deps, self.options or self.options_model())
+        return await self.scorer(sample, deps)
+
+    def estimate(self, sample: Sample, deps: Deps, sheet: CostSheet) -> None:
+        """Tell ``sheet`` the calls scoring ``sample`` makes; the rough model without ``cost``."""
+        if self.cost is None:
+            rough_cost(self, sample, deps, sheet)
+        elif self.takes_options:
+            self.cost(sample, deps, self.options or self.options_model(), sheet)
+        else:
+            self.cost(sample, deps, sheet)
 
     def missing(self, sample: Sample) -> str | None:
         """The first required input the sample lacks, or None."""
@@ -118,6 +227,9 @@ class JudgeError(Exception):
 METRICS: dict[str, Metric] = {}
 # Metrics that exist only through a run's config (user-defined aspects): name, options → Metric.
 FACTORIES: list[Callable[[str, dict[str, Any]], Metric | None]] = []
+ENTRY_POINTS = "ragaudit.metrics"
+"""Entry-point group under which an installed package names modules that register metrics."""
+_loaded_entry_points = False
 
 
 def metric(
@@ -127,8 +239,15 @@ def metric(
     llm: bool = False,
     embeddings: bool = False,
     window: WindowFn | None = None,
+    options: type[BaseModel] | None = None,
+    cost: CostFn | None = None,
 ) -> Callable[[Scorer], Scorer]:
     """Register a scorer under ``name``; its docstring's first line describes it.
+
+    ``options`` is the metric's options model: the scorer (and ``cost``) then take the built
+    options as their third argument, and the config's ``score.metrics`` entry
+    ``{name: {option: value}}`` is checked against it when the config loads. ``cost`` models
+    the calls of one row for the dry run (``rough_cost`` when absent).
 
     Its direction is declared in ``ragaudit.directions`` (a metric whose smaller values are
     better goes into ``LOWER_IS_BETTER``), where reports read it without importing scorers.
@@ -145,42 +264,132 @@ def metric(
             fn,
             directions.higher_is_better(name),
             window,
+            options or NoOptions,
+            None,
+            cost,
         )
         return fn
 
     return deco
 
 
-def resolve(name: str, options: dict[str, Any] | None = None) -> Metric:
-    """The metric called ``name``: registered, or defined by the run's config (``options``).
+def load_plugins(modules: Iterable[str] = ()) -> None:
+    """Import the modules that register metrics: ``modules`` and the installed entry points.
 
     Raises:
-        KeyError: no such metric; the message lists what exists.
+        ValueError: a module cannot be imported; the message names it.
     """
+    global _loaded_entry_points
+    if not _loaded_entry_points:
+        _loaded_entry_points = True
+        for point in metadata.entry_points(group=ENTRY_POINTS):
+            importlib.import_module(point.value.split(":")[0])
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"plugin module '{module}' cannot be imported: {exc}") from None
+
+
+def _unbound(name: str, score_options: dict[str, Any]) -> Metric:
     if name in METRICS:
         return METRICS[name]
     for factory in FACTORIES:
-        found = factory(name, options or {})
+        found = factory(name, score_options)
         if found is not None:
             return found
     raise KeyError(
-        f"unknown metric '{name}' (known: {', '.join(sorted(METRICS))}; "
+        f"unknown metric '{name}' (known: {', '.join(METRICS)}; "
         "user aspects are 'aspect_<name>' with <name> defined in score.aspects)"
     )
 
 
+def resolve(name: str, options: dict[str, Any] | None = None) -> Metric:
+    """The metric called ``name`` built with the run's options for it.
+
+    ``options`` is the run's score section as a dict: ``metric_options[name]`` holds the
+    metric's options, ``plugins`` the modules to import first, ``aspects`` the user's aspects;
+    an old flat key (``answer_relevancy_strictness`` …) still sets its metric's option.
+
+    Raises:
+        KeyError: no such metric; the message lists what exists.
+        ValueError: an option the metric does not take, or an invalid value.
+    """
+    raw = dict(options or {})
+    # An old flat key applies to the metric asked for, listed or not.
+    raw["metrics"] = (*(raw.get("metrics") or ()), name)
+    score_options = migrate_score_options(raw)
+    load_plugins(score_options.get("plugins") or ())
+    found = _unbound(name, score_options)
+    return found.bind((score_options.get("metric_options") or {}).get(name))
+
+
+def check_score(score_options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every metric a score section names, with its options, checked before any call.
+
+    Returns each listed metric's options as it will be built with them (defaults filled in).
+
+    Raises:
+        ValueError: an unknown metric (the message lists the known ones), an unknown option or
+            an invalid value, or a plugin module that cannot be imported.
+    """
+    built: dict[str, dict[str, Any]] = {}
+    for name in score_options.get("metrics") or ():
+        try:
+            m = resolve(name, score_options)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        if m.takes_options:
+            built[name] = m.settings()
+    extra = set(score_options.get("metric_options") or {}) - set(score_options.get("metrics") or ())
+    if extra:
+        raise ValueError(
+            f"options given for {', '.join(sorted(extra))}, which score.metrics does not list"
+        )
+    return built
+
+
+def rough_cost(m: Metric, s: Sample, deps: Deps, sheet: CostSheet) -> None:
+    """One call of the metric's largest prompt per row (every context for a prompt per context)."""
+    texts = [s.question, s.response or "", s.reference or ""]
+    if m.needs_llm:
+        if m.window is not None:
+            spec = m.window(s, deps)
+            base = sheet.chat_tokens(*spec.messages[:2])
+            ctx = [sheet.text_tokens(deps.judge, c) for c in s.contexts]
+            if spec.mode == "each":
+                sheet.tally("judge (rough)", "completion", len(ctx), len(ctx) * base + sum(ctx), 0)
+            else:
+                sheet.tally("judge (rough)", "completion", 1, base + sum(ctx), 0)
+        else:
+            tokens = sum(sheet.text_tokens(deps.judge, t) for t in texts)
+            verdict = sheet.assume.verdict_tokens
+            sheet.tally("judge (rough)", "completion", 1, tokens, verdict, "verdict_tokens")
+    if m.needs_embeddings:
+        tokens = sum(sheet.text_tokens(deps.embedder, t) for t in texts[1:])
+        sheet.tally("embeddings (rough)", "embedding", 1, tokens, 0)
+
+
 __all__ = [
+    "ENTRY_POINTS",
     "FACTORIES",
     "METRICS",
+    "CostFn",
+    "CostSheet",
     "Deps",
     "JudgeError",
     "Metric",
+    "NoOptions",
+    "Options",
     "Outcome",
     "Sample",
     "Scorer",
     "Skip",
     "Window",
     "WindowFn",
+    "check_score",
+    "load_plugins",
     "metric",
     "resolve",
+    "rough_cost",
 ]

@@ -17,8 +17,14 @@ from ragas.metrics.collections.context_precision.util import (
     ContextPrecisionPrompt,
 )
 
-from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Window, metric
-from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
+from ragaudit.metrics._base import CostSheet, Deps, JudgeError, Outcome, Sample, Window, metric
+from ragaudit.metrics._ragas import (
+    localise,
+    prompt_for,
+    ragas_call_tokens,
+    ragas_llm,
+    ragas_window,
+)
 from ragaudit.prompts.context_precision import CONTEXT_PRECISION
 
 
@@ -72,11 +78,26 @@ def _window_for(answer_field: str):
     return window
 
 
+def _cost_for(answer_field: str):
+    def cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
+        # One verdict per context.
+        prompt = prompt_for(ContextPrecisionPrompt(), CONTEXT_PRECISION, s.language)
+        answer = getattr(s, answer_field) or ""
+        for context in s.contexts:
+            data = ContextPrecisionInput(question=s.question, context=context, answer=answer)
+            tokens = ragas_call_tokens(prompt, data, sheet)
+            verdict = sheet.assume.verdict_tokens
+            sheet.tally("verdicts", "completion", 1, tokens, verdict, "verdict_tokens")
+
+    return cost
+
+
 @metric(
     "context_precision",
     inputs=("question", "contexts", "reference"),
     llm=True,
     window=_window_for("reference"),
+    cost=_cost_for("reference"),
 )
 async def context_precision(s: Sample, deps: Deps) -> Outcome:
     """Average precision of the contexts useful for the reference answer, in the system's order."""
@@ -88,6 +109,7 @@ async def context_precision(s: Sample, deps: Deps) -> Outcome:
     inputs=("question", "contexts", "response"),
     llm=True,
     window=_window_for("response"),
+    cost=_cost_for("response"),
 )
 async def context_precision_without_reference(s: Sample, deps: Deps) -> Outcome:
     """Average precision of the contexts useful for the system's own answer (no reference)."""

@@ -12,8 +12,15 @@ from ragas.metrics.collections.context_recall.util import (
 )
 from ragas.metrics.result import MetricResult
 
-from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Window, metric
-from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
+from ragaudit.lang import sentences
+from ragaudit.metrics._base import CostSheet, Deps, JudgeError, Outcome, Sample, Window, metric
+from ragaudit.metrics._ragas import (
+    localise,
+    prompt_for,
+    ragas_call_tokens,
+    ragas_llm,
+    ragas_window,
+)
 from ragaudit.prompts.context_recall import CONTEXT_RECALL
 
 
@@ -50,7 +57,30 @@ def _window(s: Sample, deps: Deps) -> Window:
     )
 
 
-@metric("context_recall", inputs=("question", "contexts", "reference"), llm=True, window=_window)
+def _cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
+    # One call classifies every statement of the reference (about one per sentence).
+    prompt = prompt_for(ContextRecallPrompt(), CONTEXT_RECALL, s.language)
+    data = ContextRecallInput(
+        question=s.question, context="\n".join(s.contexts), answer=s.reference or ""
+    )
+    n = max(1, len(sentences(s.reference or "")))
+    sheet.tally(
+        "classifications",
+        "completion",
+        1,
+        ragas_call_tokens(prompt, data, sheet),
+        2 * n * sheet.assume.statement_tokens,
+        "statement_tokens",
+    )
+
+
+@metric(
+    "context_recall",
+    inputs=("question", "contexts", "reference"),
+    llm=True,
+    window=_window,
+    cost=_cost,
+)
 async def context_recall(s: Sample, deps: Deps) -> Outcome:
     """Share of the reference answer's statements the retrieved contexts support (judged)."""
     m = localise(_ContextRecall(llm=ragas_llm(deps, s.language)), s.language, prompt=CONTEXT_RECALL)

@@ -11,11 +11,12 @@ import asyncio
 from typing import Literal
 
 import numpy as np
+from pydantic import Field
 from ragas.metrics import collections as rc
 from ragas.metrics.result import MetricResult
 from ragas.metrics.utils import fbeta_score
 
-from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, metric
+from ragaudit.metrics._base import Deps, JudgeError, Options, Outcome, Sample, Skip, metric
 from ragaudit.metrics._ragas import localise, ragas_llm
 from ragaudit.prompts.claims import CLAIMS, matching_examples
 from ragaudit.prompts.statements import NLI_FACTUAL
@@ -66,12 +67,23 @@ class _FactualCorrectness(rc.FactualCorrectness):
         return np.array([bool(v.verdict) for v in verdicts.statements], dtype=bool)
 
 
-async def _score(s: Sample, deps: Deps, mode: Mode) -> Outcome:
+class FactualCorrectnessOptions(Options):
+    """Options of factual correctness (and its precision and recall)."""
+
+    beta: float = Field(default=1.0, gt=0)
+    """Beta of the F-score (> 1 favours recall)."""
+    atomicity: Literal["low", "high"] = "low"
+    """How finely texts are split into claims."""
+    coverage: Literal["low", "high"] = "low"
+    """How much of a text its claims must cover."""
+
+
+async def _score(s: Sample, deps: Deps, opts: FactualCorrectnessOptions, mode: Mode) -> Outcome:
     args = {
         "mode": mode,
-        "beta": float(deps.option("factual_correctness_beta", 1.0)),
-        "atomicity": deps.option("factual_correctness_atomicity", "low"),
-        "coverage": deps.option("factual_correctness_coverage", "low"),
+        "beta": float(opts.beta),
+        "atomicity": opts.atomicity,
+        "coverage": opts.coverage,
     }
     m = _FactualCorrectness(llm=ragas_llm(deps, s.language), **args)
     localise(
@@ -81,22 +93,46 @@ async def _score(s: Sample, deps: Deps, mode: Mode) -> Outcome:
     return Outcome(result.value, m.counts, args)
 
 
-@metric("factual_correctness", inputs=("response", "reference"), llm=True)
-async def factual_correctness(s: Sample, deps: Deps) -> Outcome:
+@metric(
+    "factual_correctness",
+    inputs=("response", "reference"),
+    llm=True,
+    options=FactualCorrectnessOptions,
+)
+async def factual_correctness(s: Sample, deps: Deps, opts: FactualCorrectnessOptions) -> Outcome:
     """F-beta (F1 by default) of the answer's claims against the reference's."""
-    return await _score(s, deps, "f1")
+    return await _score(s, deps, opts, "f1")
 
 
-@metric("factual_correctness_precision", inputs=("response", "reference"), llm=True)
-async def factual_correctness_precision(s: Sample, deps: Deps) -> Outcome:
+@metric(
+    "factual_correctness_precision",
+    inputs=("response", "reference"),
+    llm=True,
+    options=FactualCorrectnessOptions,
+)
+async def factual_correctness_precision(
+    s: Sample, deps: Deps, opts: FactualCorrectnessOptions
+) -> Outcome:
     """Share of the answer's claims that the reference supports (TP / (TP + FP))."""
-    return await _score(s, deps, "precision")
+    return await _score(s, deps, opts, "precision")
 
 
-@metric("factual_correctness_recall", inputs=("response", "reference"), llm=True)
-async def factual_correctness_recall(s: Sample, deps: Deps) -> Outcome:
+@metric(
+    "factual_correctness_recall",
+    inputs=("response", "reference"),
+    llm=True,
+    options=FactualCorrectnessOptions,
+)
+async def factual_correctness_recall(
+    s: Sample, deps: Deps, opts: FactualCorrectnessOptions
+) -> Outcome:
     """Reference-supported answer claims over those plus missed reference claims (TP/(TP+FN))."""
-    return await _score(s, deps, "recall")
+    return await _score(s, deps, opts, "recall")
 
 
-__all__ = ["factual_correctness", "factual_correctness_precision", "factual_correctness_recall"]
+__all__ = [
+    "FactualCorrectnessOptions",
+    "factual_correctness",
+    "factual_correctness_precision",
+    "factual_correctness_recall",
+]

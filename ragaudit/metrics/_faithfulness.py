@@ -5,8 +5,24 @@ from __future__ import annotations
 from ragas.metrics import collections as rc
 from ragas.metrics.collections.faithfulness import util
 
-from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, Window, metric
-from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
+from ragaudit.lang import sentences
+from ragaudit.metrics._base import (
+    CostSheet,
+    Deps,
+    JudgeError,
+    Outcome,
+    Sample,
+    Skip,
+    Window,
+    metric,
+)
+from ragaudit.metrics._ragas import (
+    localise,
+    prompt_for,
+    ragas_call_tokens,
+    ragas_llm,
+    ragas_window,
+)
 from ragaudit.prompts.statements import NLI_FAITHFULNESS, STATEMENTS_FAITHFULNESS
 
 
@@ -40,7 +56,29 @@ def _window(s: Sample, deps: Deps) -> Window:
     )
 
 
-@metric("faithfulness", inputs=("question", "response", "contexts"), llm=True, window=_window)
+def _cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
+    # One call lists the answer's statements (about so many per sentence), one judges them all.
+    found = sentences(s.response or "") or [s.response or ""]
+    n = max(1, round(len(found) * sheet.assume.statements_per_sentence))
+    statements = (found * n)[:n]
+    statement_tokens = sheet.assume.statement_tokens
+    gen = prompt_for(util.StatementGeneratorPrompt(), STATEMENTS_FAITHFULNESS, s.language)
+    data = util.StatementGeneratorInput(question=s.question, answer=s.response or "")
+    tokens = ragas_call_tokens(gen, data, sheet)
+    sheet.tally("statements", "completion", 1, tokens, n * statement_tokens, "statement_tokens")
+    nli = prompt_for(util.NLIStatementPrompt(), NLI_FAITHFULNESS, s.language)
+    data2 = util.NLIStatementInput(context="\n".join(s.contexts), statements=statements)
+    tokens = ragas_call_tokens(nli, data2, sheet)
+    sheet.tally("verdicts", "completion", 1, tokens, 2 * n * statement_tokens, "statement_tokens")
+
+
+@metric(
+    "faithfulness",
+    inputs=("question", "response", "contexts"),
+    llm=True,
+    window=_window,
+    cost=_cost,
+)
 async def faithfulness(s: Sample, deps: Deps) -> Outcome:
     """Share of the answer's statements that the retrieved contexts support."""
     m = localise(

@@ -21,7 +21,7 @@ from ragas.llms.base import InstructorBaseRagasLLM
 from ragas.prompt.metrics.base_prompt import BasePrompt
 
 from ragaudit.cache import Gateway, Judged
-from ragaudit.metrics._base import Deps, Window
+from ragaudit.metrics._base import CostSheet, Deps, Window
 from ragaudit.metrics._judge import settled, structured_window
 from ragaudit.prompts import Prompt
 
@@ -281,6 +281,12 @@ def ragas_window(prompt: Any, data: BaseModel, mode: Literal["joined", "each"]) 
     )
 
 
+def ragas_call_tokens(prompt: Any, data: BaseModel, sheet: CostSheet) -> int:
+    """Prompt tokens of one ragas judge call for ``data``: the schema message, then the prompt."""
+    system, user = ragas_window(prompt, data, "joined").messages[:2]
+    return sheet.chat_tokens(system, user)
+
+
 __all__ = [
     "LOCALISED",
     "RAGAS_PROMPTS",
@@ -291,6 +297,7 @@ __all__ = [
     "fast_schema",
     "localise",
     "prompt_for",
+    "ragas_call_tokens",
     "ragas_llm",
     "ragas_window",
 ]

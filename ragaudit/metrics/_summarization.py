@@ -1,18 +1,20 @@
 """Summarization score: how much of the retrieved contexts' key information the answer carries.
 
 ragas's metric: key phrases of the contexts, yes/no questions on them, then which questions the
-answer (as a summary) can answer; blended with a conciseness term (``score.summarization_*``).
+answer (as a summary) can answer; blended with a conciseness term (the options
+``length_penalty`` and ``coeff``).
 """
 
 from __future__ import annotations
 
+from pydantic import Field
 from ragas.metrics import collections as rc
 from ragas.metrics.collections.summary_score.util import (
     GenerateQuestionsInput,
     GenerateQuestionsPrompt,
 )
 
-from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Window, metric
+from ragaudit.metrics._base import Deps, JudgeError, Options, Outcome, Sample, Window, metric
 from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
 from ragaudit.prompts.summary import ANSWERS, KEYPHRASES, QUESTIONS
 
@@ -36,11 +38,26 @@ def _window(s: Sample, deps: Deps) -> Window:
     return ragas_window(prompt, GenerateQuestionsInput(text="", keyphrases=[]), "joined")
 
 
-@metric("summarization_score", inputs=("response", "contexts"), llm=True, window=_window)
-async def summarization_score(s: Sample, deps: Deps) -> Outcome:
+class SummarizationOptions(Options):
+    """Options of the summarization score."""
+
+    length_penalty: bool = True
+    """Blend a conciseness term into the score."""
+    coeff: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Weight of that conciseness term (0: questions answered only, 1: length only)."""
+
+
+@metric(
+    "summarization_score",
+    inputs=("response", "contexts"),
+    llm=True,
+    window=_window,
+    options=SummarizationOptions,
+)
+async def summarization_score(s: Sample, deps: Deps, opts: SummarizationOptions) -> Outcome:
     """Share of questions on the contexts' key facts the answer answers, with a length penalty."""
-    length_penalty = bool(deps.option("summarization_length_penalty", True))
-    coeff = float(deps.option("summarization_coeff", 0.5))
+    length_penalty = bool(opts.length_penalty)
+    coeff = float(opts.coeff)
     args = {"length_penalty": length_penalty, "coeff": coeff}
     m = _SummaryScore(llm=ragas_llm(deps, s.language), length_penalty=length_penalty, coeff=coeff)
     localise(
@@ -54,4 +71,4 @@ async def summarization_score(s: Sample, deps: Deps) -> Outcome:
     return Outcome(result.value, args=args)
 
 
-__all__ = ["summarization_score"]
+__all__ = ["SummarizationOptions", "summarization_score"]

@@ -27,9 +27,6 @@ LINT = (
 # they need are re-exported by their packages; these entries go when those lines switch.
 PRIVATE_IMPORTS_LEFT = {
     ("ragaudit.estimate", "ragaudit.answers._column"),
-    ("ragaudit.estimate", "ragaudit.cache._gateway"),
-    ("ragaudit.estimate", "ragaudit.metrics._answer_relevancy"),
-    ("ragaudit.estimate", "ragaudit.metrics._ragas"),
     ("ragaudit.estimate", "ragaudit.search._indexing"),
     ("ragaudit.estimate", "ragaudit.search._local"),
 }

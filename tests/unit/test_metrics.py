@@ -263,9 +263,7 @@ async def test_answer_correctness_weights_factual_f1_and_similarity(fake, gatewa
 
 
 async def test_default_answer_correctness_weights_are_three_to_one(gateway) -> None:
-    from ragaudit.config import ScoreConfig
-
-    assert ScoreConfig().answer_correctness_weights == (0.75, 0.25)
+    assert resolve("answer_correctness").settings()["weights"] == [0.75, 0.25]
 
 
 async def test_semantic_similarity_is_cosine_of_embeddings(fake, gateway) -> None:

@@ -1,0 +1,272 @@
+"""Scoring: metrics over samples, each row ``ok``, ``failed`` with the error or ``skipped``.
+
+Each metric's rows are scored concurrently (the gateway bounds the calls in flight), each in its
+own try/except, in its own item scope (the judge's raw replies kept for a failed row) and its own
+trace (so the row keeps the judge's statements, verdicts and ratings).
+
+k starts at the configured top-k and is reduced until the metric's largest judge request fits
+the judge's window: the request is rendered with the row's own question, answer and reference,
+in its language, with the gateway's schema message, and its tokens are counted; the contexts'
+tokens are added as they appear in the prompt (JSON-escaped), all of them for a prompt that
+joins the contexts, the largest for one that takes them one at a time. The k used is kept on
+every row that reads contexts, the measurement in its ``metric_args``.
+
+A judge reply that cannot be used is never a silent NaN or 0. The score stage, calibration and
+the dry run call these functions with explicit arguments; none reads a stage's context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any
+
+from ragaudit.cache import Gateway, KeyRejected, count_text
+from ragaudit.cache import forget_counts as forget_cached_counts
+from ragaudit.concurrency import gather_limited
+from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, RunConfig
+from ragaudit.dataset import Question
+from ragaudit.metrics import Deps, Metric, Sample, Skip, trace
+from ragaudit.schemas import dumps
+from ragaudit.secrets import redact
+
+# Chat formatting adds a few tokens per message (role markers) that no text shows.
+MESSAGE_OVERHEAD_TOKENS = 4
+# Judge replies kept on a failed row, to show what could not be used.
+KEEP_REPLIES = 20
+
+
+def prompt_tokens(model: str, text: str) -> int:
+    """Tokens of ``text`` for ``model`` (a prompt's instruction and examples counted once)."""
+    return count_text(model, text)
+
+
+@lru_cache(maxsize=8192)
+def _context_tokens(model: str, text: str) -> int:
+    # Every judged metric fits the same contexts: count each once per process.
+    return prompt_tokens(model, _in_prompt(text))
+
+
+def forget_counts() -> None:
+    """Drop every token count this process kept (contexts, prompt lines, messages).
+
+    What a re-run in a new process would start from; a benchmark calls it.
+    """
+    _context_tokens.cache_clear()
+    forget_cached_counts()
+
+
+def _in_prompt(text: str) -> str:
+    """A context as a prompt carries it: inside a JSON string (escaped newlines and quotes)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def fit_k(metric: Metric, sample: Sample, deps: Deps, window: int) -> tuple[int, dict[str, Any]]:
+    """The largest k ≤ len(contexts) whose judge request fits ``window``, and the measurement.
+
+    k is 0 when not even one context fits. Metrics without a window (their prompts do not hold
+    the contexts) keep every context.
+    """
+    if metric.window is None:
+        return len(sample.contexts), {}
+    spec = metric.window(sample, deps)
+    model = deps.judge
+    fixed = sum(prompt_tokens(model, m) + MESSAGE_OVERHEAD_TOKENS for m in spec.messages)
+    sizes = [_context_tokens(model, c) for c in sample.contexts]
+    budget = window - deps.max_output_tokens
+    k, used = 0, fixed
+    for size in sizes:
+        # Joined contexts add up (plus the "\n" between two); one per prompt, the largest counts.
+        grown = used + size + (1 if k else 0) if spec.mode == "joined" else max(used, fixed + size)
+        if grown > budget:
+            break
+        k, used = k + 1, grown
+    info = {
+        "window": window,
+        "reserved_output": deps.max_output_tokens,
+        "prompt_tokens": used,
+        "mode": spec.mode,
+        "k_max": len(sizes),
+    }
+    return k, info
+
+
+def build_samples(
+    questions: Sequence[Question],
+    answers: Mapping[str, dict[str, Any]],
+    references: Mapping[str, dict[str, Any]],
+    candidates: Mapping[str, list[dict[str, Any]]],
+    top_k: int,
+) -> tuple[list[Sample], dict[str, str]]:
+    """One sample per question with its top-k contexts, and why a question has no answer.
+
+    ``answers`` and ``references`` are the answer and ground-truth rows by question id;
+    ``candidates`` each question's ordered candidate rows.
+    """
+    samples, no_answer = [], {}
+    for q in questions:
+        answer = answers.get(q.question_id, {})
+        if answer.get("status") != "ok":
+            no_answer[q.question_id] = (
+                f"no response (answer {answer.get('status', 'missing')}: {answer.get('error')})"
+            )
+        ref_row = references.get(q.question_id)
+        reference = (
+            ref_row["reference"]
+            if ref_row and ref_row["status"] in {"ok", "partial"}
+            else q.reference
+        )
+        pool = candidates.get(q.question_id, [])
+        cands = pool[:top_k]
+        gold = q.reference_contexts
+        if gold is None and any(c["gold_relevant"] is not None for c in pool):
+            gold = [c["text"] for c in pool if c["gold_relevant"]]
+        samples.append(
+            Sample(
+                question_id=q.question_id,
+                question=q.question,
+                language=q.language,
+                response=answer.get("response"),
+                reference=reference,
+                contexts=[c["text"] for c in cands],
+                context_ids=[c["context_id"] for c in cands],
+                reference_contexts=gold,
+                reference_context_ids=q.reference_context_ids,
+            )
+        )
+    return samples, no_answer
+
+
+def make_deps(config: RunConfig, gateway: Gateway | None, judge: str, window: int | None) -> Deps:
+    """The models and options the metrics of a run of ``config`` use.
+
+    ``gateway`` is None for a dry run, which calls nothing.
+    """
+    models = config.models
+    return Deps(
+        gateway=gateway,  # type: ignore[arg-type]  # only a dry run passes None
+        judge=judge,
+        embedder=models.embedder_model,
+        options=config.score.model_dump(),
+        temperature=models.temperature,
+        max_output_tokens=models.max_output_tokens,
+        window=window,
+        english_only_embedder=models.embedder_model in ENGLISH_ONLY_EMBEDDERS,
+    )
+
+
+def _prompt_language(sample: Sample) -> str:
+    return "zh" if sample.language == "zh" else "en"
+
+
+async def score_one(
+    m: Metric, s: Sample, deps: Deps, window: int, no_answer: str | None = None
+) -> dict[str, Any]:
+    """Score one sample: a row dict with status ``ok``, ``failed`` or ``skipped`` (never raises)."""
+    reads_contexts = "contexts" in m.inputs
+    row: dict[str, Any] = {
+        "question_id": s.question_id,
+        "metric": m.name,
+        "judge": deps.judge if m.needs_llm else None,
+        "k_used": len(s.contexts) if reads_contexts else None,
+    }
+    args: dict[str, Any] = {}
+    if m.needs_llm:
+        args["prompt_language"] = _prompt_language(s)
+    steps: list[dict[str, Any]] = []
+    raw: list[str] = []
+    # Hundreds of rows start at once; yielding here lets the calls already in flight finish in
+    # between, instead of all waiting until every row has rendered its first prompt.
+    await asyncio.sleep(0)
+    try:
+        if no_answer is not None and "response" in m.inputs:
+            raise Skip(no_answer)
+        missing = m.missing(s)
+        if missing:
+            raise Skip(f"no {missing} for this question")
+        if reads_contexts and m.needs_llm:
+            k, fit = fit_k(m, s, deps, window)
+            args["fit"] = fit
+            row["k_used"] = k
+            if k == 0:
+                raise Skip(
+                    f"the judge's window ({window} tokens, {deps.max_output_tokens} kept for the "
+                    f"answer) cannot hold the prompt with even one context"
+                )
+            s = replace(s, contexts=s.contexts[:k], context_ids=s.context_ids[:k])
+        with deps.gateway.item_scope(keep_raw=m.needs_llm) as raw, trace() as steps:
+            outcome = await m.score(s, deps)
+        args.update(outcome.args)
+        reason: Any = outcome.reason
+        if m.needs_llm:
+            reason = {"metric": outcome.reason, "steps": steps}
+        row.update(metric_args=dumps(args), reason=None if reason is None else dumps(reason))
+        if outcome.value is None or math.isnan(outcome.value):
+            return {
+                **row,
+                "status": "failed",
+                "error": "the metric produced no value",
+                "reason": dumps(
+                    {"metric": outcome.reason, "steps": steps, "judge_replies": raw[:KEEP_REPLIES]}
+                ),
+            }
+        return {**row, "value": float(outcome.value), "status": "ok"}
+    except Skip as exc:
+        return {
+            **row,
+            "status": "skipped",
+            "error": str(exc),
+            "metric_args": dumps(args),
+            "reason": dumps({"steps": steps}) if steps else None,
+        }
+    except KeyRejected:
+        raise  # every row would be refused: the stage ends at the first
+    except Exception as exc:  # a row's failure is recorded; the batch goes on
+        reason = {"steps": steps, "judge_replies": raw[:KEEP_REPLIES]} if m.needs_llm else None
+        return {
+            **row,
+            "status": "failed",
+            "error": redact(f"{type(exc).__name__}: {exc}")[:2000],
+            "metric_args": dumps(args),
+            "reason": dumps(reason) if reason else None,
+        }
+
+
+async def score_rows(
+    m: Metric,
+    samples: list[Sample],
+    deps: Deps,
+    *,
+    window: int,
+    no_answer: dict[str, str] | None = None,
+    limit: int = 32,
+    on_row: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Score every sample with ``m``, ``limit`` rows in flight; rows in input order."""
+    no_answer = no_answer or {}
+
+    async def one(s: Sample) -> dict[str, Any]:
+        try:
+            return await score_one(m, s, deps, window, no_answer.get(s.question_id))
+        finally:
+            if on_row is not None:
+                on_row()
+
+    return await gather_limited(samples, one, limit=limit)
+
+
+__all__ = [
+    "KEEP_REPLIES",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "build_samples",
+    "fit_k",
+    "forget_counts",
+    "make_deps",
+    "prompt_tokens",
+    "score_one",
+    "score_rows",
+]
