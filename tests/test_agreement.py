@@ -182,6 +182,9 @@ def test_qrels_errors_name_the_line(tmp_path) -> None:
     path.write_text("q1 0 d1 1\nq1 0 d2 high\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"bad.qrels: line 2: grade 'high' is not an integer"):
         load_qrels(path)
-    path.write_text("q1 0 d1\n", encoding="utf-8")
+    path.write_text("q1 0 d1\n", encoding="utf-8")  # read as BEIR: its score is "d1"
+    with pytest.raises(InputError, match="line 1: grade 'd1' is not an integer"):
+        load_qrels(path)
+    path.write_text("q1 d1\n", encoding="utf-8")
     with pytest.raises(InputError, match="line 1: expected 'qid iteration docid grade'"):
         load_qrels(path)
