@@ -342,6 +342,9 @@ class SortConfig(_Frozen):
     method); ``setwise``, a heap whose sifts choose the best of ``set_size`` candidates."""
     window: int = Field(default=20, ge=2, le=100)
     """``head_method: window``: candidates per listwise call (the window moves by half)."""
+    head_votes: int = Field(default=2, ge=0, le=10)
+    """``head_method: window``: further listwise answers asked on the top window, each shown in
+    another order; the head follows the mean position over all answers (0: one pass only)."""
     set_size: int = Field(default=4, ge=2, le=20)
     """``head_method: setwise``: candidates per setwise call (a heap node and its children)."""
     both_orders: bool = True

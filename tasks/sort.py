@@ -53,6 +53,7 @@ def order_options(ctx: StageContext) -> OrderOptions:
         head_method=cfg.head_method,
         set_size=cfg.set_size,
         window=cfg.window,
+        votes=cfg.head_votes,
         strategy=cfg.strategy,
         strategy_options=cfg.model_dump(),
         both_orders=cfg.both_orders,

@@ -323,7 +323,9 @@ async def test_sort_visit_ties_config_reaches_the_sample_sort(
 
     monkeypatch.setattr(_SampleSort, "__init__", spy)
     texts = {f"c{i:02d}": f"Passage {i} " + "harbour " * (i % 7) for i in range(12)}
-    ctx = context(config_factory(sort__strategy=strategy, sort__visit_ties=visit, sort__order="full"))
+    ctx = context(
+        config_factory(sort__strategy=strategy, sort__visit_ties=visit, sort__order="full")
+    )
     write_question(ctx.run, texts, question="harbour")
     with fake.script(
         lambda r: {"grade": 3, "reason": "s"} if r.title == "RelevanceGrade" else None

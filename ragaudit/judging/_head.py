@@ -44,8 +44,8 @@ class SetJudge:
         self.rows: list[dict[str, Any]] = []
         self.spend = Spend()
 
-    def _passages(self, ids: list[str]) -> tuple[list[str], list[Passage]]:
-        shown = shown_order(ids)
+    def _passages(self, ids: list[str], salt: str = "") -> tuple[list[str], list[Passage]]:
+        shown = shown_order(ids, salt)
         return shown, [Passage(id=i, text=self.texts[c]) for i, c in enumerate(shown, start=1)]
 
     def _row(self, method: str, shown: list[str], chosen: list[str] | None, out: Any) -> None:
@@ -81,13 +81,13 @@ class SetJudge:
         self._row("setwise", shown, None if chosen is None else [chosen], out)
         return chosen
 
-    async def rank(self, ids: list[str]) -> list[str] | None:
+    async def rank(self, ids: list[str], salt: str = "") -> list[str] | None:
         """``ids`` in the judge's order, best first; None when the call failed.
 
         Ids the answer leaves out follow in the order they had; repeated and unknown ids in
-        the answer are dropped.
+        the answer are dropped. ``salt`` shows the same ids in another order.
         """
-        shown, passages = self._passages(ids)
+        shown, passages = self._passages(ids, salt)
         out = await self.judge.ask(
             LISTWISE,
             ListwiseInput(question=self.question.question, passages=passages),
@@ -151,12 +151,15 @@ async def setwise_heap(pool: list[str], judge: SetJudge, k: int, *, set_size: in
 
 @head_method("window")
 async def sliding_window(
-    pool: list[str], judge: SetJudge, k: int, *, window: int = 20
+    pool: list[str], judge: SetJudge, k: int, *, window: int = 20, votes: int = 2
 ) -> list[str]:
     """``pool`` with its top ``k`` put first by listwise windows slid from the bottom up.
 
     The window moves up by half its size, so each pass brings the best half-window to the top;
-    a larger ``k`` takes more passes, each starting below the positions already settled.
+    a larger ``k`` takes more passes, each starting below the positions already settled. Then
+    the top window is asked ``votes`` more times, each shown in another order, and put in the
+    order of its mean position over all those answers: one listwise answer misplaces a few
+    neighbours, and answers shown in different orders misplace different ones.
     """
     arr = list(pool)
     n = len(arr)
@@ -174,6 +177,12 @@ async def sliding_window(
                 break
             end -= step
         start += w - step
+    top = arr[: min(n, max(w, k))]
+    if votes > 0 and len(top) > 1:
+        answers = await asyncio.gather(*(judge.rank(top, f"vote {v}") for v in range(votes)))
+        orders = [top] + [a for a in answers if a is not None]
+        mean = {c: sum(o.index(c) for o in orders) / len(orders) for c in top}
+        arr[: len(top)] = sorted(top, key=lambda c: mean[c])  # stable: ties keep the pass's order
     return arr
 
 

@@ -93,14 +93,15 @@ def parsed(judged: Judged[V] | None) -> V | None:
     return judged.value if judged is not None and judged.ok else None
 
 
-def shown_order(ids: Sequence[str]) -> list[str]:
+def shown_order(ids: Sequence[str], salt: str = "") -> list[str]:
     """The order a set of candidates is shown in one prompt: a shuffle seeded by their ids.
 
     It depends on which ids are shown and on nothing else (not the engine's order, not the
     order the algorithm holds them in), so the same set is the same prompt, a memo hit, and a
     judge's preference for a position falls on a different candidate from one set to the next.
+    ``salt`` gives the same set another layout (to ask it again with independent position bias).
     """
-    seed = "\x1f".join(sorted(ids))
+    seed = salt + "\x1d" + "\x1f".join(sorted(ids))
     return sorted(ids, key=lambda c: hashlib.sha256(f"{seed}\x1e{c}".encode()).digest())
 
 

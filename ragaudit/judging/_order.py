@@ -39,6 +39,7 @@ class OrderOptions:
     head_method: str = "window"
     set_size: int = 4
     window: int = 20
+    votes: int = 2
     strategy: str = "sample"
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
     both_orders: bool = True
@@ -91,14 +92,16 @@ def by_grade(ids: Sequence[str], grades: Mapping[str, int]) -> tuple[list[str], 
 
 
 def head_pool(relevant: Sequence[str], grades: Mapping[str, int], k: int) -> list[str]:
-    """The candidates the head is chosen from: whole grade groups from the best down to ``k``.
+    """The candidates the head is chosen from: whole grade groups from the best down to ``2k``.
 
-    In grade order, the ids' own hash order inside a grade: nothing of the engine's order.
+    Twice k, not k: a grade is sometimes one off, and a candidate of the head graded one too
+    low must still be in the pool to be found. In grade order, the ids' own hash order inside a
+    grade: nothing of the engine's order.
     """
     ranked = sorted(relevant, key=lambda c: (-grades[c], stable_key(c)))
     pool: list[str] = []
     for i, c in enumerate(ranked):
-        if len(pool) >= k and grades[c] != grades[ranked[i - 1]]:
+        if len(pool) >= 2 * k and grades[c] != grades[ranked[i - 1]]:
             break
         pool.append(c)
     return pool
@@ -140,7 +143,10 @@ async def order_one(
     sj = SetJudge(judge, question, texts)
     pool = head_pool(relevant, grades, options.head_k)
     method = HEAD_METHODS[options.head_method]
-    extra = {"setwise": {"set_size": options.set_size}, "window": {"window": options.window}}
+    extra = {
+        "setwise": {"set_size": options.set_size},
+        "window": {"window": options.window, "votes": options.votes},
+    }
     result = await method(pool, sj, options.head_k, **extra.get(options.head_method, {}))
     head = result[: min(options.head_k, len(result))]
     rest, rest_groups = by_grade([c for c in relevant if c not in set(head)], grades)
