@@ -15,6 +15,7 @@ prompt the candidates are shown in an order shuffled from their ids (:func:`show
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -186,4 +187,41 @@ async def sliding_window(
     return arr
 
 
-__all__ = ["HEAD_METHODS", "SetJudge", "head_method", "setwise_heap", "sliding_window"]
+def window_calls(n: int, k: int, window: int = 20, votes: int = 2) -> int:
+    """Listwise calls :func:`sliding_window` asks for a pool of ``n`` (for the dry run)."""
+    w = max(2, window)
+    step = max(1, w // 2)
+    calls, start = 0, 0
+    while start < min(k, n) and n - start > 1:
+        end = n
+        while True:
+            calls += 1
+            if max(start, end - w) == start:
+                break
+            end -= step
+        start += w - step
+    return calls + (votes if min(n, max(w, k)) > 1 else 0)
+
+
+def setwise_calls(n: int, k: int, set_size: int = 4) -> int:
+    """About the setwise calls :func:`setwise_heap` asks for ``n`` (for the dry run).
+
+    Building asks once per node with a child (a sift that moves asks again below, not
+    counted); each of the k extractions sifts down the heap's depth.
+    """
+    d = max(1, set_size - 1)
+    if n < 2:
+        return 0
+    depth = max(1, math.ceil(math.log(n * (d - 1) + 1, d))) if d > 1 else n
+    return (n - 2) // d + 1 + min(k, n) * depth
+
+
+__all__ = [
+    "HEAD_METHODS",
+    "SetJudge",
+    "head_method",
+    "setwise_calls",
+    "setwise_heap",
+    "sliding_window",
+    "window_calls",
+]
