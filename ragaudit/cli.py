@@ -862,6 +862,21 @@ def show(run_id: str, runs_root: RootOpt = None) -> None:
     console.print_json(json.dumps(json.loads(path.read_text(encoding="utf-8"))))
 
 
+@app.command("export-trec")
+def export_trec_cmd(run: str, runs_root: RootOpt = None) -> None:
+    """Write a run's TREC files (qrels.judge.txt, qrels.gold.txt, run.engine.txt) in its folder."""
+    from ragaudit.trec import export_trec
+
+    try:
+        written = export_trec(_run_dir(run, runs_root))
+    except RagauditError as exc:
+        _fail(exc)
+    if not written:
+        _fail(RagauditError(f"run '{run}': no candidates table, nothing to export"))
+    for path in written:
+        console.print(str(path))
+
+
 def _run_dir(
     name: str, runs_root: Path | None, markers: tuple[str, ...] = ("manifest.json",)
 ) -> Path:
@@ -995,10 +1010,14 @@ def runs(
     if trend is None:
         metrics = list(dict.fromkeys(m for r in found for m in r.means))[:4]
         table = Table(title=f"Runs under {root}")
-        for col in ("run", "started", "status", "question set", "n", "judge", *metrics):
+        cost_cols = ("relevance calls/tokens per q", "ordering calls/tokens per q")
+        for col in ("run", "started", "status", "question set", "n", "judge", *cost_cols):
             table.add_column(col, no_wrap=col in {"run", "started", "judge"})
+        for m in metrics:
+            table.add_column(m)
         for r in found:
             short = (r.question_set_hash or "").removeprefix("k1:")[:10]
+            c = r.judge_cost
             table.add_row(
                 r.run_id,
                 (r.started_at or "")[:16].replace("T", " "),
@@ -1006,6 +1025,8 @@ def runs(
                 f"{Path(r.questions_file or '').name} {short}",
                 str(r.n_questions),
                 r.judge or "",
+                "-" if c is None else f"{c.relevance_calls:,.0f} / {c.relevance_tokens:,.0f}",
+                "-" if c is None else f"{c.ordering_calls:,.0f} / {c.ordering_tokens:,.0f}",
                 *[_num(r.means.get(m)) for m in metrics],
             )
         console.print(table)

@@ -302,3 +302,31 @@ def test_ndcg_from_grades_is_trecs_graded_ndcg() -> None:
     theirs = pytrec_eval.RelevanceEvaluator({"q": grades}, {"ndcg_cut.3"}).evaluate(run)
     assert ndcg["value"] == pytest.approx(theirs["q"]["ndcg_cut_3"], abs=TOL)
     assert ndcg["exact_k"] == 2 and not math.isnan(ndcg["value"])
+
+
+async def test_export_trec_command_and_the_judge_cost_per_question(config_factory, fake) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+    from ragaudit.reporting._build import judge_cost
+
+    ctx = context(config_factory())
+    write_question(ctx.run, _texts(12), question="harbour built year history")
+    await sort(ctx)
+    cost = judge_cost(ctx.run)
+    ranking = table(ctx.run, "ranking")[0]
+    assert cost is not None and cost.method == "head:window" and cost.questions == 1
+    assert (cost.relevance_calls, cost.relevance_tokens) == (
+        ranking["relevance_calls"],
+        ranking["relevance_tokens"],
+    )
+    assert cost.relevance_calls == 12 and cost.ordering_calls == ranking["ordering_calls"] > 0
+    assert "relevance 12 calls" in cost.line() and "ordering (head:window)" in cost.line()
+    for p in ctx.run.path.glob("*.txt"):
+        p.unlink()
+    ctx.run.write_manifest({"run_id": ctx.run.run_id})
+    result = CliRunner().invoke(app, ["export-trec", str(ctx.run.path)])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in ctx.run.path.glob("*.txt")} == {QRELS_JUDGE, RUN_ENGINE}
+    result = CliRunner().invoke(app, ["export-trec", str(ctx.run.path / "nowhere")])
+    assert result.exit_code != 0

@@ -4,6 +4,7 @@ Library functions with explicit arguments (a :class:`Judge`: gateway, model, win
 ``sort`` stage (``ragaudit.tasks.sort``) adapts the run folder's tables to them.
 """
 
+from ragaudit.judging import _fake  # noqa: F401  (the fake judge's answers)
 from ragaudit.judging._grades import Graded, grade_candidates
 from ragaudit.judging._head import HEAD_METHODS, SetJudge, setwise_heap, sliding_window
 from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order

@@ -7,13 +7,9 @@ shuffled per call from their ids, so a judge's preference for a position becomes
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from ragaudit.cache import FakeRequest, register_fake_answer
 from ragaudit.prompts._base import Prompt
-from ragaudit.prompts.relevance import overlap_grade
 from ragaudit.prompts.setwise import Passage
 
 
@@ -79,16 +75,6 @@ LISTWISE = Prompt(
         ],
     },
 )
-
-
-@register_fake_answer("ListwiseRanking")
-def _fake_ranking(req: FakeRequest) -> dict[str, Any]:
-    p = req.payload
-    q = p.get("question", "")
-    passages = p.get("passages") or []
-    # Highest token overlap first; ties keep the order shown (sorted() is stable).
-    ranked = sorted(passages, key=lambda x: -overlap_grade(q, x.get("text", ""))[1])
-    return {"ranking": [x.get("id") for x in ranked], "reason": "token overlap"}
 
 
 __all__ = ["LISTWISE", "ListwiseInput", "ListwiseRanking"]

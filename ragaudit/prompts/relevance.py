@@ -8,12 +8,8 @@ counts as relevant.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from ragaudit.cache import FakeRequest, register_fake_answer
-from ragaudit.lang import tokens
 from ragaudit.prompts._base import Prompt
 
 GRADES = (0, 1, 2, 3)
@@ -97,23 +93,4 @@ RELEVANCE = Prompt(
 )
 
 
-def overlap_grade(question: str, text: str) -> tuple[int, float]:
-    """The offline fake judge's grade of ``text``: the share of the question's tokens it holds.
-
-    Cut points put a share of 0.3 (the fake judge's old yes/no threshold) at grade 2, so the
-    offline demo finds the same candidates relevant as before grades.
-    """
-    asked = set(tokens(question))
-    share = len(asked & set(tokens(text))) / len(asked) if asked else 0.0
-    grade = 3 if share >= 0.6 else 2 if share >= 0.3 else 1 if share > 0.1 else 0
-    return grade, share
-
-
-@register_fake_answer("RelevanceGrade")
-def _fake_grade(req: FakeRequest) -> dict[str, Any]:
-    p = req.payload
-    grade, share = overlap_grade(p.get("question", ""), p.get("context", ""))
-    return {"grade": grade, "reason": f"token overlap {share:.2f}"}
-
-
-__all__ = ["GRADES", "RELEVANCE", "RelevanceGrade", "RelevanceInput", "overlap_grade"]
+__all__ = ["GRADES", "RELEVANCE", "RelevanceGrade", "RelevanceInput"]

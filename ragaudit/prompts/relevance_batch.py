@@ -7,13 +7,10 @@ tokens per candidate, at the price of each grade depending on its neighbours in 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from ragaudit.cache import FakeRequest, register_fake_answer
 from ragaudit.prompts._base import Prompt
-from ragaudit.prompts.relevance import _SCALE, overlap_grade
+from ragaudit.prompts.relevance import _SCALE
 from ragaudit.prompts.setwise import Passage
 
 
@@ -86,17 +83,6 @@ RELEVANCE_BATCH = Prompt(
         ],
     },
 )
-
-
-@register_fake_answer("BatchRelevanceGrades")
-def _fake_grades(req: FakeRequest) -> dict[str, Any]:
-    p = req.payload
-    q = p.get("question", "")
-    out = []
-    for x in p.get("passages") or []:
-        grade, share = overlap_grade(q, x.get("text", ""))
-        out.append({"id": x.get("id"), "grade": grade, "reason": f"token overlap {share:.2f}"})
-    return {"grades": out}
 
 
 __all__ = ["RELEVANCE_BATCH", "BatchRelevanceGrades", "BatchRelevanceInput", "PassageGrade"]

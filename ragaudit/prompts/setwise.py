@@ -7,13 +7,9 @@ call from their ids, so a judge's preference for a position becomes noise, not a
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from ragaudit.cache import FakeRequest, register_fake_answer
 from ragaudit.prompts._base import Prompt
-from ragaudit.prompts.relevance import overlap_grade
 
 
 class Passage(BaseModel):
@@ -85,16 +81,6 @@ SETWISE = Prompt(
         ],
     },
 )
-
-
-@register_fake_answer("SetwiseChoice")
-def _fake_choice(req: FakeRequest) -> dict[str, Any]:
-    p = req.payload
-    q = p.get("question", "")
-    passages = p.get("passages") or [{"id": 1, "text": ""}]
-    # The highest token overlap wins; a tie goes to the passage shown first.
-    best = max(passages, key=lambda x: overlap_grade(q, x.get("text", ""))[1])
-    return {"best": best.get("id", 1), "reason": "highest token overlap"}
 
 
 __all__ = ["SETWISE", "Passage", "SetwiseChoice", "SetwiseInput"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragaudit.reporting._build import _read, question_set_hash, run_folder
+from ragaudit.reporting._build import _read, judge_cost, question_set_hash, run_folder
+from ragaudit.reporting._model import JudgeCost
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class RunOverview:
     judge: str | None
     means: dict[str, float | None]
     ci: dict[str, tuple[float | None, float | None]]
+    judge_cost: JudgeCost | None = None
+    """The sort stage's judge calls and prompt tokens per question (None: none recorded)."""
 
 
 def run_overview(run_dir: Path) -> RunOverview:
@@ -41,6 +44,7 @@ def run_overview(run_dir: Path) -> RunOverview:
         judge=manifest.get("models", {}).get("judge"),
         means={r["metric"]: r["mean"] for r in summary},
         ci={r["metric"]: (r["ci_low"], r["ci_high"]) for r in summary},
+        judge_cost=judge_cost(run),
     )
 
 
