@@ -155,7 +155,8 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
                 "exact_k": res.exact_k,
                 "irrelevant_ids": rel.irrelevant,
                 "unjudged_ids": rel.unjudged,
-                "strategy": cfg.strategy,
+                # The pairwise strategy only where it ran (``method`` names every mode's).
+                "strategy": cfg.strategy if cfg.order == "full" else None,
                 "comparisons": len(res.rows),
                 "judge_calls": rel.spend.calls + res.spend.calls,
                 "status": status,

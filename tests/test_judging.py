@@ -330,3 +330,23 @@ async def test_export_trec_command_and_the_judge_cost_per_question(config_factor
     assert {p.name for p in ctx.run.path.glob("*.txt")} == {QRELS_JUDGE, RUN_ENGINE}
     result = CliRunner().invoke(app, ["export-trec", str(ctx.run.path / "nowhere")])
     assert result.exit_code != 0
+
+
+async def test_a_listwise_set_over_the_window_is_asked_on_each_passages_head(
+    config_factory, fake
+) -> None:
+    judge = "fake/judge?window=4096"
+    filler = "the harbour records list ships cargo and dues for every year of trade "
+    texts = {f"c{i:02d}": f"passage {i} " + filler * 30 for i in range(12)}
+    config = config_factory(judge=judge, models__max_output_tokens=512)
+    ctx = context(config)
+    write_question(ctx.run, texts, question="harbour records")
+    with fake.script(
+        lambda r: {"grade": 3, "reason": "s"} if r.title == "RelevanceGrade" else None
+    ):
+        await sort(ctx)
+    rows = table(ctx.run, "comparisons")
+    assert rows and all(r["status"] == "ok" for r in rows)
+    assert all("each passage cut to" in (r["note"] or "") for r in rows)
+    ranking = table(ctx.run, "ranking")[0]
+    assert ranking["status"] == "ok" and ranking["exact_k"] == 10

@@ -22,6 +22,7 @@ from typing import Any
 from ragaudit.dataset import Question
 from ragaudit.judging._judge import Judge, Spend, parsed, shown_order
 from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, SetwiseInput
+from ragaudit.reference import fit_text
 
 HeadMethod = Callable[..., Awaitable[list[str]]]
 HEAD_METHODS: dict[str, HeadMethod] = {}
@@ -49,7 +50,42 @@ class SetJudge:
         shown = shown_order(ids, salt)
         return shown, [Passage(id=i, text=self.texts[c]) for i, c in enumerate(shown, start=1)]
 
-    def _row(self, method: str, shown: list[str], chosen: list[str] | None, out: Any) -> None:
+    async def _ask(
+        self, prompt: Any, model: Any, ids: list[str], salt: str = ""
+    ) -> tuple[list[str], Any, str | None]:
+        """One setwise/listwise answer; over the window, asked again on each passage's head.
+
+        Each passage then gets an equal share of the room left by the prompt without them,
+        and the row's note says so.
+        """
+        q = self.question
+        shown, passages = self._passages(ids, salt)
+        out = await self.judge.ask(
+            prompt, model(question=q.question, passages=passages), q.language
+        )
+        note = None
+        if out.status == "too_long" and not out.calls:
+            # Not sent (over the window by our count): only the answer on the heads counts.
+            empty = [Passage(id=i, text="") for i in range(1, len(shown) + 1)]
+            room = self.judge.room(prompt, model(question=q.question, passages=empty), q.language)
+            share = room // max(1, len(shown)) - 4  # each passage's JSON keys and separators
+            if share >= 16:
+                cut = [
+                    Passage(
+                        id=p.id, text=fit_text(p.text[: share * 32], share, self.judge.model)[0][0]
+                    )
+                    for p in passages
+                ]
+                out = await self.judge.ask(
+                    prompt, model(question=q.question, passages=cut), q.language
+                )
+                note = f"set over the judge's window: each passage cut to {share} tokens"
+        self.spend.add(out)
+        return shown, out, note
+
+    def _row(
+        self, method: str, shown: list[str], chosen: list[str] | None, out: Any, note: str | None
+    ) -> None:
         v = parsed(out)
         self.rows.append(
             {
@@ -62,24 +98,19 @@ class SetJudge:
                 "outcome": "ok" if chosen is not None else "none",
                 "status": "ok" if chosen is not None else "failed",
                 "error": None if chosen is not None else (out.error or f"status {out.status}"),
+                "note": note,
             }
         )
 
     async def best(self, ids: list[str]) -> str | None:
         """The id the judge finds best among ``ids``; None when the call failed."""
-        shown, passages = self._passages(ids)
-        out = await self.judge.ask(
-            SETWISE,
-            SetwiseInput(question=self.question.question, passages=passages),
-            self.question.language,
-        )
-        self.spend.add(out)
+        shown, out, note = await self._ask(SETWISE, SetwiseInput, ids)
         v = parsed(out)
         chosen = shown[v.best - 1] if v is not None and 1 <= v.best <= len(shown) else None
         if chosen is None and out.ok:
             out.error = f"answer names passage {v.best if v else '?'}, not one shown"
             self.spend.failed += 1
-        self._row("setwise", shown, None if chosen is None else [chosen], out)
+        self._row("setwise", shown, None if chosen is None else [chosen], out, note)
         return chosen
 
     async def rank(self, ids: list[str], salt: str = "") -> list[str] | None:
@@ -88,13 +119,7 @@ class SetJudge:
         Ids the answer leaves out follow in the order they had; repeated and unknown ids in
         the answer are dropped. ``salt`` shows the same ids in another order.
         """
-        shown, passages = self._passages(ids, salt)
-        out = await self.judge.ask(
-            LISTWISE,
-            ListwiseInput(question=self.question.question, passages=passages),
-            self.question.language,
-        )
-        self.spend.add(out)
+        shown, out, note = await self._ask(LISTWISE, ListwiseInput, ids, salt)
         v = parsed(out)
         ranked: list[str] | None = None
         if v is not None:
@@ -104,7 +129,7 @@ class SetJudge:
             else:
                 out.error = "answer names no passage shown"
                 self.spend.failed += 1
-        self._row("listwise", shown, ranked, out)
+        self._row("listwise", shown, ranked, out, note)
         return ranked
 
 
