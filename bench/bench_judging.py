@@ -18,7 +18,9 @@ tau-b of the judge's order against the truth over the truth's top 10, and the er
 engine's NDCG@10 measured with the judge's grades (mean |estimate - true| over questions, true
 from the true grades). Then the goals, met or not with the reason. Then a second night: 10 % of
 each question's candidates replaced by new ones and the engine's order drawn again; what each
-mode pays then (prompt tokens sent to the provider) against the first night.
+mode pays then against the first night, both nights counted as the prompt tokens that reached
+the provider (memo hits are free; the fake provider counts words, so these are not the
+gateway's token counts of the table above).
 
 With ``--batch N`` the grading is also asked N candidates a call and its agreement with one
 per call printed. The scripted judge draws a batch's errors per request, independently of the
@@ -318,8 +320,14 @@ async def setting(args: argparse.Namespace, n_relevant: int, root: Path) -> dict
             options = MODES[name]
             use = qids[: args.full_questions] if name == "full" else qids
             ojudge, ogw = judge_for(root, f"order-{name}-{n_relevant}")
+            before = script.sent_tokens
             results, wall = await order(world, ojudge, graded, options, use)
-            out["modes"][name] = {**figures(world, graded, results), "wall": wall, "n": len(use)}
+            out["modes"][name] = {
+                **figures(world, graded, results),
+                "wall": wall,
+                "n": len(use),
+                "order_sent": script.sent_tokens - before,
+            }
             print(f"  {name} @ {n_relevant}: {wall:.1f} s", flush=True)
             ogw.close()
     if not args.night2:
@@ -340,9 +348,15 @@ async def setting(args: argparse.Namespace, n_relevant: int, root: Path) -> dict
             ordering_paid = script2.sent_tokens - before
             ogw.close()
             m = out["modes"][name]
-            night1 = (out["grading"]["tokens"] + m["order_tokens"]) * len(use)
-            paid = grading_paid * len(use) / len(qids) + ordering_paid
-            out["night2"][name] = {"paid_tokens": paid / len(use), "share": paid / night1}
+            # Both nights counted alike: the prompt tokens that reached the provider.
+            share_of_grading = len(use) / len(qids)
+            night1 = out["grading"]["sent_tokens"] * share_of_grading + m["order_sent"]
+            paid = grading_paid * share_of_grading + ordering_paid
+            out["night2"][name] = {
+                "paid_tokens": paid / len(use),
+                "night1_tokens": night1 / len(use),
+                "share": paid / night1,
+            }
     ggw.close()
     return out
 
@@ -444,7 +458,8 @@ def report(results: list[dict[str, Any]]) -> None:
             verdict = ("met" if ok else "NOT MET") if goal else "(no goal: printed)"
             print(
                 f"  {s['relevant']:>3} relevant  night 2 {name:<13} pays {r['paid_tokens']:,.0f} "
-                f"tokens a question = {r['share']:.1%} of night 1 (goal <= 25 %)  {verdict}"
+                f"of night 1's {r['night1_tokens']:,.0f} prompt tokens sent a question = "
+                f"{r['share']:.1%} (goal <= 25 %)  {verdict}"
             )
 
 
