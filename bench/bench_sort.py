@@ -101,9 +101,9 @@ def responder(world: World):
 
     def answer(req: FakeRequest) -> dict[str, Any] | None:
         p = req.payload
-        if req.title == "RelevanceVerdict":
+        if req.title == "RelevanceGrade":
             cid = by_text[p["context"]]
-            return {"relevant": cid in world.relevant, "reason": "scripted"}
+            return {"grade": 3 if cid in world.relevant else 0, "reason": "scripted"}
         if req.title == "PairwisePreference":
             a, b = by_text[p["context_1"]], by_text[p["context_2"]]
             better = 1 if rank[a] < rank[b] else 2
@@ -131,7 +131,7 @@ async def run_one(label: str, world: World, root: Path) -> dict[str, Any]:
                 "concurrency": CONCURRENCY,
                 "backoff_s": 0.0,
             },
-            "sort": {"strategy": strategy},
+            "sort": {"strategy": strategy, "order": "full"},
         },
         environ={},
     )

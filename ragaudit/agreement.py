@@ -44,6 +44,30 @@ class JudgeOrder:
     groups: list[int]
     irrelevant: list[str]
     unjudged: list[str] = field(default_factory=list)
+    grades: Mapping[str, int] | None = None
+    exact_k: int | None = None
+    ordering_asked: int = 0
+    ordering_failed: int = 0
+
+    @property
+    def order_failure(self) -> str | None:
+        """Why the judge's order rests on nothing: every ordering call failed (else None)."""
+        if self.ordering_asked and self.ordering_failed >= self.ordering_asked:
+            return (
+                f"every ordering call failed ({self.ordering_failed} of {self.ordering_asked}):"
+                " no judged order to compare"
+            )
+        return None
+
+    @property
+    def order_doubt(self) -> str | None:
+        """A note when some, not all, ordering calls failed (else None)."""
+        if self.ordering_failed and self.order_failure is None:
+            return (
+                f"{self.ordering_failed} of {self.ordering_asked} ordering calls failed:"
+                " the order there is the engine's"
+            )
+        return None
 
     @property
     def judged(self) -> list[str]:
@@ -110,8 +134,10 @@ def question_rows(
         overlap: list[str] | None = None,
         why: str = "undefined for this question (too few ranked or relevant items)",
         failed: str | None = None,
+        partial: str | None = None,
     ) -> None:
         ok = failed is None and not math.isnan(value)
+        doubt = partial if ok and partial is not None else None
         rows.append(
             {
                 "run_id": run_id,
@@ -122,8 +148,15 @@ def question_rows(
                 "value": value if ok else None,
                 "overlap_ids": overlap,
                 "n_questions": 1 if ok else 0,
-                "status": "ok" if ok else "failed" if failed else "skipped",
-                "reason": None if ok else failed or why,
+                "status": ("partial" if doubt else "ok")
+                if ok
+                else "failed"
+                if failed
+                else "skipped",
+                "reason": doubt if ok else failed or why,
+                "exact_k": judge.exact_k
+                if judge is not None and comparison != ENGINE_VS_GOLD
+                else None,
             }
         )
 
@@ -134,10 +167,19 @@ def question_rows(
     )
     if judge is not None:
         ordered, groups, irrelevant = judge.ordered, judge.groups, judge.irrelevant
-        judge_ranks = ranking.full_judge_ranks(ordered, groups, irrelevant)
+        judge_ranks = ranking.full_judge_ranks(ordered, groups, irrelevant, judge.grades)
         engine_ranks = ranking.average_ranks([e for e in engine if e in judge_ranks])
+        # Figures of the judge's order rest on its ordering calls as well as on its verdicts.
+        order_failed = no_judgement or judge.order_failure
+        doubt = judge.order_doubt
         for name, fn in (("spearman", ranking.spearman), ("kendall_tau", ranking.kendall_tau_b)):
-            add(JUDGE_VS_ENGINE, name, fn(judge_ranks, engine_ranks), failed=no_judgement)
+            add(
+                JUDGE_VS_ENGINE,
+                name,
+                fn(judge_ranks, engine_ranks),
+                failed=order_failed,
+                partial=doubt,
+            )
         no_relevant = "the judge found no relevant candidate"
         share, overlap = ranking.top_k_overlap(judge.judged, engine, k)
         add(
@@ -146,13 +188,20 @@ def question_rows(
             share if ordered else math.nan,
             overlap,
             no_relevant,
-            no_judgement,
+            order_failed,
+            doubt,
+        )
+        # Graded gains when the judge graded (TREC's NDCG); else gains from its order.
+        gains = (
+            {c: float(g) for c, g in judge.grades.items() if g > 0}
+            if judge.grades is not None
+            else ranking.judge_gains(ordered, groups)
         )
         add(
             JUDGE_VS_ENGINE,
             "ndcg",
-            ranking.ndcg_at_k(engine, ranking.judge_gains(ordered, groups), k),
-            why=no_relevant,
+            ranking.ndcg_at_k(engine, gains, k),
+            why=no_relevant if not gains else "undefined for this question",
             failed=no_judgement,
         )
         for name, value in ranking.order_vs_labels(engine, set(ordered), k).items():
@@ -191,17 +240,22 @@ def aggregate(run_id: str, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     """
     values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     failures: dict[tuple[str, str, int], int] = defaultdict(int)
+    partial: dict[tuple[str, str, int], int] = defaultdict(int)
     for r in rows:
         key = (r["comparison"], r["metric"], r["k"])
         values.setdefault(key, [])
-        if r["status"] == "ok":
+        if r["status"] in ("ok", "partial"):
             values[key].append(r["value"])
+            partial[key] += r["status"] == "partial"
         elif r["status"] == "failed":
             failures[key] += 1
     out = []
     for key, vals in values.items():
         comparison, metric, k = key
         status, reason = "ok", None
+        if partial[key]:
+            status = "partial"
+            reason = f"{partial[key]} of {len(vals)} questions rest on partly failed ordering calls"
         if not vals:
             status, reason = (
                 ("failed", f"failed for every question it applies to ({failures[key]})")
@@ -220,6 +274,7 @@ def aggregate(run_id: str, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, 
                 "n_questions": len(vals),
                 "status": status,
                 "reason": reason,
+                "exact_k": None,
             }
         )
     return out

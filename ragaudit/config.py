@@ -328,11 +328,34 @@ class SortConfig(_Frozen):
     enabled: bool = True
     """Skip the stage entirely when false."""
     strategy: Literal["sample", "insertion", "merge", "quick"] = "sample"
-    """Pairwise ordering (``ragaudit.ordering``): ``sample``, parallel sample sort built for a
-    noisy judge; ``insertion``, the classic sequential binary insertion; ``merge`` and ``quick``,
-    plain parallel merge rounds and quicksort (for comparison)."""
+    """``order: full``: the pairwise ordering (``ragaudit.ordering``): ``sample``, parallel
+    sample sort built for a noisy judge; ``insertion``, the classic sequential binary insertion;
+    ``merge`` and ``quick``, plain parallel merge rounds and quicksort (for comparison)."""
+    relevant_grade: int = Field(default=2, ge=1, le=3)
+    """The lowest relevance grade (0–3) that counts as relevant: 2, TREC's cut, counts a
+    candidate relevant when it answers at least in part."""
+    grade_batch: int = Field(default=1, ge=1, le=20)
+    """Candidates graded per judge call. 1 (the default): a grade depends only on the question,
+    the candidate and the judge, so a re-run pays nothing for candidates it has seen. Above 1:
+    fewer calls and tokens, grades that depend on their neighbours in the prompt."""
+    order: Literal["full", "head", "none"] = "head"
+    """How the relevant candidates are ordered after grading: ``full``, all of them by pairwise
+    comparisons (``strategy``); ``head``, only the top ``head_k`` exactly, by ``head_method``,
+    the rest by grade; ``none``, by grade alone (tied inside a grade)."""
+    head_k: int = Field(default=10, ge=1, le=1000)
+    """``order: head``: positions ordered exactly from the top."""
+    head_method: Literal["window", "setwise"] = "window"
+    """``order: head``: ``window``, listwise windows slid from the bottom up (RankGPT's
+    method); ``setwise``, a heap whose sifts choose the best of ``set_size`` candidates."""
+    window: int = Field(default=20, ge=2, le=100)
+    """``head_method: window``: candidates per listwise call (the window moves by half)."""
+    head_votes: int = Field(default=2, ge=0, le=10)
+    """``head_method: window``: further listwise answers asked on the top window, each shown in
+    another order; the head follows the mean position over all answers (0: one pass only)."""
+    set_size: int = Field(default=4, ge=2, le=20)
+    """``head_method: setwise``: candidates per setwise call (a heap node and its children)."""
     both_orders: bool = True
-    """Ask each comparison in both orders; disagreement counts as a tie."""
+    """``order: full``: ask each comparison in both orders; disagreement counts as a tie."""
     visit_ties: bool = False
     """``sample`` strategy: an item whose pivot search ends tied visits the buckets on both
     sides of the tied pivots instead of joining the one on its engine-order side. Orders

@@ -209,7 +209,11 @@ def _as_grades(value: Any, where: str) -> dict[str, int] | None:
 
 
 def load_qrels(path: Path | str) -> dict[str, dict[str, int]]:
-    """A TREC qrels file: ``qid iteration docid grade`` per line → qid → {docid: grade}.
+    """Gold grades from a qrels file → qid → {docid: grade}.
+
+    Two layouts, told apart line by line by their field count: TREC's ``qid iteration docid
+    grade`` (whitespace-separated) and BEIR's ``query-id corpus-id score`` (tab- or
+    whitespace-separated, with an optional header line ``query-id corpus-id score``).
 
     Raises:
         InputError: The file is missing or a line is malformed (naming the line).
@@ -222,19 +226,35 @@ def load_qrels(path: Path | str) -> dict[str, dict[str, int]]:
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 4:
+        if len(parts) == 3 and n == 1 and _is_beir_header(parts):
+            continue
+        if len(parts) == 4:
+            qid, _, docid, grade = parts
+        elif len(parts) == 3:
+            qid, docid, grade = parts
+        else:
             raise InputError(
-                f"{path}: line {n}: expected 'qid iteration docid grade', got {len(parts)} fields"
+                f"{path}: line {n}: expected 'qid iteration docid grade' (TREC) or "
+                f"'query-id corpus-id score' (BEIR), got {len(parts)} fields"
             )
-        qid, _, docid, grade = parts
         try:
             value = int(grade)
         except ValueError:
-            raise InputError(f"{path}: line {n}: grade '{grade}' is not an integer") from None
+            raise InputError(f"{path}: line {n}: grade '{grade[:40]}' is not an integer") from None
         if value < 0:
             raise InputError(f"{path}: line {n}: grade {value} is negative")
         out.setdefault(qid, {})[docid] = value
     return out
+
+
+def _is_beir_header(parts: list[str]) -> bool:
+    """Whether a 3-field first line is BEIR's header (``query-id corpus-id score``)."""
+    return parts[0].lower() in ("query-id", "query_id", "qid") and parts[2].lower() in (
+        "score",
+        "grade",
+        "relevance",
+        "label",
+    )
 
 
 def with_qrels(questions: list[Question], qrels: dict[str, dict[str, int]]) -> list[Question]:

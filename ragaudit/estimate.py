@@ -775,6 +775,10 @@ async def estimate_sort(plan: Plan) -> None:
             verdicts.tokens_out += plan.reply_tokens("sort", RELEVANCE.key, "verdict_tokens")
         relevant = cands[: round(share * len(cands))]
         plan.relevant[q.question_id] = relevant
+        if cfg.order != "full":
+            if cfg.order == "head" and relevant:
+                _estimate_head(plan, q, relevant)
+            continue
         n = await simulated_comparisons(
             cfg.strategy, len(relevant), cfg.top_k_exact, plan.assume.orderings, ties, options
         )
@@ -798,6 +802,34 @@ async def estimate_sort(plan: Plan) -> None:
         f"{ties:.0%} of pairs tied, each asked in "
         + ("both orders" if cfg.both_orders else "one order")
     )
+
+
+def _estimate_head(plan: Plan, q: Question, relevant: list[tuple[str, str]]) -> None:
+    """The head ordering's setwise or listwise calls, on a pool of every relevant candidate."""
+    from ragaudit.judging import setwise_calls, window_calls
+    from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, SetwiseInput
+
+    cfg = plan.config.sort
+    judge = plan.config.models.judge_model
+    n = len(relevant)
+    if cfg.head_method == "window":
+        calls, size, prompt = (
+            window_calls(n, cfg.head_k, cfg.window, cfg.head_votes),
+            cfg.window,
+            LISTWISE,
+        )
+        model: Any = ListwiseInput
+    else:
+        calls, size, prompt = setwise_calls(n, cfg.head_k, cfg.set_size), cfg.set_size, SETWISE
+        model = SetwiseInput
+    shown = [Passage(id=i, text=t) for i, (_, t) in enumerate(relevant[: min(n, size)], 1)]
+    tokens = count_messages(
+        judge, _structured(prompt, model(question=q.question, passages=shown), q.language)
+    )
+    line = plan.line("sort", f"head ordering ({cfg.head_method})", judge)
+    line.calls += calls
+    line.tokens_in += calls * tokens
+    line.tokens_out += calls * plan.reply_tokens("sort", prompt.key, "verdict_tokens")
 
 
 # -- ground_truth -------------------------------------------------------------------------

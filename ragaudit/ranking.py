@@ -125,10 +125,22 @@ def judge_gains(ordered: Sequence[str], groups: Sequence[int] | None = None) -> 
 
 
 def full_judge_ranks(
-    ordered: Sequence[str], tie_group: Sequence[int], irrelevant: Sequence[str]
+    ordered: Sequence[str],
+    tie_group: Sequence[int],
+    irrelevant: Sequence[str],
+    grades: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
-    """Ranks of every judged id: the ordered relevant ones, then all irrelevant ones tied last."""
-    groups = list(tie_group) + [max(tie_group, default=-1) + 1] * len(irrelevant)
+    """Ranks of every judged id: the ordered relevant ones, then the irrelevant ones.
+
+    Without ``grades`` the irrelevant ones are all tied last; with them, they are tied within
+    each grade, a better grade first (``irrelevant`` in that order).
+    """
+    base = max(tie_group, default=-1) + 1
+    if grades is None:
+        groups = list(tie_group) + [base] * len(irrelevant)
+    else:
+        distinct = sorted({grades[c] for c in irrelevant}, reverse=True)
+        groups = list(tie_group) + [base + distinct.index(grades[c]) for c in irrelevant]
     return average_ranks([*ordered, *irrelevant], groups)
 
 

@@ -77,14 +77,15 @@ VERDICTS = _schema(
         ("run_id", _str),
         ("question_id", _str),
         ("context_id", _str),
-        ("relevant", _bool),
+        ("grade", _i64),  # 0-3; null when the verdict failed
+        ("relevant", _bool),  # grade at or above sort.relevant_grade
         ("reason", _str),
         ("status", _str),
         ("error", _str),
         # What was done to fit the judge's window (the candidate judged in parts), else null.
         ("note", _str),
     ],
-    version=2,
+    version=3,
 )
 
 COMPARISONS = _schema(
@@ -92,6 +93,7 @@ COMPARISONS = _schema(
     [
         ("run_id", _str),
         ("question_id", _str),
+        ("method", _str),  # pairwise | setwise | listwise
         ("first_id", _str),
         ("second_id", _str),
         ("choice_ab", _str),
@@ -103,8 +105,12 @@ COMPARISONS = _schema(
         ("error", _str),
         # What was done to fit the judge's window (contexts cut to their heads), else null.
         ("note", _str),
+        # Setwise and listwise calls: the ids in the order shown, and the chosen id or the
+        # judge's order (null when the call failed).
+        ("shown_ids", _strs),
+        ("chosen_ids", _strs),
     ],
-    version=2,
+    version=3,
 )
 
 RANKING = _schema(
@@ -122,7 +128,15 @@ RANKING = _schema(
         ("judge_calls", _i64),
         ("status", _str),
         ("error", _str),
+        ("order_mode", _str),  # full | head | none
+        ("method", _str),  # pairwise:<strategy> | head:<method> | grades
+        ("relevance_calls", _i64),
+        ("relevance_tokens", _i64),
+        ("ordering_calls", _i64),
+        ("ordering_tokens", _i64),
+        ("ordering_failed", _i64),  # ordering calls (pairs, for pairwise) without an answer
     ],
+    version=2,
 )
 
 AGREEMENT = _schema(
@@ -138,7 +152,10 @@ AGREEMENT = _schema(
         ("n_questions", _i64),
         ("status", _str),
         ("reason", _str),
+        # Positions of the judge's order that were ordered exactly (null: all of them).
+        ("exact_k", _i64),
     ],
+    version=2,
 )
 
 GROUND_TRUTH = _schema(

@@ -277,7 +277,7 @@ async def consistency(items: list[Labelled], deps: Deps) -> list[dict[str, Any]]
             )
         except JudgeError:
             return None
-        return out.relevant
+        return out.grade >= 2  # relevant at TREC's cut, as the sort stage's default
 
     async def bias(pair: dict[float, Labelled]) -> float | None:
         good, bad = pair[1.0].sample, pair[0.0].sample

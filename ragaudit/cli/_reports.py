@@ -223,3 +223,15 @@ def runs(
         started = (r.started_at or "")[:19].replace("T", " ")
         table.add_row(r.run_id, started, r.judge or "", _num(r.means[trend]), ci)
     console.print(table)
+
+
+@app.command("export-trec")
+def export_trec_cmd(run: str, runs_root: RootOpt = None) -> None:
+    """Write a run's TREC files (qrels.judge.txt, qrels.gold.txt, run.engine.txt) in its folder."""
+    from ragaudit.trec import export_trec
+
+    written = export_trec(_run_dir(run, runs_root))
+    if not written:
+        raise RagauditError(f"run '{run}': no candidates table, nothing to export")
+    for path in written:
+        console.print(str(path))

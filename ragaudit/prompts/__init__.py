@@ -1,6 +1,7 @@
 """Judge prompts as typed data, one module per judge, in English and Chinese."""
 
 from ragaudit.prompts._base import LANGUAGES, Prompt
+from ragaudit.prompts.listwise import LISTWISE, ListwiseInput, ListwiseRanking
 from ragaudit.prompts.pairwise import PAIRWISE, PairwiseInput, PairwisePreference
 from ragaudit.prompts.reference import (
     ANSWER_GROUP,
@@ -10,14 +11,30 @@ from ragaudit.prompts.reference import (
     MergedAnswer,
     MergeInput,
 )
-from ragaudit.prompts.relevance import RELEVANCE, RelevanceInput, RelevanceVerdict
+from ragaudit.prompts.relevance import RELEVANCE, RelevanceGrade, RelevanceInput
+from ragaudit.prompts.relevance_batch import (
+    RELEVANCE_BATCH,
+    BatchRelevanceGrades,
+    BatchRelevanceInput,
+)
+from ragaudit.prompts.setwise import SETWISE, Passage, SetwiseChoice, SetwiseInput
 
 __all__ = [
     "ANSWER_GROUP",
     "LANGUAGES",
     "MERGE",
     "PAIRWISE",
+    "LISTWISE",
     "RELEVANCE",
+    "RELEVANCE_BATCH",
+    "SETWISE",
+    "BatchRelevanceGrades",
+    "BatchRelevanceInput",
+    "ListwiseInput",
+    "ListwiseRanking",
+    "Passage",
+    "SetwiseChoice",
+    "SetwiseInput",
     "GroupAnswer",
     "GroupAnswerInput",
     "MergeInput",
@@ -26,5 +43,5 @@ __all__ = [
     "PairwisePreference",
     "Prompt",
     "RelevanceInput",
-    "RelevanceVerdict",
+    "RelevanceGrade",
 ]

@@ -86,6 +86,8 @@ def findings_markdown(report: Report) -> str:
             lines.append(
                 "Failed calls: " + ", ".join(f"{reason} × {n}" for reason, n in total.failures)
             )
+    if report.judge_cost is not None:
+        lines.append("Sort stage, " + report.judge_cost.line())
     return "\n".join(lines) + "\n"
 
 

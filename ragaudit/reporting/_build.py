@@ -17,6 +17,7 @@ from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
+    JudgeCost,
     MetricSummary,
     NdcgPoint,
     QuestionRow,
@@ -30,6 +31,31 @@ from ragaudit.runfolder import RunFolder
 
 # Reference answers the score stage reads instead of the question set's (tasks/score.py).
 USABLE_REFERENCE = frozenset({"ok", "partial"})
+
+
+def judge_cost(run: RunFolder) -> JudgeCost | None:
+    """Judge calls and prompt tokens per question of the sort stage, from its ``ranking`` table.
+
+    None for a run without the sort stage, or one written before the table counted them.
+    """
+    if not run.has("ranking"):
+        return None
+    rows = run.read("ranking").to_pylist()
+    if not rows or rows[0].get("relevance_calls") is None:
+        return None
+    n = len(rows)
+
+    def mean(col: str) -> float:
+        return sum(r.get(col) or 0 for r in rows) / n
+
+    return JudgeCost(
+        questions=n,
+        method=rows[0].get("method"),
+        relevance_calls=mean("relevance_calls"),
+        relevance_tokens=mean("relevance_tokens"),
+        ordering_calls=mean("ordering_calls"),
+        ordering_tokens=mean("ordering_tokens"),
+    )
 
 
 def run_folder(run_dir: Path | str) -> RunFolder:
@@ -362,6 +388,7 @@ def build_report(run_dir: Path | str) -> Report:
         timings=manifest.get("timings", {}),
         ndcg_curve=curve,
         manifest=manifest,
+        judge_cost=judge_cost(run),
     )
 
 

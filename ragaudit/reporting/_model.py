@@ -168,6 +168,28 @@ class StageCalls:
 
 
 @dataclass(frozen=True)
+class JudgeCost:
+    """What the sort stage asked of the judge, per question, for grading and for ordering."""
+
+    questions: int
+    method: str | None
+    """How the relevant candidates were ordered (``head:window``, ``pairwise:sample``, ...)."""
+    relevance_calls: float
+    relevance_tokens: float
+    ordering_calls: float
+    ordering_tokens: float
+
+    def line(self) -> str:
+        """One line for a report: calls and prompt tokens per question, each phase."""
+        return (
+            f"judge per question: relevance {self.relevance_calls:,.0f} calls, "
+            f"{self.relevance_tokens:,.0f} prompt tokens; ordering ({self.method or '-'}) "
+            f"{self.ordering_calls:,.0f} calls, {self.ordering_tokens:,.0f} prompt tokens "
+            f"(mean over {self.questions} questions)"
+        )
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything one run's report shows."""
 
@@ -204,6 +226,8 @@ class Report:
     """Mean NDCG@k for k = 1..K of the engine's and the judge's orders (gold or judge gains)."""
     manifest: dict[str, Any] = field(default_factory=dict)
     """The run's manifest.json as written (config, git, packages, models, warnings)."""
+    judge_cost: JudgeCost | None = None
+    """The sort stage's judge calls and prompt tokens per question (None: no sort stage)."""
 
     def summary_for(self, metric: str) -> MetricSummary | None:
         """The summary row of ``metric``, or None."""
@@ -246,6 +270,7 @@ def _jsonable(obj: Any) -> Any:
 __all__ = [
     "AgreementRow",
     "ContextRow",
+    "JudgeCost",
     "MetricSummary",
     "NdcgPoint",
     "QuestionRow",

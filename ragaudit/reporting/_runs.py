@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragaudit.reporting._build import _read, question_set_hash, run_folder
+from ragaudit.reporting._build import _read, judge_cost, question_set_hash, run_folder
+from ragaudit.reporting._model import JudgeCost
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -26,6 +27,8 @@ class RunOverview:
     judge: str | None
     means: dict[str, float | None]
     ci: dict[str, tuple[float | None, float | None]]
+    judge_cost: JudgeCost | None = None
+    """The sort stage's judge calls and prompt tokens per question (None: none recorded)."""
 
 
 def run_overview(run_dir: Path) -> RunOverview:
@@ -45,6 +48,7 @@ def run_overview(run_dir: Path) -> RunOverview:
         judge=manifest.get("models", {}).get("judge"),
         means={r["metric"]: r["mean"] for r in summary},
         ci={r["metric"]: (r["ci_low"], r["ci_high"]) for r in summary},
+        judge_cost=judge_cost(run),
     )
 
 
@@ -119,15 +123,23 @@ def runs_table(runs: list[RunOverview], title: str, width: int = WIDE) -> Table:
         table.add_column("question set", overflow="fold")
         table.add_column("n", justify="right", no_wrap=True)
         table.add_column("judge", overflow="fold")
+        table.add_column("judge calls / prompt tokens per question", overflow="fold")
         names = [m for r in runs for m in r.means]
         table.add_column("means", overflow="fold", min_width=max(map(len, names), default=1) + 6)
     else:
-        table.add_column("started · status · set · judge · means", overflow="fold")
+        table.add_column("started · status · set · judge · cost · means", overflow="fold")
     for r in runs:
         started = (r.started_at or "")[:16].replace("T", " ")
         short = (r.question_set_hash or "").removeprefix("k1:")[:10]
         question_set = f"{Path(r.questions_file or '').name} {short}".strip()
         means = "\n".join(f"{m} {_mean(v)}" for m, v in r.means.items()) or "-"
+        c = r.judge_cost
+        cost = (
+            "-"
+            if c is None
+            else f"relevance {c.relevance_calls:,.0f} / {c.relevance_tokens:,.0f}\n"
+            f"ordering {c.ordering_calls:,.0f} / {c.ordering_tokens:,.0f}"
+        )
         if wide:
             table.add_row(
                 r.run_id,
@@ -136,12 +148,13 @@ def runs_table(runs: list[RunOverview], title: str, width: int = WIDE) -> Table:
                 question_set,
                 str(r.n_questions),
                 r.judge or "",
+                cost,
                 means,
             )
         else:
             table.add_row(
                 r.run_id,
                 f"{started} · {r.status or ''}\n{question_set} · {r.n_questions} questions\n"
-                f"judge {r.judge or '-'}\n{means}",
+                f"judge {r.judge or '-'}\n{cost}\n{means}",
             )
     return table

@@ -37,8 +37,8 @@ def demo_config(tmp_path: Path, judge: str = "fake/judge") -> RunConfig:
 
 def every_candidate_relevant(req: FakeRequest) -> Any:
     """The judge finds every candidate relevant: the prior relevant_share=1.0 is then the truth."""
-    if req.title == "RelevanceVerdict":
-        return {"relevant": True, "reason": "scripted"}
+    if req.title == "RelevanceGrade":
+        return {"grade": 3, "reason": "scripted"}
     return None
 
 
@@ -422,8 +422,8 @@ def record(tmp_path: Path) -> Path:
         "fake/judge",
         relevant=[True] * 9 + [False],
         replies=[
-            ("sort", "relevance@2", "k1", 20),
-            ("sort", "relevance@2", "k2", 30),
+            ("sort", "relevance@3", "k1", 20),
+            ("sort", "relevance@3", "k2", 30),
             ("score:faithfulness", "ragas-0.4.3", "k3", 50),
         ],
         # The judge found the contexts insufficient for the third.
@@ -439,7 +439,7 @@ def record(tmp_path: Path) -> Path:
         status="completed_with_failures",
         relevant=[True, False],
         replies=[
-            ("sort", "relevance@2", "k1", 20),
+            ("sort", "relevance@3", "k1", 20),
             ("score:faithfulness", "ragas-0.4.3+zh", "k4", 70),
         ],
         started_at="2026-11-02T00:00:00",
@@ -449,7 +449,7 @@ def record(tmp_path: Path) -> Path:
         "other-judge",
         "fake/other",
         relevant=[False] * 10,
-        replies=[("sort", "relevance@2", "k9", 5)],
+        replies=[("sort", "relevance@3", "k9", 5)],
     )
     tiny_run(
         root,
@@ -457,7 +457,7 @@ def record(tmp_path: Path) -> Path:
         "fake/judge",
         status="running",
         relevant=[False] * 10,
-        replies=[("sort", "relevance@2", "k8", 5)],
+        replies=[("sort", "relevance@3", "k8", 5)],
     )
     tiny_run(
         root,
@@ -465,7 +465,7 @@ def record(tmp_path: Path) -> Path:
         "fake/judge",
         status="failed",
         relevant=[False] * 10,
-        replies=[("sort", "relevance@2", "k7", 5)],
+        replies=[("sort", "relevance@3", "k7", 5)],
     )
     return root
 
@@ -477,7 +477,7 @@ def test_the_record_reads_finished_runs_of_the_same_judge_only(record: Path) -> 
     assert history.runs == ("r1", "r2")
     assert (history.relevant, history.verdicts) == (10, 12)
     assert history.relevant_share == pytest.approx(10 / 12)
-    relevance = history.reply("sort", "relevance@2")
+    relevance = history.reply("sort", "relevance@3")
     assert relevance is not None and (relevance.calls, relevance.mean_tokens) == (2, 25.0)
     # A metric's prompts pooled over both prompt languages.
     pooled = history.reply("score:faithfulness", None)
@@ -501,7 +501,7 @@ def test_the_relevant_share_is_observed_and_said_so(record: Path) -> None:
         "comparisons tied)" in estimate.evidence
     )
     replies = next(line for line in estimate.evidence if line.startswith("reply tokens"))
-    assert "sort relevance@2 25.0 (2 replies)" in replies
+    assert "sort relevance@3 25.0 (2 replies)" in replies
     # The observed reply length is what each relevance verdict is estimated to cost.
     verdicts = next(line for line in estimate.lines if line.step == "relevance verdicts")
     assert verdicts.tokens_out == pytest.approx(25.0 * verdicts.calls)

@@ -95,9 +95,11 @@ class Oracle:
         ):
             truth = self.relevant[(question, inp["context"])]
             return {"reason": "oracle", "verdict": int(self._bit(truth, question, inp["context"]))}
-        if title == "RelevanceVerdict" and (question, inp.get("context", "")) in self.relevant:
+        if title == "RelevanceGrade" and (question, inp.get("context", "")) in self.relevant:
             truth = self.relevant[(question, inp["context"])]
-            return {"relevant": self._bit(truth, question, inp["context"]), "reason": "oracle"}
+            # A label is yes/no: the grades at the ends of the 0-3 scale.
+            grade = 3 if self._bit(truth, question, inp["context"]) else 0
+            return {"grade": grade, "reason": "oracle"}
         if title == "PairwisePreference":
             one = self.relevant.get((question, inp.get("context_1", "")))
             two = self.relevant.get((question, inp.get("context_2", "")))

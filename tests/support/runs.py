@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,33 @@ def context(config: RunConfig, run_id: str = "t") -> StageContext:
     """A stage context on ``config``'s runs root with its own gateway (no Prefect)."""
     gateway = Gateway(config.cache_dir, concurrency=config.models.concurrency, backoff_s=0.0)
     return StageContext(config=config, run=RunFolder(config.runs_root, run_id), gateway=gateway)
+
+
+def table(run: RunFolder, name: str) -> list[dict[str, Any]]:
+    """A run folder table's rows."""
+    return run.read(name).to_pylist()
+
+
+def graded_set(tmp_path: Path, n: int = 12, seed: int = 7) -> tuple[Path, Path, dict]:
+    """A question set whose candidates come with it, and a qrels file grading them 0-3.
+
+    Some contexts are graded 0 (judged not relevant), some relevant ones are never retrieved,
+    one question has only zero grades, and the engine's scores are all tied (NaN).
+    """
+    rng = random.Random(seed)
+    rows, qrels, grades_of = [], [], {}
+    for q in range(n):
+        qid = f"q{q}"
+        texts = [f"passage {q}-{i}" for i in range(rng.randint(6, 12))]
+        rows.append({"question_id": qid, "question": f"question {q}?", "retrieved_contexts": texts})
+        grades = {f"{qid}#{i}": rng.choice([0, 0, 1, 2, 3]) for i in range(len(texts))}
+        grades[f"{qid}#unretrieved"] = rng.choice([0, 2])
+        if q == 0:
+            grades = dict.fromkeys(grades, 0)
+        grades_of[qid] = grades
+        qrels += [f"{qid} 0 {doc} {g}" for doc, g in grades.items()]
+    questions = tmp_path / "graded.jsonl"
+    questions.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    qrels_path = tmp_path / "graded.qrels"
+    qrels_path.write_text("\n".join(qrels) + "\n", encoding="utf-8")
+    return questions, qrels_path, grades_of

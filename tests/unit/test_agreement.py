@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import math
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytrec_eval
-from support.runs import context, make_config
+from support.runs import context, graded_set, make_config
 
 from ragaudit.agreement import (
     ALL_QUESTIONS,
@@ -54,33 +53,8 @@ def by_metric(rows: list[dict[str, Any]], comparison: str) -> dict[str, dict[str
     return {r["metric"]: r for r in rows if r["comparison"] == comparison}
 
 
-def _graded_set(tmp_path: Path, n: int = 12, seed: int = 7) -> tuple[Path, Path, dict]:
-    """A question set whose candidates come with it, and a qrels file grading them 0-3.
-
-    Some contexts are graded 0 (judged not relevant), some relevant ones are never retrieved,
-    one question has only zero grades, and the engine's scores are all tied (NaN).
-    """
-    rng = random.Random(seed)
-    rows, qrels, grades_of = [], [], {}
-    for q in range(n):
-        qid = f"q{q}"
-        texts = [f"passage {q}-{i}" for i in range(rng.randint(6, 12))]
-        rows.append({"question_id": qid, "question": f"question {q}?", "retrieved_contexts": texts})
-        grades = {f"{qid}#{i}": rng.choice([0, 0, 1, 2, 3]) for i in range(len(texts))}
-        grades[f"{qid}#unretrieved"] = rng.choice([0, 2])
-        if q == 0:
-            grades = dict.fromkeys(grades, 0)
-        grades_of[qid] = grades
-        qrels += [f"{qid} 0 {doc} {g}" for doc, g in grades.items()]
-    questions = tmp_path / "graded.jsonl"
-    questions.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    qrels_path = tmp_path / "graded.qrels"
-    qrels_path.write_text("\n".join(qrels) + "\n", encoding="utf-8")
-    return questions, qrels_path, grades_of
-
-
 async def test_gold_agreement_without_a_judge_equals_trec_eval(tmp_path, fake) -> None:
-    questions, qrels, grades_of = _graded_set(tmp_path)
+    questions, qrels, grades_of = graded_set(tmp_path)
     config = make_config(
         tmp_path,
         questions=str(questions),
@@ -181,6 +155,9 @@ def test_qrels_errors_name_the_line(tmp_path) -> None:
     path.write_text("q1 0 d1 1\nq1 0 d2 high\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"bad.qrels: line 2: grade 'high' is not an integer"):
         load_qrels(path)
-    path.write_text("q1 0 d1\n", encoding="utf-8")
+    path.write_text("q1 0 d1\n", encoding="utf-8")  # read as BEIR: its score is "d1"
+    with pytest.raises(InputError, match="line 1: grade 'd1' is not an integer"):
+        load_qrels(path)
+    path.write_text("q1 d1\n", encoding="utf-8")
     with pytest.raises(InputError, match="line 1: expected 'qid iteration docid grade'"):
         load_qrels(path)

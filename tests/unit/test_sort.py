@@ -17,15 +17,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy.stats import kendalltau, rankdata, spearmanr
+from scipy.stats import kendalltau, spearmanr
 from sklearn.metrics import ndcg_score
-from support.runs import REPO, SHARED_DATA, context, make_config, write_question
+from support.runs import REPO, SHARED_DATA, context, make_config, table, write_question
 
 from ragaudit.cache import canonical_json, count_prompt, count_tokens
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig
 from ragaudit.ordering import STRATEGIES, _SampleSort, binary_insertion, options_for, sample_sort
-from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import (
     AGREEMENT,
     COMPARISONS,
@@ -40,10 +39,6 @@ ALL = ("sample", "insertion", "merge", "quick")
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def table(run: RunFolder, name: str) -> list[dict[str, Any]]:
-    return run.read(name).to_pylist()
 
 
 def ids_of(req: FakeRequest, texts: dict[str, str]) -> tuple[str, str]:
@@ -91,13 +86,13 @@ async def test_first_position_bias_cancels_out(config_factory, fake, strategy) -
         f"c{i:02d}": f"Passage {i}: the harbour was founded in year {1000 + 37 * i}."
         for i in range(12)
     }
-    config = config_factory(sort__strategy=strategy)
+    config = config_factory(sort__strategy=strategy, sort__order="full")
     ctx = context(config)
     write_question(ctx.run, texts)
 
     def responder(req: FakeRequest) -> dict[str, Any] | None:
-        if req.title == "RelevanceVerdict":
-            return {"relevant": True, "reason": "scripted"}
+        if req.title == "RelevanceGrade":
+            return {"grade": 3, "reason": "scripted"}
         if req.title == "PairwisePreference":
             return {"better": 1, "reason": "the first one"}  # whatever is shown first
         return None
@@ -122,7 +117,10 @@ async def test_first_position_bias_cancels_out(config_factory, fake, strategy) -
             return responder(req)
 
         one_way = config_factory(
-            sort__strategy=strategy, sort__both_orders=False, cache_dir=f"{config.cache_dir}-{n}"
+            sort__strategy=strategy,
+            sort__both_orders=False,
+            sort__order="full",
+            cache_dir=f"{config.cache_dir}-{n}",
         )
         ctx1 = context(one_way, f"one-way-{n}")
         write_question(ctx1.run, texts)
@@ -287,11 +285,11 @@ async def test_top_k_orders_the_head_exactly_and_partitions_the_rest(strategy) -
 
 async def test_top_k_in_the_stage_writes_exact_k(config_factory, fake) -> None:
     texts = {f"c{i:02d}": f"Passage {i} " + "harbour " * (i % 7) for i in range(20)}
-    config = config_factory(sort__top_k_exact=5)
+    config = config_factory(sort__top_k_exact=5, sort__order="full")
     ctx = context(config)
     write_question(ctx.run, texts, question="harbour")
     with fake.script(
-        lambda r: {"relevant": True, "reason": "s"} if r.title == "RelevanceVerdict" else None
+        lambda r: {"grade": 3, "reason": "s"} if r.title == "RelevanceGrade" else None
     ):
         await sort(ctx)
     ranking = table(ctx.run, "ranking")[0]
@@ -314,10 +312,12 @@ async def test_sort_visit_ties_config_reaches_the_sample_sort(
 
     monkeypatch.setattr(_SampleSort, "__init__", spy)
     texts = {f"c{i:02d}": f"Passage {i} " + "harbour " * (i % 7) for i in range(12)}
-    ctx = context(config_factory(sort__strategy=strategy, sort__visit_ties=visit))
+    ctx = context(
+        config_factory(sort__strategy=strategy, sort__visit_ties=visit, sort__order="full")
+    )
     write_question(ctx.run, texts, question="harbour")
     with fake.script(
-        lambda r: {"relevant": True, "reason": "s"} if r.title == "RelevanceVerdict" else None
+        lambda r: {"grade": 3, "reason": "s"} if r.title == "RelevanceGrade" else None
     ):
         await sort(ctx)
     # One sample sort for the one question, built with the setting; another strategy is never
@@ -333,14 +333,14 @@ async def test_stage_records_verdicts_comparisons_and_failures(config_factory, f
     quality = {
         cid: float(i) for i, cid in enumerate(reversed(list(texts)))
     }  # engine order is worst first
-    config = config_factory(models__max_retries=0)
+    config = config_factory(models__max_retries=0, sort__order="full")
     ctx = context(config)
     write_question(ctx.run, texts)
 
     def responder(req: FakeRequest) -> Any:
-        if req.title == "RelevanceVerdict":
+        if req.title == "RelevanceGrade":
             cid = next(c for c, t in texts.items() if t == req.payload["context"])
-            return {"relevant": cid != "c09", "reason": f"{cid} judged"}
+            return {"grade": 0 if cid == "c09" else 3, "reason": f"{cid} judged"}
         if req.title == "PairwisePreference":
             a, b = ids_of(req, texts)
             if "c00" in (a, b):
@@ -396,7 +396,7 @@ async def test_contexts_over_the_judge_window_are_fitted_and_noted(config_factor
         "small": "The harbour was built in 1850, records say.",
         "huge": filler * 15_000,  # ~1 MB: more parts than are ever judged
     }
-    config = config_factory(judge=judge, models__max_output_tokens=answer)
+    config = config_factory(judge=judge, models__max_output_tokens=answer, sort__order="full")
     ctx = context(config)
     write_question(ctx.run, texts, question="When was the harbour built?")
     await sort(ctx)
@@ -407,11 +407,11 @@ async def test_contexts_over_the_judge_window_are_fitted_and_noted(config_factor
     assert verdicts["small"]["relevant"] and verdicts["small"]["note"] is None
     big = verdicts["big"]
     assert big["status"] == "ok" and big["relevant"] is True, big
-    assert "judged in" in big["note"] and "relevant if any part is" in big["note"]
-    assert "its first" not in big["note"], big["note"]  # every part of it was judged
+    assert "graded in" in big["note"] and "the best part's grade" in big["note"]
+    assert "its first" not in big["note"], big["note"]  # every part of it was graded
     huge = verdicts["huge"]
     assert huge["relevant"] is False and "(its first 16 only)" in huge["note"]
-    assert "relevant parts: none" in huge["note"]
+    assert huge["grade"] < 2 and "part grades: 1:" in huge["note"]
     (row,) = table(ctx.run, "comparisons")
     assert row["status"] == "ok" and "compared on fitted heads" in row["note"]
     assert "big to its first" in row["note"] and "small" not in row["note"]
@@ -482,9 +482,17 @@ def _dureader_question_set(path: Path, n: int) -> None:
 
 
 def _independent(
-    ranking: dict[str, Any], candidates: list[dict[str, Any]], gold: set[str] | None, k: int
+    ranking: dict[str, Any],
+    candidates: list[dict[str, Any]],
+    gold: set[str] | None,
+    k: int,
+    grades: dict[str, int],
 ):
-    """Every agreement metric of one question, recomputed with scipy, scikit-learn and by hand."""
+    """Every agreement metric of one question, recomputed with scipy, scikit-learn and by hand.
+
+    ``grades``: the judge's grades; the irrelevant candidates rank after the relevant ones,
+    tied within a grade.
+    """
     ordered, groups, irrelevant = (
         ranking["ordered_ids"],
         ranking["tie_group"],
@@ -492,8 +500,8 @@ def _independent(
     )
     engine = [c["context_id"] for c in sorted(candidates, key=lambda c: c["engine_rank"])]
     judged = ordered + irrelevant
-    level = {x: g for x, g in zip(ordered, groups, strict=True)}
-    level.update({x: max(groups, default=-1) + 1 for x in irrelevant})
+    level = {x: float(g) for x, g in zip(ordered, groups, strict=True)}
+    level.update({x: max(groups, default=-1) + 1 + (3 - grades[x]) for x in irrelevant})
     common = [e for e in engine if e in level]
     judge_levels = [level[x] for x in common]
     engine_pos = list(range(len(common)))
@@ -520,9 +528,8 @@ def _independent(
         y_score = list(range(len(y_true), 0, -1))
         return ndcg_score(np.array([y_true]), np.array([y_score]), k=k)
 
-    # Graded gains from the judge: n + 1 - average rank within tie groups.
-    avg = rankdata([level[x] for x in ordered], method="average") if ordered else []
-    gains = {x: len(ordered) + 1 - r for x, r in zip(ordered, avg, strict=True)}
+    # TREC's graded NDCG: the judge's grades are the gains.
+    gains = {x: float(g) for x, g in grades.items() if g > 0}
     out["judge_vs_engine", "ndcg"] = ndcg(engine, gains)
 
     def labels(order: list[str], relevant: set[str]) -> dict[str, float]:
@@ -567,6 +574,7 @@ async def test_agreement_metrics_equal_independent_implementations(tmp_path, fak
     for c in table(ctx.run, "candidates"):
         candidates.setdefault(c["question_id"], []).append(c)
     rankings = {r["question_id"]: r for r in table(ctx.run, "ranking")}
+    verdicts = table(ctx.run, "verdicts")
     rows = table(ctx.run, "agreement")
     per_question: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for r in rows:
@@ -578,7 +586,8 @@ async def test_agreement_metrics_equal_independent_implementations(tmp_path, fak
     for qid in gold_questions:
         refs = question_rows[qid]["reference_context_ids"]
         gold = {c["context_id"] for c in candidates[qid] if c["gold_relevant"]} | set(refs or [])
-        expected = _independent(rankings[qid], candidates[qid], gold, rows[0]["k"])
+        grades = {v["context_id"]: v["grade"] for v in verdicts if v["question_id"] == qid}
+        expected = _independent(rankings[qid], candidates[qid], gold, rows[0]["k"], grades)
         assert set(expected) == set(per_question[qid])
         for key, value in expected.items():
             row = per_question[qid][key]

@@ -1,0 +1,49 @@
+"""Judging candidates: graded relevance, then an order where it counts.
+
+Library functions with explicit arguments (a :class:`Judge`: gateway, model, window): the
+``sort`` stage (``ragaudit.tasks.sort``) adapts the run folder's tables to them.
+"""
+
+from ragaudit.judging import _fake  # noqa: F401  (the fake judge's answers)
+from ragaudit.judging._grades import Graded, grade_candidates
+from ragaudit.judging._head import (
+    HEAD_METHODS,
+    SetJudge,
+    setwise_calls,
+    setwise_heap,
+    sliding_window,
+    window_calls,
+)
+from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order
+from ragaudit.judging._order import (
+    Ordered,
+    OrderOptions,
+    by_grade,
+    head_pool,
+    order_one,
+    order_questions,
+)
+from ragaudit.judging._pairwise import PairwiseJudge
+
+__all__ = [
+    "HEAD_METHODS",
+    "Graded",
+    "Judge",
+    "OrderOptions",
+    "Ordered",
+    "PairwiseJudge",
+    "SetJudge",
+    "Spend",
+    "by_grade",
+    "gather_limited",
+    "grade_candidates",
+    "head_pool",
+    "order_one",
+    "order_questions",
+    "parsed",
+    "setwise_calls",
+    "setwise_heap",
+    "shown_order",
+    "sliding_window",
+    "window_calls",
+]

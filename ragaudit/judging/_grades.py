@@ -1,0 +1,218 @@
+"""Graded relevance (0–3) of every candidate of every question."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragaudit import progress
+from ragaudit.cache import Judged
+from ragaudit.dataset import Question
+from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order, stable_key
+from ragaudit.prompts import (
+    RELEVANCE,
+    RELEVANCE_BATCH,
+    BatchRelevanceInput,
+    Passage,
+    RelevanceInput,
+)
+from ragaudit.reference import fit_text
+
+# Fewer tokens than this left for a context: the question alone fills the window.
+MIN_ROOM = 32
+# At most this many parts of one over-long candidate are graded (a context of megabytes is not
+# a retrieved passage: its cost stays bounded, and the note says how much was graded).
+_MAX_PARTS = 16
+# A cl100k token spans at most a few dozen characters: this many per token of room always
+# covers the parts graded, so a huge context is never split in full.
+_CHARS_PER_TOKEN = 32
+
+
+@dataclass
+class Graded:
+    """The grades of one question's candidates.
+
+    Attributes:
+        grades: Context id → grade (0–3), for the candidates graded.
+        relevant: Ids graded at or above the cut, in engine order.
+        irrelevant: Ids graded below the cut, best grade first, engine order inside a grade.
+        unjudged: Ids whose grade failed.
+        rows: One ``verdicts`` row per candidate.
+        spend: What the grading asked of the judge.
+    """
+
+    grades: dict[str, int] = field(default_factory=dict)
+    relevant: list[str] = field(default_factory=list)
+    irrelevant: list[str] = field(default_factory=list)
+    unjudged: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    spend: Spend = field(default_factory=Spend)
+
+
+@dataclass
+class _Verdict:
+    grade: int | None
+    reason: str | None
+    status: str
+    error: str | None
+    note: str | None = None
+
+
+async def _grade_one(judge: Judge, q: Question, text: str, spend: Spend) -> _Verdict:
+    """One candidate's grade, one call (or one per part when it is over the window).
+
+    A candidate too long for one prompt is cut into parts that fit (at paragraph, sentence or
+    word ends) and takes the best grade of its parts: relevance is the presence of something
+    that helps answer, and a part holds it or not regardless of the rest.
+    """
+    whole = await judge.ask(
+        RELEVANCE, RelevanceInput(question=q.question, context=text), q.language
+    )
+    spend.add(whole)
+    if whole.status != "too_long" or whole.calls:
+        v = parsed(whole)
+        return _Verdict(v.grade if v else None, v.reason if v else None, whole.status, whole.error)
+    room = judge.room(RELEVANCE, RelevanceInput(question=q.question, context=""), q.language)
+    if room < MIN_ROOM:
+        return _Verdict(None, None, whole.status, whole.error)
+    head = text[: room * _MAX_PARTS * _CHARS_PER_TOKEN]
+    parts = fit_text(head, room, judge.model)[:_MAX_PARTS]
+    answers: list[Judged[Any]] = await asyncio.gather(
+        *(
+            judge.ask(RELEVANCE, RelevanceInput(question=q.question, context=p), q.language)
+            for p, _ in parts
+        )
+    )
+    for a in answers:
+        spend.add(a)
+    judged_all = sum(len(p) for p, _ in parts) == len(text)
+    graded = [(k, v) for k, a in enumerate(answers, start=1) if (v := parsed(a)) is not None]
+    failed = [k for k, a in enumerate(answers, start=1) if not a.ok]
+    note = (
+        f"context over the judge's window ({whole.prompt_tokens}-token prompt, budget "
+        f"{judge.budget}): graded in {len(parts)} parts"
+        + ("" if judged_all else f" (its first {len(parts)} only)")
+        + ", the best part's grade; part grades: "
+        + (", ".join(f"{k}:{v.grade}" for k, v in graded) or "none")
+        + (f"; failed parts: {', '.join(map(str, failed))}" if failed else "")
+    )
+    if not graded:
+        first = answers[failed[0] - 1] if failed else whole
+        return _Verdict(None, None, first.status, first.error, note)
+    _, best = max(graded, key=lambda kv: kv[1].grade)
+    return _Verdict(best.grade, best.reason, "ok", None, note)
+
+
+async def _grade_batch(
+    judge: Judge, q: Question, chunk: Sequence[tuple[str, str]], spend: Spend
+) -> dict[str, _Verdict]:
+    """Grades of several candidates in one call; one call each when the batch cannot be used."""
+    shown = shown_order([cid for cid, _ in chunk])
+    texts = dict(chunk)
+    inp = BatchRelevanceInput(
+        question=q.question,
+        passages=[Passage(id=i, text=texts[cid]) for i, cid in enumerate(shown, start=1)],
+    )
+    out = await judge.ask(RELEVANCE_BATCH, inp, q.language)
+    spend.add(out)
+    value = parsed(out)
+    if out.status == "too_long" and not out.calls:
+        # Over the window together: each on its own (and cut in parts if it must be).
+        alone = await asyncio.gather(*(_grade_one(judge, q, t, spend) for _, t in chunk))
+        return {cid: v for (cid, _), v in zip(chunk, alone, strict=True)}
+    got = {g.id: g for g in value.grades} if value is not None else {}
+    verdicts = {}
+    for i, cid in enumerate(shown, start=1):
+        if i in got:
+            verdicts[cid] = _Verdict(got[i].grade, got[i].reason, "ok", None, None)
+        elif value is not None:
+            verdicts[cid] = _Verdict(
+                None, None, "failed", f"no grade for passage {i} in the answer"
+            )
+        else:
+            verdicts[cid] = _Verdict(None, None, out.status, out.error)
+    return verdicts
+
+
+async def grade_candidates(
+    judge: Judge,
+    questions: Mapping[str, Question],
+    candidates: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    relevant_grade: int = 2,
+    per_call: int = 1,
+    run_id: str = "",
+) -> dict[str, Graded]:
+    """A grade (0–3) for every candidate, under the gateway's limit.
+
+    Args:
+        judge: The judge.
+        questions: Question id → question.
+        candidates: Question id → its candidates (``context_id``, ``text``), engine order.
+        relevant_grade: The lowest grade that counts as relevant.
+        per_call: Candidates graded per call. With 1 a grade depends only on the question, the
+            candidate's text, the judge and the prompt, so a re-run whose engine returns the
+            same candidates in any order pays nothing for them. Above 1 the candidates of a
+            question are grouped by their ids (not by engine order) into calls of that size.
+        run_id: Written in every row.
+    """
+    spends = {qid: Spend() for qid in candidates}
+    units: list[tuple[str, list[tuple[str, str]]]] = []
+    for qid, rows in candidates.items():
+        pairs = [(c["context_id"], c["text"]) for c in rows]
+        if per_call <= 1:
+            units += [(qid, [p]) for p in pairs]
+        else:
+            pairs.sort(key=lambda p: stable_key(p[0]))
+            units += [(qid, pairs[i : i + per_call]) for i in range(0, len(pairs), per_call)]
+    total = sum(len(chunk) for _, chunk in units)
+    with progress.bar("sort: relevance", total) as bar:
+
+        async def grade(unit: tuple[str, list[tuple[str, str]]]) -> dict[str, _Verdict]:
+            qid, chunk = unit
+            q, spend = questions[qid], spends[qid]
+            if len(chunk) == 1:
+                out = {chunk[0][0]: await _grade_one(judge, q, chunk[0][1], spend)}
+            else:
+                out = await _grade_batch(judge, q, chunk, spend)
+            bar.advance(len(chunk))
+            return out
+
+        done = await gather_limited(units, grade, limit=judge.in_flight)
+
+    verdicts: dict[str, dict[str, _Verdict]] = {qid: {} for qid in candidates}
+    for (qid, _), out in zip(units, done, strict=True):
+        verdicts[qid].update(out)
+    result = {}
+    for qid, rows in candidates.items():
+        g = Graded(spend=spends[qid])
+        for c in rows:
+            cid = c["context_id"]
+            v = verdicts[qid][cid]
+            g.rows.append(
+                {
+                    "run_id": run_id,
+                    "question_id": qid,
+                    "context_id": cid,
+                    "grade": v.grade,
+                    "relevant": None if v.grade is None else v.grade >= relevant_grade,
+                    "reason": v.reason,
+                    "status": v.status,
+                    "error": v.error,
+                    "note": v.note,
+                }
+            )
+            if v.grade is None:
+                g.unjudged.append(cid)
+                continue
+            g.grades[cid] = v.grade
+            (g.relevant if v.grade >= relevant_grade else g.irrelevant).append(cid)
+        # sorted() is stable: engine order inside a grade.
+        g.irrelevant.sort(key=lambda cid: -g.grades[cid])
+        result[qid] = g
+    return result
+
+
+__all__ = ["MIN_ROOM", "Graded", "grade_candidates"]

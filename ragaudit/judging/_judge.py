@@ -1,0 +1,113 @@
+"""The judge as the judging algorithms see it: a gateway, a model and its window."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from ragaudit.cache import Gateway, Judged, structured_prompt_tokens
+from ragaudit.concurrency import gather_limited
+from ragaudit.prompts import Prompt
+
+T = TypeVar("T")
+R = TypeVar("R")
+V = TypeVar("V", bound=BaseModel)
+
+# Tokens kept free when a context is cut to fit: BPE may merge a few tokens differently where
+# the cut text meets the prompt's JSON.
+FIT_SLACK = 8
+
+
+@dataclass(frozen=True)
+class Judge:
+    """One judge model behind the gateway, with what every judge call needs.
+
+    Attributes:
+        gateway: The gateway every call goes through (memo, limits, call log).
+        model: The judge model string.
+        window: The judge's context window in tokens.
+        max_tokens: The answer's ``max_tokens``.
+        temperature: Sampling temperature.
+        in_flight: Items (candidates, questions) worked on at once; the gateway's own limit
+            bounds the calls.
+    """
+
+    gateway: Gateway
+    model: str
+    window: int
+    max_tokens: int
+    temperature: float = 0.0
+    in_flight: int = 64
+
+    @property
+    def budget(self) -> int:
+        """Tokens a judge prompt may use: the window less the answer's ``max_tokens``."""
+        return self.window - self.max_tokens
+
+    async def ask(self, prompt: Prompt[Any, V], inp: BaseModel, language: str) -> Judged[V]:
+        """One structured judge answer to ``prompt`` on ``inp`` (never raises for the model)."""
+        return await self.gateway.astructured(
+            model=self.model,
+            messages=prompt.messages(inp, language),
+            schema=prompt.output_model,
+            prompt_version=prompt.key,
+            prompt_budget=self.budget,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+
+    def room(self, prompt: Prompt[Any, Any], empty: BaseModel, language: str) -> int:
+        """Tokens left for the contexts: the budget less the prompt rendered with them empty."""
+        fixed = structured_prompt_tokens(
+            self.model, prompt.output_model, prompt.messages(empty, language)
+        )
+        return self.budget - fixed - FIT_SLACK
+
+
+@dataclass
+class Spend:
+    """What one phase of one question asked of the judge."""
+
+    calls: int = 0
+    """Judge answers asked (a prompt over the window is not asked)."""
+    prompt_tokens: int = 0
+    """Prompt tokens of those answers, as the gateway counts them (memo hits included)."""
+    failed: int = 0
+    """Answers that came back without a usable value."""
+
+    def add(self, judged: Judged[Any]) -> None:
+        """Count one answer."""
+        if judged.calls or judged.ok:
+            self.calls += 1
+            self.prompt_tokens += judged.prompt_tokens
+        if not judged.ok:
+            self.failed += 1
+
+
+def parsed(judged: Judged[V] | None) -> V | None:
+    """The parsed answer of a judgement that succeeded; None for a failed or missing one."""
+    return judged.value if judged is not None and judged.ok else None
+
+
+def shown_order(ids: Sequence[str], salt: str = "") -> list[str]:
+    """The order a set of candidates is shown in one prompt: a shuffle seeded by their ids.
+
+    It depends on which ids are shown and on nothing else (not the engine's order, not the
+    order the algorithm holds them in), so the same set is the same prompt, a memo hit, and a
+    judge's preference for a position falls on a different candidate from one set to the next.
+    ``salt`` gives the same set another layout (to ask it again with independent position bias).
+    """
+    seed = salt + "\x1d" + "\x1f".join(sorted(ids))
+    return sorted(ids, key=lambda c: hashlib.sha256(f"{seed}\x1e{c}".encode()).digest())
+
+
+def stable_key(cid: str) -> bytes:
+    """A per-id sort key independent of any input order (where no better order is known)."""
+    return hashlib.sha256(cid.encode()).digest()
+
+
+__all__ = ["Judge", "Spend", "gather_limited", "parsed", "shown_order", "stable_key"]
