@@ -357,6 +357,12 @@ class GroundTruthConfig(_Frozen):
     template, or a tokenizer litellm does not have (the count falls back to cl100k)."""
     overwrite_reference: bool = False
     """Replace a reference the question set already has."""
+    nuggets: bool = True
+    """Also extract nuggets (atomic facts, vital or okay, with the contexts stating each) from
+    the same relevant contexts into ``nuggets.parquet``; the nugget metrics read them."""
+    max_nuggets: int = Field(default=30, ge=1)
+    """Nuggets kept per question after merging: vital ones first, then those more contexts
+    state."""
 
 
 class ScoreConfig(_Frozen):
