@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -365,6 +366,12 @@ class GroundTruthConfig(_Frozen):
     state."""
 
 
+DEFAULT_CITATION_PATTERN = (
+    r"\[(?:doc)?\s*(\d+(?:\s*[,，]\s*(?:doc)?\s*\d+)*)\s*\]|【\s*(\d+(?:\s*[,，]\s*\d+)*)\s*】"
+)
+"""Citations written ``[1]``, ``[1, 2]``, ``[doc3]`` or ``【1】``."""
+
+
 class ScoreConfig(_Frozen):
     """Stage 4: metrics on the system's top-k contexts."""
 
@@ -403,10 +410,25 @@ class ScoreConfig(_Frozen):
     """How finely factual correctness splits texts into claims."""
     factual_correctness_coverage: Literal["low", "high"] = "low"
     """How much of a text factual correctness's claims must cover."""
+    citation_pattern: str = DEFAULT_CITATION_PATTERN
+    """How a citation appears in an answer (a regular expression whose first matching capture
+    group holds a context's 1-based position among the retrieved contexts, its id, or several
+    separated by commas); the default reads ``[1]``, ``[1, 2]``, ``[doc3]`` and ``【1】``."""
     summarization_length_penalty: bool = True
     """Blend a conciseness term into the summarization score."""
     summarization_coeff: float = Field(default=0.5, ge=0.0, le=1.0)
     """Weight of that conciseness term (0: questions answered only, 1: length only)."""
+
+    @field_validator("citation_pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        try:
+            compiled = re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        if compiled.groups < 1:
+            raise ValueError("needs a capture group for the cited context's position or id")
+        return v
 
     @field_validator("answer_correctness_weights")
     @classmethod

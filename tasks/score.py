@@ -110,6 +110,7 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
     answers = ctx.run.answers(ctx.ids)
     refs = ctx.run.ground_truth(ctx.ids)
     candidates = ctx.run.candidates(ids=ctx.ids)
+    nuggets = question_nuggets(ctx)
     samples, no_answer = [], {}
     top_k = ctx.config.score.top_k
     for q in questions:
@@ -126,6 +127,7 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
         )
         pool = candidates.get(q.question_id, [])
         cands = pool[:top_k]
+        found = (nuggets or {}).get(q.question_id, ([], "no nuggets row for this question"))
         gold = q.reference_contexts
         if gold is None and any(c["gold_relevant"] is not None for c in pool):
             gold = [c["text"] for c in pool if c["gold_relevant"]]
@@ -140,9 +142,36 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
                 context_ids=[c["context_id"] for c in cands],
                 reference_contexts=gold,
                 reference_context_ids=q.reference_context_ids,
+                nuggets=None if nuggets is None else found[0],
+                nuggets_note=None if nuggets is None else found[1],
             )
         )
     return samples, no_answer
+
+
+def question_nuggets(
+    ctx: StageContext,
+) -> dict[str, tuple[list[dict[str, Any]], str | None]] | None:
+    """Each question's nuggets (in rank order) and why its list is empty or incomplete.
+
+    None when the run has no nuggets table.
+    """
+    if not ctx.run.has("nuggets"):
+        return None
+    out: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
+    rows = ctx.run.rows("nuggets", ctx.ids)
+    for row in sorted(rows, key=lambda r: (r["question_id"], r["nugget_index"] or 0)):
+        note = row["reason"] or (None if row["status"] == "ok" else row["status"])
+        found, _ = out.setdefault(row["question_id"], ([], note))
+        if row["text"] is not None:
+            found.append(
+                {
+                    "text": row["text"],
+                    "importance": row["importance"],
+                    "context_ids": list(row["context_ids"] or []),
+                }
+            )
+    return out
 
 
 def make_deps(ctx: StageContext) -> Deps:
