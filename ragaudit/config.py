@@ -127,6 +127,12 @@ class HttpAnswerConfig(_Frozen):
     json_path: str | None = None
     """Where the answer is in a JSON response (``answer``, ``data.choices[0].text``, or with a
     leading ``$.``); with ``lines``, applied to the last line."""
+    citations_path: str | None = None
+    """Where a JSON response lists the documents its answer cites (``references``,
+    ``data.sources``): a list of context ids, or of objects whose ``citation_id_field`` holds
+    one; the answer's marker ``[n]`` then cites the n-th entry (json response mode only)."""
+    citation_id_field: str = "id"
+    """The id's key in each entry of ``citations_path`` when the entries are objects."""
     verify_certs: bool = True
     """Verify the endpoint's TLS certificate."""
     ca_certs: Path | None = None

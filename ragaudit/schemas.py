@@ -67,7 +67,9 @@ ANSWERS = _schema(
         ("error", _str),
         ("source", _str),
         ("latency_s", _f64),
+        ("citation_ids", _strs),  # what the answer's numbered citations point at, when given
     ],
+    version=2,
 )
 
 VERDICTS = _schema(

@@ -142,6 +142,7 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
                 context_ids=[c["context_id"] for c in cands],
                 reference_contexts=gold,
                 reference_context_ids=q.reference_context_ids,
+                citation_ids=answer.get("citation_ids"),
                 nuggets=None if nuggets is None else found[0],
                 nuggets_note=None if nuggets is None else found[1],
             )

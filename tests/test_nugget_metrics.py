@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from ragaudit.answers import make_source
 from ragaudit.cache import Gateway
+from ragaudit.config import AnswerConfig
 from ragaudit.metrics import Deps, Sample, resolve
 from ragaudit.nuggets import PlantedFact, PlantedTruth
 from ragaudit.tasks.score import score_rows
@@ -168,3 +170,41 @@ async def test_structured_citations_and_a_custom_pattern(fake, gateway) -> None:
         for s in (custom, given):
             row = await score("citation_recall", s, deps)
             assert (row["status"], row["value"]) == ("ok", 0.5)
+
+
+def test_the_http_source_maps_a_json_responses_cited_documents() -> None:
+    config = AnswerConfig.model_validate(
+        {
+            "source": "http",
+            "http": {
+                "url": "http://qa.invalid/json",
+                "response": "json",
+                "json_path": "answer",
+                "citations_path": "references",
+                "citation_id_field": "doc_id",
+            },
+        }
+    )
+    source = make_source(config)
+    raw = json.dumps(
+        {"answer": "Granite [2]. Tonnes [1].", "references": [{"doc_id": "c0"}, {"doc_id": "c1"}]}
+    )
+    text = source._extract(raw)  # what a response body becomes
+    assert (text, text.citation_ids) == ("Granite [2]. Tonnes [1].", ["c0", "c1"])
+    assert source._extract(json.dumps({"answer": "No list."})).citation_ids == []
+
+
+async def test_markers_point_into_the_sources_cited_documents(fake, gateway) -> None:
+    # The service numbers its own reference list: [1] is c2 here, not the first context.
+    s = make_sample("The arch is made of steel [1].", CONTEXTS, citation_ids=["c2", "c9"])
+    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    with fake.script(PlantedTruth(FACTS)):
+        row = await score("citation_recall", s, deps)
+        far = await score(
+            "citation_precision",
+            make_sample("Granite [2].", CONTEXTS, citation_ids=["c2", "c9"]),
+            deps,
+        )
+    assert (row["status"], row["value"]) == ("ok", 1.0)
+    # c9 is not among the scored contexts: a citation that can support nothing.
+    assert (far["status"], far["value"]) == ("ok", 0.0)

@@ -30,6 +30,9 @@ class Sample:
     when the run has no nuggets table."""
     nuggets_note: str | None = None
     """Why the question has no nuggets (or an incomplete list), from the nuggets table."""
+    citation_ids: list[str] | None = None
+    """What the response's numbered citation markers point at (marker n → the n-th id), when
+    the answer source listed its cited documents; else markers number the contexts."""
     citations: list[list[str]] | None = None
     """Context ids cited per sentence of the response, when the answer source gave them (else
     the citation metrics parse the response's markers)."""

@@ -36,7 +36,11 @@ def cited_sentences(s: Sample, deps: Deps) -> list[CitedSentence]:
             raise Skip(f"citations do not match the answer: {exc}") from None
     else:
         pattern = deps.option("citation_pattern", DEFAULT_PATTERN)
-        cited = parse_citations(response, s.context_ids, pattern)
+        cited = parse_citations(response, s.citation_ids or s.context_ids, pattern)
+    # A cited document the score stage did not keep cannot be judged: it supports nothing.
+    for c in cited:
+        c.unknown += [i for i in c.cited if i not in s.context_ids]
+        c.cited = [i for i in c.cited if i in s.context_ids]
     if not any(c.n_citations for c in cited):
         raise Skip("the answer cites no context")
     return cited
