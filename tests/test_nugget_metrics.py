@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from ragaudit.answers import make_source
+from ragaudit.answers import answer_one, make_source
 from ragaudit.cache import Gateway
 from ragaudit.config import AnswerConfig
+from ragaudit.dataset import Question
 from ragaudit.metrics import Deps, Sample, resolve
 from ragaudit.nuggets import PlantedFact, PlantedTruth
 from ragaudit.tasks.score import score_rows
@@ -208,3 +209,15 @@ async def test_markers_point_into_the_sources_cited_documents(fake, gateway) -> 
     assert (row["status"], row["value"]) == ("ok", 1.0)
     # c9 is not among the scored contexts: a citation that can support nothing.
     assert (far["status"], far["value"]) == ("ok", 0.0)
+
+
+async def test_a_question_sets_citations_field_reaches_the_answer() -> None:
+    source = make_source(AnswerConfig.model_validate({"source": "column"}))
+    question = Question(
+        question_id="q1",
+        question="Q?",
+        response="Granite [1].",
+        metadata={"citations": ["c1", "c4"]},
+    )
+    row = await answer_one(source, question, AnswerConfig.model_validate({"source": "column"}), "r")
+    assert (row["response"], row["citation_ids"]) == ("Granite [1].", ["c1", "c4"])
