@@ -367,6 +367,9 @@ class GroundTruthConfig(_Frozen):
     nuggets: bool = True
     """Also extract nuggets (atomic facts, vital or okay, with the contexts stating each) from
     the same relevant contexts into ``nuggets.parquet``; the nugget metrics read them."""
+    nugget_tokens: int = Field(default=1024, ge=64)
+    """Answer budget of one nugget extraction call (a list of up to ``max_nuggets`` facts
+    needs more room than ``answer_tokens`` may give a short reference)."""
     max_nuggets: int = Field(default=30, ge=1)
     """Nuggets kept per question after merging: vital ones first, then those more contexts
     state."""

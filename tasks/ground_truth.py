@@ -68,7 +68,7 @@ async def nuggets_of(
         lang,
         contexts,
         window=ctx.window(),
-        answer_tokens=cfg.answer_tokens,
+        answer_tokens=cfg.nugget_tokens,
         reserve_tokens=cfg.reserve_tokens,
         temperature=ctx.config.models.temperature,
         max_nuggets=cfg.max_nuggets,
