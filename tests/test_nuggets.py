@@ -134,3 +134,34 @@ async def test_the_stage_writes_the_nuggets_table(config_factory, fake) -> None:
     assert (q2["status"], q2["text"], q2["reason"]) == ("insufficient", None, "no relevant context")
     # The Chinese question was asked with the Chinese prompt.
     assert any("要点" in m["content"] for r in fake.stats.requests for m in r.messages)
+
+
+async def test_a_failed_merge_keeps_its_inputs_and_a_failed_group_is_partial(
+    config_factory, fake
+) -> None:
+    facts, contexts, truth = planted(8, 60, seed=3)
+    planted_judge = PlantedTruth(facts)
+
+    def broken_merges(req: Any) -> Any:
+        return "not json" if req.title == "MergedNuggets" else planted_judge(req)
+
+    gw = gateway_for(config_factory())
+    ask = {"window": 2048, "answer_tokens": 256, "max_nuggets": 100}
+    with fake.script(broken_merges):
+        kept = await extract_nuggets(gw, "fake/judge?window=2048", "Q?", "en", contexts, **ask)
+    # Every extracted nugget survives the failed merges: duplicates, but no fact lost.
+    assert kept.failed_merges > 0 and kept.status == "ok"
+    assert len(kept.nuggets) == kept.extracted
+    assert {planted_judge.fact_of(n.text).key for n in kept.nuggets} == set(truth)
+
+    first = contexts[0][1]
+
+    def broken_group(req: Any) -> Any:
+        if req.title == "ExtractedNuggets" and first in req.payload.get("contexts", []):
+            return "not json"
+        return planted_judge(req)
+
+    with fake.script(broken_group):
+        part = await extract_nuggets(gw, "fake/judge?window=2048", "Q2?", "en", contexts, **ask)
+    assert part.status == "partial" and part.failed_groups == 1
+    assert "not extracted" in "; ".join(part.notes)

@@ -78,6 +78,10 @@ class NuggetResult:
     """Nuggets the map step wrote, before merging."""
     capped: int = 0
     """Nuggets left out by the cap."""
+    failed_groups: int = 0
+    """Groups of contexts whose nuggets could not be extracted."""
+    failed_merges: int = 0
+    """Merges that failed (their inputs were kept unmerged)."""
 
 
 class NuggetExtractor:
@@ -214,6 +218,7 @@ class NuggetExtractor:
             )
             return a + b
         if outcome != "ok":
+            self.result.failed_groups += 1
             self.result.notes.append(
                 f"nuggets of {len(group)} context piece(s) ({', '.join(p[0] for p in group)}) "
                 f"not extracted: {error}"
@@ -285,6 +290,7 @@ class NuggetExtractor:
             a, b = await asyncio.gather(self.merge(group[:mid]), self.merge(group[mid:]))
             return a + b
         if outcome != "ok":
+            self.result.failed_merges += 1
             self.result.notes.append(f"a merge of {len(group)} nuggets failed, kept: {error}")
             return group
         out: list[Nugget] = []
@@ -355,14 +361,14 @@ class NuggetExtractor:
         found = await asyncio.gather(*(self.extract(g) for g in groups))
         nuggets = [n for f in found for n in f]
         r.extracted = len(nuggets)
-        failed_map = any("not extracted" in n for n in r.notes)
         if not nuggets:
-            r.status = "failed" if failed_map else "insufficient"
-            if not failed_map:
+            r.status = "failed" if r.failed_groups else "insufficient"
+            if not r.failed_groups:
                 r.notes.append("no relevant context holds a fact that answers the question")
             return r
         r.nuggets = self.cap(await self.reduce(nuggets))
-        r.status = "partial" if failed_map or any("failed" in n for n in r.notes) else "ok"
+        # A failed merge keeps its inputs: the list is complete, perhaps with repeats.
+        r.status = "partial" if r.failed_groups else "ok"
         return r
 
 
