@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -130,6 +131,12 @@ class HttpAnswerConfig(_Frozen):
     json_path: str | None = None
     """Where the answer is in a JSON response (``answer``, ``data.choices[0].text``, or with a
     leading ``$.``); with ``lines``, applied to the last line."""
+    citations_path: str | None = None
+    """Where a JSON response lists the documents its answer cites (``references``,
+    ``data.sources``): a list of context ids, or of objects whose ``citation_id_field`` holds
+    one; the answer's marker ``[n]`` then cites the n-th entry (json response mode only)."""
+    citation_id_field: str = "id"
+    """The id's key in each entry of ``citations_path`` when the entries are objects."""
     verify_certs: bool = True
     """Verify the endpoint's TLS certificate."""
     ca_certs: Path | None = None
@@ -387,6 +394,21 @@ class GroundTruthConfig(_Frozen):
     template, or a tokenizer litellm does not have (the count falls back to cl100k)."""
     overwrite_reference: bool = False
     """Replace a reference the question set already has."""
+    nuggets: bool = True
+    """Also extract nuggets (atomic facts, vital or okay, with the contexts stating each) from
+    the same relevant contexts into ``nuggets.parquet``; the nugget metrics read them."""
+    nugget_tokens: int = Field(default=1024, ge=64)
+    """Answer budget of one nugget extraction call (a list of up to ``max_nuggets`` facts
+    needs more room than ``answer_tokens`` may give a short reference)."""
+    max_nuggets: int = Field(default=30, ge=1)
+    """Nuggets kept per question after merging: vital ones first, then those more contexts
+    state."""
+
+
+DEFAULT_CITATION_PATTERN = (
+    r"\[(?:doc)?\s*(\d+(?:\s*[,，]\s*(?:doc)?\s*\d+)*)\s*\]|【\s*(\d+(?:\s*[,，]\s*\d+)*)\s*】"
+)
+"""Citations written ``[1]``, ``[1, 2]``, ``[doc3]`` or ``【1】``."""
 
 
 SAMPLING_TEMPERATURE = 0.3
@@ -497,6 +519,22 @@ class ScoreConfig(_Frozen):
     text or one per language (``{en: …, zh: …}``). Scored by listing ``aspect_<name>`` in
     ``metrics``; a built-in aspect's name (harmlessness, maliciousness, coherence, correctness,
     conciseness) redefines it."""
+    citation_pattern: str = DEFAULT_CITATION_PATTERN
+    """How a citation appears in an answer (a regular expression whose first matching capture
+    group holds a context's 1-based position among the retrieved contexts, its id, or several
+    separated by commas); the default reads ``[1]``, ``[1, 2]``, ``[doc3]`` and ``【1】``. Shared
+    by every citation metric, as one answer has one citation style."""
+
+    @field_validator("citation_pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        try:
+            compiled = re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        if compiled.groups < 1:
+            raise ValueError("needs a capture group for the cited context's position or id")
+        return v
 
     @model_validator(mode="before")
     @classmethod

@@ -13,7 +13,9 @@ from ragaudit.prompts.aspect import BUILTIN_ASPECTS
 ASPECT_PREFIX = "aspect_"
 """Aspect critiques are registered, and defined in ``score.aspects``, as ``aspect_<name>``."""
 
-LOWER_IS_BETTER = frozenset({"noise_sensitivity", "noise_sensitivity_irrelevant"})
+LOWER_IS_BETTER = frozenset(
+    {"noise_sensitivity", "noise_sensitivity_irrelevant", "citation_uncited_share"}
+)
 """The registered metrics other than aspects whose smaller values are the better ones."""
 
 

@@ -394,6 +394,8 @@ class Plan:
     """Priors used where the record has nothing (reply and reference lengths)."""
     observed_references: int = 0
     """Written references whose mean length stood in for ``reference_tokens``."""
+    nuggets: dict[str, int] = field(default_factory=dict)
+    """Per question, the nuggets the ground_truth stage is taken to write."""
 
     def share(self, name: str) -> float:
         """The share ``name`` (``relevant_share``, ``tie_share``, ``reference_share``).
@@ -890,6 +892,61 @@ async def estimate_ground_truth(plan: Plan) -> None:
             merges.tokens_out += plan.reply_tokens("ground_truth", MERGE.key, "answer_tokens")
         plan.references[q.question_id] = _placeholder(reference_tokens, q.language, judge, like)
         plan.reference_weight[q.question_id] = written_share
+    if cfg.nuggets:
+        _estimate_nuggets(plan, window)
+
+
+def _estimate_nuggets(plan: Plan, window: int) -> None:
+    """Nugget extraction: the map groups as packed, then one merge of a nugget per context.
+
+    A nugget per relevant context (``statement_tokens`` long) stands in for what the map step
+    writes; the merge rounds are taken as one call, which they are while the nuggets fit one
+    prompt.
+    """
+    from ragaudit.cache import structured_messages
+    from ragaudit.nuggets import NuggetExtractor
+    from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS, MergeNuggetsInput
+
+    config = plan.config
+    cfg = config.ground_truth
+    judge = config.models.judge_model
+    maps = plan.line("ground_truth", "nugget extraction", judge)
+    merges = plan.line("ground_truth", "nugget merges", judge)
+    for q in plan.questions:
+        contexts = [(i, t) for i, t in plan.relevant.get(q.question_id, []) if t and t.strip()]
+        extractor = NuggetExtractor(
+            None,  # type: ignore[arg-type]
+            judge,
+            q.question,
+            q.language,
+            window=window,
+            answer_tokens=cfg.nugget_tokens,
+            reserve_tokens=cfg.reserve_tokens,
+            max_nuggets=cfg.max_nuggets,
+        )
+        if not contexts or extractor.usable < 64:
+            continue
+        for group in extractor.groups(extractor.pieces(contexts)):
+            messages = extractor._messages(EXTRACT, extractor._extract_input(group))
+            maps.calls += 1
+            maps.tokens_in += count_messages(
+                judge, structured_messages(EXTRACT.output_model, messages)
+            )
+            maps.tokens_out += plan.reply_tokens("ground_truth", EXTRACT.key, "answer_tokens")
+        n = len(contexts)
+        like = " ".join(t for _, t in contexts)
+        nugget = _placeholder(plan.assume.statement_tokens, q.language, judge, like)
+        if n > 1:
+            inp = MergeNuggetsInput(question=q.question, nuggets=[nugget] * n)
+            messages = extractor._messages(MERGE_NUGGETS, inp)
+            merges.calls += 1
+            merges.tokens_in += count_messages(
+                judge, structured_messages(MERGE_NUGGETS.output_model, messages)
+            )
+            merges.tokens_out += plan.reply_tokens(
+                "ground_truth", MERGE_NUGGETS.key, "answer_tokens"
+            )
+        plan.nuggets[q.question_id] = min(n, cfg.max_nuggets)
 
 
 # -- score --------------------------------------------------------------------------------
@@ -960,9 +1017,21 @@ def _samples(plan: Plan) -> list[Any]:
                 context_ids=[i for i, _ in cands],
                 reference_contexts=q.reference_contexts,
                 reference_context_ids=q.reference_context_ids,
+                nuggets=_nugget_placeholders(plan, q) if plan.config.ground_truth.nuggets else None,
             )
         )
     return out
+
+
+def _nugget_placeholders(plan: Plan, q: Any) -> list[dict[str, Any]]:
+    """The nuggets the ground_truth stage is taken to write for ``q``, as placeholder facts."""
+    judge = plan.config.models.judge_model
+    like = " ".join(t for _, t in plan.candidates.get(q.question_id, [])[:3])
+    text = _placeholder(plan.assume.statement_tokens, q.language, judge, like)
+    return [
+        {"text": text, "importance": "vital", "context_ids": []}
+        for _ in range(plan.nuggets.get(q.question_id, 0))
+    ]
 
 
 async def estimate_score(plan: Plan) -> None:

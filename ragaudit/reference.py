@@ -172,6 +172,20 @@ def pack(sizes: list[int], capacity: int) -> list[list[int]]:
     return [sorted(g) for g in groups]
 
 
+def relevant_context_ids(
+    ranking: dict[str, Any] | None, candidates: list[dict[str, Any]]
+) -> list[str]:
+    """The ids a question's ground truth is written from, most relevant first.
+
+    The sort stage's relevant ids when it ran, else every candidate in engine order.
+    """
+    if ranking is None:
+        return [c["context_id"] for c in sorted(candidates, key=lambda c: c["engine_rank"])]
+    # A candidate whose relevance verdict failed is not known to be irrelevant: dropping it
+    # could lose the one context that holds a fact, so it follows the relevant ones.
+    return list(dict.fromkeys([*ranking["ordered_ids"], *(ranking.get("unjudged_ids") or [])]))
+
+
 def _is_unknown(answer: str) -> bool:
     """Whether an answer only says "unknown" (in any language we prompt in)."""
     core = answer.strip().strip("。.!！\"'“”").strip().lower()
@@ -614,4 +628,12 @@ class ReferenceWriter:
         }
 
 
-__all__ = ["PlannedCalls", "ReferenceWriter", "fit_text", "json_cost", "pack", "split_text"]
+__all__ = [
+    "PlannedCalls",
+    "ReferenceWriter",
+    "fit_text",
+    "json_cost",
+    "pack",
+    "relevant_context_ids",
+    "split_text",
+]

@@ -68,7 +68,9 @@ ANSWERS = _schema(
         ("error", _str),
         ("source", _str),
         ("latency_s", _f64),
+        ("citation_ids", _strs),  # what the answer's numbered citations point at, when given
     ],
+    version=2,
 )
 
 VERDICTS = _schema(
@@ -176,6 +178,23 @@ GROUND_TRUTH = _schema(
     ],
 )
 
+NUGGETS = _schema(
+    "nuggets",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("nugget_index", _i64),  # 0-based rank in the question's list (vital first); null: none
+        ("text", _str),
+        ("importance", _str),  # vital | okay
+        ("context_ids", _strs),  # the contexts that state the nugget
+        ("status", _str),  # the question's: ok | partial | insufficient | failed | skipped
+        ("reason", _str),  # why the list may be incomplete, or why there is none
+        ("calls", _i64),  # the question's extraction calls (on every row of the question)
+        ("tokens_in", _i64),
+        ("tokens_out", _i64),
+    ],
+)
+
 SCORES = _schema(
     "scores",
     [
@@ -254,6 +273,7 @@ TABLES: dict[str, pa.Schema] = {
         RANKING,
         AGREEMENT,
         GROUND_TRUTH,
+        NUGGETS,
         SCORES,
         SUMMARY,
         RETRIEVAL,
@@ -291,6 +311,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "CANDIDATES",
     "COMPARISONS",
     "GROUND_TRUTH",
+    "NUGGETS",
     "QUESTIONS",
     "RANKING",
     "RETRIEVAL",

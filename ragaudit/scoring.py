@@ -101,11 +101,13 @@ def build_samples(
     references: Mapping[str, dict[str, Any]],
     candidates: Mapping[str, list[dict[str, Any]]],
     top_k: int,
+    nuggets: Mapping[str, tuple[list[dict[str, Any]], str | None]] | None = None,
 ) -> tuple[list[Sample], dict[str, str]]:
     """One sample per question with its top-k contexts, and why a question has no answer.
 
     ``answers`` and ``references`` are the answer and ground-truth rows by question id;
-    ``candidates`` each question's ordered candidate rows.
+    ``candidates`` each question's ordered candidate rows; ``nuggets`` each question's nuggets
+    and why its list is empty or incomplete (None: the run has no nuggets table).
     """
     samples, no_answer = [], {}
     for q in questions:
@@ -122,6 +124,7 @@ def build_samples(
         )
         pool = candidates.get(q.question_id, [])
         cands = pool[:top_k]
+        found = (nuggets or {}).get(q.question_id, ([], "no nuggets row for this question"))
         gold = q.reference_contexts
         if gold is None and any(c["gold_relevant"] is not None for c in pool):
             gold = [c["text"] for c in pool if c["gold_relevant"]]
@@ -136,6 +139,9 @@ def build_samples(
                 context_ids=[c["context_id"] for c in cands],
                 reference_contexts=gold,
                 reference_context_ids=q.reference_context_ids,
+                citation_ids=answer.get("citation_ids"),
+                nuggets=None if nuggets is None else found[0],
+                nuggets_note=None if nuggets is None else found[1],
             )
         )
     return samples, no_answer

@@ -1,20 +1,23 @@
-"""Stage 3, ground_truth: a reference answer per question from all its relevant candidates.
+"""Stage 3, ground_truth: a reference answer and the nuggets of each question.
 
-A thin adapter: it reads the questions, candidates and the sort stage's ranking, asks
-:class:`ragaudit.reference.ReferenceWriter` (split, pack, answer and merge within the judge's
-window) per question, and writes the ``ground_truth`` table with each answer's merge tree.
+A thin adapter: it reads the questions, candidates and the sort stage's ranking, and per
+question asks :class:`ragaudit.reference.ReferenceWriter` for the reference answer (with its
+merge tree) and :func:`ragaudit.nuggets.extract_nuggets` for the nuggets, both from the same
+relevant contexts and concurrently; it writes the ``ground_truth`` and ``nuggets`` tables.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import defaultdict
 from typing import Any
 
 from ragaudit import progress
 from ragaudit.cache import KeyRejected
-from ragaudit.reference import ReferenceWriter
-from ragaudit.schemas import GROUND_TRUTH, to_table
+from ragaudit.nuggets import NuggetResult, extract_nuggets
+from ragaudit.reference import ReferenceWriter, relevant_context_ids
+from ragaudit.schemas import GROUND_TRUTH, NUGGETS, to_table
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, gather_limited, in_flight
 
@@ -54,17 +57,43 @@ async def reference_answer(
     return answer, status, support, writer
 
 
-def _context_ids(ranking: dict[str, Any] | None, candidates: list[dict[str, Any]]) -> list[str]:
-    """The sort stage's relevant ids when it ran, else every candidate in engine order."""
-    if ranking is None:
-        return [c["context_id"] for c in sorted(candidates, key=lambda c: c["engine_rank"])]
-    # A candidate whose relevance verdict failed is not known to be irrelevant: dropping it
-    # could lose the one context that holds a fact, so it follows the relevant ones.
-    return list(dict.fromkeys([*ranking["ordered_ids"], *(ranking.get("unjudged_ids") or [])]))
+async def nuggets_of(
+    ctx: StageContext, question: str, lang: str, contexts: list[tuple[str, str]]
+) -> NuggetResult:
+    """One question's nuggets from ``contexts`` (id, text) with the run's judge and budgets."""
+    cfg = ctx.config.ground_truth
+    return await extract_nuggets(
+        ctx.gateway,
+        ctx.judge,
+        question,
+        lang,
+        contexts,
+        window=ctx.window(),
+        answer_tokens=cfg.nugget_tokens,
+        reserve_tokens=cfg.reserve_tokens,
+        temperature=ctx.config.models.temperature,
+        max_nuggets=cfg.max_nuggets,
+    )
+
+
+def nugget_rows(run_id: str, question_id: str, result: NuggetResult) -> list[dict[str, Any]]:
+    """A question's rows of the ``nuggets`` table; one row with no nugget when it has none."""
+    base = {
+        "run_id": run_id,
+        "question_id": question_id,
+        "status": result.status,
+        "reason": redact("; ".join(result.notes))[:2000] or None,
+        "calls": result.calls,
+        "tokens_in": result.tokens_in,
+        "tokens_out": result.tokens_out,
+    }
+    if not result.nuggets:
+        return [base]
+    return [{**base, "nugget_index": k, **n.as_row()} for k, n in enumerate(result.nuggets)]
 
 
 async def ground_truth(ctx: StageContext) -> list[str]:
-    """Write ``ground_truth``."""
+    """Write ``ground_truth`` and ``nuggets``."""
     cfg = ctx.config.ground_truth
     run_id = ctx.run.run_id
     questions = ctx.run.questions(ctx.ids)
@@ -77,7 +106,7 @@ async def ground_truth(ctx: StageContext) -> list[str]:
         else {}
     )
 
-    async def one(q: Any) -> dict[str, Any]:
+    async def reference_row(q: Any, contexts: list[tuple[str, str]]) -> dict[str, Any]:
         row = {
             "run_id": run_id,
             "question_id": q.question_id,
@@ -87,7 +116,6 @@ async def ground_truth(ctx: StageContext) -> list[str]:
             "tokens_out": 0,
         }
         if q.reference and not cfg.overwrite_reference:
-            bar.advance()
             return {
                 **row,
                 "reference": q.reference,
@@ -95,9 +123,6 @@ async def ground_truth(ctx: StageContext) -> list[str]:
                 "status": "ok",
                 "mode": None,
             }
-        texts = {c["context_id"]: c["text"] for c in candidates[q.question_id]}
-        ids = _context_ids(ranking.get(q.question_id), candidates[q.question_id])
-        contexts = [(i, texts[i]) for i in ids if i in texts]
         try:
             answer, status, support, writer = await reference_answer(
                 ctx, q.question, q.language, contexts
@@ -105,14 +130,12 @@ async def ground_truth(ctx: StageContext) -> list[str]:
         except KeyRejected:
             raise  # every question would be refused: the stage ends at the first
         except Exception as exc:  # one question's failure is its row's, not the run's
-            bar.advance()
             return {
                 **row,
                 "origin": "generated",
                 "status": "failed",
                 "error": redact(f"{type(exc).__name__}: {exc}")[:2000],
             }
-        bar.advance()
         problems = writer.lost + writer.notes
         if status == "insufficient" and not problems:
             problems = [
@@ -131,11 +154,32 @@ async def ground_truth(ctx: StageContext) -> list[str]:
             "tokens_out": writer.tokens_out,
         }
 
+    async def nugget_list(q: Any, contexts: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        if not cfg.nuggets:
+            skipped = NuggetResult([], "skipped", ["ground_truth.nuggets is off"])
+            return nugget_rows(run_id, q.question_id, skipped)
+        try:
+            result = await nuggets_of(ctx, q.question, q.language, contexts)
+        except Exception as exc:  # one question's failure is its row's, not the run's
+            result = NuggetResult([], "failed", [f"{type(exc).__name__}: {exc}"])
+        return nugget_rows(run_id, q.question_id, result)
+
+    async def one(q: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        texts = {c["context_id"]: c["text"] for c in candidates[q.question_id]}
+        ids = relevant_context_ids(ranking.get(q.question_id), candidates[q.question_id])
+        contexts = [(i, texts[i]) for i in ids if i in texts]
+        try:
+            return await asyncio.gather(reference_row(q, contexts), nugget_list(q, contexts))
+        finally:
+            bar.advance()
+
     with progress.bar(f"ground_truth ({cfg.mode})", len(questions)) as bar:
-        rows = await gather_limited(questions, one, limit=in_flight(ctx))
+        done = await gather_limited(questions, one, limit=in_flight(ctx))
     out = ctx.out("ground_truth")
-    ctx.run.write(out, to_table(list(rows), GROUND_TRUTH))
-    return [out]
+    ctx.run.write(out, to_table([r for r, _ in done], GROUND_TRUTH))
+    nuggets_out = ctx.out("nuggets")
+    ctx.run.write(nuggets_out, to_table([n for _, ns in done for n in ns], NUGGETS))
+    return [out, nuggets_out]
 
 
-__all__ = ["ground_truth", "reference_answer", "writer_for"]
+__all__ = ["ground_truth", "nugget_rows", "nuggets_of", "reference_answer", "writer_for"]

@@ -40,7 +40,33 @@ def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
         ctx.run.ground_truth(ctx.ids),
         ctx.run.candidates(ids=ctx.ids),
         ctx.config.score.top_k,
+        nuggets=question_nuggets(ctx),
     )
+
+
+def question_nuggets(
+    ctx: StageContext,
+) -> dict[str, tuple[list[dict[str, Any]], str | None]] | None:
+    """Each question's nuggets (in rank order) and why its list is empty or incomplete.
+
+    None when the run has no nuggets table.
+    """
+    if not ctx.run.has("nuggets"):
+        return None
+    out: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
+    rows = ctx.run.rows("nuggets", ctx.ids)
+    for row in sorted(rows, key=lambda r: (r["question_id"], r["nugget_index"] or 0)):
+        note = row["reason"] or (None if row["status"] == "ok" else row["status"])
+        found, _ = out.setdefault(row["question_id"], ([], note))
+        if row["text"] is not None:
+            found.append(
+                {
+                    "text": row["text"],
+                    "importance": row["importance"],
+                    "context_ids": list(row["context_ids"] or []),
+                }
+            )
+    return out
 
 
 def make_deps(ctx: StageContext) -> Deps:

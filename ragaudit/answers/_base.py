@@ -42,6 +42,20 @@ class AnswerError(Exception):
         self.skipped = skipped
 
 
+class CitedAnswer(str):
+    """An answer whose numbered citation markers point at ``citation_ids``.
+
+    Marker 1 cites the first id: what a service returns that lists the documents it cites.
+    """
+
+    citation_ids: list[str]
+
+    def __new__(cls, text: str, citation_ids: list[str]) -> CitedAnswer:  # noqa: D102
+        out = super().__new__(cls, text)
+        out.citation_ids = citation_ids
+        return out
+
+
 @runtime_checkable
 class AnswerSource(Protocol):
     """The system under test, asked one question at a time."""
@@ -120,6 +134,7 @@ async def answer_one(
                 response=text.strip(),
                 status="ok",
                 latency_s=time.perf_counter() - started,
+                citation_ids=getattr(text, "citation_ids", None),
             )
         except AnswerError as exc:
             if exc.skipped:
@@ -186,6 +201,7 @@ __all__ = [
     "MAX_DELAY_S",
     "AnswerError",
     "AnswerSource",
+    "CitedAnswer",
     "answer_one",
     "make_source",
     "register_source",

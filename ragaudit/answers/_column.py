@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from ragaudit.answers._base import AnswerError, register_source
+from ragaudit.answers._base import AnswerError, CitedAnswer, register_source
 from ragaudit.config import AnswerConfig
 from ragaudit.dataset import Question
 
 
 class ColumnSource:
-    """Reads ``response`` (or a key of the question's ``metadata``) of each question."""
+    """Reads ``response`` (or a key of the question's ``metadata``) of each question.
+
+    A question's ``citations`` field, a list of context ids, says what the answer's numbered
+    markers point at (marker n → the n-th id).
+    """
 
     name = "column"
 
@@ -33,6 +37,10 @@ class ColumnSource:
             raise AnswerError(
                 f"the question set has no {self.column} for this question", skipped=True
             )
+        cited = question.metadata.get("citations")
+        if isinstance(cited, list):
+            # The question set lists what the answer's markers point at, as a service would.
+            return CitedAnswer(str(value), [str(c) for c in cited])
         return str(value)
 
     async def aclose(self) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from ragaudit.answers._base import AnswerError, register_source
+from ragaudit.answers._base import AnswerError, CitedAnswer, register_source
 from ragaudit.config import AnswerConfig, HttpAnswerConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import ConfigError
@@ -243,7 +243,28 @@ class HttpSource:
                     f"(collect.answers.http.json_path): {raw[:200]}",
                     retryable=False,
                 ) from None
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if self.config.citations_path:
+            return CitedAnswer(text, self._citation_ids(data))
+        return text
+
+    def _citation_ids(self, data: Any) -> list[str]:
+        """The ids of the documents the response lists as cited, in its order."""
+        try:
+            entries = json_path(data, self.config.citations_path or "")
+        except KeyError:
+            return []  # an answer that cites nothing may leave the list out
+        if not isinstance(entries, list):
+            raise AnswerError(
+                f"{self.url}: collect.answers.http.citations_path does not hold a list",
+                retryable=False,
+            )
+        field = self.config.citation_id_field
+        return [
+            str(e.get(field)) if isinstance(e, dict) else str(e)
+            for e in entries
+            if not (isinstance(e, dict) and e.get(field) is None)
+        ]
 
     async def aclose(self) -> None:
         """Close the connection pool of the running loop."""

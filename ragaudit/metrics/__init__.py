@@ -13,6 +13,7 @@ from ragaudit.metrics import (  # noqa: F401  (registration)
     _answer_correctness,
     _answer_relevancy,
     _aspect,
+    _citations,
     _context_entity_recall,
     _context_precision,
     _context_recall,
@@ -22,6 +23,7 @@ from ragaudit.metrics import (  # noqa: F401  (registration)
     _lexical,
     _noise_sensitivity,
     _nonllm,
+    _nuggets,
     _semantic,
     _summarization,
 )
@@ -68,6 +70,15 @@ _ORDER = (
     "factual_correctness_recall",
     "semantic_similarity",
     "answer_correctness",
+    "nugget_recall_strict_vital",
+    "nugget_recall_vital",
+    "nugget_recall_strict_all",
+    "nugget_recall_all",
+    "citation_recall",
+    "citation_precision",
+    "citation_support_precision",
+    "citation_support_recall",
+    "citation_uncited_share",
 )
 _ordered = {n: METRICS[n] for n in _ORDER if n in METRICS}
 _ordered.update({n: m for n, m in METRICS.items() if n.startswith("aspect_")})

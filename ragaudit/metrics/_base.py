@@ -38,6 +38,17 @@ class Sample:
     context_ids: list[str]
     reference_contexts: list[str] | None
     reference_context_ids: list[str] | None
+    nuggets: list[dict[str, Any]] | None = None
+    """The question's nuggets (``text``, ``importance``, ``context_ids``), vital first; None
+    when the run has no nuggets table."""
+    nuggets_note: str | None = None
+    """Why the question has no nuggets (or an incomplete list), from the nuggets table."""
+    citation_ids: list[str] | None = None
+    """What the response's numbered citation markers point at (marker n → the n-th id), when
+    the answer source listed its cited documents; else markers number the contexts."""
+    citations: list[list[str]] | None = None
+    """Context ids cited per sentence of the response, when the answer source gave them (else
+    the citation metrics parse the response's markers)."""
 
 
 @dataclass

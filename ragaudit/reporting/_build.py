@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from ragaudit.reporting._model import (
     JudgeCost,
     MetricSummary,
     NdcgPoint,
+    NuggetRow,
     QuestionRow,
     ReferenceRow,
     Report,
@@ -109,6 +111,49 @@ def _by_question(table: pl.DataFrame | None) -> dict[str, dict[str, Any]]:
     if table is None:
         return {}
     return {r["question_id"]: r for r in table.iter_rows(named=True)}
+
+
+# The nugget metrics share one judging per question: any of them gives the verdicts.
+_NUGGET_METRICS = (
+    "nugget_recall_vital",
+    "nugget_recall_strict_vital",
+    "nugget_recall_all",
+    "nugget_recall_strict_all",
+)
+
+
+def _nuggets(
+    rows: list[dict[str, Any]], cells: dict[str, ScoreCell]
+) -> tuple[tuple[NuggetRow, ...], str | None, str | None]:
+    """A question's nuggets with the answer's verdicts, its nugget status and note."""
+    verdicts: dict[str, dict[str, Any]] = {}
+    for name in _NUGGET_METRICS:
+        cell = cells.get(name)
+        if cell is None or cell.status != "ok" or not cell.reason:
+            continue
+        try:
+            judged = json.loads(cell.reason).get("metric", {}).get("nuggets", [])
+        except (ValueError, AttributeError):
+            continue
+        verdicts = {n["text"]: n for n in judged if isinstance(n, dict) and "text" in n}
+        break
+    out = []
+    for r in sorted(rows, key=lambda r: r["nugget_index"] if r["nugget_index"] is not None else -1):
+        if r["text"] is None:
+            continue
+        v = verdicts.get(r["text"], {})
+        out.append(
+            NuggetRow(
+                index=r["nugget_index"],
+                text=r["text"],
+                importance=r["importance"],
+                context_ids=tuple(r["context_ids"] or ()),
+                verdict=v.get("verdict"),
+                verdict_reason=v.get("reason"),
+            )
+        )
+    first = rows[0] if rows else {}
+    return tuple(out), first.get("status"), first.get("reason")
 
 
 def _metric_order(scores: pl.DataFrame | None, configured: list[str]) -> tuple[str, ...]:
@@ -253,6 +298,11 @@ def build_report(run_dir: Path | str) -> Report:
     truth = _read(run, "ground_truth")
     answer_by = _by_question(answers)
     truth_by = _by_question(truth)
+    nugget_table = _read(run, "nuggets")
+    nugget_rows: dict[str, list[dict[str, Any]]] = {}
+    if nugget_table is not None:
+        for r in nugget_table.iter_rows(named=True):
+            nugget_rows.setdefault(r["question_id"], []).append(r)
     engine = _engine_orders(_read(run, "candidates"))
     verdicts: dict[str, dict[str, dict[str, Any]]] = {}
     verdict_table = _read(run, "verdicts")
@@ -288,6 +338,9 @@ def build_report(run_dir: Path | str) -> Report:
             supporting = tuple(ref["supporting_ids"] or ()) if ref else ()
             golds[qid] = _gold(q, engine.get(qid, []))
             order = (ranked.get(qid) or {}).get("ordered_ids") or []
+            nuggets, nuggets_status, nuggets_note = _nuggets(
+                nugget_rows.get(qid, []), cells.get(qid, {})
+            )
             rows.append(
                 QuestionRow(
                     question_id=qid,
@@ -306,6 +359,9 @@ def build_report(run_dir: Path | str) -> Report:
                         golds[qid],
                         set(supporting),
                     ),
+                    nuggets=nuggets,
+                    nuggets_status=nuggets_status if nugget_table is not None else None,
+                    nuggets_note=nuggets_note,
                 )
             )
     curve = ndcg_curve(

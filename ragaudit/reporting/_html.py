@@ -157,6 +157,9 @@ def _drill(q: QuestionRow, metrics: tuple[str, ...], agreement: dict[str, list])
         ],
         "sc": cells,
         "ag": agreement.get(q.question_id, []),
+        "ng": [[n.text, n.importance, list(n.context_ids), n.verdict] for n in q.nuggets],
+        "ns": q.nuggets_status,
+        "nn": q.nuggets_note,
     }
 
 

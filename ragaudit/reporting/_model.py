@@ -82,6 +82,20 @@ class NdcgPoint:
 
 
 @dataclass(frozen=True)
+class NuggetRow:
+    """One nugget of a question, with the nugget metrics' verdict on the answer (if scored)."""
+
+    index: int
+    text: str
+    importance: str
+    context_ids: tuple[str, ...]
+    """The contexts that state it: where a missed fact can be found."""
+    verdict: str | None = None
+    """``support``, ``partial_support`` or ``not_support`` (None: no nugget metric scored)."""
+    verdict_reason: str | None = None
+
+
+@dataclass(frozen=True)
 class QuestionRow:
     """One question with the system's answer, the reference used and every metric's cell."""
 
@@ -99,6 +113,11 @@ class QuestionRow:
     """Ids of the contexts the reference answer was written from."""
     contexts: tuple[ContextRow, ...] = ()
     """The top-k contexts by engine rank (the score stage's k), with the judge's verdicts."""
+    nuggets: tuple[NuggetRow, ...] = ()
+    """The question's nuggets (vital first) with the answer's verdicts."""
+    nuggets_status: Status | None = None
+    """The ground_truth stage's nugget status (None: no nuggets table)."""
+    nuggets_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -273,6 +292,7 @@ __all__ = [
     "JudgeCost",
     "MetricSummary",
     "NdcgPoint",
+    "NuggetRow",
     "QuestionRow",
     "ReferenceRow",
     "Report",

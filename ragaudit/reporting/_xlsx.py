@@ -8,6 +8,7 @@ layout), ``summary``, one sheet per metric with every row's status and reason, a
 from __future__ import annotations
 
 import io
+import json
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -129,6 +130,81 @@ def metric_frame(report: Report, metric: str) -> pl.DataFrame:
     )
 
 
+def nuggets_frame(report: Report) -> pl.DataFrame:
+    """Every question's nuggets: importance, the contexts holding each, the answer's verdict."""
+    rows = [
+        {
+            "question_id": q.question_id,
+            "question": q.question,
+            "rank": n.index,
+            "importance": n.importance,
+            "nugget": n.text,
+            "context_ids": ", ".join(n.context_ids),
+            "verdict": n.verdict,
+            "reason": _clip(n.verdict_reason),
+        }
+        for q in report.questions
+        for n in q.nuggets
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "question_id": pl.String,
+            "question": pl.String,
+            "rank": pl.Int64,
+            "importance": pl.String,
+            "nugget": pl.String,
+            "context_ids": pl.String,
+            "verdict": pl.String,
+            "reason": pl.String,
+        },
+    )
+
+
+def citations_frame(report: Report) -> pl.DataFrame:
+    """Every cited answer's sentences: the contexts each cites and their support."""
+    rows = []
+    for q in report.questions:
+        cell = next(
+            (
+                c
+                for m in ("citation_recall", "citation_precision", "citation_support_recall")
+                if (c := q.scores.get(m)) is not None and c.status == "ok" and c.reason
+            ),
+            None,
+        )
+        if cell is None:
+            continue
+        try:
+            sentences = json.loads(cell.reason or "{}").get("metric", {}).get("sentences", [])
+        except (ValueError, AttributeError):
+            continue
+        for k, s in enumerate(sentences):
+            rows.append(
+                {
+                    "question_id": q.question_id,
+                    "sentence_no": k + 1,
+                    "sentence": s.get("sentence"),
+                    "cited": ", ".join(s.get("cited") or []),
+                    "support": s.get("support"),
+                    "each": json.dumps(s.get("each"), ensure_ascii=False)
+                    if s.get("each")
+                    else None,
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "question_id": pl.String,
+            "sentence_no": pl.Int64,
+            "sentence": pl.String,
+            "cited": pl.String,
+            "support": pl.String,
+            "each": pl.String,
+        },
+    )
+
+
 def run_frame(report: Report) -> pl.DataFrame:
     """Which run, judge and embedder produced the report, and the run's warnings."""
     items = [
@@ -182,8 +258,13 @@ def write_xlsx(report: Report, path: Path) -> Path:
     wb = Workbook(buffer, {"nan_inf_to_errors": True})
     _write(answers_frame(report), wb, "answers", text_widths)
     _write(summary_frame(report), wb, "summary", {"metric": 28})
-    for metric, name in sheet_names(report.metrics, {"answers", "summary", "run"}).items():
+    extra = {"nuggets": nuggets_frame(report), "citations": citations_frame(report)}
+    extra = {k: v for k, v in extra.items() if v.height}
+    taken = {"answers", "summary", "run", *extra}
+    for metric, name in sheet_names(report.metrics, taken).items():
         _write(metric_frame(report, metric), wb, name, text_widths)
+    for name, frame in extra.items():
+        _write(frame, wb, name, {"question": 40, "nugget": 60, "sentence": 60, "reason": 60})
     _write(run_frame(report), wb, "run", {"field": 20, "value": 100})
     wb.close()
     write_bytes(buffer.getvalue(), path)

@@ -4,6 +4,7 @@ requests the fake provider received), English ones stay ragas's; sentences split
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,6 +25,9 @@ PROMPT_MODULES = (
     "claims",
     "correctness",
     "summary",
+    "nuggets",
+    "nugget_assignment",
+    "citation_support",
 )
 
 
@@ -68,7 +72,12 @@ def test_every_prompt_has_chinese_and_english() -> None:
 
 @pytest.mark.parametrize("name", LLM_METRICS)
 async def test_chinese_question_gets_chinese_prompts(fake, gateway, name) -> None:  # noqa: F811
-    row = await score(name, sample(**ZH), make_deps(gateway))
+    s = sample(**ZH)
+    if name.startswith("nugget_"):  # they read the question's nuggets
+        s = replace(s, nuggets=[{"text": s.contexts[0], "importance": "vital", "context_ids": []}])
+    if name.startswith("citation_"):  # they judge cited sentences
+        s = replace(s, response=f"{s.response}[1]")
+    row = await score(name, s, make_deps(gateway))
     assert row["status"] == "ok", row["error"]
     requests = fake.stats.requests
     assert requests, f"{name} asked the judge nothing"
