@@ -954,8 +954,9 @@ def format_validation_error(exc: ValidationError, origin: str) -> str:
     lines = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        # A message may quote the value, which may be megabytes (a --set, an env variable).
-        lines.append(f"{origin}: {clip(field, 120)}: {clip(err['msg'], 300)}")
+        # A message may quote the value, which may be megabytes (a --set, an env variable);
+        # 2,000 characters still hold our own longest, the list of known metric names.
+        lines.append(f"{origin}: {clip(field, 120)}: {clip(err['msg'], 2000)}")
     return "\n".join(lines)
 
 

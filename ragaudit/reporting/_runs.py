@@ -98,7 +98,7 @@ def _mean(value: float | None) -> str:
     return "0.000" if text == "-0.000" else text
 
 
-WIDE = 140
+WIDE = 170
 """Console columns from which ``runs_table`` lays a run out on one row."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -91,11 +92,16 @@ def test_an_error_caused_by_a_ragaudit_error_prints_the_cause(
     assert result.output.strip() == "error: score.metrics: the judge refused every call"
 
 
-def test_an_interrupted_run_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
-    message = "run r1 interrupted by SIGTERM; re-run it to resume"
-    result = _metrics_raising(monkeypatch, Interrupted(message))
-    assert result.exit_code == 130
-    assert result.output.strip() == f"error: {message}"
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_run_exits_with_the_signals_status(
+    monkeypatch: pytest.MonkeyPatch, signum: int, status: int
+) -> None:
+    result = _metrics_raising(monkeypatch, Interrupted("r1", signum))
+    assert result.exit_code == status
+    name = signal.Signals(signum).name
+    assert (
+        result.output.strip() == f"error: run r1 stopped by {name}: interrupted; re-run to resume"
+    )
 
 
 def test_the_error_line_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -129,7 +129,7 @@ async def test_a_structured_answer_survives_a_full_disk(tmp_path: Path, fake: An
 async def test_a_redis_memo_killed_mid_run_never_hangs_it(
     tmp_path: Path, fake: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from _redis_server import redis_server
+    from support.redis_server import redis_server
 
     try:
         server = redis_server(tmp_path)

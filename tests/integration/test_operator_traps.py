@@ -81,7 +81,7 @@ def _runs(root: Path) -> tuple[Path, Path]:
     import time
 
     import numpy as np
-    from reporting_runs import write_run
+    from support.reporting_runs import write_run
 
     values = {"faithfulness": np.linspace(0.6, 0.9, 30).tolist()}
     before = write_run(root, "a-gemma", values, judge="fake/judge")
@@ -117,7 +117,7 @@ def test_the_regression_event_carries_absolute_run_folders(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import numpy as np
-    from reporting_runs import write_run
+    from support.reporting_runs import write_run
 
     from ragaudit.reevaluation import regression_event
     from ragaudit.reporting import compare_runs
@@ -212,7 +212,7 @@ def test_cache_stats_prints_the_memo_path_as_it_is(tmp_path: Path) -> None:
 def test_the_report_header_gets_the_runs_end_and_reads_to_the_second(tmp_path: Path) -> None:
     import json as _json
 
-    from reporting_runs import write_run
+    from support.reporting_runs import write_run
 
     from ragaudit.reporting import build_report, stamp_completion, write_html
 

@@ -62,7 +62,7 @@ def make_sample(response: str, contexts: list[str] | None = None, **kw: Any) -> 
 
 
 async def score(name: str, s: Sample, deps: Deps) -> dict[str, Any]:
-    return (await score_rows(resolve(name), [s], deps, window=100_000))[0]
+    return (await score_rows(resolve(name, deps.options), [s], deps, window=100_000))[0]
 
 
 NUGGETS = [
@@ -148,8 +148,7 @@ async def test_citation_metrics_equal_the_hand_computed_values(fake, gateway) ->
         "citation_support_recall": (1 + 1 + 1 + 0.5 + 0 + 0) / 6,
         "citation_uncited_share": 1 / 6,
     }
-    two_a_call = {"metric_options": {name: {"batch_size": 2} for name in expected}}
-    deps = Deps(gateway, "fake/judge", "fake/embed", two_a_call)
+    deps = Deps(gateway, "fake/judge", "fake/embed", {})
     with fake.script(PlantedTruth(FACTS)):
         rows = {name: await score(name, s, deps) for name in expected}
     for name, value in expected.items():
