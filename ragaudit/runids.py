@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 
-# Basic ISO 8601 in UTC: the same on every machine of a team, whatever its time zone, and
-# free of the ``:`` a folder name on some file systems cannot hold.
-_STAMP = "%Y%m%dT%H%M%SZ"
+# UTC: the same on every machine of a team, whatever its time zone. Digits and dashes only: a
+# run id is also a folder name (no ``:``) and part of Prefect artifact keys, which are lower
+# case (an ISO ``T``/``Z`` would differ between the id and its key).
+_STAMP = "%Y%m%d-%H%M%S"
 
 
 def new_run_id(prefix: str | None = None) -> str:
-    """A fresh run id: ``[<prefix>-]20261125T203000Z-3f9a``.
+    """A fresh run id: ``[<prefix>-]20261125-203000-3f9a`` (UTC).
 
     The UTC second sorts the ids of one prefix by start time; the four hex digits keep two
     runs started in the same second (a scheduled run and a manual one, two workers) apart.

@@ -10,9 +10,10 @@ import pytest
 from support.runs import REPO
 
 from ragaudit import runids
+from ragaudit.reporting import artifact_key
 from ragaudit.runids import new_run_id
 
-RUN_ID = re.compile(r"^(?:(?P<prefix>[a-z]+)-)?(?P<stamp>\d{8}T\d{6}Z)-(?P<suffix>[0-9a-f]{4})$")
+RUN_ID = re.compile(r"^(?:(?P<prefix>[a-z]+)-)?(?P<stamp>\d{8}-\d{6})-(?P<suffix>[0-9a-f]{4})$")
 
 
 def _frozen_at(monkeypatch: pytest.MonkeyPatch, when: dt.datetime) -> None:
@@ -32,8 +33,15 @@ def test_a_run_id_is_the_utc_second_and_four_hex_digits() -> None:
     found = RUN_ID.match(new_run_id())
     after = dt.datetime.now(dt.UTC)
     assert found is not None and found["prefix"] is None
-    stamp = dt.datetime.strptime(found["stamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    stamp = dt.datetime.strptime(found["stamp"], "%Y%m%d-%H%M%S").replace(tzinfo=dt.UTC)
     assert before <= stamp <= after
+
+
+def test_a_run_id_is_its_own_prefect_artifact_key() -> None:
+    # Artifact keys are lower-case letters, digits and dashes; the nightly flow names its
+    # comparison artifacts after the run id, and a reader finds them by that id.
+    for run_id in (new_run_id(), new_run_id("calibrate")):
+        assert artifact_key("ragaudit-compare-", run_id) == f"ragaudit-compare-{run_id}"
 
 
 def test_a_prefix_names_the_kind_of_run() -> None:
@@ -48,7 +56,7 @@ def test_ids_sort_as_the_runs_started(monkeypatch: pytest.MonkeyPatch) -> None:
         _frozen_at(monkeypatch, dt.datetime.fromisoformat(when).replace(tzinfo=dt.UTC))
         minted.append(new_run_id())
     assert sorted(minted) == minted
-    assert minted[1].startswith("20261201T000000Z-")
+    assert minted[1].startswith("20261201-000000-")
 
 
 def test_runs_started_in_the_same_second_get_different_ids(
@@ -56,7 +64,7 @@ def test_runs_started_in_the_same_second_get_different_ids(
 ) -> None:
     _frozen_at(monkeypatch, dt.datetime(2026, 11, 25, 20, 30, tzinfo=dt.UTC))
     minted = {new_run_id() for _ in range(20)}
-    assert all(i.startswith("20261125T203000Z-") for i in minted)
+    assert all(i.startswith("20261125-203000-") for i in minted)
     # 20 draws of four hex digits all equal: one chance in 65536 ** 19.
     assert len(minted) > 1
 
