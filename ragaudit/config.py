@@ -571,7 +571,8 @@ class ReportConfig(_Frozen):
         "faithfulness": 0.9,
         "answer_relevancy": 0.8,
     }
-    """A metric mean below its threshold is flagged (defaults from the users' notes)."""
+    """A metric mean below its threshold is flagged (the defaults are common starting
+    points)."""
     bootstrap_samples: int = Field(default=1000, ge=0)
     """Resamples for the confidence intervals of the means (0 turns them off)."""
     worst: int = Field(default=5, ge=0)

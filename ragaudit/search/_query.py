@@ -18,8 +18,9 @@ Variables of a search template:
 - ``text_field``: the engine field holding the text;
 - ``top_n``: candidates asked for.
 
-The default is the users' query (seed 003): ``must`` the collection filter as
-``match_phrase``, ``should`` a ``match`` of the question on the content field with boost 8.
+The default is the query shape QA services built on Elasticsearch use: ``must`` the collection
+filter as ``match_phrase``, ``should`` a ``match`` of the question on the content field with
+boost 8.
 """
 
 from __future__ import annotations

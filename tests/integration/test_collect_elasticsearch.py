@@ -203,7 +203,7 @@ def test_a_server_that_is_not_elasticsearch_is_named(front: EsFront, engine: Any
     message = str(info.value)
     assert info.value.kind == "not_engine"
     assert "is not Elasticsearch" in message and "collect.backend: opensearch" in message
-    # The OpenSearch-compatible engine itself refuses the 9.x client's media type (PITFALLS).
+    # The OpenSearch-compatible engine itself refuses the 9.x client's compatible-with=9 media type.
     with pytest.raises(SearchError) as info:
         search(make_backend("elasticsearch", hosts=[engine.url], index="tests", retries=0))
     message = str(info.value)

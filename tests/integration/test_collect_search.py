@@ -23,7 +23,7 @@ from ragaudit.search import Hit, SearchError, make_backend
 from ragaudit.tasks._common import make_context
 from ragaudit.tasks.collect import collect
 
-SEED_QUERY = {  # the users' query, verbatim in shape (seed 003)
+SEED_QUERY = {  # a QA service's query shape: filter phrase + boosted match
     "bool": {
         "must": [{"match_phrase": {"metadata.collection": "acme"}}],
         "should": [{"match": {"text": {"query": "refund policy", "boost": 8}}}],
