@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ragaudit import _fake_reference  # noqa: F401  (registers the fake judge's answers)
 from ragaudit.cache import Gateway, count_tokens, structured_messages, structured_prompt_tokens
 from ragaudit.prompts import Prompt
 from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
