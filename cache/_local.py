@@ -31,7 +31,7 @@ tokens, so the worker is free for the next call.
 This module is the provider. The judge's JSON grammars are compiled in ``_gbnf``; two
 llama-cpp-python defaults that dominated a call's cost are replaced by ``_llama_patches``.
 With the ``LlamaRAMCache`` prefix cache, a 1,000-token prompt whose prefix was seen before,
-even with other prompts in between, costs ~0.05 s of prompt evaluation instead of ~1.6 s.
+even with other prompts in between, costs a small fraction of its prompt evaluation.
 Answers at temperature 0 are deterministic for a given cache state, but can differ slightly
 between a cold and a cached prompt (llama.cpp's numerics depend on batch shape); the
 gateway's memo is what makes reruns reproducible.
