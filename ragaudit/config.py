@@ -366,8 +366,8 @@ class SortConfig(_Frozen):
     visit_ties: bool = False
     """``sample`` strategy: an item whose pivot search ends tied visits the buckets on both
     sides of the tied pivots instead of joining the one on its engine-order side. Orders
-    better on a noisy judge (Kendall tau +0.04 at 10 % wrong answers on a random input order)
-    for ~7 % more calls and a longer critical path (~9 % more wall time)."""
+    better on a noisy judge, for more calls and a longer critical path (``bench/bench_sort.py``
+    measures both)."""
     top_k_exact: int | None = Field(default=None, ge=1)
     """Order only the first k relevant candidates exactly; the rest follow only partitioned
     (blocks whose inner order was not asked for). None: order all of them."""
