@@ -46,7 +46,7 @@ DEFAULT_QUERY_TEMPLATE: dict[str, Any] = {
         }
     }
 }
-"""The users' bool query: filter on the collection, boosted match of the question."""
+"""The default bool query: filter on the collection, boosted match of the question."""
 
 # Keys the pager owns: a template setting them would fight the paging.
 RESERVED_KEYS = frozenset({"size", "from", "search_after", "pit", "scroll"})

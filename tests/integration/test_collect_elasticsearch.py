@@ -69,7 +69,7 @@ def test_search_sends_the_users_query_with_compat_headers_and_reads_engine_order
     assert "compatible-with=9" in req["headers"]["accept"]
     assert "compatible-with=9" in req["headers"]["content-type"]
     assert req["headers"]["authorization"] == f"ApiKey {API_KEY}"
-    # The seed's request, field for field.
+    # A hand-written client's request, field for field.
     assert json.loads(req["body"]) == {
         "query": {
             "bool": {
