@@ -104,7 +104,8 @@ from ragaudit.config import load_config  # noqa: E402
 from ragaudit.flows.ablate import run_ablation  # noqa: E402
 
 LATENCY_S = 0.2
-"""The fake models' seconds a call (``--latency``): the issue's figure."""
+"""The fake models' seconds a call (``--latency``): a hosted model's
+typical latency for a short JSON answer."""
 
 
 def config(

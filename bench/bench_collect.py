@@ -4,16 +4,16 @@ The engine is osmem-server (OpenSearch-compatible, in memory, on loopback), seed
 ``ragaudit index`` (2,500 documents in 10 collections of 250). Compared, in alternating
 order over several rounds (median reported):
 
-- the users' script: a plain sequential loop of single ``search`` calls with the sync
-  opensearch-py client, the seed's bool query, ``size=200``;
+- a hand-written script: a plain sequential loop of single ``search`` calls with the sync
+  opensearch-py client, the default bool query, ``size=200``;
 - ragaudit's ``opensearch`` backend, one question at a time (its own overhead);
 - ragaudit's ``opensearch`` backend as collect runs it: async client, 8 searches in flight;
 - the same with ``page_size=50`` (four scroll pages per question: the cost of paging).
 
 Each is run twice: straight to the engine on loopback, where the engine's own CPU is all
 there is to wait for (and it shares the machine's 2 cores with the client), and through a
-loopback proxy that holds every request for 20 ms, as a cluster across a network does (the
-users' engine is remote). Every variant must return the same candidates as the plain loop,
+loopback proxy that holds every request for 20 ms, as a cluster across a network does (a
+production engine is remote). Every variant must return the same candidates as the plain loop,
 which is checked.
 """
 

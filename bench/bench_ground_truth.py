@@ -1,4 +1,4 @@
-"""Reference answers from 200 contexts: our window-exact scheme against the seed's, side by side.
+"""Reference answers from 200 contexts: our window-exact scheme against the naive one, side by side.
 
 200 synthetic contexts of 50-3,000 tokens (seeded), each holding one unique fact token, an
 8,192-token judge window, the fake judge at 200 ms latency with gateway concurrency 16. The
@@ -53,7 +53,7 @@ class WindowedJudge(FactJudge):
     """The tests' fact-listing judge that also rejects over-window prompts, as a provider does.
 
     With ``enforce=False`` it counts them (as ``FactJudge`` does) but answers anyway, as if its
-    window were larger: the seed's scheme then runs to the end, and its answer budget shows.
+    window were larger: the naive scheme then runs to the end, and its answer budget shows.
     """
 
     def __init__(self, enforce: bool = True) -> None:
@@ -113,7 +113,7 @@ def stage(name: str, mode: str = "fast") -> StageContext:
 async def seed_scheme(
     ctx: StageContext, contexts: list[tuple[str, str]]
 ) -> tuple[str | None, int, int]:
-    """The seed's fast version: shuffle, groups of 20, one answer each, one merge of them all."""
+    """The naive fast version: shuffle, groups of 20, one answer each, one merge of them all."""
     order = list(contexts)
     random.Random(0).shuffle(order)
     budget = ctx.config.ground_truth.answer_tokens

@@ -27,7 +27,7 @@ per call printed. The scripted judge draws a batch's errors per request, indepen
 one-per-call grades, so that agreement measures the noise of this judge, not the effect of
 neighbours in a real judge's prompt.
 
-    python bench/bench_judging.py                             # the issue's setup, all modes
+    python bench/bench_judging.py                  # 200 candidates, 200 ms a call, all modes
     python bench/bench_judging.py --questions 4 --full-questions 2   # quicker
 """
 

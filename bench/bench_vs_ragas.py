@@ -96,7 +96,7 @@ OURS = (
 )
 STRICTNESS = 3
 EMBEDDER = "fake/embed"
-# The product's defaults: the bound the issue asks for (one repair: two calls per answer).
+# The product's defaults: at most one repair, so at most two calls per answer.
 DEFAULTS = ModelsConfig()
 
 

@@ -43,7 +43,7 @@ import httpx
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
-from ragaudit.lang import count_tokens, sentences, tokens
+from ragaudit.lang import count_tokens, tokens
 
 EMBED_DIM = 64
 DEFAULT_WINDOW = 8192
@@ -198,77 +198,16 @@ def _schema_from_instructor(system: str) -> dict[str, Any] | None:
     return None
 
 
-def overlap(question: str, text: str) -> float:
-    """Share of the question's distinct tokens found in ``text`` (0 when the question has none)."""
-    q = set(tokens(question))
-    return len(q & set(tokens(text))) / len(q) if q else 0.0
-
-
-# -- answers of our own judges --------------------------------------------------------------
-
-
-def _relevance(req: FakeRequest) -> dict[str, Any]:
-    p = req.payload
-    score = overlap(p.get("question", ""), p.get("context", ""))
-    return {"relevant": score >= 0.3, "reason": f"token overlap {score:.2f}"}
-
-
-def _pairwise(req: FakeRequest) -> dict[str, Any]:
-    p = req.payload
-    q = p.get("question", "")
-    a, b = overlap(q, p.get("context_1", "")), overlap(q, p.get("context_2", ""))
-    return {"better": 1 if a >= b else 2, "reason": f"overlap {a:.2f} vs {b:.2f}"}
-
-
-def _group_answer(req: FakeRequest) -> dict[str, Any]:
-    p = req.payload
-    q = p.get("question", "")
-    useful = [c for c in p.get("contexts", []) if overlap(q, c) > 0]
-    if not useful:
-        return {"answerable": False, "answer": ""}
-    return {"answerable": True, "answer": " ".join(c.split("\n")[0][:200] for c in useful)}
-
-
-def _merge(req: FakeRequest) -> dict[str, Any]:
-    parts = req.payload.get("partial_answers", [])
-    return {"answer": " ".join(dict.fromkeys(parts))}
-
-
-def _rag_answer(req: FakeRequest) -> dict[str, Any]:
-    """The reference pipeline's generator: the retrieved sentences closest to the question.
-
-    So the answer depends on what was retrieved and on nothing else.
-    """
-    p = req.payload
-    # overlap() by hand: the question's tokens once, each sentence's overlap once.
-    asked = set(tokens(p.get("question", "")))
-    found = []
-    for i, c in enumerate(p.get("contexts", [])):
-        for s in sentences(c):
-            score = len(asked & set(tokens(s))) / len(asked) if asked else 0.0
-            if score > 0:
-                found.append((score, i, s))
-    best = sorted(found, key=lambda t: (-t[0], t[1]))[:2]
-    if not best:
-        return {"answer": "I do not know."}
-    return {"answer": " ".join(s for _, _, s in sorted(best, key=lambda t: t[1]))[:400]}
-
-
-OWN_JUDGES: dict[str, Responder] = {
-    "RelevanceVerdict": _relevance,
-    "PairwisePreference": _pairwise,
-    "GroupAnswer": _group_answer,
-    "MergedAnswer": _merge,
-    "RagAnswer": _rag_answer,
-}
+OWN_JUDGES: dict[str, Responder] = {}
+"""Default answers by response-schema title, registered beside the prompts that ask them."""
 
 
 def register_fake_answer(title: str) -> Callable[[Responder], Responder]:
     """Register the fake judge's default answer to a response schema titled ``title``.
 
     The seam through which a prompt or a metric keeps its fake answers beside itself: the
-    module that defines the schema registers its responder when it is imported, which is
-    always before the fake provider can be asked that prompt. A later registration replaces
+    module that asks the prompt registers its responder when it is imported, which is always
+    before the fake provider can be asked that prompt. A later registration replaces
     an earlier one of the same title.
     """
 
@@ -633,5 +572,4 @@ __all__ = [
     "count_prompt_tokens",
     "count_text_tokens",
     "instance_of",
-    "overlap",
 ]

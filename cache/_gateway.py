@@ -189,8 +189,8 @@ def extract_json(text: str) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _schema_json(schema: type[BaseModel]) -> str:
-    # Generating a JSON schema costs pydantic ~0.3 ms, twice per call: a fifth of a call's CPU,
-    # which shows at 16 calls in flight on a loaded machine (bench/bench_sort.py).
+    # Generating a JSON schema is a sizeable share of a call's CPU in pydantic, twice per call,
+    # which shows with many calls in flight on a loaded machine (bench/bench_sort.py).
     return canonical_json(schema.model_json_schema())
 
 

@@ -18,8 +18,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-# Generation budget. At ~20 ms per grammar-constrained token on 2 idle cores, these caps keep
-# the longest answer a small schema allows to about a second: a capped string is ~50 tokens
+# Generation budget. A grammar-constrained token is slow on a CPU, so these caps keep the
+# longest answer a small schema allows short: a capped string is ~50 tokens
 # of base-model rambling, and lists stop after a handful of items.
 MAX_STRING_CHARS = 160
 MAX_ARRAY_ITEMS = 5

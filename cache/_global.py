@@ -4,8 +4,8 @@ Every worker of a distributed run has its own gateway and its own per-process li
 provider allows is shared. Prefect's global concurrency limits hold that count on the Prefect
 server, so every worker that talks to the same API takes its slots from one pool.
 
-A slot taken per call costs two API requests (acquire and release, ~0.1 s and tens of ms of
-client CPU each time; under load one request took up to 2 s). So a process leases its
+A slot taken per call costs two API requests (acquire and release, each a round trip and
+client CPU, and slow under load). So a process leases its
 *share* of the limit in one request (``size`` slots: the limit divided among the run's worker
 processes, at most its own concurrency), shares it among its calls through a local count,
 holds it while it has calls and gives it back after a short idle linger or when its stage
@@ -110,8 +110,7 @@ async def _increment(client: Any, name: str, size: int) -> Any:
     Sent past the Prefect client's own retries. A server busy writing (SQLite locked while
     task runs record their states, as at every batch's start and end) answers 503 in a
     fraction of a second, and the client then slept 2 s before asking again and 4 s more
-    after a second 503, while the slots asked for were free: measured, one lease of four at
-    a batch's start came 2.4 s late and one 6.6 s late, with the process's calls waiting. A
+    after a second 503, while the slots asked for were free, with the process's calls waiting. A
     503 here is asked again after :data:`BUSY_RETRY_S`, doubling while it lasts.
     """
     import httpx

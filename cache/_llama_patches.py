@@ -1,8 +1,8 @@
 """Replacements for two llama-cpp-python 0.3.36 defaults that dominated a local call's cost.
 
-Grammar checks over Gemma's whole 262k-token vocabulary at every step (:class:`LazyGrammar`:
-a short JSON answer 1.0 s → 0.5 s, same tokens), and a 537 MB logits copy on every
-prefix-cache save (:func:`slim_state`: 1.2 s → 0.02 s per call), measured on 2 idle cores.
+Grammar checks over Gemma's whole 262k-token vocabulary at every step (:class:`LazyGrammar`
+checks the likeliest tokens first, same tokens out), and a 537 MB logits copy on every
+prefix-cache save (:func:`slim_state` leaves it out).
 Both lean on llama-cpp-python internals; :func:`patch` applies them only where those exist.
 """
 
@@ -24,8 +24,8 @@ class LazyGrammar:
     """A llama.cpp sampler that enforces a grammar by checking the likeliest tokens first.
 
     llama-cpp-python applies a grammar to every token of the vocabulary at every step. Gemma
-    has 262,144 tokens, so that check cost ~38 ms per generated token, three times the
-    decoding itself. Like llama.cpp's own ``common_sampler``, this sampler first asks the
+    has 262,144 tokens, so that check cost more per generated token than the decoding
+    itself. Like llama.cpp's own ``common_sampler``, this sampler first asks the
     grammar about the ``GRAMMAR_TOP_K`` highest-logit tokens only and masks everything else;
     only when none of them is allowed does it check the whole vocabulary. For greedy decoding
     the result is identical (the best allowed token is among the checked ones whenever any
@@ -155,9 +155,9 @@ def slim_state(llm: Any) -> None:
     """Make the prefix cache store only llama.cpp's state, not llama-cpp-python's logits copy.
 
     ``Llama.save_state`` also copies the ``scores`` buffer: up to ``n_batch`` rows of the
-    262,144-entry vocabulary, 537 MB for a prompt of 512 tokens or more. It took 1.2 s per
-    call, and ``LlamaRAMCache`` does not count it against its capacity, so memory would grow
-    by half a gigabyte per cached prompt. Those logits are only read for ``logprobs`` (which
+    262,144-entry vocabulary, 537 MB for a prompt of 512 tokens or more. Copying it dominated
+    a call's cost, and ``LlamaRAMCache`` does not count it against its capacity, so memory would
+    grow by half a gigabyte per cached prompt. Those logits are only read for ``logprobs`` (which
     needs ``logits_all=True``, not used here), so the replacement leaves them out.
     """
     import ctypes

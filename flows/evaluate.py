@@ -1,8 +1,8 @@
 """The ``evaluate`` flow: collect → sort → ground_truth → score (one task per metric) → report.
 
 The stages are declared once in :mod:`ragaudit.flows._stages`. Each runs as one Prefect task
-(a task run costs ~25 ms of server CPU, so never one per LLM call); the LLM work inside a task
-runs concurrently under the gateway's limit. Stage results are cached by Prefect on their
+(a task run costs the Prefect server CPU time, so never one per LLM call); the LLM work inside a
+task runs concurrently under the gateway's limit. Stage results are cached by Prefect on their
 inputs: the stage's slice of the config, the source of the code that computes it, and the
 content hashes of the tables it reads. Re-running a run id returns the finished stages as
 ``Cached`` and runs only the rest (an edited stage, and whatever its changed tables feed),
@@ -166,7 +166,7 @@ def _stage_call(task_run_name: str, refresh: bool) -> Any:
     """``stage_task`` with these options, built once per process.
 
     Prefect reads a task function's source (``inspect.getsource``) whenever a task is made,
-    ``with_options`` included: ~2 ms a stage, paid again by every stage of every run.
+    ``with_options`` included, which would be paid again by every stage of every run.
     """
     return stage_task.with_options(task_run_name=task_run_name, refresh_cache=refresh)
 
@@ -332,8 +332,8 @@ async def evaluate(
 
     ``stage_tasks``: each stage a Prefect task, cached on its inputs and retried on
     infrastructure trouble (the default). False runs the stages inline, in the caller's own
-    task: an ablation point is a task already, and the Prefect server spends ~20 ms of CPU on
-    every task run it records (the flow ~5 ms more), for a sweep's ~100 stage runs. Inline
+    task: an ablation point is a task already, and the Prefect server spends CPU on every task
+    run it records, and a sweep has about a hundred stage runs. Inline
     stages are not cached by Prefect: a re-run redoes them, its LLM calls answered by the memo.
     """
     # Under the CLI, a SIGTERM stops the run in order as Ctrl-C does, not through Prefect's

@@ -35,7 +35,8 @@ def apply_defaults() -> None:
         # litellm fetches a model price list at import unless told to use its bundled copy.
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_LOG": "ERROR",
-        # Hugging Face look-ups (token counters, sentence-transformers) retry the hub for ~23 s.
+        # Hugging Face look-ups (token counters, sentence-transformers) retry the hub for many
+        # seconds before giving up offline.
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -64,9 +65,9 @@ def apply_defaults() -> None:
 
 # The GIL switch interval under load. litellm hands every call to a worker thread and back
 # before the provider is even asked, all inside the gateway's concurrency limit; at Python's
-# default 5 ms, a thread waiting for the GIL behind the event loop held each call slot ~12 ms
-# longer (median). At 1 ms, 200 rows x 20 metrics went from 1.19 to 1.11 times the ideal wall
-# time (bench/bench_score.py).
+# default 5 ms, a thread waiting for the GIL behind the event loop holds the call slot longer,
+# and a shorter interval brings a scoring run's wall time closer to its ideal
+# (bench/bench_score.py prints the ratio).
 SWITCH_INTERVAL_S = 0.001
 _tuned = False
 
@@ -75,8 +76,8 @@ def tune_for_concurrency() -> None:
     """Tune the process once for thousands of concurrent judge calls (process-wide, kept).
 
     Freezes what the imports made (litellm, ragas, pydantic: ~560k objects) out of the garbage
-    collector: each full collection walked them all and stalled every call in flight for
-    ~0.4 s. Frozen objects are still freed by reference counting; only cycles among them stay.
+    collector: each full collection walked them all and stalled every call in flight. Frozen
+    objects are still freed by reference counting; only cycles among them stay.
     And shortens the GIL switch interval (see ``SWITCH_INTERVAL_S``).
     """
     global _tuned

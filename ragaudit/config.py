@@ -110,7 +110,7 @@ class SecretRef(_Frozen):
 
 
 class HttpAnswerConfig(_Frozen):
-    """The system under test as an HTTP endpoint (the users' QA service)."""
+    """The system under test as an HTTP endpoint (a deployed QA service)."""
 
     url: str | None = None
     """Endpoint URL, e.g. ``http://qa.internal:8001/qa``."""
@@ -246,7 +246,7 @@ class EngineConfig(_Frozen):
     """``_source`` fields never fetched (e.g. the embedding vectors, which are large and unused)."""
     query_template: dict[str, Any] | str | None = None
     """Search body template (mapping or JSON text) over ``question``, ``filters``,
-    ``filter_clauses``, ``text_field``, ``top_n``; None is the users' bool query (match_phrase
+    ``filter_clauses``, ``text_field``, ``top_n``; None is the default bool query (match_phrase
     filter + match boost 8). Rendered leaf by leaf: a question can never change its shape."""
     page_size: int = Field(default=1000, ge=1, le=10_000)
     """Most hits per request; ``collect.top_n`` beyond it pages."""
@@ -366,8 +366,8 @@ class SortConfig(_Frozen):
     visit_ties: bool = False
     """``sample`` strategy: an item whose pivot search ends tied visits the buckets on both
     sides of the tied pivots instead of joining the one on its engine-order side. Orders
-    better on a noisy judge (Kendall tau +0.04 at 10 % wrong answers on a random input order)
-    for ~7 % more calls and a longer critical path (~9 % more wall time)."""
+    better on a noisy judge, for more calls and a longer critical path (``bench/bench_sort.py``
+    measures both)."""
     top_k_exact: int | None = Field(default=None, ge=1)
     """Order only the first k relevant candidates exactly; the rest follow only partitioned
     (blocks whose inner order was not asked for). None: order all of them."""
@@ -571,7 +571,8 @@ class ReportConfig(_Frozen):
         "faithfulness": 0.9,
         "answer_relevancy": 0.8,
     }
-    """A metric mean below its threshold is flagged (defaults from the users' notes)."""
+    """A metric mean below its threshold is flagged (the defaults are common starting
+    points)."""
     bootstrap_samples: int = Field(default=1000, ge=0)
     """Resamples for the confidence intervals of the means (0 turns them off)."""
     worst: int = Field(default=5, ge=0)
@@ -656,7 +657,7 @@ class AblateConfig(_Frozen):
     corpus: Path | None = None
     """The corpus (JSONL, Parquet or a folder of text) the pipeline indexes."""
     questions: Path | None = None
-    """The question set the sweep asks, used as is: the users' own with references, or one
+    """The question set the sweep asks, used as is: a hand-made one with references, or one
     ``ragaudit testset`` generated from ``corpus``. None: the run's ``questions``."""
     id_field: str = "id"
     """Id field of a JSONL or Parquet corpus."""

@@ -33,7 +33,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Gateway, count_tokens, structured_messages, structured_prompt_tokens
+from ragaudit.cache import (
+    FakeRequest,
+    Gateway,
+    count_tokens,
+    register_fake_answer,
+    structured_messages,
+    structured_prompt_tokens,
+)
+from ragaudit.lang import tokens as text_tokens
 from ragaudit.prompts import Prompt
 from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
 
@@ -626,6 +634,29 @@ class ReferenceWriter:
             "root": self.root,
             "nodes": self.nodes,
         }
+
+
+# -- the offline fake judge's answers to the group and merge prompts ------------------------
+# Here, with the algorithm that asks them, not beside the prompts: the prompt modules are plain
+# data that reports import without the gateway.
+
+
+@register_fake_answer("GroupAnswer")
+def _fake_group_answer(req: FakeRequest) -> dict[str, Any]:
+    """The first line of every context sharing a token with the question; none: unanswerable."""
+    p = req.payload
+    asked = set(text_tokens(p.get("question", "")))
+    useful = [c for c in p.get("contexts", []) if asked & set(text_tokens(c))]
+    if not useful:
+        return {"answerable": False, "answer": ""}
+    return {"answerable": True, "answer": " ".join(c.split("\n")[0][:200] for c in useful)}
+
+
+@register_fake_answer("MergedAnswer")
+def _fake_merge(req: FakeRequest) -> dict[str, Any]:
+    """The partial answers joined, each once, in their order."""
+    parts = req.payload.get("partial_answers", [])
+    return {"answer": " ".join(dict.fromkeys(parts))}
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Ablation sweeps of a reference RAG pipeline (the users' 横向评测).
+"""Ablation sweeps of a reference RAG pipeline (a side-by-side comparison, 横向评测).
 
 corpus subset → chunks → index → top-k retrieval → an answer from ``models.generator`` → the
 evaluate stages, at every point of one-factor sweeps around a baseline (or a full grid); then a
@@ -6,6 +6,7 @@ point × metric table, one chart per swept dimension, the best combination with 
 statistically indistinguishable from it, and the questions whose scores swing most.
 """
 
+from ragaudit.ablation import _fake  # noqa: F401  (registers the fake generator's answer)
 from ragaudit.ablation._charts import dimension_chart, fixed_values
 from ragaudit.ablation._pipeline import (
     PIPELINE_FILE,

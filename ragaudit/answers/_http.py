@@ -1,6 +1,6 @@
 """The ``http`` answer source: the live system behind an HTTP endpoint.
 
-The users' QA service (seed 003) answers ``GET /qa?message=…&company_name=…`` with a stream
+A common QA service shape answers ``GET /qa?message=…&company_name=…`` with a stream
 of lines, the last non-empty one being the answer; other services answer plain text or
 JSON. Parameters and the JSON body are templates rendered leaf by leaf (as the search
 templates are), so a question is always sent as data. Header values that are secrets come

@@ -1,5 +1,7 @@
 """Calibration: measure the metrics themselves against human labels and scenarios of known order."""
 
+# The pairwise calibration asks the judging package's pairwise prompt: its fake answer too.
+import ragaudit.judging  # noqa: F401
 from ragaudit.calibration._data import (
     WIKIEVAL_FILES,
     Labelled,

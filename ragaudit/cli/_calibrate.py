@@ -74,8 +74,8 @@ def calibrate_cmd(
         and cfg.models.judge_model == OFFLINE_JUDGE
         and not any((wikieval, halueval, labels, scenarios))
     ):
-        # The smoke judge reads ~400 prompt tokens a second on 2 cores: the whole bundle
-        # took over 12 minutes, so it calibrates on a slice that finishes in minutes.
+        # The smoke judge reads prompts slowly on a CPU: the whole bundle would take too
+        # long for a smoke run, so it calibrates on a slice that finishes in minutes.
         limit = SMOKE_CALIBRATION_LIMIT
         err.print(
             f"calibrating the offline smoke judge on {limit} pairs and base questions per "

@@ -31,6 +31,16 @@ def _fake_grade(req: FakeRequest) -> dict[str, Any]:
     return {"grade": grade, "reason": f"token overlap {share:.2f}"}
 
 
+@register_fake_answer("PairwisePreference")
+def _fake_pairwise(req: FakeRequest) -> dict[str, Any]:
+    p = req.payload
+    q = p.get("question", "")
+    a = overlap_grade(q, p.get("context_1", ""))[1]
+    b = overlap_grade(q, p.get("context_2", ""))[1]
+    # A tie goes to the passage shown first, as the setwise answer's does.
+    return {"better": 1 if a >= b else 2, "reason": f"overlap {a:.2f} vs {b:.2f}"}
+
+
 @register_fake_answer("SetwiseChoice")
 def _fake_choice(req: FakeRequest) -> dict[str, Any]:
     p = req.payload

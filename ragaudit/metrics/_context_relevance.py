@@ -1,7 +1,7 @@
 """Context relevance: do the retrieved contexts hold what the question needs?
 
 ``context_relevance`` is ragas's: two judges rate the contexts 0/1/2 and the score is their mean
-over 2. ``context_sentence_relevance`` is the RAGAS paper's (the users' notes): the judge copies
+over 2. ``context_sentence_relevance`` is the RAGAS paper's (Es et al., 2023): the judge copies
 out the helpful sentences and the score is their share of the contexts' sentences, counted with
 a splitter that knows 。！？ and text without final punctuation.
 """

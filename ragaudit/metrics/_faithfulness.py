@@ -29,7 +29,7 @@ from ragaudit.prompts.statements import NLI_FAITHFULNESS, STATEMENTS_FAITHFULNES
 class _Faithfulness(rc.Faithfulness):
     """ragas's faithfulness; an answer without statements or a reply without verdicts is said so.
 
-    ragas returns NaN for both, which is what the users' current scripts cannot tell apart from
+    ragas returns NaN for both, which a script reading the score cannot tell apart from
     a parse failure.
     """
 

@@ -1,6 +1,6 @@
 """Context relevance: ragas's two rating judges (0/1/2), and the RAGAS paper's sentence extraction.
 
-The paper's form (the users' notes) asks the judge to copy out the context sentences that help
+The paper's form (Es et al., 2023) asks the judge to copy out the context sentences that help
 answer the question; the score is the share of the context's sentences it copied.
 """
 

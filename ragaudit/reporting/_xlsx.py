@@ -1,8 +1,9 @@
-"""``report.xlsx``: the report model in the users' spreadsheet layout.
+"""``report.xlsx``: the report model in the spreadsheet layout QA teams review by hand.
 
-Sheets: ``answers`` (question, answer, reference, then one column per metric: the users'
-layout), ``summary``, one sheet per metric with every row's status and reason, and ``run``
-(judge, embedder, warnings). Numbers are numbers, the header row is frozen, filters are on.
+Sheets: ``answers`` (question, answer, reference, then one column per metric: the
+hand-review layout), ``summary``, one sheet per metric with every row's status and reason,
+and ``run`` (judge, embedder, warnings). Numbers are numbers, the header row is frozen,
+filters are on.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _clip(text: str | None) -> str | None:
 
 
 def answers_frame(report: Report) -> pl.DataFrame:
-    """The users' layout: question, answer, reference, one column per metric (ok values)."""
+    """The hand-review layout: question, answer, reference, one column per metric (ok values)."""
     data: dict[str, list[Any]] = {
         "question": [q.question for q in report.questions],
         "answer": [_clip(q.answer) for q in report.questions],

@@ -85,7 +85,7 @@ class EngineBackend:
             hosts: Engine URLs (``https://host:9200``), without credentials.
             index: Index (or alias) searched and written.
             fields: Where id, text and metadata live (:class:`FieldMap` or its fields).
-            query_template: Search body template; None is the users' bool query.
+            query_template: Search body template; None is the default bool query.
             source_excludes: ``_source`` fields never fetched (embeddings).
             username: Basic-auth user name.
             password: Basic-auth password (a value; configs name an env var or block).

@@ -2,14 +2,14 @@
 
 Why LanceDB (measured in ``bench/bench_local_backend.py``, figures in docs/local_backend.md):
 with the same tokens, LanceDB, SQLite FTS5, tantivy and bm25s rank DuReader's gold paragraphs
-equally well (BM25 is BM25), and LanceDB's ~3 ms per filtered query is the slowest of them
-(tantivy: 0.07 ms) but negligible next to the LLM calls of a run. What decides is that
+equally well (BM25 is BM25), and LanceDB's filtered query, the slowest of them, is still
+negligible next to the LLM calls of a run. What decides is that
 LanceDB alone also stores vectors and searches them under the same metadata prefilter, so
 BM25, dense and hybrid ranking live in one on-disk table (Arrow/Lance files, versioned, safe
 to reopen from another process).
 
 Chinese: Lance's own tokenizers either need a jieba model folder outside the project
-(``jieba/*``, and it reloaded its dictionary on every query: 34 ms) or cut text into character
+(``jieba/*``, and it reloaded its dictionary on every query) or cut text into character
 n-grams, which also cuts English words into letters. So the analysis is done here, in Python,
 and stored: every row keeps a ``tokens`` column of whitespace-joined terms (jieba search-mode
 words, plus each CJK character on its own, lower-cased), and Lance's FTS index on that column

@@ -18,8 +18,9 @@ Variables of a search template:
 - ``text_field``: the engine field holding the text;
 - ``top_n``: candidates asked for.
 
-The default is the users' query (seed 003): ``must`` the collection filter as
-``match_phrase``, ``should`` a ``match`` of the question on the content field with boost 8.
+The default is the query shape QA services built on Elasticsearch use: ``must`` the collection
+filter as ``match_phrase``, ``should`` a ``match`` of the question on the content field with
+boost 8.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ DEFAULT_QUERY_TEMPLATE: dict[str, Any] = {
         }
     }
 }
-"""The users' bool query: filter on the collection, boosted match of the question."""
+"""The default bool query: filter on the collection, boosted match of the question."""
 
 # Keys the pager owns: a template setting them would fight the paging.
 RESERVED_KEYS = frozenset({"size", "from", "search_after", "pit", "scroll"})

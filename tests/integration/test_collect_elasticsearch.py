@@ -69,7 +69,7 @@ def test_search_sends_the_users_query_with_compat_headers_and_reads_engine_order
     assert "compatible-with=9" in req["headers"]["accept"]
     assert "compatible-with=9" in req["headers"]["content-type"]
     assert req["headers"]["authorization"] == f"ApiKey {API_KEY}"
-    # The seed's request, field for field.
+    # A hand-written client's request, field for field.
     assert json.loads(req["body"]) == {
         "query": {
             "bool": {
@@ -203,7 +203,7 @@ def test_a_server_that_is_not_elasticsearch_is_named(front: EsFront, engine: Any
     message = str(info.value)
     assert info.value.kind == "not_engine"
     assert "is not Elasticsearch" in message and "collect.backend: opensearch" in message
-    # The OpenSearch-compatible engine itself refuses the 9.x client's media type (PITFALLS).
+    # The OpenSearch-compatible engine itself refuses the 9.x client's compatible-with=9 media type.
     with pytest.raises(SearchError) as info:
         search(make_backend("elasticsearch", hosts=[engine.url], index="tests", retries=0))
     message = str(info.value)

@@ -23,7 +23,7 @@ from ragaudit.search import Hit, SearchError, make_backend
 from ragaudit.tasks._common import make_context
 from ragaudit.tasks.collect import collect
 
-SEED_QUERY = {  # the users' query, verbatim in shape (seed 003)
+SEED_QUERY = {  # a QA service's query shape: filter phrase + boosted match
     "bool": {
         "must": [{"match_phrase": {"metadata.collection": "acme"}}],
         "should": [{"match": {"text": {"query": "refund policy", "boost": 8}}}],
@@ -66,7 +66,7 @@ def test_filter_and_boosted_match_give_the_questions_candidates_in_engine_order(
     mentions = ["refund policy" in h.text for h in hits]
     first_without = mentions.index(False)
     assert first_without >= 100 and not any(mentions[first_without:])
-    # Engine order exactly: the same ids, ranks and scores as the users' query sent by hand.
+    # Engine order exactly: the same ids, ranks and scores as the default query sent by hand.
     raw = OpenSearch(hosts=[engine.url]).search(
         index="tests", body={"query": SEED_QUERY, "size": 200}
     )
@@ -131,7 +131,7 @@ def test_chinese_text_is_found(engine: Any, question: str, collection: str, gold
 
 
 def test_seed_shaped_index_field_mapping_and_source_excludes(engine: Any) -> None:
-    # Documents shaped like the users' index: text under metadata.content, the company id in
+    # Documents shaped like a QA service's index: text under metadata.content, the company id in
     # collection_info.collect_id, embeddings beside them.
     client = OpenSearch(hosts=[engine.url])
     for i, (company, text) in enumerate(

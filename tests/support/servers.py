@@ -356,7 +356,7 @@ class AnswerServer:
             return self._plain(h, 200, data)
         if action == "empty":
             return self._stream(h, ["", "  ", ""])
-        # The seed's service: progress lines, then the answer, then blank keep-alive lines.
+        # A streaming QA service: progress lines, then the answer, then blank keep-alive lines.
         return self._stream(h, ["正在检索……", "正在生成答案……", answer, "", ""])
 
 

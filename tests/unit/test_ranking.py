@@ -297,7 +297,7 @@ async def test_merge_rounds_runs_the_merges_of_a_level_at_once() -> None:
 
     state["max"] = 0
     await binary_insertion(ids(16), compare)
-    assert state["max"] == 1  # the seed's strategy: one comparison at a time
+    assert state["max"] == 1  # plain insertion: one comparison at a time
 
 
 def test_strategies_are_registered_by_name() -> None:

@@ -149,7 +149,7 @@ async def test_a_judge_that_only_ties_keeps_the_input_order() -> None:
 
 
 async def test_sample_sort_beats_insertion_on_a_noisy_judge() -> None:
-    """10 % wrong answers per call, both orders: the seed's insertion sort loses items for good on a
+    """10 % wrong answers per call, both orders: a plain insertion sort loses items for good on a
     tie high in its search; the sample sort does not, for a bounded number of comparisons."""
     taus = {"sample": [], "insertion": []}
     pairs = {"sample": [], "insertion": []}
@@ -173,7 +173,7 @@ async def test_items_tied_with_their_last_pivot_are_placed_either_way(visit) -> 
     """With 25 % wrong answers over a third of the comparisons tie, and searches often end tied
     with a pivot: the item joins the bucket on its input-order side (default) or visits both
     (``visit_ties``). Either way every item comes out once, far closer to the truth than the
-    seed's insertion sort gets."""
+    plain insertion sort gets."""
     taus: dict[str, list[float]] = {"sample": [], "insertion": []}
     for seed in range(3):
         rng = random.Random(seed)
@@ -238,7 +238,7 @@ async def test_a_wrong_answer_high_in_the_search_is_repaired() -> None:
     liar = await first_opponent(sample_sort, order)
     ordered, _ = await sample_sort(order, lying_about(best, liar))
     assert ordered.index(best) == 0
-    # The same single wrong answer, at the root of the seed's binary search, loses the item.
+    # The same single wrong answer, at the root of an insertion sort's binary search, loses it.
     order = [x for x in values_shuffled if x != best]
     order.insert(40, best)
     liar = await first_opponent(binary_insertion, order)
