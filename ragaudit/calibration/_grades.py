@@ -105,7 +105,7 @@ class GradeCalibrationResult:
         if self.calibration is None:
             return []
         cut = self.calibration.relevant_grade
-        note = f"human relevant at grade {cut} or above; exact binomial interval"
+        note = f"human relevant at grade ≥ {cut}"
         if self.unjudged:
             note += f"; {self.unjudged} label(s) without a judge grade left out"
         out = []

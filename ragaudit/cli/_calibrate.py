@@ -105,7 +105,7 @@ def calibrate_cmd(
     ] = 0.5,
 ) -> None:
     """Measure the metrics with the configured judge (the bundled data when none is named)."""
-    from ragaudit.calibration import calibrate, gather_inputs
+    from ragaudit.calibration import GRADE_KIND, calibrate, gather_inputs
 
     started = time.perf_counter()
     cfg = load_config(
@@ -139,7 +139,9 @@ def calibrate_cmd(
     table = Table(title=f"calibration {run.run_id} ({models})")
     for col in ("kind", "data", "metric", "family", "statistic", "value", "95% CI", "n", "note"):
         table.add_column(col)
-    for f in result.figures:
+    # The per-grade figures get their own two tables below, grades in rows and columns.
+    figures = [f for f in result.figures if f["kind"] != GRADE_KIND]
+    for f in figures:
         ci = "-" if f["ci_low"] is None else f"{f['ci_low']:.3f}-{f['ci_high']:.3f}"
         table.add_row(
             f["kind"],
@@ -152,9 +154,14 @@ def calibrate_cmd(
             str(f["n"]),
             f["note"],
         )
-    console.print(table)
+    if figures or result.grades is None:
+        console.print(table)
     if result.grades is not None:
         _print_grades(result.grades)
+        console.print(
+            f"{len(result.grades.rows)} human grade(s) against the judge's; "
+            f"{run.table_path('calibration_grades')}"
+        )
     failed = sum(r["status"] == "failed" for r in result.scores)
     console.print(
         f"{len(result.scores)} items scored ({failed} failed) in "
