@@ -5,27 +5,36 @@ labelled context through the judging library (the same prompt, memo and limits a
 stage), and :func:`ragaudit.noise.calibrate_grades` measures, for each judge grade, the share
 of its contexts the human calls relevant, and for each human grade, the share the judge rated
 higher and lower. A judge that over-rates shows it at every human grade below the top.
+
+When the file gives the engine's rank of each context, the engine's NDCG@10 is measured three
+ways on the same questions: with the human grades as gains, with the judge's grades, and with
+the judge's grades calibrated (each replaced by the share of its grade the human calls
+relevant), so a user sees how far the judge-based figure a run reports sits from the human one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragaudit.calibration._data import _labels_records
+from ragaudit.calibration._stats import share_ci
 from ragaudit.dataset import Question
 from ragaudit.errors import InputError
 from ragaudit.judging import Judge, grade_candidates
 from ragaudit.lang import detect_language
 from ragaudit.noise import GradeCalibration, Share, calibrate_grades
+from ragaudit.ranking import ndcg_at_k
 
 GRADE_KIND = "grade_calibration"
 """The ``kind`` of the per-grade figures in ``calibration.parquet``."""
 GRADE_METRIC = "relevance@3"
 GRADES = range(4)
+NDCG_K = 10
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class GradeLabel:
     context_id: str
     context: str
     human: int
+    rank: int | None = None
+    """The engine's rank of the context for the question (1 = first), when the file gives it."""
 
 
 def _digest(prefix: str, text: str) -> str:
@@ -53,11 +64,24 @@ def _grade(value: Any, where: str) -> int:
     return int(grade)
 
 
+def _rank(value: Any, where: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        rank = int(float(value))
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: rank {value!r} is not a number") from None
+    if rank < 1 or rank != float(value):
+        raise InputError(f"{where}: rank {value!r} is not a whole number from 1")
+    return rank
+
+
 def load_grade_labels(path: Path | str) -> list[GradeLabel]:
     """Human relevance grades from JSONL or CSV.
 
     Each row: ``question``, ``context`` (its text), ``grade`` (or ``human_grade``) 0–3, and
-    optionally ``question_id`` and ``context_id``. Missing ids are derived from the texts, so
+    optionally ``question_id``, ``context_id`` and ``rank`` (the engine's rank of the context,
+    1 first, for the engine's NDCG). Missing ids are derived from the texts, so
     the same question or context always gets the same id.
 
     Raises:
@@ -83,7 +107,16 @@ def load_grade_labels(path: Path | str) -> list[GradeLabel]:
         if questions.setdefault(qid, question) != question:
             raise InputError(f"{where}: question id {qid!r} names two different questions")
         cid = str(rec.get("context_id") or _digest("c", context))
-        out.append(GradeLabel(qid, str(question), cid, str(context), _grade(value, where)))
+        out.append(
+            GradeLabel(
+                qid,
+                str(question),
+                cid,
+                str(context),
+                _grade(value, where),
+                _rank(rec.get("rank"), where),
+            )
+        )
     if not out:
         raise InputError(f"{path}: no grade labels")
     return out
@@ -99,6 +132,9 @@ class GradeCalibrationResult:
     """None when no labelled context got a judge grade."""
     judge: str
     unjudged: int
+    ndcg: dict[str, tuple[float | None, float | None, float | None]] | None = None
+    """Gains (human, judge, calibrated) → the engine's mean NDCG@10 and its bootstrap interval."""
+    ndcg_questions: int = 0
 
     def figures(self, embedder: str | None) -> list[dict[str, Any]]:
         """The per-grade figures as ``calibration.parquet`` rows (``family`` names the grade)."""
@@ -133,6 +169,10 @@ class GradeCalibrationResult:
         for g in sorted(self.calibration.over_rated):
             add(f"human grade {g}", "over_rated", self.calibration.over_rated[g])
             add(f"human grade {g}", "under_rated", self.calibration.under_rated[g])
+        note = f"mean over questions, bootstrap interval; gains: {NDCG_GAINS}"
+        for gains, (mean, low, high) in (self.ndcg or {}).items():
+            n = self.ndcg_questions
+            add(f"engine NDCG@{NDCG_K}", f"ndcg_{gains}", Share(0, n, mean, low, high))
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -153,6 +193,13 @@ class GradeCalibrationResult:
             "human_relevant_given_judge_grade": shares(cal.relevant_given_grade) if cal else {},
             "over_rated_given_human_grade": shares(cal.over_rated) if cal else {},
             "under_rated_given_human_grade": shares(cal.under_rated) if cal else {},
+            "engine_ndcg": {
+                "k": NDCG_K,
+                "questions": self.ndcg_questions,
+                **{g: {"mean": m, "ci": [lo, hi]} for g, (m, lo, hi) in (self.ndcg or {}).items()},
+            }
+            if self.ndcg
+            else None,
         }
 
 
@@ -212,7 +259,50 @@ async def calibrate_judge_grades(
             judged.append(int(v["grade"]))
             human.append(label.human)
     calibration = calibrate_grades(judged, human, relevant_grade) if judged else None
-    return GradeCalibrationResult(rows, calibration, judge.model, len(labels) - len(judged))
+    ndcg, n = (None, 0) if calibration is None else engine_ndcg(labels, rows, calibration)
+    return GradeCalibrationResult(
+        rows, calibration, judge.model, len(labels) - len(judged), ndcg, n
+    )
+
+
+NDCG_GAINS = "human grade, judge grade, judge grade calibrated to P(human relevant)"
+
+
+def engine_ndcg(
+    labels: list[GradeLabel], rows: list[dict[str, Any]], calibration: GradeCalibration
+) -> tuple[dict[str, tuple[float | None, float | None, float | None]] | None, int]:
+    """The engine's NDCG@10 with human, judge and calibrated judge grades as gains.
+
+    Only questions whose every label has a rank and a judge grade count, and only those where
+    each of the three gains holds some gain (NDCG is undefined without one), so the three
+    means are over the same questions. Several labels of one context (several humans)
+    average their grades.
+    """
+    per_q: dict[str, dict[str, list[tuple[int, int, int | None]]]] = defaultdict(dict)
+    for label, row in zip(labels, rows, strict=True):
+        per_q[label.question_id].setdefault(label.context_id, []).append(
+            (label.rank or 0, label.human, row["judge_grade"])
+        )
+    table = calibration.relevant_given_grade
+    values: dict[str, list[float]] = {"human": [], "judge": [], "calibrated": []}
+    for contexts in per_q.values():
+        seen = [x for xs in contexts.values() for x in xs]
+        if any(rank == 0 or judged is None for rank, _, judged in seen):
+            continue
+        order = sorted(contexts, key=lambda c: min(r for r, _, _ in contexts[c]))
+        gains = {
+            "human": {c: sum(h for _, h, _ in xs) / len(xs) for c, xs in contexts.items()},
+            "judge": {c: float(xs[0][2] or 0) for c, xs in contexts.items()},
+            "calibrated": {c: table[xs[0][2]].share or 0.0 for c, xs in contexts.items()},
+        }
+        scores = {name: ndcg_at_k(order, g, NDCG_K) for name, g in gains.items()}
+        if all(math.isfinite(v) for v in scores.values()):
+            for name, v in scores.items():
+                values[name].append(v)
+    n = len(values["human"])
+    if not n:
+        return None, 0
+    return {name: share_ci(v) for name, v in values.items()}, n
 
 
 __all__ = [
@@ -221,5 +311,6 @@ __all__ = [
     "GradeCalibrationResult",
     "GradeLabel",
     "calibrate_judge_grades",
+    "engine_ndcg",
     "load_grade_labels",
 ]

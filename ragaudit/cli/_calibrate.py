@@ -60,6 +60,14 @@ def _print_grades(grades: GradeCalibrationResult) -> None:
         over, under = cal.over_rated[g], cal.under_rated[g]
         rated.add_row(str(g), cell(over), cell(under), str(over.n))
     console.print(rated)
+    if grades.ndcg:
+        ndcg = Table(title=f"engine NDCG@10 over {grades.ndcg_questions} ranked question(s)")
+        for col in ("gains", "mean NDCG", "95% CI"):
+            ndcg.add_column(col)
+        for gains, (mean, low, high) in grades.ndcg.items():
+            ci = "-" if low is None or high is None else f"{low:.3f}-{high:.3f}"
+            ndcg.add_row(gains, _num(mean), ci)
+        console.print(ndcg)
     if grades.unjudged:
         console.print(f"{grades.unjudged} label(s) without a judge grade left out")
 

@@ -41,6 +41,7 @@ def write_labels(path: Path) -> dict[str, int]:
                 "question": f"What do the harbour records of subject {q} say?",
                 "context": context,
                 "grade": human,
+                "rank": i % CONTEXTS_PER_QUESTION + 1,
             }
         )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -79,7 +80,7 @@ def test_over_rating_by_one_grade_is_recovered_within_its_ci(fake, tmp_path, lab
     with fake.script(over_rating_judge(truth)):
         result = _calibrate(tmp_path, path)
     assert result.exit_code == 0, result.output
-    assert "human grade → judge over-/under-rating" in result.output
+    assert "human grade → judge over-/under-rating" in " ".join(result.output.split())
     run = RunFolder(tmp_path / "runs", "grades")
 
     items = pl.from_arrow(run.read("calibration_grades"))
@@ -113,6 +114,18 @@ def test_over_rating_by_one_grade_is_recovered_within_its_ci(fake, tmp_path, lab
     low, high = given["2"]["ci"]
     assert low < 1 - OVER_RATE < high
     assert meta["items"]["grade_labels"] == 4 * PER_GRADE
+
+    # The engine's NDCG: the same 60 ranked questions under each gain; over-rating moves
+    # the judge-based figure away from the human one.
+    ndcg = {r["statistic"]: r for r in figures.to_dicts() if r["statistic"].startswith("ndcg")}
+    assert set(ndcg) == {"ndcg_human", "ndcg_judge", "ndcg_calibrated"}
+    assert {r["n"] for r in ndcg.values()} == {4 * PER_GRADE // CONTEXTS_PER_QUESTION}
+    human = ndcg["ndcg_human"]["value"]
+    assert ndcg["ndcg_judge"]["value"] > human
+    # Calibration undoes the inflation: the calibrated figure sits nearer the human one.
+    assert abs(ndcg["ndcg_calibrated"]["value"] - human) < ndcg["ndcg_judge"]["value"] - human
+    assert all(0 <= r["ci_low"] <= r["value"] <= r["ci_high"] <= 1 for r in ndcg.values())
+    assert "engine NDCG@10 over 60 ranked question(s)" in " ".join(result.output.split())
 
     page = (run.path / "report.html").read_text(encoding="utf-8")
     assert 'id="grade-calibration"' in page and "judge over-rated" in page
@@ -152,3 +165,21 @@ def test_grade_labels_files_csv_and_errors(tmp_path: Path) -> None:
         app, ["calibrate", "--judge", "fake/judge", "--grade-labels", str(tmp_path / "no.csv")]
     )
     assert result.exit_code == 2 and "grade labels file not found" in result.output
+
+
+def test_an_honest_judge_gives_the_humans_ndcg(fake, tmp_path, labels) -> None:
+    """With the human's own grades, the judge-gain NDCG is the human-gain NDCG exactly."""
+    path, truth = labels
+
+    def honest(req: Any) -> dict[str, Any] | None:
+        if req.title != "RelevanceGrade":
+            return None
+        return {"grade": truth[req.payload["context"]], "reason": "scripted"}
+
+    with fake.script(honest):
+        result = _calibrate(tmp_path, path)
+    assert result.exit_code == 0, result.output
+    figures = pl.from_arrow(RunFolder(tmp_path / "runs", "grades").read("calibration"))
+    value = dict(zip(figures["statistic"], figures["value"], strict=True))
+    assert value["ndcg_judge"] == pytest.approx(value["ndcg_human"])
+    assert set(figures.filter(pl.col("statistic") == "over_rated")["value"]) == {0.0}
