@@ -129,6 +129,7 @@ def test_over_rating_by_one_grade_is_recovered_within_its_ci(fake, tmp_path, lab
 
     page = (run.path / "report.html").read_text(encoding="utf-8")
     assert 'id="grade-calibration"' in page and "judge over-rated" in page
+    assert f"{4 * PER_GRADE} human grades" in page
 
 
 def test_a_second_calibration_asks_the_judge_nothing(fake, tmp_path, labels) -> None:
