@@ -86,13 +86,14 @@ def load_grade_labels(path: Path | str) -> list[GradeLabel]:
 
     Raises:
         InputError: a missing file, a row without question, context or grade, a grade
-            outside 0–3, or one question id given two different questions.
+            outside 0–3, or one id given two different questions or context texts.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: grade labels file not found")
     out: list[GradeLabel] = []
     questions: dict[str, str] = {}
+    contexts: dict[tuple[str, str], str] = {}
     for n, rec in enumerate(_labels_records(path), start=1):
         where = f"{path}, row {n}"
         question, context = rec.get("question"), rec.get("context")
@@ -107,6 +108,8 @@ def load_grade_labels(path: Path | str) -> list[GradeLabel]:
         if questions.setdefault(qid, question) != question:
             raise InputError(f"{where}: question id {qid!r} names two different questions")
         cid = str(rec.get("context_id") or _digest("c", context))
+        if contexts.setdefault((qid, cid), context) != context:
+            raise InputError(f"{where}: context id {cid!r} names two different texts")
         out.append(
             GradeLabel(
                 qid,

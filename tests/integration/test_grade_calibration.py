@@ -162,6 +162,10 @@ def test_grade_labels_files_csv_and_errors(tmp_path: Path) -> None:
     clash.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(InputError, match="names two different questions"):
         load_grade_labels(clash)
+    rows = [{"question": "q", "context_id": "c1", "context": t, "grade": 1} for t in "xy"]
+    clash.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match="context id 'c1' names two different texts"):
+        load_grade_labels(clash)
     result = CliRunner().invoke(
         app, ["calibrate", "--judge", "fake/judge", "--grade-labels", str(tmp_path / "no.csv")]
     )
