@@ -261,6 +261,20 @@ CALIBRATION = _schema(
 )
 # Every item a calibration scored, as score rows (question_id is the item's id).
 CALIBRATION_SCORES = _schema("calibration_scores", [(f.name, f.type) for f in SCORES])
+# Per-grade calibration: one row per human grade label, with the judge's grade of its context.
+CALIBRATION_GRADES = _schema(
+    "calibration_grades",
+    [
+        ("run_id", _str),
+        ("question_id", _str),
+        ("context_id", _str),
+        ("human_grade", _i64),
+        ("judge_grade", _i64),
+        ("status", _str),
+        ("error", _str),
+        ("reason", _str),
+    ],
+)
 
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
@@ -279,6 +293,7 @@ TABLES: dict[str, pa.Schema] = {
         RETRIEVAL,
         CALIBRATION,
         CALIBRATION_SCORES,
+        CALIBRATION_GRADES,
     )
 }
 

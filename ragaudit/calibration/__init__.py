@@ -10,6 +10,13 @@ from ragaudit.calibration._data import (
     load_wikieval,
     make_sample,
 )
+from ragaudit.calibration._grades import (
+    GRADE_KIND,
+    GradeCalibrationResult,
+    GradeLabel,
+    calibrate_judge_grades,
+    load_grade_labels,
+)
 from ragaudit.calibration._run import (
     BUNDLED,
     Calibration,
@@ -20,22 +27,28 @@ from ragaudit.calibration._run import (
 )
 from ragaudit.calibration._scenarios import FAMILIES, FAMILY_METRICS, make_scenarios
 from ragaudit.calibration._stats import Figure, alignment_figures, detector_figures, share_ci
-from ragaudit.calibration._write import calibrate, gather_inputs, metric_deps
+from ragaudit.calibration._write import calibrate, gather_inputs, judge_for, metric_deps
 
 __all__ = [
     "BUNDLED",
     "FAMILIES",
     "FAMILY_METRICS",
+    "GRADE_KIND",
     "WIKIEVAL_FILES",
     "Calibration",
     "CalibrationInputs",
     "Figure",
+    "GradeCalibrationResult",
+    "GradeLabel",
     "Labelled",
     "alignment_figures",
     "bundled_inputs",
     "calibrate",
+    "calibrate_judge_grades",
     "detector_figures",
     "gather_inputs",
+    "judge_for",
+    "load_grade_labels",
     "load_halueval",
     "load_labels",
     "load_wikieval",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.calibration._data import Labelled, load_halueval, load_wikieval, make_sample
+from ragaudit.calibration._grades import GradeCalibrationResult, GradeLabel
 from ragaudit.calibration._scenarios import FAMILY_METRICS
 from ragaudit.calibration._stats import (
     Figure,
@@ -46,10 +47,11 @@ BUNDLED = Path(__file__).resolve().parents[2] / "data" / "calibration"
 
 @dataclass(frozen=True)
 class CalibrationInputs:
-    """What one calibration measures on: labelled items and scenario rows."""
+    """What one calibration measures on: labelled items, scenario rows and human grades."""
 
     labelled: list[Labelled] = field(default_factory=list)
     scenarios: list[Question] = field(default_factory=list)
+    grade_labels: list[GradeLabel] = field(default_factory=list)
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Calibration:
 
     figures: list[dict[str, Any]]
     scores: list[dict[str, Any]]
+    grades: GradeCalibrationResult | None = None
+    """The per-grade calibration, when the inputs hold human grades."""
 
 
 def bundled_inputs(

@@ -9,16 +9,21 @@ from typing import Any
 
 from ragaudit.cache import Gateway, context_window, hold_gateway, items_in_flight
 from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
+from ragaudit.calibration._grades import (
+    calibrate_judge_grades,
+    load_grade_labels,
+)
 from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, run_calibration
 from ragaudit.calibration._scenarios import make_scenarios
 from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
 from ragaudit.dataset import load_questions
+from ragaudit.judging import Judge
 from ragaudit.manifest import base_manifest, judge_warnings
 from ragaudit.metrics import Deps
 from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.runids import new_run_id
-from ragaudit.schemas import CALIBRATION, CALIBRATION_SCORES, to_table
+from ragaudit.schemas import CALIBRATION, CALIBRATION_GRADES, CALIBRATION_SCORES, to_table
 from ragaudit.search import read_corpus
 
 
@@ -28,12 +33,13 @@ def gather_inputs(
     halueval: Path | None = None,
     labels: Path | None = None,
     scenarios_from: Path | None = None,
+    grade_labels: Path | None = None,
     corpus: Path | None = None,
     limit: int | None = None,
     seed: int = 0,
 ) -> CalibrationInputs:
     """The inputs named, or with none named the bundled data and the demo's scenarios."""
-    if not any((wikieval, halueval, labels, scenarios_from)):
+    if not any((wikieval, halueval, labels, scenarios_from, grade_labels)):
         wikieval = BUNDLED / "wikieval"
         halueval = BUNDLED / "halueval" / "qa_samples.jsonl"
         demo = BUNDLED.parent / "demo"
@@ -49,7 +55,8 @@ def gather_inputs(
     if scenarios_from:
         docs = read_corpus(corpus) if corpus is not None else []
         rows = make_scenarios(load_questions(scenarios_from, limit=limit), docs, seed=seed)
-    return CalibrationInputs(labelled, rows)
+    grades = load_grade_labels(grade_labels) if grade_labels else []
+    return CalibrationInputs(labelled, rows, grades)
 
 
 def metric_deps(config: RunConfig, gateway: Gateway) -> Deps:
@@ -67,6 +74,19 @@ def metric_deps(config: RunConfig, gateway: Gateway) -> Deps:
     )
 
 
+def judge_for(config: RunConfig, gateway: Gateway, in_flight: int) -> Judge:
+    """The relevance judge a run with ``config`` grades candidates with."""
+    models = config.models
+    return Judge(
+        gateway=gateway,
+        model=models.judge_model,
+        window=context_window(models.judge_model, models.judge_context_window),
+        max_tokens=models.max_output_tokens,
+        temperature=models.temperature,
+        in_flight=in_flight,
+    )
+
+
 async def calibrate(
     config: RunConfig,
     inputs: CalibrationInputs,
@@ -77,9 +97,11 @@ async def calibrate(
 ) -> tuple[Calibration, RunFolder, list[str]]:
     """Calibrate the configured judge.
 
-    Writes the ``calibration`` and ``calibration_scores`` tables, ``calibration.json`` (the
-    run's manifest: config, code, packages, models, warnings) and the pages rendered from them
-    alone: ``report.html`` and ``calibration.xlsx``.
+    Writes the ``calibration`` and ``calibration_scores`` tables (and ``calibration_grades``,
+    the judge's grade of every human-graded context, when the inputs hold human grades),
+    ``calibration.json`` (the run's manifest: config, code, packages, models, warnings, the
+    per-grade calibration) and the pages rendered from them alone: ``report.html`` and
+    ``calibration.xlsx``.
 
     Args:
         config: the run's config (models, score options, runs root, run id).
@@ -95,13 +117,19 @@ async def calibrate(
     held = contextlib.nullcontext(gateway) if gateway is not None else hold_gateway(config)
     with held as gw, gw.scope("calibrate", run_id=run_id, calls_dir=run.calls_dir) as counts:
         window = context_window(config.models.judge_model, config.models.judge_context_window)
+        in_flight = limit if limit is not None else items_in_flight(config)
+        deps = metric_deps(config, gw)
         result = await run_calibration(
-            inputs,
-            metric_deps(config, gw),
-            window=window,
-            threshold=threshold,
-            limit=limit if limit is not None else items_in_flight(config),
+            inputs, deps, window=window, threshold=threshold, limit=in_flight
         )
+        if inputs.grade_labels:
+            result.grades = await calibrate_judge_grades(
+                inputs.grade_labels,
+                judge_for(config, gw, in_flight),
+                relevant_grade=config.sort.relevant_grade,
+                run_id=run_id,
+            )
+            result.figures += result.grades.figures(deps.embedder)
     run.write(
         "calibration", to_table([{"run_id": run_id, **f} for f in result.figures], CALIBRATION)
     )
@@ -110,6 +138,8 @@ async def calibrate(
         for r in result.scores
     ]
     run.write("calibration_scores", to_table(rows, CALIBRATION_SCORES))
+    if result.grades is not None:
+        run.write("calibration_grades", to_table(result.grades.rows, CALIBRATION_GRADES))
     warnings = judge_warnings(config)
     write_json(
         {
@@ -119,7 +149,12 @@ async def calibrate(
             "warnings": warnings,
             "seconds": round(time.perf_counter() - started, 3),
             "llm": counts.as_dict(),
-            "items": {"labelled": len(inputs.labelled), "scenario_rows": len(inputs.scenarios)},
+            "items": {
+                "labelled": len(inputs.labelled),
+                "scenario_rows": len(inputs.scenarios),
+                "grade_labels": len(inputs.grade_labels),
+            },
+            **({"grade_calibration": result.grades.as_dict()} if result.grades else {}),
         },
         run.path / CALIBRATION_META,
     )
@@ -127,4 +162,4 @@ async def calibrate(
     return result, run, warnings
 
 
-__all__ = ["calibrate", "gather_inputs", "metric_deps"]
+__all__ = ["calibrate", "gather_inputs", "judge_for", "metric_deps"]

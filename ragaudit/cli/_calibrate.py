@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -26,7 +26,50 @@ from ragaudit.cli._app import (
 from ragaudit.config import OFFLINE_JUDGE, load_config
 from ragaudit.secrets import install_log_filter
 
+if TYPE_CHECKING:
+    # Only for annotations: the command imports the calibration library when it runs, so
+    # the CLI starts without it.
+    from ragaudit.calibration import GradeCalibrationResult
+    from ragaudit.noise import Share
+
 SMOKE_CALIBRATION_LIMIT = 2
+
+
+def _print_grades(grades: GradeCalibrationResult) -> None:
+    """The per-grade calibration as two small tables: per judge grade, per human grade."""
+    cal = grades.calibration
+    if cal is None:
+        console.print(f"no labelled context got a judge grade ({grades.unjudged} failed)")
+        return
+
+    def cell(s: Share) -> str:
+        if s.share is None:
+            return "-"
+        return f"{s.share:.2f} ({s.ci_low:.2f}-{s.ci_high:.2f})"
+
+    given = Table(title=f"judge grade → human relevant (grade ≥ {cal.relevant_grade})")
+    for col in ("judge grade", "P(human relevant), 95% CI", "n"):
+        given.add_column(col)
+    for g, s in sorted(cal.relevant_given_grade.items()):
+        given.add_row(str(g), cell(s), str(s.n))
+    console.print(given)
+    rated = Table(title=f"human grade → judge over-/under-rating ({grades.judge})")
+    for col in ("human grade", "over-rated, 95% CI", "under-rated, 95% CI", "n"):
+        rated.add_column(col)
+    for g in sorted(cal.over_rated):
+        over, under = cal.over_rated[g], cal.under_rated[g]
+        rated.add_row(str(g), cell(over), cell(under), str(over.n))
+    console.print(rated)
+    if grades.ndcg:
+        ndcg = Table(title=f"engine NDCG@10 over {grades.ndcg_questions} ranked question(s)")
+        for col in ("gains", "mean NDCG", "95% CI"):
+            ndcg.add_column(col)
+        for gains, (mean, low, high) in grades.ndcg.items():
+            ci = "-" if low is None or high is None else f"{low:.3f}-{high:.3f}"
+            ndcg.add_row(gains, _num(mean), ci)
+        console.print(ndcg)
+    if grades.unjudged:
+        console.print(f"{grades.unjudged} label(s) without a judge grade left out")
 
 
 @app.command("calibrate")
@@ -57,12 +100,20 @@ def calibrate_cmd(
             "--scenarios", help="Question set with gold relevance to build scenarios from."
         ),
     ] = None,
+    grade_labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--grade-labels",
+            help="Human relevance grades 0-3 (JSONL/CSV: question, context, grade): "
+            "calibrate the judge's grades per grade.",
+        ),
+    ] = None,
     threshold: Annotated[
         float, typer.Option("--threshold", help="Cut of scores and labels for κ and accuracy.")
     ] = 0.5,
 ) -> None:
     """Measure the metrics with the configured judge (the bundled data when none is named)."""
-    from ragaudit.calibration import calibrate, gather_inputs
+    from ragaudit.calibration import GRADE_KIND, calibrate, gather_inputs
 
     started = time.perf_counter()
     cfg = load_config(
@@ -72,7 +123,7 @@ def calibrate_cmd(
     if (
         limit is None
         and cfg.models.judge_model == OFFLINE_JUDGE
-        and not any((wikieval, halueval, labels, scenarios))
+        and not any((wikieval, halueval, labels, scenarios, grade_labels))
     ):
         # The smoke judge reads prompts slowly on a CPU: the whole bundle would take too
         # long for a smoke run, so it calibrates on a slice that finishes in minutes.
@@ -86,6 +137,7 @@ def calibrate_cmd(
         halueval=halueval,
         labels=labels,
         scenarios_from=scenarios,
+        grade_labels=grade_labels,
         corpus=cfg.collect.corpus,
         limit=limit,
     )
@@ -95,7 +147,9 @@ def calibrate_cmd(
     table = Table(title=f"calibration {run.run_id} ({models})")
     for col in ("kind", "data", "metric", "family", "statistic", "value", "95% CI", "n", "note"):
         table.add_column(col)
-    for f in result.figures:
+    # The per-grade figures get their own two tables below, grades in rows and columns.
+    figures = [f for f in result.figures if f["kind"] != GRADE_KIND]
+    for f in figures:
         ci = "-" if f["ci_low"] is None else f"{f['ci_low']:.3f}-{f['ci_high']:.3f}"
         table.add_row(
             f["kind"],
@@ -108,7 +162,14 @@ def calibrate_cmd(
             str(f["n"]),
             f["note"],
         )
-    console.print(table)
+    if figures or result.grades is None:
+        console.print(table)
+    if result.grades is not None:
+        _print_grades(result.grades)
+        console.print(
+            f"{len(result.grades.rows)} human grade(s) against the judge's; "
+            f"{run.table_path('calibration_grades')}"
+        )
     failed = sum(r["status"] == "failed" for r in result.scores)
     console.print(
         f"{len(result.scores)} items scored ({failed} failed) in "

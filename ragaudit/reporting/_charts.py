@@ -456,6 +456,12 @@ def figures(report: Report) -> list[Figure]:
 # -- calibration --------------------------------------------------------------------------------
 
 STATISTIC_LABELS = {
+    "human_relevant": "P(human relevant)",
+    "over_rated": "judge over-rated",
+    "under_rated": "judge under-rated",
+    "ndcg_human": "NDCG, human grades",
+    "ndcg_judge": "NDCG, judge grades",
+    "ndcg_calibrated": "NDCG, calibrated judge grades",
     "in_expected_order": "in expected order",
     "pairwise_agreement": "pairwise agreement",
     "balanced_accuracy": "balanced accuracy",

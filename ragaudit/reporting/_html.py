@@ -297,6 +297,15 @@ _CALIBRATION_SECTIONS = (
         consistency_chart,
         False,
     ),
+    (
+        ("grade_calibration",),
+        "grade-calibration",
+        "Per-grade calibration of relevance",
+        "Your human grades (0–3): per judge grade, the share of its contexts the human calls "
+        "relevant; per human grade, the share the judge graded higher (over-rated) or lower.",
+        lambda _section: None,
+        True,
+    ),
 )
 
 
