@@ -105,7 +105,12 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
         ):
             from ragaudit import progress as prog
 
-            prog.set_reporter(_RichReporter(progress))
+            # Live bars need a terminal; a CI log gets a line per stage every ~10 s instead.
+            prog.set_reporter(
+                _RichReporter(progress)
+                if err.is_terminal
+                else prog.LineReporter(lambda line: err.print(line, markup=False, highlight=False))
+            )
             try:
                 return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
             finally:
