@@ -29,10 +29,12 @@ finally:
 """
 
 
-def _heavy_imports(args: list[str], tmp_path: Path) -> list[str]:
+def _heavy_imports(
+    args: list[str], tmp_path: Path, heavy: tuple[str, ...] | list[str] = HEAVY
+) -> list[str]:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
-        input=json.dumps(HEAVY),
+        input=json.dumps(list(heavy)),
         capture_output=True,
         text=True,
         env=cli_env(tmp_path),
@@ -66,6 +68,14 @@ def test_listing_and_comparing_runs_import_no_heavy_package(
 ) -> None:
     found = _heavy_imports([*command, "--runs-root", str(two_runs)], tmp_path)
     assert found == [], f"ragaudit {' '.join(command)} imported {found}"
+
+
+def test_listing_runs_needs_no_statistics_library(two_runs: Path, tmp_path: Path) -> None:
+    # The stored summaries hold every interval `runs` prints: scipy.stats (a second of
+    # imports) is for `compare` and for scoring.
+    args = ["runs", "--runs-root", str(two_runs)]
+    found = _heavy_imports(args, tmp_path, [*HEAVY, "scipy.stats"])
+    assert found == [], f"ragaudit runs imported {found}"
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
