@@ -122,14 +122,19 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
 
 
 def _asked(run: RunFolder, model: str) -> bool:
-    """Whether the run's call log holds a call of ``model`` (a memo hit counts)."""
+    """Whether the run asked ``model``: a call in its log (a memo hit counts) or a judged score."""
     import polars as pl
 
     files = sorted(run.calls_dir.glob("*.parquet")) if run.calls_dir.is_dir() else []
-    return any(
+    if any(
         pl.read_parquet(path, columns=["model"]).filter(pl.col("model") == model).height
         for path in files
-    )
+    ):
+        return True
+    if not run.has("scores"):
+        return False
+    judges = run.read("scores").column("judge").to_pylist()
+    return any(j is not None for j in judges)
 
 
 JUDGE_FAILURE_SHARE = 0.5
