@@ -17,8 +17,10 @@ concurrency quota). A :class:`Gate` (``FAKE.gate``, or one a file builds, named 
 benchmarks' seam for counting calls in flight across processes, as a provider would see them
 from many workers at once. Like a real model it stops at ``max_tokens``
 (cl100k tokens): the reply is cut there with ``finish_reason="length"``. It answers ``n``
-choices in one call (at most ``choices`` of them, when set). Never used by the demo: its
-answers mean nothing.
+choices in one call (at most ``choices`` of them, when set). ``regress=<metric>:<share>``
+(several joined by ``,``) turns that share of the judge's replies inside the metric's score
+task (``score:<metric>``) against the answer, so that metric's mean drops: a regression to
+compare against, for tests and demos. Never used by the demo: its answers mean nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import httpx
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
+from ragaudit.cache._gateway import current_stage
 from ragaudit.lang import count_tokens, tokens
 
 EMBED_DIM = 64
@@ -64,6 +67,20 @@ class FakeOptions:
     capacity: int = 0
     choices: int = 0
     """The most choices one call returns for ``n`` (0: all; 1: a provider that ignores ``n``)."""
+    regress: str = ""
+    """``metric:share[,metric:share]``: that share of the metric's judge replies made worse."""
+
+    def regressed(self, stage: str) -> float:
+        """The share of replies to worsen in ``stage`` (0 when its metric is not regressed)."""
+        if not self.regress or not stage.startswith("score:"):
+            return 0.0
+        # A batched or partial task is ``score:<metric>@b0000``: the same metric.
+        metric = stage.removeprefix("score:").split("@", 1)[0]
+        for item in self.regress.split(","):
+            name, _, share = item.partition(":")
+            if name.strip() == metric:
+                return float(share or 1.0)
+        return 0.0
 
     @classmethod
     def parse(cls, model: str) -> tuple[str, FakeOptions]:
@@ -75,7 +92,10 @@ class FakeOptions:
             if key not in cls.__dataclass_fields__:
                 raise ValueError(f"fake provider: unknown option '{key}' in model '{model}'")
             whole = key in {"window", "seed", "capacity", "choices"}
-            values[key] = int(value) if whole else float(value)
+            if key == "regress":
+                values[key] = value
+            else:
+                values[key] = int(value) if whole else float(value)
         return name, cls(**values)
 
 
@@ -88,6 +108,8 @@ class FakeRequest:
     schema: dict[str, Any] | None
     params: dict[str, Any]
     options: FakeOptions
+    stage: str = ""
+    """The gateway scope the call was made in (``score:faithfulness``), or ''."""
 
     @property
     def system(self) -> str:
@@ -263,6 +285,22 @@ def _flip(value: Any) -> Any:
     return value
 
 
+_WORSE = {"verdict": 0, "attributed": 0, "relevant": False, "supported": False, "noncommittal": 1}
+"""The judgement fields that decide a ragas-style score, set against the answer."""
+
+
+def _worsen(value: Any) -> Any:
+    """A reply with every deciding judgement turned against the answer (for ``regress``)."""
+    if isinstance(value, list):
+        return [_worsen(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: (_WORSE[k] if k in _WORSE and isinstance(v, bool | int) else _worsen(v))
+            for k, v in value.items()
+        }
+    return value
+
+
 def _fake_vector(text: str, dim: int = EMBED_DIM) -> list[float]:
     """Hashed bag-of-tokens: texts sharing words get close vectors."""
     vec = [0.0] * dim
@@ -374,6 +412,9 @@ class FakeProvider(CustomLLM):
                 and _unit("wrong", req.digest(), req.options.seed) < req.options.wrong
             ):
                 value = _flip(value)
+            share = req.options.regressed(req.stage)
+            if share and _unit("regress", req.digest(), req.options.seed) < share:
+                value = _worsen(value)
             return json.dumps(value, ensure_ascii=False)
         return f"Fake answer to: {req.user[:200]}"
 
@@ -386,7 +427,9 @@ class FakeProvider(CustomLLM):
         if schema is None:
             system = next((_text(m) for m in messages if m.get("role") == "system"), "")
             schema = _schema_from_instructor(system)
-        return FakeRequest(name, list(messages), schema, dict(optional_params), options)
+        return FakeRequest(
+            name, list(messages), schema, dict(optional_params), options, current_stage()
+        )
 
     async def acompletion(
         self, model: str, messages: list, *args: Any, **kwargs: Any

@@ -121,6 +121,12 @@ _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
 )
 
 
+def current_stage() -> str:
+    """The stage (or metric task, ``score:<metric>``) whose scope the caller runs in, or ''."""
+    scope = _scope.get()
+    return scope.stage if scope is not None else ""
+
+
 @dataclass
 class Judged(Generic[T]):
     """A structured judge answer: the parsed value, or why there is none."""

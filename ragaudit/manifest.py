@@ -100,7 +100,9 @@ def models_block(config: RunConfig) -> dict[str, Any]:
 def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]:
     """Plain warnings about the quality of what the models can tell."""
     out = []
-    if config.models.judge_model == OFFLINE_JUDGE:
+    # A run that never asked its judge (gold-only, non-LLM metrics) has nothing to warn of it.
+    judged = run is None or _asked(run, config.models.judge_model)
+    if judged and config.models.judge_model == OFFLINE_JUDGE:
         out.append(SMOKE_WARNING)
     # Only a run's own warnings name the embedder: a command that embeds nothing says nothing.
     if config.models.embedder_model == OFFLINE_EMBEDDER and run is not None:
@@ -114,9 +116,25 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
         if "zh" in langs:
             out.append(EMBEDDER_WARNING)
     looped = circular(config.collect.answers.model, [config.models.judge_model])
-    if looped:
+    if looped and judged:
         out.append(looped[0].upper() + looped[1:] + ".")
     return out
+
+
+def _asked(run: RunFolder, model: str) -> bool:
+    """Whether the run asked ``model``: a call in its log (a memo hit counts) or a judged score."""
+    import polars as pl
+
+    files = sorted(run.calls_dir.glob("*.parquet")) if run.calls_dir.is_dir() else []
+    if any(
+        pl.read_parquet(path, columns=["model"]).filter(pl.col("model") == model).height
+        for path in files
+    ):
+        return True
+    if not run.has("scores"):
+        return False
+    judges = run.read("scores").column("judge").to_pylist()
+    return any(j is not None for j in judges)
 
 
 JUDGE_FAILURE_SHARE = 0.5

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 Level = Literal["nominal", "interval"]
 CONFIDENCE = 0.95
@@ -187,6 +186,9 @@ def share(k: int, n: int) -> Share:
     """``k`` of ``n``, with scipy's exact binomial interval."""
     if n == 0:
         return Share(0, 0, None, None, None)
+    # scipy here, not at the top: the manifest's warnings import this module on every command.
+    from scipy import stats
+
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=CONFIDENCE, method="exact")
     return Share(k, n, k / n, float(ci.low), float(ci.high))
 

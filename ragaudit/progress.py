@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 
@@ -43,6 +45,62 @@ def set_reporter(reporter: Reporter | None) -> None:
     _reporter = reporter or _Silent()
 
 
+class LineReporter:
+    """Plain progress lines, one per stage at most every ``every_s`` seconds (a CI log's view).
+
+    A log that is not a terminal gets no live bars; a stage that works for minutes would show
+    nothing, and a run that is alive would read as hung. Each bar prints when it starts, then
+    its count when ``every_s`` has passed since its last line, and once when it ends.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[str], None],
+        every_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.write = write
+        self.every_s = every_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._bars: dict[int, list] = {}
+        self._next = 0
+
+    def start(self, label: str, total: int) -> int:
+        """Print that the stage started; returns its handle."""
+        with self._lock:
+            handle = self._next
+            self._next += 1
+            now = self.clock()
+            # label, total, done, started, last line printed
+            self._bars[handle] = [label, total, 0, now, now]
+        self.write(f"{label}: started, 0/{total}")
+        return handle
+
+    def advance(self, handle: int, n: int = 1) -> None:
+        """Count ``n`` more done; print a line when ``every_s`` passed since the last one."""
+        with self._lock:
+            bar = self._bars.get(handle)
+            if bar is None:
+                return
+            bar[2] += n
+            now = self.clock()
+            if now - bar[4] < self.every_s:
+                return
+            bar[4] = now
+            line = f"{bar[0]}: {bar[2]}/{bar[1]}, {now - bar[3]:.0f} s"
+        self.write(line)
+
+    def finish(self, handle: int) -> None:
+        """Print that the stage ended, with its time."""
+        with self._lock:
+            bar = self._bars.pop(handle, None)
+            if bar is None:
+                return
+            line = f"{bar[0]}: done, {bar[2]}/{bar[1]} in {self.clock() - bar[3]:.0f} s"
+        self.write(line)
+
+
 class Bar:
     """A handle on one progress bar."""
 
@@ -64,4 +122,4 @@ def bar(label: str, total: int) -> Iterator[Bar]:
         _reporter.finish(handle)
 
 
-__all__ = ["Bar", "Reporter", "bar", "set_reporter"]
+__all__ = ["Bar", "LineReporter", "Reporter", "bar", "set_reporter"]

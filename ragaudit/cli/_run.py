@@ -105,7 +105,12 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
         ):
             from ragaudit import progress as prog
 
-            prog.set_reporter(_RichReporter(progress))
+            # Live bars need a terminal; a CI log gets a line per stage every ~10 s instead.
+            prog.set_reporter(
+                _RichReporter(progress)
+                if err.is_terminal
+                else prog.LineReporter(lambda line: err.print(line, markup=False, highlight=False))
+            )
             try:
                 return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
             finally:
@@ -144,12 +149,22 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
     console.print(f"judge: [bold]{report.judge}[/]   embedder: {report.embedder}")
     total = report.calls_total
     seconds = (manifest or {}).get("timings", report.timings).get("total_s")
+    time_text = "" if seconds is None else f"; time {seconds:.1f} s"
+    now = (manifest or {}).get("llm")
+    if now is not None:
+        # The call log holds every call the run id ever made; a re-run that found its stages
+        # done makes none, and saying only the total would read as calls made just now.
+        console.print(
+            f"LLM calls this invocation: {now.get('calls', 0)} (memo hits "
+            f"{now.get('cache_hits', 0)}, provider calls {now.get('provider_calls', 0)})"
+            + time_text
+        )
     if total is not None:
         cost = "" if total.cost_usd is None else f", cost ${total.cost_usd:.4f}"
+        label = "LLM calls" if now is None else f"LLM calls of run {report.run_id} in total"
         console.print(
-            f"LLM calls: {total.calls} (memo hits {total.memo_hits}, "
-            f"provider calls {total.provider_calls}){cost}"
-            + ("" if seconds is None else f"; time {seconds:.1f} s")
+            f"{label}: {total.calls} (memo hits {total.memo_hits}, "
+            f"provider calls {total.provider_calls}){cost}" + (time_text if now is None else "")
         )
     if report.summary:
         table = Table(title="Metrics (mean over ok rows, 95% bootstrap CI)")

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ragaudit.reporting._model import Report, _jsonable
 from ragaudit.reporting._stats import CONFIDENCE
@@ -157,6 +156,8 @@ def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 9999, seed: int =
 
     Fewer than two pairs: no interval and no p-value.
     """
+    from scipy import stats  # scipy only when comparing: `runs` needs none of it
+
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     n = len(a)
     if n == 0:
@@ -304,6 +305,8 @@ def power(diffs: np.ndarray, alpha: float = 0.05, target: float = 0.8) -> Power:
     two-sided p-value is 2 / 2^n: with 5 questions 0.0625, never below 0.05. The questions a
     difference d with spread s would need: ((z(1 − α/2) + z(power)) · s / d)².
     """
+    from scipy import stats  # scipy only when comparing: `runs` needs none of it
+
     d = np.asarray(diffs, dtype=float)
     n = len(d)
     smallest = min(1.0, 2.0 / 2.0**n) if n else 1.0
@@ -318,6 +321,8 @@ def power(diffs: np.ndarray, alpha: float = 0.05, target: float = 0.8) -> Power:
 
 def adjust(p_values: list[float | None], method: str = "bh") -> list[float | None]:
     """p-values adjusted across the tested metrics (None stays None)."""
+    from scipy import stats  # scipy only when comparing: `runs` needs none of it
+
     tested = [p for p in p_values if p is not None]
     if not tested:
         return list(p_values)

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from ragaudit.reporting._model import MetricSummary, WorstQuestion
 
@@ -30,6 +29,9 @@ def bootstrap_ci(
         # Every resample has the same mean: the interval is that point (scipy warns and
         # returns NaN for degenerate data).
         return float(values[0]), float(values[0])
+    # scipy is imported here: `ragaudit runs` reads stored summaries and never needs it.
+    from scipy import stats
+
     res = stats.bootstrap(
         (values,),
         np.mean,

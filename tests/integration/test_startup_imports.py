@@ -1,0 +1,84 @@
+"""``ragaudit runs`` and ``compare`` read Parquet and print: they import no judge, no flow engine.
+
+Each command runs in a fresh interpreter (what a user's shell starts), which then names the
+heavy packages present in ``sys.modules``; an import of ragas, litellm, prefect or torch on
+these paths costs seconds of start-up for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.cli import cli_env
+from support.reporting_runs import write_run
+
+HEAVY = ("ragas", "litellm", "prefect", "torch", "langchain_core", "lancedb", "openai")
+
+_PROBE = """
+import json, sys
+from ragaudit.cli import app
+try:
+    app(sys.argv[1:], standalone_mode=False)
+finally:
+    heavy = json.loads(sys.stdin.read())
+    print("HEAVY=" + json.dumps(sorted(m for m in heavy if m in sys.modules)))
+"""
+
+
+def _heavy_imports(
+    args: list[str], tmp_path: Path, heavy: tuple[str, ...] | list[str] = HEAVY
+) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        input=json.dumps(list(heavy)),
+        capture_output=True,
+        text=True,
+        env=cli_env(tmp_path),
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("HEAVY=")]
+    return json.loads(line.removeprefix("HEAVY="))
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> Path:
+    root = tmp_path / "runs"
+    write_run(root, "A", {"faithfulness": [0.5, 0.6, 0.7, 0.6, 0.5]})
+    write_run(root, "B", {"faithfulness": [0.9, 0.95, 0.99, 0.9, 0.92]})
+    return root
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["runs"], id="runs"),
+        pytest.param(["runs", "--trend", "faithfulness"], id="runs-trend"),
+        pytest.param(["compare", "A", "B"], id="compare"),
+        pytest.param(["compare", "A", "B", "--html"], id="compare-html"),
+    ],
+)
+def test_listing_and_comparing_runs_import_no_heavy_package(
+    command: list[str], two_runs: Path, tmp_path: Path
+) -> None:
+    found = _heavy_imports([*command, "--runs-root", str(two_runs)], tmp_path)
+    assert found == [], f"ragaudit {' '.join(command)} imported {found}"
+
+
+def test_listing_runs_needs_no_statistics_library(two_runs: Path, tmp_path: Path) -> None:
+    # The stored summaries hold every interval `runs` prints: scipy.stats (a second of
+    # imports) is for `compare` and for scoring.
+    args = ["runs", "--runs-root", str(two_runs)]
+    found = _heavy_imports(args, tmp_path, [*HEAVY, "scipy.stats"])
+    assert found == [], f"ragaudit runs imported {found}"
+
+
+def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
+    # The probe itself: a command that needs ragas (the metric list registers every metric)
+    # is seen importing it, so an empty list above is a finding, not a blind probe.
+    assert "ragas" in _heavy_imports(["metrics"], tmp_path)

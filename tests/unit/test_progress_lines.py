@@ -1,0 +1,57 @@
+"""Progress as plain lines when the output is not a terminal: a stage shows life every ~10 s."""
+
+from __future__ import annotations
+
+from ragaudit import progress
+from ragaudit.progress import LineReporter
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_long_stage_prints_a_line_every_interval_and_its_end() -> None:
+    lines: list[str] = []
+    clock = _Clock()
+    progress.set_reporter(LineReporter(lines.append, every_s=10.0, clock=clock))
+    try:
+        with progress.bar("score:faithfulness", 30) as bar:
+            for _ in range(30):
+                clock.now += 1.0
+                bar.advance()
+    finally:
+        progress.set_reporter(None)
+    assert lines[0] == "score:faithfulness: started, 0/30"
+    assert lines[1:-1] == [
+        "score:faithfulness: 10/30, 10 s",
+        "score:faithfulness: 20/30, 20 s",
+        "score:faithfulness: 30/30, 30 s",
+    ]
+    assert lines[-1] == "score:faithfulness: done, 30/30 in 30 s"
+
+
+def test_a_quick_stage_prints_its_start_and_end_only() -> None:
+    lines: list[str] = []
+    clock = _Clock()
+    reporter = LineReporter(lines.append, every_s=10.0, clock=clock)
+    handle = reporter.start("sort", 3)
+    for _ in range(3):
+        clock.now += 0.5
+        reporter.advance(handle)
+    reporter.finish(handle)
+    assert lines == ["sort: started, 0/3", "sort: done, 3/3 in 2 s"]
+
+
+def test_two_stages_at_once_keep_their_own_counts() -> None:
+    lines: list[str] = []
+    clock = _Clock()
+    reporter = LineReporter(lines.append, every_s=10.0, clock=clock)
+    a, b = reporter.start("score:a", 5), reporter.start("score:b", 5)
+    clock.now += 11.0
+    reporter.advance(a, 2)
+    reporter.advance(b, 4)
+    assert lines[2:] == ["score:a: 2/5, 11 s", "score:b: 4/5, 11 s"]
