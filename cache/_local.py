@@ -391,6 +391,15 @@ class LocalProvider(CustomLLM):
         for index in range(n):
             grammar = LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None
             out = llm.create_completion(prompt, grammar=grammar, **kwargs)
+            if deadline is not None and time.monotonic() >= deadline:
+                # Stopped by the deadline, not by the model: the caller's timeout has come (or
+                # is a moment away), and an answer cut there is not one. Whichever of the two
+                # clocks fires first, the call ends the same way.
+                raise litellm.Timeout(
+                    message=f"{COMPLETION_MODEL}: no answer within the call's timeout",
+                    model=COMPLETION_MODEL,
+                    llm_provider=PROVIDER,
+                )
             choice = out["choices"][0]
             choices.append(
                 {

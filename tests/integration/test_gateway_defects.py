@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -480,8 +481,12 @@ async def test_timeout_bounds_the_local_judge(tmp_path: Path) -> None:
     from ragaudit.cache._local import COMPLETION_MODEL, LOCAL
 
     gateway = Gateway(tmp_path / "cache", backoff_s=0.0, max_retries=0, timeout_s=0.5)
-    # A free-text answer of up to 3,000 tokens takes a minute on two cores; the call ends
-    # at its timeout, and the worker stops generating at the same deadline.
+    # The model's one worker is kept busy for 2 s, so the call cannot be answered within its
+    # 0.5 s whatever the model would write (a warm 270M model may stop after a few tokens):
+    # the call ends at its timeout, and the queued request, finding its deadline passed,
+    # never generates.
+    loop = asyncio.get_running_loop()
+    busy = loop.run_in_executor(LOCAL.llama._executor, time.sleep, 2.0)
     with pytest.raises(litellm.Timeout):
         await asyncio.wait_for(
             gateway.acompletion(
@@ -492,6 +497,7 @@ async def test_timeout_bounds_the_local_judge(tmp_path: Path) -> None:
             ),
             timeout=120,
         )
+    await busy
     # The worker is free again well before a whole answer could have been written.
     await asyncio.wait_for(
         asyncio.get_running_loop().run_in_executor(LOCAL.llama._executor, lambda: None),

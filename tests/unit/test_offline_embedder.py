@@ -130,11 +130,13 @@ async def test_minilm_without_its_packages_says_how_to_get_it_or_the_default(
     assert "pip install sentence-transformers" in str(info.value)
 
 
-def test_warnings_say_what_is_true_of_the_embedder() -> None:
+def test_warnings_say_what_is_true_of_the_embedder(tmp_path: Path) -> None:
     import pyarrow as pa
 
     class ChineseRun:
-        """The two things the warnings read of a run folder: a questions table in Chinese."""
+        """What the warnings read of a run folder: Chinese questions, no calls, no scores."""
+
+        calls_dir = tmp_path / "no-calls"
 
         def has(self, name: str) -> bool:
             return name == "questions"
