@@ -15,7 +15,7 @@ from ragaudit.calibration._grades import (
 )
 from ragaudit.calibration._run import BUNDLED, Calibration, CalibrationInputs, run_calibration
 from ragaudit.calibration._scenarios import make_scenarios
-from ragaudit.config import OFFLINE_EMBEDDER, RunConfig
+from ragaudit.config import RunConfig
 from ragaudit.dataset import load_questions
 from ragaudit.judging import Judge
 from ragaudit.manifest import base_manifest, judge_warnings
@@ -24,6 +24,7 @@ from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
 from ragaudit.runids import new_run_id
 from ragaudit.schemas import CALIBRATION, CALIBRATION_GRADES, CALIBRATION_SCORES, to_table
+from ragaudit.scoring import make_deps
 from ragaudit.search import read_corpus
 
 
@@ -62,16 +63,8 @@ def gather_inputs(
 def metric_deps(config: RunConfig, gateway: Gateway) -> Deps:
     """The models and score options the metrics use, as a run with ``config`` gives them."""
     models = config.models
-    return Deps(
-        gateway=gateway,
-        judge=models.judge_model,
-        embedder=models.embedder_model,
-        options=config.score.model_dump(),
-        temperature=models.temperature,
-        max_output_tokens=models.max_output_tokens,
-        window=context_window(models.judge_model, models.judge_context_window),
-        english_only_embedder=models.embedder_model == OFFLINE_EMBEDDER,
-    )
+    window = context_window(models.judge_model, models.judge_context_window)
+    return make_deps(config, gateway, models.judge_model, window)
 
 
 def judge_for(config: RunConfig, gateway: Gateway, in_flight: int) -> Judge:
