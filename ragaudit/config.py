@@ -68,15 +68,43 @@ class ModelsConfig(_Frozen):
     """Sampling temperature of every judge call."""
     max_output_tokens: int = Field(default=1024, ge=16)
     """Answer budget of one judge call."""
+    judge_repeats: int = Field(default=1, ge=1, le=20)
+    """Independent samples of every judge request that grades (each metric's judge calls and
+    each relevance grade), each memoised under its own key; a row's score is the aggregate of
+    its samples and its spread is kept, and the summary reports the judge's self-agreement per
+    metric. Samples after the first are asked at ``score.sampling_temperature`` (at temperature
+    0 they would repeat one answer). 1: one answer per request, as before."""
+    jury: tuple[str, ...] = ()
+    """litellm model strings of several judges that each grade what ``judge`` grades (metrics
+    and relevance grades; references, nuggets and orderings are still written by ``judge``);
+    a row's score aggregates every judge's samples (``score.aggregate``, ``sort.grade_aggregate``),
+    each judge's scores are kept and the summary reports the judges' agreement per metric.
+    Empty: ``judge`` alone."""
     global_limit: int | None = Field(default=None, ge=1, le=100_000)
     """Judge calls in flight at once across every worker of a run, held by a Prefect global
     concurrency limit (``ragaudit-judge``; needs a Prefect API). None: only the per-process
     ``concurrency`` applies, at no cost."""
 
+    @field_validator("jury")
+    @classmethod
+    def _distinct_jurors(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({m for m in value if value.count(m) > 1})
+        if repeated:
+            raise ValueError(
+                f"{', '.join(repeated)} listed twice: a jury's members must differ "
+                "(use judge_repeats for several samples of one judge)"
+            )
+        return value
+
     @property
     def judge_model(self) -> str:
         """The judge actually used."""
         return self.judge or OFFLINE_JUDGE
+
+    @property
+    def graders(self) -> tuple[str, ...]:
+        """The models that grade: the jury, else the judge alone."""
+        return self.jury or (self.judge_model,)
 
     @property
     def generator_model(self) -> str:
@@ -375,6 +403,10 @@ class SortConfig(_Frozen):
     """Judge only the engine's first N candidates (None: all)."""
     agreement_k: int = Field(default=10, ge=1)
     """k of top-k overlap, NDCG@k, hit@k, precision/recall@k."""
+    grade_aggregate: Literal["majority", "median"] = "majority"
+    """How several samples of a candidate's grade (``models.judge_repeats``, ``models.jury``)
+    become its grade: ``majority``, the most frequent grade, a tie going to the lower one (LLM
+    judges over-rate relevance more often than they under-rate it); ``median``, the lower median."""
 
 
 class GroundTruthConfig(_Frozen):
@@ -519,6 +551,10 @@ class ScoreConfig(_Frozen):
     text or one per language (``{en: …, zh: …}``). Scored by listing ``aspect_<name>`` in
     ``metrics``; a built-in aspect's name (harmlessness, maliciousness, coherence, correctness,
     conciseness) redefines it."""
+    aggregate: dict[str, Literal["mean", "median", "majority"]] = {}
+    """How several samples of a row's score (``models.judge_repeats``, ``models.jury``) become
+    its score, by metric name: ``mean`` (the default for a metric not listed), ``median``, or
+    ``majority`` (the most frequent value, for metrics that score 0 or 1; a tie takes the median)."""
     citation_pattern: str = DEFAULT_CITATION_PATTERN
     """How a citation appears in an answer (a regular expression whose first matching capture
     group holds a context's 1-based position among the retrieved contexts, its id, or several
