@@ -554,7 +554,8 @@ class ScoreConfig(_Frozen):
     aggregate: dict[str, Literal["mean", "median", "majority"]] = {}
     """How several samples of a row's score (``models.judge_repeats``, ``models.jury``) become
     its score, by metric name: ``mean`` (the default for a metric not listed), ``median``, or
-    ``majority`` (the most frequent value, for metrics that score 0 or 1; a tie takes the median)."""
+    ``majority`` (the most frequent value, for metrics that score 0 or 1; a tie takes the
+    median)."""
     citation_pattern: str = DEFAULT_CITATION_PATTERN
     """How a citation appears in an answer (a regular expression whose first matching capture
     group holds a context's 1-based position among the retrieved contexts, its id, or several
