@@ -50,7 +50,10 @@ class LineReporter:
 
     A log that is not a terminal gets no live bars; a stage that works for minutes would show
     nothing, and a run that is alive would read as hung. Each bar prints when it starts, then
-    its count when ``every_s`` has passed since its last line, and once when it ends.
+    its count when ``every_s`` has passed since its last line, and once when it ends. A bar
+    whose count has not moved still gets its line: one judge call on a slow local model can
+    take minutes, and the log must show the stage is waiting, not dead. :meth:`tick` prints
+    those lines; :meth:`heartbeat` calls it from a thread for the duration of a block.
     """
 
     def __init__(
@@ -77,6 +80,13 @@ class LineReporter:
         self.write(f"{label}: started, 0/{total}")
         return handle
 
+    def _due(self, bar: list, now: float) -> str | None:
+        """The bar's line if ``every_s`` passed since its last one (and mark it printed)."""
+        if now - bar[4] < self.every_s:
+            return None
+        bar[4] = now
+        return f"{bar[0]}: {bar[2]}/{bar[1]}, {now - bar[3]:.0f} s"
+
     def advance(self, handle: int, n: int = 1) -> None:
         """Count ``n`` more done; print a line when ``every_s`` passed since the last one."""
         with self._lock:
@@ -84,12 +94,34 @@ class LineReporter:
             if bar is None:
                 return
             bar[2] += n
+            line = self._due(bar, self.clock())
+        if line:
+            self.write(line)
+
+    def tick(self) -> None:
+        """Print the line of every open bar that has printed nothing for ``every_s``."""
+        with self._lock:
             now = self.clock()
-            if now - bar[4] < self.every_s:
-                return
-            bar[4] = now
-            line = f"{bar[0]}: {bar[2]}/{bar[1]}, {now - bar[3]:.0f} s"
-        self.write(line)
+            lines = [line for bar in self._bars.values() if (line := self._due(bar, now))]
+        for line in lines:
+            self.write(line)
+
+    @contextlib.contextmanager
+    def heartbeat(self, period_s: float = 1.0) -> Iterator[None]:
+        """Call :meth:`tick` every ``period_s`` from a daemon thread while the block runs."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(period_s):
+                self.tick()
+
+        thread = threading.Thread(target=beat, name="ragaudit-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def finish(self, handle: int) -> None:
         """Print that the stage ended, with its time."""

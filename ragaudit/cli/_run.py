@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -106,13 +107,18 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
             from ragaudit import progress as prog
 
             # Live bars need a terminal; a CI log gets a line per stage every ~10 s instead.
-            prog.set_reporter(
-                _RichReporter(progress)
-                if err.is_terminal
-                else prog.LineReporter(lambda line: err.print(line, markup=False, highlight=False))
-            )
+            if err.is_terminal:
+                reporter: Any = _RichReporter(progress)
+                beating: Any = contextlib.nullcontext()
+            else:
+                reporter = prog.LineReporter(
+                    lambda line: err.print(line, markup=False, highlight=False)
+                )
+                beating = reporter.heartbeat()
+            prog.set_reporter(reporter)
             try:
-                return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
+                with beating:
+                    return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))
             finally:
                 prog.set_reporter(None)
     except (KeyboardInterrupt, asyncio.CancelledError, TerminationSignal) as exc:

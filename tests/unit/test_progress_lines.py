@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from ragaudit import progress
 from ragaudit.progress import LineReporter
 
@@ -55,3 +57,43 @@ def test_two_stages_at_once_keep_their_own_counts() -> None:
     reporter.advance(a, 2)
     reporter.advance(b, 4)
     assert lines[2:] == ["score:a: 2/5, 11 s", "score:b: 4/5, 11 s"]
+
+
+def test_a_stalled_stage_still_prints_its_count_every_interval() -> None:
+    """One slow call holds a stage's count still; the log must show it is alive."""
+    lines: list[str] = []
+    clock = _Clock()
+    reporter = LineReporter(lines.append, every_s=10.0, clock=clock)
+    handle = reporter.start("sort: relevance", 19)
+    reporter.advance(handle, 8)
+    clock.now += 5.0
+    reporter.tick()
+    assert lines == ["sort: relevance: started, 0/19"]
+    clock.now += 6.0
+    reporter.tick()
+    clock.now += 10.0
+    reporter.tick()
+    reporter.tick()
+    assert lines[1:] == ["sort: relevance: 8/19, 11 s", "sort: relevance: 8/19, 21 s"]
+    reporter.finish(handle)
+    reporter.tick()
+    assert lines[-1] == "sort: relevance: done, 8/19 in 21 s"
+
+
+def test_the_heartbeat_thread_ticks_until_its_block_ends() -> None:
+    lines: list[str] = []
+    printed = threading.Event()
+
+    def write(line: str) -> None:
+        lines.append(line)
+        if line.endswith("s") and "started" not in line:
+            printed.set()
+
+    reporter = LineReporter(write, every_s=0.0)
+    handle = reporter.start("score:faithfulness", 4)
+    with reporter.heartbeat(period_s=0.01):
+        assert printed.wait(timeout=30), "no heartbeat line"
+    # The block's end joins the thread: no heartbeat outlives the run.
+    assert not any(t.name == "ragaudit-progress" for t in threading.enumerate())
+    reporter.finish(handle)
+    assert lines[1].startswith("score:faithfulness: 0/4, ")
