@@ -369,3 +369,23 @@ async def test_head_ordering_progress_counts_questions_and_ends_at_its_total(
     # The question's head took several calls; the bar counts questions (it read "3/2").
     assert table(ctx.run, "ranking")[0]["ordering_calls"] > 2
     assert done.startswith(f"sort: order (head:{method}): done, 1/1 in"), done
+
+
+def test_the_sort_stage_and_calibrate_build_one_judge_from_the_config(config_factory) -> None:
+    from ragaudit.judging import Judge
+    from ragaudit.tasks._common import in_flight
+    from ragaudit.tasks.sort import judge_of
+
+    config = config_factory(
+        models__judge_context_window=6000, models__max_output_tokens=300, models__temperature=0.2
+    )
+    ctx = context(config)
+    judge = Judge.from_config(config.models, ctx.gateway, 7)
+    assert (judge.model, judge.window, judge.max_tokens, judge.temperature, judge.in_flight) == (
+        "fake/judge",
+        6000,
+        300,
+        0.2,
+        7,
+    )
+    assert judge_of(ctx) == Judge.from_config(config.models, ctx.gateway, in_flight(ctx))
