@@ -809,11 +809,12 @@ async def estimate_sort(plan: Plan) -> None:
 def _estimate_head(plan: Plan, q: Question, relevant: list[tuple[str, str]]) -> None:
     """The head ordering's setwise or listwise calls, on a pool of every relevant candidate."""
     from ragaudit.judging import setwise_calls, window_calls
-    from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, SetwiseInput
+    from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, Prompt, SetwiseInput
 
     cfg = plan.config.sort
     judge = plan.config.models.judge_model
     n = len(relevant)
+    prompt: Prompt[Any, Any]
     if cfg.head_method == "window":
         calls, size, prompt = (
             window_calls(n, cfg.head_k, cfg.window, cfg.head_votes),

@@ -83,7 +83,8 @@ class Ordered:
 def by_grade(ids: Sequence[str], grades: Mapping[str, int]) -> tuple[list[str], list[int]]:
     """``ids`` best grade first (their order kept inside a grade), one tie group per grade."""
     ordered = sorted(ids, key=lambda c: -grades.get(c, 0))
-    groups, last = [], None
+    groups: list[int] = []
+    last: int | None = None
     for c in ordered:
         g = grades.get(c, 0)
         groups.append(groups[-1] + (g != last) if groups else 0)

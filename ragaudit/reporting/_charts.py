@@ -131,7 +131,7 @@ def distributions_chart(report: Report) -> Figure | None:
     an axis under an empty cell. A metric without one ok value gets no panel; the caption
     names it.
     """
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"metric": cell.metric, "value": cell.value}
         for q in report.questions
         for cell in q.scores.values()
