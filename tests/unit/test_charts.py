@@ -11,12 +11,26 @@ from pathlib import Path
 
 from support.reporting_runs import write_run
 
+import ragaudit.metrics  # noqa: F401  (the registry: run configs name real metrics)
 from ragaudit.reporting import build_report, compare_runs
 from ragaudit.reporting._charts import compare_chart, distributions_chart
 
 # A browser's fallback sans-serif (DejaVu Sans) sets digits and the minus sign about 0.64 em
 # wide; vl-convert measures with a narrower font.
 BROWSER_EM = 0.64
+SCORED = [
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "nonllm_context_recall",
+    "nonllm_context_precision",
+    "context_relevance",
+    "context_entity_recall",
+    "noise_sensitivity",
+    "factual_correctness",
+    "rouge_l",
+]
 
 
 def axes(svg: str, kind: str) -> list[list[tuple[float, str, str]]]:
@@ -46,24 +60,24 @@ def test_distributions_draw_one_panel_with_its_own_axes_per_metric_with_values(
 ) -> None:
     # Eleven metrics with values in a four-column grid: the last row has three panels.
     values: dict[str, list[float | None]] = {
-        f"metric_{i:02d}": [((i + j) % 10) / 10 for j in range(12)] for i in range(11)
+        m: [((i + j) % 10) / 10 for j in range(12)] for i, m in enumerate(SCORED)
     }
-    values["never_scored"] = [None] * 12
+    values["answer_correctness"] = [None] * 12  # every row failed
     report = build_report(write_run(tmp_path, "r", values))
     fig = distributions_chart(report)
     assert fig is not None
     titles = panel_titles(fig.svg)
-    assert titles == [m for m in values if m != "never_scored"]
+    assert titles == SCORED
     # One x axis under every panel; a wrapped facet drew four, one under an empty cell.
     assert len(axes(fig.svg, "X")) == len(titles)
-    assert "No ok value to draw: never_scored." in fig.caption
+    assert "No ok value to draw: answer_correctness." in fig.caption
 
 
 def test_distribution_count_ticks_are_whole_and_distinct(tmp_path: Path) -> None:
     values: dict[str, list[float | None]] = {
-        "one_each": [i / 10 for i in range(10)],  # every bar of height 1
-        "all_same": [1.0] * 10,
-        "two": [0.5, 0.6] + [None] * 8,
+        "faithfulness": [i / 10 for i in range(10)],  # every bar of height 1
+        "context_recall": [1.0] * 10,
+        "rouge_l": [0.5, 0.6] + [None] * 8,
     }
     fig = distributions_chart(build_report(write_run(tmp_path, "r", values)))
     assert fig is not None
@@ -74,8 +88,9 @@ def test_distribution_count_ticks_are_whole_and_distinct(tmp_path: Path) -> None
 
 
 def test_compare_chart_labels_fit_and_do_not_run_together(tmp_path: Path) -> None:
-    long_name = "aspect_critic_harmfulness_and_maliciousness_check"
-    base = {m: [(i * 7 % 10) / 10 for i in range(30)] for m in ("faithfulness", long_name)}
+    long_name = "noise_sensitivity_irrelevant (lower is better)"
+    metrics = ("faithfulness", "noise_sensitivity_irrelevant")
+    base = {m: [(i * 7 % 10) / 10 for i in range(30)] for m in metrics}
     # Small differences: ticks every 0.001 with six-character labels.
     moved = {
         m: [v + (0.012 if i % 2 else -0.003) for i, v in enumerate(vs)] for m, vs in base.items()
