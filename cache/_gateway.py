@@ -1025,7 +1025,9 @@ class Gateway:
             if len(free) < 2:
                 # Nothing left to ask together: each sample is settled by its own request.
                 return {}
-            owned = {i: (keys[i], concurrent.futures.Future()) for i in free}
+            owned: dict[int, tuple[str, concurrent.futures.Future[Any]]] = {
+                i: (keys[i], concurrent.futures.Future()) for i in free
+            }
             for key, future in owned.values():
                 self._inflight[key] = future
         indices = free
@@ -1243,7 +1245,7 @@ class Gateway:
                 for key, future in owned.items():
                     self._release(key, future, error=exc)
                 raise
-        found = {keys[i]: out[i] for i in range(len(keys)) if out[i] is not None}
+        found = {keys[i]: v for i in range(len(keys)) if (v := out[i]) is not None}
         for key, future in shared.items():
             found[key] = await asyncio.shield(asyncio.wrap_future(future))
         if not owned:

@@ -24,7 +24,7 @@ import asyncio
 import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import litellm
 from litellm.llms.custom_llm import CustomLLM
@@ -121,11 +121,11 @@ class LocalRouter(CustomLLM):
 
     def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         """Blocking completion: the judge's provider answers."""
-        return self.fallback.completion(*args, **kwargs)
+        return cast(ModelResponse, self.fallback.completion(*args, **kwargs))
 
     async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         """Async completion: the judge's provider answers."""
-        return await self.fallback.acompletion(*args, **kwargs)
+        return cast(ModelResponse, await self.fallback.acompletion(*args, **kwargs))
 
     def _ours(self, model: str) -> bool:
         name = _qualified(model)

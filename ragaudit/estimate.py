@@ -809,11 +809,12 @@ async def estimate_sort(plan: Plan) -> None:
 def _estimate_head(plan: Plan, q: Question, relevant: list[tuple[str, str]]) -> None:
     """The head ordering's setwise or listwise calls, on a pool of every relevant candidate."""
     from ragaudit.judging import setwise_calls, window_calls
-    from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, SetwiseInput
+    from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, Prompt, SetwiseInput
 
     cfg = plan.config.sort
     judge = plan.config.models.judge_model
     n = len(relevant)
+    prompt: Prompt[Any, Any]
     if cfg.head_method == "window":
         calls, size, prompt = (
             window_calls(n, cfg.head_k, cfg.window, cfg.head_votes),
@@ -841,7 +842,7 @@ async def estimate_ground_truth(plan: Plan) -> None:
     """Group answers over the relevant contexts packed into the window, then merge rounds."""
     from ragaudit.cache import context_window
     from ragaudit.prompts.reference import ANSWER_GROUP, MERGE
-    from ragaudit.reference import ReferenceWriter
+    from ragaudit.reference import QuestionJudge, ReferenceWriter
 
     config = plan.config
     cfg = config.ground_truth
@@ -864,14 +865,16 @@ async def estimate_ground_truth(plan: Plan) -> None:
             continue
         # The writer sizes and renders prompts without its gateway, which only answering uses.
         writer = ReferenceWriter(
-            None,  # type: ignore[arg-type]
-            judge,
-            q.question,
-            q.language,
-            window=window,
-            answer_tokens=cfg.answer_tokens,
-            reserve_tokens=cfg.reserve_tokens,
-            temperature=config.models.temperature,
+            QuestionJudge(
+                None,  # type: ignore[arg-type]
+                judge,
+                q.question,
+                q.language,
+                window=window,
+                answer_tokens=cfg.answer_tokens,
+                reserve_tokens=cfg.reserve_tokens,
+                temperature=config.models.temperature,
+            )
         )
         # Every partial answer as long as a reply, cut from the contexts it is written from.
         like = " ".join(t for _, t in contexts)
@@ -906,6 +909,7 @@ def _estimate_nuggets(plan: Plan, window: int) -> None:
     from ragaudit.cache import structured_messages
     from ragaudit.nuggets import NuggetExtractor
     from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS, MergeNuggetsInput
+    from ragaudit.reference import QuestionJudge
 
     config = plan.config
     cfg = config.ground_truth
@@ -915,13 +919,15 @@ def _estimate_nuggets(plan: Plan, window: int) -> None:
     for q in plan.questions:
         contexts = [(i, t) for i, t in plan.relevant.get(q.question_id, []) if t and t.strip()]
         extractor = NuggetExtractor(
-            None,  # type: ignore[arg-type]
-            judge,
-            q.question,
-            q.language,
-            window=window,
-            answer_tokens=cfg.nugget_tokens,
-            reserve_tokens=cfg.reserve_tokens,
+            QuestionJudge(
+                None,  # type: ignore[arg-type]
+                judge,
+                q.question,
+                q.language,
+                window=window,
+                answer_tokens=cfg.nugget_tokens,
+                reserve_tokens=cfg.reserve_tokens,
+            ),
             max_nuggets=cfg.max_nuggets,
         )
         if not contexts or extractor.usable < 64:

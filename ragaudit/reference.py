@@ -223,40 +223,51 @@ class PlannedCalls:
     merges: list[list[dict[str, Any]]]
 
 
-class ReferenceWriter:
-    """Writes one question's reference answer and keeps its merge tree and counts.
+@dataclass(frozen=True)
+class QuestionJudge:
+    """One question's judge and the room its prompts get.
 
-    Args:
+    What the writers of the judge's map-reduce prompts (a reference answer, the nuggets) are
+    built with.
+
+    Attributes:
         gateway: the gateway every judge call goes through.
         judge: the judge model string.
         question: the question text.
         lang: the question's language; it picks the prompt set.
         window: the judge's context window (prompt + answer tokens).
-        answer_tokens: the answer budget (``max_tokens``) of an answer written from contexts.
+        answer_tokens: the answer budget (``max_tokens``) of one map call.
         reserve_tokens: tokens kept free in every prompt for what the counter cannot see.
         temperature: the judge's sampling temperature.
     """
 
-    def __init__(
-        self,
-        gateway: Gateway,
-        judge: str,
-        question: str,
-        lang: str,
-        *,
-        window: int,
-        answer_tokens: int = 1024,
-        reserve_tokens: int = 0,
-        temperature: float = 0.0,
-    ) -> None:
-        self.gateway = gateway
-        self.question = question
-        self.lang = ANSWER_GROUP.language(lang)
-        self.model = judge
-        self.window = window
-        self.answer_tokens = answer_tokens
-        self.reserve = reserve_tokens
-        self.temperature = temperature
+    gateway: Gateway
+    judge: str
+    question: str
+    lang: str
+    window: int
+    answer_tokens: int = 1024
+    reserve_tokens: int = 0
+    temperature: float = 0.0
+
+
+class ReferenceWriter:
+    """Writes one question's reference answer and keeps its merge tree and counts.
+
+    Args:
+        setup: the question, its judge and the room its prompts get (``answer_tokens``: the
+            budget of an answer written from contexts).
+    """
+
+    def __init__(self, setup: QuestionJudge) -> None:
+        self.gateway = setup.gateway
+        self.question = setup.question
+        self.lang = ANSWER_GROUP.language(setup.lang)
+        self.model = setup.judge
+        self.window = setup.window
+        self.answer_tokens = setup.answer_tokens
+        self.reserve = setup.reserve_tokens
+        self.temperature = setup.temperature
         self.nodes: list[dict[str, Any]] = []
         self.lost: list[str] = []
         self.notes: list[str] = []
@@ -269,10 +280,10 @@ class ReferenceWriter:
         self._splits_left = 0
         self._rendered: dict[tuple[str, tuple[int, ...]], tuple[list[dict[str, Any]], int]] = {}
         self.answer_overhead = self._render(
-            ANSWER_GROUP, GroupAnswerInput(question=question, contexts=[])
+            ANSWER_GROUP, GroupAnswerInput(question=self.question, contexts=[])
         )[1]
         self.merge_overhead = self._render(
-            MERGE, MergeInput(question=question, partial_answers=[])
+            MERGE, MergeInput(question=self.question, partial_answers=[])
         )[1]
 
     # -- sizes ----------------------------------------------------------------------------
@@ -661,6 +672,7 @@ def _fake_merge(req: FakeRequest) -> dict[str, Any]:
 
 __all__ = [
     "PlannedCalls",
+    "QuestionJudge",
     "ReferenceWriter",
     "fit_text",
     "json_cost",

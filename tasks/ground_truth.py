@@ -16,7 +16,7 @@ from typing import Any
 from ragaudit import progress
 from ragaudit.cache import KeyRejected
 from ragaudit.nuggets import NuggetResult, extract_nuggets
-from ragaudit.reference import ReferenceWriter, relevant_context_ids
+from ragaudit.reference import QuestionJudge, ReferenceWriter, relevant_context_ids
 from ragaudit.schemas import GROUND_TRUTH, NUGGETS, to_table
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, gather_limited, in_flight
@@ -26,14 +26,16 @@ def writer_for(ctx: StageContext, question: str, lang: str) -> ReferenceWriter:
     """The reference writer of one question, with the run's judge, window and budgets."""
     cfg = ctx.config.ground_truth
     return ReferenceWriter(
-        ctx.gateway,
-        ctx.judge,
-        question,
-        lang,
-        window=ctx.window(),
-        answer_tokens=cfg.answer_tokens,
-        reserve_tokens=cfg.reserve_tokens,
-        temperature=ctx.config.models.temperature,
+        QuestionJudge(
+            ctx.gateway,
+            ctx.judge,
+            question,
+            lang,
+            window=ctx.window(),
+            answer_tokens=cfg.answer_tokens,
+            reserve_tokens=cfg.reserve_tokens,
+            temperature=ctx.config.models.temperature,
+        )
     )
 
 

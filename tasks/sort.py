@@ -28,15 +28,7 @@ from ragaudit.trec import export_trec
 
 def judge_of(ctx: StageContext) -> Judge:
     """The stage's judge: the gateway, the judge model and its window, from the config."""
-    models = ctx.config.models
-    return Judge(
-        gateway=ctx.gateway,
-        model=ctx.judge,
-        window=ctx.window(),
-        max_tokens=models.max_output_tokens,
-        temperature=models.temperature,
-        in_flight=in_flight(ctx),
-    )
+    return Judge.from_config(ctx.config.models, ctx.gateway, in_flight(ctx))
 
 
 def prompt_budget(ctx: StageContext) -> int:

@@ -27,7 +27,7 @@ from ragaudit.calibration._run import (
 )
 from ragaudit.calibration._scenarios import FAMILIES, FAMILY_METRICS, make_scenarios
 from ragaudit.calibration._stats import Figure, alignment_figures, detector_figures, share_ci
-from ragaudit.calibration._write import calibrate, gather_inputs, judge_for, metric_deps
+from ragaudit.calibration._write import calibrate, gather_inputs, metric_deps
 
 __all__ = [
     "BUNDLED",
@@ -47,7 +47,6 @@ __all__ = [
     "calibrate_judge_grades",
     "detector_figures",
     "gather_inputs",
-    "judge_for",
     "load_grade_labels",
     "load_halueval",
     "load_labels",

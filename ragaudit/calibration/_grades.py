@@ -296,7 +296,8 @@ def engine_ndcg(
         gains = {
             "human": {c: sum(h for _, h, _ in xs) / len(xs) for c, xs in contexts.items()},
             "judge": {c: float(xs[0][2] or 0) for c, xs in contexts.items()},
-            "calibrated": {c: table[xs[0][2]].share or 0.0 for c, xs in contexts.items()},
+            # Unjudged contexts were left out above: the judge's grade is there.
+            "calibrated": {c: table[xs[0][2] or 0].share or 0.0 for c, xs in contexts.items()},
         }
         scores = {name: ndcg_at_k(order, g, NDCG_K) for name, g in gains.items()}
         if all(math.isfinite(v) for v in scores.values()):

@@ -67,19 +67,6 @@ def metric_deps(config: RunConfig, gateway: Gateway) -> Deps:
     return make_deps(config, gateway, models.judge_model, window)
 
 
-def judge_for(config: RunConfig, gateway: Gateway, in_flight: int) -> Judge:
-    """The relevance judge a run with ``config`` grades candidates with."""
-    models = config.models
-    return Judge(
-        gateway=gateway,
-        model=models.judge_model,
-        window=context_window(models.judge_model, models.judge_context_window),
-        max_tokens=models.max_output_tokens,
-        temperature=models.temperature,
-        in_flight=in_flight,
-    )
-
-
 async def calibrate(
     config: RunConfig,
     inputs: CalibrationInputs,
@@ -118,7 +105,7 @@ async def calibrate(
         if inputs.grade_labels:
             result.grades = await calibrate_judge_grades(
                 inputs.grade_labels,
-                judge_for(config, gw, in_flight),
+                Judge.from_config(config.models, gw, in_flight),
                 relevant_grade=config.sort.relevant_grade,
                 run_id=run_id,
             )
@@ -155,4 +142,4 @@ async def calibrate(
     return result, run, warnings
 
 
-__all__ = ["calibrate", "gather_inputs", "judge_for", "metric_deps"]
+__all__ = ["calibrate", "gather_inputs", "metric_deps"]

@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 import ragaudit  # noqa: F401  (offline environment before anything else)
 from ragaudit.config import set_path
 from ragaudit.errors import RagauditError, os_error_message
+from ragaudit.numbers import fixed
 from ragaudit.secrets import redact
 from ragaudit.stopping import exit_status
 
@@ -163,7 +164,7 @@ def _overrides(
 
 
 def _num(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return fixed(value, digits)
 
 
 def main() -> None:

@@ -171,9 +171,10 @@ def calibrate_cmd(
             f"{run.table_path('calibration_grades')}"
         )
     failed = sum(r["status"] == "failed" for r in result.scores)
+    # A grades-only calibration scores no items: say what it did, not "0 items scored".
+    done = f"{len(result.scores)} items scored ({failed} failed)" if result.scores else "figures"
     console.print(
-        f"{len(result.scores)} items scored ({failed} failed) in "
-        f"{time.perf_counter() - started:.1f} s; {run.table_path('calibration')}"
+        f"{done} in {time.perf_counter() - started:.1f} s; {run.table_path('calibration')}"
     )
     console.print(f"report.html: {run.path / 'report.html'}")
     for warning in warnings:

@@ -13,6 +13,7 @@ from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app,
 from ragaudit.cli._run import _evaluate_with_flags
 from ragaudit.config import load_config
 from ragaudit.errors import RagauditError
+from ragaudit.numbers import fixed
 
 
 @app.command("report")
@@ -126,8 +127,10 @@ def _print_comparison(cmp: Any) -> None:
             str(m.n_paired),
             _num(m.mean_a),
             _num(m.mean_b),
-            _num(m.diff),
-            "-" if m.ci_low is None else f"{m.ci_low:+.3f} {m.ci_high:+.3f}",
+            fixed(m.diff, sign=True),
+            "-"
+            if m.ci_low is None
+            else f"{fixed(m.ci_low, sign=True)} {fixed(m.ci_high, sign=True)}",
             _num(m.p_value, 4),
             _num(m.p_adjusted, 4),
             verdict,
@@ -137,8 +140,8 @@ def _print_comparison(cmp: Any) -> None:
         console.print("Questions that moved most (A -> B):")
         for q in cmp.moved_questions:
             console.print(
-                f"  {q.metric} {q.question_id}: {q.value_a:.3f} -> {q.value_b:.3f} "
-                f"({q.diff:+.3f})  {q.question[:60]}",
+                f"  {q.metric} {q.question_id}: {fixed(q.value_a)} -> {fixed(q.value_b)} "
+                f"({fixed(q.diff, sign=True)})  {q.question[:60]}",
                 soft_wrap=True,
             )
     for warning in cmp.warnings:
@@ -219,7 +222,7 @@ def runs(
         table.add_column(col)
     for r in series:
         low, high = r.ci.get(trend, (None, None))
-        ci = "-" if low is None else f"{low:.3f}-{high:.3f}"
+        ci = "-" if low is None else f"{fixed(low)}-{fixed(high)}"
         started = (r.started_at or "")[:19].replace("T", " ")
         table.add_row(r.run_id, started, r.judge or "", _num(r.means[trend]), ci)
     console.print(table)

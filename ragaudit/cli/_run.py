@@ -42,6 +42,7 @@ from ragaudit.cli._app import (
 from ragaudit.cli._dryrun import _dry_run
 from ragaudit.config import RunConfig, load_config
 from ragaudit.errors import RagauditError
+from ragaudit.numbers import fixed
 from ragaudit.runids import new_run_id
 from ragaudit.secrets import install_log_filter
 
@@ -177,8 +178,8 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
         for col in ("metric", "mean", "95% CI", "ok", "failed", "skipped", "threshold", "flag"):
             table.add_column(col)
         for s in report.summary:
-            mean = "-" if s.mean is None else f"{s.mean:.3f}"
-            ci = "-" if s.ci_low is None else f"{s.ci_low:.2f}-{s.ci_high:.2f}"
+            mean = fixed(s.mean)
+            ci = "-" if s.ci_low is None else f"{fixed(s.ci_low, 2)}-{fixed(s.ci_high, 2)}"
             side = "<" if s.higher_is_better else ">"
             thr = "" if s.threshold is None else f"{side} {s.threshold}"
             flag = ""
@@ -195,13 +196,13 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
         rows = [w for w in report.worst if w.metric == metric]
         if rows:
             lines.append(
-                f"  {metric}: " + ", ".join(f"{w.question_id} ({w.value:.2f})" for w in rows)
+                f"  {metric}: " + ", ".join(f"{w.question_id} ({fixed(w.value, 2)})" for w in rows)
             )
     if lines:
         console.print("Worst questions:\n" + "\n".join(lines))
     shown = {"spearman", "kendall_tau", "top_k_overlap", "ndcg"}
     text = "; ".join(
-        f"{a.comparison} {a.metric} {a.value:.2f} (n={a.n_questions})"
+        f"{a.comparison} {a.metric} {fixed(a.value, 2)} (n={a.n_questions})"
         for a in report.overall_agreement
         if a.status == "ok" and a.metric in shown and a.value is not None
     )

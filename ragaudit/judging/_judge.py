@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Gateway, Judged, structured_prompt_tokens
+from ragaudit.cache import Gateway, Judged, context_window, structured_prompt_tokens
 from ragaudit.concurrency import gather_limited
+from ragaudit.config import ModelsConfig
 from ragaudit.prompts import Prompt
 
 T = TypeVar("T")
@@ -42,6 +43,24 @@ class Judge:
     max_tokens: int
     temperature: float = 0.0
     in_flight: int = 64
+
+    @classmethod
+    def from_config(cls, models: ModelsConfig, gateway: Gateway, in_flight: int) -> Judge:
+        """The judge a run with ``models`` grades and orders with (the sort stage's, calibrate's).
+
+        Args:
+            models: The config's ``models`` section (judge model, its window, answer limits).
+            gateway: The gateway every call goes through.
+            in_flight: Items worked on at once.
+        """
+        return cls(
+            gateway=gateway,
+            model=models.judge_model,
+            window=context_window(models.judge_model, models.judge_context_window),
+            max_tokens=models.max_output_tokens,
+            temperature=models.temperature,
+            in_flight=in_flight,
+        )
 
     @property
     def budget(self) -> int:

@@ -83,7 +83,8 @@ class Ordered:
 def by_grade(ids: Sequence[str], grades: Mapping[str, int]) -> tuple[list[str], list[int]]:
     """``ids`` best grade first (their order kept inside a grade), one tie group per grade."""
     ordered = sorted(ids, key=lambda c: -grades.get(c, 0))
-    groups, last = [], None
+    groups: list[int] = []
+    last: int | None = None
     for c in ordered:
         g = grades.get(c, 0)
         groups.append(groups[-1] + (g != last) if groups else 0)
@@ -151,7 +152,7 @@ async def order_one(
     head = result[: min(options.head_k, len(result))]
     rest, rest_groups = by_grade([c for c in relevant if c not in set(head)], grades)
     if bar is not None:
-        bar.advance(len(sj.rows))
+        bar.advance()
     return Ordered(
         qid,
         head + rest,
@@ -179,8 +180,12 @@ async def order_questions(
             len(g.relevant) * max(1, math.ceil(math.log2(max(len(g.relevant), 2))))
             for g in graded.values()
         )
+    elif options.order == "head":
+        # Counted in questions: a question's head calls depend on its pool, window and votes
+        # (counted as two calls a question, the bar read "15/10").
+        expected = sum(1 for qid in candidates if graded[qid].relevant)
     else:
-        expected = len(candidates) * (2 if options.order == "head" else 0)
+        expected = 0
     with progress.bar(f"sort: order ({options.method})", expected) as bar:
 
         async def order(qid: str) -> Ordered:

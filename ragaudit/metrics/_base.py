@@ -123,8 +123,9 @@ class Options(BaseModel):
 class CostSheet(Protocol):
     """What a metric's cost model reads and writes for one row in a dry run."""
 
-    assume: Any
-    """The dry run's assumptions (reply lengths: ``statement_tokens``, ``verdict_tokens``, …)."""
+    @property
+    def assume(self) -> Any:
+        """The dry run's assumptions (reply lengths: ``statement_tokens``, ``verdict_tokens``)."""
 
     def tally(
         self,

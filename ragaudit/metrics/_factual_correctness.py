@@ -8,7 +8,7 @@ registered metrics share the same judge calls (the memo answers the second and t
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -79,7 +79,7 @@ class FactualCorrectnessOptions(Options):
 
 
 async def _score(s: Sample, deps: Deps, opts: FactualCorrectnessOptions, mode: Mode) -> Outcome:
-    args = {
+    args: dict[str, Any] = {
         "mode": mode,
         "beta": float(opts.beta),
         "atomicity": opts.atomicity,

@@ -80,7 +80,7 @@ async def _score(name: str, s: Sample, deps: Deps, opts: NuggetOptions) -> Outco
         for n in assigned
         if n["importance"] == "vital" and n["verdict"] != "support"
     ]
-    reason = {
+    reason: dict[str, Any] = {
         "nuggets": [
             {k: n[k] for k in ("text", "importance", "context_ids", "verdict", "reason")}
             for n in assigned

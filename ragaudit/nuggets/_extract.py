@@ -34,7 +34,7 @@ from ragaudit.prompts.nuggets import (
     ExtractInput,
     MergeNuggetsInput,
 )
-from ragaudit.reference import fit_text, json_cost, pack
+from ragaudit.reference import QuestionJudge, fit_text, json_cost, pack
 
 # Statuses of the gateway whose inputs can succeed when asked in smaller parts.
 _SPLIT = {"too_long", "truncated", "no_room"}
@@ -88,38 +88,20 @@ class NuggetExtractor:
     """Extracts one question's nuggets within the judge's window.
 
     Args:
-        gateway: the gateway every judge call goes through.
-        judge: the judge model string.
-        question: the question text.
-        lang: the question's language; it picks the prompt set.
-        window: the judge's context window (prompt + answer tokens).
-        answer_tokens: the answer budget of one extraction call.
-        reserve_tokens: tokens kept free in every prompt for what the counter cannot see.
-        temperature: the judge's sampling temperature.
+        setup: the question, its judge and the room its prompts get (``answer_tokens``: the
+            budget of one extraction call).
         max_nuggets: the cap on the final list (vital first).
     """
 
-    def __init__(
-        self,
-        gateway: Gateway,
-        judge: str,
-        question: str,
-        lang: str,
-        *,
-        window: int,
-        answer_tokens: int = 1024,
-        reserve_tokens: int = 0,
-        temperature: float = 0.0,
-        max_nuggets: int = 30,
-    ) -> None:
-        self.gateway = gateway
-        self.model = judge
-        self.question = question
-        self.lang = EXTRACT.language(lang)
-        self.window = window
-        self.answer_tokens = answer_tokens
-        self.reserve = reserve_tokens
-        self.temperature = temperature
+    def __init__(self, setup: QuestionJudge, *, max_nuggets: int = 30) -> None:
+        self.gateway = setup.gateway
+        self.model = setup.judge
+        self.question = question = setup.question
+        self.lang = EXTRACT.language(setup.lang)
+        self.window = window = setup.window
+        self.answer_tokens = answer_tokens = setup.answer_tokens
+        self.reserve = reserve_tokens = setup.reserve_tokens
+        self.temperature = setup.temperature
         self.max_nuggets = max_nuggets
         self.result = NuggetResult([], "ok")
         self.extract_overhead = self._tokens(EXTRACT, ExtractInput(question=question, contexts=[]))
@@ -387,14 +369,9 @@ async def extract_nuggets(
 ) -> NuggetResult:
     """The nuggets of one question from its relevant ``contexts`` (id, text)."""
     extractor = NuggetExtractor(
-        gateway,
-        judge,
-        question,
-        lang,
-        window=window,
-        answer_tokens=answer_tokens,
-        reserve_tokens=reserve_tokens,
-        temperature=temperature,
+        QuestionJudge(
+            gateway, judge, question, lang, window, answer_tokens, reserve_tokens, temperature
+        ),
         max_nuggets=max_nuggets,
     )
     return await extractor.run(contexts)

@@ -144,12 +144,12 @@ class PlantedTruth:
             groups: dict[str, list[int]] = {}
             texts = p.get("nuggets", [])
             for k, text in enumerate(texts, start=1):
-                fact = self.fact_of(text)
-                groups.setdefault(fact.key if fact else f"?{k}", []).append(k)
+                known = self.fact_of(text)
+                groups.setdefault(known.key if known else f"?{k}", []).append(k)
             out = []
             for key, ks in groups.items():
-                fact = next((f for f in self.facts if f.key == key), None)
-                importance = fact.importance if fact else "okay"
+                planted = next((f for f in self.facts if f.key == key), None)
+                importance = planted.importance if planted else "okay"
                 out.append({"text": texts[ks[0] - 1], "importance": importance, "merged_from": ks})
             return {"nuggets": out}
         if req.title == "Assignments":
@@ -157,9 +157,9 @@ class PlantedTruth:
             verdicts = {"full": "support", "partial": "partial_support"}
             out = []
             for k, nugget in enumerate(p.get("nuggets", []), start=1):
-                fact = self.fact_of(nugget)
-                level = answer.get(fact.key) if fact else None
-                verdict = verdicts.get(level or "", "not_support")
+                known = self.fact_of(nugget)
+                said = answer.get(known.key) if known else None
+                verdict = verdicts.get(said or "", "not_support")
                 out.append({"nugget": k, "verdict": verdict, "reason": "planted truth"})
             return {"assignments": out}
         if req.title == "SupportVerdict":

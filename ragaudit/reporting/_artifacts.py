@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragaudit.numbers import fixed
 from ragaudit.reporting._model import Report
 
 _KEY_CHARS = 100
@@ -33,7 +34,7 @@ def summary_table(report: Report) -> list[dict[str, Any]]:
 
 
 def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return fixed(value, missing="–")
 
 
 def findings_markdown(report: Report) -> str:
@@ -67,7 +68,7 @@ def findings_markdown(report: Report) -> str:
         for metric in report.metrics:
             rows = [w for w in report.worst if w.metric == metric]
             if rows:
-                listed = ", ".join(f"`{w.question_id}` ({w.value:.2f})" for w in rows)
+                listed = ", ".join(f"`{w.question_id}` ({fixed(w.value, 2)})" for w in rows)
                 lines.append(f"- {metric}: {listed}")
         lines.append("")
     refs = report.reference_counts()

@@ -111,9 +111,27 @@ def means_chart(report: Report) -> Figure | None:
     )
 
 
+_BIN_STEP = 0.05
+_PANEL_COLUMNS = 4
+
+
+def _count_ticks(counts: list[int]) -> list[int]:
+    """Whole-number ticks up to the tallest bar: Vega's own ticks printed ``0 1 1`` at height 1."""
+    top = max(counts, default=1)
+    power = 10 ** max(0, math.floor(math.log10(max(top, 1) / 5)))
+    step = next(m * power for m in (1, 2, 5, 10) if top / (m * power) <= 5)
+    return list(range(0, top + 1, step))
+
+
 def distributions_chart(report: Report) -> Figure | None:
-    """A histogram of every metric's ok values, one small panel per metric."""
-    rows = [
+    """A histogram of every metric's ok values, one small panel per metric with values.
+
+    Panels are concatenated, each with its own axes, rather than faceted: a wrapped facet draws
+    a column's x axis in the grid's footer, so a last row with fewer panels than columns showed
+    an axis under an empty cell. A metric without one ok value gets no panel; the caption
+    names it.
+    """
+    rows: list[dict[str, Any]] = [
         {"metric": cell.metric, "value": cell.value}
         for q in report.questions
         for cell in q.scores.values()
@@ -121,30 +139,51 @@ def distributions_chart(report: Report) -> Figure | None:
     ]
     if not rows:
         return None
-    chart = (
-        alt.Chart(alt.NamedData(name="values"))
-        .mark_bar(color="#2b7bba")
-        .encode(
-            x=alt.X(
-                "value:Q",
-                bin=alt.Bin(extent=[0, 1], step=0.05),
-                title=None,
-                axis=alt.Axis(values=[0, 0.5, 1], format=".1f"),
-            ),
-            y=alt.Y("count():Q", title=None, axis=alt.Axis(tickMinStep=1, format="d")),
+    values: dict[str, list[float]] = {}
+    for r in rows:
+        values.setdefault(r["metric"], []).append(r["value"])
+    drawn = [m for m in report.metrics if m in values]
+    drawn += [m for m in values if m not in drawn]
+    empty = [m for m in report.metrics if m not in values]
+    n_bins = round(1 / _BIN_STEP)
+    panels = []
+    for m in drawn:
+        counts = [0] * n_bins
+        for v in values[m]:
+            counts[min(n_bins - 1, max(0, int(v / _BIN_STEP)))] += 1
+        panels.append(
+            alt.Chart(
+                alt.NamedData(name="values"),
+                title=alt.TitleParams(m, fontSize=11, fontWeight="normal"),
+            )
+            .transform_filter(alt.datum.metric == m)
+            .mark_bar(color="#2b7bba")
+            .encode(
+                x=alt.X(
+                    "value:Q",
+                    bin=alt.Bin(extent=[0, 1], step=_BIN_STEP),
+                    title=None,
+                    axis=alt.Axis(values=[0, 0.5, 1], format=".1f"),
+                ),
+                y=alt.Y(
+                    "count():Q",
+                    title=None,
+                    axis=alt.Axis(values=_count_ticks(counts), format="d"),
+                ),
+            )
+            .properties(width=150, height=80)
         )
-        .properties(width=150, height=80)
-        .facet(
-            facet=alt.Facet("metric:N", sort=list(report.metrics), title=None),
-            columns=4,
-        )
-        .resolve_scale(y="independent")
+    chart = alt.concat(*panels, columns=_PANEL_COLUMNS)
+    caption = (
+        "Histogram of each metric's ok values in steps of 0.05 (counts per panel on their own "
+        "scale). Failed and skipped rows are not values and are counted in the summary."
     )
+    if empty:
+        caption += f" No ok value to draw: {', '.join(empty)}."
     return Figure(
         "distributions",
         "Distributions per metric",
-        "Histogram of each metric's ok values in steps of 0.05 (counts per panel on their own "
-        "scale). Failed and skipped rows are not values and are counted in the summary.",
+        caption,
         _svg(_configure(chart), {"values": rows}),
     )
 
@@ -406,11 +445,25 @@ def compare_chart(comparison: Any) -> Figure | None:
     ]
     if not rows:
         return None
-    y = alt.Y("metric:N", sort=[r["metric"] for r in rows], title=None)
+    # Metric names with "(lower is better)" run past Vega's default 180 px label limit.
+    y = alt.Y(
+        "metric:N",
+        sort=[r["metric"] for r in rows],
+        title=None,
+        axis=alt.Axis(labelLimit=_COMPARE_LABEL_LIMIT),
+    )
+    # Few ticks with room between them: Vega drops overlapping labels by its own text
+    # measure, and a browser's fallback font sets them wider, so labels 0.05 apart ran
+    # together on the page.
+    x_axis = alt.Axis(
+        tickCount=5, labelOverlap="greedy", labelSeparation=12, labelFlush=False, grid=True
+    )
     base = alt.Chart(alt.NamedData(name="diffs")).encode(y=y)
-    ci = base.mark_rule(strokeWidth=2, color="#555").encode(x=alt.X("low:Q"), x2="high:Q")
+    ci = base.mark_rule(strokeWidth=2, color="#555").encode(
+        x=alt.X("low:Q", axis=x_axis), x2="high:Q"
+    )
     point = base.mark_point(filled=True, size=90).encode(
-        x=alt.X("diff:Q", title="B − A (paired 95% CI)"),
+        x=alt.X("diff:Q", title="B − A (paired 95% CI)", axis=x_axis),
         color=alt.Color(
             "verdict:N",
             scale=alt.Scale(domain=list(_VERDICT_COLORS), range=list(_VERDICT_COLORS.values())),
@@ -419,16 +472,22 @@ def compare_chart(comparison: Any) -> Figure | None:
     )
     zero = alt.Chart(alt.NamedData(name="zero")).mark_rule(color="#999").encode(x="x:Q")
     chart = alt.layer(zero, ci, point).properties(width=_WIDTH - 200, height=alt.Step(22))
+    longest = max(len(r["metric"]) for r in rows)
     return Figure(
         "compare",
         "What moved between the runs",
         "Dot: mean paired difference B − A over the questions scored in both runs; bar: its "
         "paired bootstrap interval. Red: regressed beyond noise, green: improved, grey: no "
         "change beyond noise (after adjusting for the number of metrics).",
-        _svg(_configure(chart), {"diffs": rows, "zero": [{"x": 0}]}),
+        # Room on the left for labels set wider than vl-convert measured them.
+        _svg(
+            _configure(chart, left=min(120, 30 + 2 * longest)),
+            {"diffs": rows, "zero": [{"x": 0}]},
+        ),
     )
 
 
+_COMPARE_LABEL_LIMIT = 360
 _VERDICT_COLORS = {
     "regressed": "#d62728",
     "improved": "#2ca02c",

@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from ragaudit.numbers import fixed
 from ragaudit.reporting._calibration import CalibrationSection
 from ragaudit.reporting._charts import (
     FONT,
@@ -53,6 +54,7 @@ def _env() -> jinja2.Environment:
     # escapes <, >, & and ' so the blob cannot close its <script> element.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
     env.filters["num"] = _num
+    env.filters["signed"] = _signed
     env.filters["when"] = when
     return env
 
@@ -98,9 +100,11 @@ def stamp_completion(run_dir: Path, status: str, finished_at: str | None) -> boo
 
 
 def _num(value: float | None, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    return f"{value:.{digits}f}"
+    return fixed(value, digits, missing="–")
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    return fixed(value, digits, sign=True, missing="–")
 
 
 def _reason(text: str | None) -> Any:
@@ -309,12 +313,43 @@ _CALIBRATION_SECTIONS = (
 )
 
 
+# A figure's columns that may hold one value on every row of a section: (attribute, heading).
+_SHAREABLE = (
+    ("dataset", "data"),
+    ("metric", "metric"),
+    ("family", "family"),
+    ("judge", "judge"),
+    ("embedder", "embedder"),
+    ("note", "note"),
+)
+
+
+def _calibration_columns(rows: list[Any], family: bool) -> tuple[list[str], list[tuple[str, str]]]:
+    """The columns a section's table shows, and (heading, value) of those said once above it.
+
+    A column with one value on every row (the judge, the data set, a note) repeated down 15
+    rows crowded out the figures; it is said once over the table instead.
+    """
+    shown, shared = [], []
+    for attr, heading in _SHAREABLE:
+        if attr == "family" and not family:
+            continue
+        values = {getattr(f, attr) or "" for f in rows}
+        if len(rows) > 1 and len(values) == 1:
+            if values != {""}:
+                shared.append((heading, values.pop()))
+        else:
+            shown.append(attr)
+    return shown, shared
+
+
 def render_calibration_html(section: CalibrationSection) -> str:
     """The page of a calibration run: one section per kind of figure, each with its chart."""
     sections = []
     for kinds, key, title, intro, chart, family in _CALIBRATION_SECTIONS:
         rows = section.of_kind(*kinds)
         if rows:
+            shown, shared = _calibration_columns(list(rows), family)
             sections.append(
                 {
                     "key": key,
@@ -322,7 +357,8 @@ def render_calibration_html(section: CalibrationSection) -> str:
                     "intro": intro,
                     "figure": chart(section),
                     "rows": rows,
-                    "family": family,
+                    "shown": shown,
+                    "shared": shared,
                 }
             )
     manifest = dict(section.manifest)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragaudit.numbers import fixed
 from ragaudit.reporting._build import _read, judge_cost, question_set_hash, run_folder
 from ragaudit.reporting._model import JudgeCost
 
@@ -91,11 +92,7 @@ __all__ = ["RunOverview", "list_runs", "run_overview", "trend"]
 
 
 def _mean(value: float | None) -> str:
-    if value is None:
-        return "-"
-    # A mean that rounds to zero from below is shown as zero, not "-0.000".
-    text = f"{value:.3f}"
-    return "0.000" if text == "-0.000" else text
+    return fixed(value)
 
 
 WIDE = 170

@@ -188,3 +188,31 @@ def test_an_honest_judge_gives_the_humans_ndcg(fake, tmp_path, labels) -> None:
     value = dict(zip(figures["statistic"], figures["value"], strict=True))
     assert value["ndcg_judge"] == pytest.approx(value["ndcg_human"])
     assert set(figures.filter(pl.col("statistic") == "over_rated")["value"]) == {0.0}
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/chromium").exists(), reason="no Chromium at /usr/bin/chromium"
+)
+def test_grade_calibration_page_in_chromium(fake, tmp_path, labels) -> None:
+    """The grades-only calibration page: its section drawn, counts it holds, nothing repeated."""
+    from support.html_runs import UNREADABLE, browse
+
+    path, truth = labels
+    with fake.script(over_rating_judge(truth)):
+        result = _calibrate(tmp_path, path)
+    assert result.exit_code == 0, result.output
+    assert "0 items scored" not in result.output  # it scored no items: it says what it did
+    page_path = tmp_path / "runs" / "grades" / "report.html"
+    found = browse(page_path, screenshot=page_path.with_name("report.png"))
+    assert found["errors"] == [] and found["requests"] == [page_path.as_uri()]
+    text = found["text"]
+    assert sorted({m.group(0) for m in UNREADABLE.finditer(text)}) == []
+    lines = text.splitlines()
+    # The header counts only what this calibration holds.
+    assert f"{4 * PER_GRADE} human grades · threshold 0.5" in text
+    assert "0 labelled items" not in text and "0 scenario rows" not in text
+    assert not any(line.startswith("·") for line in lines)
+    # The judge and data set are said once over the table, not on each of its 15 rows.
+    assert "data: grade_labels · metric: relevance@3 · judge: fake/judge" in text
+    assert text.count("fake/judge") < 5
+    assert "judge over-rated" in text and "NDCG, calibrated judge grades" in text

@@ -348,3 +348,44 @@ async def test_a_listwise_set_over_the_window_is_asked_on_each_passages_head(
     assert all("each passage cut to" in (r["note"] or "") for r in rows)
     ranking = table(ctx.run, "ranking")[0]
     assert ranking["status"] == "ok" and ranking["exact_k"] == 10
+
+
+@pytest.mark.parametrize("method", ["window", "setwise"])
+async def test_head_ordering_progress_counts_questions_and_ends_at_its_total(
+    config_factory, fake, method
+) -> None:
+    from ragaudit import progress
+    from ragaudit.progress import LineReporter
+
+    ctx = context(config_factory(sort__head_method=method, sort__head_k=5, sort__set_size=3))
+    write_question(ctx.run, _texts(20), question="harbour built year history")
+    lines: list[str] = []
+    progress.set_reporter(LineReporter(lines.append))
+    try:
+        await sort(ctx)
+    finally:
+        progress.set_reporter(None)
+    [done] = [line for line in lines if line.startswith("sort: order") and ": done," in line]
+    # The question's head took several calls; the bar counts questions (it read "3/2").
+    assert table(ctx.run, "ranking")[0]["ordering_calls"] > 2
+    assert done.startswith(f"sort: order (head:{method}): done, 1/1 in"), done
+
+
+def test_the_sort_stage_and_calibrate_build_one_judge_from_the_config(config_factory) -> None:
+    from ragaudit.judging import Judge
+    from ragaudit.tasks._common import in_flight
+    from ragaudit.tasks.sort import judge_of
+
+    config = config_factory(
+        models__judge_context_window=6000, models__max_output_tokens=300, models__temperature=0.2
+    )
+    ctx = context(config)
+    judge = Judge.from_config(config.models, ctx.gateway, 7)
+    assert (judge.model, judge.window, judge.max_tokens, judge.temperature, judge.in_flight) == (
+        "fake/judge",
+        6000,
+        300,
+        0.2,
+        7,
+    )
+    assert judge_of(ctx) == Judge.from_config(config.models, ctx.gateway, in_flight(ctx))

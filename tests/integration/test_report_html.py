@@ -148,3 +148,55 @@ def test_compare_html_renders_the_comparison(tmp_path: Path) -> None:
     page = render_compare_html(compare_runs(a, b))
     assert "faithfulness" in page and "regressed" in page
     assert page.count("<svg") == 1 and "<script" not in page
+
+
+def _cited_questions(path: Path) -> Path:
+    """The demo questions with answers that cite their contexts as ``[1]`` and ``[2, 3]``."""
+    import json
+
+    from support.paths import REPO_ROOT
+
+    rows = []
+    for line in (REPO_ROOT / "data" / "demo" / "questions.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        parts = [
+            p.strip() for p in row["response"].replace("。", "。\n").split("\n") if p.strip()
+        ] or [row["response"]]
+        row["response"] = " ".join(
+            f"{p} {'[1]' if i % 2 == 0 else '[2, 3]'}" for i, p in enumerate(parts)
+        )
+        rows.append(json.dumps(row, ensure_ascii=False))
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_nuggets_citations_and_judge_cost_render_in_chromium(
+    config_factory, fake, tmp_path
+) -> None:
+    """A run with nuggets, citations and the head ordering, every question opened in Chromium."""
+    from support.html_runs import UNREADABLE, browse
+
+    from ragaudit.flows.evaluate import evaluate
+
+    metrics = ["faithfulness", "answer_relevancy", "nugget_recall_vital", "citation_recall"]
+    config = config_factory(
+        questions=str(_cited_questions(tmp_path / "cited.jsonl")),
+        score__metrics=[*metrics, "citation_precision"],
+        sort__order="head",
+        sort__head_k=3,
+    )
+    asyncio.run(evaluate(config.model_dump_json(), "cited", None))
+    page_path = Path(config.runs_root) / "cited" / "report.html"
+    found = browse(page_path, open_all=True, screenshot=page_path.with_name("report.png"))
+    assert found["errors"] == [] and found["requests"] == [page_path.as_uri()]
+    text = found["text"]
+    bad = sorted({m.group(0) for m in UNREADABLE.finditer(text)})
+    assert bad == [], bad
+    assert "Sort stage, judge per question: relevance" in text  # the judge's cost
+    assert "ordering (head:window)" in text
+    assert text.count("Nuggets (") == 5 and "held by:" in text
+    # The citation metrics' sentences, with the contexts each cites and their support.
+    assert "sentences" in text and "citation_support" in text
+    # Ids and verdicts in the judge's reasons stay whole on one line.
+    assert found["split_tokens"] == [], found["split_tokens"]

@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -279,4 +280,55 @@ def write_full_run(
     return run_dir
 
 
-__all__ = ["SMOKE_WARNING", "text_pool", "write_full_run"]
+UNREADABLE = re.compile(r"\b(None|nan|NaN|undefined|null)\b|\[object Object\]|-0\.0+\b")
+"""What a rendered page must never show: Python's and JavaScript's names for nothing, a sign
+on zero."""
+
+
+def browse(page_path: Path, *, open_all: bool = False, screenshot: Path | None = None) -> dict:
+    """Load a page offline in headless Chromium: its console errors, requests and text.
+
+    With ``open_all``, every question of a run's page is opened first (its drill-down drawn).
+    ``split_tokens`` counts short tokens of the judge's reasons (ids, verdicts) set on more
+    than one line.
+    """
+    from playwright.sync_api import sync_playwright
+
+    found: dict = {"errors": [], "requests": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on(
+                "console", lambda m: found["errors"].append(m.text) if m.type == "error" else None
+            )
+            page.on("pageerror", lambda e: found["errors"].append(str(e)))
+
+            def route(r):
+                found["requests"].append(r.request.url)
+                r.continue_() if r.request.url == page_path.as_uri() else r.abort()
+
+            page.route("**/*", route)
+            page.goto(page_path.as_uri())
+            if open_all:
+                page.wait_for_selector("html[data-drill=ready]", timeout=10_000)
+                page.click("#expand")
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('details.q')].every("
+                    "d => d.querySelector('.body h3'))",
+                    timeout=10_000,
+                )
+            found["text"] = page.inner_text("body")
+            found["split_tokens"] = page.evaluate(
+                "() => [...document.querySelectorAll('.why .tok, .why dt')]"
+                ".filter(e => e.getClientRects().length > 1 || e.getBoundingClientRect().height"
+                " > 1.6 * parseFloat(getComputedStyle(e).lineHeight || 16)).map(e => e.textContent)"
+            )
+            if screenshot is not None:
+                page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+    return found
+
+
+__all__ = ["SMOKE_WARNING", "UNREADABLE", "browse", "text_pool", "write_full_run"]
