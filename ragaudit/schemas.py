@@ -208,7 +208,12 @@ SCORES = _schema(
         ("k_used", _i64),
         ("judge", _str),
         ("metric_args", _str),
+        # Every (judge, repeat) score of the row, null for a failed sample, and whose sample
+        # each is; null with one sample (``value`` is then that sample).
+        ("samples", pa.list_(_f64)),
+        ("sample_judges", _strs),
     ],
+    version=2,
 )
 
 SUMMARY = _schema(
