@@ -116,7 +116,8 @@ def _print_comparison(cmp: Any) -> None:
         title=f"B - A per metric, paired by question (permutation test, {cmp.adjustment.upper()}"
         f"-adjusted, alpha {cmp.alpha})"
     )
-    for col in ("metric", "n", "mean A", "mean B", "B - A", "95% CI", "p", "p adj", "verdict"):
+    columns = ("metric", "n", "mean A", "mean B", "B - A", "95% CI", "p", "p adj", "noise counted")
+    for col in (*columns, "verdict"):
         table.add_column(col)
     for m in cmp.metrics:
         style = {"regressed": "bold red", "improved": "bold green"}.get(m.verdict, "")
@@ -130,6 +131,7 @@ def _print_comparison(cmp: Any) -> None:
             "-" if m.ci_low is None else f"{m.ci_low:+.3f} {m.ci_high:+.3f}",
             _num(m.p_value, 4),
             _num(m.p_adjusted, 4),
+            m.noise,
             verdict,
         )
     console.print(table)

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from ragaudit import ranking
+from ragaudit import noise, ranking
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
 from ragaudit.hashing import canonical_hash
@@ -19,6 +19,8 @@ from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
     JudgeCost,
+    JudgeDisagreement,
+    JudgeNoiseRow,
     MetricSummary,
     NdcgPoint,
     NuggetRow,
@@ -254,6 +256,62 @@ def ndcg_curve(
     )
 
 
+# Rows listed per metric where a jury's judges disagree most.
+DISAGREEMENTS = 10
+
+
+def judge_noise(
+    metrics: tuple[str, ...],
+    cells: Mapping[str, Mapping[str, ScoreCell]],
+    texts: Mapping[str, str],
+    resamples: int = 999,
+) -> tuple[list[JudgeNoiseRow], list[JudgeDisagreement]]:
+    """Per metric, the judges' agreement over its rows scored ``ok`` with several samples.
+
+    And the rows whose judges disagree most (a jury only), largest spread first.
+    """
+    rows: list[JudgeNoiseRow] = []
+    apart: list[JudgeDisagreement] = []
+    for metric in metrics:
+        sampled = [
+            (qid, by[metric])
+            for qid, by in cells.items()
+            if metric in by and by[metric].status == "ok" and len(by[metric].samples) > 1
+        ]
+        if not sampled:
+            continue
+        found = noise.score_noise(
+            [(c.samples, c.sample_judges) for _, c in sampled], resamples=resamples
+        )
+        for f in found:
+            a = f.agreement
+            rows.append(
+                JudgeNoiseRow(
+                    metric,
+                    f.kind,
+                    f.judge,
+                    a.alpha,
+                    a.ci_low,
+                    a.ci_high,
+                    a.n_items,
+                    a.n_raters,
+                    a.text,
+                )
+            )
+        spreads = []
+        for qid, cell in sampled:
+            means = noise.judge_means(cell.samples, cell.sample_judges)
+            known = [v for v in means.values() if v is not None]
+            if len(known) > 1 and max(known) > min(known):
+                spreads.append((max(known) - min(known), qid, means))
+        spreads.sort(key=lambda x: (-x[0], x[1]))
+        apart += [
+            JudgeDisagreement(metric, qid, texts.get(qid, ""), means, spread)
+            for spread, qid, means in spreads[:DISAGREEMENTS]
+        ]
+    return rows, apart
+
+
 def build_report(run_dir: Path | str) -> Report:
     """The report model of the run folder ``run_dir``.
 
@@ -323,6 +381,9 @@ def build_report(run_dir: Path | str) -> Report:
                 reason=r["reason"],
                 k_used=r["k_used"],
                 judge=r["judge"],
+                # A run folder written before samples were kept has neither column.
+                samples=tuple(r.get("samples") or ()),
+                sample_judges=tuple(r.get("sample_judges") or ()),
             )
     rows: list[QuestionRow] = []
     texts: dict[str, str] = {}
@@ -418,6 +479,7 @@ def build_report(run_dir: Path | str) -> Report:
         else []
     )
     per_stage, total = rollup_calls(read_calls(run.calls_dir))
+    noise_rows, disagreements = judge_noise(metrics, cells, texts)
     return Report(
         run_id=run.run_id,
         run_dir=run.path,
@@ -445,14 +507,18 @@ def build_report(run_dir: Path | str) -> Report:
         ndcg_curve=curve,
         manifest=manifest,
         judge_cost=judge_cost(run),
+        judge_noise=tuple(noise_rows),
+        judge_disagreements=tuple(disagreements),
     )
 
 
 __all__ = [
     "CURVE_MAX_K",
+    "DISAGREEMENTS",
     "USABLE_REFERENCE",
     "build_report",
     "directions",
+    "judge_noise",
     "ndcg_curve",
     "question_set_hash",
     "run_folder",

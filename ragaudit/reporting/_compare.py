@@ -3,7 +3,9 @@
 Per metric, the questions scored ``ok`` in both runs are paired; the mean difference (B − A)
 gets a paired bootstrap interval (``scipy.stats.bootstrap``, ``paired=True``) and a paired
 permutation test (``scipy.stats.permutation_test``, ``permutation_type="samples"``: each
-question's two values swap places). The p-values are adjusted across metrics
+question's two values swap places). Where a metric's rows kept several judge samples (repeats or
+a jury) in either run, the test is :func:`two_level_test` on each question's samples instead,
+and the result says so (``noise``). The p-values are adjusted across metrics
 (``scipy.stats.false_discovery_control``). A metric *moved* only where the adjusted p-value is
 below α and the interval excludes 0; whether that is a regression depends on the metric's
 direction.
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ragaudit.reporting._model import Report, _jsonable
+from ragaudit.reporting._model import Report, ScoreCell, _jsonable
 from ragaudit.reporting._stats import CONFIDENCE
 
 # Run configuration that changes scores without being a judge, embedder or prompt: compared
@@ -63,6 +65,10 @@ class MetricChange:
     """Adjusted p below α and the interval excludes 0."""
     verdict: str
     """``improved``, ``regressed``, ``no change beyond noise`` or ``not tested`` (why)."""
+    noise: str = "questions"
+    """What the test accounted for: ``questions`` or ``questions and judge samples``."""
+    judge_share: float | None = None
+    """The judge's share of the variance of a question's difference (with samples only)."""
 
 
 @dataclass(frozen=True)
@@ -371,6 +377,8 @@ def decide(
                 p_adjusted=p_adj,
                 moved=bool(moved),
                 verdict=verdict,
+                noise=t.noise,
+                judge_share=t.judge_share,
             )
         )
     return out
@@ -418,9 +426,23 @@ def comparability(
     return out
 
 
-def _paired(a: Report, b: Report, metric: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _scored(cell: ScoreCell) -> np.ndarray:
+    """A row's judge samples that were scored; its value alone when it has one sample."""
+    found = [v for v in cell.samples if v is not None and np.isfinite(v)]
+    return np.array(found if found else [cell.value], dtype=float)
+
+
+def _paired(
+    a: Report, b: Report, metric: str
+) -> tuple[list[str], np.ndarray, np.ndarray, list[np.ndarray] | None, list[np.ndarray] | None]:
+    """Questions scored ``ok`` in both runs, their values, and their judge samples.
+
+    The samples are None unless a row of either run has several.
+    """
     by_b = {q.question_id: q for q in b.questions}
     ids, va, vb = [], [], []
+    sa: list[np.ndarray] = []
+    sb: list[np.ndarray] = []
     for q in a.questions:
         other = by_b.get(q.question_id)
         ca = q.scores.get(metric)
@@ -429,7 +451,16 @@ def _paired(a: Report, b: Report, metric: str) -> tuple[list[str], np.ndarray, n
             ids.append(q.question_id)
             va.append(ca.value)
             vb.append(cb.value)
-    return ids, np.array(va, dtype=float), np.array(vb, dtype=float)
+            sa.append(_scored(ca))
+            sb.append(_scored(cb))
+    sampled = any(len(x) > 1 for x in sa + sb)
+    return (
+        ids,
+        np.array(va, dtype=float),
+        np.array(vb, dtype=float),
+        sa if sampled else None,
+        sb if sampled else None,
+    )
 
 
 def compare_reports(
@@ -465,8 +496,13 @@ def compare_reports(
     text_b = {q.question_id: q for q in b.questions}
     text_a = {q.question_id: q for q in a.questions}
     for metric in shared:
-        ids, va, vb = _paired(a, b, metric)
-        tests[metric] = paired_test(va, vb, resamples, seed)
+        ids, va, vb, sa, sb = _paired(a, b, metric)
+        if sa is not None and sb is not None:
+            # The value of a row aggregates its samples (a median or a majority need not be
+            # their mean): the two-level test resamples the samples themselves, its means.
+            tests[metric] = two_level_test(sa, sb, resamples, seed)
+        else:
+            tests[metric] = paired_test(va, vb, resamples, seed)
         if len(ids):
             too_few = power(vb - va, alpha).text(alpha)
             if too_few:
