@@ -182,3 +182,46 @@ def test_compare_of_runs_with_samples_counts_the_judge(
     assert by["context_precision"].judge_share is not None
     assert by["rouge_l"].noise == "questions"
     assert "questions and judge samples" in json.dumps(cmp.to_dict())
+
+
+def _score_calls(config: RunConfig, metric: str) -> dict[str, float]:
+    from ragaudit.estimate import estimate_run
+
+    estimate = asyncio.run(estimate_run(config, use_history=False))
+    out: dict[str, float] = {}
+    for line in estimate.lines:
+        if line.stage == f"score:{metric}" and line.kind == "completion":
+            out[line.model] = out.get(line.model, 0.0) + line.calls
+    return out
+
+
+def test_the_dry_run_counts_every_repeat_of_every_juror(
+    config_factory: Any, tmp_path: Path
+) -> None:
+    plain = _score_calls(_config(config_factory, tmp_path, judge=NOISY), "context_precision")
+    assert list(plain) == [NOISY] and plain[NOISY] > 0
+    jury = ["fake/judge?seed=1", "fake/judge?seed=2"]
+    both = _score_calls(
+        _config(config_factory, tmp_path, judge=NOISY, models__jury=jury, models__judge_repeats=3),
+        "context_precision",
+    )
+    assert both == {jury[0]: 3 * plain[NOISY], jury[1]: 3 * plain[NOISY]}
+
+
+def test_judge_repeats_flag_sets_the_config_field(monkeypatch: Any, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import _run as cli_run
+    from ragaudit.cli import app
+
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(cli_run, "_dry_run", lambda config, overrides, *a: seen.append(overrides))
+    result = CliRunner().invoke(app, ["run", "--dry-run", "--judge-repeats", "3"])
+    assert result.exit_code == 0, result.output
+    assert seen[-1]["models"]["judge_repeats"] == 3
+    monkeypatch.setattr(cli_run, "_evaluate", lambda config, overrides, *a: seen.append(overrides))
+    result = CliRunner().invoke(app, ["score", "--run-id", "x", "--judge-repeats", "2"])
+    assert result.exit_code == 0, result.output
+    assert seen[-1]["models"]["judge_repeats"] == 2
+    refused = CliRunner().invoke(app, ["run", "--dry-run", "--judge-repeats", "0"])
+    assert refused.exit_code != 0
