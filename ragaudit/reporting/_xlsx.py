@@ -102,7 +102,10 @@ def summary_frame(report: Report) -> pl.DataFrame:
 
 
 def metric_frame(report: Report, metric: str) -> pl.DataFrame:
-    """Every question's row of ``metric``: value, status, error and the judge's reasons."""
+    """Every question's row of ``metric``: value, status, error and the judge's reasons.
+
+    With judge repeats or a jury, a last column holds each judge's samples of the row.
+    """
     rows = []
     for q in report.questions:
         cell = q.scores.get(metric)
@@ -118,7 +121,7 @@ def metric_frame(report: Report, metric: str) -> pl.DataFrame:
                 "samples": _samples_text(cell) if cell else None,
             }
         )
-    return pl.DataFrame(
+    frame = pl.DataFrame(
         rows,
         schema={
             "question_id": pl.String,
@@ -131,6 +134,8 @@ def metric_frame(report: Report, metric: str) -> pl.DataFrame:
             "samples": pl.String,
         },
     )
+    # A run without samples keeps the sheet it always had.
+    return frame if frame["samples"].null_count() < frame.height else frame.drop("samples")
 
 
 def _samples_text(cell: Any) -> str | None:

@@ -163,6 +163,13 @@ def test_a_jury_keeps_each_judges_samples_and_aggregates_by_the_configured_rule(
     split = [d for d in report.judge_disagreements if d.metric == "context_precision"]
     assert split and all(set(d.scores) == set(jury) and d.spread > 0 for d in split)
     assert split == sorted(split, key=lambda d: -d.spread)
+    import openpyxl
+
+    wb = openpyxl.load_workbook(report.run_dir / "report.xlsx")
+    noise_sheet = list(wb["judge_noise"].iter_rows(values_only=True))
+    assert {"self", "jury", "disagreement"} <= {row[1] for row in noise_sheet[1:]}
+    header = [c.value for c in wb["context_precision"][1]]
+    assert header[-1] == "samples"
 
 
 def test_compare_of_runs_with_samples_counts_the_judge(
