@@ -136,3 +136,17 @@ def test_aggregate_may_name_only_listed_metrics(tmp_path: Path) -> None:
         load_config(
             None, {**base, "score": {**base["score"], "aggregate": {"faithfulnes": "median"}}}, {}
         )
+
+
+def test_a_juror_that_is_the_system_under_test_is_flagged(tmp_path: Path) -> None:
+    from ragaudit.manifest import judge_warnings
+
+    base = {
+        "runs_root": str(tmp_path),
+        "models": {"judge": "openai/gpt-4o", "jury": ["openai/gpt-4o", "qwen2.5:7b"]},
+        "collect": {"answers": {"model": "ollama/qwen2.5:7b"}},
+    }
+    (flag,) = [w for w in judge_warnings(load_config(None, base, {})) if "also a judge" in w]
+    assert "qwen2.5:7b" in flag
+    base["models"]["jury"] = ["openai/gpt-4o", "anthropic/claude-3-5-haiku"]
+    assert not [w for w in judge_warnings(load_config(None, base, {})) if "also a judge" in w]
