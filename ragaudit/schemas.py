@@ -232,6 +232,21 @@ SUMMARY = _schema(
     ],
 )
 
+JUDGE_NOISE = _schema(
+    "judge_noise",
+    [
+        ("run_id", _str),
+        ("metric", _str),
+        ("kind", _str),  # self (a judge's repeats) | jury (the judges' per-row means)
+        ("judge", _str),
+        ("alpha", _f64),  # Krippendorff's α, interval level
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n_items", _i64),
+        ("n_raters", _i64),
+    ],
+)
+
 RETRIEVAL = _schema(
     "retrieval",
     [
@@ -295,6 +310,7 @@ TABLES: dict[str, pa.Schema] = {
         NUGGETS,
         SCORES,
         SUMMARY,
+        JUDGE_NOISE,
         RETRIEVAL,
         CALIBRATION,
         CALIBRATION_SCORES,
@@ -331,6 +347,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "CANDIDATES",
     "COMPARISONS",
     "GROUND_TRUTH",
+    "JUDGE_NOISE",
     "NUGGETS",
     "QUESTIONS",
     "RANKING",

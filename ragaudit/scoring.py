@@ -355,7 +355,8 @@ async def score_rows(
     metric that needs no judge, which is scored once.
     """
     no_answer = no_answer or {}
-    judged = panel is not None and m.needs_llm and panel.samples > 1
+    # A panel of one sample still names the model: a jury of one is not the judge.
+    judged = panel is not None and m.needs_llm
 
     async def repeat(s: Sample, judge: Deps, fits: int, r: int) -> dict[str, Any]:
         # Set inside the sample's own task: the repeat reaches only this sample's calls.

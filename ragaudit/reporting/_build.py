@@ -256,6 +256,48 @@ def ndcg_curve(
     )
 
 
+def score_cells(scores: pl.DataFrame) -> dict[str, dict[str, ScoreCell]]:
+    """The scores table as question → metric → cell."""
+    cells: dict[str, dict[str, ScoreCell]] = {}
+    for r in scores.iter_rows(named=True):
+        cells.setdefault(r["question_id"], {})[r["metric"]] = ScoreCell(
+            metric=r["metric"],
+            value=r["value"],
+            status=r["status"],
+            error=r["error"],
+            reason=r["reason"],
+            k_used=r["k_used"],
+            judge=r["judge"],
+            # A run folder written before samples were kept has neither column.
+            samples=tuple(r.get("samples") or ()),
+            sample_judges=tuple(r.get("sample_judges") or ()),
+        )
+    return cells
+
+
+def _stored_noise(run: RunFolder) -> list[JudgeNoiseRow]:
+    """The ``judge_noise`` table the report stage wrote, as report rows."""
+    out = []
+    for r in run.read("judge_noise").to_pylist():
+        found = noise.Agreement(
+            r["alpha"], r["ci_low"], r["ci_high"], r["n_items"], r["n_raters"], "interval"
+        )
+        out.append(
+            JudgeNoiseRow(
+                metric=r["metric"],
+                kind=r["kind"],
+                judge=r["judge"],
+                alpha=r["alpha"],
+                ci_low=r["ci_low"],
+                ci_high=r["ci_high"],
+                n_items=r["n_items"],
+                n_raters=r["n_raters"],
+                text=found.text,
+            )
+        )
+    return out
+
+
 # Rows listed per metric where a jury's judges disagree most.
 DISAGREEMENTS = 10
 
@@ -370,21 +412,7 @@ def build_report(run_dir: Path | str) -> Report:
     ranked = _by_question(_read(run, "ranking"))
     top_k = _score_top_k(score_config)
     golds: dict[str, set[str] | None] = {}
-    cells: dict[str, dict[str, ScoreCell]] = {}
-    if scores is not None:
-        for r in scores.iter_rows(named=True):
-            cells.setdefault(r["question_id"], {})[r["metric"]] = ScoreCell(
-                metric=r["metric"],
-                value=r["value"],
-                status=r["status"],
-                error=r["error"],
-                reason=r["reason"],
-                k_used=r["k_used"],
-                judge=r["judge"],
-                # A run folder written before samples were kept has neither column.
-                samples=tuple(r.get("samples") or ()),
-                sample_judges=tuple(r.get("sample_judges") or ()),
-            )
+    cells = score_cells(scores) if scores is not None else {}
     rows: list[QuestionRow] = []
     texts: dict[str, str] = {}
     if questions is not None:
@@ -480,6 +508,9 @@ def build_report(run_dir: Path | str) -> Report:
     )
     per_stage, total = rollup_calls(read_calls(run.calls_dir))
     noise_rows, disagreements = judge_noise(metrics, cells, texts)
+    if run.has("judge_noise"):
+        # The report stage's figures, as the summary's: every rendering shows the same digits.
+        noise_rows = _stored_noise(run)
     return Report(
         run_id=run.run_id,
         run_dir=run.path,
@@ -520,6 +551,7 @@ __all__ = [
     "directions",
     "judge_noise",
     "ndcg_curve",
+    "score_cells",
     "question_set_hash",
     "run_folder",
 ]

@@ -25,7 +25,9 @@ from ragaudit.reporting._stats import CONFIDENCE
 
 # Run configuration that changes scores without being a judge, embedder or prompt: compared
 # besides the score section (whose metric list may differ; only shared metrics are compared).
-_MODEL_PARAMETERS = ("temperature", "max_output_tokens", "judge_context_window")
+# A jury is the judge of its runs: another jury is another judge. The number of judge repeats
+# is not: the test counts the samples each run has.
+_MODEL_PARAMETERS = ("temperature", "max_output_tokens", "judge_context_window", "jury")
 
 
 @dataclass(frozen=True)
@@ -387,7 +389,13 @@ def decide(
 def _parameters(report: Report, manifest_models: dict[str, Any]) -> dict[str, Any]:
     params = {f"score.{k}": v for k, v in report.score_config.items() if k != "metrics"}
     params |= {f"models.{k}": manifest_models.get(k) for k in _MODEL_PARAMETERS}
+    # A run from before juries has no field: no jury, as an empty one.
+    params["models.jury"] = list(manifest_models.get("jury") or [])
     return params
+
+
+def _unset(value: Any) -> Any:
+    return None if value in ({}, [], ()) else value
 
 
 def comparability(
@@ -421,7 +429,8 @@ def comparability(
     pa = _parameters(a, config_a.get("models", {}))
     pb = _parameters(b, config_b.get("models", {}))
     for key in sorted(set(pa) | set(pb)):
-        if pa.get(key) != pb.get(key):
+        # A field a run's ragaudit did not have yet reads as unset, like an empty one.
+        if _unset(pa.get(key)) != _unset(pb.get(key)):
             out.append(Difference(f"metric parameter {key}", pa.get(key), pb.get(key)))
     return out
 

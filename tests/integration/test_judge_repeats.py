@@ -90,6 +90,11 @@ def test_repeats_keep_three_samples_memoised_apart_and_report_self_agreement(
     assert again["llm"]["provider_calls"] == 0 and fake.stats.calls == paid
     assert _scores(config, "r3-again").keys() == rows.keys()
 
+    stored = RunFolder(config.runs_root, "r3").read("judge_noise").to_pylist()
+    assert [(r["metric"], r["kind"], r["judge"]) for r in stored] == [
+        ("context_precision", "self", NOISY),
+        ("faithfulness", "self", NOISY),
+    ]
     report = build_report(RunFolder(config.runs_root, "r3").path)
     (own,) = [n for n in report.judge_noise if n.metric == "context_precision"]
     assert own.kind == "self" and own.judge == NOISY and own.n_raters == 3
@@ -170,6 +175,13 @@ def test_a_jury_keeps_each_judges_samples_and_aggregates_by_the_configured_rule(
     assert {"self", "jury", "disagreement"} <= {row[1] for row in noise_sheet[1:]}
     header = [c.value for c in wb["context_precision"][1]]
     assert header[-1] == "samples"
+
+    # Another jury is another judge: a run judged by the first juror alone does not compare.
+    _run(_config(config_factory, tmp_path, judge=jury[0]), "solo")
+    root = Path(config.runs_root)
+    cmp = compare_runs(root / "solo", root / "jury", resamples=199)
+    assert "metric parameter models.jury" in [d.what for d in cmp.differences]
+    assert not cmp.comparable
 
 
 def test_compare_of_runs_with_samples_counts_the_judge(
