@@ -270,10 +270,9 @@ def score_noise(
     Nothing is returned for what the rows cannot show (one repeat, one judge).
     """
     per_judge: dict[str, list[list[float]]] = {}
-    means: dict[str, list[float]] = {}
-    for samples, judges in rows:
-        found = judge_means(samples, judges)
-        for judge in found:
+    found = [judge_means(samples, judges) for samples, judges in rows]
+    for (samples, judges), by_judge in zip(rows, found, strict=True):
+        for judge in by_judge:
             mine = [
                 np.nan if v is None else float(v)
                 for v, j in zip(samples, judges, strict=True)
@@ -281,12 +280,10 @@ def score_noise(
             ]
             per_judge.setdefault(judge, []).append(mine)
     names = list(per_judge)
-    n_rows = len(rows)
-    for judge in names:
-        means[judge] = [np.nan] * n_rows
-    for i, (samples, judges) in enumerate(rows):
-        for judge, mean in judge_means(samples, judges).items():
-            means[judge][i] = np.nan if mean is None else mean
+    # A row a judge did not score is NaN in its line: α uses the rows with two judges or more.
+    means = {
+        judge: [np.nan if by.get(judge) is None else by[judge] for by in found] for judge in names
+    }
     out = []
     for judge in names:
         items = per_judge[judge]

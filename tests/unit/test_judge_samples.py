@@ -150,3 +150,23 @@ def test_a_juror_that_is_the_system_under_test_is_flagged(tmp_path: Path) -> Non
     assert "qwen2.5:7b" in flag
     base["models"]["jury"] = ["openai/gpt-4o", "anthropic/claude-3-5-haiku"]
     assert not [w for w in judge_warnings(load_config(None, base, {})) if "also a judge" in w]
+
+
+def test_score_noise_measures_each_judge_and_the_jury() -> None:
+    import numpy as np
+
+    from ragaudit.noise import score_noise
+
+    rng = np.random.default_rng(0)
+    value = rng.uniform(0, 1, 200)
+    steady = value + rng.normal(0, 0.05, (3, 200))  # a judge whose repeats barely differ
+    shaky = value + rng.normal(0, 0.5, (3, 200))  # one whose noise swamps the rows
+    rows = [([*steady[:, i], *shaky[:, i]], ["steady"] * 3 + ["shaky"] * 3) for i in range(200)]
+    found = {(n.kind, n.judge): n.agreement for n in score_noise(rows, resamples=199)}
+    assert set(found) == {("self", "steady"), ("self", "shaky"), ("jury", None)}
+    # α = var(value) / (var(value) + σ²): 1/12 against 0.0025 and 0.25.
+    assert found[("self", "steady")].ci_low <= 0.97 <= found[("self", "steady")].ci_high
+    assert found[("self", "shaky")].ci_low <= 0.25 <= found[("self", "shaky")].ci_high
+    assert found[("jury", None)].n_raters == 2 and found[("jury", None)].n_items == 200
+    # One judge, one sample per row: nothing to measure.
+    assert score_noise([([0.5], ["j"]), ([0.7], ["j"])]) == []
