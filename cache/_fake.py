@@ -45,7 +45,7 @@ import httpx
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
-from ragaudit.cache._gateway import current_stage
+from ragaudit.cache._gateway import current_repeat, current_stage
 from ragaudit.lang import count_tokens, tokens
 
 EMBED_DIM = 64
@@ -110,6 +110,8 @@ class FakeRequest:
     options: FakeOptions
     stage: str = ""
     """The gateway scope the call was made in (``score:faithfulness``), or ''."""
+    repeat: int = 0
+    """The judge repeat the call belongs to (0: the first, or the only one)."""
 
     @property
     def system(self) -> str:
@@ -407,10 +409,10 @@ class FakeProvider(CustomLLM):
         if req.schema is not None:
             judge = OWN_JUDGES.get(req.title)
             value = judge(req) if judge else instance_of(req.schema, seed=req.title)
-            if (
-                req.options.wrong
-                and _unit("wrong", req.digest(), req.options.seed) < req.options.wrong
-            ):
+            # A real judge samples anew on each repeat; this one, deterministic, draws its
+            # mistakes per repeat (repeat 0 draws as a run without repeats always did).
+            draw = ("wrong", req.digest(), req.options.seed) + ((req.repeat,) if req.repeat else ())
+            if req.options.wrong and _unit(*draw) < req.options.wrong:
                 value = _flip(value)
             share = req.options.regressed(req.stage)
             if share and _unit("regress", req.digest(), req.options.seed) < share:
@@ -428,7 +430,13 @@ class FakeProvider(CustomLLM):
             system = next((_text(m) for m in messages if m.get("role") == "system"), "")
             schema = _schema_from_instructor(system)
         return FakeRequest(
-            name, list(messages), schema, dict(optional_params), options, current_stage()
+            name,
+            list(messages),
+            schema,
+            dict(optional_params),
+            options,
+            current_stage(),
+            current_repeat(),
         )
 
     async def acompletion(

@@ -127,6 +127,44 @@ def current_stage() -> str:
     return scope.stage if scope is not None else ""
 
 
+@dataclass(frozen=True)
+class _Repeat:
+    index: int
+    temperature: float
+
+
+# Which judge repeat the caller's requests belong to. A context, not an argument: a repeat is
+# every call one metric makes for one row (ragas's prompts, our typed prompts, a metric's own
+# samples), and threading an argument through each metric would miss the calls ragas makes.
+_repeat: contextvars.ContextVar[_Repeat | None] = contextvars.ContextVar(
+    "ragaudit_repeat", default=None
+)
+
+
+def current_repeat() -> int:
+    """The judge repeat the caller's requests belong to (0: the first, or the only one)."""
+    found = _repeat.get()
+    return found.index if found is not None else 0
+
+
+@contextlib.contextmanager
+def judge_repeat(index: int, temperature: float) -> Iterator[None]:
+    """Within the block, every completion is judge repeat ``index`` of its request.
+
+    Repeat 0 is the request as asked once: its memo key and temperature are untouched, so a
+    run with one repeat reads and writes exactly the entries it always did. A later repeat
+    adds its index to the memo key (independent of a metric's own ``sample_index``, which
+    stays in the key beside it, so a metric that samples n times makes n distinct requests in
+    every repeat) and is asked at ``temperature``: at the deterministic temperature every
+    repeat would be the same answer.
+    """
+    token = _repeat.set(_Repeat(index, temperature) if index > 0 else None)
+    try:
+        yield
+    finally:
+        _repeat.reset(token)
+
+
 @dataclass
 class Judged(Generic[T]):
     """A structured judge answer: the parsed value, or why there is none."""
@@ -566,7 +604,7 @@ class Gateway:
     ) -> _Lookup:
         """The request's memo key and the memo's answer to it (nothing recorded or taken)."""
         started = time.perf_counter()
-        params = {k: v for k, v in params.items() if k not in _RESERVED}
+        params = _repeated({k: v for k, v in params.items() if k not in _RESERVED})
         # A key passed as an argument is as secret as one in the environment: a provider may
         # echo it in an error message, which then goes to the call log.
         register_secret(params.get("api_key"))
@@ -682,11 +720,14 @@ class Gateway:
 
         The same prompt is the same call, in one row or across rows: a repeat is answered by
         the memo (or shares the identical call in flight). Samples are asked by index
-        (:meth:`asamples`).
+        (:meth:`asamples`); a judge repeat after the first (:func:`judge_repeat`) adds its
+        index, so repeat 0 keeps the key a run without repeats has.
         """
-        return request_key(
-            {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
-        )
+        keyed = {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
+        repeat = current_repeat()
+        if repeat:
+            keyed["judge_repeat"] = repeat
+        return request_key(keyed)
 
     def memo_hit(
         self,
@@ -1012,7 +1053,7 @@ class Gateway:
         A sample already answered or on its way (asked alone by another caller) is left out:
         its own request settles it. Raises the provider's failure after its retries.
         """
-        params = {k: v for k, v in params.items() if k not in _RESERVED}
+        params = _repeated({k: v for k, v in params.items() if k not in _RESERVED})
         register_secret(params.get("api_key"))
         request = {"model": model, "messages": send, **params}
         keys = {i: self._key(request, prompt_version, i) for i in indices}
@@ -1281,6 +1322,14 @@ class Gateway:
         self.memo.close()
 
 
+def _repeated(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as the current judge repeat asks them: a later repeat at its temperature."""
+    found = _repeat.get()
+    if found is None:
+        return params
+    return {**params, "temperature": found.temperature}
+
+
 def _short_validation(exc: ValidationError) -> str:
     errs = exc.errors()
     if not errs:
@@ -1361,7 +1410,9 @@ __all__ = [
     "Gateway",
     "Judged",
     "TRANSIENT_ERRORS",
+    "current_repeat",
     "extract_json",
+    "judge_repeat",
     "live_gateways",
     "open_gateway",
     "response_schema_text",

@@ -35,6 +35,7 @@ OUTPUT_FIELDS = frozenset(
         "encoding_format",
         "prompt_version",
         "sample_index",
+        "judge_repeat",
     }
 )
 

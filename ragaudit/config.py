@@ -554,8 +554,9 @@ class ScoreConfig(_Frozen):
     aggregate: dict[str, Literal["mean", "median", "majority"]] = {}
     """How several samples of a row's score (``models.judge_repeats``, ``models.jury``) become
     its score, by metric name: ``mean`` (the default for a metric not listed), ``median``, or
-    ``majority`` (the most frequent value, for metrics that score 0 or 1; a tie takes the
-    median)."""
+    ``majority`` (the most frequent value, for metrics that score 0 or 1; a tie takes the lowest
+    of the tied values). Every (judge, repeat) sample of the row counts once: with a jury, each
+    judge weighs as much as its samples that did not fail. Only metrics listed in ``metrics``."""
     citation_pattern: str = DEFAULT_CITATION_PATTERN
     """How a citation appears in an answer (a regular expression whose first matching capture
     group holds a context's 1-based position among the retrieved contexts, its id, or several
@@ -592,6 +593,13 @@ class ScoreConfig(_Frozen):
 
     @model_validator(mode="after")
     def _known_metrics(self) -> ScoreConfig:
+        unlisted = sorted(set(self.aggregate) - set(self.metrics))
+        if unlisted:
+            # A misspelt name would otherwise aggregate its metric by the mean, silently.
+            raise ValueError(
+                f"score.aggregate names {', '.join(unlisted)}, not in score.metrics "
+                f"({', '.join(self.metrics)})"
+            )
         for check in SCORE_CHECKS:
             built = check(self.model_dump())
             # Frozen: the validated options replace the given ones before anyone reads them.

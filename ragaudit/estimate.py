@@ -438,9 +438,9 @@ class Plan:
         return float(getattr(self.assume, prior)) if seen is None else seen.mean_tokens
 
     def line(self, stage: str, step: str, model: str, kind: str = "completion") -> Line:
-        """The line for (stage, step), created on first use."""
+        """The line for (stage, step, model), created on first use (a jury's judges apart)."""
         for existing in self.lines:
-            if (existing.stage, existing.step) == (stage, step):
+            if (existing.stage, existing.step, existing.model) == (stage, step, model):
                 return existing
         new = Line(stage, step, model, kind)
         self.lines.append(new)
@@ -968,6 +968,10 @@ class _ScoreSheet:
     embedder: str
     weight: float = 1.0
     """The current row's weight: the chance that the metric scores it."""
+    repeats: int = 1
+    """Judge repeats of a judged metric: each of its calls counted this many times. Its
+    embeddings too: most embed what the judge wrote (answer relevancy's generated questions),
+    which differs per repeat; the few that embed a fixed text are memoised, an over-count."""
 
     @property
     def assume(self) -> Assumptions:
@@ -990,9 +994,10 @@ class _ScoreSheet:
                 tokens_out = calls * seen
         model = self.judge if kind == "completion" else self.embedder
         line = self.plan.line(self.stage, step, model, kind)
-        line.calls += self.weight * calls
-        line.tokens_in += self.weight * tokens_in
-        line.tokens_out += self.weight * tokens_out
+        weight = self.weight * self.repeats
+        line.calls += weight * calls
+        line.tokens_in += weight * tokens_in
+        line.tokens_out += weight * tokens_out
 
     def observed_reply(self, prior: str) -> float | None:
         seen = self.plan.observed_reply(self.stage, None, prior)
@@ -1043,17 +1048,16 @@ def _nugget_placeholders(plan: Plan, q: Any) -> list[dict[str, Any]]:
 async def estimate_score(plan: Plan) -> None:
     """Per metric and row: the metric's own cost model on the row's top-k contexts.
 
-    k is fitted to the judge's window by the score stage's own function.
+    k is fitted to each judge's window by the score stage's own function; a judged metric is
+    estimated once per grader (the jury, else the judge) and its completions counted once per
+    judge repeat, as the score stage's panel asks them.
     """
     from ragaudit.cache import context_window
     from ragaudit.metrics import Skip, resolve
-    from ragaudit.scoring import fit_k, make_deps
+    from ragaudit.scoring import fit_k, make_panel
 
     config = plan.config
     models = config.models
-    judge = models.judge_model
-    deps = make_deps(config, None, judge, None)
-    window = context_window(judge, models.judge_context_window)
     samples = _samples(plan)
     for name in config.score.metrics:
         try:
@@ -1064,23 +1068,31 @@ async def estimate_score(plan: Plan) -> None:
             continue
         if m.cost is None:
             plan.notes.append(f"score:{name}: rough estimate (one call of its prompt per row)")
-        sheet = _ScoreSheet(plan, f"score:{name}", judge, deps.embedder)
-        for s in samples:
-            if m.missing(s):
-                continue
-            # A reference the run has yet to write exists only with the judge's written share.
-            needs_reference = m.missing(replace(s, reference=None))
-            weight = plan.reference_weight.get(s.question_id, 1.0) if needs_reference else 1.0
-            sheet.weight = weight
-            if "contexts" in m.inputs and m.needs_llm:
-                k, _ = fit_k(m, s, deps, window)
-                if k == 0:
+        panel = make_panel(
+            config, None, name, lambda model: context_window(model, models.judge_context_window)
+        )
+        # A metric without a judge is scored once, whatever the panel: its first member's deps.
+        judges = panel.judges if m.needs_llm else panel.judges[:1]
+        for deps, window in judges:
+            sheet = _ScoreSheet(plan, f"score:{name}", deps.judge, deps.embedder)
+            sheet.repeats = panel.repeats if m.needs_llm else 1
+            for s in samples:
+                if m.missing(s):
                     continue
-                s = replace(s, contexts=s.contexts[:k], context_ids=s.context_ids[:k])
-            try:
-                m.estimate(s, deps, sheet)
-            except Skip:
-                continue
+                # A reference the run has yet to write exists only with the judge's written
+                # share.
+                needs_reference = m.missing(replace(s, reference=None))
+                weight = plan.reference_weight.get(s.question_id, 1.0) if needs_reference else 1.0
+                sheet.weight = weight
+                if "contexts" in m.inputs and m.needs_llm:
+                    k, _ = fit_k(m, s, deps, window)
+                    if k == 0:
+                        continue
+                    s = replace(s, contexts=s.contexts[:k], context_ids=s.context_ids[:k])
+                try:
+                    m.estimate(s, deps, sheet)
+                except Skip:
+                    continue
 
 
 async def estimate_report(plan: Plan) -> None:

@@ -115,8 +115,10 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
         langs = set(run.read("questions").column("language").to_pylist())
         if "zh" in langs:
             out.append(EMBEDDER_WARNING)
-    looped = circular(config.collect.answers.model, [config.models.judge_model])
-    if looped and judged:
+    looped = circular(config.collect.answers.model, config.models.graders)
+    # A jury grades without the judge: any juror asked makes the run judged by it.
+    graded = judged or any(_asked(run, m) for m in config.models.graders if run is not None)
+    if looped and graded:
         out.append(looped[0].upper() + looped[1:] + ".")
     return out
 

@@ -236,6 +236,70 @@ def calibrated_grades(judge: Sequence[int], calibration: GradeCalibration) -> np
     )
 
 
+@dataclass(frozen=True)
+class ScoreNoise:
+    """One agreement figure of a metric's scores: a judge with itself, or the jury's judges."""
+
+    kind: Literal["self", "jury"]
+    judge: str | None
+    """The judge whose repeats agree (``self``); None for the jury."""
+    agreement: Agreement
+
+
+def judge_means(samples: Sequence[float | None], judges: Sequence[str]) -> dict[str, float | None]:
+    """Each judge's mean over its samples of one row that were scored (None: none was)."""
+    out: dict[str, list[float]] = {}
+    for value, judge in zip(samples, judges, strict=True):
+        out.setdefault(judge, [])
+        if value is not None and not np.isnan(value):
+            out[judge].append(value)
+    return {j: (float(np.mean(v)) if v else None) for j, v in out.items()}
+
+
+def score_noise(
+    rows: Sequence[tuple[Sequence[float | None], Sequence[str]]],
+    *,
+    resamples: int = 999,
+    seed: int = 0,
+) -> list[ScoreNoise]:
+    """A metric's self-agreement per judge and, with several judges, the jury's agreement.
+
+    ``rows`` are each scored row's (samples, their judges). Self-agreement is α (interval)
+    over the rows with each judge's repeats as raters; the jury's is α over each judge's mean
+    of its repeats, so a judge's own noise is averaged down before judges are compared.
+    Nothing is returned for what the rows cannot show (one repeat, one judge).
+    """
+    per_judge: dict[str, list[list[float]]] = {}
+    found = [judge_means(samples, judges) for samples, judges in rows]
+    for (samples, judges), by_judge in zip(rows, found, strict=True):
+        for judge in by_judge:
+            mine = [
+                np.nan if v is None else float(v)
+                for v, j in zip(samples, judges, strict=True)
+                if j == judge
+            ]
+            per_judge.setdefault(judge, []).append(mine)
+    names = list(per_judge)
+    # A row a judge did not score is NaN in its line: α uses the rows with two judges or more.
+    means = {
+        judge: [np.nan if by.get(judge) is None else by[judge] for by in found] for judge in names
+    }
+    out = []
+    for judge in names:
+        items = per_judge[judge]
+        width = max(len(x) for x in items)
+        if width < 2:
+            continue
+        matrix = np.full((width, len(items)), np.nan)
+        for j, values in enumerate(items):
+            matrix[: len(values), j] = values
+        out.append(ScoreNoise("self", judge, agreement(matrix, resamples=resamples, seed=seed)))
+    if len(names) > 1:
+        matrix = np.array([means[j] for j in names], dtype=float)
+        out.append(ScoreNoise("jury", None, agreement(matrix, resamples=resamples, seed=seed)))
+    return out
+
+
 def _model_name(model: str) -> str:
     """A model string without its options (``?latency=…``) and without case."""
     return model.split("?", 1)[0].strip().lower()
@@ -266,11 +330,14 @@ def circular(generator: str | None, judges: Sequence[str]) -> str | None:
 __all__ = [
     "Agreement",
     "GradeCalibration",
+    "ScoreNoise",
     "Share",
     "agreement",
     "aggregate",
     "calibrate_grades",
     "calibrated_grades",
     "circular",
+    "judge_means",
+    "score_noise",
     "share",
 ]

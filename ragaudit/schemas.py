@@ -208,7 +208,12 @@ SCORES = _schema(
         ("k_used", _i64),
         ("judge", _str),
         ("metric_args", _str),
+        # Every (judge, repeat) score of the row, null for a failed sample, and whose sample
+        # each is; null with one sample (``value`` is then that sample).
+        ("samples", pa.list_(_f64)),
+        ("sample_judges", _strs),
     ],
+    version=2,
 )
 
 SUMMARY = _schema(
@@ -224,6 +229,21 @@ SUMMARY = _schema(
         ("n_skipped", _i64),
         ("threshold", _f64),
         ("flagged", _bool),
+    ],
+)
+
+JUDGE_NOISE = _schema(
+    "judge_noise",
+    [
+        ("run_id", _str),
+        ("metric", _str),
+        ("kind", _str),  # self (a judge's repeats) | jury (the judges' per-row means)
+        ("judge", _str),
+        ("alpha", _f64),  # Krippendorff's α, interval level
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n_items", _i64),
+        ("n_raters", _i64),
     ],
 )
 
@@ -290,6 +310,7 @@ TABLES: dict[str, pa.Schema] = {
         NUGGETS,
         SCORES,
         SUMMARY,
+        JUDGE_NOISE,
         RETRIEVAL,
         CALIBRATION,
         CALIBRATION_SCORES,
@@ -326,6 +347,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "CANDIDATES",
     "COMPARISONS",
     "GROUND_TRUTH",
+    "JUDGE_NOISE",
     "NUGGETS",
     "QUESTIONS",
     "RANKING",

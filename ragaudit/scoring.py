@@ -13,6 +13,11 @@ every row that reads contexts, the measurement in its ``metric_args``.
 
 A judge reply that cannot be used is never a silent NaN or 0. The score stage, calibration and
 the dry run call these functions with explicit arguments; none reads a stage's context.
+
+With judge repeats or a jury (:class:`Panel`), a judged metric scores each row once per
+(judge, repeat): each repeat's calls are independent samples with their own memo keys
+(:func:`ragaudit.cache.judge_repeat`). The row keeps every sample and its judge, and its value
+is their aggregate (mean, median or majority); it fails only when every sample failed.
 """
 
 from __future__ import annotations
@@ -21,14 +26,15 @@ import asyncio
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
-from ragaudit.cache import Gateway, KeyRejected, count_text
+from ragaudit import noise
+from ragaudit.cache import Gateway, KeyRejected, count_text, judge_repeat
 from ragaudit.cache import forget_counts as forget_cached_counts
 from ragaudit.concurrency import gather_limited
-from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, RunConfig
+from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, SAMPLING_TEMPERATURE, RunConfig
 from ragaudit.dataset import Question
 from ragaudit.metrics import Deps, Metric, Sample, Skip, trace
 from ragaudit.schemas import dumps
@@ -165,6 +171,95 @@ def make_deps(config: RunConfig, gateway: Gateway | None, judge: str, window: in
     )
 
 
+Aggregate = Literal["mean", "median", "majority"]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """Who judges a metric's rows, and how often: each judge's deps and window, the repeats."""
+
+    judges: tuple[tuple[Deps, int], ...]
+    """Each grading model's deps and its context window (one: the judge alone)."""
+    repeats: int = 1
+    """Independent samples of every judge request per judge."""
+    temperature: float = SAMPLING_TEMPERATURE
+    """Temperature of the repeats after the first."""
+    aggregate: Aggregate = "mean"
+    """How a row's samples become its value."""
+
+    @property
+    def samples(self) -> int:
+        """Samples per judged row: judges × repeats."""
+        return len(self.judges) * self.repeats
+
+
+def make_panel(
+    config: RunConfig,
+    gateway: Gateway | None,
+    metric: str,
+    window: Callable[[str], int],
+    repeats: int | None = None,
+) -> Panel:
+    """The panel of ``metric`` in a run of ``config``: every grader, its repeats, its aggregate.
+
+    ``window(model)`` is a grader's context window; ``repeats`` overrides the config's.
+    """
+    judges = tuple(
+        (make_deps(config, gateway, model, window(model)), window(model))
+        for model in config.models.graders
+    )
+    return Panel(
+        judges=judges,
+        repeats=config.models.judge_repeats if repeats is None else repeats,
+        temperature=config.score.sampling_temperature,
+        aggregate=config.score.aggregate.get(metric, "mean"),
+    )
+
+
+def combine_samples(parts: Sequence[dict[str, Any]], how: Aggregate = "mean") -> dict[str, Any]:
+    """One score row from a row's (judge, repeat) sample rows, in panel order.
+
+    The value aggregates the samples scored ``ok``; the row fails only when every sample
+    failed (a failed sample is null in ``samples`` and counted in ``error``), and is skipped
+    when every sample was (a skip depends on the row, not on the judge's answer). The reasons,
+    k and arguments shown are those of the first sample scored ``ok``.
+    """
+    if len(parts) == 1:
+        return dict(parts[0])
+    ok = [p for p in parts if p["status"] == "ok"]
+    failed = [p for p in parts if p["status"] == "failed"]
+    if not ok and not failed:
+        return dict(parts[0])
+    first = dict(ok[0] if ok else failed[0])
+    judges = [p["judge"] for p in parts]
+    args = json.loads(first.get("metric_args") or "{}")
+    args["samples"] = {
+        "judges": list(dict.fromkeys(judges)),
+        "samples": len(parts),
+        "aggregate": how,
+        "failed": len(failed),
+        "skipped": len(parts) - len(ok) - len(failed),
+    }
+    first.update(
+        judge=", ".join(dict.fromkeys(judges)),
+        metric_args=dumps(args),
+        samples=[p.get("value") if p["status"] == "ok" else None for p in parts],
+        sample_judges=judges,
+    )
+    if not ok:
+        first["error"] = f"every judge sample failed ({len(failed)}); the first: {first['error']}"
+        return first
+    value = float(noise.aggregate([[p["value"]] for p in ok], how)[0])
+    note = None
+    if len(ok) < len(parts):
+        # Honest about what the value rests on: ok, but on fewer samples than asked.
+        note = f"{len(parts) - len(ok)} of {len(parts)} judge samples not scored"
+        if failed:
+            note += f"; the first failure: {failed[0]['error']}"
+    first.update(value=value, status="ok", error=note)
+    return first
+
+
 def _prompt_language(sample: Sample) -> str:
     return "zh" if sample.language == "zh" else "en"
 
@@ -251,13 +346,37 @@ async def score_rows(
     no_answer: dict[str, str] | None = None,
     limit: int = 32,
     on_row: Callable[[], None] | None = None,
+    panel: Panel | None = None,
 ) -> list[dict[str, Any]]:
-    """Score every sample with ``m``, ``limit`` rows in flight; rows in input order."""
+    """Score every sample with ``m``, ``limit`` rows in flight; rows in input order.
+
+    With a ``panel`` (judges and repeats), a judged metric's row is scored once per (judge,
+    repeat) and combined (:func:`combine_samples`); ``deps`` and ``window`` then serve only a
+    metric that needs no judge, which is scored once.
+    """
     no_answer = no_answer or {}
+    # A panel of one sample still names the model: a jury of one is not the judge.
+    judged = panel is not None and m.needs_llm
+
+    async def repeat(s: Sample, judge: Deps, fits: int, r: int) -> dict[str, Any]:
+        # Set inside the sample's own task: the repeat reaches only this sample's calls.
+        assert panel is not None
+        with judge_repeat(r, panel.temperature):
+            return await score_one(m, s, judge, fits, no_answer.get(s.question_id))
 
     async def one(s: Sample) -> dict[str, Any]:
         try:
-            return await score_one(m, s, deps, window, no_answer.get(s.question_id))
+            if not judged:
+                return await score_one(m, s, deps, window, no_answer.get(s.question_id))
+            assert panel is not None
+            parts = await asyncio.gather(
+                *(
+                    repeat(s, judge, fits, r)
+                    for judge, fits in panel.judges
+                    for r in range(panel.repeats)
+                )
+            )
+            return combine_samples(parts, panel.aggregate)
         finally:
             if on_row is not None:
                 on_row()
@@ -268,10 +387,14 @@ async def score_rows(
 __all__ = [
     "KEEP_REPLIES",
     "MESSAGE_OVERHEAD_TOKENS",
+    "Aggregate",
+    "Panel",
     "build_samples",
+    "combine_samples",
     "fit_k",
     "forget_counts",
     "make_deps",
+    "make_panel",
     "prompt_tokens",
     "score_one",
     "score_rows",

@@ -11,8 +11,8 @@ import dataclasses
 
 import polars as pl
 
-from ragaudit.reporting import build_report, directions, summarise
-from ragaudit.schemas import SUMMARY, to_table
+from ragaudit.reporting import build_report, directions, judge_noise, score_cells, summarise
+from ragaudit.schemas import JUDGE_NOISE, SUMMARY, to_table
 from ragaudit.tasks._common import StageContext
 
 
@@ -32,14 +32,30 @@ def write_summary(ctx: StageContext) -> None:
     ctx.run.write("summary", to_table(rows, SUMMARY))
 
 
+def write_judge_noise(ctx: StageContext) -> None:
+    """The judges' agreement per metric into ``judge_noise`` (empty without repeats or a jury).
+
+    Written even empty: a re-run of the run id with one judge sample must not leave the
+    figures of an earlier run with several standing.
+    """
+    scores: pl.DataFrame = pl.from_arrow(ctx.run.read("scores"))  # type: ignore[assignment]
+    metrics = tuple(scores["metric"].unique(maintain_order=True).to_list())
+    found, _ = judge_noise(metrics, score_cells(scores), {})
+    rows = [{"run_id": ctx.run.run_id, **dataclasses.asdict(n)} for n in found]
+    for row in rows:
+        del row["text"]  # rebuilt from the figures when read
+    ctx.run.write("judge_noise", to_table(rows, JUDGE_NOISE))
+
+
 async def report(ctx: StageContext) -> list[str]:
     """Write ``summary``, then what ``report.formats`` asks: xlsx, html, Prefect artifacts."""
     from ragaudit.reporting import publish_artifacts, write_html, write_xlsx
 
     write_summary(ctx)
+    write_judge_noise(ctx)
     formats = set(ctx.config.report.formats)
     if not formats:
-        return ["summary"]
+        return ["summary", "judge_noise"]
     model = build_report(ctx.run.path)
     if "xlsx" in formats:
         write_xlsx(model, ctx.run.path / "report.xlsx")
@@ -47,7 +63,7 @@ async def report(ctx: StageContext) -> list[str]:
         write_html(model)
     if "artifacts" in formats:
         await publish_artifacts(model)
-    return ["summary"]
+    return ["summary", "judge_noise"]
 
 
-__all__ = ["report", "write_summary"]
+__all__ = ["report", "write_judge_noise", "write_summary"]

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from ragaudit import progress, scoring
+from ragaudit.cache import context_window
 from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import Deps, Metric, Sample, resolve
@@ -92,6 +93,10 @@ async def score_metric(ctx: StageContext, part: str) -> list[str]:
     m = metric_for(ctx, name)
     samples, no_answer = build_samples(ctx)
     deps = make_deps(ctx)
+    limit = ctx.config.models.judge_context_window
+    panel = scoring.make_panel(
+        ctx.config, ctx.gateway, name, lambda model: context_window(model, limit)
+    )
     with progress.bar(f"score: {part}", len(samples)) as bar:
         rows = await score_rows(
             m,
@@ -101,6 +106,7 @@ async def score_metric(ctx: StageContext, part: str) -> list[str]:
             no_answer=no_answer,
             limit=in_flight(ctx),
             on_row=bar.advance,
+            panel=panel,
         )
     rows = [{"run_id": ctx.run.run_id, **r} for r in rows]
     out = f"scores/{part}"

@@ -117,7 +117,8 @@ def _print_comparison(cmp: Any) -> None:
         title=f"B - A per metric, paired by question (permutation test, {cmp.adjustment.upper()}"
         f"-adjusted, alpha {cmp.alpha})"
     )
-    for col in ("metric", "n", "mean A", "mean B", "B - A", "95% CI", "p", "p adj", "verdict"):
+    columns = ("metric", "n", "mean A", "mean B", "B - A", "95% CI", "p", "p adj", "noise counted")
+    for col in (*columns, "verdict"):
         table.add_column(col)
     for m in cmp.metrics:
         style = {"regressed": "bold red", "improved": "bold green"}.get(m.verdict, "")
@@ -133,6 +134,7 @@ def _print_comparison(cmp: Any) -> None:
             else f"{fixed(m.ci_low, sign=True)} {fixed(m.ci_high, sign=True)}",
             _num(m.p_value, 4),
             _num(m.p_adjusted, 4),
+            m.noise,
             verdict,
         )
     console.print(table)

@@ -208,6 +208,15 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
     )
     if text:
         console.print(f"Ranking agreement (mean over questions): {text}")
+    if report.judge_noise:
+        console.print(
+            "Judge noise (Krippendorff's α):\n"
+            + "\n".join(
+                f"  {n.metric} {n.kind}{'' if n.judge is None else f' ({n.judge})'}: {n.text}"
+                for n in report.judge_noise
+            ),
+            soft_wrap=True,
+        )
     refs = report.reference_counts()
     if refs:
         console.print(
@@ -254,6 +263,22 @@ def _evaluate(
         raise typer.Exit(3)
 
 
+JudgeRepeatsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--judge-repeats",
+        min=1,
+        help="Independent samples of every judge request (models.judge_repeats).",
+    ),
+]
+
+
+def _repeats(sets: list[str] | None, judge_repeats: int | None) -> list[str]:
+    """``sets`` with ``--judge-repeats`` as the config field it sets (validated like --set)."""
+    extra = [f"models.judge_repeats={judge_repeats}"] if judge_repeats is not None else []
+    return [*(sets or []), *extra]
+
+
 @app.command()
 def demo(
     run_id: RunIdOpt = "demo",
@@ -263,10 +288,12 @@ def demo(
     dry_run: DryRunOpt = False,
     assume: AssumeOpt = None,
     record: RecordOpt = None,
+    judge_repeats: JudgeRepeatsOpt = None,
 ) -> None:
     """Run the whole DAG on the bundled data, offline (smoke-quality judge unless --judge)."""
     if not DEMO_CONFIG.is_file():
         raise RagauditError(f"{DEMO_CONFIG} not found: run the demo from the ragaudit checkout")
+    sets = _repeats(sets, judge_repeats)
     overrides = _overrides(run_id=run_id, judge=judge, runs_root=runs_root, sets=sets)
     if dry_run:
         _dry_run(DEMO_CONFIG, overrides, assume, record)
@@ -298,10 +325,11 @@ def run(
         int | None,
         typer.Option("--workers", help="Local Dask/Ray workers (scale.workers)."),
     ] = None,
+    judge_repeats: JudgeRepeatsOpt = None,
 ) -> None:
     """Run the whole evaluation DAG (collect, sort, ground_truth, score, report)."""
     # Plain config fields: --set validates them and names the field when a value is wrong.
-    sets = [*(sets or [])]
+    sets = _repeats(sets, judge_repeats)
     sets += [f"scale.task_runner={task_runner}"] if task_runner is not None else []
     sets += [f"scale.workers={workers}"] if workers is not None else []
     _evaluate_with_flags(
@@ -363,6 +391,7 @@ def _stage_command(stage: str, doc: str) -> None:
         runs_root: RootOpt = None,
         limit: LimitOpt = None,
         sets: SetOpt = None,
+        judge_repeats: JudgeRepeatsOpt = None,
     ) -> None:
         _evaluate_with_flags(
             [stage],
@@ -373,7 +402,7 @@ def _stage_command(stage: str, doc: str) -> None:
             embedder=embedder,
             runs_root=runs_root,
             limit=limit,
-            sets=sets,
+            sets=_repeats(sets, judge_repeats),
         )
 
     command.__doc__ = doc

@@ -17,9 +17,11 @@ from ragaudit.reporting._artifacts import (
 from ragaudit.reporting._build import (
     build_report,
     directions,
+    judge_noise,
     ndcg_curve,
     question_set_hash,
     run_folder,
+    score_cells,
 )
 from ragaudit.reporting._calibration import (
     CALIBRATION_META,
@@ -136,6 +138,8 @@ __all__ = [
     "run_folder",
     "run_overview",
     "summarise",
+    "judge_noise",
+    "score_cells",
     "summary_table",
     "trend",
     "worst_questions",

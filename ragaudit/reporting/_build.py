@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from ragaudit import ranking
+from ragaudit import noise, ranking
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
 from ragaudit.hashing import canonical_hash
@@ -19,6 +19,8 @@ from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
     JudgeCost,
+    JudgeDisagreement,
+    JudgeNoiseRow,
     MetricSummary,
     NdcgPoint,
     NuggetRow,
@@ -254,6 +256,104 @@ def ndcg_curve(
     )
 
 
+def score_cells(scores: pl.DataFrame) -> dict[str, dict[str, ScoreCell]]:
+    """The scores table as question → metric → cell."""
+    cells: dict[str, dict[str, ScoreCell]] = {}
+    for r in scores.iter_rows(named=True):
+        cells.setdefault(r["question_id"], {})[r["metric"]] = ScoreCell(
+            metric=r["metric"],
+            value=r["value"],
+            status=r["status"],
+            error=r["error"],
+            reason=r["reason"],
+            k_used=r["k_used"],
+            judge=r["judge"],
+            # A run folder written before samples were kept has neither column.
+            samples=tuple(r.get("samples") or ()),
+            sample_judges=tuple(r.get("sample_judges") or ()),
+        )
+    return cells
+
+
+def _stored_noise(run: RunFolder) -> list[JudgeNoiseRow]:
+    """The ``judge_noise`` table the report stage wrote, as report rows."""
+    out = []
+    for r in run.read("judge_noise").to_pylist():
+        found = noise.Agreement(
+            r["alpha"], r["ci_low"], r["ci_high"], r["n_items"], r["n_raters"], "interval"
+        )
+        out.append(
+            JudgeNoiseRow(
+                metric=r["metric"],
+                kind=r["kind"],
+                judge=r["judge"],
+                alpha=r["alpha"],
+                ci_low=r["ci_low"],
+                ci_high=r["ci_high"],
+                n_items=r["n_items"],
+                n_raters=r["n_raters"],
+                text=found.text,
+            )
+        )
+    return out
+
+
+# Rows listed per metric where a jury's judges disagree most.
+DISAGREEMENTS = 10
+
+
+def judge_noise(
+    metrics: tuple[str, ...],
+    cells: Mapping[str, Mapping[str, ScoreCell]],
+    texts: Mapping[str, str],
+    resamples: int = 999,
+) -> tuple[list[JudgeNoiseRow], list[JudgeDisagreement]]:
+    """Per metric, the judges' agreement over its rows scored ``ok`` with several samples.
+
+    And the rows whose judges disagree most (a jury only), largest spread first.
+    """
+    rows: list[JudgeNoiseRow] = []
+    apart: list[JudgeDisagreement] = []
+    for metric in metrics:
+        sampled = [
+            (qid, by[metric])
+            for qid, by in cells.items()
+            if metric in by and by[metric].status == "ok" and len(by[metric].samples) > 1
+        ]
+        if not sampled:
+            continue
+        found = noise.score_noise(
+            [(c.samples, c.sample_judges) for _, c in sampled], resamples=resamples
+        )
+        for f in found:
+            a = f.agreement
+            rows.append(
+                JudgeNoiseRow(
+                    metric,
+                    f.kind,
+                    f.judge,
+                    a.alpha,
+                    a.ci_low,
+                    a.ci_high,
+                    a.n_items,
+                    a.n_raters,
+                    a.text,
+                )
+            )
+        spreads = []
+        for qid, cell in sampled:
+            means = noise.judge_means(cell.samples, cell.sample_judges)
+            known = [v for v in means.values() if v is not None]
+            if len(known) > 1 and max(known) > min(known):
+                spreads.append((max(known) - min(known), qid, means))
+        spreads.sort(key=lambda x: (-x[0], x[1]))
+        apart += [
+            JudgeDisagreement(metric, qid, texts.get(qid, ""), means, spread)
+            for spread, qid, means in spreads[:DISAGREEMENTS]
+        ]
+    return rows, apart
+
+
 def build_report(run_dir: Path | str) -> Report:
     """The report model of the run folder ``run_dir``.
 
@@ -312,18 +412,7 @@ def build_report(run_dir: Path | str) -> Report:
     ranked = _by_question(_read(run, "ranking"))
     top_k = _score_top_k(score_config)
     golds: dict[str, set[str] | None] = {}
-    cells: dict[str, dict[str, ScoreCell]] = {}
-    if scores is not None:
-        for r in scores.iter_rows(named=True):
-            cells.setdefault(r["question_id"], {})[r["metric"]] = ScoreCell(
-                metric=r["metric"],
-                value=r["value"],
-                status=r["status"],
-                error=r["error"],
-                reason=r["reason"],
-                k_used=r["k_used"],
-                judge=r["judge"],
-            )
+    cells = score_cells(scores) if scores is not None else {}
     rows: list[QuestionRow] = []
     texts: dict[str, str] = {}
     if questions is not None:
@@ -418,6 +507,10 @@ def build_report(run_dir: Path | str) -> Report:
         else []
     )
     per_stage, total = rollup_calls(read_calls(run.calls_dir))
+    noise_rows, disagreements = judge_noise(metrics, cells, texts)
+    if run.has("judge_noise"):
+        # The report stage's figures, as the summary's: every rendering shows the same digits.
+        noise_rows = _stored_noise(run)
     return Report(
         run_id=run.run_id,
         run_dir=run.path,
@@ -445,15 +538,20 @@ def build_report(run_dir: Path | str) -> Report:
         ndcg_curve=curve,
         manifest=manifest,
         judge_cost=judge_cost(run),
+        judge_noise=tuple(noise_rows),
+        judge_disagreements=tuple(disagreements),
     )
 
 
 __all__ = [
     "CURVE_MAX_K",
+    "DISAGREEMENTS",
     "USABLE_REFERENCE",
     "build_report",
     "directions",
+    "judge_noise",
     "ndcg_curve",
+    "score_cells",
     "question_set_hash",
     "run_folder",
 ]

@@ -3,7 +3,9 @@
 Per metric, the questions scored ``ok`` in both runs are paired; the mean difference (B − A)
 gets a paired bootstrap interval (``scipy.stats.bootstrap``, ``paired=True``) and a paired
 permutation test (``scipy.stats.permutation_test``, ``permutation_type="samples"``: each
-question's two values swap places). The p-values are adjusted across metrics
+question's two values swap places). Where a metric's rows kept several judge samples (repeats or
+a jury) in either run, the test is :func:`two_level_test` on each question's samples instead,
+and the result says so (``noise``). The p-values are adjusted across metrics
 (``scipy.stats.false_discovery_control``). A metric *moved* only where the adjusted p-value is
 below α and the interval excludes 0; whether that is a regression depends on the metric's
 direction.
@@ -18,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ragaudit.reporting._model import Report, _jsonable
+from ragaudit.reporting._model import Report, ScoreCell, _jsonable
 from ragaudit.reporting._stats import CONFIDENCE
 
 # Run configuration that changes scores without being a judge, embedder or prompt: compared
 # besides the score section (whose metric list may differ; only shared metrics are compared).
-_MODEL_PARAMETERS = ("temperature", "max_output_tokens", "judge_context_window")
+# A jury is the judge of its runs: another jury is another judge. The number of judge repeats
+# is not: the test counts the samples each run has.
+_MODEL_PARAMETERS = ("temperature", "max_output_tokens", "judge_context_window", "jury")
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,10 @@ class MetricChange:
     """Adjusted p below α and the interval excludes 0."""
     verdict: str
     """``improved``, ``regressed``, ``no change beyond noise`` or ``not tested`` (why)."""
+    noise: str = "questions"
+    """What the test accounted for: ``questions`` or ``questions and judge samples``."""
+    judge_share: float | None = None
+    """The judge's share of the variance of a question's difference (with samples only)."""
 
 
 @dataclass(frozen=True)
@@ -371,6 +379,8 @@ def decide(
                 p_adjusted=p_adj,
                 moved=bool(moved),
                 verdict=verdict,
+                noise=t.noise,
+                judge_share=t.judge_share,
             )
         )
     return out
@@ -379,7 +389,13 @@ def decide(
 def _parameters(report: Report, manifest_models: dict[str, Any]) -> dict[str, Any]:
     params = {f"score.{k}": v for k, v in report.score_config.items() if k != "metrics"}
     params |= {f"models.{k}": manifest_models.get(k) for k in _MODEL_PARAMETERS}
+    # A run from before juries has no field: no jury, as an empty one.
+    params["models.jury"] = list(manifest_models.get("jury") or [])
     return params
+
+
+def _unset(value: Any) -> Any:
+    return None if value in ({}, [], ()) else value
 
 
 def comparability(
@@ -413,14 +429,29 @@ def comparability(
     pa = _parameters(a, config_a.get("models", {}))
     pb = _parameters(b, config_b.get("models", {}))
     for key in sorted(set(pa) | set(pb)):
-        if pa.get(key) != pb.get(key):
+        # A field a run's ragaudit did not have yet reads as unset, like an empty one.
+        if _unset(pa.get(key)) != _unset(pb.get(key)):
             out.append(Difference(f"metric parameter {key}", pa.get(key), pb.get(key)))
     return out
 
 
-def _paired(a: Report, b: Report, metric: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _scored(cell: ScoreCell) -> np.ndarray:
+    """A row's judge samples that were scored; its value alone when it has one sample."""
+    found = [v for v in cell.samples if v is not None and np.isfinite(v)]
+    return np.array(found if found else [cell.value], dtype=float)
+
+
+def _paired(
+    a: Report, b: Report, metric: str
+) -> tuple[list[str], np.ndarray, np.ndarray, list[np.ndarray] | None, list[np.ndarray] | None]:
+    """Questions scored ``ok`` in both runs, their values, and their judge samples.
+
+    The samples are None unless a row of either run has several.
+    """
     by_b = {q.question_id: q for q in b.questions}
     ids, va, vb = [], [], []
+    sa: list[np.ndarray] = []
+    sb: list[np.ndarray] = []
     for q in a.questions:
         other = by_b.get(q.question_id)
         ca = q.scores.get(metric)
@@ -429,7 +460,16 @@ def _paired(a: Report, b: Report, metric: str) -> tuple[list[str], np.ndarray, n
             ids.append(q.question_id)
             va.append(ca.value)
             vb.append(cb.value)
-    return ids, np.array(va, dtype=float), np.array(vb, dtype=float)
+            sa.append(_scored(ca))
+            sb.append(_scored(cb))
+    sampled = any(len(x) > 1 for x in sa + sb)
+    return (
+        ids,
+        np.array(va, dtype=float),
+        np.array(vb, dtype=float),
+        sa if sampled else None,
+        sb if sampled else None,
+    )
 
 
 def compare_reports(
@@ -465,8 +505,13 @@ def compare_reports(
     text_b = {q.question_id: q for q in b.questions}
     text_a = {q.question_id: q for q in a.questions}
     for metric in shared:
-        ids, va, vb = _paired(a, b, metric)
-        tests[metric] = paired_test(va, vb, resamples, seed)
+        ids, va, vb, sa, sb = _paired(a, b, metric)
+        if sa is not None and sb is not None:
+            # The value of a row aggregates its samples (a median or a majority need not be
+            # their mean): the two-level test resamples the samples themselves, its means.
+            tests[metric] = two_level_test(sa, sb, resamples, seed)
+        else:
+            tests[metric] = paired_test(va, vb, resamples, seed)
         if len(ids):
             too_few = power(vb - va, alpha).text(alpha)
             if too_few:

@@ -48,6 +48,41 @@ class ScoreCell:
     """The judge's reasons as stored (JSON text: statements, verdicts, ratings)."""
     k_used: int | None = None
     judge: str | None = None
+    samples: tuple[float | None, ...] = ()
+    """Every (judge, repeat) score of the row (None: that sample failed); empty with one."""
+    sample_judges: tuple[str, ...] = ()
+    """Whose sample each of ``samples`` is."""
+
+
+@dataclass(frozen=True)
+class JudgeNoiseRow:
+    """How much a metric's judges agree: one judge with its repeats, or the jury's judges."""
+
+    metric: str
+    kind: str
+    """``self`` (a judge's repeats of each row) or ``jury`` (the judges' means of each row)."""
+    judge: str | None
+    alpha: float | None
+    """Krippendorff's α (interval); None when it cannot be measured (no spread, too few rows)."""
+    ci_low: float | None
+    ci_high: float | None
+    n_items: int
+    """Rows with at least two answers (the only ones α can use)."""
+    n_raters: int
+    """Repeats (``self``) or judges (``jury``) per row, at most."""
+    text: str
+
+
+@dataclass(frozen=True)
+class JudgeDisagreement:
+    """A row whose judges' scores differ most: each judge's mean of its repeats."""
+
+    metric: str
+    question_id: str
+    question: str
+    scores: dict[str, float | None]
+    spread: float
+    """Highest judge mean less the lowest."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +282,11 @@ class Report:
     """The run's manifest.json as written (config, git, packages, models, warnings)."""
     judge_cost: JudgeCost | None = None
     """The sort stage's judge calls and prompt tokens per question (None: no sort stage)."""
+    judge_noise: tuple[JudgeNoiseRow, ...] = ()
+    """Per metric, each judge's self-agreement and the jury's agreement (with repeats or a
+    jury; empty otherwise)."""
+    judge_disagreements: tuple[JudgeDisagreement, ...] = ()
+    """Per metric, the rows whose judges disagree most (with a jury)."""
 
     def summary_for(self, metric: str) -> MetricSummary | None:
         """The summary row of ``metric``, or None."""
@@ -290,6 +330,8 @@ __all__ = [
     "AgreementRow",
     "ContextRow",
     "JudgeCost",
+    "JudgeDisagreement",
+    "JudgeNoiseRow",
     "MetricSummary",
     "NdcgPoint",
     "NuggetRow",

@@ -102,7 +102,10 @@ def summary_frame(report: Report) -> pl.DataFrame:
 
 
 def metric_frame(report: Report, metric: str) -> pl.DataFrame:
-    """Every question's row of ``metric``: value, status, error and the judge's reasons."""
+    """Every question's row of ``metric``: value, status, error and the judge's reasons.
+
+    With judge repeats or a jury, a last column holds each judge's samples of the row.
+    """
     rows = []
     for q in report.questions:
         cell = q.scores.get(metric)
@@ -115,9 +118,10 @@ def metric_frame(report: Report, metric: str) -> pl.DataFrame:
                 "error": _clip(cell.error) if cell else None,
                 "reason": _clip(cell.reason) if cell else None,
                 "k_used": cell.k_used if cell else None,
+                "samples": _samples_text(cell) if cell else None,
             }
         )
-    return pl.DataFrame(
+    frame = pl.DataFrame(
         rows,
         schema={
             "question_id": pl.String,
@@ -127,6 +131,70 @@ def metric_frame(report: Report, metric: str) -> pl.DataFrame:
             "error": pl.String,
             "reason": pl.String,
             "k_used": pl.Int64,
+            "samples": pl.String,
+        },
+    )
+    # A run without samples keeps the sheet it always had.
+    return frame if frame["samples"].null_count() < frame.height else frame.drop("samples")
+
+
+def _samples_text(cell: Any) -> str | None:
+    """``judge: 0.8, 0.75, failed; other: 1.0`` for a row with several samples, else None."""
+    if not cell.samples:
+        return None
+    by: dict[str, list[str]] = {}
+    for value, judge in zip(cell.samples, cell.sample_judges, strict=True):
+        by.setdefault(judge, []).append("failed" if value is None else f"{value:.4g}")
+    return "; ".join(f"{j}: {', '.join(v)}" for j, v in by.items())
+
+
+def judge_noise_frame(report: Report) -> pl.DataFrame:
+    """Per metric, each judge's self-agreement and the jury's, then the rows judges split on."""
+    rows = [
+        {
+            "metric": n.metric,
+            "agreement": n.kind,
+            "judge": n.judge,
+            "question_id": None,
+            "alpha": n.alpha,
+            "ci_low": n.ci_low,
+            "ci_high": n.ci_high,
+            "rows": n.n_items,
+            "answers_per_row": n.n_raters,
+            "judge_means": None,
+        }
+        for n in report.judge_noise
+    ]
+    rows += [
+        {
+            "metric": d.metric,
+            "agreement": "disagreement",
+            "judge": None,
+            "question_id": d.question_id,
+            "alpha": None,
+            "ci_low": None,
+            "ci_high": None,
+            "rows": None,
+            "answers_per_row": len(d.scores),
+            "judge_means": "; ".join(
+                f"{j}: {'-' if v is None else f'{v:.4f}'}" for j, v in d.scores.items()
+            ),
+        }
+        for d in report.judge_disagreements
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "metric": pl.String,
+            "agreement": pl.String,
+            "judge": pl.String,
+            "question_id": pl.String,
+            "alpha": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "rows": pl.Int64,
+            "answers_per_row": pl.Int64,
+            "judge_means": pl.String,
         },
     )
 
@@ -259,7 +327,11 @@ def write_xlsx(report: Report, path: Path) -> Path:
     wb = Workbook(buffer, {"nan_inf_to_errors": True})
     _write(answers_frame(report), wb, "answers", text_widths)
     _write(summary_frame(report), wb, "summary", {"metric": 28})
-    extra = {"nuggets": nuggets_frame(report), "citations": citations_frame(report)}
+    extra = {
+        "nuggets": nuggets_frame(report),
+        "citations": citations_frame(report),
+        "judge_noise": judge_noise_frame(report),
+    }
     extra = {k: v for k, v in extra.items() if v.height}
     taken = {"answers", "summary", "run", *extra}
     for metric, name in sheet_names(report.metrics, taken).items():
