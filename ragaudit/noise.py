@@ -171,6 +171,27 @@ def aggregate(
     return out
 
 
+GradeAggregate = Literal["majority", "median"]
+
+
+def combined_grade(grades: Sequence[int | None], how: GradeAggregate = "majority") -> int | None:
+    """One grade from several samples' (None: a failed sample, left out).
+
+    ``majority``: the most frequent grade, a tie going to the lowest of the tied grades;
+    ``median``: the lower median. Both break toward the lower grade because LLM judges
+    over-rate relevance more often than they under-rate it, and a split vote should not
+    count a candidate relevant. None when every sample failed.
+    """
+    got = sorted(g for g in grades if g is not None)
+    if not got:
+        return None
+    if how == "median":
+        return got[(len(got) - 1) // 2]
+    counts = {g: got.count(g) for g in got}
+    top = max(counts.values())
+    return min(g for g, n in counts.items() if n == top)
+
+
 @dataclass(frozen=True)
 class Share:
     """A binomial share with its exact (Clopper–Pearson) interval."""
@@ -265,6 +286,7 @@ def circular(generator: str | None, judges: Sequence[str]) -> str | None:
 
 __all__ = [
     "Agreement",
+    "GradeAggregate",
     "GradeCalibration",
     "Share",
     "agreement",
@@ -272,5 +294,6 @@ __all__ = [
     "calibrate_grades",
     "calibrated_grades",
     "circular",
+    "combined_grade",
     "share",
 ]

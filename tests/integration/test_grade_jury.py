@@ -1,0 +1,156 @@
+"""Relevance grades asked several times: a judge's repeats, a jury, their agreement."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from typing import Any
+
+import pytest
+from support.runs import context, make_config, table, write_question
+
+from ragaudit.cache._fake import FakeRequest
+from ragaudit.judging import combined_grade
+from ragaudit.judging._fake import overlap_grade
+from ragaudit.tasks.sort import sort
+from ragaudit.trec import QRELS_JUDGE, export_trec
+
+QUESTION = "harbour built year history"
+WORDS = ["harbour", "built", "year", "history"]
+
+
+def _texts(n: int = 20) -> dict[str, str]:
+    """Candidates holding 4, 3, 2, 1 or 0 of the question's words: every grade, several times."""
+    return {
+        f"c{i:02d}": " ".join(WORDS[: 4 - i % 5] if i % 5 < 4 else ["weather"]) + f" passage {i}"
+        for i in range(n)
+    }
+
+
+def _unit(*parts: Any) -> float:
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class NoisyGrader:
+    """The fake judge's grade, moved one grade up or down with probability ``flip`` per call.
+
+    Each call of the same request draws anew (a count per request), so the samples of one
+    candidate differ as a sampled model's would; the draw depends only on the request and how
+    many times it was asked, so a run's multiset of grades per candidate is reproducible.
+    """
+
+    def __init__(self, flip: float) -> None:
+        self.flip = flip
+        self.asked: Counter[str] = Counter()
+
+    def __call__(self, req: FakeRequest) -> dict[str, Any] | None:
+        if req.title != "RelevanceGrade":
+            return None
+        digest = req.digest() + repr(req.params.get("temperature"))
+        self.asked[digest] += 1
+        grade, _ = overlap_grade(req.payload["question"], req.payload["context"])
+        u = _unit(digest, self.asked[digest])
+        if u < self.flip:
+            grade = grade + 1 if grade < 3 and u < self.flip / 2 or grade == 0 else grade - 1
+        return {"grade": grade, "reason": f"noisy grade {grade}"}
+
+
+async def test_repeats_keep_every_sample_and_a_rerun_pays_nothing(tmp_path, fake) -> None:
+    config = make_config(tmp_path, models__judge_repeats=3, sort__order="none")
+    with fake.script(NoisyGrader(0.3)):
+        ctx = context(config, "r1")
+        write_question(ctx.run, _texts(), QUESTION)
+        await sort(ctx)
+        paid = fake.stats.calls
+        assert paid == 3 * 20
+        verdicts = table(ctx.run, "verdicts")
+        assert all(len(v["grade_samples"]) == 3 for v in verdicts)
+        assert all(v["grade_judges"] == ["fake/judge"] * 3 for v in verdicts)
+        # The candidate's grade is the majority of its samples, ties to the lower grade.
+        for v in verdicts:
+            assert v["grade"] == combined_grade(v["grade_samples"], "majority")
+            assert v["relevant"] == (v["grade"] >= 2)
+        assert any(len(set(v["grade_samples"])) > 1 for v in verdicts)  # the noise is there
+        ranking = table(ctx.run, "ranking")[0]
+        assert ranking["relevance_calls"] == 60
+
+        noise = {(r["kind"], r["scale"]): r for r in table(ctx.run, "grade_noise")}
+        grade = noise[("self", "grade")]
+        assert grade["judge"] == "fake/judge" and grade["level"] == "nominal"
+        assert grade["n_items"] == 20 and grade["n_raters"] == 3
+        assert grade["ci_low"] <= grade["alpha"] <= grade["ci_high"] < 1
+        assert grade["disagreed"] == sum(len(set(v["grade_samples"])) > 1 for v in verdicts)
+        assert ("self", "relevant") in noise and ("jury", "grade") not in noise
+
+        # Another run of the same candidates: every sample is a memo hit.
+        ctx2 = context(config, "r2")
+        write_question(ctx2.run, _texts(), QUESTION)
+        await sort(ctx2)
+        assert fake.stats.calls == paid
+        again = {v["context_id"]: v["grade_samples"] for v in table(ctx2.run, "verdicts")}
+        assert again == {v["context_id"]: v["grade_samples"] for v in verdicts}
+
+
+async def test_one_sample_is_todays_request_and_verdict(tmp_path, fake) -> None:
+    one = make_config(tmp_path, sort__order="none")
+    ctx = context(one, "one")
+    write_question(ctx.run, _texts(), QUESTION)
+    await sort(ctx)
+    assert fake.stats.calls == 20
+    verdicts = table(ctx.run, "verdicts")
+    assert all(v["grade_samples"] is None and v["grade_judges"] is None for v in verdicts)
+    assert table(ctx.run, "grade_noise") == []
+    truth = {f"c{i:02d}": overlap_grade(QUESTION, t)[0] for i, t in enumerate(_texts().values())}
+    assert {v["context_id"]: v["grade"] for v in verdicts} == truth
+
+    # Three samples on the same memo: sample 0 is the request asked above, a memo hit.
+    three = make_config(tmp_path, sort__order="none", models__judge_repeats=3)
+    ctx3 = context(three, "three")
+    write_question(ctx3.run, _texts(), QUESTION)
+    await sort(ctx3)
+    assert fake.stats.calls == 20 + 2 * 20
+    sampled = [r for r in fake.stats.requests if r.title == "RelevanceGrade"]
+    temperatures = Counter(r.params.get("temperature") for r in sampled)
+    assert temperatures == {0.0: 20, three.score.sampling_temperature: 40}
+
+
+@pytest.mark.parametrize("batch", [1, 4], ids=["one-a-call", "batched"])
+async def test_a_jury_keeps_each_judges_grade_and_takes_the_majority(tmp_path, fake, batch) -> None:
+    jury = ["fake/a", "fake/b?wrong=0.3&seed=1", "fake/c?wrong=0.3&seed=2"]
+    config = make_config(tmp_path, models__jury=jury, sort__order="none", sort__grade_batch=batch)
+    ctx = context(config)
+    write_question(ctx.run, _texts(), QUESTION)
+    await sort(ctx)
+    verdicts = table(ctx.run, "verdicts")
+    assert all(v["grade_judges"] == jury for v in verdicts)
+    truth = {f"c{i:02d}": overlap_grade(QUESTION, t)[0] for i, t in enumerate(_texts().values())}
+    if batch == 1:
+        # ``wrong`` mirrors a grade (g → 3 − g): a judge answers the truth or its mirror.
+        for v in verdicts:
+            true = truth[v["context_id"]]
+            assert set(v["grade_samples"]) <= {true, 3 - true}
+            assert v["grade_samples"][0] == true
+    flipped = [v for v in verdicts if len(set(v["grade_samples"])) > 1]
+    assert flipped, "the two noisy jurors disagree somewhere"
+    for v in verdicts:
+        assert v["grade"] == combined_grade(v["grade_samples"], "majority")
+    if batch == 1:
+        # Two honest answers of three outvote one mirrored grade.
+        for v in verdicts:
+            honest = v["grade_samples"].count(truth[v["context_id"]])
+            assert (v["grade"] == truth[v["context_id"]]) == (honest >= 2)
+    noise = {(r["kind"], r["scale"]): r for r in table(ctx.run, "grade_noise")}
+    assert noise[("jury", "grade")]["n_raters"] == 3
+    assert noise[("jury", "grade")]["judge"] == ", ".join(jury)
+    assert noise[("jury", "grade")]["disagreed"] == len(flipped)
+    assert not any(kind == "self" for kind, _ in noise)  # one sample per juror
+
+    # qrels from the aggregated grade; one file per juror besides.
+    written = {p.name for p in export_trec(ctx.run.path)}
+    qrels = (ctx.run.path / QRELS_JUDGE).read_text().splitlines()
+    assert {line.split()[2]: int(line.split()[3]) for line in qrels} == {
+        v["context_id"]: v["grade"] for v in verdicts
+    }
+    per_judge = sorted(n for n in written if n.startswith("qrels.judge.") and n != QRELS_JUDGE)
+    assert len(per_judge) == 3
