@@ -115,7 +115,9 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
         langs = set(run.read("questions").column("language").to_pylist())
         if "zh" in langs:
             out.append(EMBEDDER_WARNING)
-    looped = circular(config.collect.answers.model, [config.models.judge_model])
+    looped = circular(
+        config.collect.answers.model, [config.models.judge_model, *config.models.jury]
+    )
     if looped and judged:
         out.append(looped[0].upper() + looped[1:] + ".")
     return out

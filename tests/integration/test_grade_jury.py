@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import Counter
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from support.runs import context, make_config, table, write_question
 
 from ragaudit.cache._fake import FakeRequest
+from ragaudit.estimate import estimate_run
 from ragaudit.judging import combined_grade
 from ragaudit.judging._fake import overlap_grade
 from ragaudit.tasks.sort import sort
@@ -154,3 +156,23 @@ async def test_a_jury_keeps_each_judges_grade_and_takes_the_majority(tmp_path, f
     }
     per_judge = sorted(n for n in written if n.startswith("qrels.judge.") and n != QRELS_JUDGE)
     assert len(per_judge) == 3
+
+
+def test_the_dry_run_counts_every_sample_of_every_juror(tmp_path) -> None:
+    one = asyncio.run(estimate_run(make_config(tmp_path), use_history=False))
+    base = next(line for line in one.lines if line.step == "relevance verdicts")
+    jury = ["fake/a", "fake/b"]
+    config = make_config(tmp_path, models__jury=jury, models__judge_repeats=3)
+    many = asyncio.run(estimate_run(config, use_history=False))
+    lines = {line.step: line for line in many.lines if line.step.startswith("relevance")}
+    assert set(lines) == {f"relevance verdicts ({m})" for m in jury}
+    for model in jury:
+        line = lines[f"relevance verdicts ({model})"]
+        assert line.model == model
+        assert line.calls == 3 * base.calls
+        assert line.tokens_in == pytest.approx(3 * base.tokens_in)
+    # The orderings are still the judge's alone.
+    ordering = [
+        line for line in many.lines if line.stage == "sort" and "relevance" not in line.step
+    ]
+    assert ordering and all(line.model == "fake/judge" for line in ordering)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.runs import make_config
 
 from ragaudit.judging import combined_grade, grade_noise, grade_plan
+from ragaudit.manifest import judge_warnings
 from ragaudit.noise import agreement
 
 
@@ -62,3 +64,15 @@ def test_grade_noise_is_nominal_alpha_per_judge_and_for_the_jury() -> None:
 def test_grade_noise_says_nothing_with_one_sample() -> None:
     rows = [{"grade_samples": None, "grade_judges": None} for _ in range(5)]
     assert grade_noise(rows) == []
+
+
+def test_a_jury_member_that_is_the_system_under_test_is_warned_of(tmp_path) -> None:
+    config = make_config(
+        tmp_path,
+        models__jury=["fake/a", "openai/gpt-4o-mini"],
+        collect__answers__model="gpt-4o-mini",
+    )
+    (warning,) = [w for w in judge_warnings(config) if "also a judge" in w]
+    assert "openai/gpt-4o-mini" in warning
+    alone = make_config(tmp_path, collect__answers__model="gpt-4o-mini")
+    assert not [w for w in judge_warnings(alone) if "also a judge" in w]
