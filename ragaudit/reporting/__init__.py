@@ -57,6 +57,7 @@ from ragaudit.reporting._html import (
 from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
+    GradeNoiseRow,
     MetricSummary,
     NdcgPoint,
     QuestionRow,
@@ -94,6 +95,7 @@ __all__ = [
     "build_calibration",
     "Comparison",
     "ContextRow",
+    "GradeNoiseRow",
     "Difference",
     "Figure",
     "MetricChange",

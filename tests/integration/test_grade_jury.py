@@ -14,8 +14,9 @@ from ragaudit.cache._fake import FakeRequest
 from ragaudit.estimate import estimate_run
 from ragaudit.judging import combined_grade
 from ragaudit.judging._fake import overlap_grade
+from ragaudit.reporting import build_report, render_html
 from ragaudit.tasks.sort import sort
-from ragaudit.trec import QRELS_JUDGE, export_trec
+from ragaudit.trec import QRELS_JUDGE, export_trec, juror_qrels_name
 
 QUESTION = "harbour built year history"
 WORDS = ["harbour", "built", "year", "history"]
@@ -120,7 +121,12 @@ async def test_one_sample_is_todays_request_and_verdict(tmp_path, fake) -> None:
 @pytest.mark.parametrize("batch", [1, 4], ids=["one-a-call", "batched"])
 async def test_a_jury_keeps_each_judges_grade_and_takes_the_majority(tmp_path, fake, batch) -> None:
     jury = ["fake/a", "fake/b?wrong=0.3&seed=1", "fake/c?wrong=0.3&seed=2"]
-    config = make_config(tmp_path, models__jury=jury, sort__order="none", sort__grade_batch=batch)
+    config = make_config(
+        tmp_path,
+        models__jury=jury,
+        sort__order="none",
+        sort__grade_batch=batch,
+    )
     ctx = context(config)
     write_question(ctx.run, _texts(), QUESTION)
     await sort(ctx)
@@ -155,7 +161,27 @@ async def test_a_jury_keeps_each_judges_grade_and_takes_the_majority(tmp_path, f
         v["context_id"]: v["grade"] for v in verdicts
     }
     per_judge = sorted(n for n in written if n.startswith("qrels.judge.") and n != QRELS_JUDGE)
-    assert len(per_judge) == 3
+    assert per_judge == [juror_qrels_name(k, m) for k, m in enumerate(jury, start=1)]
+    mirrored = ctx.run.path / juror_qrels_name(2, jury[1])
+    grades_b = {ln.split()[2]: int(ln.split()[3]) for ln in mirrored.read_text().splitlines()}
+    assert grades_b == {v["context_id"]: v["grade_samples"][1] for v in verdicts}
+
+    # The report: the agreement table, and each judge's grade where the judges differ.
+    report = build_report(ctx.run.path)
+    assert {(g.kind, g.scale) for g in report.grade_noise} == {
+        ("jury", "grade"),
+        ("jury", "relevant"),
+    }
+    shown = {c.context_id: c for q in report.questions for c in q.contexts}
+    split = [c for c in shown.values() if c.judges_disagree]
+    # The drill-down shows the engine's top k (no manifest here: the default k).
+    assert split and {c.context_id for c in split} == {v["context_id"] for v in flipped} & set(
+        shown
+    )
+    for c in shown.values():
+        assert [j for j, _ in c.grade_samples] == jury
+    page = render_html(report)
+    assert 'id="grade-noise"' in page and "Judge noise on relevance grades" in page
 
 
 def test_the_dry_run_counts_every_sample_of_every_juror(tmp_path) -> None:
