@@ -15,7 +15,7 @@ sort stage asks it (``bench/bench_noise.py`` part 3 shows the same statistics on
    95 % interval holds the α the flip model implies. Goal: at least 17 of 20 (a 95 %
    interval over 20 seeds holds the truth 17 or more times with probability ≈ 0.98).
 
-Measured on this machine (2 cores, shared; about a minute in all):
+Measured on this machine (2 cores, shared; about four CPU-minutes, 2,400 fake calls a seed):
 
 - jury, 600 candidates, exact grade (relevant cut): fake/over alone 0.795 (0.932), fake/under
   0.847 (0.952), fake/flip 0.750 (0.828); the majority jury 0.907 (0.955), the median jury
