@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ from ragaudit.estimate import estimate_run
 from ragaudit.judging import combined_grade
 from ragaudit.judging._fake import overlap_grade
 from ragaudit.reporting import build_report, render_html
-from ragaudit.tasks.sort import sort
+from ragaudit.schemas import CANDIDATES, QUESTIONS, to_table
+from ragaudit.tasks.sort import combine_sort, sort
 from ragaudit.trec import QRELS_JUDGE, export_trec, juror_qrels_name
 
 QUESTION = "harbour built year history"
@@ -202,3 +204,34 @@ def test_the_dry_run_counts_every_sample_of_every_juror(tmp_path) -> None:
         line for line in many.lines if line.stage == "sort" and "relevance" not in line.step
     ]
     assert ordering and all(line.model == "fake/judge" for line in ordering)
+
+
+async def test_batches_give_one_grade_noise_over_the_whole_run(tmp_path, fake) -> None:
+    config = make_config(tmp_path, models__judge_repeats=3, sort__order="none")
+    ctx = context(config, "batched")
+    texts = _texts()
+    questions = [
+        {"run_id": "batched", "question_id": q, "question": QUESTION, "language": "en"}
+        for q in ("q0", "q1")
+    ]
+    candidates = [
+        {
+            "run_id": "batched",
+            "question_id": q,
+            "context_id": cid,
+            "text": f"{text} {q}",
+            "engine_rank": i + 1,
+        }
+        for q in ("q0", "q1")
+        for i, (cid, text) in enumerate(texts.items())
+    ]
+    ctx.run.write("questions", to_table(questions, QUESTIONS))
+    ctx.run.write("candidates", to_table(candidates, CANDIDATES))
+    with fake.script(NoisyGrader(0.3)):
+        for part, qid in (("b0000", "q0"), ("b0001", "q1")):
+            await sort(replace(ctx, part=part, ids=frozenset({qid})))
+        assert not ctx.run.has("grade_noise")  # a batch's figures would be a batch's
+        combine_sort(ctx, ["b0000", "b0001"])
+    (figure,) = [r for r in table(ctx.run, "grade_noise") if r["scale"] == "grade"]
+    assert figure["n_items"] == 40 and figure["n_raters"] == 3
+    assert len(table(ctx.run, "verdicts")) == 40
