@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ragaudit.agreement import gold_grades
-from ragaudit.noise import combined_grade
+from ragaudit.noise import GradeAggregate, combined_grade
 from ragaudit.runfolder import RunFolder, write_bytes
 
 QRELS_JUDGE = "qrels.judge.txt"
@@ -76,16 +77,16 @@ def juror_qrels_name(k: int, model: str) -> str:
 
 
 def _juror_grades(
-    rows: Iterable[Mapping[str, object]], how: str
+    rows: Iterable[Mapping[str, Any]], how: GradeAggregate
 ) -> dict[str, dict[str, dict[str, int]]]:
     """Model → qid → docid → that model's grade (its own samples aggregated by ``how``)."""
     out: dict[str, dict[str, dict[str, int]]] = {}
     for r in rows:
-        grades = r.get("grade_samples") or []
-        judges = r.get("grade_judges") or []
-        for model in dict.fromkeys(judges):  # type: ignore[call-overload]
-            mine = [g for g, m in zip(grades, judges, strict=True) if m == model]  # type: ignore[call-overload]
-            grade = combined_grade(mine, how)  # type: ignore[arg-type]
+        grades: list[int | None] = r.get("grade_samples") or []
+        judges: list[str] = r.get("grade_judges") or []
+        for model in dict.fromkeys(judges):
+            mine = [g for g, m in zip(grades, judges, strict=True) if m == model]
+            grade = combined_grade(mine, how)
             docs = out.setdefault(str(model), {}).setdefault(str(r["question_id"]), {})
             if grade is not None:
                 docs[str(r["context_id"])] = grade
@@ -116,9 +117,9 @@ def export_trec(run_dir: Path | str) -> list[Path]:
         how = run.read_manifest().get("config", {}).get("sort", {}).get("grade_aggregate")
         jurors = _juror_grades(verdicts, how or "majority")
         if len(jurors) >= 2:
-            for k, (model, grades) in enumerate(jurors.items(), start=1):
+            for k, (model, juror) in enumerate(jurors.items(), start=1):
                 path = run.path / juror_qrels_name(k, model)
-                write_bytes(qrels_text(grades).encode(), path)
+                write_bytes(qrels_text(juror).encode(), path)
                 written.append(path)
     gold: dict[str, dict[str, int]] = {}
     if run.has("questions"):
