@@ -235,3 +235,31 @@ async def test_batches_give_one_grade_noise_over_the_whole_run(tmp_path, fake) -
     (figure,) = [r for r in table(ctx.run, "grade_noise") if r["scale"] == "grade"]
     assert figure["n_items"] == 40 and figure["n_raters"] == 3
     assert len(table(ctx.run, "verdicts")) == 40
+
+
+async def test_a_verdict_fails_only_when_every_sample_failed(tmp_path, fake) -> None:
+    jury = ["fake/a", "fake/broken", "fake/c"]
+    config = make_config(tmp_path, models__jury=jury, sort__order="none")
+
+    def broken(req: FakeRequest) -> str | None:
+        # One juror never answers valid JSON; for c05 none does.
+        if req.title == "RelevanceGrade" and (
+            req.model == "broken" or "passage 5" in req.payload["context"]
+        ):
+            return "not json"
+        return None
+
+    with fake.script(broken):
+        ctx = context(config)
+        write_question(ctx.run, _texts(10), QUESTION)
+        await sort(ctx)
+    verdicts = {v["context_id"]: v for v in table(ctx.run, "verdicts")}
+    lost = verdicts.pop("c05")
+    assert lost["status"] != "ok" and lost["grade"] is None and lost["relevant"] is None
+    assert lost["grade_samples"] == [None, None, None]
+    for v in verdicts.values():
+        assert v["status"] == "ok" and v["grade_samples"][1] is None
+        assert v["grade"] == v["grade_samples"][0] == v["grade_samples"][2]
+        assert "1 of 3 grade samples failed" in v["note"]
+    ranking = table(ctx.run, "ranking")[0]
+    assert ranking["unjudged_ids"] == ["c05"]
