@@ -460,8 +460,8 @@ def build_report(run_dir: Path | str) -> Report:
         timings=manifest.get("timings", {}),
         ndcg_curve=curve,
         manifest=manifest,
-        judge_cost=judge_cost(run),
         grade_noise=_grade_noise(run),
+        judge_cost=judge_cost(run),
     )
 
 

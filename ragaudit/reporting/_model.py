@@ -270,10 +270,10 @@ class Report:
     """Mean NDCG@k for k = 1..K of the engine's and the judge's orders (gold or judge gains)."""
     manifest: dict[str, Any] = field(default_factory=dict)
     """The run's manifest.json as written (config, git, packages, models, warnings)."""
-    judge_cost: JudgeCost | None = None
-    """The sort stage's judge calls and prompt tokens per question (None: no sort stage)."""
     grade_noise: tuple[GradeNoiseRow, ...] = ()
     """Self- and jury agreement of the relevance grades (empty: one sample per grade)."""
+    judge_cost: JudgeCost | None = None
+    """The sort stage's judge calls and prompt tokens per question (None: no sort stage)."""
 
     def summary_for(self, metric: str) -> MetricSummary | None:
         """The summary row of ``metric``, or None."""

@@ -279,12 +279,10 @@ def write_xlsx(report: Report, path: Path) -> Path:
     wb = Workbook(buffer, {"nan_inf_to_errors": True})
     _write(answers_frame(report), wb, "answers", text_widths)
     _write(summary_frame(report), wb, "summary", {"metric": 28})
-    extra = {
-        "nuggets": nuggets_frame(report),
-        "citations": citations_frame(report),
-        "grade_noise": grade_noise_frame(report),
-    }
+    extra = {"nuggets": nuggets_frame(report), "citations": citations_frame(report)}
     extra = {k: v for k, v in extra.items() if v.height}
+    if report.grade_noise:
+        extra["grade_noise"] = grade_noise_frame(report)
     taken = {"answers", "summary", "run", *extra}
     for metric, name in sheet_names(report.metrics, taken).items():
         _write(metric_frame(report, metric), wb, name, text_widths)
