@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+import openpyxl
 import pytest
 from support.runs import context, make_config, table, write_question
 
@@ -15,7 +16,7 @@ from ragaudit.cache._fake import FakeRequest
 from ragaudit.estimate import estimate_run
 from ragaudit.judging import combined_grade
 from ragaudit.judging._fake import overlap_grade
-from ragaudit.reporting import build_report, render_html
+from ragaudit.reporting import build_report, render_html, write_xlsx
 from ragaudit.schemas import CANDIDATES, QUESTIONS, to_table
 from ragaudit.tasks.sort import combine_sort, sort
 from ragaudit.trec import QRELS_JUDGE, export_trec, juror_qrels_name
@@ -184,6 +185,9 @@ async def test_a_jury_keeps_each_judges_grade_and_takes_the_majority(tmp_path, f
         assert [j for j, _ in c.grade_samples] == jury
     page = render_html(report)
     assert 'id="grade-noise"' in page and "Judge noise on relevance grades" in page
+    sheet = openpyxl.load_workbook(write_xlsx(report, tmp_path / "r.xlsx"))["grade_noise"]
+    header = [c.value for c in sheet[1]]
+    assert header[:3] == ["kind", "judge", "scale"] and sheet.max_row == 3
 
 
 def test_the_dry_run_counts_every_sample_of_every_juror(tmp_path) -> None:
