@@ -61,7 +61,10 @@ def graders_of(ctx: StageContext) -> list[Judge]:
         models.temperature,
         ctx.config.score.sampling_temperature,
     )
-    return sample_judges(judge_of(ctx), plan, lambda model: context_window(model, None))
+    # The configured judge window holds for every grader, as the score stage's panel takes it.
+    return sample_judges(
+        judge_of(ctx), plan, lambda model: context_window(model, models.judge_context_window)
+    )
 
 
 def prompt_budget(ctx: StageContext) -> int:
