@@ -284,6 +284,11 @@ def _flip(value: Any) -> Any:
             return {**value, "relevant": not value["relevant"]}
         if "verdict" in value and value["verdict"] in (0, 1):
             return {**value, "verdict": 1 - value["verdict"]}
+        if "grade" in value and value["grade"] in (0, 1, 2, 3):
+            # A relevance grade mirrored (0↔3, 1↔2): always across the relevant cut.
+            return {**value, "grade": 3 - value["grade"]}
+        if isinstance(value.get("grades"), list):
+            return {**value, "grades": [_flip(g) for g in value["grades"]]}
     return value
 
 

@@ -98,7 +98,15 @@ STAGES: tuple[Stage, ...] = (
         run=sort.sort,
         reads=("questions", "candidates"),
         writes=("verdicts", "comparisons", "ranking", "agreement"),
-        sections=("sort", *_JUDGE, "models.max_output_tokens"),
+        sections=(
+            "sort",
+            *_JUDGE,
+            "models.max_output_tokens",
+            # The grades' samples: each juror, each repeat, repeats at the sampling temperature.
+            "models.judge_repeats",
+            "models.jury",
+            "score.sampling_temperature",
+        ),
         module=sort.__name__,
         enabled=lambda c: c.sort.enabled,
         parts=_batches,

@@ -749,7 +749,13 @@ def _structured(prompt: Any, inp: Any, language: str) -> list[dict[str, Any]]:
 
 
 async def estimate_sort(plan: Plan) -> None:
-    """One relevance verdict per candidate; pairwise comparisons of the assumed relevant ones."""
+    """Relevance verdicts per candidate; pairwise comparisons of the assumed relevant ones.
+
+    Each candidate's grade is asked as the sort stage's plan says (``judging.grade_plan``):
+    every grading model (the jury, else the judge) ``judge_repeats`` times; a jury's members
+    each get their line, counted with their own tokenizer.
+    """
+    from ragaudit.judging import grade_plan
     from ragaudit.ordering import options_for
     from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
 
@@ -763,7 +769,17 @@ async def estimate_sort(plan: Plan) -> None:
     share = plan.share("relevant_share")
     ties = plan.share("tie_share")
     options = options_for(cfg.strategy, cfg.model_dump())
-    verdicts = plan.line("sort", "relevance verdicts", judge)
+    models = config.models
+    samples = grade_plan(
+        models.graders, models.judge_repeats, models.temperature, config.score.sampling_temperature
+    )
+    jury = bool(models.jury)
+    verdict_lines = {
+        s.model: plan.line(
+            "sort", f"relevance verdicts ({s.model})" if jury else "relevance verdicts", s.model
+        )
+        for s in samples
+    }
     pairs = plan.line("sort", f"pairwise comparisons ({cfg.strategy})", judge)
     orders = 2 if cfg.both_orders else 1
     for q in plan.questions:
@@ -772,9 +788,11 @@ async def estimate_sort(plan: Plan) -> None:
             messages = _structured(
                 RELEVANCE, RelevanceInput(question=q.question, context=text), q.language
             )
-            verdicts.calls += 1
-            verdicts.tokens_in += count_messages(judge, messages)
-            verdicts.tokens_out += plan.reply_tokens("sort", RELEVANCE.key, "verdict_tokens")
+            for sample in samples:
+                verdicts = verdict_lines[sample.model]
+                verdicts.calls += 1
+                verdicts.tokens_in += count_messages(sample.model, messages)
+                verdicts.tokens_out += plan.reply_tokens("sort", RELEVANCE.key, "verdict_tokens")
         relevant = cands[: round(share * len(cands))]
         plan.relevant[q.question_id] = relevant
         if cfg.order != "full":

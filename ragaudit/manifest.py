@@ -115,9 +115,11 @@ def judge_warnings(config: RunConfig, run: RunFolder | None = None) -> list[str]
         langs = set(run.read("questions").column("language").to_pylist())
         if "zh" in langs:
             out.append(EMBEDDER_WARNING)
-    looped = circular(config.collect.answers.model, config.models.graders)
+    # The judge still orders and writes when a jury grades: every model that judges counts.
+    models = [config.models.judge_model, *config.models.jury]
+    looped = circular(config.collect.answers.model, models)
     # A jury grades without the judge: any juror asked makes the run judged by it.
-    graded = judged or any(_asked(run, m) for m in config.models.graders if run is not None)
+    graded = judged or any(_asked(run, m) for m in config.models.jury if run is not None)
     if looped and graded:
         out.append(looped[0].upper() + looped[1:] + ".")
     return out

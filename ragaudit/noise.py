@@ -171,6 +171,26 @@ def aggregate(
     return out
 
 
+GradeAggregate = Literal["majority", "median"]
+
+
+def combined_grade(grades: Sequence[int | None], how: GradeAggregate = "majority") -> int | None:
+    """One grade from several samples' (None: a failed sample, left out).
+
+    ``majority``: the most frequent grade, a tie going to the lowest of the tied grades;
+    ``median``: the lower median. Both break toward the lower grade because LLM judges
+    over-rate relevance more often than they under-rate it, and a split vote should not
+    count a candidate relevant. None when every sample failed.
+    """
+    got = sorted(g for g in grades if g is not None)
+    if not got:
+        return None
+    if how == "median":
+        return got[(len(got) - 1) // 2]
+    # One column of samples: the same majority rule as a jury's scores.
+    return int(aggregate(np.array(got, dtype=float)[:, None], "majority")[0])
+
+
 @dataclass(frozen=True)
 class Share:
     """A binomial share with its exact (Clopper–Pearson) interval."""
@@ -329,6 +349,7 @@ def circular(generator: str | None, judges: Sequence[str]) -> str | None:
 
 __all__ = [
     "Agreement",
+    "GradeAggregate",
     "GradeCalibration",
     "ScoreNoise",
     "Share",
@@ -337,6 +358,7 @@ __all__ = [
     "calibrate_grades",
     "calibrated_grades",
     "circular",
+    "combined_grade",
     "judge_means",
     "score_noise",
     "share",

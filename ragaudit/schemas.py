@@ -86,8 +86,31 @@ VERDICTS = _schema(
         ("error", _str),
         # What was done to fit the judge's window (the candidate judged in parts), else null.
         ("note", _str),
+        # Every sample's grade (null: that sample failed) and its model, in the plan's order
+        # (each judge's repeats in turn); null with one sample (no repeats, no jury).
+        ("grade_samples", pa.list_(_i64)),
+        ("grade_judges", _strs),
     ],
-    version=3,
+    version=4,
+)
+
+# The relevance grades' own noise: Krippendorff's alpha of each judge's repeats (kind self)
+# and of a jury's members (kind jury), on the grade and on the relevant cut (scale).
+GRADE_NOISE = _schema(
+    "grade_noise",
+    [
+        ("run_id", _str),
+        ("kind", _str),  # self | jury
+        ("judge", _str),  # the judge (self), the jury's members joined by ", " (jury)
+        ("scale", _str),  # grade | relevant
+        ("level", _str),  # Krippendorff's level of measurement
+        ("alpha", _f64),  # null: not measurable (fewer than two items, or no spread at all)
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n_items", _i64),  # candidates with two answers or more
+        ("n_raters", _i64),  # samples (self) or judges (jury) per candidate
+        ("disagreed", _i64),  # candidates whose answers were not all the same
+    ],
 )
 
 COMPARISONS = _schema(
@@ -303,6 +326,7 @@ TABLES: dict[str, pa.Schema] = {
         CANDIDATES,
         ANSWERS,
         VERDICTS,
+        GRADE_NOISE,
         COMPARISONS,
         RANKING,
         AGREEMENT,
@@ -346,6 +370,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "ANSWERS",
     "CANDIDATES",
     "COMPARISONS",
+    "GRADE_NOISE",
     "GROUND_TRUTH",
     "JUDGE_NOISE",
     "NUGGETS",

@@ -3,7 +3,10 @@
 Three files in the run folder, for any TREC tool (trec_eval, pytrec_eval, ir_measures, ranx):
 
 - ``qrels.judge.txt``: the judge's grades, ``qid 0 docid grade`` (verdicts that failed are
-  left out, as an unjudged document is in TREC);
+  left out, as an unjudged document is in TREC); with several samples of each grade (repeats,
+  a jury), the aggregated grade the run used;
+- ``qrels.judge.<k>-<model>.txt``: with a jury, each member's own grades (its repeats
+  aggregated as the run's), ``k`` its place in ``models.jury``;
 - ``qrels.gold.txt``: the gold grades, where the question set (or ``gold.qrels``) has them;
 - ``run.engine.txt``: the engine's order, ``qid Q0 docid rank score tag``.
 
@@ -17,8 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ragaudit.agreement import gold_grades
+from ragaudit.noise import GradeAggregate, combined_grade
 from ragaudit.runfolder import RunFolder, write_bytes
 
 QRELS_JUDGE = "qrels.judge.txt"
@@ -26,6 +31,7 @@ QRELS_GOLD = "qrels.gold.txt"
 RUN_ENGINE = "run.engine.txt"
 
 _SPACE = re.compile(r"\s+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def trec_id(value: str) -> str:
@@ -65,6 +71,28 @@ def _judge_grades(rows: Iterable[Mapping[str, object]]) -> dict[str, dict[str, i
     return out
 
 
+def juror_qrels_name(k: int, model: str) -> str:
+    """The per-juror qrels file of the ``k``-th jury member (1-based): a file-safe name."""
+    return f"qrels.judge.{k}-{_UNSAFE.sub('_', model).strip('_') or 'judge'}.txt"
+
+
+def _juror_grades(
+    rows: Iterable[Mapping[str, Any]], how: GradeAggregate
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Model → qid → docid → that model's grade (its own samples aggregated by ``how``)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for r in rows:
+        grades: list[int | None] = r.get("grade_samples") or []
+        judges: list[str] = r.get("grade_judges") or []
+        for model in dict.fromkeys(judges):
+            mine = [g for g, m in zip(grades, judges, strict=True) if m == model]
+            grade = combined_grade(mine, how)
+            docs = out.setdefault(str(model), {}).setdefault(str(r["question_id"]), {})
+            if grade is not None:
+                docs[str(r["context_id"])] = grade
+    return out
+
+
 def export_trec(run_dir: Path | str) -> list[Path]:
     """Write the TREC files of the run folder ``run_dir``; returns the paths written.
 
@@ -82,9 +110,17 @@ def export_trec(run_dir: Path | str) -> list[Path]:
     write_bytes(run_text(orders).encode(), path)
     written.append(path)
     if run.has("verdicts"):
+        verdicts = run.rows("verdicts")
         path = run.path / QRELS_JUDGE
-        write_bytes(qrels_text(_judge_grades(run.rows("verdicts"))).encode(), path)
+        write_bytes(qrels_text(_judge_grades(verdicts)).encode(), path)
         written.append(path)
+        how = run.read_manifest().get("config", {}).get("sort", {}).get("grade_aggregate")
+        jurors = _juror_grades(verdicts, how or "majority")
+        if len(jurors) >= 2:
+            for k, (model, juror) in enumerate(jurors.items(), start=1):
+                path = run.path / juror_qrels_name(k, model)
+                write_bytes(qrels_text(juror).encode(), path)
+                written.append(path)
     gold: dict[str, dict[str, int]] = {}
     if run.has("questions"):
         for q in run.questions():
@@ -103,6 +139,7 @@ __all__ = [
     "QRELS_JUDGE",
     "RUN_ENGINE",
     "export_trec",
+    "juror_qrels_name",
     "qrels_text",
     "run_text",
     "trec_id",

@@ -8,7 +8,9 @@ top ``head_k`` only, ``none``), several questions at once. Every call goes throu
 gateway's memo, so a re-run pays for nothing it already asked.
 
 Tables written: ``verdicts`` (one row per candidate), ``comparisons`` (one row per ordering
-call or pair), ``ranking`` (one row per question) and ``agreement`` (:mod:`ragaudit.agreement`).
+call or pair), ``ranking`` (one row per question) and ``agreement`` (:mod:`ragaudit.agreement`);
+``grade_noise``, the agreement of the grades' samples (``models.judge_repeats``,
+``models.jury``), is taken over the whole run, like the TREC files, once the batches combine.
 With the judge off, :func:`gold` writes the engine's agreement with gold relevance alone,
 without any LLM call.
 """
@@ -19,9 +21,20 @@ import time
 from typing import Any
 
 from ragaudit.agreement import ALL_QUESTIONS, JudgeOrder, aggregate, gold_grades, question_rows
+from ragaudit.cache import context_window
 from ragaudit.dataset import Question
-from ragaudit.judging import Graded, Judge, Ordered, OrderOptions, grade_candidates, order_questions
-from ragaudit.schemas import AGREEMENT, COMPARISONS, RANKING, VERDICTS, to_table
+from ragaudit.judging import (
+    Graded,
+    Judge,
+    Ordered,
+    OrderOptions,
+    grade_candidates,
+    grade_noise,
+    grade_plan,
+    order_questions,
+    sample_judges,
+)
+from ragaudit.schemas import AGREEMENT, COMPARISONS, GRADE_NOISE, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext, combine_parts, in_flight
 from ragaudit.trec import export_trec
 
@@ -29,6 +42,21 @@ from ragaudit.trec import export_trec
 def judge_of(ctx: StageContext) -> Judge:
     """The stage's judge: the gateway, the judge model and its window, from the config."""
     return Judge.from_config(ctx.config.models, ctx.gateway, in_flight(ctx))
+
+
+def graders_of(ctx: StageContext) -> list[Judge]:
+    """One judge per sample of every relevance grade: each grading model, each repeat."""
+    models = ctx.config.models
+    plan = grade_plan(
+        models.graders,
+        models.judge_repeats,
+        models.temperature,
+        ctx.config.score.sampling_temperature,
+    )
+    # The configured judge window holds for every grader, as the score stage's panel takes it.
+    return sample_judges(
+        judge_of(ctx), plan, lambda model: context_window(model, models.judge_context_window)
+    )
 
 
 def prompt_budget(ctx: StageContext) -> int:
@@ -59,12 +87,23 @@ async def judge_relevance(
     """A relevance grade per candidate, under the gateway's limit."""
     cfg = ctx.config.sort
     return await grade_candidates(
-        judge_of(ctx),
+        graders_of(ctx),
         questions,
         candidates,
         relevant_grade=cfg.relevant_grade,
         per_call=cfg.grade_batch,
         run_id=ctx.run.run_id,
+        aggregate=cfg.grade_aggregate,
+    )
+
+
+def write_grade_noise(ctx: StageContext) -> None:
+    """Write ``grade_noise``: the agreement of the run's grade samples (empty with one sample)."""
+    cfg = ctx.config.sort
+    verdicts = ctx.run.read("verdicts").select(["grade_samples", "grade_judges"]).to_pylist()
+    rows = grade_noise(verdicts, relevant_grade=cfg.relevant_grade, how=cfg.grade_aggregate)
+    ctx.run.write(
+        "grade_noise", to_table([{"run_id": ctx.run.run_id, **r} for r in rows], GRADE_NOISE)
     )
 
 
@@ -186,6 +225,7 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     ctx.run.write(ctx.out("ranking"), to_table(ranking_rows, RANKING))
     ctx.run.write(ctx.out("agreement"), to_table(agreement_rows, AGREEMENT))
     if not ctx.batched:
+        write_grade_noise(ctx)
         export_trec(ctx.run.path)
     return [ctx.out(t) for t in SORT_TABLES]
 
@@ -199,6 +239,7 @@ def combine_sort(ctx: StageContext, parts: list[str]) -> list[str]:
     rows = ctx.run.rows("agreement")
     rows += aggregate(ctx.run.run_id, rows)
     ctx.run.write("agreement", to_table(rows, AGREEMENT))
+    write_grade_noise(ctx)
     export_trec(ctx.run.path)
     return names
 
@@ -232,10 +273,12 @@ __all__ = [
     "SORT_TABLES",
     "combine_sort",
     "gold",
+    "graders_of",
     "judge_of",
     "judge_relevance",
     "order_options",
     "order_relevant",
     "prompt_budget",
     "sort",
+    "write_grade_noise",
 ]

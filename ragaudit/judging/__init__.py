@@ -15,6 +15,14 @@ from ragaudit.judging._head import (
     window_calls,
 )
 from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order
+from ragaudit.judging._jury import (
+    GradeAggregate,
+    GradeSample,
+    combined_grade,
+    grade_noise,
+    grade_plan,
+    sample_judges,
+)
 from ragaudit.judging._order import (
     Ordered,
     OrderOptions,
@@ -27,6 +35,8 @@ from ragaudit.judging._pairwise import PairwiseJudge
 
 __all__ = [
     "HEAD_METHODS",
+    "GradeAggregate",
+    "GradeSample",
     "Graded",
     "Judge",
     "OrderOptions",
@@ -35,12 +45,16 @@ __all__ = [
     "SetJudge",
     "Spend",
     "by_grade",
+    "combined_grade",
     "gather_limited",
     "grade_candidates",
+    "grade_noise",
+    "grade_plan",
     "head_pool",
     "order_one",
     "order_questions",
     "parsed",
+    "sample_judges",
     "setwise_calls",
     "setwise_heap",
     "shown_order",

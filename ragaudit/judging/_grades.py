@@ -11,6 +11,7 @@ from ragaudit import progress
 from ragaudit.cache import Judged
 from ragaudit.dataset import Question
 from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order, stable_key
+from ragaudit.judging._jury import GradeAggregate, combined_grade
 from ragaudit.prompts import (
     RELEVANCE,
     RELEVANCE_BATCH,
@@ -108,8 +109,13 @@ async def _grade_one(judge: Judge, q: Question, text: str, spend: Spend) -> _Ver
 async def _grade_batch(
     judge: Judge, q: Question, chunk: Sequence[tuple[str, str]], spend: Spend
 ) -> dict[str, _Verdict]:
-    """Grades of several candidates in one call; one call each when the batch cannot be used."""
-    shown = shown_order([cid for cid, _ in chunk])
+    """Grades of several candidates in one call; one call each when the batch cannot be used.
+
+    A repeated sample shows the passages in another layout of its own, so that a judge's
+    preference for a position does not fall on the same candidate in every sample.
+    """
+    salt = f"sample {judge.sample_index}" if judge.sample_index else ""
+    shown = shown_order([cid for cid, _ in chunk], salt)
     texts = dict(chunk)
     inp = BatchRelevanceInput(
         question=q.question,
@@ -136,61 +142,99 @@ async def _grade_batch(
     return verdicts
 
 
+def _combined(
+    verdicts: Sequence[_Verdict], how: GradeAggregate
+) -> tuple[_Verdict, list[int | None]]:
+    """One candidate's verdict from its samples' (the first sample's alone when there is one).
+
+    The grade is the samples' aggregate; the reason is that of the first sample that gave it.
+    The verdict fails only when every sample failed (then it is the first sample's failure);
+    samples that failed beside answered ones are counted in the note.
+    """
+    grades = [v.grade for v in verdicts]
+    if len(verdicts) == 1:
+        return verdicts[0], grades
+    grade = combined_grade(grades, how)
+    if grade is None:
+        return verdicts[0], grades
+    chosen = next(v for v in verdicts if v.grade == grade)
+    failed = sum(g is None for g in grades)
+    notes = [chosen.note] if chosen.note else []
+    if failed:
+        notes.append(f"{failed} of {len(grades)} grade samples failed")
+    return _Verdict(grade, chosen.reason, "ok", None, "; ".join(notes) or None), grades
+
+
 async def grade_candidates(
-    judge: Judge,
+    judge: Judge | Sequence[Judge],
     questions: Mapping[str, Question],
     candidates: Mapping[str, Sequence[Mapping[str, Any]]],
     *,
     relevant_grade: int = 2,
     per_call: int = 1,
     run_id: str = "",
+    aggregate: GradeAggregate = "majority",
 ) -> dict[str, Graded]:
     """A grade (0–3) for every candidate, under the gateway's limit.
 
     Args:
-        judge: The judge.
+        judge: The judge, or one judge per independent sample of every grade (the
+            :func:`~ragaudit.judging.sample_judges` of a :func:`~ragaudit.judging.grade_plan`:
+            a judge's repeats, a jury's members). Each sample grades every candidate as the
+            judge alone would; a candidate's grade is their aggregate.
         questions: Question id → question.
         candidates: Question id → its candidates (``context_id``, ``text``), engine order.
         relevant_grade: The lowest grade that counts as relevant.
         per_call: Candidates graded per call. With 1 a grade depends only on the question, the
             candidate's text, the judge and the prompt, so a re-run whose engine returns the
             same candidates in any order pays nothing for them. Above 1 the candidates of a
-            question are grouped by their ids (not by engine order) into calls of that size.
+            question are grouped by their ids (not by engine order) into calls of that size
+            (and each sample asks the same groups).
         run_id: Written in every row.
+        aggregate: How several samples' grades become one (``majority``, ``median``).
     """
+    judges = [judge] if isinstance(judge, Judge) else list(judge)
+    if not judges:
+        raise ValueError("grade_candidates needs at least one judge")
+    several = len(judges) > 1
     spends = {qid: Spend() for qid in candidates}
-    units: list[tuple[str, list[tuple[str, str]]]] = []
+    chunks: list[tuple[str, list[tuple[str, str]]]] = []
     for qid, rows in candidates.items():
         pairs = [(c["context_id"], c["text"]) for c in rows]
         if per_call <= 1:
-            units += [(qid, [p]) for p in pairs]
+            chunks += [(qid, [p]) for p in pairs]
         else:
             pairs.sort(key=lambda p: stable_key(p[0]))
-            units += [(qid, pairs[i : i + per_call]) for i in range(0, len(pairs), per_call)]
-    total = sum(len(chunk) for _, chunk in units)
+            chunks += [(qid, pairs[i : i + per_call]) for i in range(0, len(pairs), per_call)]
+    # Candidate-major: a jury's members (often different providers) are asked side by side.
+    units = [(s, qid, chunk) for qid, chunk in chunks for s in range(len(judges))]
+    total = sum(len(chunk) for _, _, chunk in units)
     with progress.bar("sort: relevance", total) as bar:
 
-        async def grade(unit: tuple[str, list[tuple[str, str]]]) -> dict[str, _Verdict]:
-            qid, chunk = unit
-            q, spend = questions[qid], spends[qid]
+        async def grade(unit: tuple[int, str, list[tuple[str, str]]]) -> dict[str, _Verdict]:
+            s, qid, chunk = unit
+            q, spend, one = questions[qid], spends[qid], judges[s]
             if len(chunk) == 1:
-                out = {chunk[0][0]: await _grade_one(judge, q, chunk[0][1], spend)}
+                out = {chunk[0][0]: await _grade_one(one, q, chunk[0][1], spend)}
             else:
-                out = await _grade_batch(judge, q, chunk, spend)
+                out = await _grade_batch(one, q, chunk, spend)
             bar.advance(len(chunk))
             return out
 
-        done = await gather_limited(units, grade, limit=judge.in_flight)
+        done = await gather_limited(units, grade, limit=judges[0].in_flight)
 
-    verdicts: dict[str, dict[str, _Verdict]] = {qid: {} for qid in candidates}
-    for (qid, _), out in zip(units, done, strict=True):
-        verdicts[qid].update(out)
+    verdicts: list[dict[str, dict[str, _Verdict]]] = [
+        {qid: {} for qid in candidates} for _ in judges
+    ]
+    for (s, qid, _), out in zip(units, done, strict=True):
+        verdicts[s][qid].update(out)
+    models = [j.model for j in judges]
     result = {}
     for qid, rows in candidates.items():
         g = Graded(spend=spends[qid])
         for c in rows:
             cid = c["context_id"]
-            v = verdicts[qid][cid]
+            v, samples = _combined([per[qid][cid] for per in verdicts], aggregate)
             g.rows.append(
                 {
                     "run_id": run_id,
@@ -202,6 +246,8 @@ async def grade_candidates(
                     "status": v.status,
                     "error": v.error,
                     "note": v.note,
+                    "grade_samples": samples if several else None,
+                    "grade_judges": models if several else None,
                 }
             )
             if v.grade is None:

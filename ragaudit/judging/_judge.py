@@ -35,6 +35,8 @@ class Judge:
         temperature: Sampling temperature.
         in_flight: Items (candidates, questions) worked on at once; the gateway's own limit
             bounds the calls.
+        sample_index: Which independent sample of each request this judge asks (0: the
+            request asked once, the memo key of a judge without repeats).
     """
 
     gateway: Gateway
@@ -43,6 +45,7 @@ class Judge:
     max_tokens: int
     temperature: float = 0.0
     in_flight: int = 64
+    sample_index: int = 0
 
     @classmethod
     def from_config(cls, models: ModelsConfig, gateway: Gateway, in_flight: int) -> Judge:
@@ -77,6 +80,7 @@ class Judge:
             prompt_budget=self.budget,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            sample_index=self.sample_index or None,
         )
 
     def room(self, prompt: Prompt[Any, Any], empty: BaseModel, language: str) -> int:

@@ -59,6 +59,7 @@ from ragaudit.reporting._html import (
 from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
+    GradeNoiseRow,
     MetricSummary,
     NdcgPoint,
     QuestionRow,
@@ -96,6 +97,7 @@ __all__ = [
     "build_calibration",
     "Comparison",
     "ContextRow",
+    "GradeNoiseRow",
     "Difference",
     "Figure",
     "MetricChange",

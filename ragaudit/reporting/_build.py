@@ -18,6 +18,7 @@ from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
+    GradeNoiseRow,
     JudgeCost,
     JudgeDisagreement,
     JudgeNoiseRow,
@@ -211,9 +212,24 @@ def _contexts(
                 judge_rank=judge_place.get(cid),
                 gold=None if gold is None else cid in gold,
                 supporting=cid in supporting,
+                grade_samples=tuple(
+                    zip(v.get("grade_judges") or (), v.get("grade_samples") or (), strict=True)
+                ),
             )
         )
     return tuple(rows)
+
+
+def _grade_noise(run: RunFolder) -> tuple[GradeNoiseRow, ...]:
+    """The ``grade_noise`` table's rows (none in a run without it, or with one sample)."""
+    table = _read(run, "grade_noise")
+    if table is None:
+        return ()
+    fields = GradeNoiseRow.__dataclass_fields__
+    return tuple(
+        GradeNoiseRow(**{k: v for k, v in r.items() if k in fields})
+        for r in table.iter_rows(named=True)
+    )
 
 
 CURVE_MAX_K = 20
@@ -537,6 +553,7 @@ def build_report(run_dir: Path | str) -> Report:
         timings=manifest.get("timings", {}),
         ndcg_curve=curve,
         manifest=manifest,
+        grade_noise=_grade_noise(run),
         judge_cost=judge_cost(run),
         judge_noise=tuple(noise_rows),
         judge_disagreements=tuple(disagreements),

@@ -156,6 +156,8 @@ def _drill(q: QuestionRow, metrics: tuple[str, ...], agreement: dict[str, list])
                 "jr": c.judge_rank,
                 "g": c.gold,
                 "sup": c.supporting,
+                # Each sample's grade, only where the judges (or one judge's repeats) differ.
+                "gs": [list(x) for x in c.grade_samples] if c.judges_disagree else None,
             }
             for c in q.contexts
         ],

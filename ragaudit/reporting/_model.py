@@ -103,6 +103,13 @@ class ContextRow:
     """A gold context of the question set (None: the question set has no gold labels)."""
     supporting: bool
     """The reference answer was written from this context."""
+    grade_samples: tuple[tuple[str, int | None], ...] = ()
+    """Each sample of its relevance grade as (judge, grade), with repeats or a jury; () with one."""
+
+    @property
+    def judges_disagree(self) -> bool:
+        """Whether the grade's samples (a judge's repeats, a jury's members) differ."""
+        return len({g for _, g in self.grade_samples if g is not None}) > 1
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,24 @@ class AgreementRow:
     n_questions: int | None
     status: Status
     reason: str | None
+
+
+@dataclass(frozen=True)
+class GradeNoiseRow:
+    """The agreement of the relevance grades' samples (from ``grade_noise.parquet``)."""
+
+    kind: str
+    """``self`` (one judge's repeats) or ``jury`` (the members' grades)."""
+    judge: str | None
+    scale: str
+    """``grade`` (0–3) or ``relevant`` (the relevant cut)."""
+    level: str
+    alpha: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_items: int
+    n_raters: int
+    disagreed: int
 
 
 @dataclass(frozen=True)
@@ -280,6 +305,8 @@ class Report:
     """Mean NDCG@k for k = 1..K of the engine's and the judge's orders (gold or judge gains)."""
     manifest: dict[str, Any] = field(default_factory=dict)
     """The run's manifest.json as written (config, git, packages, models, warnings)."""
+    grade_noise: tuple[GradeNoiseRow, ...] = ()
+    """Self- and jury agreement of the relevance grades (empty: one sample per grade)."""
     judge_cost: JudgeCost | None = None
     """The sort stage's judge calls and prompt tokens per question (None: no sort stage)."""
     judge_noise: tuple[JudgeNoiseRow, ...] = ()
@@ -329,6 +356,7 @@ def _jsonable(obj: Any) -> Any:
 __all__ = [
     "AgreementRow",
     "ContextRow",
+    "GradeNoiseRow",
     "JudgeCost",
     "JudgeDisagreement",
     "JudgeNoiseRow",

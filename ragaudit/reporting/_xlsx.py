@@ -320,6 +320,26 @@ def _write(frame: pl.DataFrame, wb: Workbook, name: str, widths: dict[str, int])
     )
 
 
+def grade_noise_frame(report: Report) -> pl.DataFrame:
+    """The relevance grades' self- and jury agreement (no rows with one sample per grade)."""
+    return pl.DataFrame(
+        [asdict(g) for g in report.grade_noise],
+        schema={
+            "kind": pl.String,
+            "judge": pl.String,
+            "scale": pl.String,
+            "level": pl.String,
+            "alpha": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "n_items": pl.Int64,
+            "n_raters": pl.Int64,
+            "disagreed": pl.Int64,
+        },
+        orient="row",
+    )
+
+
 def write_xlsx(report: Report, path: Path) -> Path:
     """Write ``report`` as an xlsx workbook at ``path`` (atomically)."""
     buffer = io.BytesIO()
@@ -333,6 +353,8 @@ def write_xlsx(report: Report, path: Path) -> Path:
         "judge_noise": judge_noise_frame(report),
     }
     extra = {k: v for k, v in extra.items() if v.height}
+    if report.grade_noise:
+        extra["grade_noise"] = grade_noise_frame(report)
     taken = {"answers", "summary", "run", *extra}
     for metric, name in sheet_names(report.metrics, taken).items():
         _write(metric_frame(report, metric), wb, name, text_widths)
@@ -394,6 +416,7 @@ def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None 
 __all__ = [
     "CALIBRATION_XLSX",
     "calibration_frame",
+    "grade_noise_frame",
     "write_calibration_xlsx",
     "answers_frame",
     "metric_frame",
