@@ -114,7 +114,7 @@ async def _grade_batch(
     A repeated sample shows the passages in another layout of its own, so that a judge's
     preference for a position does not fall on the same candidate in every sample.
     """
-    salt = f"sample {judge.sample_index}" if judge.sample_index else ""
+    salt = f"sample {judge.repeat}" if judge.repeat else ""
     shown = shown_order([cid for cid, _ in chunk], salt)
     texts = dict(chunk)
     inp = BatchRelevanceInput(

@@ -9,7 +9,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Gateway, Judged, context_window, structured_prompt_tokens
+from ragaudit.cache import (
+    Gateway,
+    Judged,
+    context_window,
+    judge_repeat,
+    structured_prompt_tokens,
+)
 from ragaudit.concurrency import gather_limited
 from ragaudit.config import ModelsConfig
 from ragaudit.prompts import Prompt
@@ -35,8 +41,9 @@ class Judge:
         temperature: Sampling temperature.
         in_flight: Items (candidates, questions) worked on at once; the gateway's own limit
             bounds the calls.
-        sample_index: Which independent sample of each request this judge asks (0: the
-            request asked once, the memo key of a judge without repeats).
+        repeat: Which judge repeat of each request this judge asks (0: the request asked
+            once, the memo key of a judge without repeats); the gateway's ``judge_repeat``
+            keys and samples it, as it does a metric's repeats.
     """
 
     gateway: Gateway
@@ -45,7 +52,7 @@ class Judge:
     max_tokens: int
     temperature: float = 0.0
     in_flight: int = 64
-    sample_index: int = 0
+    repeat: int = 0
 
     @classmethod
     def from_config(cls, models: ModelsConfig, gateway: Gateway, in_flight: int) -> Judge:
@@ -72,16 +79,16 @@ class Judge:
 
     async def ask(self, prompt: Prompt[Any, V], inp: BaseModel, language: str) -> Judged[V]:
         """One structured judge answer to ``prompt`` on ``inp`` (never raises for the model)."""
-        return await self.gateway.astructured(
-            model=self.model,
-            messages=prompt.messages(inp, language),
-            schema=prompt.output_model,
-            prompt_version=prompt.key,
-            prompt_budget=self.budget,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            sample_index=self.sample_index or None,
-        )
+        with judge_repeat(self.repeat, self.temperature):
+            return await self.gateway.astructured(
+                model=self.model,
+                messages=prompt.messages(inp, language),
+                schema=prompt.output_model,
+                prompt_version=prompt.key,
+                prompt_budget=self.budget,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+            )
 
     def room(self, prompt: Prompt[Any, Any], empty: BaseModel, language: str) -> int:
         """Tokens left for the contexts: the budget less the prompt rendered with them empty."""

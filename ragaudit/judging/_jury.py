@@ -30,8 +30,8 @@ class GradeSample:
 
     Attributes:
         model: The grading model.
-        index: The request's sample index (0: the request as asked once, one memo entry with
-            the runs before repeats).
+        index: The judge repeat (0: the request as asked once, one memo entry with the runs
+            before repeats).
         temperature: The sampling temperature: the judge's own for sample 0, the sampling
             temperature after it (at temperature 0 every sample would repeat the first).
     """
@@ -58,14 +58,14 @@ def sample_judges(
     """One judge per planned sample.
 
     Each keeps ``judge``'s gateway and answer budget and takes the sample's model, temperature
-    and index, and the model's own window (``window_of``; the judge's own for the judge).
+    and repeat, and the model's own window (``window_of``; the judge's own for the judge).
     """
     return [
         dataclasses.replace(
             judge,
             model=s.model,
             temperature=s.temperature,
-            sample_index=s.index,
+            repeat=s.index,
             window=judge.window if s.model == judge.model else window_of(s.model),
         )
         for s in plan
