@@ -10,8 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.html_runs import CHROMIUM, SMOKE_WARNING, write_full_run
-from support.html_runs import CHROMIUM_ARGS as ARGS
+from support.html_runs import CHROMIUM, SMOKE_WARNING, offline_page, write_full_run
 
 from ragaudit.reporting import build_report, render_compare_html, write_html
 from ragaudit.reporting._html import unpack
@@ -26,52 +25,28 @@ pytestmark = pytest.mark.skipif(
 
 def open_in_chromium(page_path: Path, *, open_question: str, screenshot: Path) -> dict:
     """Load the page offline; observe every request and console message; open one question."""
-    from playwright.sync_api import sync_playwright
-
-    found: dict = {"errors": [], "requests": []}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on(
-                "console", lambda m: found["errors"].append(m.text) if m.type == "error" else None
-            )
-            page.on("pageerror", lambda e: found["errors"].append(str(e)))
-
-            def route(r):
-                found["requests"].append(r.request.url)
-                if r.request.url == page_path.as_uri():
-                    r.continue_()
-                else:
-                    r.abort()
-
-            page.route("**/*", route)
-            page.goto(page_path.as_uri())
-            page.wait_for_selector("html[data-drill=ready]", timeout=10_000)
-            found["marks"] = page.evaluate(
-                """() => Object.fromEntries([...document.querySelectorAll('figure')].map(
-                    f => [f.className, f.querySelectorAll('svg path').length]))"""
-            )
-            found["judge"] = page.inner_text("#judge")
-            found["warnings"] = (
-                page.inner_text("#warnings") if page.query_selector("#warnings") else ""
-            )
-            page.click(f"#q-{open_question} > summary")
-            page.wait_for_selector(f"#q-{open_question} .body h3", timeout=5_000)
-            found["drill"] = page.inner_text(f"#q-{open_question} .body")
-            # A heatmap cell opens its question.
-            cell = page.query_selector("figure.heatmap path[aria-label]")
-            target = cell.get_attribute("aria-label")
-            cell.click()
-            page.wait_for_selector(f"#q-{target}[open] .body h3", timeout=5_000)
-            page.click("#config > summary")  # the config is one click away
-            found["config_json"] = page.inner_text("#config pre")
-            page.click("#config > summary")
-            page.screenshot(path=str(screenshot), full_page=False)
-            page.evaluate(f"document.getElementById('q-{open_question}').scrollIntoView()")
-            page.screenshot(path=str(screenshot.with_name("report-drill.png")), full_page=False)
-        finally:
-            browser.close()
+    with offline_page(page_path) as (page, found):
+        page.wait_for_selector("html[data-drill=ready]", timeout=10_000)
+        found["marks"] = page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll('figure')].map(
+                f => [f.className, f.querySelectorAll('svg path').length]))"""
+        )
+        found["judge"] = page.inner_text("#judge")
+        found["warnings"] = page.inner_text("#warnings") if page.query_selector("#warnings") else ""
+        page.click(f"#q-{open_question} > summary")
+        page.wait_for_selector(f"#q-{open_question} .body h3", timeout=5_000)
+        found["drill"] = page.inner_text(f"#q-{open_question} .body")
+        # A heatmap cell opens its question.
+        cell = page.query_selector("figure.heatmap path[aria-label]")
+        target = cell.get_attribute("aria-label")
+        cell.click()
+        page.wait_for_selector(f"#q-{target}[open] .body h3", timeout=5_000)
+        page.click("#config > summary")  # the config is one click away
+        found["config_json"] = page.inner_text("#config pre")
+        page.click("#config > summary")
+        page.screenshot(path=str(screenshot), full_page=False)
+        page.evaluate(f"document.getElementById('q-{open_question}').scrollIntoView()")
+        page.screenshot(path=str(screenshot.with_name("report-drill.png")), full_page=False)
     return found
 
 

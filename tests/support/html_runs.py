@@ -8,12 +8,15 @@ statements and verdicts); the agreement rows come from the sort stage's own ``ag
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -285,12 +288,12 @@ UNREADABLE = re.compile(r"\b(None|nan|NaN|undefined|null)\b|\[object Object\]|-0
 on zero."""
 
 
-def browse(page_path: Path, *, open_all: bool = False, screenshot: Path | None = None) -> dict:
-    """Load a page offline in headless Chromium: its console errors, requests and text.
+@contextlib.contextmanager
+def offline_page(page_path: Path) -> Iterator[tuple[Any, dict]]:
+    """A headless Chromium page on ``page_path`` that may fetch nothing else.
 
-    With ``open_all``, every question of a run's page is opened first (its drill-down drawn).
-    ``split_tokens`` counts short tokens of the judge's reasons (ids, verdicts) set on more
-    than one line.
+    Yields the page (loaded) and what it saw: ``errors`` (console errors, page errors) and
+    ``requests`` (every URL asked for; all but the page itself are refused).
     """
     from playwright.sync_api import sync_playwright
 
@@ -304,31 +307,42 @@ def browse(page_path: Path, *, open_all: bool = False, screenshot: Path | None =
             )
             page.on("pageerror", lambda e: found["errors"].append(str(e)))
 
-            def route(r):
+            def route(r: Any) -> None:
                 found["requests"].append(r.request.url)
                 r.continue_() if r.request.url == page_path.as_uri() else r.abort()
 
             page.route("**/*", route)
             page.goto(page_path.as_uri())
-            if open_all:
-                page.wait_for_selector("html[data-drill=ready]", timeout=10_000)
-                page.click("#expand")
-                page.wait_for_function(
-                    "() => [...document.querySelectorAll('details.q')].every("
-                    "d => d.querySelector('.body h3'))",
-                    timeout=10_000,
-                )
-            found["text"] = page.inner_text("body")
-            found["split_tokens"] = page.evaluate(
-                "() => [...document.querySelectorAll('.why .tok, .why dt')]"
-                ".filter(e => e.getClientRects().length > 1 || e.getBoundingClientRect().height"
-                " > 1.6 * parseFloat(getComputedStyle(e).lineHeight || 16)).map(e => e.textContent)"
-            )
-            if screenshot is not None:
-                page.screenshot(path=str(screenshot), full_page=True)
+            yield page, found
         finally:
             browser.close()
+
+
+def browse(page_path: Path, *, open_all: bool = False, screenshot: Path | None = None) -> dict:
+    """Load a page offline in headless Chromium: its console errors, requests and text.
+
+    With ``open_all``, every question of a run's page is opened first (its drill-down drawn).
+    ``split_tokens`` counts short tokens of the judge's reasons (ids, verdicts) set on more
+    than one line.
+    """
+    with offline_page(page_path) as (page, found):
+        if open_all:
+            page.wait_for_selector("html[data-drill=ready]", timeout=10_000)
+            page.click("#expand")
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('details.q')].every("
+                "d => d.querySelector('.body h3'))",
+                timeout=10_000,
+            )
+        found["text"] = page.inner_text("body")
+        found["split_tokens"] = page.evaluate(
+            "() => [...document.querySelectorAll('.why .tok, .why dt')]"
+            ".filter(e => e.getClientRects().length > 1 || e.getBoundingClientRect().height"
+            " > 1.6 * parseFloat(getComputedStyle(e).lineHeight || 16)).map(e => e.textContent)"
+        )
+        if screenshot is not None:
+            page.screenshot(path=str(screenshot), full_page=True)
     return found
 
 
-__all__ = ["SMOKE_WARNING", "UNREADABLE", "browse", "text_pool", "write_full_run"]
+__all__ = ["SMOKE_WARNING", "UNREADABLE", "browse", "offline_page", "text_pool", "write_full_run"]
