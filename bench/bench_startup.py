@@ -1,4 +1,4 @@
-"""The fixed cost of the CLI: a 1-question ``ragaudit run``, ``ragaudit runs`` and ``compare``.
+"""The fixed cost of the CLI: a 1-question ``ragaudit run``, ``runs``, ``compare``, a deployment.
 
 Every command runs in a fresh process (``python -m ragaudit``), with bytecode written and
 present (``PYTHONDONTWRITEBYTECODE`` unset, the sources compiled before the first timing).
@@ -7,14 +7,18 @@ corpus) the bench reads the time from the process start to the flow's start (the
 ``started_at``: what the run pays before its first stage), the stages' own time (the
 manifest's ``timings.total_s``) and the whole wall. "cold" is the first command in a fresh
 project (new home, memo, index and runs root); "warm" is the same command again in it.
+``deploy entry`` is what a worker's flow-run process does before a deployment's flow starts
+that is ours: loading the ``evaluate`` deployment's entrypoint (``flows/evaluate.py``, which
+imports every stage's module), in a fresh process.
 
 ``--base-python PY`` times a second checkout side by side: the interpreter of a venv with the
-code before a change installed editable (``git worktree add /tmp/startup-base e6d42fc``, then
-a venv with the system site packages and ``pip install --no-deps -e /tmp/startup-base``), so
-both run on the same installed packages.
+code before a change installed editable (``git worktree add /tmp/startup2-base cc15bea``, then
+a venv with the system site packages and ``pip install --no-deps -e /tmp/startup2-base``), so
+both run on the same installed packages. The two checkouts take turns command by command, so
+that a change of the machine's load falls on both.
 
     python bench/bench_startup.py                                              # this checkout
-    python bench/bench_startup.py --base-python /work/venvs/startup-base/bin/python
+    python bench/bench_startup.py --base-python /work/venvs/startup2-base/bin/python
 
 The goals it checks: a run's fixed cost (wall minus the stages' time) ≤ 5 s, ``runs`` and
 ``compare`` ≤ 3 s cold; each printed as met or not met with the figure. Figures depend on the
@@ -81,32 +85,60 @@ def _run(python: str, project: Path, run_id: str) -> tuple[float, float, float]:
     return flow_start - start, float(manifest["timings"]["total_s"]), wall
 
 
-def measure(python: str, label: str) -> tuple[list[tuple], dict[str, float]]:
-    """The rows of one interpreter's checkout: run, runs and compare, cold and warm."""
-    # Bytecode present before the first timing: compiled by the interpreter that runs it.
-    subprocess.run(
+_ENTRY = (
+    "from prefect.flows import load_flow_from_entrypoint; "
+    "load_flow_from_entrypoint('flows/evaluate.py:evaluate_config')"
+)
+
+
+def _checkout(python: str) -> Path:
+    """The checkout an interpreter's venv has installed (editable), with bytecode compiled."""
+    found = subprocess.run(
         [python, "-c", "import compileall, pathlib, ragaudit; "
-         "compileall.compile_dir(str(pathlib.Path(ragaudit.__file__).parent.parent), quiet=1)"],
-        check=True, capture_output=True,
+         "root = pathlib.Path(ragaudit.__file__).parent.parent; "
+         "compileall.compile_dir(str(root), quiet=1); print(root)"],
+        check=True, capture_output=True, text=True,
     )  # fmt: skip
-    project = _util.scratch(f"startup-{label}")
-    rows: list[tuple] = []
-    runs: dict[str, float] = {}
+    return Path(found.stdout.strip().splitlines()[-1])
+
+
+def measure(checkouts: list[tuple[str, str]]) -> tuple[list[tuple], dict[str, dict[str, float]]]:
+    """The rows of every checkout: run, runs, compare and the deployment's entry, cold and warm.
+
+    The checkouts take turns at each command.
+    """
+    projects = {label: _util.scratch(f"startup-{label}") for _, label in checkouts}
+    roots = {label: _checkout(python) for python, label in checkouts}
+    rows: dict[str, list[tuple]] = {label: [] for _, label in checkouts}
+    figures: dict[str, dict[str, float]] = {label: {} for _, label in checkouts}
     for phase, run_id in (("cold", "a"), ("warm", "b")):
-        to_flow, stages, wall = _run(python, project, run_id)
-        runs[phase] = wall - stages
-        rows.append((label, "run", phase, f"{to_flow:.1f}", f"{stages:.1f}", f"{wall:.1f}"))
-    env = _env(project / "home")
-    root = str(project / "runs")
-    for command, args in (
-        ("runs", ["runs", "--runs-root", root]),
-        ("compare", ["compare", "a", "b", "--runs-root", root]),
-    ):
+        for python, label in checkouts:
+            to_flow, stages, wall = _run(python, projects[label], run_id)
+            figures[label][phase] = wall - stages
+            rows[label].append(
+                (label, "run", phase, f"{to_flow:.1f}", f"{stages:.1f}", f"{wall:.1f}")
+            )
+    for command in ("runs", "compare", "deploy entry"):
         for phase in ("cold", "warm"):
-            _, wall = _timed(python, args, env, project)
-            rows.append((label, command, phase, "-", "-", f"{wall:.1f}"))
-            runs[f"{command} {phase}"] = wall
-    return rows, runs
+            for python, label in checkouts:
+                project = projects[label]
+                env = _env(project / "home")
+                root = str(project / "runs")
+                if command == "deploy entry":
+                    start = time.perf_counter()
+                    subprocess.run(
+                        [python, "-c", _ENTRY], env=env, cwd=roots[label], check=True,
+                        capture_output=True,
+                    )  # fmt: skip
+                    wall = time.perf_counter() - start
+                else:
+                    args = ["runs", "--runs-root", root]
+                    if command == "compare":
+                        args = ["compare", "a", "b", "--runs-root", root]
+                    _, wall = _timed(python, args, env, project)
+                rows[label].append((label, command, phase, "-", "-", f"{wall:.1f}"))
+                figures[label][f"{command} {phase}"] = wall
+    return [r for _, label in checkouts for r in rows[label]], figures
 
 
 def verdicts(figures: dict[str, float]) -> list[str]:
@@ -134,14 +166,14 @@ def main() -> None:
     checkouts = [(sys.executable, "this")]
     if args.base_python is not None:
         checkouts.insert(0, (args.base_python, "base"))
-    rows: list[tuple] = []
-    goals: dict[str, list[str]] = {}
-    for checkout, label in checkouts:
-        found, figures = measure(checkout, label)
-        rows += found
-        goals[label] = verdicts(figures)
+    before = os.getloadavg()
+    rows, figures = measure(checkouts)
+    goals = {label: verdicts(found) for label, found in figures.items()}
     load = os.getloadavg()
-    print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"load average (1, 5, 15 min) {before[0]:.1f} {before[1]:.1f} {before[2]:.1f} before, "
+        f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} after, on {os.cpu_count()} cores"
+    )
     headers = ("code", "command", "phase", "to flow start s", "stages s", "wall s")
     print(_util.table(rows, headers))
     for label, lines in goals.items():

@@ -66,6 +66,11 @@ class _RichReporter:
         self.progress.update(TaskID(handle), completed=task.total)
 
 
+def _import_flow() -> None:
+    """Import the flow's modules (flow engine, gateway, stages) while Prefect's server starts."""
+    import ragaudit.flows.evaluate  # noqa: F401
+
+
 def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
     """Run the evaluate flow with progress bars; returns the manifest.
 
@@ -80,22 +85,15 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
 
     from ragaudit import stopping
     from ragaudit._server import ephemeral_server
-    from ragaudit.flows.evaluate import flow_for
     from ragaudit.runfolder import RunFolder
     from ragaudit.runlock import RunLock
 
     run_id = config.run_id or new_run_id()
-    install_log_filter()
-    if not os.environ.get("RAGAUDIT_DEBUG"):
-        # A failed stage is reported once, cleanly, by this CLI; Prefect's own ERROR records
-        # would print the same failure again with tracebacks.
-        for name in ("prefect.flow_runs", "prefect.task_runs"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         with (
             stopping.sigterm_as_sigint(),
             RunLock(RunFolder(config.runs_root, run_id).path),  # before Prefect: refused at once
-            ephemeral_server(),
+            ephemeral_server(_import_flow),
             Progress(
                 TextColumn("{task.description:<32}"),
                 BarColumn(),
@@ -117,6 +115,16 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
                 )
                 beating = reporter.heartbeat()
             prog.set_reporter(reporter)
+            from ragaudit.flows.evaluate import flow_for
+
+            # Once the flow's modules are imported: importing Prefect's flow API configures its
+            # logging (the root's handlers, these levels).
+            install_log_filter()
+            if not os.environ.get("RAGAUDIT_DEBUG"):
+                # A failed stage is reported once, cleanly, by this CLI; Prefect's own ERROR
+                # records would print the same failure again with tracebacks.
+                for name in ("prefect.flow_runs", "prefect.task_runs"):
+                    logging.getLogger(name).setLevel(logging.CRITICAL)
             try:
                 with beating:
                     return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))

@@ -6,7 +6,13 @@ Adding a metric is one module that applies :func:`metric` to its scorer: a built
 imported here; a user's one is named in ``score.plugins`` (or published under the
 ``ragaudit.metrics`` entry-point group). User-defined aspects exist through a run's config and
 are found with :func:`resolve`.
+
+Registering imports no ragas, rouge-score (nltk) or sacreBLEU: a metric's module imports them,
+and our prompts that read ragas's, inside the functions that score, cost or size a row, so a
+command that only loads a config (and checks its metrics) pays none of those seconds.
 """
+
+from typing import Any
 
 from ragaudit.config import SCORE_CHECKS
 from ragaudit.metrics import (  # noqa: F401  (registration)
@@ -48,7 +54,16 @@ from ragaudit.metrics._base import (
     rough_cost,
 )
 from ragaudit.metrics._judge import ask, own_window, trace
-from ragaudit.metrics._ragas import prompt_for, ragas_window
+
+
+def __getattr__(name: str) -> Any:
+    # The ragas helpers, imported (with ragas) when first asked for.
+    if name in ("prompt_for", "ragas_window"):
+        from ragaudit.metrics import _ragas
+
+        return getattr(_ragas, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The order ``ragaudit metrics`` lists them in: the four headline RAGAS metrics first, then
 # their variants and the other judged metrics; the rest follow in registration order.

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
-from ragas.llms.base import InstructorBaseRagasLLM
-from ragas.metrics import collections as rc
-from ragas.metrics.collections.answer_relevancy.util import (
-    AnswerRelevanceInput,
-    AnswerRelevancePrompt,
-)
 
-from ragaudit.cache import Judged
 from ragaudit.config import SAMPLING_TEMPERATURE
 from ragaudit.metrics._base import (
     CostSheet,
@@ -26,15 +20,10 @@ from ragaudit.metrics._base import (
     metric,
 )
 from ragaudit.metrics._judge import settled, steps
-from ragaudit.metrics._ragas import (
-    TracedLLM,
-    embeddings,
-    localise,
-    prompt_for,
-    ragas_call_tokens,
-    ragas_llm,
-)
-from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
+
+if TYPE_CHECKING:
+    from ragaudit.cache import Judged
+    from ragaudit.metrics._ragas import TracedLLM
 
 ENGLISH_ONLY_EMBEDDER = (
     "the embedder is English-only (all-MiniLM-L6-v2): configure a multilingual embedding "
@@ -49,38 +38,45 @@ def check_embedder(s: Sample, deps: Deps) -> None:
         raise Skip(ENGLISH_ONLY_EMBEDDER)
 
 
-class _Samples(InstructorBaseRagasLLM):
-    """The judge of one row's n samples: asked together, handed to ragas one per call.
+@cache
+def _samples_class() -> type:
+    """The n-samples judge, its class made on first use (it extends ragas's LLM)."""
+    from ragas.llms.base import InstructorBaseRagasLLM
 
-    ragas asks its prompt n times, one call after another; the first call asks the gateway
-    for all n samples at once (one request with n choices where the provider allows it) and
-    each call takes the next. The score is the mean similarity over the questions the samples
-    generated, and ragas already leaves out a sample that generated none (an empty question); a
-    sample whose answer could not be obtained (invalid after the repairs, or the provider
-    failed after its retries) is left out the same way, and counted, so the row says on how
-    many samples it rests.
-    """
+    class _Samples(InstructorBaseRagasLLM):
+        """The judge of one row's n samples: asked together, handed to ragas one per call.
 
-    def __init__(self, traced: TracedLLM, n: int) -> None:
-        self.traced, self.n = traced, n
-        self.pending: deque[tuple[int, Judged]] = deque()
-        self.lost: list[str] = []
+        ragas asks its prompt n times, one call after another; the first call asks the gateway
+        for all n samples at once (one request with n choices where the provider allows it) and
+        each call takes the next. The score is the mean similarity over the questions the samples
+        generated, and ragas already leaves out a sample that generated none (an empty question); a
+        sample whose answer could not be obtained (invalid after the repairs, or the provider
+        failed after its retries) is left out the same way, and counted, so the row says on how
+        many samples it rests.
+        """
 
-    def generate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
-        raise NotImplementedError("ragaudit scores asynchronously; use agenerate")
+        def __init__(self, traced: TracedLLM, n: int) -> None:
+            self.traced, self.n = traced, n
+            self.pending: deque[tuple[int, Judged]] = deque()
+            self.lost: list[str] = []
 
-    async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
-        if not self.pending:
-            answers = await self.traced.asamples(prompt, response_model, self.n)
-            self.pending.extend(enumerate(answers))
-        index, judged = self.pending.popleft()
-        try:
-            return settled(response_model.__name__, judged, sample_index=index)
-        except JudgeError as exc:  # now in the row's trace, with the judge's reply
-            self.lost.append(str(exc))
-            # No question: ragas's own way of leaving a sample out of the mean (and out of
-            # the all-noncommittal check). Never recorded as the judge's answer.
-            return response_model.model_construct(question="", noncommittal=0)
+        def generate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
+            raise NotImplementedError("ragaudit scores asynchronously; use agenerate")
+
+        async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
+            if not self.pending:
+                answers = await self.traced.asamples(prompt, response_model, self.n)
+                self.pending.extend(enumerate(answers))
+            index, judged = self.pending.popleft()
+            try:
+                return settled(response_model.__name__, judged, sample_index=index)
+            except JudgeError as exc:  # now in the row's trace, with the judge's reply
+                self.lost.append(str(exc))
+                # No question: ragas's own way of leaving a sample out of the mean (and out of
+                # the all-noncommittal check). Never recorded as the judge's answer.
+                return response_model.model_construct(question="", noncommittal=0)
+
+    return _Samples
 
 
 class AnswerRelevancyOptions(Options):
@@ -91,7 +87,14 @@ class AnswerRelevancyOptions(Options):
 
 
 def _cost(s: Sample, deps: Deps, opts: AnswerRelevancyOptions, sheet: CostSheet) -> None:
+    from ragas.metrics.collections.answer_relevancy.util import (
+        AnswerRelevanceInput,
+        AnswerRelevancePrompt,
+    )
+
     from ragaudit.cache.providers import samples_at_once
+    from ragaudit.metrics._ragas import prompt_for, ragas_call_tokens
+    from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
 
     check_embedder(s, deps)
     n = opts.strictness
@@ -129,13 +132,18 @@ def _cost(s: Sample, deps: Deps, opts: AnswerRelevancyOptions, sheet: CostSheet)
 )
 async def answer_relevancy(s: Sample, deps: Deps, opts: AnswerRelevancyOptions) -> Outcome:
     """Mean similarity of questions regenerated from the answer to the real question."""
+    from ragas.metrics import collections as rc
+
+    from ragaudit.metrics._ragas import embeddings, localise, ragas_llm
+    from ragaudit.prompts.answer_relevancy import ANSWER_RELEVANCE
+
     check_embedder(s, deps)
     n = opts.strictness
     # n samples of one prompt must be able to differ: sample at a temperature, as ragas's
     # original implementation did; the gateway keeps each sample apart in the memo.
     temperature = float(deps.option("sampling_temperature", SAMPLING_TEMPERATURE))
     temperature = temperature if n > 1 else deps.temperature
-    llm = _Samples(ragas_llm(deps, s.language, temperature), n)
+    llm = _samples_class()(ragas_llm(deps, s.language, temperature), n)
     m = rc.AnswerRelevancy(llm=llm, embeddings=embeddings(deps), strictness=n)
     localise(m, s.language, prompt=ANSWER_RELEVANCE)
     result = await m.ascore(user_input=s.question, response=s.response or "")

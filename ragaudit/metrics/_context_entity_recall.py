@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import asyncio
 
-from ragas.metrics import collections as rc
-from ragas.metrics.collections.context_entity_recall.util import (
-    ExtractEntitiesInput,
-    ExtractEntitiesPrompt,
-)
-
 from ragaudit.metrics._base import Deps, Outcome, Sample, Skip, Window, metric
-from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
-from ragaudit.prompts.entities import ENTITIES
 
 
 def _window(s: Sample, deps: Deps) -> Window:
+    from ragas.metrics.collections.context_entity_recall.util import (
+        ExtractEntitiesInput,
+        ExtractEntitiesPrompt,
+    )
+
+    from ragaudit.metrics._ragas import prompt_for, ragas_window
+    from ragaudit.prompts.entities import ENTITIES
+
     prompt = prompt_for(ExtractEntitiesPrompt(), ENTITIES, s.language)
     return ragas_window(prompt, ExtractEntitiesInput(text=""), "joined")
 
@@ -23,6 +23,11 @@ def _window(s: Sample, deps: Deps) -> Window:
 @metric("context_entity_recall", inputs=("contexts", "reference"), llm=True, window=_window)
 async def context_entity_recall(s: Sample, deps: Deps) -> Outcome:
     """Share of the reference's named entities the retrieved contexts mention (|CN∩GN| / |GN|)."""
+    from ragas.metrics import collections as rc
+
+    from ragaudit.metrics._ragas import localise, ragas_llm
+    from ragaudit.prompts.entities import ENTITIES
+
     m = localise(
         rc.ContextEntityRecall(llm=ragas_llm(deps, s.language)), s.language, prompt=ENTITIES
     )

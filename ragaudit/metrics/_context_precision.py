@@ -8,24 +8,12 @@ utilization). The k verdicts are asked concurrently; the score is ragas's averag
 from __future__ import annotations
 
 import asyncio
-from typing import cast
-
-from ragas.metrics import collections as rc
-from ragas.metrics.collections.context_precision.util import (
-    ContextPrecisionInput,
-    ContextPrecisionOutput,
-    ContextPrecisionPrompt,
-)
+from typing import TYPE_CHECKING, cast
 
 from ragaudit.metrics._base import CostSheet, Deps, JudgeError, Outcome, Sample, Window, metric
-from ragaudit.metrics._ragas import (
-    localise,
-    prompt_for,
-    ragas_call_tokens,
-    ragas_llm,
-    ragas_window,
-)
-from ragaudit.prompts.context_precision import CONTEXT_PRECISION
+
+if TYPE_CHECKING:
+    from ragas.metrics import collections as rc
 
 
 def average_precision(verdicts: list[int]) -> float:
@@ -42,6 +30,11 @@ def average_precision(verdicts: list[int]) -> float:
 async def _verdicts(
     m: rc.ContextPrecisionWithReference, question: str, answer: str, contexts: list[str]
 ) -> list[int]:
+    from ragas.metrics.collections.context_precision.util import (
+        ContextPrecisionInput,
+        ContextPrecisionOutput,
+    )
+
     async def one(context: str) -> int:
         data = ContextPrecisionInput(question=question, context=context, answer=answer)
         # ragas's InstructorTypeVar is no TypeVar to mypy; the reply is the model asked for.
@@ -57,6 +50,11 @@ async def _verdicts(
 
 
 async def _score(s: Sample, deps: Deps, answer: str) -> Outcome:
+    from ragas.metrics import collections as rc
+
+    from ragaudit.metrics._ragas import localise, ragas_llm
+    from ragaudit.prompts.context_precision import CONTEXT_PRECISION
+
     m = localise(
         rc.ContextPrecisionWithReference(llm=ragas_llm(deps, s.language)),
         s.language,
@@ -69,6 +67,14 @@ async def _score(s: Sample, deps: Deps, answer: str) -> Outcome:
 
 def _window_for(answer_field: str):
     def window(s: Sample, deps: Deps) -> Window:
+        from ragas.metrics.collections.context_precision.util import (
+            ContextPrecisionInput,
+            ContextPrecisionPrompt,
+        )
+
+        from ragaudit.metrics._ragas import prompt_for, ragas_window
+        from ragaudit.prompts.context_precision import CONTEXT_PRECISION
+
         prompt = prompt_for(ContextPrecisionPrompt(), CONTEXT_PRECISION, s.language)
         data = ContextPrecisionInput(
             question=s.question, context="", answer=getattr(s, answer_field) or ""
@@ -80,6 +86,14 @@ def _window_for(answer_field: str):
 
 def _cost_for(answer_field: str):
     def cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
+        from ragas.metrics.collections.context_precision.util import (
+            ContextPrecisionInput,
+            ContextPrecisionPrompt,
+        )
+
+        from ragaudit.metrics._ragas import prompt_for, ragas_call_tokens
+        from ragaudit.prompts.context_precision import CONTEXT_PRECISION
+
         # One verdict per context.
         prompt = prompt_for(ContextPrecisionPrompt(), CONTEXT_PRECISION, s.language)
         answer = getattr(s, answer_field) or ""

@@ -8,63 +8,68 @@ registered metrics share the same judge calls (the memo answers the second and t
 from __future__ import annotations
 
 import asyncio
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
-from ragas.metrics import collections as rc
-from ragas.metrics.result import MetricResult
-from ragas.metrics.utils import fbeta_score
 
 from ragaudit.metrics._base import Deps, JudgeError, Options, Outcome, Sample, Skip, metric
-from ragaudit.metrics._ragas import localise, ragas_llm
-from ragaudit.prompts.claims import CLAIMS, matching_examples
-from ragaudit.prompts.statements import NLI_FACTUAL
 
 Mode = Literal["precision", "recall", "f1"]
 
 
-class _FactualCorrectness(rc.FactualCorrectness):
-    """ragas's factual correctness; an answer without claims is skipped, not scored 0.
+@cache
+def _factual_correctness_class() -> type:
+    """The class scoring factual correctness (ragas's, extended), made on first use."""
+    from ragas.metrics import collections as rc
+    from ragas.metrics.result import MetricResult
+    from ragas.metrics.utils import fbeta_score
 
-    Both texts are decomposed at once, then both checked at once. ``counts`` keeps TP, FP, FN.
-    """
+    class _FactualCorrectness(rc.FactualCorrectness):
+        """ragas's factual correctness; an answer without claims is skipped, not scored 0.
 
-    counts: dict[str, int]
+        Both texts are decomposed at once, then both checked at once. ``counts`` keeps TP, FP, FN.
+        """
 
-    # ragas's ascore takes **kwargs; this one names the inputs it needs.
-    async def ascore(self, response: str, reference: str) -> MetricResult:  # type: ignore[override]
-        both = self.mode != "precision"
-        claims = await asyncio.gather(
-            self._decompose_claims(response), *([self._decompose_claims(reference)] if both else [])
-        )
-        if not claims[0]:
-            raise Skip("the judge found no claims in the response")
-        if both and not claims[1]:
-            raise Skip("the judge found no claims in the reference")
-        checks = await asyncio.gather(
-            self._checked(claims[0], reference),
-            *([self._checked(claims[1], response)] if both else []),
-        )
-        supported = checks[0]
-        covered = checks[1] if both else np.array([], dtype=bool)
-        tp, fp, fn = int(supported.sum()), int((~supported).sum()), int((~covered).sum())
-        self.counts = {"tp": tp, "fp": fp, "fn": fn}
-        if self.mode == "precision":
-            score = tp / (tp + fp)
-        elif self.mode == "recall":
-            score = tp / (tp + fn)
-        else:
-            score = fbeta_score(tp, fp, fn, self.beta)
-        return MetricResult(value=float(np.round(score, 2)))
+        counts: dict[str, int]
 
-    async def _checked(self, claims: list[str], against: str) -> np.ndarray:
-        verdicts = await self._verify_claims(claims, against)
-        if len(verdicts.statements) != len(claims):
-            raise JudgeError(
-                f"the judge gave {len(verdicts.statements)} verdicts for {len(claims)} claims"
+        # ragas's ascore takes **kwargs; this one names the inputs it needs.
+        async def ascore(self, response: str, reference: str) -> MetricResult:  # type: ignore[override]
+            both = self.mode != "precision"
+            claims = await asyncio.gather(
+                self._decompose_claims(response),
+                *([self._decompose_claims(reference)] if both else []),
             )
-        return np.array([bool(v.verdict) for v in verdicts.statements], dtype=bool)
+            if not claims[0]:
+                raise Skip("the judge found no claims in the response")
+            if both and not claims[1]:
+                raise Skip("the judge found no claims in the reference")
+            checks = await asyncio.gather(
+                self._checked(claims[0], reference),
+                *([self._checked(claims[1], response)] if both else []),
+            )
+            supported = checks[0]
+            covered = checks[1] if both else np.array([], dtype=bool)
+            tp, fp, fn = int(supported.sum()), int((~supported).sum()), int((~covered).sum())
+            self.counts = {"tp": tp, "fp": fp, "fn": fn}
+            if self.mode == "precision":
+                score = tp / (tp + fp)
+            elif self.mode == "recall":
+                score = tp / (tp + fn)
+            else:
+                score = fbeta_score(tp, fp, fn, self.beta)
+            return MetricResult(value=float(np.round(score, 2)))
+
+        async def _checked(self, claims: list[str], against: str) -> np.ndarray:
+            verdicts = await self._verify_claims(claims, against)
+            if len(verdicts.statements) != len(claims):
+                raise JudgeError(
+                    f"the judge gave {len(verdicts.statements)} verdicts for {len(claims)} claims"
+                )
+            return np.array([bool(v.verdict) for v in verdicts.statements], dtype=bool)
+
+    return _FactualCorrectness
 
 
 class FactualCorrectnessOptions(Options):
@@ -79,13 +84,17 @@ class FactualCorrectnessOptions(Options):
 
 
 async def _score(s: Sample, deps: Deps, opts: FactualCorrectnessOptions, mode: Mode) -> Outcome:
+    from ragaudit.metrics._ragas import localise, ragas_llm
+    from ragaudit.prompts.claims import CLAIMS, matching_examples
+    from ragaudit.prompts.statements import NLI_FACTUAL
+
     args: dict[str, Any] = {
         "mode": mode,
         "beta": float(opts.beta),
         "atomicity": opts.atomicity,
         "coverage": opts.coverage,
     }
-    m = _FactualCorrectness(llm=ragas_llm(deps, s.language), **args)
+    m = _factual_correctness_class()(llm=ragas_llm(deps, s.language), **args)
     localise(
         m, s.language, pick={"prompt": matching_examples}, prompt=CLAIMS, nli_prompt=NLI_FACTUAL
     )

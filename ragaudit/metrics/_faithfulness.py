@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ragas.metrics import collections as rc
-from ragas.metrics.collections.faithfulness import util
+from functools import cache
+from typing import TYPE_CHECKING
 
 from ragaudit.lang import sentences
 from ragaudit.metrics._base import (
@@ -16,39 +16,46 @@ from ragaudit.metrics._base import (
     Window,
     metric,
 )
-from ragaudit.metrics._ragas import (
-    localise,
-    prompt_for,
-    ragas_call_tokens,
-    ragas_llm,
-    ragas_window,
-)
-from ragaudit.prompts.statements import NLI_FAITHFULNESS, STATEMENTS_FAITHFULNESS
+
+if TYPE_CHECKING:
+    from ragas.metrics import collections as rc
 
 
-class _Faithfulness(rc.Faithfulness):
-    """ragas's faithfulness; an answer without statements or a reply without verdicts is said so.
+@cache
+def _faithfulness_class() -> type[rc.Faithfulness]:
+    from ragas.metrics import collections as rc
+    from ragas.metrics.collections.faithfulness import util
 
-    ragas returns NaN for both, which a script reading the score cannot tell apart from
-    a parse failure.
-    """
+    class _Faithfulness(rc.Faithfulness):
+        """ragas's faithfulness; no statements, or a reply without verdicts, is said so.
 
-    async def _create_statements(self, question: str, response: str) -> list[str]:
-        statements = await super()._create_statements(question, response)
-        if not statements:
-            raise Skip("the judge found no statements in the response")
-        return statements
+        ragas returns NaN for both, which a script reading the score cannot tell apart from
+        a parse failure.
+        """
 
-    async def _create_verdicts(
-        self, statements: list[str], context: str
-    ) -> util.NLIStatementOutput:
-        verdicts = await super()._create_verdicts(statements, context)
-        if not verdicts.statements:
-            raise JudgeError("the judge returned no verdicts for the statements")
-        return verdicts
+        async def _create_statements(self, question: str, response: str) -> list[str]:
+            statements = await super()._create_statements(question, response)
+            if not statements:
+                raise Skip("the judge found no statements in the response")
+            return statements
+
+        async def _create_verdicts(
+            self, statements: list[str], context: str
+        ) -> util.NLIStatementOutput:
+            verdicts = await super()._create_verdicts(statements, context)
+            if not verdicts.statements:
+                raise JudgeError("the judge returned no verdicts for the statements")
+            return verdicts
+
+    return _Faithfulness
 
 
 def _window(s: Sample, deps: Deps) -> Window:
+    from ragas.metrics.collections.faithfulness import util
+
+    from ragaudit.metrics._ragas import prompt_for, ragas_window
+    from ragaudit.prompts.statements import NLI_FAITHFULNESS
+
     # The verdict prompt holds every context and the statements (about the response's size).
     prompt = prompt_for(util.NLIStatementPrompt(), NLI_FAITHFULNESS, s.language)
     return ragas_window(
@@ -57,6 +64,11 @@ def _window(s: Sample, deps: Deps) -> Window:
 
 
 def _cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
+    from ragas.metrics.collections.faithfulness import util
+
+    from ragaudit.metrics._ragas import prompt_for, ragas_call_tokens
+    from ragaudit.prompts.statements import NLI_FAITHFULNESS, STATEMENTS_FAITHFULNESS
+
     # One call lists the answer's statements (about so many per sentence), one judges them all.
     found = sentences(s.response or "") or [s.response or ""]
     n = max(1, round(len(found) * sheet.assume.statements_per_sentence))
@@ -81,8 +93,11 @@ def _cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
 )
 async def faithfulness(s: Sample, deps: Deps) -> Outcome:
     """Share of the answer's statements that the retrieved contexts support."""
+    from ragaudit.metrics._ragas import localise, ragas_llm
+    from ragaudit.prompts.statements import NLI_FAITHFULNESS, STATEMENTS_FAITHFULNESS
+
     m = localise(
-        _Faithfulness(llm=ragas_llm(deps, s.language)),
+        _faithfulness_class()(llm=ragas_llm(deps, s.language)),
         s.language,
         statement_generator_prompt=STATEMENTS_FAITHFULNESS,
         nli_statement_prompt=NLI_FAITHFULNESS,

@@ -10,13 +10,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Judged, response_schema_text, structured_messages
 from ragaudit.metrics._base import Deps, JudgeError, Window
 from ragaudit.prompts import Prompt
+
+if TYPE_CHECKING:
+    # The gateway (litellm) is imported where a request is built: registering the metrics
+    # then imports none of it.
+    from ragaudit.cache import Judged
 
 _steps: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
     "ragaudit_metric_steps", default=None
@@ -158,6 +162,8 @@ def structured_window(
     Its schema message, the messages, and the schema once more as ``response_format`` (counted
     as a text, as the gateway counts it against the prompt budget).
     """
+    from ragaudit.cache import response_schema_text, structured_messages
+
     sent = structured_messages(schema, messages)
     return Window([m["content"] for m in sent] + [response_schema_text(schema)], mode)
 

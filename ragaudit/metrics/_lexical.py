@@ -12,11 +12,15 @@
 
 from __future__ import annotations
 
-from rouge_score import rouge_scorer
-from sacrebleu.metrics import BLEU
+from functools import cache
+from typing import TYPE_CHECKING
 
 from ragaudit.lang import tokens
 from ragaudit.metrics._base import Deps, Outcome, Sample, Skip, metric
+
+if TYPE_CHECKING:
+    from rouge_score.rouge_scorer import RougeScorer
+    from sacrebleu.metrics import BLEU
 
 TOKENIZER = "cjk-char+latin-word"
 
@@ -28,8 +32,20 @@ class _CJKTokenizer:
         return tokens(text)
 
 
-_ROUGE = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_CJKTokenizer())
-_BLEU = BLEU(tokenize="zh", effective_order=True)
+# Built on first use: rouge-score imports nltk, seconds that a run without these metrics
+# (or a command that only lists them) should not pay.
+@cache
+def _rouge() -> RougeScorer:
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_CJKTokenizer())
+
+
+@cache
+def _bleu() -> BLEU:
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(tokenize="zh", effective_order=True)
 
 
 def _texts(s: Sample) -> tuple[str, str]:
@@ -43,7 +59,7 @@ def _texts(s: Sample) -> tuple[str, str]:
 async def rouge_l(s: Sample, deps: Deps) -> Outcome:
     """ROUGE-L F-measure of the answer against the reference (CJK-aware tokens)."""
     response, reference = _texts(s)
-    score = _ROUGE.score(reference, response)["rougeL"]
+    score = _rouge().score(reference, response)["rougeL"]
     return Outcome(
         score.fmeasure,
         {"precision": score.precision, "recall": score.recall},
@@ -55,11 +71,11 @@ async def rouge_l(s: Sample, deps: Deps) -> Outcome:
 async def bleu(s: Sample, deps: Deps) -> Outcome:
     """Sentence BLEU of the answer against the reference (sacreBLEU, zh tokenizer), 0–1."""
     response, reference = _texts(s)
-    result = _BLEU.sentence_score(response, [reference])
+    result = _bleu().sentence_score(response, [reference])
     return Outcome(
         result.score / 100.0,
         {"precisions": [p / 100.0 for p in result.precisions], "bp": result.bp},
-        {"signature": str(_BLEU.get_signature())},
+        {"signature": str(_bleu().get_signature())},
     )
 
 

@@ -11,67 +11,79 @@ The 2k + 1 verdict prompts are asked concurrently.
 from __future__ import annotations
 
 import asyncio
+from functools import cache
 from typing import Literal
 
 import numpy as np
-from ragas.metrics import collections as rc
-from ragas.metrics.collections.noise_sensitivity.util import (
-    StatementFaithfulnessInput,
-    StatementFaithfulnessPrompt,
-)
-from ragas.metrics.result import MetricResult
 
 from ragaudit.metrics._base import Deps, JudgeError, Outcome, Sample, Skip, Window, metric
-from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
-from ragaudit.prompts.statements import NLI_NOISE, STATEMENTS_NOISE
 
 
-class _NoiseSensitivity(rc.NoiseSensitivity):
-    """ragas's noise sensitivity with its per-context verdicts asked at once, and checked."""
+@cache
+def _noise_sensitivity_class() -> type:
+    """The class scoring noise sensitivity (ragas's, extended), made on first use."""
+    from ragas.metrics import collections as rc
+    from ragas.metrics.result import MetricResult
 
-    # ragas's ascore takes **kwargs; this one names the inputs it needs.
-    async def ascore(  # type: ignore[override]
-        self, user_input: str, response: str, reference: str, retrieved_contexts: list[str]
-    ) -> MetricResult:
-        gt, ans = await asyncio.gather(
-            self._decompose_answer_into_statements(reference, user_input),
-            self._decompose_answer_into_statements(response, user_input),
-        )
-        if not ans:
-            raise Skip("the judge found no statements in the response")
-        if not gt:
-            raise Skip("the judge found no statements in the reference")
-        k = len(retrieved_contexts)
-        verdicts = await asyncio.gather(
-            *(self._checked(gt, c) for c in retrieved_contexts),
-            *(self._checked(ans, c) for c in retrieved_contexts),
-            self._checked(ans, reference),
-        )
-        answers = {
-            "retrieved2ground_truth": np.array(verdicts[:k]).T.astype(bool),
-            "retrieved2answer": np.array(verdicts[k : 2 * k]).T.astype(bool),
-            "ground_truth2answer": np.array([verdicts[-1]]).astype(bool),
-        }
-        return MetricResult(value=float(self._compute_score(answers)))
+    class _NoiseSensitivity(rc.NoiseSensitivity):
+        """ragas's noise sensitivity with its per-context verdicts asked at once, and checked."""
 
-    async def _checked(self, statements: list[str], context: str) -> list[int]:
-        verdicts = await self._evaluate_statement_faithfulness(statements, context)
-        if len(verdicts) != len(statements):
-            raise JudgeError(
-                f"the judge gave {len(verdicts)} verdicts for {len(statements)} statements"
+        # ragas's ascore takes **kwargs; this one names the inputs it needs.
+        async def ascore(  # type: ignore[override]
+            self, user_input: str, response: str, reference: str, retrieved_contexts: list[str]
+        ) -> MetricResult:
+            gt, ans = await asyncio.gather(
+                self._decompose_answer_into_statements(reference, user_input),
+                self._decompose_answer_into_statements(response, user_input),
             )
-        return verdicts
+            if not ans:
+                raise Skip("the judge found no statements in the response")
+            if not gt:
+                raise Skip("the judge found no statements in the reference")
+            k = len(retrieved_contexts)
+            verdicts = await asyncio.gather(
+                *(self._checked(gt, c) for c in retrieved_contexts),
+                *(self._checked(ans, c) for c in retrieved_contexts),
+                self._checked(ans, reference),
+            )
+            answers = {
+                "retrieved2ground_truth": np.array(verdicts[:k]).T.astype(bool),
+                "retrieved2answer": np.array(verdicts[k : 2 * k]).T.astype(bool),
+                "ground_truth2answer": np.array([verdicts[-1]]).astype(bool),
+            }
+            return MetricResult(value=float(self._compute_score(answers)))
+
+        async def _checked(self, statements: list[str], context: str) -> list[int]:
+            verdicts = await self._evaluate_statement_faithfulness(statements, context)
+            if len(verdicts) != len(statements):
+                raise JudgeError(
+                    f"the judge gave {len(verdicts)} verdicts for {len(statements)} statements"
+                )
+            return verdicts
+
+    return _NoiseSensitivity
 
 
 def _window(s: Sample, deps: Deps) -> Window:
+    from ragas.metrics.collections.noise_sensitivity.util import (
+        StatementFaithfulnessInput,
+        StatementFaithfulnessPrompt,
+    )
+
+    from ragaudit.metrics._ragas import prompt_for, ragas_window
+    from ragaudit.prompts.statements import NLI_NOISE
+
     longer = max(s.response or "", s.reference or "", key=len)
     prompt = prompt_for(StatementFaithfulnessPrompt(), NLI_NOISE, s.language)
     return ragas_window(prompt, StatementFaithfulnessInput(context="", statements=[longer]), "each")
 
 
 async def _score(s: Sample, deps: Deps, mode: Literal["relevant", "irrelevant"]) -> Outcome:
+    from ragaudit.metrics._ragas import localise, ragas_llm
+    from ragaudit.prompts.statements import NLI_NOISE, STATEMENTS_NOISE
+
     m = localise(
-        _NoiseSensitivity(llm=ragas_llm(deps, s.language), mode=mode),
+        _noise_sensitivity_class()(llm=ragas_llm(deps, s.language), mode=mode),
         s.language,
         statement_prompt=STATEMENTS_NOISE,
         faithfulness_prompt=NLI_NOISE,

@@ -13,10 +13,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ragaudit.cache import structured_messages
 from ragaudit.metrics._base import CostSheet, Deps, Options, Outcome, Sample, Skip, metric
 from ragaudit.metrics._judge import ask
-from ragaudit.nuggets import NUGGETS_PER_CALL, assign_nuggets, nugget_scores
 from ragaudit.prompts.nugget_assignment import ASSIGN, AssignInput, Assignments
 
 
@@ -28,10 +26,18 @@ def _nuggets(s: Sample) -> list[dict[str, Any]]:
     return s.nuggets
 
 
+def _per_call() -> int:
+    # Read when the options are built: ragaudit.nuggets imports the gateway (litellm), which
+    # registering the metrics does not need.
+    from ragaudit.nuggets import NUGGETS_PER_CALL
+
+    return NUGGETS_PER_CALL
+
+
 class NuggetOptions(Options):
     """Options of the nugget recall metrics."""
 
-    batch_size: int = Field(default=NUGGETS_PER_CALL, ge=1, le=100)
+    batch_size: int = Field(default_factory=_per_call, ge=1, le=100)
     """Nuggets judged against the answer in one call. The four metrics send the same
     batches only when they share this value (the memo then answers three of them)."""
 
@@ -40,6 +46,8 @@ async def judged_nuggets(
     s: Sample, deps: Deps, opts: NuggetOptions | None = None
 ) -> list[dict[str, Any]]:
     """The sample's nuggets, each with the judge's ``verdict`` and ``reason`` on the answer."""
+    from ragaudit.nuggets import assign_nuggets
+
     nuggets = _nuggets(s)
 
     async def judge(inp: AssignInput) -> Assignments:
@@ -51,6 +59,8 @@ async def judged_nuggets(
 
 def _cost(s: Sample, deps: Deps, opts: NuggetOptions, sheet: CostSheet) -> None:
     """One assignment call per batch of the question's nuggets (the dry run's placeholders)."""
+    from ragaudit.cache import structured_messages
+
     nuggets = [n["text"] for n in (s.nuggets or [])]
     for start in range(0, len(nuggets), opts.batch_size):
         batch = nuggets[start : start + opts.batch_size]
@@ -71,6 +81,8 @@ def _cost(s: Sample, deps: Deps, opts: NuggetOptions, sheet: CostSheet) -> None:
 
 
 async def _score(name: str, s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
+    from ragaudit.nuggets import nugget_scores
+
     assigned = await judged_nuggets(s, deps, opts)
     value = nugget_scores(assigned)[name]
     if value is None:

@@ -7,31 +7,43 @@ answer (as a summary) can answer; blended with a conciseness term (the options
 
 from __future__ import annotations
 
+from functools import cache
+
 from pydantic import Field
-from ragas.metrics import collections as rc
-from ragas.metrics.collections.summary_score.util import (
-    GenerateQuestionsInput,
-    GenerateQuestionsPrompt,
-)
 
 from ragaudit.metrics._base import Deps, JudgeError, Options, Outcome, Sample, Window, metric
-from ragaudit.metrics._ragas import localise, prompt_for, ragas_llm, ragas_window
-from ragaudit.prompts.summary import ANSWERS, KEYPHRASES, QUESTIONS
 
 
-class _SummaryScore(rc.SummaryScore):
-    """ragas's summary score; no questions or a wrong number of answers is an error, not a crash."""
+@cache
+def _summary_score_class() -> type:
+    """The class scoring summary score (ragas's, extended), made on first use."""
+    from ragas.metrics import collections as rc
 
-    async def _generate_answers(self, summary: str, questions: list[str]) -> list[str]:
-        if not questions:
-            raise JudgeError("the judge generated no questions from the contexts")
-        answers = await super()._generate_answers(summary, questions)
-        if len(answers) != len(questions):
-            raise JudgeError(f"the judge gave {len(answers)} answers to {len(questions)} questions")
-        return answers
+    class _SummaryScore(rc.SummaryScore):
+        """ragas's summary score; no questions or a wrong answer count is an error, not a crash."""
+
+        async def _generate_answers(self, summary: str, questions: list[str]) -> list[str]:
+            if not questions:
+                raise JudgeError("the judge generated no questions from the contexts")
+            answers = await super()._generate_answers(summary, questions)
+            if len(answers) != len(questions):
+                raise JudgeError(
+                    f"the judge gave {len(answers)} answers to {len(questions)} questions"
+                )
+            return answers
+
+    return _SummaryScore
 
 
 def _window(s: Sample, deps: Deps) -> Window:
+    from ragas.metrics.collections.summary_score.util import (
+        GenerateQuestionsInput,
+        GenerateQuestionsPrompt,
+    )
+
+    from ragaudit.metrics._ragas import prompt_for, ragas_window
+    from ragaudit.prompts.summary import QUESTIONS
+
     # The question prompt holds the contexts and their key phrases; the phrases are not known
     # before the first call, so the window leaves them out.
     prompt = prompt_for(GenerateQuestionsPrompt(), QUESTIONS, s.language)
@@ -56,10 +68,15 @@ class SummarizationOptions(Options):
 )
 async def summarization_score(s: Sample, deps: Deps, opts: SummarizationOptions) -> Outcome:
     """Share of questions on the contexts' key facts the answer answers, with a length penalty."""
+    from ragaudit.metrics._ragas import localise, ragas_llm
+    from ragaudit.prompts.summary import ANSWERS, KEYPHRASES, QUESTIONS
+
     length_penalty = bool(opts.length_penalty)
     coeff = float(opts.coeff)
     args = {"length_penalty": length_penalty, "coeff": coeff}
-    m = _SummaryScore(llm=ragas_llm(deps, s.language), length_penalty=length_penalty, coeff=coeff)
+    m = _summary_score_class()(
+        llm=ragas_llm(deps, s.language), length_penalty=length_penalty, coeff=coeff
+    )
     localise(
         m,
         s.language,

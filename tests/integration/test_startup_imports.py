@@ -79,6 +79,127 @@ def test_listing_runs_needs_no_statistics_library(two_runs: Path, tmp_path: Path
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
-    # The probe itself: a command that needs ragas (the metric list registers every metric)
-    # is seen importing it, so an empty list above is a finding, not a blind probe.
-    assert "ragas" in _heavy_imports(["metrics"], tmp_path)
+    # The probe itself: a command that needs the gateway (the memo's statistics) is seen
+    # importing litellm, so an empty list above is a finding, not a blind probe.
+    assert "litellm" in _heavy_imports(["cache", "stats"], tmp_path)
+
+
+# What a metric imports only where it scores a row: ragas (with langchain and datasets),
+# rouge-score's nltk, sacreBLEU.
+SCORING = ("ragas", "nltk", "rouge_score", "sacrebleu", "langchain_core", "datasets")
+
+_REGISTRY_PROBE = """
+import json, sys
+import ragaudit.metrics
+after_import = sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)
+from ragaudit.config import load_config
+base = json.loads(sys.argv[2])
+base["score"]["metrics"] = list(ragaudit.metrics.METRICS)
+load_config(None, base, environ={})
+after_load = sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)
+print("FOUND=" + json.dumps([after_import, after_load, len(base["score"]["metrics"])]))
+"""
+
+
+def test_registering_and_checking_the_metrics_imports_no_scoring_library(tmp_path: Path) -> None:
+    # Every command that loads a config registers the metrics and checks the listed ones
+    # (names, options, the cost models they carry): none of that needs ragas or nltk, nor,
+    # for the import, the gateway's litellm.
+    from support.runs import REPO
+
+    base = {
+        "questions": str(REPO / "data" / "demo" / "questions.jsonl"),
+        "runs_root": str(tmp_path / "runs"),
+        "cache_dir": str(tmp_path / "cache"),
+        "models": {"judge": "fake/judge", "embedder": "fake/embed"},
+        "score": {},
+    }
+    heavy = [*SCORING, "litellm"]
+    done = subprocess.run(
+        [sys.executable, "-c", _REGISTRY_PROBE, json.dumps(heavy), json.dumps(base)],
+        capture_output=True,
+        text=True,
+        env=cli_env(tmp_path),
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("FOUND=")]
+    after_import, after_load, listed = json.loads(line.removeprefix("FOUND="))
+    assert listed > 20
+    assert after_import == []
+    assert [m for m in after_load if m in SCORING] == []
+
+
+_SERVER_PROBE = """
+import json, sys
+import ragaudit._server as s
+
+spawned = []
+real = s._spawn
+
+
+def spawn(port):
+    spawned.append(real(port))
+    return spawned[-1]
+
+
+s._spawn = spawn
+fail = sys.argv[1] == "fail"
+prepared = []
+
+
+def prepare():
+    if fail:
+        raise ValueError("the question set is malformed")
+    import ragaudit.flows.evaluate  # what a run imports meanwhile
+    prepared.append(True)
+
+
+out = {}
+try:
+    with s.ephemeral_server(prepare) as server:
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            out["health"] = client.api_healthcheck() is None
+        out["same"] = server.server_process is spawned[-1]
+        out["alive_inside"] = spawned[-1].poll() is None
+except ValueError as exc:
+    out["raised"] = str(exc)
+out["spawned"] = len(spawned)
+out["prepared"] = prepared
+out["alive_after"] = [p.poll() is None for p in spawned]
+print("OUT=" + json.dumps(out))
+"""
+
+
+def _server_probe(mode: str, tmp_path: Path) -> dict:
+    env = {k: v for k, v in cli_env(tmp_path).items() if k != "PREFECT_API_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVER_PROBE, mode],
+        capture_output=True,
+        text=True,
+        env={**env, "PREFECT_HOME": str(tmp_path / "prefect")},
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("OUT=")]
+    return json.loads(line.removeprefix("OUT="))
+
+
+def test_the_server_started_beside_the_runs_preparation_is_prefects_own(tmp_path: Path) -> None:
+    # Spawned before Prefect's server module is imported, it is handed to Prefect as its
+    # instance: a client uses it (no second server), and it stops with the block.
+    out = _server_probe("ok", tmp_path)
+    assert out["health"] and out["same"] and out["alive_inside"]
+    assert out["spawned"] == 1 and out["prepared"] == [True]
+    assert out["alive_after"] == [False]
+
+
+def test_a_failing_preparation_stops_the_server_and_raises_its_error(tmp_path: Path) -> None:
+    out = _server_probe("fail", tmp_path)
+    assert out["raised"] == "the question set is malformed"
+    assert out["spawned"] == 1 and out["alive_after"] == [False]
+    assert "health" not in out
