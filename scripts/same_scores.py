@@ -114,6 +114,12 @@ def compare(root: Path, run_ids: list[str]) -> bool:
     print(f"{run_ids[0]}: {first.height} score rows, {calls} provider calls")
     for other in run_ids[1:]:
         table = scores(root, other)
+        # A column one side's schema lacks (added by a later version) is said, not compared.
+        only = sorted(set(first.columns) ^ set(table.columns))
+        if only:
+            print(f"  columns in one run only, not compared: {', '.join(only)}")
+        shared = [c for c in first.columns if c in table.columns]
+        table, first = table.select(shared), first.select(shared)
         equal = table.equals(first)
         calls = provider_calls(root, other)
         print(f"{other}: {table.height} rows, identical={equal}, {calls} provider calls")
