@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.cli import cli_env
@@ -29,21 +30,35 @@ finally:
 """
 
 
+def _probe(
+    code: str,
+    args: list[str],
+    tag: str,
+    tmp_path: Path,
+    *,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: int = 300,
+) -> Any:
+    """Run ``code`` in a fresh interpreter; the JSON its ``TAG=`` line printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env if env is not None else cli_env(tmp_path),
+        cwd=tmp_path,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith(f"{tag}=")]
+    return json.loads(line.removeprefix(f"{tag}="))
+
+
 def _heavy_imports(
     args: list[str], tmp_path: Path, heavy: tuple[str, ...] | list[str] = HEAVY
 ) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args],
-        input=json.dumps(list(heavy)),
-        capture_output=True,
-        text=True,
-        env=cli_env(tmp_path),
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    (line,) = [x for x in done.stdout.splitlines() if x.startswith("HEAVY=")]
-    return json.loads(line.removeprefix("HEAVY="))
+    return _probe(_PROBE, args, "HEAVY", tmp_path, stdin=json.dumps(list(heavy)))
 
 
 @pytest.fixture
@@ -115,17 +130,9 @@ def test_registering_and_checking_the_metrics_imports_no_scoring_library(tmp_pat
         "score": {},
     }
     heavy = [*SCORING, "litellm"]
-    done = subprocess.run(
-        [sys.executable, "-c", _REGISTRY_PROBE, json.dumps(heavy), json.dumps(base)],
-        capture_output=True,
-        text=True,
-        env=cli_env(tmp_path),
-        cwd=tmp_path,
-        timeout=300,
+    after_import, after_load, listed = _probe(
+        _REGISTRY_PROBE, [json.dumps(heavy), json.dumps(base)], "FOUND", tmp_path
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    (line,) = [x for x in done.stdout.splitlines() if x.startswith("FOUND=")]
-    after_import, after_load, listed = json.loads(line.removeprefix("FOUND="))
     assert listed > 20
     assert after_import == []
     assert [m for m in after_load if m in SCORING] == []
@@ -176,17 +183,8 @@ print("OUT=" + json.dumps(out))
 
 def _server_probe(mode: str, tmp_path: Path) -> dict:
     env = {k: v for k, v in cli_env(tmp_path).items() if k != "PREFECT_API_URL"}
-    done = subprocess.run(
-        [sys.executable, "-c", _SERVER_PROBE, mode],
-        capture_output=True,
-        text=True,
-        env={**env, "PREFECT_HOME": str(tmp_path / "prefect")},
-        cwd=tmp_path,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (line,) = [x for x in done.stdout.splitlines() if x.startswith("OUT=")]
-    return json.loads(line.removeprefix("OUT="))
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    return _probe(_SERVER_PROBE, [mode], "OUT", tmp_path, env=env, timeout=600)
 
 
 def test_the_server_started_beside_the_runs_preparation_is_prefects_own(tmp_path: Path) -> None:
