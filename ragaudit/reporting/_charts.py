@@ -115,6 +115,19 @@ _BIN_STEP = 0.05
 _PANEL_COLUMNS = 4
 
 
+def _bin_counts(values: list[float], low: float, high: float, step: float) -> list[int]:
+    """Values per bin of width ``step`` from ``low`` to ``high`` (the last bin holds ``high``).
+
+    The quotient is rounded before it is floored, so a value on a bin's edge (-0.2 in steps of
+    0.1 from -1) falls in the bin Vega puts it in, not the one below.
+    """
+    n_bins = round((high - low) / step)
+    counts = [0] * n_bins
+    for v in values:
+        counts[min(n_bins - 1, max(0, math.floor(round((v - low) / step, 9))))] += 1
+    return counts
+
+
 def _count_ticks(counts: list[int]) -> list[int]:
     """Whole-number ticks up to the tallest bar: Vega's own ticks printed ``0 1 1`` at height 1."""
     top = max(counts, default=1)
@@ -145,12 +158,9 @@ def distributions_chart(report: Report) -> Figure | None:
     drawn = [m for m in report.metrics if m in values]
     drawn += [m for m in values if m not in drawn]
     empty = [m for m in report.metrics if m not in values]
-    n_bins = round(1 / _BIN_STEP)
     panels = []
     for m in drawn:
-        counts = [0] * n_bins
-        for v in values[m]:
-            counts[min(n_bins - 1, max(0, int(v / _BIN_STEP)))] += 1
+        counts = _bin_counts(values[m], 0.0, 1.0, _BIN_STEP)
         panels.append(
             alt.Chart(
                 alt.NamedData(name="values"),
@@ -343,8 +353,8 @@ def ndcg_chart(report: Report) -> Figure | None:
 
 def spearman_chart(report: Report) -> Figure | None:
     """Per-question Spearman correlation of the judge's and the engine's orders."""
-    rows = [
-        {"question": a.question_id, "spearman": a.value}
+    found = [
+        (a.question_id, a.value)
         for a in report.agreement
         if a.question_id != "__all__"
         and a.comparison == "judge_vs_engine"
@@ -352,8 +362,10 @@ def spearman_chart(report: Report) -> Figure | None:
         and a.status == "ok"
         and _finite(a.value)
     ]
-    if not rows:
+    if not found:
         return None
+    rows = [{"question": q, "spearman": rho} for q, rho in found]
+    counts = _bin_counts([rho for _, rho in found], -1.0, 1.0, 0.1)
     chart = (
         alt.Chart(alt.NamedData(name="rho"))
         .mark_bar(color="#6a51a3")
@@ -363,7 +375,11 @@ def spearman_chart(report: Report) -> Figure | None:
                 bin=alt.Bin(extent=[-1, 1], step=0.1),
                 title="Spearman ρ (judge vs engine)",
             ),
-            y=alt.Y("count():Q", title="questions", axis=alt.Axis(tickMinStep=1, format="d")),
+            y=alt.Y(
+                "count():Q",
+                title="questions",
+                axis=alt.Axis(values=_count_ticks(counts), format="d"),
+            ),
         )
         .properties(width=_WIDTH - 260, height=200)
     )

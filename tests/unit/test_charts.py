@@ -6,6 +6,7 @@ where a reader sees them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from support.reporting_runs import write_run
 
 import ragaudit.metrics  # noqa: F401  (the registry: run configs name real metrics)
 from ragaudit.reporting import build_report, compare_runs
-from ragaudit.reporting._charts import compare_chart, distributions_chart
+from ragaudit.reporting._charts import compare_chart, distributions_chart, spearman_chart
+from ragaudit.reporting._model import AgreementRow
 
 # A browser's fallback sans-serif (DejaVu Sans) sets digits and the minus sign about 0.64 em
 # wide; vl-convert measures with a narrower font.
@@ -85,6 +87,22 @@ def test_distribution_count_ticks_are_whole_and_distinct(tmp_path: Path) -> None
         texts = [t for _, _, t in labels]
         assert len(texts) == len(set(texts)) >= 2, texts  # Vega's own ticks printed "0 1 1"
         assert all(t.isdigit() for t in texts), texts
+
+
+def test_spearman_count_ticks_are_whole_and_distinct(tmp_path: Path) -> None:
+    # Five questions, one a bin (-0.2 sits on a bin's edge): bars of height 1, where Vega's own
+    # ticks printed "0 1 1" on this chart as on the distributions.
+    report = build_report(write_run(tmp_path, "r", {"faithfulness": [0.5] * 5}))
+    rhos = [-0.2, 0.4, 0.5, 0.6, 1.0]
+    rows = [
+        AgreementRow(f"q{i}", "judge_vs_engine", "spearman", None, rho, None, "ok", None)
+        for i, rho in enumerate(rhos)
+    ]
+    fig = spearman_chart(dataclasses.replace(report, agreement=rows))
+    assert fig is not None
+    (labels,) = axes(fig.svg, "Y")
+    texts = [t for _, _, t in labels]
+    assert texts == ["0", "1"], texts
 
 
 def test_compare_chart_labels_fit_and_do_not_run_together(tmp_path: Path) -> None:
