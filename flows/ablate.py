@@ -88,7 +88,7 @@ async def ablate(config_json: str) -> dict[str, Any]:
     than here: Prefect rebuilds its context, clients and settings for every task in a
     subprocess, each task gets a fresh event loop, and processes share no calls in flight (so
     more provider calls). On 2 cores that sweep took as long as running its points one after
-    another; the figures are in ARCHITECTURE.md.
+    another; the figures are in bench/README.md (bench_ablate.py).
     """
     config = RunConfig.model_validate_json(config_json)
     planned = plan(config.ablate)
