@@ -11,7 +11,7 @@ from typing import Any
 import ragaudit
 from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, OFFLINE_EMBEDDER, OFFLINE_JUDGE, RunConfig
 from ragaudit.noise import circular
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import RunFolder, read_parquet_file
 
 PACKAGES = (
     "ragaudit",
@@ -131,7 +131,9 @@ def _asked(run: RunFolder, model: str) -> bool:
 
     files = sorted(run.calls_dir.glob("*.parquet")) if run.calls_dir.is_dir() else []
     if any(
-        pl.read_parquet(path, columns=["model"]).filter(pl.col("model") == model).height
+        pl.DataFrame(read_parquet_file(path, columns=["model"]))
+        .filter(pl.col("model") == model)
+        .height
         for path in files
     ):
         return True

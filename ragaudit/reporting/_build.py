@@ -32,7 +32,7 @@ from ragaudit.reporting._model import (
     WorstQuestion,
 )
 from ragaudit.reporting._stats import summarise, worst_questions
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import RunFolder, run_state
 
 # Reference answers the score stage reads instead of the question set's (tasks/score.py).
 USABLE_REFERENCE = frozenset({"ok", "partial"})
@@ -93,6 +93,10 @@ def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
     from ragaudit.manifest import judge_warnings
 
     found = list(manifest.get("warnings", ()))
+    state = run_state(run.path)
+    # A live run's own report stage reads its folder while it runs: not a finding about it.
+    if state.warning and state.status != "running":
+        found.insert(0, state.warning)
     if "config" in manifest:
         # A config of another ragaudit version may not validate: keep what was stored.
         with contextlib.suppress(ValidationError):
