@@ -90,7 +90,7 @@ def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
     from pydantic import ValidationError
 
     from ragaudit.config import RunConfig
-    from ragaudit.manifest import judge_warnings
+    from ragaudit.manifest import failure_warnings, judge_warnings
 
     found = list(manifest.get("warnings", ()))
     state = run_state(run.path)
@@ -101,6 +101,9 @@ def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
         # A config of another ragaudit version may not validate: keep what was stored.
         with contextlib.suppress(ValidationError):
             found += judge_warnings(RunConfig.model_validate(manifest["config"]), run)
+    # A juror failing its calls is in the report even when the report stage ran before the
+    # flow wrote the manifest's warnings (the same sentences: deduplicated below).
+    found += failure_warnings(run, ["scores", "verdicts"])
     return tuple(dict.fromkeys(found))
 
 
