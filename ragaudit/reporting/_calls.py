@@ -21,8 +21,8 @@ def read_calls(calls_dir: Path) -> pl.DataFrame | None:
     files = sorted(calls_dir.glob("*.parquet")) if calls_dir.is_dir() else []
     if not files:
         return None
-    frames = [pl.from_arrow(read_parquet_file(p)) for p in files]
-    return pl.concat(frames, how="diagonal_relaxed").sort("ts")  # type: ignore[arg-type]
+    frames = [pl.DataFrame(read_parquet_file(p)) for p in files]
+    return pl.concat(frames, how="diagonal_relaxed").sort("ts")
 
 
 def failure_reason(error: str) -> str:
