@@ -47,7 +47,7 @@ def damaged(path: Path, exc: Exception) -> DamagedRunFile:
     run again, which resuming the run does once the file is gone.
     """
     return DamagedRunFile(
-        f"{path}: damaged, not a readable table ({type(exc).__name__}); delete it and re-run the "
+        f"{path}: damaged, cannot be read ({type(exc).__name__}); delete it and re-run the "
         f"run with --run-id {path.parent.name} to write it again (or restore the run folder "
         "from a copy)"
     )

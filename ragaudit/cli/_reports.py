@@ -82,7 +82,11 @@ def show(run_id: str, runs_root: RootOpt = None) -> None:
     path = root / run_id / "manifest.json"
     if not path.is_file():
         raise RagauditError(f"no manifest at {path}")
-    console.print_json(json.dumps(json.loads(path.read_text(encoding="utf-8"))))
+    from ragaudit.reporting import run_folder
+
+    # Read through the run folder: a damaged manifest is one line, not a JSON traceback.
+    console.print_json(json.dumps(run_folder(path.parent).read_manifest()))
+    _warn_incomplete(path.parent)
 
 
 def _run_dir(

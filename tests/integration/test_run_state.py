@@ -90,7 +90,11 @@ def test_runs_report_and_export_name_the_killed_run(runs: Path, tmp_path: Path) 
     assert listed.returncode == 0
     (line,) = [x for x in listed.stdout.splitlines() if "KILLED" in x]
     assert "interrupted" in line and "running" not in line
-    for command in (["report", str(runs / "KILLED")], ["export-trec", "KILLED"]):
+    for command in (
+        ["report", str(runs / "KILLED")],
+        ["export-trec", "KILLED"],
+        ["show", "KILLED"],
+    ):
         out = _cli(tmp_path, *command, "--runs-root", str(runs))
         assert "run KILLED is INCOMPLETE (interrupted" in out.stderr, command
     html = (runs / "KILLED" / "report.html").read_text(encoding="utf-8")
