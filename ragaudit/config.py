@@ -644,6 +644,10 @@ class GoldConfig(_Frozen):
     qrels: Path | None = None
     """TREC qrels file (``qid 0 docid grade`` per line) grading the questions' contexts; grade 0
     is judged not relevant. Merged over any ``reference_context_grades`` of the question set."""
+    allow_unknown_ids: bool = False
+    """Accept a qrels file that grades question ids the question set lacks (they are dropped)
+    or grades one (question, document) twice with different grades (the last is kept). Off:
+    either is refused at load, naming them, as a qrels of another set or a bad merge."""
 
 
 DIMENSIONS = ("file_size", "chunk_size", "overlap", "context", "top_k")

@@ -9,14 +9,23 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragaudit.errors import InputError, clip
 from ragaudit.lang import detect_language
+
+if TYPE_CHECKING:
+    from ragaudit.config import RunConfig
+
+_log = logging.getLogger(__name__)
 
 # RAGAS EvaluationDataset names → ours, so a RAGAS user brings data as it is.
 ALIASES = {
@@ -208,43 +217,148 @@ def _as_grades(value: Any, where: str) -> dict[str, int] | None:
     return grades
 
 
-def load_qrels(path: Path | str) -> dict[str, dict[str, int]]:
-    """Gold grades from a qrels file → qid → {docid: grade}.
+MAX_GRADE = 10
+"""Highest gold grade a qrels file may hold: TREC and BEIR grade 0–3 or 0–4; a grade far above
+(``1e23``, ``2**63 - 1``) is a broken file, and one such grade dominates every NDCG."""
 
-    Two layouts, told apart line by line by their field count: TREC's ``qid iteration docid
-    grade`` (whitespace-separated) and BEIR's ``query-id corpus-id score`` (tab- or
-    whitespace-separated, with an optional header line ``query-id corpus-id score``).
+_INTEGER = re.compile(r"-?[0-9]+")
+"""A qrels grade: ASCII digits only (``int()`` also takes ``1_0``, `` 7`` and Arabic digits)."""
+
+_LAYOUTS = {4: "TREC 'qid iteration docid grade'", 3: "BEIR 'query-id corpus-id score'"}
+
+
+@dataclass(frozen=True)
+class Qrels:
+    """A qrels file's grades and the conflicts found reading it."""
+
+    path: Path
+    grades: dict[str, dict[str, int]]
+    conflicts: dict[tuple[str, str], list[int]]
+    """(qid, docid) graded more than once with different grades → those grades, in file order
+    (the last one is kept when they are allowed)."""
+
+
+def read_qrels(path: Path | str) -> Qrels:
+    """Gold grades from a qrels file, with the (qid, docid) pairs graded differently twice.
+
+    Two layouts: TREC's ``qid iteration docid grade`` and BEIR's ``query-id corpus-id score``
+    (tab- or whitespace-separated, with an optional header line ``query-id corpus-id score``).
+    The first line decides the layout for the whole file: a TREC line missing a field must not
+    be read as a BEIR line with another meaning (``q 0 2``: docid ``0``).
 
     Raises:
-        InputError: The file is missing or a line is malformed (naming the line).
+        InputError: The file is missing or holds no grade, a line has the other layout's field
+            count, a grade is not a plain integer or lies outside 0–``MAX_GRADE`` (naming the
+            line).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"gold.qrels {path}: file not found")
     out: dict[str, dict[str, int]] = {}
+    seen: dict[tuple[str, str], list[int]] = {}
+    fields: int | None = None
     for n, line in enumerate(_decode(path).splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) == 3 and n == 1 and _is_beir_header(parts):
+        if fields is None and len(parts) == 3 and _is_beir_header(parts):
             continue
-        if len(parts) == 4:
-            qid, _, docid, grade = parts
-        elif len(parts) == 3:
-            qid, docid, grade = parts
-        else:
+        if fields is None:
+            if len(parts) not in _LAYOUTS:
+                raise InputError(
+                    f"{path}: line {n}: expected 'qid iteration docid grade' (TREC) or "
+                    f"'query-id corpus-id score' (BEIR), got {len(parts)} fields"
+                )
+            fields = len(parts)
+        elif len(parts) != fields:
             raise InputError(
-                f"{path}: line {n}: expected 'qid iteration docid grade' (TREC) or "
-                f"'query-id corpus-id score' (BEIR), got {len(parts)} fields"
+                f"{path}: line {n}: {len(parts)} fields, but the file is {_LAYOUTS[fields]} "
+                f"({fields} fields, decided by its first line): a field is missing or extra"
             )
-        try:
-            value = int(grade)
-        except ValueError:
-            raise InputError(f"{path}: line {n}: grade '{grade[:40]}' is not an integer") from None
-        if value < 0:
-            raise InputError(f"{path}: line {n}: grade {value} is negative")
+        if fields == 4:
+            qid, _, docid, grade = parts
+        else:
+            qid, docid, grade = parts
+        if not _INTEGER.fullmatch(grade):
+            raise InputError(f"{path}: line {n}: grade '{clip(grade, 40)}' is not an integer")
+        # Compared as text first: a 5,000-digit grade never becomes an int.
+        value = int(grade) if len(grade) <= 3 else MAX_GRADE + 1
+        if not 0 <= value <= MAX_GRADE:
+            raise InputError(f"{path}: line {n}: grade {clip(grade, 40)} is outside 0–{MAX_GRADE}")
+        seen.setdefault((qid, docid), []).append(value)
         out.setdefault(qid, {})[docid] = value
-    return out
+    if not out:
+        raise InputError(f"gold.qrels {path}: no grade in it (empty, or a header only)")
+    conflicts = {k: v for k, v in seen.items() if len(set(v)) > 1}
+    return Qrels(path, out, conflicts)
+
+
+def load_qrels(path: Path | str) -> dict[str, dict[str, int]]:
+    """Gold grades from a qrels file → qid → {docid: grade} (see :func:`read_qrels`)."""
+    return read_qrels(path).grades
+
+
+def check_qrels(
+    qrels: Qrels, question_ids: Iterable[str], *, allow_unknown_ids: bool = False
+) -> list[str]:
+    """Refuse gold that does not fit the question set; returns the notes of what was allowed.
+
+    Ids the question set does not have are gold nobody reads (a qrels of another set, ids
+    cut by a tool); a pair graded twice differently is a merge gone wrong. Each is counted
+    and named, and refused unless ``gold.allow_unknown_ids`` lets them pass (then said once).
+
+    Raises:
+        InputError: Unknown question ids or conflicting grades, not allowed.
+    """
+    known = set(question_ids)
+    unknown = [q for q in qrels.grades if q not in known]
+    problems = []
+    if unknown:
+        problems.append(
+            f"{len(unknown)} question id(s) not in the question set "
+            f"({', '.join(clip(q, 40) for q in unknown[:5])}{', …' if len(unknown) > 5 else ''})"
+        )
+    if qrels.conflicts:
+        named = ", ".join(
+            f"{clip(q, 40)}/{clip(d, 40)} {'→'.join(map(str, g))}"
+            for (q, d), g in list(qrels.conflicts.items())[:5]
+        )
+        problems.append(
+            f"{len(qrels.conflicts)} (question, document) pair(s) graded twice with different "
+            f"grades ({named}{', …' if len(qrels.conflicts) > 5 else ''})"
+        )
+    if problems and not allow_unknown_ids:
+        raise InputError(
+            f"gold.qrels {qrels.path}: {'; '.join(problems)}; fix the file, or set "
+            "gold.allow_unknown_ids: true to drop unknown ids and keep the last grade"
+        )
+    return [
+        f"gold.qrels {qrels.path}: {p} (allowed: unknown ids dropped, last grade kept)"
+        for p in problems
+    ]
+
+
+def check_gold(
+    config: RunConfig, questions: list[Question] | None = None
+) -> dict[str, dict[str, int]] | None:
+    """The gold qrels of ``config`` read and checked against the question set (None: none).
+
+    Checked against the whole set even under ``limit``: a qrels id of a question the limit
+    left out is not unknown. The dry run calls this too, so bad gold shows before money.
+
+    Raises:
+        InputError: The qrels file is malformed, empty, or does not fit the question set.
+    """
+    if config.gold.qrels is None:
+        return None
+    qrels = read_qrels(config.gold.qrels)
+    if questions is None or config.limit is not None:
+        questions = load_questions(config.questions)
+    for note in check_qrels(
+        qrels, (q.question_id for q in questions), allow_unknown_ids=config.gold.allow_unknown_ids
+    ):
+        _log.warning(note)
+    return qrels.grades
 
 
 def _is_beir_header(parts: list[str]) -> bool:
@@ -334,4 +448,16 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
     return questions
 
 
-__all__ = ["ALIASES", "Question", "jsonl_lines", "load_qrels", "load_questions", "with_qrels"]
+__all__ = [
+    "ALIASES",
+    "MAX_GRADE",
+    "Qrels",
+    "Question",
+    "check_gold",
+    "check_qrels",
+    "jsonl_lines",
+    "load_qrels",
+    "load_questions",
+    "read_qrels",
+    "with_qrels",
+]

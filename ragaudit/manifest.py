@@ -11,7 +11,7 @@ from typing import Any
 import ragaudit
 from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, OFFLINE_EMBEDDER, OFFLINE_JUDGE, RunConfig
 from ragaudit.noise import circular
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import RunFolder, read_parquet_file
 
 PACKAGES = (
     "ragaudit",
@@ -131,7 +131,9 @@ def _asked(run: RunFolder, model: str) -> bool:
 
     files = sorted(run.calls_dir.glob("*.parquet")) if run.calls_dir.is_dir() else []
     if any(
-        pl.read_parquet(path, columns=["model"]).filter(pl.col("model") == model).height
+        pl.DataFrame(read_parquet_file(path, columns=["model"]))
+        .filter(pl.col("model") == model)
+        .height
         for path in files
     ):
         return True
@@ -162,12 +164,61 @@ def failure_warnings(run: RunFolder, tables: list[str]) -> list[str]:
         if "judge" in rows.columns:
             rows = rows.filter(pl.col("judge").is_not_null())
         rows = rows.filter(pl.col("status") != "skipped")
+        out += _juror_failures(rows, name)
         # A reply cut off at its token budget gave no answer either.
         failed = rows.filter(pl.col("status").is_in(["failed", "truncated"])).height
         if rows.height and failed / rows.height > JUDGE_FAILURE_SHARE:
             out.append(
                 f"the judge failed on {failed} of {rows.height} {name} rows "
                 f"({failed / rows.height:.0%}): figures resting on them are marked failed"
+            )
+    return out
+
+
+_SAMPLE_COLUMNS = (("samples", "sample_judges"), ("grade_samples", "grade_judges"))
+"""(the samples of a row, who gave each) in the judged tables that keep them."""
+
+
+def _juror_failures(rows: Any, name: str) -> list[str]:
+    """One warning per juror or repeat (a sample's place) that failed most of its samples.
+
+    A row stays ``ok`` while one of its samples scored, so a juror that fails every call
+    hides behind the others: its share is counted over the samples it was asked for.
+    """
+    import polars as pl
+
+    found = [c for c in _SAMPLE_COLUMNS if set(c) <= set(rows.columns)]
+    if not found:
+        return []
+    samples, judges = found[0]
+    n = pl.col(samples).list.len()
+    # Repeats of one judge may leave the judges list empty: every sample is the row's judge.
+    judge = pl.col("judge") if "judge" in rows.columns else pl.lit(None, pl.String)
+    per_sample = (
+        rows.filter(n > 1)
+        .select(
+            value=pl.col(samples).cast(pl.List(pl.Float64)),
+            who=pl.when(pl.col(judges).list.len() == n)
+            .then(pl.col(judges))
+            .otherwise(judge.cast(pl.String).fill_null("the judge").repeat_by(n)),
+            place=pl.int_ranges(n),
+        )
+        .explode("value", "who", "place")
+    )
+    if per_sample.is_empty():
+        return []
+    counted = (
+        per_sample.group_by("place", "who")
+        .agg(total=pl.len(), failed=(pl.col("value").is_null() | pl.col("value").is_nan()).sum())
+        .sort("place", "who")
+    )
+    out = []
+    for r in counted.iter_rows(named=True):
+        if r["total"] and r["failed"] / r["total"] > JUDGE_FAILURE_SHARE:
+            out.append(
+                f"juror {r['who']} (sample {r['place'] + 1} of each row) failed on "
+                f"{r['failed']} of {r['total']} {name} samples ({r['failed'] / r['total']:.0%}): "
+                "the rows rest on the other samples only"
             )
     return out
 

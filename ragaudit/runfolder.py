@@ -10,6 +10,7 @@ import json
 import threading
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from cachetools import LRUCache
 
 from ragaudit.atomic import redact_table, write_bytes, write_json, write_table
 from ragaudit.dataset import Question
-from ragaudit.errors import StageError
-from ragaudit.runlock import check_run_id
+from ragaudit.errors import StageError, clip
+from ragaudit.runlock import check_run_id, is_held
 from ragaudit.schemas import SCHEMA_VERSION, TABLES, schema_version
 
 _READ_CACHE_BYTES = 64 << 20
@@ -32,6 +33,38 @@ _READ_CACHE: LRUCache[tuple[str, int, int, int, int], tuple[pa.Table, int]] = LR
     _READ_CACHE_BYTES, getsizeof=lambda kept: kept[1]
 )
 _READ_CACHE_LOCK = threading.Lock()
+
+
+class DamagedRunFile(StageError):
+    """A file of a run folder exists but cannot be read (truncated, overwritten, not Parquet)."""
+
+
+def damaged(path: Path, exc: Exception) -> DamagedRunFile:
+    """The one-line error for a run-folder file that cannot be read, saying what to do.
+
+    A table is only ever replaced whole (``atomic.py``), so a damaged one was changed from
+    outside (a disk fault, a copy cut short, an edit by hand): the stage that writes it must
+    run again, which resuming the run does once the file is gone.
+    """
+    return DamagedRunFile(
+        f"{path}: damaged, cannot be read ({type(exc).__name__}); delete it and re-run the "
+        f"run with --run-id {path.parent.name} to write it again (or restore the run folder "
+        "from a copy)"
+    )
+
+
+def read_parquet_file(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """``pq.read_table(path, columns=...)``; a damaged file is a :class:`DamagedRunFile`.
+
+    The one place a Parquet file of a run folder is opened: every command that reads a run
+    folder gets the same one line instead of a pyarrow traceback.
+    """
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise damaged(path, exc) from None
 
 
 def _read_parquet(path: Path) -> pa.Table:
@@ -49,13 +82,76 @@ def _read_parquet(path: Path) -> pa.Table:
         kept = _READ_CACHE.get(key)
     if kept is not None:
         return kept[0]
-    table = pq.read_table(path)
+    table = read_parquet_file(path)
     # Measured once: an Arrow table's nbytes walks every buffer of every chunk.
     size = table.nbytes
     if size <= _READ_CACHE_BYTES // 4:
         with _READ_CACHE_LOCK:
             _READ_CACHE.setdefault(key, (table, size))
     return table
+
+
+COMPLETE_STATUSES = ("completed", "completed_with_failures")
+"""Manifest statuses of a run that ran every stage it was asked for to its end."""
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Whether a run folder holds a finished run, and if not, what it is."""
+
+    run_id: str
+    status: str
+    """The manifest's status, except ``interrupted`` for a ``running`` run no process holds
+    (killed with ``kill -9``, or its machine lost) and ``damaged`` for a table that cannot be
+    read."""
+    complete: bool
+    reason: str | None = None
+    """Why the run is not complete, one phrase (None when it is)."""
+
+    @property
+    def warning(self) -> str | None:
+        """One sentence for a command that reads the run (None when the run is complete)."""
+        if self.complete:
+            return None
+        return (
+            f"run {self.run_id} is INCOMPLETE ({self.status}: {self.reason}); its numbers "
+            f"cover only what it finished: resume it with --run-id {self.run_id}"
+        )
+
+
+def run_state(run_dir: Path | str) -> RunState:
+    """The one rule of whether a run folder holds a complete run, used by every command.
+
+    Complete: the manifest says ``completed`` or ``completed_with_failures`` and every table
+    of the folder can be read. A manifest still ``running`` is a live run while a process
+    holds the run's lock (:func:`ragaudit.runlock.is_held`), else an interrupted one: a run
+    killed with ``kill -9`` never gets to write its end.
+    """
+    path = Path(run_dir)
+    run_id = path.name
+    try:
+        manifest = RunFolder(path.parent, run_id).read_manifest()
+    except DamagedRunFile as exc:
+        return RunState(run_id, "damaged", False, str(exc))
+    status = str(manifest.get("status") or "unknown")
+    for table in sorted(path.glob("*.parquet")):
+        try:
+            pq.read_metadata(table)
+        except (pa.ArrowException, OSError):
+            return RunState(run_id, "damaged", False, f"{table.name} cannot be read")
+    if status in COMPLETE_STATUSES:
+        return RunState(run_id, status, True)
+    if status == "running":
+        if is_held(path):
+            return RunState(run_id, "running", False, "a live process is still writing it")
+        return RunState(
+            run_id, "interrupted", False, "its process died before the run ended (no live lock)"
+        )
+    reasons = {
+        "interrupted": "it was stopped (SIGINT/SIGTERM) before it ended",
+        "failed": "a stage failed: " + clip(manifest.get("error") or "see its manifest", 200),
+    }
+    return RunState(run_id, status, False, reasons.get(status, "its manifest says no run ended"))
 
 
 class RunFolder:
@@ -128,7 +224,7 @@ class RunFolder:
 
     def question_ids(self) -> list[str]:
         """The question ids of the ``questions`` table, in its order."""
-        return pq.read_table(self.table_path("questions"), columns=["question_id"])[
+        return read_parquet_file(self.table_path("questions"), columns=["question_id"])[
             "question_id"
         ].to_pylist()
 
@@ -200,11 +296,29 @@ class RunFolder:
         """The manifest, or an empty dict before the first write."""
         if not self.manifest_path.is_file():
             return {}
-        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        try:
+            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise damaged(self.manifest_path, exc) from None
+        if not isinstance(manifest, dict):
+            raise damaged(self.manifest_path, ValueError("not a JSON object"))
+        return manifest
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically."""
         write_json(manifest, self.manifest_path)
 
 
-__all__ = ["RunFolder", "redact_table", "write_bytes", "write_json", "write_table"]
+__all__ = [
+    "COMPLETE_STATUSES",
+    "DamagedRunFile",
+    "RunState",
+    "run_state",
+    "RunFolder",
+    "damaged",
+    "read_parquet_file",
+    "redact_table",
+    "write_bytes",
+    "write_json",
+    "write_table",
+]

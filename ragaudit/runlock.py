@@ -173,6 +173,26 @@ class RunLock:
         self.release()
 
 
+def is_held(run_dir: Path | str) -> bool:
+    """Whether a live process (this one included) holds the run folder's lock now.
+
+    Probed with a shared ``flock`` that is released at once: the kernel grants it only when no
+    process holds the exclusive one, and a holder killed with ``kill -9`` holds nothing.
+    """
+    path = Path(run_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing the file drops the probe's shared lock
+    return False
+
+
 @contextlib.contextmanager
 def hold_run(run_dir: Path | str) -> Iterator[RunLock]:
     """Hold the run folder's lock for the block."""
@@ -187,4 +207,5 @@ __all__ = [
     "check_run_id",
     "describe_holder",
     "hold_run",
+    "is_held",
 ]

@@ -23,7 +23,7 @@ from typing import Any
 from ragaudit import progress
 from ragaudit.answers import answer_one, make_source, resolve_entrypoint
 from ragaudit.config import RunConfig
-from ragaudit.dataset import Question, load_qrels, load_questions, with_qrels
+from ragaudit.dataset import Question, check_gold, load_questions, with_qrels
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
 from ragaudit.search import (
@@ -180,9 +180,8 @@ def check_inputs(config: RunConfig) -> list[Question]:
     if corpus is not None and config.collect.backend != "question_set" and not corpus.exists():
         raise ConfigError(f"collect.corpus: no such file or folder: {corpus}")
     questions = load_questions(config.questions, limit=config.limit)
-    if config.gold.qrels is not None:
-        questions = with_qrels(questions, load_qrels(config.gold.qrels))
-    return questions
+    qrels = check_gold(config, questions)
+    return questions if qrels is None else with_qrels(questions, qrels)
 
 
 async def collect(ctx: StageContext) -> list[str]:

@@ -67,6 +67,7 @@ def report_cmd(
             page, _ = write_calibration_report(folder)
         else:
             page = write_html(build_report(folder))
+            _warn_incomplete(folder)
         console.print(f"report.html: {page}")
     if open_page:
         import webbrowser
@@ -81,7 +82,11 @@ def show(run_id: str, runs_root: RootOpt = None) -> None:
     path = root / run_id / "manifest.json"
     if not path.is_file():
         raise RagauditError(f"no manifest at {path}")
-    console.print_json(json.dumps(json.loads(path.read_text(encoding="utf-8"))))
+    from ragaudit.reporting import run_folder
+
+    # Read through the run folder: a damaged manifest is one line, not a JSON traceback.
+    console.print_json(json.dumps(run_folder(path.parent).read_manifest()))
+    _warn_incomplete(path.parent)
 
 
 def _run_dir(
@@ -100,6 +105,15 @@ def _run_dir(
         f"run '{name}': no {' or '.join(markers)} at {path} or {under} (give a run folder or a "
         "run id under --runs-root)"
     )
+
+
+def _warn_incomplete(folder: Path) -> None:
+    """Say on stderr when the run did not complete (the rule is ``run_state``'s)."""
+    from ragaudit.runfolder import run_state
+
+    warning = run_state(folder).warning
+    if warning:
+        err.print(f"[bold yellow]WARNING:[/] {warning}", soft_wrap=True)
 
 
 def _print_comparison(cmp: Any) -> None:
@@ -161,7 +175,8 @@ def compare(
         bool,
         typer.Option(
             "--fail-on-regression",
-            help="Exit 1 when a metric regressed beyond noise between comparable runs.",
+            help="Exit 1 when a metric regressed beyond noise between comparable runs, when "
+            "either run is incomplete, or when a metric of RUN_A is missing from RUN_B.",
         ),
     ] = False,
     alpha: Annotated[
@@ -183,6 +198,11 @@ def compare(
         from ragaudit.reporting import write_compare_html
 
         console.print(f"compare.html: {write_compare_html(cmp, dir_b / 'compare.html')}")
+    if fail_on_regression and cmp.gate_failures:
+        # Checked before comparability: a crashed run must never pass a gate by its absence.
+        for why in cmp.gate_failures:
+            err.print(f"[bold red]gate failed:[/] {why}", soft_wrap=True)
+        raise typer.Exit(1)
     if fail_on_regression and cmp.comparable and cmp.regressed:
         err.print(f"[bold red]regression beyond noise:[/] {', '.join(cmp.regressed)}")
         raise typer.Exit(1)
@@ -235,7 +255,9 @@ def export_trec_cmd(run: str, runs_root: RootOpt = None) -> None:
     """Write a run's TREC files (qrels.judge.txt, qrels.gold.txt, run.engine.txt) in its folder."""
     from ragaudit.trec import export_trec
 
-    written = export_trec(_run_dir(run, runs_root))
+    folder = _run_dir(run, runs_root)
+    _warn_incomplete(folder)
+    written = export_trec(folder)
     if not written:
         raise RagauditError(f"run '{run}': no candidates table, nothing to export")
     for path in written:

@@ -32,7 +32,7 @@ from ragaudit.reporting._model import (
     WorstQuestion,
 )
 from ragaudit.reporting._stats import summarise, worst_questions
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import RunFolder, run_state
 
 # Reference answers the score stage reads instead of the question set's (tasks/score.py).
 USABLE_REFERENCE = frozenset({"ok", "partial"})
@@ -90,13 +90,20 @@ def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
     from pydantic import ValidationError
 
     from ragaudit.config import RunConfig
-    from ragaudit.manifest import judge_warnings
+    from ragaudit.manifest import failure_warnings, judge_warnings
 
     found = list(manifest.get("warnings", ()))
+    state = run_state(run.path)
+    # A live run's own report stage reads its folder while it runs: not a finding about it.
+    if state.warning and state.status != "running":
+        found.insert(0, state.warning)
     if "config" in manifest:
         # A config of another ragaudit version may not validate: keep what was stored.
         with contextlib.suppress(ValidationError):
             found += judge_warnings(RunConfig.model_validate(manifest["config"]), run)
+    # A juror failing its calls is in the report even when the report stage ran before the
+    # flow wrote the manifest's warnings (the same sentences: deduplicated below).
+    found += failure_warnings(run, ["scores", "verdicts"])
     return tuple(dict.fromkeys(found))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from ragaudit.reporting._model import StageCalls
+from ragaudit.runfolder import read_parquet_file
 
 # "RateLimitError: litellm.RateLimitError: ..." → "RateLimitError"; the exception class is what
 # calls have in common, the rest of the text (ids, timings) differs call by call.
@@ -20,7 +21,8 @@ def read_calls(calls_dir: Path) -> pl.DataFrame | None:
     files = sorted(calls_dir.glob("*.parquet")) if calls_dir.is_dir() else []
     if not files:
         return None
-    return pl.concat([pl.read_parquet(p) for p in files], how="diagonal_relaxed").sort("ts")
+    frames = [pl.DataFrame(read_parquet_file(p)) for p in files]
+    return pl.concat(frames, how="diagonal_relaxed").sort("ts")
 
 
 def failure_reason(error: str) -> str:

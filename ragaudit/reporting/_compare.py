@@ -116,6 +116,19 @@ class Comparison:
     metrics: tuple[MetricChange, ...]
     moved_questions: tuple[QuestionMove, ...]
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    incomplete: tuple[str, ...] = field(default_factory=tuple)
+    """One sentence per run that did not complete (``ragaudit.runfolder.run_state``)."""
+    missing_in_b: tuple[str, ...] = field(default_factory=tuple)
+    """Metrics run A scored that run B did not: a gate cannot pass on what it never saw."""
+
+    @property
+    def gate_failures(self) -> tuple[str, ...]:
+        """Why a CI gate must fail besides a regression: an incomplete run, a metric lost."""
+        lost = [
+            f"metric {m} was scored in run {self.run_a} but not in run {self.run_b}"
+            for m in self.missing_in_b
+        ]
+        return (*self.incomplete, *lost)
 
     @property
     def regressed(self) -> tuple[str, ...]:
@@ -137,6 +150,8 @@ class Comparison:
             )
             or "no metric moved beyond noise"
         )
+        if self.gate_failures:
+            moved = f"{moved}; NOT A VERDICT: {'; '.join(self.gate_failures)}"
         if not self.comparable:
             named = "; ".join(d.what for d in self.differences)
             return f"NOT like for like ({named}): the numbers are shown but do not compare; {moved}"
@@ -484,6 +499,7 @@ def compare_reports(
 ) -> Comparison:
     """Compare run B against run A (options default to run B's report config)."""
     from ragaudit.reporting._build import run_folder
+    from ragaudit.runfolder import run_state
 
     cfg = b.report_config
     alpha = cfg.get("alpha", 0.05) if alpha is None else alpha
@@ -552,6 +568,10 @@ def compare_reports(
         metrics=tuple(changes),
         moved_questions=tuple(moves),
         warnings=tuple(dict.fromkeys(a.warnings + b.warnings)),
+        incomplete=tuple(
+            state.warning for state in map(run_state, (a.run_dir, b.run_dir)) if state.warning
+        ),
+        missing_in_b=tuple(m for m in a.metrics if m not in shared),
     )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ragaudit.numbers import fixed
 from ragaudit.reporting._build import _read, judge_cost, question_set_hash, run_folder
 from ragaudit.reporting._model import JudgeCost
+from ragaudit.runfolder import run_state
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -35,6 +36,10 @@ class RunOverview:
 def run_overview(run_dir: Path) -> RunOverview:
     """The overview of one run folder."""
     run = run_folder(run_dir)
+    state = run_state(run_dir)
+    if state.status == "damaged":
+        # Listed as damaged with nothing read from it: one bad folder never hides the others.
+        return RunOverview(run.run_id, run.path, None, state.status, None, None, 0, None, {}, {})
     manifest = run.read_manifest()
     questions = _read(run, "questions")
     summary = run.read("summary").to_pylist() if run.has("summary") else []
@@ -42,7 +47,7 @@ def run_overview(run_dir: Path) -> RunOverview:
         run_id=run.run_id,
         run_dir=run.path,
         started_at=manifest.get("started_at"),
-        status=manifest.get("status"),
+        status=state.status,
         questions_file=manifest.get("config", {}).get("questions"),
         question_set_hash=question_set_hash(questions) if questions is not None else None,
         n_questions=0 if questions is None else questions.height,
