@@ -262,3 +262,14 @@ def export_trec_cmd(run: str, runs_root: RootOpt = None) -> None:
         raise RagauditError(f"run '{run}': no candidates table, nothing to export")
     for path in written:
         console.print(str(path))
+    # The qrels hold raw grades 0-3; trec_eval's default counts any grade > 0 as relevant, so
+    # P@k, R@k and MRR would disagree with the agreement table without the level.
+    from ragaudit.reporting import run_folder
+
+    sort_cfg = run_folder(folder).read_manifest().get("config", {}).get("sort", {})
+    level = sort_cfg.get("relevant_grade", 2) if isinstance(sort_cfg, dict) else 2
+    console.print(
+        f"grades are 0-3: run trec_eval -l {level} (pytrec_eval relevance_level={level}) so that "
+        f"P@k, R@k and MRR count grade >= {level} as relevant, as the agreement table does",
+        soft_wrap=True,
+    )

@@ -42,3 +42,19 @@ def test_a_system_judged_by_its_own_model_is_flagged(tmp_path: Path) -> None:
     assert "gpt-4o-mini" in flag
     other = make_config(tmp_path, judge="openai/gpt-4o-mini", collect__answers__model="qwen2.5:7b")
     assert not [w for w in judge_warnings(other) if "also a judge" in w]
+
+
+def test_identical_runs_of_five_questions_still_say_they_can_never_move(tmp_path: Path) -> None:
+    """All paired differences zero (no spread at all): the floor 2/2^n still binds and is said."""
+    same = {"faithfulness": [0.5, 0.6, 0.7, 0.6, 0.5]}
+    write_run(tmp_path, "A", same)
+    write_run(tmp_path, "B", same)
+    cmp = compare_runs(tmp_path / "A", tmp_path / "B", resamples=999)
+    (change,) = cmp.metrics
+    assert change.verdict == "no change beyond noise"
+    (note,) = [n for n in cmp.notes if n.startswith("faithfulness:")]
+    assert "5 paired question(s) can never move at α = 0.05" in note and "0.0625" in note
+    # No spread: no "would need about N questions" estimate to make.
+    assert "would need" not in note
+    result = CliRunner().invoke(app, ["compare", "A", "B", "--runs-root", str(tmp_path)])
+    assert "can never move" in result.output, result.output

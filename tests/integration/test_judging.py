@@ -326,6 +326,11 @@ async def test_export_trec_command_and_the_judge_cost_per_question(config_factor
     result = CliRunner().invoke(app, ["export-trec", str(ctx.run.path)])
     assert result.exit_code == 0, result.output
     assert {p.name for p in ctx.run.path.glob("*.txt")} == {QRELS_JUDGE, RUN_ENGINE}
+    # The qrels hold raw grades: the line tells the level that makes P@k/R@k/MRR agree.
+    assert "trec_eval -l 2" in result.output and "relevance_level=2" in result.output
+    ctx.run.write_manifest({"run_id": ctx.run.run_id, "config": {"sort": {"relevant_grade": 3}}})
+    result = CliRunner().invoke(app, ["export-trec", str(ctx.run.path)])
+    assert result.exit_code == 0 and "trec_eval -l 3" in result.output, result.output
     result = CliRunner().invoke(app, ["export-trec", str(ctx.run.path / "nowhere")])
     assert result.exit_code != 0
 
