@@ -25,8 +25,16 @@ import numpy as np
 import polars as pl
 
 from ragaudit.atomic import write_table
-from ragaudit.cache import FakeRequest, register_fake_answer
-from ragaudit.judging import Judge, gather_limited
+from ragaudit.cache import (
+    FakeRequest,
+    Gateway,
+    context_window,
+    items_in_flight,
+    register_fake_answer,
+)
+from ragaudit.config import RunConfig
+from ragaudit.errors import RagauditError
+from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sample_judges
 from ragaudit.lang import tokens
 from ragaudit.prompts import BATTLE, BattleInput
 from ragaudit.reporting import paired_test
@@ -148,6 +156,55 @@ async def play(
 
     limit = max(1, min((j.in_flight for j in judges), default=1))
     return list(await gather_limited(work, one, limit))
+
+
+def run_pairing(dir_a: Path, dir_b: Path) -> Pairing:
+    """The questions runs in ``dir_a`` and ``dir_b`` can battle on (B's questions table)."""
+    from ragaudit.reporting import run_folder
+
+    fa, fb = run_folder(dir_a), run_folder(dir_b)
+    for folder in (fa, fb):
+        for name in ("questions", "answers"):
+            if not folder.has(name):
+                raise RagauditError(f"battles: {folder.table_path(name)} is missing")
+    q = pl.from_arrow(fb.read("questions"))
+    a = pl.from_arrow(fa.read("answers"))
+    b = pl.from_arrow(fb.read("answers"))
+    return pair_answers(q, a, b)  # type: ignore[arg-type]
+
+
+def battle_judges(config: RunConfig, gateway: Gateway) -> list[Judge]:
+    """The judge samples a battle asks: the config's jury or judge, each ``judge_repeats`` times.
+
+    The same plan as a candidate's grade samples (:func:`ragaudit.judging.grade_plan`), so
+    repeats and juries mean the same thing for battles as for metrics.
+    """
+    judge = Judge.from_config(config.models, gateway, items_in_flight(config))
+    return sample_judges(
+        judge,
+        battle_plan(config),
+        lambda model: context_window(model, config.models.judge_context_window),
+    )
+
+
+def battle_plan(config: RunConfig) -> tuple[GradeSample, ...]:
+    """Every judge sample each order of a pair is asked as (the dry run counts them)."""
+    return grade_plan(
+        config.models.graders,
+        config.models.judge_repeats,
+        config.models.temperature,
+        config.score.sampling_temperature,
+    )
+
+
+async def battle_runs(
+    dir_a: Path, dir_b: Path, config: RunConfig, gateway: Gateway
+) -> tuple[Pairing, list[dict[str, Any]]]:
+    """Play A against B on their shared ``ok`` questions and write ``battles.parquet`` in B."""
+    pairing = run_pairing(dir_a, dir_b)
+    rows = await play(pairing.pairs, battle_judges(config, gateway), dir_a.name, dir_b.name)
+    write_battles(rows, dir_b)
+    return pairing, rows
 
 
 def write_battles(rows: list[dict[str, Any]], folder: Path) -> Path:
@@ -345,6 +402,10 @@ __all__ = [
     "Pair",
     "Pairing",
     "battle_calls",
+    "battle_judges",
+    "battle_plan",
+    "battle_runs",
+    "run_pairing",
     "battle_stats",
     "fit_davidson",
     "pair_answers",

@@ -1,0 +1,73 @@
+"""``ragaudit compare A B --battles`` on two small runs, judged by the offline fake judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from support.reporting_runs import write_run
+from typer.testing import CliRunner
+
+from ragaudit.cli import app
+from ragaudit.runfolder import RunFolder
+from ragaudit.schemas import ANSWERS, BATTLES, schema_version, to_table
+
+
+def _answers(root: Path, run_id: str, good: bool, ids: list[str]) -> None:
+    # The fake judge prefers the answer sharing more of the question's words.
+    rows = [
+        {
+            "run_id": run_id,
+            "question_id": q,
+            "response": f"the question {q} is answered here" if good else "no idea at all",
+            "status": "ok",
+        }
+        for q in ids
+    ]
+    RunFolder(root, run_id).write("answers", to_table(rows, ANSWERS))
+
+
+def _runs(root: Path, b_good: bool, extra: list[str]) -> None:
+    ids = [f"q{i:04d}" for i in range(24)]
+    write_run(root, "A", {"faithfulness": [0.5] * 24}, question_ids=ids)
+    write_run(root, "B", {"faithfulness": [0.5] * (24 + len(extra))}, question_ids=ids + extra)
+    _answers(root, "A", not b_good, ids)
+    _answers(root, "B", b_good, ids + extra)
+
+
+def test_compare_battles_finds_the_better_run_and_writes_battles(tmp_path: Path) -> None:
+    _runs(tmp_path, b_good=True, extra=["q9999"])
+    runner = CliRunner()
+    counted = runner.invoke(
+        app, ["compare", "A", "B", "--runs-root", str(tmp_path), "--battles", "--dry-run"]
+    )
+    assert counted.exit_code == 0, counted.output
+    assert "24 shared question(s)" in counted.output and "48 judge call(s)" in counted.output
+    assert not (tmp_path / "B" / "battles.parquet").exists()
+    result = runner.invoke(
+        app,
+        ["compare", "A", "B", "--runs-root", str(tmp_path), "--battles", "--fail-on-regression"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "1 only in B" in result.output
+    assert "B better" in result.output
+    table = pq.read_table(tmp_path / "B" / "battles.parquet")
+    assert schema_version(table.schema) == schema_version(BATTLES)
+    assert table.num_rows == 48
+    assert set(table.column("order").to_pylist()) == {"AB", "BA"}
+    assert set(table.column("verdict").to_pylist()) == {"B"}
+    saved = json.loads((tmp_path / "B" / "compare.json").read_text())
+    assert saved["battles"]["verdict"] == "B better"
+    assert saved["battles"]["n"] == 24 and saved["battles"]["consistency"] == 1.0
+
+
+def test_a_regression_by_battles_fails_the_gate(tmp_path: Path) -> None:
+    # Same questions: comparable runs, so the gate applies (as it does to a metric).
+    _runs(tmp_path, b_good=False, extra=[])
+    result = CliRunner().invoke(
+        app,
+        ["compare", "A", "B", "--runs-root", str(tmp_path), "--battles", "--fail-on-regression"],
+    )
+    assert result.exit_code == 1, result.output
+    assert "B worse" in result.output and "battles" in result.output
