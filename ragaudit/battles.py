@@ -207,6 +207,25 @@ async def battle_runs(
     return pairing, rows
 
 
+async def round_robin(
+    dirs: Sequence[Path], config: RunConfig, gateway: Gateway
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Pairing]]:
+    """Every pair of runs played on its shared ``ok`` questions (for :func:`fit_davidson`).
+
+    Nothing is written: a pair's ``battles.parquet`` belongs to ``compare``; asking again is
+    answered from the memo.
+    """
+    judges = battle_judges(config, gateway)
+    rows: list[dict[str, Any]] = []
+    pairings: dict[tuple[str, str], Pairing] = {}
+    for k, a in enumerate(dirs):
+        for b in dirs[k + 1 :]:
+            pairing = run_pairing(a, b)
+            pairings[(a.name, b.name)] = pairing
+            rows += await play(pairing.pairs, judges, a.name, b.name)
+    return rows, pairings
+
+
 def write_battles(rows: list[dict[str, Any]], folder: Path) -> Path:
     """Write ``battles.parquet`` atomically in ``folder`` (B's run folder)."""
     path = folder / "battles.parquet"
@@ -405,6 +424,7 @@ __all__ = [
     "battle_judges",
     "battle_plan",
     "battle_runs",
+    "round_robin",
     "run_pairing",
     "battle_stats",
     "fit_davidson",

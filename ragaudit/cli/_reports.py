@@ -215,6 +215,63 @@ def compare(
         raise typer.Exit(1)
 
 
+@app.command("battles")
+def battles_cmd(
+    runs_: Annotated[
+        list[str], typer.Argument(metavar="RUNS...", help="Two or more runs: folders or run ids.")
+    ],
+    runs_root: RootOpt = None,
+    resamples: Annotated[
+        int, typer.Option("--resamples", help="Bootstrap resamples over questions.")
+    ] = 500,
+) -> None:
+    """Every pair of RUNS in blind battles; a Bradley–Terry (Davidson) leaderboard with ties."""
+    import asyncio
+
+    import polars as pl
+
+    from ragaudit.battles import fit_davidson, round_robin
+    from ragaudit.cache import hold_gateway
+    from ragaudit.reporting import run_folder
+
+    dirs = [_run_dir(r, runs_root) for r in runs_]
+    if len({d.name for d in dirs}) < 2:
+        raise RagauditError("battles: give at least two different runs")
+    # The judge settings of the last run, as compare takes run B's.
+    cfg = RunConfig.model_validate(run_folder(dirs[-1]).read_manifest().get("config", {}))
+
+    async def play() -> Any:
+        with hold_gateway(cfg) as gateway:
+            return await round_robin(dirs, cfg, gateway)
+
+    rows, pairings = asyncio.run(play())
+    for (a, b), p in pairings.items():
+        console.print(
+            f"{a} vs {b}: {len(p.pairs)} shared question(s) answered ok in both "
+            f"({p.only_a} only in {a}, {p.only_b} only in {b}, {p.not_ok} not ok)"
+        )
+    frame = pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String})
+    failed = int(frame["verdict"].is_null().sum())
+    if failed == frame.height:
+        raise RagauditError("battles: no verdict could be had (no shared ok questions?)")
+    board = fit_davidson(frame, resamples=resamples)
+    table = Table(
+        title=f"Leaderboard (Davidson model with ties, nu {fixed(board.tie_param)}; "
+        f"log-strength centred at 0, 95% bootstrap CI over questions)"
+    )
+    for col in ("rank", "run", "strength", "95% CI"):
+        table.add_column(col)
+    for k, (run, s, low, high) in enumerate(
+        zip(board.runs, board.strength, board.ci_low, board.ci_high, strict=True), 1
+    ):
+        table.add_row(
+            str(k), run, fixed(s, sign=True), f"{fixed(low, sign=True)} {fixed(high, sign=True)}"
+        )
+    console.print(table)
+    if failed:
+        console.print(f"{failed} battle answer(s) failed and were left out")
+
+
 def _count_battles(dir_a: Path, dir_b: Path, cfg: RunConfig) -> None:
     from ragaudit.battles import battle_calls, battle_plan, run_pairing
 

@@ -71,3 +71,25 @@ def test_a_regression_by_battles_fails_the_gate(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1, result.output
     assert "B worse" in result.output and "battles" in result.output
+
+
+def test_battles_command_ranks_three_runs(tmp_path: Path) -> None:
+    ids = [f"q{i:04d}" for i in range(20)]
+    for run_id, words in (
+        ("good", "the question {q} is answered"),
+        ("mid", "question only"),
+        ("bad", "no idea at all"),
+    ):
+        write_run(tmp_path, run_id, {"faithfulness": [0.5] * 20}, question_ids=ids)
+        rows = [
+            {"run_id": run_id, "question_id": q, "response": words.format(q=q), "status": "ok"}
+            for q in ids
+        ]
+        RunFolder(tmp_path, run_id).write("answers", to_table(rows, ANSWERS))
+    result = CliRunner().invoke(
+        app, ["battles", "bad", "good", "mid", "--runs-root", str(tmp_path), "--resamples", "50"]
+    )
+    assert result.exit_code == 0, result.output
+    board = result.output[result.output.index("Leaderboard") :]
+    ranked = [c.strip() for line in board.splitlines() for c in line.split("│")[2:3] if c.strip()]
+    assert ranked == ["good", "mid", "bad"], result.output
