@@ -206,7 +206,8 @@ def compare(
     if html:
         from ragaudit.reporting import write_compare_html
 
-        console.print(f"compare.html: {write_compare_html(cmp, dir_b / 'compare.html')}")
+        page = write_compare_html(cmp, dir_b / "compare.html", battle)
+        console.print(f"compare.html: {page}")
     regressed = list(cmp.regressed)
     if battle is not None and battle.verdict == "B worse":
         regressed.append("battles")

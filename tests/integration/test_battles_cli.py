@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
+from support.html_runs import CHROMIUM, UNREADABLE, offline_page
 from support.reporting_runs import write_run
 from typer.testing import CliRunner
 
@@ -93,3 +95,23 @@ def test_battles_command_ranks_three_runs(tmp_path: Path) -> None:
     board = result.output[result.output.index("Leaderboard") :]
     ranked = [c.strip() for line in board.splitlines() for c in line.split("│")[2:3] if c.strip()]
     assert ranked == ["good", "mid", "bad"], result.output
+
+
+def test_compare_page_with_battles_in_chromium(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)")
+    _runs(tmp_path, b_good=False, extra=[])
+    result = CliRunner().invoke(
+        app, ["compare", "A", "B", "--runs-root", str(tmp_path), "--battles", "--html"]
+    )
+    assert result.exit_code == 0, result.output
+    with offline_page(tmp_path / "B" / "compare.html") as (page, found):
+        row = page.inner_text("#battles")
+        text = page.inner_text("body")
+    assert found["errors"] == []
+    assert "B worse" in row and "lost 48" in row and "position consistency 1.000" in row
+    assert page_is_readable(text)
+
+
+def page_is_readable(text: str) -> bool:
+    return UNREADABLE.search(text) is None
