@@ -319,6 +319,9 @@ class Leaderboard:
     ci_high: list[float]
     tie_param: float
     """ν: how often close runs tie (0: never)."""
+    unbounded: list[str] = field(default_factory=list)
+    """Runs that won (or lost) every battle: their likelihood grows without end, so their
+    strength is only a lower (upper) bound where the optimiser stopped."""
 
 
 def _counts(
@@ -389,7 +392,12 @@ def fit_davidson(
     low = np.percentile(draws, tail, axis=0)
     high = np.percentile(draws, 100 - tail, axis=0)
     order = np.argsort(-strength)
+    won = np.bincount(i, w1, m) + np.bincount(j, rest[:, 0], m)
+    lost = np.bincount(i, rest[:, 0], m) + np.bincount(j, w1, m)
+    tied = np.bincount(i, rest[:, 1], m) + np.bincount(j, rest[:, 1], m)
+    unbounded = [runs[k] for k in order if tied[k] == 0 and (won[k] == 0 or lost[k] == 0)]
     return Leaderboard(
+        unbounded=unbounded,
         runs=[runs[k] for k in order],
         strength=[float(strength[k]) for k in order],
         ci_low=[float(low[k]) for k in order],

@@ -269,6 +269,11 @@ def battles_cmd(
             str(k), run, fixed(s, sign=True), f"{fixed(low, sign=True)} {fixed(high, sign=True)}"
         )
     console.print(table)
+    if board.unbounded:
+        console.print(
+            f"note: {', '.join(board.unbounded)} won or lost every battle without a tie: no "
+            "finite strength fits, the figures are where the optimiser stopped (order only)"
+        )
     if failed:
         console.print(f"{failed} battle answer(s) failed and were left out")
 

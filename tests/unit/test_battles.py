@@ -83,6 +83,7 @@ def test_davidson_ranks_three_planted_strengths_with_intervals_holding_them() ->
     for run, low, high in zip(board.runs, board.ci_low, board.ci_high, strict=True):
         assert low <= planted[run] <= high, (run, low, high)
     assert 0.2 < board.tie_param < 0.7
+    assert board.unbounded == []
 
 
 def test_pairing_keeps_shared_ok_questions_and_counts_the_rest() -> None:
