@@ -628,6 +628,10 @@ class ReportConfig(_Frozen):
     adjustment: Literal["bh", "by"] = "bh"
     """``compare``: how p-values are adjusted across metrics: Benjamini–Hochberg (``bh``) or
     Benjamini–Yekutieli (``by``, valid under any dependence between metrics)."""
+    battles: bool = False
+    """``compare``: also play blind pairwise battles between the two runs' answers (the judge
+    asked which answer is better, in both orders); a regression by battles fails
+    ``--fail-on-regression`` like a metric's."""
     compare_resamples: int = Field(default=9999, ge=99)
     """``compare``: resamples of the paired bootstrap and of the permutation test."""
     moved_questions: int = Field(default=10, ge=0)

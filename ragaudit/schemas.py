@@ -319,6 +319,23 @@ CALIBRATION_GRADES = _schema(
     ],
 )
 
+# Blind pairwise battles of B against A, written in B's folder: one row per judge answer.
+BATTLES = _schema(
+    "battles",
+    [
+        ("run_a", _str),
+        ("run_b", _str),
+        ("question_id", _str),
+        ("order", _str),  # AB: A shown as answer 1; BA: B shown first
+        ("verdict", _str),  # A | B | tie; null when the answer failed
+        ("reason", _str),
+        ("judge", _str),
+        ("repeat", _i64),
+        ("status", _str),
+        ("error", _str),
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (
@@ -339,6 +356,7 @@ TABLES: dict[str, pa.Schema] = {
         CALIBRATION,
         CALIBRATION_SCORES,
         CALIBRATION_GRADES,
+        BATTLES,
     )
 }
 
@@ -368,6 +386,7 @@ def dumps(obj: Any) -> str:
 __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + [
     "AGREEMENT",
     "ANSWERS",
+    "BATTLES",
     "CANDIDATES",
     "COMPARISONS",
     "GRADE_NOISE",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +12,7 @@ from rich.table import Table
 
 from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app, console, err
 from ragaudit.cli._run import _evaluate_with_flags
-from ragaudit.config import load_config
+from ragaudit.config import RunConfig, load_config
 from ragaudit.errors import RagauditError
 from ragaudit.numbers import fixed
 
@@ -183,29 +184,167 @@ def compare(
         float | None,
         typer.Option("--alpha", help="Significance level (default: report.alpha of run B)."),
     ] = None,
+    battles: Annotated[
+        bool,
+        typer.Option(
+            "--battles",
+            help="Also ask the judge which answer is better, per shared question, in both "
+            "orders (default: report.battles of run B).",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="With --battles: count the battle calls, ask nothing."),
+    ] = False,
 ) -> None:
     """What moved beyond noise from RUN_A to RUN_B, paired by question, adjusted across metrics."""
-    from ragaudit.reporting import compare_runs
+    from ragaudit.reporting import compare_runs, run_folder
     from ragaudit.runfolder import write_json
 
     dir_a, dir_b = _run_dir(run_a, runs_root), _run_dir(run_b, runs_root)
+    cfg_b = RunConfig.model_validate(run_folder(dir_b).read_manifest().get("config", {}))
+    battles = battles or cfg_b.report.battles
+    if dry_run:
+        if not battles:
+            raise RagauditError("--dry-run counts battle calls: give --battles too")
+        _count_battles(dir_a, dir_b, cfg_b)
+        return
     cmp = compare_runs(dir_a, dir_b, alpha=alpha)
     _print_comparison(cmp)
+    report = cmp.to_dict()
+    battle = _battles(dir_a, dir_b, cfg_b, cmp.alpha) if battles else None
+    if battle is not None:
+        report["battles"] = dataclasses.asdict(battle)
     out = dir_b / "compare.json"
-    write_json(cmp.to_dict(), out)
+    write_json(report, out)
     console.print(f"compare.json: {out}")
     if html:
         from ragaudit.reporting import write_compare_html
 
-        console.print(f"compare.html: {write_compare_html(cmp, dir_b / 'compare.html')}")
+        page = write_compare_html(cmp, dir_b / "compare.html", battle)
+        console.print(f"compare.html: {page}")
     if fail_on_regression and cmp.gate_failures:
         # Checked before comparability: a crashed run must never pass a gate by its absence.
         for why in cmp.gate_failures:
             err.print(f"[bold red]gate failed:[/] {why}", soft_wrap=True)
         raise typer.Exit(1)
-    if fail_on_regression and cmp.comparable and cmp.regressed:
-        err.print(f"[bold red]regression beyond noise:[/] {', '.join(cmp.regressed)}")
+    regressed = list(cmp.regressed)
+    if battle is not None and battle.verdict == "B worse":
+        regressed.append("battles")
+    if fail_on_regression and cmp.comparable and regressed:
+        err.print(f"[bold red]regression beyond noise:[/] {', '.join(regressed)}")
         raise typer.Exit(1)
+
+
+@app.command("battles")
+def battles_cmd(
+    runs_: Annotated[
+        list[str], typer.Argument(metavar="RUNS...", help="Two or more runs: folders or run ids.")
+    ],
+    runs_root: RootOpt = None,
+    resamples: Annotated[
+        int, typer.Option("--resamples", help="Bootstrap resamples over questions.")
+    ] = 500,
+) -> None:
+    """Every pair of RUNS in blind battles; a Bradley–Terry (Davidson) leaderboard with ties."""
+    import asyncio
+
+    import polars as pl
+
+    from ragaudit.battles import fit_davidson, round_robin
+    from ragaudit.cache import hold_gateway
+    from ragaudit.reporting import run_folder
+
+    dirs = [_run_dir(r, runs_root) for r in runs_]
+    if len({d.name for d in dirs}) < 2:
+        raise RagauditError("battles: give at least two different runs")
+    # The judge settings of the last run, as compare takes run B's.
+    cfg = RunConfig.model_validate(run_folder(dirs[-1]).read_manifest().get("config", {}))
+
+    async def play() -> Any:
+        with hold_gateway(cfg) as gateway:
+            return await round_robin(dirs, cfg, gateway)
+
+    rows, pairings = asyncio.run(play())
+    for (a, b), p in pairings.items():
+        console.print(
+            f"{a} vs {b}: {len(p.pairs)} shared question(s) answered ok in both "
+            f"({p.only_a} only in {a}, {p.only_b} only in {b}, {p.not_ok} not ok)"
+        )
+    frame = pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String})
+    failed = int(frame["verdict"].is_null().sum())
+    if failed == frame.height:
+        raise RagauditError("battles: no verdict could be had (no shared ok questions?)")
+    board = fit_davidson(frame, resamples=resamples)
+    table = Table(
+        title=f"Leaderboard (Davidson model with ties, nu {fixed(board.tie_param)}; "
+        f"log-strength centred at 0, 95% bootstrap CI over questions)"
+    )
+    for col in ("rank", "run", "strength", "95% CI"):
+        table.add_column(col)
+    for k, (run, s, low, high) in enumerate(
+        zip(board.runs, board.strength, board.ci_low, board.ci_high, strict=True), 1
+    ):
+        table.add_row(
+            str(k), run, fixed(s, sign=True), f"{fixed(low, sign=True)} {fixed(high, sign=True)}"
+        )
+    console.print(table)
+    if board.unbounded:
+        console.print(
+            f"note: {', '.join(board.unbounded)} won or lost every battle without a tie: no "
+            "finite strength fits, the figures are where the optimiser stopped (order only)"
+        )
+    if failed:
+        console.print(f"{failed} battle answer(s) failed and were left out")
+
+
+def _count_battles(dir_a: Path, dir_b: Path, cfg: RunConfig) -> None:
+    from ragaudit.battles import battle_calls, battle_plan, run_pairing
+
+    pairing = run_pairing(dir_a, dir_b)
+    samples = len(battle_plan(cfg))
+    console.print(
+        f"battles: {len(pairing.pairs)} shared question(s) answered ok in both runs "
+        f"({pairing.only_a} only in A, {pairing.only_b} only in B, {pairing.not_ok} not ok); "
+        f"{battle_calls(len(pairing.pairs), samples)} judge call(s) "
+        f"(2 orders x {samples} judge sample(s))"
+    )
+
+
+def _battles(dir_a: Path, dir_b: Path, cfg: RunConfig, alpha: float) -> Any:
+    """Play the battles, write battles.parquet in B, print and return their statistics."""
+    import asyncio
+
+    import polars as pl
+
+    from ragaudit.battles import battle_runs, battle_stats
+    from ragaudit.cache import hold_gateway
+
+    async def play() -> Any:
+        with hold_gateway(cfg) as gateway:
+            return await battle_runs(dir_a, dir_b, cfg, gateway)
+
+    pairing, rows = asyncio.run(play())
+    st = battle_stats(
+        pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String}),
+        alpha=alpha,
+        resamples=cfg.report.compare_resamples,
+    )
+    style = {"B worse": "bold red", "B better": "bold green"}.get(st.verdict, "")
+    verdict = f"[{style}]{st.verdict}[/]" if style else st.verdict
+    rate = "-" if st.win_rate is None else fixed(st.win_rate)
+    ci = "-" if st.ci_low is None else f"{fixed(st.ci_low)}-{fixed(st.ci_high)}"
+    cons = "-" if st.consistency is None else fixed(st.consistency)
+    console.print(
+        f"battles (blind, both orders, ties split): {st.n} question(s) "
+        f"({pairing.only_a} only in A, {pairing.only_b} only in B, {pairing.not_ok} not ok); "
+        f"B won {st.wins}, tied {st.ties}, lost {st.losses}; B's win rate {rate} "
+        f"(95% CI {ci}), p {_num(st.p_value, 4)} (sign-flip permutation test over questions "
+        f"against 0.5, alpha {st.alpha}); position consistency {cons}: {verdict}",
+        soft_wrap=True,
+    )
+    console.print(f"battles.parquet: {dir_b / 'battles.parquet'}")
+    return st
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """Judge prompts as typed data, one module per judge, in English and Chinese."""
 
 from ragaudit.prompts._base import LANGUAGES, Prompt
+from ragaudit.prompts.battle import BATTLE, BattleInput, BattleVerdict
 from ragaudit.prompts.listwise import LISTWISE, ListwiseInput, ListwiseRanking
 from ragaudit.prompts.pairwise import PAIRWISE, PairwiseInput, PairwisePreference
 from ragaudit.prompts.reference import (
@@ -21,6 +22,9 @@ from ragaudit.prompts.setwise import SETWISE, Passage, SetwiseChoice, SetwiseInp
 
 __all__ = [
     "ANSWER_GROUP",
+    "BATTLE",
+    "BattleInput",
+    "BattleVerdict",
     "LANGUAGES",
     "MERGE",
     "PAIRWISE",

@@ -240,14 +240,18 @@ def write_html(report: Report, path: Path | str | None = None) -> Path:
     return target
 
 
-def render_compare_html(comparison: Any) -> str:
-    """The page of a ``Comparison`` (``compare_runs``): verdict, comparability, what moved."""
+def render_compare_html(comparison: Any, battles: Any = None) -> str:
+    """The page of a ``Comparison`` (``compare_runs``): verdict, comparability, what moved.
+
+    ``battles``: the ``BattleStats`` of ``compare --battles``, shown as a row beside the metrics.
+    """
     fig = compare_chart(comparison)
     return (
         _env()
         .get_template("compare.html.j2")
         .render(
             c=comparison,
+            battles=battles,
             figures=[fig] if fig is not None else [],
             font=FONT,
             moves=[
@@ -262,10 +266,10 @@ def render_compare_html(comparison: Any) -> str:
     )
 
 
-def write_compare_html(comparison: Any, path: Path | str) -> Path:
-    """Write the comparison page to ``path`` atomically."""
+def write_compare_html(comparison: Any, path: Path | str, battles: Any = None) -> Path:
+    """Write the comparison page to ``path`` atomically (with the battles' row when given)."""
     target = Path(path)
-    write_bytes(render_compare_html(comparison).encode("utf-8"), target)
+    write_bytes(render_compare_html(comparison, battles).encode("utf-8"), target)
     return target
 
 

@@ -1,0 +1,442 @@
+"""Blind pairwise battles between two runs' answers, and a leaderboard over many runs.
+
+The judge sees one question and two answers labelled only "answer 1" and "answer 2"; each pair
+is asked in both orders, so a judge's preference for a position falls once on each run and
+cancels. A question's score for B is the mean over its verdicts (both orders, every judge
+sample) of 1 for a B win, ½ for a tie (ties split), 0 for a loss; B's win rate is the mean of
+those scores over questions. Its 95 % interval is a percentile bootstrap over questions and its
+test against ½ a paired sign-flip permutation test over questions (the metric comparison's
+:func:`ragaudit.reporting.paired_test`, with A's side held at ½), so both account for the
+questions as the unit of noise, not the individual calls.
+
+Over many runs, :func:`fit_davidson` fits the Bradley–Terry model with ties of Davidson (1970)
+by maximum likelihood: P(i beats j) = πᵢ / (πᵢ + πⱼ + ν√(πᵢπⱼ)), P(tie) = ν√(πᵢπⱼ) / (same).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ragaudit.atomic import write_table
+from ragaudit.cache import (
+    FakeRequest,
+    Gateway,
+    context_window,
+    items_in_flight,
+    register_fake_answer,
+)
+from ragaudit.config import RunConfig
+from ragaudit.errors import RagauditError
+from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sample_judges
+from ragaudit.lang import tokens
+from ragaudit.prompts import BATTLE, BattleInput
+from ragaudit.reporting import paired_test
+from ragaudit.schemas import BATTLES, to_table
+
+ORDERS = ("AB", "BA")
+"""``AB``: A shown as answer 1; ``BA``: B shown as answer 1."""
+
+SCORE = {"B": 1.0, "tie": 0.5, "A": 0.0}
+"""A verdict's score for B (ties split)."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One shared question with both runs' answers and what a good answer holds, when known."""
+
+    question_id: str
+    question: str
+    answer_a: str
+    answer_b: str
+    language: str = "en"
+    reference: str = ""
+    vital_nuggets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The questions two runs can battle on, and how many each run has that the other lacks."""
+
+    pairs: list[Pair]
+    only_a: int
+    only_b: int
+    not_ok: int
+    """Shared questions left out because either answer is not ``ok``."""
+
+
+def pair_answers(
+    questions: pl.DataFrame, answers_a: pl.DataFrame, answers_b: pl.DataFrame
+) -> Pairing:
+    """Questions answered ``ok`` in both runs (shared question ids only), with both answers.
+
+    Args:
+        questions: B's ``questions`` table (question text, language, reference).
+        answers_a: A's ``answers`` table.
+        answers_b: B's ``answers`` table.
+    """
+    ids_a = set(answers_a["question_id"].to_list())
+    ids_b = set(answers_b["question_id"].to_list())
+    shared = ids_a & ids_b
+    a = answers_a.filter(pl.col("status") == "ok").select(
+        "question_id", pl.col("response").alias("answer_a")
+    )
+    b = answers_b.filter(pl.col("status") == "ok").select(
+        "question_id", pl.col("response").alias("answer_b")
+    )
+    cols = [c for c in ("question_id", "question", "language", "reference") if c in questions]
+    joined = (
+        a.join(b, on="question_id")
+        .join(questions.select(cols).unique("question_id"), on="question_id", how="left")
+        .sort("question_id")
+    )
+    pairs = [
+        Pair(
+            question_id=r["question_id"],
+            question=r.get("question") or "",
+            answer_a=r["answer_a"] or "",
+            answer_b=r["answer_b"] or "",
+            language=r.get("language") or "en",
+            reference=r.get("reference") or "",
+        )
+        for r in joined.iter_rows(named=True)
+    ]
+    return Pairing(pairs, len(ids_a - ids_b), len(ids_b - ids_a), len(shared) - len(pairs))
+
+
+def battle_calls(n_pairs: int, judges: int = 1) -> int:
+    """Judge calls a battle asks: both orders of every pair, for every judge sample."""
+    return n_pairs * len(ORDERS) * judges
+
+
+async def play(
+    pairs: Sequence[Pair], judges: Sequence[Judge], run_a: str, run_b: str
+) -> list[dict[str, Any]]:
+    """Ask every judge sample both orders of every pair; one ``battles`` row per answer.
+
+    ``judges`` are the samples (a judge's repeats, a jury's members): each is asked through
+    :meth:`Judge.ask`, so every call is memoised and logged by the gateway. A failed answer is a
+    row with status ``failed`` and its error; the rest go on.
+    """
+    work = [(p, j, order) for p in pairs for j in judges for order in ORDERS]
+
+    async def one(item: tuple[Pair, Judge, str]) -> dict[str, Any]:
+        p, judge, order = item
+        first, second = (p.answer_a, p.answer_b) if order == "AB" else (p.answer_b, p.answer_a)
+        inp = BattleInput(
+            question=p.question,
+            answer_1=first,
+            answer_2=second,
+            reference=p.reference,
+            vital_nuggets=list(p.vital_nuggets),
+        )
+        judged = await judge.ask(BATTLE, inp, p.language)
+        verdict = None
+        if judged.ok and judged.value is not None:
+            shown = judged.value.verdict
+            verdict = "tie" if shown == "tie" else order[int(shown) - 1]
+        return {
+            "run_a": run_a,
+            "run_b": run_b,
+            "question_id": p.question_id,
+            "order": order,
+            "verdict": verdict,
+            "reason": judged.value.reason if judged.ok and judged.value is not None else None,
+            "judge": judge.model,
+            "repeat": judge.repeat,
+            "status": "ok" if verdict is not None else "failed",
+            "error": judged.error if verdict is None else None,
+        }
+
+    limit = max(1, min((j.in_flight for j in judges), default=1))
+    return list(await gather_limited(work, one, limit))
+
+
+def run_pairing(dir_a: Path, dir_b: Path) -> Pairing:
+    """The questions runs in ``dir_a`` and ``dir_b`` can battle on (B's questions table)."""
+    from ragaudit.reporting import run_folder
+
+    fa, fb = run_folder(dir_a), run_folder(dir_b)
+    for folder in (fa, fb):
+        for name in ("questions", "answers"):
+            if not folder.has(name):
+                raise RagauditError(f"battles: {folder.table_path(name)} is missing")
+    q = pl.from_arrow(fb.read("questions"))
+    a = pl.from_arrow(fa.read("answers"))
+    b = pl.from_arrow(fb.read("answers"))
+    return pair_answers(q, a, b)  # type: ignore[arg-type]
+
+
+def battle_judges(config: RunConfig, gateway: Gateway) -> list[Judge]:
+    """The judge samples a battle asks: the config's jury or judge, each ``judge_repeats`` times.
+
+    The same plan as a candidate's grade samples (:func:`ragaudit.judging.grade_plan`), so
+    repeats and juries mean the same thing for battles as for metrics.
+    """
+    judge = Judge.from_config(config.models, gateway, items_in_flight(config))
+    return sample_judges(
+        judge,
+        battle_plan(config),
+        lambda model: context_window(model, config.models.judge_context_window),
+    )
+
+
+def battle_plan(config: RunConfig) -> tuple[GradeSample, ...]:
+    """Every judge sample each order of a pair is asked as (the dry run counts them)."""
+    return grade_plan(
+        config.models.graders,
+        config.models.judge_repeats,
+        config.models.temperature,
+        config.score.sampling_temperature,
+    )
+
+
+async def battle_runs(
+    dir_a: Path, dir_b: Path, config: RunConfig, gateway: Gateway
+) -> tuple[Pairing, list[dict[str, Any]]]:
+    """Play A against B on their shared ``ok`` questions and write ``battles.parquet`` in B."""
+    pairing = run_pairing(dir_a, dir_b)
+    rows = await play(pairing.pairs, battle_judges(config, gateway), dir_a.name, dir_b.name)
+    write_battles(rows, dir_b)
+    return pairing, rows
+
+
+async def round_robin(
+    dirs: Sequence[Path], config: RunConfig, gateway: Gateway
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Pairing]]:
+    """Every pair of runs played on its shared ``ok`` questions (for :func:`fit_davidson`).
+
+    Nothing is written: a pair's ``battles.parquet`` belongs to ``compare``; asking again is
+    answered from the memo.
+    """
+    judges = battle_judges(config, gateway)
+    rows: list[dict[str, Any]] = []
+    pairings: dict[tuple[str, str], Pairing] = {}
+    for k, a in enumerate(dirs):
+        for b in dirs[k + 1 :]:
+            pairing = run_pairing(a, b)
+            pairings[(a.name, b.name)] = pairing
+            rows += await play(pairing.pairs, judges, a.name, b.name)
+    return rows, pairings
+
+
+def write_battles(rows: list[dict[str, Any]], folder: Path) -> Path:
+    """Write ``battles.parquet`` atomically in ``folder`` (B's run folder)."""
+    path = folder / "battles.parquet"
+    write_table(to_table(rows, BATTLES), path)
+    return path
+
+
+@dataclass(frozen=True)
+class BattleStats:
+    """The battle verdict of B against A over the shared questions."""
+
+    n: int
+    """Questions with at least one usable verdict."""
+    wins: int
+    """Verdicts (each order, each judge sample) that B won."""
+    ties: int
+    losses: int
+    win_rate: float | None
+    """B's mean score over questions (win 1, tie ½, loss 0)."""
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    """Paired sign-flip permutation test of the question scores against ½ (two-sided)."""
+    consistency: float | None
+    """Share of (question, judge sample) pairs whose two orders gave the same verdict."""
+    pairs_both_orders: int
+    alpha: float = 0.05
+    verdict: str = field(default="no difference")
+    """``B better``, ``B worse`` (beyond noise) or ``no difference``."""
+
+
+def battle_stats(
+    verdicts: pl.DataFrame, alpha: float = 0.05, resamples: int = 9999, seed: int = 0
+) -> BattleStats:
+    """Wins/ties/losses, B's win rate with its interval and test, and position consistency.
+
+    Args:
+        verdicts: Rows with ``question_id``, ``order``, ``verdict`` (``A``, ``B``, ``tie`` or
+            null for a failed answer), and optionally ``judge`` and ``repeat``.
+        alpha: The test's level (``report.alpha``).
+        resamples: Bootstrap and permutation resamples.
+        seed: Seed of both.
+    """
+    df = verdicts.filter(pl.col("verdict").is_not_null())
+    for col, default in (("judge", ""), ("repeat", 0)):
+        if col not in df.columns:
+            df = df.with_columns(pl.lit(default).alias(col))
+    counts = {v: int((df["verdict"] == v).sum()) for v in SCORE}
+    scored = df.with_columns(pl.col("verdict").replace_strict(SCORE).alias("score"))
+    per_q = scored.group_by("question_id").agg(pl.col("score").mean()).sort("question_id")
+    s = per_q["score"].to_numpy()
+    both = (
+        df.group_by("question_id", "judge", "repeat")
+        .agg(pl.col("verdict").n_unique().alias("kinds"), pl.col("order").n_unique().alias("o"))
+        .filter(pl.col("o") == len(ORDERS))
+    )
+    consistency = float((both["kinds"] == 1).mean()) if both.height else None  # type: ignore[arg-type]
+    test = paired_test(np.full(len(s), 0.5), s, resamples=resamples, seed=seed)
+    rate = None if test.diff is None else 0.5 + test.diff
+    low = None if test.ci_low is None else 0.5 + test.ci_low
+    high = None if test.ci_high is None else 0.5 + test.ci_high
+    verdict = "no difference"
+    if test.p_value is not None and test.p_value < alpha and low is not None and high is not None:
+        if low > 0.5:
+            verdict = "B better"
+        elif high < 0.5:
+            verdict = "B worse"
+    return BattleStats(
+        n=len(s),
+        wins=counts["B"],
+        ties=counts["tie"],
+        losses=counts["A"],
+        win_rate=rate,
+        ci_low=low,
+        ci_high=high,
+        p_value=test.p_value,
+        consistency=consistency,
+        pairs_both_orders=both.height,
+        alpha=alpha,
+        verdict=verdict,
+    )
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """Davidson strengths (log π, centred to mean 0) with bootstrap intervals, best first."""
+
+    runs: list[str]
+    strength: list[float]
+    ci_low: list[float]
+    ci_high: list[float]
+    tie_param: float
+    """ν: how often close runs tie (0: never)."""
+    unbounded: list[str] = field(default_factory=list)
+    """Runs that won (or lost) every battle: their likelihood grows without end, so their
+    strength is only a lower (upper) bound where the optimiser stopped."""
+
+
+def _counts(
+    battles: pl.DataFrame, runs: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per pair of runs (i, j): i's wins, j's wins, ties."""
+    index = {r: k for k, r in enumerate(runs)}
+    g = battles.group_by("run_a", "run_b", "verdict").len()
+    key: dict[tuple[int, int], list[float]] = {}
+    for r in g.iter_rows(named=True):
+        i, j = index[r["run_a"]], index[r["run_b"]]
+        c = key.setdefault((i, j), [0.0, 0.0, 0.0])
+        c[{"A": 0, "B": 1, "tie": 2}[r["verdict"]]] += r["len"]
+    ij = np.array(list(key), dtype=int).reshape(-1, 2)
+    w = np.array(list(key.values()), dtype=float).reshape(-1, 3)
+    return ij[:, 0], ij[:, 1], w[:, 0], w[:, 1:]
+
+
+def _nll(theta: np.ndarray, i: np.ndarray, j: np.ndarray, w: np.ndarray, m: int) -> float:
+    # θ = (log π₂…π_m, log ν) with log π₁ = 0: the model is unchanged by a common factor on π.
+    lp = np.concatenate(([0.0], theta[: m - 1]))
+    lnu = theta[m - 1]
+    a, b = lp[i], lp[j]
+    tie = lnu + (a + b) / 2
+    denom = np.logaddexp(np.logaddexp(a, b), tie)
+    return float(-np.sum(w[:, 0] * (a - denom) + w[:, 1] * (b - denom) + w[:, 2] * (tie - denom)))
+
+
+def _fit(i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int) -> tuple[np.ndarray, float]:
+    from scipy import optimize
+
+    res = optimize.minimize(_nll, np.zeros(m), args=(i, j, wins, m), method="L-BFGS-B")
+    lp = np.concatenate(([0.0], res.x[: m - 1]))
+    return lp - lp.mean(), float(math.exp(res.x[m - 1]))
+
+
+def fit_davidson(
+    battles: pl.DataFrame, resamples: int = 500, seed: int = 0, confidence: float = 0.95
+) -> Leaderboard:
+    """Fit the Davidson model to battle verdicts of many runs; bootstrap over questions.
+
+    Args:
+        battles: Rows with ``run_a``, ``run_b``, ``question_id`` and ``verdict`` (``A``, ``B``,
+            ``tie``; nulls are dropped).
+        resamples: Bootstrap resamples: questions are drawn again with replacement, each with
+            all of its battles (every pair of runs, both orders), and the model fitted again.
+        seed: The bootstrap's seed.
+        confidence: The intervals' level.
+    """
+    battles = battles.filter(pl.col("verdict").is_not_null())
+    runs = sorted(set(battles["run_a"].to_list()) | set(battles["run_b"].to_list()))
+    m = len(runs)
+    if m < 2:
+        raise ValueError("a leaderboard needs battles between at least two runs")
+    i, j, w1, rest = _counts(battles, runs)
+    wins = np.column_stack([w1, rest])
+    strength, nu = _fit(i, j, wins, m)
+    qids = battles["question_id"].unique().sort().to_list()
+    by_q = battles.partition_by("question_id", as_dict=True)
+    rng = np.random.default_rng(seed)
+    draws = np.empty((resamples, m))
+    for k in range(resamples):
+        picked = rng.integers(0, len(qids), len(qids))
+        sample = pl.concat([by_q[(qids[p],)] for p in picked])
+        bi, bj, bw1, brest = _counts(sample, runs)
+        draws[k] = _fit(bi, bj, np.column_stack([bw1, brest]), m)[0]
+    tail = (1 - confidence) / 2 * 100
+    low = np.percentile(draws, tail, axis=0)
+    high = np.percentile(draws, 100 - tail, axis=0)
+    order = np.argsort(-strength)
+    won = np.bincount(i, w1, m) + np.bincount(j, rest[:, 0], m)
+    lost = np.bincount(i, rest[:, 0], m) + np.bincount(j, w1, m)
+    tied = np.bincount(i, rest[:, 1], m) + np.bincount(j, rest[:, 1], m)
+    unbounded = [runs[k] for k in order if tied[k] == 0 and (won[k] == 0 or lost[k] == 0)]
+    return Leaderboard(
+        unbounded=unbounded,
+        runs=[runs[k] for k in order],
+        strength=[float(strength[k]) for k in order],
+        ci_low=[float(low[k]) for k in order],
+        ci_high=[float(high[k]) for k in order],
+        tie_param=nu,
+    )
+
+
+def _overlap(question: str, text: str) -> float:
+    asked = set(tokens(question))
+    return len(asked & set(tokens(text))) / len(asked) if asked else 0.0
+
+
+@register_fake_answer("BattleVerdict")
+def _fake_battle(req: FakeRequest) -> dict[str, Any]:
+    """The offline fake judge: the answer sharing more of the question's tokens wins."""
+    p = req.payload
+    q = p.get("question", "")
+    a, b = _overlap(q, p.get("answer_1", "")), _overlap(q, p.get("answer_2", ""))
+    verdict = "tie" if abs(a - b) < 0.05 else "1" if a > b else "2"
+    return {"verdict": verdict, "reason": f"token overlap {a:.2f} vs {b:.2f}"}
+
+
+__all__ = [
+    "ORDERS",
+    "SCORE",
+    "BattleStats",
+    "Leaderboard",
+    "Pair",
+    "Pairing",
+    "battle_calls",
+    "battle_judges",
+    "battle_plan",
+    "battle_runs",
+    "round_robin",
+    "run_pairing",
+    "battle_stats",
+    "fit_davidson",
+    "pair_answers",
+    "play",
+    "write_battles",
+]

@@ -1,0 +1,126 @@
+"""Battles: the statistics of B against A, the Davidson fit, and a play through the fake judge."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from ragaudit.battles import (
+    Pair,
+    battle_calls,
+    battle_stats,
+    fit_davidson,
+    pair_answers,
+    play,
+    write_battles,
+)
+from ragaudit.cache import Gateway
+from ragaudit.judging import Judge
+from ragaudit.schemas import BATTLES, schema_version
+
+
+def _verdicts(per_question: list[tuple[str, str]]) -> pl.DataFrame:
+    rows = []
+    for k, (ab, ba) in enumerate(per_question):
+        rows.append({"question_id": f"q{k:03d}", "order": "AB", "verdict": ab})
+        rows.append({"question_id": f"q{k:03d}", "order": "BA", "verdict": ba})
+    return pl.DataFrame(rows)
+
+
+def test_clear_winner_is_better_beyond_noise_and_counts_add_up() -> None:
+    df = _verdicts([("B", "B")] * 30 + [("B", "tie")] * 5 + [("A", "B")] * 5)
+    st = battle_stats(df, alpha=0.05, resamples=2000)
+    assert (st.wins, st.ties, st.losses) == (70, 5, 5)
+    assert st.n == 40
+    # Ties split: 30 questions score 1, 5 score 0.75, 5 score 0.5.
+    assert math.isclose(st.win_rate or 0, (30 + 3.75 + 2.5) / 40)
+    assert st.ci_low is not None and st.ci_low > 0.5
+    assert st.p_value is not None and st.p_value < 0.05
+    assert st.verdict == "B better"
+    # 30 of 40 pairs agree in both orders.
+    assert math.isclose(st.consistency or 0, 30 / 40)
+
+
+def test_position_bias_alone_is_no_difference() -> None:
+    # The first-shown answer always wins: every pair disagrees with itself, B's score is ½.
+    df = _verdicts([("A", "B")] * 40)
+    st = battle_stats(df, resamples=2000)
+    assert st.win_rate == 0.5
+    assert st.consistency == 0.0
+    assert st.verdict == "no difference"
+
+
+def test_worse_and_failed_answers() -> None:
+    df = _verdicts([("A", "A")] * 25 + [("A", None)] * 3 + [("B", "B")] * 2)  # type: ignore[list-item]
+    st = battle_stats(df, resamples=2000)
+    assert st.verdict == "B worse"
+    assert st.wins + st.ties + st.losses == 57  # three failed answers left out
+    assert st.pairs_both_orders == 27
+
+
+def test_davidson_ranks_three_planted_strengths_with_intervals_holding_them() -> None:
+    planted = {"r1": 0.8, "r2": 0.0, "r3": -0.8}
+    nu = 0.4
+    rng = np.random.default_rng(7)
+    rows = []
+    names = list(planted)
+    for q in range(300):
+        for x in range(3):
+            for y in range(x + 1, 3):
+                a, b = names[x], names[y]
+                pa_, pb_ = math.exp(planted[a]), math.exp(planted[b])
+                t = nu * math.sqrt(pa_ * pb_)
+                u = rng.random() * (pa_ + pb_ + t)
+                verdict = "A" if u < pa_ else "B" if u < pa_ + pb_ else "tie"
+                rows.append({"run_a": a, "run_b": b, "question_id": f"q{q}", "verdict": verdict})
+    board = fit_davidson(pl.DataFrame(rows), resamples=200, seed=1)
+    assert board.runs == ["r1", "r2", "r3"]
+    for run, low, high in zip(board.runs, board.ci_low, board.ci_high, strict=True):
+        assert low <= planted[run] <= high, (run, low, high)
+    assert 0.2 < board.tie_param < 0.7
+    assert board.unbounded == []
+
+
+def test_pairing_keeps_shared_ok_questions_and_counts_the_rest() -> None:
+    questions = pl.DataFrame(
+        {"question_id": ["1", "2", "3"], "question": ["a", "b", "c"], "language": ["en"] * 3}
+    )
+    a = pl.DataFrame(
+        {"question_id": ["1", "2", "4"], "response": ["x", "y", "z"], "status": ["ok"] * 3}
+    )
+    b = pl.DataFrame(
+        {
+            "question_id": ["1", "2", "3"],
+            "response": ["x", None, "w"],
+            "status": ["ok", "failed", "ok"],
+        }
+    )
+    pairing = pair_answers(questions, a, b)
+    assert [p.question_id for p in pairing.pairs] == ["1"]
+    assert (pairing.only_a, pairing.only_b, pairing.not_ok) == (1, 1, 1)
+    assert battle_calls(len(pairing.pairs), judges=3) == 6
+
+
+def test_play_asks_both_orders_through_the_fake_judge_and_writes_the_table(tmp_path: Path) -> None:
+    gateway = Gateway(tmp_path / "cache", backoff_s=0.0)
+    judge = Judge(gateway=gateway, model="fake/judge", window=8192, max_tokens=256)
+    pairs = [
+        Pair("q1", "when was the tower built", "the tower was built in 1889", "no idea"),
+        Pair("q2", "who wrote hamlet", "no idea", "shakespeare wrote hamlet"),
+    ]
+    rows = asyncio.run(play(pairs, [judge], "runA", "runB"))
+    assert len(rows) == battle_calls(2)
+    got = {(r["question_id"], r["order"]): r["verdict"] for r in rows}
+    # The answer sharing the question's words wins in both orders, whichever is shown first.
+    assert got == {("q1", "AB"): "A", ("q1", "BA"): "A", ("q2", "AB"): "B", ("q2", "BA"): "B"}
+    path = write_battles(rows, tmp_path)
+    table = pq.read_table(path)
+    assert schema_version(table.schema) == schema_version(BATTLES) == 1
+    assert table.num_rows == 4
+    st = battle_stats(pl.from_arrow(table))  # type: ignore[arg-type]
+    assert st.consistency == 1.0
