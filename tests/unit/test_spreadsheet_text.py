@@ -6,12 +6,12 @@ from pathlib import Path
 
 import openpyxl
 import polars as pl
+from support.reporting_runs import write_run
 
 from ragaudit.ablation import write_xlsx as write_ablation_xlsx
 from ragaudit.ablation._results import OBJECTIVE, Findings
 from ragaudit.reporting import build_report, write_calibration_xlsx, write_xlsx
 from ragaudit.reporting._calibration import CalibrationSection
-from tests.support.reporting_runs import write_run
 
 # What a planted document or question could start with (OWASP's CSV-injection list).
 PAYLOADS = [
