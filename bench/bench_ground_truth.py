@@ -2,7 +2,7 @@
 
 200 synthetic contexts of 50-3,000 tokens (seeded), each holding one unique fact token, an
 8,192-token judge window, the fake judge at 200 ms latency with gateway concurrency 16. The
-judge lists the facts it was shown (the tests' ``FactJudge``), stops at ``max_tokens`` like a
+judge lists the facts it was shown (``FactJudge`` of tests/support), stops at ``max_tokens`` like a
 real model, and — like a real provider — rejects a prompt whose tokens plus ``max_tokens``
 exceed the window (counted on the messages it receives, with litellm's tokenizer).
 
@@ -25,8 +25,8 @@ import time
 from typing import Any
 
 from _util import scratch, table  # first: the offline environment
+from support.fact_judge import FACT, FactJudge
 from support.runs import make_config
-from test_ground_truth import FACT, FactJudge
 
 from ragaudit.cache import count_tokens
 from ragaudit.cache._fake import FAKE, FakeRequest

@@ -48,6 +48,7 @@ from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
 from ragaudit.cache._memo import Memo, MemoLocation, RedisTarget, memo_identity, open_memo
 from ragaudit.cache._tokens import context_window, count_prompt, count_tokens
 from ragaudit.cache.providers import price_at_zero, provider_record, samples_at_once
+from ragaudit.concurrency import await_shared
 from ragaudit.errors import ConfigError
 from ragaudit.secrets import known_secrets, redact
 from ragaudit.secrets import register as register_secret
@@ -633,7 +634,7 @@ class Gateway:
                 # The same request is already on its way (two metrics asking one prompt): share
                 # its answer instead of paying twice. A failure is shared too, as it would repeat.
                 try:
-                    cached = await asyncio.shield(asyncio.wrap_future(pending))
+                    cached = await await_shared(pending)
                 except Exception:
                     record.latency_s = time.perf_counter() - started
                     record.cache_hit = True
@@ -1288,7 +1289,7 @@ class Gateway:
                 raise
         found = {keys[i]: v for i in range(len(keys)) if (v := out[i]) is not None}
         for key, future in shared.items():
-            found[key] = await asyncio.shield(asyncio.wrap_future(future))
+            found[key] = await await_shared(future)
         if not owned:
             record.cache_hit = True
             record.latency_s = time.perf_counter() - started

@@ -21,7 +21,10 @@ anything else a context id. Markers that begin a sentence are taken as the previ
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
+
+import regex
 
 from ragaudit.config import DEFAULT_CITATION_PATTERN
 from ragaudit.lang import sentences
@@ -48,9 +51,19 @@ class CitedSentence:
         return len(self.cited) + len(self.unknown)
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
+PATTERN_SECONDS = 2.0
+"""The most one answer's citation parsing may take. The pattern is the user's: a pattern that
+backtracks without end would hold the run (and ignore SIGTERM, which Python handles only between
+bytecodes) for as long as the match lasts; past the bound the row fails naming the pattern."""
+
+
+class PatternTimeout(ValueError):
+    """The citation pattern did not finish on an answer within :data:`PATTERN_SECONDS`."""
+
+
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """The citation pattern compiled; a ValueError when it has no capture group."""
-    compiled = re.compile(pattern)
+    compiled = regex.compile(pattern)
     if compiled.groups < 1:
         raise ValueError(f"citation pattern {pattern!r} needs a capture group for the id")
     return compiled
@@ -66,28 +79,56 @@ def _resolve(token: str, context_ids: list[str]) -> str | None:
 
 
 def parse_citations(
-    answer: str, context_ids: list[str], pattern: str = DEFAULT_PATTERN
+    answer: str,
+    context_ids: list[str],
+    pattern: str = DEFAULT_PATTERN,
+    seconds: float = PATTERN_SECONDS,
 ) -> list[CitedSentence]:
-    """The answer's sentences with the contexts each cites (see the module docstring)."""
+    """The answer's sentences with the contexts each cites (see the module docstring).
+
+    Raises:
+        PatternTimeout: the pattern took longer than ``seconds`` on this answer.
+    """
     marker = compile_pattern(pattern)
+    deadline = time.monotonic() + seconds
+
+    def left() -> float:
+        # regex checks its timeout while it runs; every call shares the answer's budget.
+        return max(deadline - time.monotonic(), 0.001)
+
     out: list[CitedSentence] = []
-    for raw in sentences(answer):
-        leading: list[str] = []
-        # Markers before any text belong to the sentence before (written after its stop).
-        while (m := marker.match(raw.lstrip())) is not None and out:
-            leading.append(next(g for g in m.groups() if g is not None))
-            raw = raw.lstrip()[m.end() :]
-        if leading:
-            _add(out[-1], leading, context_ids)
-        found = [next((g for g in m.groups() if g is not None), "") for m in marker.finditer(raw)]
-        text = re.sub(r"\s+", " ", marker.sub("", raw)).strip()
-        text = re.sub(r"\s+([.,;:!?。，；：！？])", r"\1", text)
-        if not text:
-            continue
-        sentence = CitedSentence(text)
-        _add(sentence, found, context_ids)
-        out.append(sentence)
+    try:
+        for raw in sentences(answer):
+            leading: list[str] = []
+            # Markers before any text belong to the sentence before (written after its stop).
+            while (m := marker.match(raw.lstrip(), timeout=left())) is not None and out:
+                leading.append(next(g for g in m.groups() if g is not None))
+                raw = raw.lstrip()[m.end() :]
+            if leading:
+                _add(out[-1], leading, context_ids)
+            found = [
+                next((g for g in m.groups() if g is not None), "")
+                for m in marker.finditer(raw, timeout=left())
+            ]
+            text = marker.sub("", raw, timeout=left())
+            out.extend(_sentence(text, found, context_ids))
+    except TimeoutError:
+        raise PatternTimeout(
+            f"citation pattern {pattern!r} did not finish on this answer within {seconds:g} s "
+            "(score.citation_pattern backtracks: rewrite it so each part matches one way)"
+        ) from None
     return out
+
+
+def _sentence(text: str, found: list[str], context_ids: list[str]) -> list[CitedSentence]:
+    """The sentence left once its markers are removed (none when only markers were left)."""
+    text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"\s+([.,;:!?。，；：！？])", r"\1", text)
+    if not text:
+        return []
+    sentence = CitedSentence(text)
+    _add(sentence, found, context_ids)
+    return [sentence]
 
 
 def _add(sentence: CitedSentence, tokens: list[str], context_ids: list[str]) -> None:
@@ -179,6 +220,8 @@ __all__ = [
     "CitedSentence",
     "SentenceSupport",
     "citation_scores",
+    "PATTERN_SECONDS",
+    "PatternTimeout",
     "compile_pattern",
     "from_structured",
     "parse_citations",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -32,4 +33,22 @@ async def gather_limited(
     return results
 
 
-__all__ = ["gather_limited"]
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def await_shared(future: concurrent.futures.Future[T] | asyncio.Future[T]) -> T:
+    """Wait for a result another caller owns, without cancelling it when this caller goes.
+
+    ``asyncio.shield`` keeps the owner's future running when the waiter is cancelled, but then
+    drops its own callback: an exception set later on the (wrapped) future is never read, and
+    asyncio logs "Future exception was never retrieved" into a run that went fine. The owner
+    has its own waiters and its own error handling, so the exception is read here and left.
+    """
+    inner = asyncio.wrap_future(future) if isinstance(future, concurrent.futures.Future) else future
+    inner.add_done_callback(_retrieve)
+    return await asyncio.shield(inner)
+
+
+__all__ = ["await_shared", "gather_limited"]

@@ -19,6 +19,7 @@ from ragaudit.ablation._pipeline import IndexInfo, ablation_dir
 from ragaudit.ablation._plan import PlannedPoint
 from ragaudit.ablation._results import OBJECTIVE, Findings, findings, load_results, write_parquet
 from ragaudit.config import DIMENSIONS, RunConfig
+from ragaudit.reporting import text_workbook
 from ragaudit.runfolder import write_bytes, write_json
 
 
@@ -212,13 +213,11 @@ def render_html(
 
 def write_xlsx(found: Findings, path: Path) -> None:
     """``ablation.xlsx``: points, the point × metric table and the outliers (atomically)."""
-    import xlsxwriter
-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".xlsx.tmp")
     os.close(fd)
     try:
-        with xlsxwriter.Workbook(tmp) as book:
+        with text_workbook(tmp) as book:
             _points(found).write_excel(book, worksheet="points")
             found.table.write_excel(book, worksheet="metrics")
             found.outliers.write_excel(book, worksheet="outliers")

@@ -71,7 +71,12 @@ from ragaudit.reporting._model import (
 )
 from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
-from ragaudit.reporting._xlsx import CALIBRATION_XLSX, write_calibration_xlsx, write_xlsx
+from ragaudit.reporting._xlsx import (
+    CALIBRATION_XLSX,
+    text_workbook,
+    write_calibration_xlsx,
+    write_xlsx,
+)
 
 
 def write_calibration_report(run_dir: Path | str) -> tuple[Path, Path]:
@@ -147,5 +152,6 @@ __all__ = [
     "worst_questions",
     "write_compare_html",
     "write_html",
+    "text_workbook",
     "write_xlsx",
 ]

@@ -307,6 +307,20 @@ def sheet_names(metrics: tuple[str, ...], taken: set[str]) -> dict[str, str]:
     return out
 
 
+def text_workbook(target: io.BytesIO | str) -> Workbook:
+    """A workbook in which every string stays text.
+
+    Questions, contexts and answers come from outside; by default xlsxwriter turns a string
+    starting with ``=`` into a live formula (``=HYPERLINK(...)`` becomes a clickable link in the
+    user's sheet) and a URL-looking string into a hyperlink. Every workbook we write goes
+    through here so that no cell can act.
+    """
+    return Workbook(
+        target,
+        {"nan_inf_to_errors": True, "strings_to_formulas": False, "strings_to_urls": False},
+    )
+
+
 def _write(frame: pl.DataFrame, wb: Workbook, name: str, widths: dict[str, int]) -> None:
     ws = wb.add_worksheet(name, worksheet_class=_ExactWorksheet)
     frame.write_excel(
@@ -344,7 +358,7 @@ def write_xlsx(report: Report, path: Path) -> Path:
     """Write ``report`` as an xlsx workbook at ``path`` (atomically)."""
     buffer = io.BytesIO()
     text_widths = {"question": 40, "answer": 60, "reference": 60, "reason": 60, "error": 40}
-    wb = Workbook(buffer, {"nan_inf_to_errors": True})
+    wb = text_workbook(buffer)
     _write(answers_frame(report), wb, "answers", text_widths)
     _write(summary_frame(report), wb, "summary", {"metric": 28})
     extra = {
@@ -405,7 +419,7 @@ def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None 
         {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
     )
     buffer = io.BytesIO()
-    wb = Workbook(buffer, {"nan_inf_to_errors": True})
+    wb = text_workbook(buffer)
     _write(calibration_frame(section), wb, "calibration", {"statistic": 20, "note": 60})
     _write(run, wb, "run", {"field": 20, "value": 100})
     wb.close()
@@ -423,5 +437,6 @@ __all__ = [
     "run_frame",
     "sheet_names",
     "summary_frame",
+    "text_workbook",
     "write_xlsx",
 ]

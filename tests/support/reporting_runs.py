@@ -47,10 +47,16 @@ def write_run(
     score_overrides: dict[str, Any] | None = None,
     reason_chars: int = 60,
     calls: list[dict[str, Any]] | None = None,
+    prefixes: list[str] | None = None,
 ) -> Path:
-    """A run folder with questions, answers, scores (None = failed) and a manifest."""
+    """A run folder with questions, answers, scores (None = failed) and a manifest.
+
+    ``prefixes`` (one per question) start that question's text, reference, answer, reason and
+    error, as a hostile corpus or question set would.
+    """
     n = len(next(iter(values.values())))
     ids = question_ids or [f"q{i:04d}" for i in range(n)]
+    lead = dict(zip(ids, prefixes or [""] * n, strict=True))
     run = RunFolder(root, run_id)
     run.write(
         "questions",
@@ -59,9 +65,9 @@ def write_run(
                 {
                     "run_id": run_id,
                     "question_id": q,
-                    "question": f"question {q}?",
+                    "question": f"{lead[q]}question {q}?",
                     "language": "en",
-                    "reference": f"reference of {q}",
+                    "reference": f"{lead[q]}reference of {q}",
                     "metadata": "{}",
                 }
                 for q in ids
@@ -73,7 +79,12 @@ def write_run(
         "answers",
         to_table(
             [
-                {"run_id": run_id, "question_id": q, "response": f"answer {q}", "status": "ok"}
+                {
+                    "run_id": run_id,
+                    "question_id": q,
+                    "response": f"{lead[q]}answer {q}",
+                    "status": "ok",
+                }
                 for q in ids
             ],
             ANSWERS,
@@ -90,8 +101,10 @@ def write_run(
                     "metric": metric,
                     "value": v,
                     "status": "ok" if ok else "failed",
-                    "error": None if ok else "JudgeError: no verdict could be parsed",
-                    "reason": ('{"why": "' + "x" * reason_chars + '"}') if ok else None,
+                    "error": None if ok else f"{lead[q]}JudgeError: no verdict could be parsed",
+                    "reason": ('{"why": "' + lead[q].replace('"', "'") + "x" * reason_chars + '"}')
+                    if ok
+                    else None,
                     "k_used": 3,
                     "judge": judge,
                     "metric_args": "{}",
