@@ -260,10 +260,14 @@ class HttpSource:
                 retryable=False,
             )
         field = self.config.citation_id_field
+        # An entry without an id keeps its place, so that marker [n] still names the n-th entry:
+        # dropping it would shift every later marker onto the next document. The empty id is
+        # no context's, so the score stage counts that marker as an unknown citation.
         return [
-            str(e.get(field)) if isinstance(e, dict) else str(e)
+            ("" if e.get(field) is None else str(e.get(field)))
+            if isinstance(e, dict)
+            else ("" if e is None else str(e))
             for e in entries
-            if not (isinstance(e, dict) and e.get(field) is None)
         ]
 
     async def aclose(self) -> None:

@@ -36,7 +36,10 @@ def cited_sentences(s: Sample, deps: Deps) -> list[CitedSentence]:
             raise Skip(f"citations do not match the answer: {exc}") from None
     else:
         pattern = deps.option("citation_pattern", DEFAULT_PATTERN)
-        cited = parse_citations(response, s.citation_ids or s.context_ids, pattern)
+        # A source that lists what it cites numbers its own list, even an empty one (it cites
+        # nothing): only an answer with no such list numbers the retrieved contexts.
+        ids = s.context_ids if s.citation_ids is None else s.citation_ids
+        cited = parse_citations(response, ids, pattern)
     # A cited document the score stage did not keep cannot be judged: it supports nothing.
     for c in cited:
         c.unknown += [i for i in c.cited if i not in s.context_ids]

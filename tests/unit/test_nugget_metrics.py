@@ -195,6 +195,44 @@ def test_the_http_source_maps_a_json_responses_cited_documents() -> None:
     text = source._extract(raw)  # what a response body becomes
     assert (text, text.citation_ids) == ("Granite [2]. Tonnes [1].", ["c0", "c1"])
     assert source._extract(json.dumps({"answer": "No list."})).citation_ids == []
+    # An entry with a null id keeps its place: [3] still names the third entry (c2), not c3.
+    held = source._extract(
+        json.dumps(
+            {
+                "answer": "x",
+                "references": [{"doc_id": "c0"}, {"doc_id": None}, {"doc_id": "c2"}, {}],
+            }
+        )
+    )
+    assert held.citation_ids == ["c0", "", "c2", ""]
+
+
+async def test_an_empty_reference_list_cites_nothing(fake, gateway) -> None:
+    # references: [] with a marker [3]: the answer cites an unknown document, never the third
+    # retrieved context.
+    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    with fake.script(PlantedTruth(FACTS)):
+        rows = [
+            await score(m, make_sample(STEEL, CONTEXTS, citation_ids=[]), deps)
+            for m in ("citation_recall", "citation_precision")
+        ]
+    assert [(r["status"], r["value"]) for r in rows] == [("ok", 0.0), ("ok", 0.0)]
+    # The same marker without a list of the source's own numbers the retrieved contexts.
+    with fake.script(PlantedTruth(FACTS)):
+        numbered = await score("citation_recall", make_sample(STEEL, CONTEXTS), deps)
+    assert (numbered["status"], numbered["value"]) == ("ok", 1.0)
+
+
+async def test_a_null_reference_id_keeps_the_later_markers_in_place(fake, gateway) -> None:
+    # The second entry had no id: [3] is still c2, which states the sentence.
+    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    sample = make_sample(STEEL, CONTEXTS, citation_ids=["c0", "", "c2"])
+    with fake.script(PlantedTruth(FACTS)):
+        row = await score("citation_recall", sample, deps)
+    assert (row["status"], row["value"]) == ("ok", 1.0)
+
+
+STEEL = "The arch is made of steel [3]."
 
 
 async def test_markers_point_into_the_sources_cited_documents(fake, gateway) -> None:
