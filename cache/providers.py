@@ -19,6 +19,8 @@ from typing import Any
 
 import litellm
 
+from ragaudit.errors import ConfigError
+
 # Without better knowledge a judge is assumed to hold this many tokens (prompt + answer).
 FALLBACK_WINDOW = 8192
 
@@ -191,6 +193,26 @@ def provider_record(model: str) -> Provider:
 _default_records: dict[str, Provider] = {}
 
 
+def check_judges(judge: str | None, jury: tuple[str, ...] | list[str]) -> None:
+    """Refuse a judge or juror whose provider litellm cannot route, before any call is paid.
+
+    litellm resolves the provider from the model string alone, offline; a string it cannot
+    route would otherwise fail every one of its calls at run time, after the others were paid.
+    """
+    litellm.suppress_debug_info = True  # its provider-list banner, printed on every refusal
+    named = [("models.judge", judge)] + [(f"models.jury[{i}]", m) for i, m in enumerate(jury)]
+    for field, model in named:
+        if model is None or _prefix(model) in _records:
+            continue
+        try:
+            litellm.get_llm_provider(model)
+        except Exception:
+            raise ConfigError(
+                f"{field}: {model!r} names no provider litellm knows; write provider/model "
+                "(e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/qwen2.5:7b)"
+            ) from None
+
+
 def samples_at_once(model: str) -> bool:
     """Whether ``model``'s provider returns several samples of one prompt in one call (``n``)."""
     return provider_record(model).samples(model)
@@ -264,6 +286,7 @@ __all__ = [
     "IN_PROCESS",
     "LOCAL_PROVIDER",
     "OwnCounter",
+    "check_judges",
     "Provider",
     "price_at_zero",
     "provider_record",

@@ -22,10 +22,12 @@ def _dry_run(
 ) -> None:
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
     import ragaudit.metrics  # noqa: F401  (the config check of the metrics, as in a run)
+    from ragaudit.cache.providers import check_judges
     from ragaudit.dataset import check_gold
     from ragaudit.estimate import Assumptions, estimate_run
 
     config = load_config(config_path, overrides)
+    check_judges(config.models.judge, config.models.jury)
     # The gold is read and checked before the estimate: a broken qrels shows before money.
     check_gold(config)
     estimate = asyncio.run(estimate_run(config, Assumptions.parse(assume), records=records or None))

@@ -245,6 +245,9 @@ def _evaluate(
     import ragaudit.metrics  # noqa: F401
 
     config = load_config(config_path, overrides)
+    from ragaudit.cache.providers import check_judges
+
+    check_judges(config.models.judge, config.models.jury)
     if stages is None or "collect" in stages:
         # Check the collect stage's inputs before Prefect starts: a malformed question set or
         # a missing corpus then fails at once with one clean message, not after the server

@@ -233,3 +233,27 @@ def test_the_report_header_gets_the_runs_end_and_reads_to_the_second(tmp_path: P
     assert '<span id="run-finished">2026-11-25 03:04:59 UTC</span>' in header
     assert "running" not in header
     assert not stamp_completion(tmp_path / "no-report", "completed", None)
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ('models.jury=["fake/judge", "nosuchprovider/model-x"]', "models.jury[1]"),
+        ("models.judge=nosuchprovider/model-x", "models.judge"),
+    ],
+)
+def test_a_judge_no_provider_can_route_is_refused_before_any_call(
+    tmp_path: Path, setting: str, field: str, dry_run: bool
+) -> None:
+    from support.cli import run_args
+
+    args = run_args(tmp_path, "--set", setting)
+    if setting.startswith("models.judge="):
+        i = args.index("--judge")
+        del args[i : i + 2]
+    result = CliRunner().invoke(app, args + (["--dry-run"] if dry_run else []))
+    assert result.exit_code != 0
+    text = result.output + str(result.exception or "")
+    assert field in text and "nosuchprovider/model-x" in text, text
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
