@@ -40,7 +40,7 @@ from ragaudit.cli._app import (
     err,
 )
 from ragaudit.cli._dryrun import _dry_run
-from ragaudit.config import RunConfig, load_config
+from ragaudit.config import ModelsConfig, RunConfig, load_config
 from ragaudit.errors import RagauditError
 from ragaudit.numbers import fixed
 from ragaudit.runids import new_run_id
@@ -274,11 +274,18 @@ def _evaluate(
         raise typer.Exit(3)
 
 
+# The flag's own range, read from the config field it sets, so that a value out of range is an
+# error of the flag (naming it) rather than of the config file the run was given.
+_MAX_REPEATS = next(
+    m.le for m in ModelsConfig.model_fields["judge_repeats"].metadata if hasattr(m, "le")
+)
+
 JudgeRepeatsOpt = Annotated[
     int | None,
     typer.Option(
         "--judge-repeats",
         min=1,
+        max=_MAX_REPEATS,
         help="Independent samples of every judge request (models.judge_repeats).",
     ),
 ]

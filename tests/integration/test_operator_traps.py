@@ -257,3 +257,15 @@ def test_a_judge_no_provider_can_route_is_refused_before_any_call(
     text = result.output + str(result.exception or "")
     assert field in text and "nosuchprovider/model-x" in text, text
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_judge_repeats_out_of_range_is_an_error_of_the_flag(tmp_path: Path) -> None:
+    from support.cli import run_args
+
+    config = REPO / "data" / "demo" / "config.yaml"
+    result = CliRunner().invoke(
+        app, [*run_args(tmp_path, "--config", str(config)), "--judge-repeats", "1000", "--dry-run"]
+    )
+    assert result.exit_code != 0
+    assert "--judge-repeats" in result.output
+    assert "config (" not in result.output
