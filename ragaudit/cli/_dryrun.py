@@ -48,8 +48,13 @@ def print_estimate(estimate: Any) -> None:
     from ragaudit.estimate import price
 
     table = Table(title="Dry run: what the run will ask (no model was called)")
-    for col in ("stage", "step", "model", "calls", "prompt tokens", "output tokens", "cost"):
-        table.add_column(col, no_wrap=col in {"stage", "model", "cost"})
+    # The figures never wrap: on a narrow terminal or a pipe (80 columns) a long model string
+    # folds over lines instead of squeezing the calls and tokens columns to nothing.
+    table.add_column("stage", no_wrap=True)
+    table.add_column("step", ratio=1)
+    table.add_column("model", overflow="fold", ratio=1)
+    for col in ("calls", "prompt tokens", "output tokens", "cost"):
+        table.add_column(col, no_wrap=True, justify="right")
     total = 0.0
     unknown: set[str] = set()
     for line in estimate.lines:
