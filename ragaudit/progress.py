@@ -20,8 +20,8 @@ class Reporter(Protocol):
         """Move a bar forward."""
         ...
 
-    def finish(self, handle: int) -> None:
-        """Close a bar."""
+    def finish(self, handle: int, stopped: bool = False) -> None:
+        """Close a bar (``stopped``: its block ended by an error or a signal, not done)."""
         ...
 
 
@@ -32,7 +32,7 @@ class _Silent:
     def advance(self, handle: int, n: int = 1) -> None:
         pass
 
-    def finish(self, handle: int) -> None:
+    def finish(self, handle: int, stopped: bool = False) -> None:
         pass
 
 
@@ -123,13 +123,14 @@ class LineReporter:
             stop.set()
             thread.join()
 
-    def finish(self, handle: int) -> None:
-        """Print that the stage ended, with its time."""
+    def finish(self, handle: int, stopped: bool = False) -> None:
+        """Print that the stage ended (done, or stopped before its end), with its time."""
         with self._lock:
             bar = self._bars.pop(handle, None)
             if bar is None:
                 return
-            line = f"{bar[0]}: done, {bar[2]}/{bar[1]} in {self.clock() - bar[3]:.0f} s"
+            ended = "stopped at" if stopped else "done,"
+            line = f"{bar[0]}: {ended} {bar[2]}/{bar[1]} in {self.clock() - bar[3]:.0f} s"
         self.write(line)
 
 
@@ -150,8 +151,12 @@ def bar(label: str, total: int) -> Iterator[Bar]:
     handle = _reporter.start(label, total)
     try:
         yield Bar(handle)
-    finally:
-        _reporter.finish(handle)
+    except BaseException:
+        # A signal (cancellation) or an error ended the block: the stage wrote nothing, and a
+        # bar that read "done" would say it had.
+        _reporter.finish(handle, stopped=True)
+        raise
+    _reporter.finish(handle)
 
 
 __all__ = ["Bar", "LineReporter", "Reporter", "bar", "set_reporter"]

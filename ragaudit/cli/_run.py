@@ -61,9 +61,13 @@ class _RichReporter:
     def advance(self, handle: int, n: int = 1) -> None:
         self.progress.advance(TaskID(handle), n)
 
-    def finish(self, handle: int) -> None:
+    def finish(self, handle: int, stopped: bool = False) -> None:
         task = self.progress.tasks[[t.id for t in self.progress.tasks].index(TaskID(handle))]
-        self.progress.update(TaskID(handle), completed=task.total)
+        if stopped:
+            # The count stays where the stage stopped; a full bar would read as done.
+            self.progress.update(TaskID(handle), description=f"{task.description} (stopped)")
+        else:
+            self.progress.update(TaskID(handle), completed=task.total)
 
 
 def _import_flow() -> None:

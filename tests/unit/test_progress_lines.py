@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from ragaudit import progress
 from ragaudit.progress import LineReporter
 
@@ -97,3 +99,21 @@ def test_the_heartbeat_thread_ticks_until_its_block_ends() -> None:
     assert not any(t.name == "ragaudit-progress" for t in threading.enumerate())
     reporter.finish(handle)
     assert lines[1].startswith("score:faithfulness: 0/4, ")
+
+
+def test_a_bar_ended_by_a_signal_says_stopped_not_done() -> None:
+    import asyncio
+
+    lines: list[str] = []
+    progress.set_reporter(LineReporter(lines.append, every_s=3600.0))
+    try:
+        with pytest.raises(asyncio.CancelledError), progress.bar("score: faithfulness", 5) as b:
+            b.advance(2)
+            raise asyncio.CancelledError
+        with progress.bar("score: answer_relevancy", 1) as b:
+            b.advance()
+    finally:
+        progress.set_reporter(None)
+    assert lines[1].startswith("score: faithfulness: stopped at 2/5 in "), lines
+    assert not any("faithfulness: done" in line for line in lines)
+    assert lines[3].startswith("score: answer_relevancy: done, 1/1 in "), lines
