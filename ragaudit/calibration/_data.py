@@ -16,7 +16,7 @@ from typing import Any
 from ragaudit.dataset import jsonl_lines
 from ragaudit.errors import InputError
 from ragaudit.lang import detect_language
-from ragaudit.metrics import Sample
+from ragaudit.metrics import METRICS, Sample
 
 # WikiEval file → the metric its human label is about.
 WIKIEVAL_FILES = {
@@ -137,10 +137,27 @@ def _labels_records(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}, line {n}: invalid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise InputError(
+                f"{path}, line {n}: a {type(record).__name__}, not a JSON object of fields"
+            )
+        records.append(record)
     return records
+
+
+def text_field(rec: dict[str, Any], where: str, *names: str) -> str | None:
+    """The first of ``names`` the record holds, which must be text (None: none is there)."""
+    for name in names:
+        value = rec.get(name)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str):
+            raise InputError(f"{where}: {name!r} is a {type(value).__name__}, not text")
+        return value
+    return None
 
 
 def load_labels(path: Path | str) -> list[Labelled]:
@@ -155,25 +172,39 @@ def load_labels(path: Path | str) -> list[Labelled]:
     out: list[Labelled] = []
     for n, rec in enumerate(_labels_records(path), start=1):
         where = f"{path}, row {n}"
-        labels = dict(rec.get("labels") or {})
+        given = rec.get("labels") or {}
+        if not isinstance(given, dict):
+            raise InputError(
+                f"{where}: 'labels' is a {type(given).__name__}; write an object "
+                '{"metric": label, ...}'
+            )
+        labels = dict(given)
         labels.update({k[len("label_") :]: v for k, v in rec.items() if k.startswith("label_")})
-        question = rec.get("question") or rec.get("user_input")
+        question = text_field(rec, where, "question", "user_input")
         if not question:
             raise InputError(f"{where}: no 'question'")
         if not labels:
             raise InputError(f"{where}: no human label ('labels' or 'label_<metric>')")
+        unknown = sorted(str(m) for m in labels if m not in METRICS)
+        if unknown:
+            raise InputError(
+                f"{where}: unknown metric {', '.join(map(repr, unknown))} "
+                f"(known: {', '.join(sorted(METRICS))})"
+            )
         contexts = rec.get("contexts", rec.get("retrieved_contexts")) or []
         if isinstance(contexts, str):
             try:
                 contexts = json.loads(contexts) if contexts.strip().startswith("[") else [contexts]
             except json.JSONDecodeError:
                 raise InputError(f"{where}: 'contexts' is not a JSON list") from None
+        if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
+            raise InputError(f"{where}: 'contexts' must be a list of texts")
         sample = make_sample(
             str(rec.get("question_id") or f"labels-{n}"),
             question,
-            response=rec.get("answer") or rec.get("response"),
-            contexts=[str(c) for c in contexts],
-            reference=rec.get("reference"),
+            response=text_field(rec, where, "answer", "response"),
+            contexts=contexts,
+            reference=text_field(rec, where, "reference"),
         )
         for metric, value in labels.items():
             if value in (None, ""):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.calibration._data import _labels_records
+from ragaudit.calibration._data import _labels_records, text_field
 from ragaudit.calibration._stats import share_ci
 from ragaudit.dataset import Question
 from ragaudit.errors import InputError
@@ -96,7 +96,8 @@ def load_grade_labels(path: Path | str) -> list[GradeLabel]:
     contexts: dict[tuple[str, str], str] = {}
     for n, rec in enumerate(_labels_records(path), start=1):
         where = f"{path}, row {n}"
-        question, context = rec.get("question"), rec.get("context")
+        question = text_field(rec, where, "question")
+        context = text_field(rec, where, "context")
         if not question:
             raise InputError(f"{where}: no 'question'")
         if not context:
