@@ -24,6 +24,7 @@ from ragaudit.calibration._run import (
     bundled_inputs,
     run_calibration,
     scenario_sample,
+    score_jobs,
 )
 from ragaudit.calibration._scenarios import FAMILIES, FAMILY_METRICS, make_scenarios
 from ragaudit.calibration._stats import Figure, alignment_figures, detector_figures, share_ci
@@ -55,6 +56,7 @@ __all__ = [
     "make_scenarios",
     "metric_deps",
     "run_calibration",
+    "score_jobs",
     "scenario_sample",
     "share_ci",
 ]

@@ -27,6 +27,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from ragaudit import progress
 from ragaudit.calibration._data import Labelled, load_halueval, load_wikieval, make_sample
 from ragaudit.calibration._grades import GradeCalibrationResult, GradeLabel
 from ragaudit.calibration._scenarios import FAMILY_METRICS
@@ -105,12 +106,21 @@ async def _score_all(
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Score each metric's samples; (metric, item id) → score row."""
     names = list(jobs)
-    results = await asyncio.gather(
-        *(
-            score_rows(resolve(n, deps.options), jobs[n], deps, window=window, limit=limit)
-            for n in names
-        )
-    )
+
+    async def one(name: str) -> list[dict[str, Any]]:
+        # A progress line per metric, as the run's score stage prints: a calibration of
+        # thousands of rows must show it is working.
+        with progress.bar(f"calibrate: {name}", len(jobs[name])) as bar:
+            return await score_rows(
+                resolve(name, deps.options),
+                jobs[name],
+                deps,
+                window=window,
+                limit=limit,
+                on_row=bar.advance,
+            )
+
+    results = await asyncio.gather(*(one(n) for n in names))
     return {
         (n, row["question_id"]): row for n, rows in zip(names, results, strict=True) for row in rows
     }
@@ -316,6 +326,21 @@ async def consistency(items: list[Labelled], deps: Deps) -> list[dict[str, Any]]
     ]
 
 
+def score_jobs(inputs: CalibrationInputs) -> dict[str, list[Sample]]:
+    """Per metric, the samples a calibration scores (what its dry run counts, too)."""
+    jobs: dict[str, list[Sample]] = defaultdict(list)
+    for item in inputs.labelled:
+        jobs[item.metric].append(item.sample)
+    for row in inputs.scenarios:
+        family = row.metadata["scenario"]["family"]
+        for metric in FAMILY_METRICS.get(family, ()):
+            jobs[metric].append(scenario_sample(row))
+    # One sample per id: a labels file may repeat a row.
+    return {
+        name: list({s.question_id: s for s in samples}.values()) for name, samples in jobs.items()
+    }
+
+
 async def run_calibration(
     inputs: CalibrationInputs,
     deps: Deps,
@@ -326,15 +351,7 @@ async def run_calibration(
     with_consistency: bool = True,
 ) -> Calibration:
     """Score every item with its metric and measure the metrics (see the module docstring)."""
-    jobs: dict[str, list[Sample]] = defaultdict(list)
-    for item in inputs.labelled:
-        jobs[item.metric].append(item.sample)
-    for row in inputs.scenarios:
-        family = row.metadata["scenario"]["family"]
-        for metric in FAMILY_METRICS.get(family, ()):
-            jobs[metric].append(scenario_sample(row))
-    for name, samples in jobs.items():  # one sample per id: a labels file may repeat a row
-        jobs[name] = list({s.question_id: s for s in samples}.values())
+    jobs = score_jobs(inputs)
     scored, consistent = await asyncio.gather(
         _score_all(dict(jobs), deps, window, limit),
         consistency(inputs.labelled, deps) if with_consistency else asyncio.sleep(0, []),
@@ -362,4 +379,5 @@ __all__ = [
     "pairwise_agreement",
     "run_calibration",
     "scenario_sample",
+    "score_jobs",
 ]

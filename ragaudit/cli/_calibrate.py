@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -33,6 +33,30 @@ if TYPE_CHECKING:
     from ragaudit.noise import Share
 
 SMOKE_CALIBRATION_LIMIT = 2
+
+# Paid judge calls a calibration may start without --yes: a labels file of 100,000 rows must
+# not start 100,000 paid calls unasked.
+CONFIRM_ABOVE = 1_000
+
+
+def _planned(inputs: Any) -> tuple[dict[str, int], int]:
+    """Rows per metric, and the judge's grade calls (one per distinct labelled context)."""
+    from ragaudit.calibration import score_jobs
+
+    rows = {name: len(samples) for name, samples in score_jobs(inputs).items()}
+    contexts = {(g.question_id, g.context_id) for g in inputs.grade_labels}
+    return rows, len(contexts)
+
+
+def _print_plan(rows: dict[str, int], grade_calls: int, judge: str) -> None:
+    table = Table(title=f"Dry run: what calibrate will ask {judge} (no model was called)")
+    table.add_column("what")
+    table.add_column("rows", justify="right", no_wrap=True)
+    for name, n in sorted(rows.items()):
+        table.add_row(f"metric {name} (its own calls per row, as in a run)", f"{n:,}")
+    if grade_calls:
+        table.add_row("relevance grades (one call per labelled context)", f"{grade_calls:,}")
+    console.print(table)
 
 
 def _print_grades(grades: GradeCalibrationResult) -> None:
@@ -111,6 +135,13 @@ def calibrate_cmd(
     threshold: Annotated[
         float, typer.Option("--threshold", help="Cut of scores and labels for κ and accuracy.")
     ] = 0.5,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would be asked; call no model.")
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help=f"Start over {CONFIRM_ABOVE:,} paid judge rows unasked."),
+    ] = False,
 ) -> None:
     """Measure the metrics with the configured judge (the bundled data when none is named)."""
     from ragaudit.calibration import GRADE_KIND, calibrate, gather_inputs
@@ -141,8 +172,36 @@ def calibrate_cmd(
         corpus=cfg.collect.corpus,
         limit=limit,
     )
+    rows, grade_calls = _planned(inputs)
+    if dry_run:
+        _print_plan(rows, grade_calls, cfg.models.judge_model)
+        return
+    from ragaudit.cache.providers import provider_record
+
+    asked = sum(rows.values()) + grade_calls
+    if asked > CONFIRM_ABOVE and not yes and not provider_record(cfg.models.judge_model).free:
+        _print_plan(rows, grade_calls, cfg.models.judge_model)
+        question = f"Start {asked:,} paid judge rows with {cfg.models.judge_model}?"
+        if not console.is_terminal:
+            err.print(
+                f"[bold red]calibrate:[/] {asked:,} paid judge rows with "
+                f"{cfg.models.judge_model}, over {CONFIRM_ABOVE:,}: pass --yes to start them "
+                "(--dry-run shows what they are)"
+            )
+            raise typer.Exit(2)
+        if not typer.confirm(question):
+            raise typer.Exit(1)
     install_log_filter()
-    result, run, warnings = asyncio.run(calibrate(cfg, inputs, threshold=threshold))
+    from ragaudit import progress
+
+    # One line per metric (and for the grades) when it starts, every ~10 s, and when it ends.
+    reporter = progress.LineReporter(lambda line: err.print(line, markup=False, highlight=False))
+    progress.set_reporter(reporter)
+    try:
+        with reporter.heartbeat():
+            result, run, warnings = asyncio.run(calibrate(cfg, inputs, threshold=threshold))
+    finally:
+        progress.set_reporter(None)
     models = f"judge {cfg.models.judge_model}, embedder {cfg.models.embedder_model}"
     table = Table(title=f"calibration {run.run_id} ({models})")
     for col in ("kind", "data", "metric", "family", "statistic", "value", "95% CI", "n", "note"):

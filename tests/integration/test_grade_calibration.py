@@ -216,3 +216,38 @@ def test_grade_calibration_page_in_chromium(fake, tmp_path, labels) -> None:
     assert "data: grade_labels · metric: relevance@3 · judge: fake/judge" in text
     assert text.count("fake/judge") < 5
     assert "judge over-rated" in text and "NDCG, calibrated judge grades" in text
+
+
+def _many_labels(path: Path, n: int) -> Path:
+    rows = [
+        {"question": f"Q{i // 10}?", "context": f"context {i}", "grade": i % 4} for i in range(n)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_calibrate_dry_run_counts_and_a_paid_judge_over_the_bound_is_not_started(
+    tmp_path: Path,
+) -> None:
+    from ragaudit.cli._calibrate import CONFIRM_ABOVE
+
+    path = _many_labels(tmp_path / "many.jsonl", CONFIRM_ABOVE + 500)
+    base = ["calibrate", "--grade-labels", str(path), "--runs-root", str(tmp_path / "runs")]
+    base += ["--set", f"cache_dir={tmp_path / 'cache'}", "--embedder", "fake/embed"]
+    dry = CliRunner().invoke(app, [*base, "--judge", "openai/gpt-4o-mini", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    said = " ".join(dry.output.split())
+    assert f"{CONFIRM_ABOVE + 500:,}" in said and "no model was called" in said
+    paid = CliRunner().invoke(app, [*base, "--judge", "openai/gpt-4o-mini"])
+    assert paid.exit_code == 2
+    assert "pass --yes" in " ".join(paid.output.split())
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_calibrate_prints_a_progress_line_per_stage(fake, tmp_path, labels) -> None:
+    path, truth = labels
+    with fake.script(over_rating_judge(truth)):
+        result = _calibrate(tmp_path, path)
+    assert result.exit_code == 0, result.output
+    assert "relevance: started, 0/" in result.output
+    assert "relevance: done, " in result.output
