@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,11 @@ def test_a_missing_corpus_is_an_error_even_when_the_index_exists(tmp_path: Path)
     backend = make_backend("local", path=tmp_path / "index", table="contexts", mode="bm25")
     backend.index(read_corpus(DEMO_CORPUS))  # an index that needs no corpus
     missing = tmp_path / "moved" / "corpus.jsonl"
-    started = time.perf_counter()
     result = CliRunner().invoke(app, run_args(tmp_path, "--set", f"collect.corpus={missing}"))
     assert result.exit_code == 2, result.output
     assert f"collect.corpus: no such file or folder: {missing}" in result.output
     assert "Traceback" not in result.output
-    # Found before any work: no Prefect start, no run folder.
-    assert time.perf_counter() - started < 10
+    # Found before any work: no run folder.
     assert not (tmp_path / "runs").exists()
 
 

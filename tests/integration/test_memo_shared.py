@@ -363,10 +363,10 @@ def test_an_unreachable_redis_is_one_clear_error(tmp_path: Path) -> None:
     port = free_port()  # nobody listens there
     url = f"redis://127.0.0.1:{port}/0"
     config = make_config(tmp_path, cache__backend="redis", cache__redis_url=url)
-    started = time.monotonic()
+    # No wall-clock bound here: that it fails at once rather than retrying is the client's
+    # one connection attempt, and a hang would stop the suite, not pass it.
     with pytest.raises(ConfigError) as failed, hold_gateway(config):
         pass
-    assert time.monotonic() - started < 15
     message = str(failed.value)
     assert message.startswith(f"cache.redis_url: cannot reach Redis at {url} (ConnectionError")
     assert "\n" not in message

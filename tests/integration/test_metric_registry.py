@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.runs import make_config
 from typer.testing import CliRunner
 
 import ragaudit.metrics
@@ -20,7 +21,6 @@ from ragaudit.config import RunConfig, load_config
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import METRICS, resolve
 from ragaudit.runfolder import RunFolder
-from tests.conftest import make_config
 
 TOY = '''
 """A toy metric in one module: the judge says whether the answer is polite, times a scale."""

@@ -94,14 +94,10 @@ def test_a_signal_stops_the_run_and_its_server(tmp_path: Path, signum: int) -> N
     proc = start(tmp_path, judge="fake/judge?latency=1.0")
     wait_for_server(proc, tmp_path / "home")
     time.sleep(1.0)  # mid-flight: judge calls are out
-    sent = time.monotonic()
     proc.send_signal(signum)
+    # The timeout only tells "stops" from "runs on" (before the fix a signal took minutes and
+    # two dozen connection errors): how fast it stops is measured in bench/, not asserted here.
     out, errors = proc.communicate(timeout=180)
-    took = time.monotonic() - sent
-    # Before the fix a signal took 271 s and 24 connection errors to end the run. Stopping
-    # cancels the flow and Prefect's task teardown and waits for the server: 5-15 s here on a
-    # quiet machine, 26 s once under CI load, so the bound only separates "stops" from "runs on".
-    assert took < 90, f"took {took:.1f} s to stop"
     assert proc.returncode == 128 + signum, errors  # 130 for SIGINT, 143 for SIGTERM
     assert "Traceback" not in errors, errors
     assert f"stopped by {signal.Signals(signum).name}" in errors
