@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli import DEMO_QUESTIONS, cli_command, cli_env
+from support.cli import cli_command, cli_env, run_args
 
 from ragaudit.dataset import load_qrels
 
@@ -16,25 +16,7 @@ GOOD = "dr181577 0 d1 2\ndr181589 0 d2 1\n"
 def _dry_run(tmp_path: Path, qrels: str, *extra: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "gold.qrels"
     path.write_text(qrels, encoding="utf-8")
-    args = [
-        "run",
-        "--dry-run",
-        "--questions",
-        str(DEMO_QUESTIONS),
-        "--runs-root",
-        str(tmp_path / "runs"),
-        "--judge",
-        "fake/judge",
-        "--embedder",
-        "fake/embed",
-        "--set",
-        f"cache_dir={tmp_path / 'cache'}",
-        "--set",
-        f"collect.index_path={tmp_path / 'index'}",
-        "--set",
-        f"gold.qrels={path}",
-        *extra,
-    ]
+    args = run_args(tmp_path, "--dry-run", "--set", f"gold.qrels={path}", *extra)
     env = {**cli_env(tmp_path), "COLUMNS": "400"}
     return subprocess.run([*cli_command(), *args], capture_output=True, text=True, env=env)
 
