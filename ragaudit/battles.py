@@ -35,7 +35,7 @@ from ragaudit.cache import (
 from ragaudit.config import RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sample_judges
-from ragaudit.lang import tokens
+from ragaudit.lang import token_share
 from ragaudit.prompts import BATTLE, BattleInput
 from ragaudit.reporting import paired_test
 from ragaudit.schemas import BATTLES, to_table
@@ -406,17 +406,12 @@ def fit_davidson(
     )
 
 
-def _overlap(question: str, text: str) -> float:
-    asked = set(tokens(question))
-    return len(asked & set(tokens(text))) / len(asked) if asked else 0.0
-
-
 @register_fake_answer("BattleVerdict")
 def _fake_battle(req: FakeRequest) -> dict[str, Any]:
     """The offline fake judge: the answer sharing more of the question's tokens wins."""
     p = req.payload
     q = p.get("question", "")
-    a, b = _overlap(q, p.get("answer_1", "")), _overlap(q, p.get("answer_2", ""))
+    a, b = token_share(q, p.get("answer_1", "")), token_share(q, p.get("answer_2", ""))
     verdict = "tie" if abs(a - b) < 0.05 else "1" if a > b else "2"
     return {"verdict": verdict, "reason": f"token overlap {a:.2f} vs {b:.2f}"}
 

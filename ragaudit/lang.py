@@ -71,6 +71,15 @@ def tokens(text: str) -> list[str]:
     return [t.lower() for t in _TOKEN.findall(text)]
 
 
+def token_share(part: str, whole: str) -> float:
+    """Share of ``part``'s distinct :func:`tokens` found in ``whole`` (0 when ``part`` has none).
+
+    The offline fake judges' one measure of how much a text says about another.
+    """
+    mine = set(tokens(part))
+    return len(mine & set(tokens(whole))) / len(mine) if mine else 0.0
+
+
 def count_tokens(text: str) -> int:
     """How many :func:`tokens` ``text`` has, without lower-casing them.
 
@@ -121,4 +130,4 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-__all__ = ["count_tokens", "detect_language", "sentences", "tokens"]
+__all__ = ["count_tokens", "detect_language", "sentences", "token_share", "tokens"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragaudit.cache import FakeRequest, register_fake_answer
-from ragaudit.lang import sentences, tokens
+from ragaudit.lang import sentences, token_share
 
 
 @register_fake_answer("RagAnswer")
@@ -20,11 +20,11 @@ def _fake_rag_answer(req: FakeRequest) -> dict[str, Any]:
     order retrieved; "I do not know." when none shares any.
     """
     p = req.payload
-    asked = set(tokens(p.get("question", "")))
+    question = p.get("question", "")
     found = []
     for i, c in enumerate(p.get("contexts", [])):
         for s in sentences(c):
-            score = len(asked & set(tokens(s))) / len(asked) if asked else 0.0
+            score = token_share(question, s)
             if score > 0:
                 found.append((score, i, s))
     best = sorted(found, key=lambda t: (-t[0], t[1]))[:2]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragaudit.cache import FakeRequest, register_fake_answer
-from ragaudit.lang import tokens
+from ragaudit.lang import token_share
 
 
 def overlap_grade(question: str, text: str) -> tuple[int, float]:
@@ -18,8 +18,7 @@ def overlap_grade(question: str, text: str) -> tuple[int, float]:
     Cut points put a share of 0.3 (the fake judge's old yes/no threshold) at grade 2, so the
     offline demo finds the same candidates relevant as before grades.
     """
-    asked = set(tokens(question))
-    share = len(asked & set(tokens(text))) / len(asked) if asked else 0.0
+    share = token_share(question, text)
     grade = 3 if share >= 0.6 else 2 if share >= 0.3 else 1 if share > 0.1 else 0
     return grade, share
 

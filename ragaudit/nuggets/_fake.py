@@ -13,13 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragaudit.cache import FakeRequest, register_fake_answer
-from ragaudit.lang import sentences, tokens
-
-
-def _share(part: str, whole: str) -> float:
-    """Share of ``part``'s distinct tokens found in ``whole`` (0 when ``part`` has none)."""
-    mine = set(tokens(part))
-    return len(mine & set(tokens(whole))) / len(mine) if mine else 0.0
+from ragaudit.lang import sentences, token_share, tokens
 
 
 @register_fake_answer("ExtractedNuggets")
@@ -29,7 +23,7 @@ def _extract(req: FakeRequest) -> dict[str, Any]:
     out = []
     for k, ctx in enumerate(p.get("contexts", []), start=1):
         first = next(iter(sentences(ctx)), "").strip()
-        share = _share(question, ctx)
+        share = token_share(question, ctx)
         if first and share > 0:
             importance = "vital" if share >= 0.5 else "okay"
             out.append({"text": first[:200], "importance": importance, "sources": [k]})
@@ -56,7 +50,7 @@ def _assign(req: FakeRequest) -> dict[str, Any]:
     answer = p.get("answer", "")
     out = []
     for k, nugget in enumerate(p.get("nuggets", []), start=1):
-        share = _share(nugget, answer)
+        share = token_share(nugget, answer)
         verdict = (
             "support" if share >= 0.8 else "partial_support" if share >= 0.4 else "not_support"
         )
@@ -67,7 +61,7 @@ def _assign(req: FakeRequest) -> dict[str, Any]:
 @register_fake_answer("SupportVerdict")
 def _support(req: FakeRequest) -> dict[str, Any]:
     p = req.payload
-    share = _share(p.get("sentence", ""), "\n".join(p.get("contexts", [])))
+    share = token_share(p.get("sentence", ""), "\n".join(p.get("contexts", [])))
     level = "full" if share >= 0.8 else "partial" if share >= 0.4 else "none"
     return {"support": level, "reason": f"token overlap {share:.2f}"}
 
