@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app, console, err
 from ragaudit.cli._run import _evaluate_with_flags
-from ragaudit.config import RunConfig, load_config
+from ragaudit.config import RunConfig, SortConfig, load_config
 from ragaudit.errors import RagauditError
 from ragaudit.numbers import fixed
 
@@ -67,8 +67,10 @@ def report_cmd(
         if build_calibration(folder) is not None:
             page, _ = write_calibration_report(folder)
         else:
-            page = write_html(build_report(folder))
-            _warn_incomplete(folder)
+            report = build_report(folder)
+            page = write_html(report)
+            if report.incomplete:
+                err.print(f"[bold yellow]WARNING:[/] {report.incomplete}", soft_wrap=True)
         console.print(f"report.html: {page}")
     if open_page:
         import webbrowser
@@ -405,8 +407,12 @@ def export_trec_cmd(run: str, runs_root: RootOpt = None) -> None:
     # P@k, R@k and MRR would disagree with the agreement table without the level.
     from ragaudit.reporting import run_folder
 
+    # The stored config's field when it has one, else the field's default (an older manifest);
+    # read as a value, not validated, so a config of another version still gives its level.
     sort_cfg = run_folder(folder).read_manifest().get("config", {}).get("sort", {})
-    level = sort_cfg.get("relevant_grade", 2) if isinstance(sort_cfg, dict) else 2
+    level = SortConfig.model_fields["relevant_grade"].default
+    if isinstance(sort_cfg, dict):
+        level = sort_cfg.get("relevant_grade", level)
     console.print(
         f"grades are 0-3: run trec_eval -l {level} (pytrec_eval relevance_level={level}) so that "
         f"P@k, R@k and MRR count grade >= {level} as relevant, as the agreement table does",

@@ -32,7 +32,7 @@ from ragaudit.reporting._model import (
     WorstQuestion,
 )
 from ragaudit.reporting._stats import summarise, worst_questions
-from ragaudit.runfolder import RunFolder, run_state
+from ragaudit.runfolder import RunFolder, RunState, run_state
 
 # Reference answers the score stage reads instead of the question set's (tasks/score.py).
 USABLE_REFERENCE = frozenset({"ok", "partial"})
@@ -81,8 +81,8 @@ def question_set_hash(questions: pl.DataFrame) -> str:
     return canonical_hash({"questions": rows})
 
 
-def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
-    """The manifest's warnings and those its config implies.
+def _warnings(manifest: dict[str, Any], run: RunFolder, state: RunState) -> tuple[str, ...]:
+    """The manifest's warnings, those its config implies, and the run's state (``run_state``).
 
     The flow writes the manifest's warnings when it ends, after the report stage has built
     its model; recomputing them from the stored config lets that model carry them too.
@@ -93,7 +93,6 @@ def _warnings(manifest: dict[str, Any], run: RunFolder) -> tuple[str, ...]:
     from ragaudit.manifest import failure_warnings, judge_warnings
 
     found = list(manifest.get("warnings", ()))
-    state = run_state(run.path)
     # A live run's own report stage reads its folder while it runs: not a finding about it.
     if state.warning and state.status != "running":
         found.insert(0, state.warning)
@@ -534,6 +533,7 @@ def build_report(run_dir: Path | str) -> Report:
     if run.has("judge_noise"):
         # The report stage's figures, as the summary's: every rendering shows the same digits.
         noise_rows = _stored_noise(run)
+    state = run_state(run.path)
     return Report(
         run_id=run.run_id,
         run_dir=run.path,
@@ -543,7 +543,8 @@ def build_report(run_dir: Path | str) -> Report:
         judge=models.get("judge"),
         embedder=models.get("embedder"),
         generator=models.get("generator"),
-        warnings=_warnings(manifest, run),
+        warnings=_warnings(manifest, run, state),
+        incomplete=state.warning,
         questions_file=config.get("questions"),
         question_set_hash=question_set_hash(questions) if questions is not None else None,
         metrics=metrics,

@@ -499,7 +499,6 @@ def compare_reports(
 ) -> Comparison:
     """Compare run B against run A (options default to run B's report config)."""
     from ragaudit.reporting._build import run_folder
-    from ragaudit.runfolder import run_state
 
     cfg = b.report_config
     alpha = cfg.get("alpha", 0.05) if alpha is None else alpha
@@ -568,9 +567,7 @@ def compare_reports(
         metrics=tuple(changes),
         moved_questions=tuple(moves),
         warnings=tuple(dict.fromkeys(a.warnings + b.warnings)),
-        incomplete=tuple(
-            state.warning for state in map(run_state, (a.run_dir, b.run_dir)) if state.warning
-        ),
+        incomplete=tuple(r.incomplete for r in (a, b) if r.incomplete),
         missing_in_b=tuple(m for m in a.metrics if m not in shared),
     )
 

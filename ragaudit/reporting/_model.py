@@ -314,6 +314,9 @@ class Report:
     jury; empty otherwise)."""
     judge_disagreements: tuple[JudgeDisagreement, ...] = ()
     """Per metric, the rows whose judges disagree most (with a jury)."""
+    incomplete: str | None = None
+    """Why the run is not complete (``ragaudit.runfolder.run_state``'s warning, a live run
+    included); None when it completed. Read once, when the report is built."""
 
     def summary_for(self, metric: str) -> MetricSummary | None:
         """The summary row of ``metric``, or None."""
