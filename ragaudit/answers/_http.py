@@ -263,12 +263,8 @@ class HttpSource:
         # An entry without an id keeps its place, so that marker [n] still names the n-th entry:
         # dropping it would shift every later marker onto the next document. The empty id is
         # no context's, so the score stage counts that marker as an unknown citation.
-        return [
-            ("" if e.get(field) is None else str(e.get(field)))
-            if isinstance(e, dict)
-            else ("" if e is None else str(e))
-            for e in entries
-        ]
+        ids = [e.get(field) if isinstance(e, dict) else e for e in entries]
+        return ["" if i is None else str(i) for i in ids]
 
     async def aclose(self) -> None:
         """Close the connection pool of the running loop."""
