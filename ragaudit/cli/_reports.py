@@ -340,7 +340,8 @@ def _battles(dir_a: Path, dir_b: Path, cfg: RunConfig, alpha: float) -> Any:
     console.print(
         f"battles (blind, both orders, ties split): {st.n} question(s) "
         f"({pairing.only_a} only in A, {pairing.only_b} only in B, {pairing.not_ok} not ok); "
-        f"B won {st.wins}, tied {st.ties}, lost {st.losses}; B's win rate {rate} "
+        f"verdicts (both orders, every judge sample): B won {st.wins}, tied {st.ties}, lost "
+        f"{st.losses}; B's win rate {rate} "
         f"(95% CI {ci}), p {_num(st.p_value, 4)} (sign-flip permutation test over questions "
         f"against 0.5, alpha {st.alpha}); position consistency {cons}: {verdict}",
         soft_wrap=True,
