@@ -32,6 +32,7 @@ from ragaudit.prompts.rag_answer import RAG_ANSWER, RagAnswer, RagAnswerInput
 from ragaudit.runfolder import RunFolder, write_bytes, write_json
 from ragaudit.search import (
     Document,
+    IndexableBackend,
     backend_names,
     capabilities,
     index_corpus,
@@ -208,7 +209,8 @@ def drop_index(config: RunConfig, key: str) -> None:
     can = capabilities(config.collect.backend)
     if can.indexable and not can.embedded:
         store = make_search_backend(search_config(config, key))
-        store.drop()  # type: ignore[attr-defined]  # an indexable backend can drop its index
+        assert isinstance(store, IndexableBackend)  # what its capabilities say it is
+        store.drop()
         (ablation_dir(config) / "indexes" / key / READY_FILE).unlink(missing_ok=True)
 
 

@@ -50,6 +50,19 @@ class SearchBackend(Protocol):
         ...
 
 
+@runtime_checkable
+class IndexableBackend(SearchBackend, Protocol):
+    """An ``indexable`` backend: ``ragaudit index`` also drops its index and names it."""
+
+    def drop(self) -> None:
+        """Delete the index (a missing one is fine)."""
+        ...
+
+    def describe(self) -> str:
+        """Where the backend reads and writes, in words (backend, index or table, location)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a search backend can do, asked by its callers instead of its name."""

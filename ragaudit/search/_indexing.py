@@ -17,7 +17,12 @@ from typing import Any
 from ragaudit.config import EngineConfig, RunConfig
 from ragaudit.errors import ConfigError, RagauditError
 from ragaudit.registry import SEARCH_BACKENDS
-from ragaudit.search._base import SearchBackend, backend_names, capabilities
+from ragaudit.search._base import (
+    IndexableBackend,
+    SearchBackend,
+    backend_names,
+    capabilities,
+)
 from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
 from ragaudit.secrets import resolve_secret
 
@@ -101,7 +106,8 @@ def index_target(cfg: RunConfig) -> str:
     """Where ``ragaudit index`` writes, in words (backend, index or table, location)."""
     store = make_search_backend(cfg)
     try:
-        return str(store.describe())  # type: ignore[attr-defined]
+        describe = getattr(store, "describe", None)
+        return str(describe()) if describe is not None else f"backend '{cfg.collect.backend}'"
     finally:
         close = getattr(store, "close", None)
         if close is not None:
@@ -176,6 +182,8 @@ def index_corpus(
         return await gateway.aembed(texts, model=cfg.models.embedder_model)
 
     store = make_search_backend(cfg, embed=embed if gateway is not None else None)
+    if not isinstance(store, IndexableBackend):
+        raise RagauditError(f"--backend: '{name}' says it is indexable but has no drop/describe")
     try:
         # The scope writes the embedding calls' rows under calls_dir as they are made, and the
         # rest when it ends: they were paid for, so they are logged even when indexing fails.
