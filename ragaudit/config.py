@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from ragaudit.errors import ConfigError, clip
+from ragaudit.registry import ANSWER_SOURCES, METRICS, ORDERINGS, SEARCH_BACKENDS, load_module
 from ragaudit.runlock import check_run_id
 from ragaudit.secrets import url_password
 
@@ -199,9 +200,13 @@ class AnswerConfig(_Frozen):
     model: str | None = None
     """The system under test's own model (its generator), when known: used only to warn, in
     the summary, the report and ``compare``, when it is also a judge."""
-    source: Literal["column", "entrypoint", "http"] = "column"
-    """``column``: already in the question set; ``entrypoint``: call a Python function;
-    ``http``: ask the live system."""
+    source: str = "column"
+    """A registered answer source: ``column``, already in the question set; ``entrypoint``,
+    call a Python function; ``http``, ask the live system; or a plugin's (named in the
+    top-level ``plugins``). An unknown name fails when the config loads, listing the known."""
+    options: dict[str, Any] = {}
+    """Options of the answer source, checked against its options model when the config loads
+    and filled in with its defaults (the built-in sources take their sections above)."""
     concurrency: int = Field(default=4, ge=1, le=256)
     """Answers fetched at once."""
     retries: int = Field(default=2, ge=0, le=10)
@@ -216,11 +221,21 @@ class AnswerConfig(_Frozen):
     @field_validator("source")
     @classmethod
     def _source_is_configured(cls, value: str, info: ValidationInfo) -> str:
+        ANSWER_SOURCES.check(value)
         if value == "http" and "http" in info.data and not info.data["http"].url:
             raise ValueError("source 'http' needs collect.answers.http.url")
         if value == "entrypoint" and "entrypoint" in info.data and not info.data["entrypoint"]:
             raise ValueError("source 'entrypoint' needs collect.answers.entrypoint")
         return value
+
+    @model_validator(mode="after")
+    def _source_options(self) -> AnswerConfig:
+        try:
+            built = ANSWER_SOURCES.build_options(self.source, self.options)
+        except ValueError as exc:
+            raise ValueError(f"options: {exc}") from None
+        object.__setattr__(self, "options", built.model_dump(mode="json"))
+        return self
 
 
 class FieldsConfig(_Frozen):
@@ -332,10 +347,14 @@ class EngineConfig(_Frozen):
 class CollectConfig(_Frozen):
     """Stage 1: candidates from the search backend, answers from the system."""
 
-    backend: Literal["local", "elasticsearch", "opensearch", "question_set"] = "local"
-    """Search backend: ``local`` is embedded (no server); ``elasticsearch`` and ``opensearch``
-    take their section below; ``question_set`` takes each question's ``retrieved_contexts`` as
-    its candidates in the order given."""
+    backend: str = "local"
+    """A registered search backend: ``local`` is embedded (no server); ``elasticsearch`` and
+    ``opensearch`` take their section below; ``question_set`` takes each question's
+    ``retrieved_contexts`` as its candidates in the order given; or a plugin's (named in the
+    top-level ``plugins``). An unknown name fails when the config loads, listing the known."""
+    options: dict[str, Any] = {}
+    """Options of the search backend, checked against its options model when the config loads
+    and filled in with its defaults (the built-in backends take their sections below)."""
     index_path: Path = Path("data/index")
     """Folder of the local backend's on-disk index."""
     table: str = "contexts"
@@ -353,8 +372,23 @@ class CollectConfig(_Frozen):
     """The Elasticsearch cluster (backend ``elasticsearch``)."""
     opensearch: EngineConfig = EngineConfig()
     """The OpenSearch cluster (backend ``opensearch``)."""
-    answers: AnswerConfig = AnswerConfig()
+    answers: AnswerConfig = Field(default_factory=AnswerConfig)
     """Answer source."""
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        return SEARCH_BACKENDS.check(value)
+
+    @model_validator(mode="after")
+    def _backend_options(self) -> CollectConfig:
+        try:
+            built = SEARCH_BACKENDS.build_options(self.backend, self.options)
+        except ValueError as exc:
+            raise ValueError(f"options: {exc}") from None
+        # Frozen: the validated options replace the given ones before anyone reads them.
+        object.__setattr__(self, "options", built.model_dump(mode="json"))
+        return self
 
 
 class SortConfig(_Frozen):
@@ -362,10 +396,11 @@ class SortConfig(_Frozen):
 
     enabled: bool = True
     """Skip the stage entirely when false."""
-    strategy: Literal["sample", "insertion", "merge", "quick"] = "sample"
-    """``order: full``: the pairwise ordering (``ragaudit.ordering``): ``sample``, parallel
-    sample sort built for a noisy judge; ``insertion``, the classic sequential binary insertion;
-    ``merge`` and ``quick``, plain parallel merge rounds and quicksort (for comparison)."""
+    strategy: str = "sample"
+    """``order: full``: a registered pairwise ordering (``ragaudit.ordering``): ``sample``,
+    parallel sample sort built for a noisy judge; ``insertion``, the classic sequential binary
+    insertion; ``merge`` and ``quick``, plain parallel merge rounds and quicksort (for
+    comparison); or a plugin's (named in the top-level ``plugins``)."""
     relevant_grade: int = Field(default=2, ge=1, le=3)
     """The lowest relevance grade (0–3) that counts as relevant: 2, TREC's cut, counts a
     candidate relevant when it answers at least in part."""
@@ -407,6 +442,11 @@ class SortConfig(_Frozen):
     """How several samples of a candidate's grade (``models.judge_repeats``, ``models.jury``)
     become its grade: ``majority``, the most frequent grade, a tie going to the lower one (LLM
     judges over-rate relevance more often than they under-rate it); ``median``, the lower median."""
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        return ORDERINGS.check(value)
 
 
 class GroundTruthConfig(_Frozen):
@@ -516,13 +556,6 @@ def migrate_score_options(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-SCORE_CHECKS: list[Any] = []
-"""Checks of a score section that need the metrics (registered by ``ragaudit.metrics`` when it
-is imported, so that this module needs nothing above it): ``check(section) → metric_options``
-with every listed metric's options filled in; a check raises ValueError for an unknown metric or
-option."""
-
-
 class ScoreConfig(_Frozen):
     """Stage 4: metrics on the system's top-k contexts."""
 
@@ -605,10 +638,11 @@ class ScoreConfig(_Frozen):
                 f"score.aggregate names {', '.join(unlisted)}, not in score.metrics "
                 f"({', '.join(self.metrics)})"
             )
-        for check in SCORE_CHECKS:
-            built = check(self.model_dump())
-            # Frozen: the validated options replace the given ones before anyone reads them.
-            object.__setattr__(self, "metric_options", built)
+        # The registry loads the built-in metrics and the plugins itself: whether a config is
+        # valid never depends on what was imported before.
+        built = METRICS.check_section(self.model_dump(), self.plugins)
+        # Frozen: the validated options replace the given ones before anyone reads them.
+        object.__setattr__(self, "metric_options", built)
         return self
 
 
@@ -856,6 +890,12 @@ class CacheConfig(_Frozen):
 class RunConfig(_Frozen):
     """Everything one evaluation run needs; stored whole in the run's manifest."""
 
+    plugins: tuple[str, ...] = ()
+    """Python modules imported when the config loads, before any name in it is checked: each
+    registers its own units (search backends with ``ragaudit.search.register_backend``, answer
+    sources with ``ragaudit.answers.register_source``, ordering strategies with
+    ``ragaudit.ordering.strategy``, metrics with ``ragaudit.metrics.metric``). An installed
+    package may name its modules under the ``ragaudit.*`` entry-point groups instead."""
     questions: Path = Path("data/demo/questions.jsonl")
     """Question set: JSONL, CSV or Parquet (ragaudit or RAGAS field names)."""
     run_id: str | None = None
@@ -870,16 +910,25 @@ class RunConfig(_Frozen):
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N questions."""
     models: ModelsConfig = ModelsConfig()
-    collect: CollectConfig = CollectConfig()
+    collect: CollectConfig = Field(default_factory=CollectConfig)
     sort: SortConfig = SortConfig()
     ground_truth: GroundTruthConfig = GroundTruthConfig()
-    score: ScoreConfig = ScoreConfig()
+    score: ScoreConfig = Field(default_factory=ScoreConfig)
     report: ReportConfig = ReportConfig()
     gold: GoldConfig = GoldConfig()
     ablate: AblateConfig = AblateConfig()
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
     nightly: NightlyConfig = NightlyConfig()
     scale: ScaleConfig = ScaleConfig()
+
+    # Declared first, so that the plugins are imported before the sections naming their units
+    # are validated (pydantic validates fields in the order they are declared).
+    @field_validator("plugins")
+    @classmethod
+    def _load_plugins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for module in value:
+            load_module(module)
+        return value
 
     @field_validator("run_id")
     @classmethod
@@ -1064,7 +1113,6 @@ __all__ = [
     "ScaleConfig",
     "LEGACY_SCORE_OPTIONS",
     "SAMPLING_TEMPERATURE",
-    "SCORE_CHECKS",
     "ScoreConfig",
     "SecretRef",
     "SortConfig",

@@ -584,10 +584,14 @@ def _placeholder(tokens: float, language: str, model: str, like: str = "") -> st
 # -- collect ------------------------------------------------------------------------------
 
 
+def _bm25(config: RunConfig) -> RunConfig:
+    """``config`` searching by BM25 alone: the dry run embeds no question to search."""
+    return config.model_copy(update={"collect": config.collect.model_copy(update={"mode": "bm25"})})
+
+
 async def _search_dry(plan: Plan) -> None:
     """Candidate texts per question from the configured search, without any model call."""
-    from ragaudit.search import make_backend, read_corpus
-    from ragaudit.search._indexing import ENGINES, make_search_backend
+    from ragaudit.search import capabilities, make_search_backend, read_corpus
 
     config = plan.config
     cfg = config.collect
@@ -597,26 +601,29 @@ async def _search_dry(plan: Plan) -> None:
             plan.candidates[q.question_id] = [
                 (f"{q.question_id}#{i}", t) for i, t in enumerate(q.retrieved_contexts)
             ]
-    if not todo or cfg.backend == "question_set":
+    can = capabilities(cfg.backend)
+    if not todo or not can.searches:
         return
     temp: tempfile.TemporaryDirectory[str] | None = None
-    if cfg.backend in ENGINES:
+    if not can.embedded:
         backend = make_search_backend(config)
         plan.notes.append(f"collect: searched {cfg.backend} (read only, no model call)")
     else:
-        bm25 = config.model_copy(update={"collect": cfg.model_copy(update={"mode": "bm25"})})
+        bm25 = _bm25(config)
         backend = make_search_backend(bm25)
-        if cfg.mode != "bm25":
+        if can.embeds and cfg.mode != "bm25":
             plan.notes.append(
-                f"collect: the local index ranked by BM25 instead of {cfg.mode} "
+                f"collect: the {cfg.backend} index ranked by BM25 instead of {cfg.mode} "
                 "(that would embed each question); candidate counts and lengths are alike"
             )
         if backend.count() == 0:
             if cfg.corpus is None:
-                plan.notes.append("collect: the local index is empty and no corpus is set")
+                plan.notes.append(f"collect: the {cfg.backend} index is empty and no corpus is set")
                 return
             temp = tempfile.TemporaryDirectory(prefix="ragaudit-dryrun-")
-            backend = make_backend("local", path=Path(temp.name), table=cfg.table, mode="bm25")
+            # An embedded backend keeps its index in collect.index_path: a scratch folder there.
+            scratch = bm25.collect.model_copy(update={"index_path": Path(temp.name)})
+            backend = make_search_backend(bm25.model_copy(update={"collect": scratch}))
             backend.index(read_corpus(Path(cfg.corpus)))
             plan.notes.append(
                 f"collect: the index at {cfg.index_path} is empty; searched a throwaway BM25 "
@@ -670,9 +677,10 @@ async def estimate_collect(plan: Plan) -> None:
     await _search_dry(plan)
     await _read_answers(plan)
     cfg = plan.config.collect
-    if cfg.backend != "local" or cfg.mode == "bm25":
+    from ragaudit.search import capabilities, make_search_backend, read_corpus
+
+    if not capabilities(cfg.backend).embeds or cfg.mode == "bm25":
         return
-    from ragaudit.search import make_backend, read_corpus
     from ragaudit.search._local import _EMBED_BATCH
 
     model = plan.config.models.embedder_model
@@ -680,7 +688,7 @@ async def estimate_collect(plan: Plan) -> None:
     queries = plan.line("collect", "query embeddings", model, "embedding")
     queries.calls += len(searched)
     queries.tokens_in += sum(count_text(model, q.question) for q in searched)
-    index = make_backend("local", path=cfg.index_path, table=cfg.table, mode="bm25")
+    index = make_search_backend(_bm25(plan.config))
     if index.count() == 0 and cfg.corpus is not None:
         docs = read_corpus(Path(cfg.corpus))
         line = plan.line("collect", "corpus embeddings (empty index)", model, "embedding")

@@ -24,22 +24,28 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragaudit.registry import ORDERINGS
+
 Compare = Callable[[str, str], Awaitable[int]]
 Ordering = tuple[list[str], list[int]]
 Strategy = Callable[..., Awaitable[Ordering]]
 # Runs of the output: a block of one id is exactly placed; a longer block is an unordered set.
 Blocks = list[list[str]]
 
-STRATEGIES: dict[str, Strategy] = {}
+STRATEGIES: dict[str, Strategy] = ORDERINGS.units
+"""The registered strategies by name: the ordering registry's own table (``ragaudit.registry``)."""
 # The keyword options each strategy takes beyond ``top_k``, by strategy name.
 OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
 def strategy(name: str, *, options: Sequence[str] = ()) -> Callable[[Strategy], Strategy]:
-    """Register an ordering strategy under ``name``, taking the keyword ``options`` named."""
+    """Register an ordering strategy under ``name`` (built-in or a plugin's).
+
+    It takes the keyword ``options`` named, read from the ``sort`` section (:func:`options_for`).
+    """
 
     def deco(fn: Strategy) -> Strategy:
-        STRATEGIES[name] = fn
+        ORDERINGS.add(name, fn)
         OPTIONS[name] = tuple(options)
         return fn
 

@@ -27,10 +27,10 @@ from ragaudit.dataset import Question, check_gold, load_questions, with_qrels
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
 from ragaudit.search import (
-    ENGINES,
     Hit,
     SearchBackend,
     SearchError,
+    capabilities,
     make_search_backend,
     read_corpus,
 )
@@ -49,7 +49,7 @@ def _backend(ctx: StageContext) -> SearchBackend:
         return await ctx.gateway.aembed(texts, model=ctx.config.models.embedder_model)
 
     backend = make_search_backend(ctx.config, embed=embed)
-    if cfg.backend == "local" or cfg.corpus is not None:
+    if capabilities(cfg.backend).embedded or cfg.corpus is not None:
         # An engine's emptiness is only asked when there is a corpus to fill it with: without
         # one, the first search says what is wrong, naming its question.
         try:
@@ -58,10 +58,9 @@ def _backend(ctx: StageContext) -> SearchBackend:
             raise ConfigError(f"collect: {exc}") from None
         if empty:
             if cfg.corpus is None:
-                raise ConfigError(
-                    f"collect.index_path: the index at {cfg.index_path} is empty and "
-                    "collect.corpus is not set"
-                )
+                describe = getattr(backend, "describe", None)
+                where = describe() if describe is not None else f"backend '{cfg.backend}'"
+                raise ConfigError(f"collect.corpus: {where} is empty and collect.corpus is not set")
             try:
                 backend.index(read_corpus(Path(cfg.corpus)))
             except SearchError as exc:
@@ -100,7 +99,8 @@ async def _search_all(
     cfg = ctx.config.collect
     run_id = ctx.run.run_id
     field = cfg.filter_field
-    limit = getattr(cfg, cfg.backend).concurrency if cfg.backend in ENGINES else _LOCAL_CONCURRENCY
+    # A backend that limits its own searches in flight says how many (the engines' setting).
+    limit = getattr(backend, "concurrency", _LOCAL_CONCURRENCY)
     candidates: list[list[dict[str, Any]]] = [[] for _ in questions]
     retrieval: list[dict[str, Any]] = [{} for _ in questions]
     sem = asyncio.Semaphore(limit)
@@ -177,7 +177,8 @@ def check_inputs(config: RunConfig) -> list[Question]:
     the corpus would not be read): a moved or mistyped path must not pass unnoticed.
     """
     corpus = config.collect.corpus
-    if corpus is not None and config.collect.backend != "question_set" and not corpus.exists():
+    searches = capabilities(config.collect.backend).searches
+    if corpus is not None and searches and not corpus.exists():
         raise ConfigError(f"collect.corpus: no such file or folder: {corpus}")
     questions = load_questions(config.questions, limit=config.limit)
     qrels = check_gold(config, questions)
@@ -209,7 +210,7 @@ async def collect(ctx: StageContext) -> list[str]:
     )
     # Built before any search, so a bad answer-source setting fails before the engine is asked.
     source = make_source(cfg.collect.answers)
-    use_engine = cfg.collect.backend != "question_set" and not all(
+    use_engine = capabilities(cfg.collect.backend).searches and not all(
         q.retrieved_contexts for q in questions
     )
     backend = _backend(ctx) if use_engine else None

@@ -32,7 +32,9 @@ from ragaudit.prompts.rag_answer import RAG_ANSWER, RagAnswer, RagAnswerInput
 from ragaudit.runfolder import RunFolder, write_bytes, write_json
 from ragaudit.search import (
     Document,
-    EngineBackend,
+    IndexableBackend,
+    backend_names,
+    capabilities,
     index_corpus,
     make_search_backend,
     read_corpus,
@@ -142,14 +144,16 @@ def search_config(config: RunConfig, key: str) -> RunConfig:
     """``config`` pointed at the index ``key``: its own local table folder or engine index."""
     data = config.model_dump(mode="json")
     backend = config.collect.backend
-    if backend == "local":
+    can = capabilities(backend)
+    if can.indexable and can.embedded:
         set_path(data, "collect.index_path", str(ablation_dir(config) / "indexes" / key))
-    elif backend in ("elasticsearch", "opensearch"):
-        set_path(data, f"collect.{backend}.index", f"ragaudit-ablation-{key}")
+    elif can.indexable and can.index_setting is not None:
+        set_path(data, can.index_setting, f"ragaudit-ablation-{key}")
     else:
+        indexable = [n for n in backend_names() if capabilities(n).indexable]
         raise ConfigError(
             f"collect.backend: '{backend}' cannot hold the pipeline's index "
-            "(use local, elasticsearch or opensearch)"
+            f"(use {', '.join(indexable)})"
         )
     set_path(data, "collect.corpus", None)
     return RunConfig.model_validate(data)
@@ -201,10 +205,11 @@ def build_index(config: RunConfig, p: AblationPoint) -> IndexInfo:
 
 
 def drop_index(config: RunConfig, key: str) -> None:
-    """Drop an engine index (local indexes are folders inside the ablation and stay)."""
-    if config.collect.backend in ("elasticsearch", "opensearch"):
+    """Drop a server's index (an embedded backend's are folders inside the ablation and stay)."""
+    can = capabilities(config.collect.backend)
+    if can.indexable and not can.embedded:
         store = make_search_backend(search_config(config, key))
-        assert isinstance(store, EngineBackend)  # the engines' backends, never the local one
+        assert isinstance(store, IndexableBackend)  # what its capabilities say it is
         store.drop()
         (ablation_dir(config) / "indexes" / key / READY_FILE).unlink(missing_ok=True)
 

@@ -8,9 +8,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from ragaudit.config import AnswerConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import ConfigError
+from ragaudit.registry import ANSWER_SOURCES
 from ragaudit.secrets import redact
 
 log = logging.getLogger(__name__)
@@ -71,37 +74,39 @@ class AnswerSource(Protocol):
         ...
 
 
-SourceFactory = Callable[[AnswerConfig], AnswerSource]
-_REGISTRY: dict[str, SourceFactory] = {}
+SourceFactory = Callable[[AnswerConfig, Any], AnswerSource]
+"""``factory(config, options)``: the source built from ``collect.answers`` and the source's own
+options (``collect.answers.options``, validated by the options model it was registered with)."""
 
 
-def register_source(name: str) -> Callable[[SourceFactory], SourceFactory]:
-    """Decorator: make an answer source constructible by ``name`` from an :class:`AnswerConfig`."""
+def register_source(
+    name: str, *, options: type[BaseModel] | None = None
+) -> Callable[[SourceFactory], SourceFactory]:
+    """Decorator: make an answer source constructible by ``name`` (built-in or a plugin's).
 
-    def deco(factory: SourceFactory) -> SourceFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
+    ``options`` is the source's options model; ``collect.answers.options`` is checked against
+    it when the config loads.
+    """
+    return ANSWER_SOURCES.register(name, options=options)
 
 
 def source_names() -> Sequence[str]:
     """Names ``collect.answers.source`` may use."""
-    return sorted(_REGISTRY)
+    return sorted(ANSWER_SOURCES.names())
 
 
 def make_source(config: AnswerConfig) -> AnswerSource:
-    """Build the configured answer source.
+    """Build the configured answer source with the options the config holds for it.
 
     Raises:
         ConfigError: Unknown source, or a source whose settings are incomplete.
     """
-    if config.source not in _REGISTRY:
-        raise ConfigError(
-            f"collect.answers.source: unknown source '{config.source}' "
-            f"(known: {', '.join(source_names())})"
-        )
-    return _REGISTRY[config.source](config)
+    try:
+        factory = ANSWER_SOURCES.get(config.source)
+        options = ANSWER_SOURCES.build_options(config.source, config.options)
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"collect.answers.source: {exc.args[0]}") from None
+    return factory(config, options)
 
 
 def _row(run_id: str, q: Question, source: str, **values: Any) -> dict[str, Any]:

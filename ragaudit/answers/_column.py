@@ -48,7 +48,7 @@ class ColumnSource:
 
 
 @register_source("column")
-def _column(config: AnswerConfig) -> ColumnSource:
+def _column(config: AnswerConfig, options: object) -> ColumnSource:
     return ColumnSource(config.column, config.error_column)
 
 

@@ -63,7 +63,7 @@ class EntrypointSource:
 
 
 @register_source("entrypoint")
-def _entrypoint(config: AnswerConfig) -> EntrypointSource:
+def _entrypoint(config: AnswerConfig, options: object) -> EntrypointSource:
     if not config.entrypoint:
         raise ConfigError(
             "collect.answers.entrypoint: required when collect.answers.source is 'entrypoint'"

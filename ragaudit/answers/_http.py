@@ -278,7 +278,7 @@ class HttpSource:
 
 
 @register_source("http")
-def _http(config: AnswerConfig) -> HttpSource:
+def _http(config: AnswerConfig, options: object) -> HttpSource:
     return HttpSource(config.http, concurrency=config.concurrency, timeout_s=config.timeout_s)
 
 

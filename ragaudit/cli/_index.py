@@ -29,7 +29,9 @@ def index_cmd(
     backend: Annotated[
         str | None,
         typer.Option(
-            "--backend", help="local, elasticsearch or opensearch (default: collect.backend)."
+            "--backend",
+            help="A backend that can be indexed into: local, elasticsearch, opensearch or a "
+            "plugin's (default: collect.backend).",
         ),
     ] = None,
     index_name: Annotated[
@@ -77,20 +79,16 @@ def index_cmd(
     """Load a corpus into a search backend (chunked, with metadata); re-running it is idempotent."""
     from ragaudit.cache import gateway_for
     from ragaudit.runfolder import RunFolder
-    from ragaudit.search import ENGINES, Chunking, index_corpus
+    from ragaudit.search import Chunking, capabilities, index_corpus
 
     install_log_filter()
     overrides = _overrides(sets=sets)
     if backend is not None:
         set_path(overrides, "collect.backend", backend)
     cfg = load_config(config, overrides)
-    name = cfg.collect.backend
-    if index_name is not None and name in (*ENGINES, "local"):
-        set_path(
-            overrides,
-            f"collect.{name}.index" if name in ENGINES else "collect.table",
-            index_name,
-        )
+    setting = capabilities(cfg.collect.backend).index_setting
+    if index_name is not None and setting is not None:
+        set_path(overrides, setting, index_name)
         cfg = load_config(config, overrides)
     extra: dict[str, str] = {}
     for item in metadata or []:
@@ -116,7 +114,7 @@ def index_cmd(
         TimeElapsedColumn(),
         console=err,
     ) as bar:
-        task = bar.add_task(f"index: {name}", total=1)
+        task = bar.add_task(f"index: {cfg.collect.backend}", total=1)
         report = index_corpus(
             cfg,
             corpus,

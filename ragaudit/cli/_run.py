@@ -256,11 +256,11 @@ def _evaluate(
         # Check the collect stage's inputs before Prefect starts: a malformed question set or
         # a missing corpus then fails at once with one clean message, not after the server
         # start, a task retry and two tracebacks.
-        from ragaudit.search import check_corpus
+        from ragaudit.search import capabilities, check_corpus
         from ragaudit.tasks.collect import check_inputs
 
         check_inputs(config)
-        if config.collect.corpus is not None and config.collect.backend != "question_set":
+        if config.collect.corpus is not None and capabilities(config.collect.backend).searches:
             check_corpus(config.collect.corpus)
     # The memo opened (an unreachable Redis, an unwritable cache folder) before Prefect too.
     from ragaudit.cache import memo_location, open_memo

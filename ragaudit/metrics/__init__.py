@@ -1,7 +1,8 @@
 """Registered metrics: named units with their inputs, needs, options and cost model.
 
-One module per metric or family; importing this package registers them all in ``METRICS`` and
-installs the config check that rejects an unknown metric or option when a config loads.
+One module per metric or family; importing this package registers them all in the metric registry
+(``ragaudit.registry.METRICS``, whose table is ``METRICS``) and installs its check of a score
+section, which rejects an unknown metric or option when a config loads.
 Adding a metric is one module that applies :func:`metric` to its scorer: a built-in one is
 imported here; a user's one is named in ``score.plugins`` (or published under the
 ``ragaudit.metrics`` entry-point group). User-defined aspects exist through a run's config and
@@ -14,7 +15,6 @@ command that only loads a config (and checks its metrics) pays none of those sec
 
 from typing import Any
 
-from ragaudit.config import SCORE_CHECKS
 from ragaudit.metrics import (  # noqa: F401  (registration)
     _answer_correctness,
     _answer_relevancy,
@@ -54,6 +54,7 @@ from ragaudit.metrics._base import (
     rough_cost,
 )
 from ragaudit.metrics._judge import ask, own_window, trace
+from ragaudit.registry import METRICS as REGISTRY
 
 
 def __getattr__(name: str) -> Any:
@@ -101,8 +102,9 @@ _ordered.update({n: METRICS[n] for n in ("summarization_score", "rouge_l", "bleu
 _ordered.update({n: m for n, m in METRICS.items() if n not in _ordered})
 METRICS.clear()
 METRICS.update(_ordered)
-if check_score not in SCORE_CHECKS:
-    SCORE_CHECKS.append(check_score)
+# The config asks the registry to check its score section, after the registry has loaded this
+# package itself: the check never depends on what was imported first.
+REGISTRY.section_check = check_score
 
 __all__ = [
     "ENTRY_POINTS",

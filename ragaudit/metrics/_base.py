@@ -10,16 +10,16 @@ register the same way; a user's module is named in ``score.plugins`` (or under t
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ragaudit import directions
 from ragaudit.config import migrate_score_options
+from ragaudit.registry import METRICS as REGISTRY
+from ragaudit.registry import NoOptions
 
 if TYPE_CHECKING:
     from ragaudit.cache import Gateway
@@ -106,12 +106,6 @@ class Window:
 Scorer = Callable[..., Awaitable[Outcome]]
 """``score(sample, deps)``, or ``score(sample, deps, options)`` for a metric with options."""
 WindowFn = Callable[["Sample", "Deps"], Window]
-
-
-class NoOptions(BaseModel):
-    """A metric without options: any option given for it is an error."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Options(BaseModel):
@@ -236,12 +230,12 @@ class JudgeError(Exception):
     """The judge's answers cannot give a score (none parsed, none usable); the message says why."""
 
 
-METRICS: dict[str, Metric] = {}
+METRICS: dict[str, Metric] = REGISTRY.units
+"""The registered metrics by name: the metric registry's own table (``ragaudit.registry``)."""
 # Metrics that exist only through a run's config (user-defined aspects): name, options → Metric.
 FACTORIES: list[Callable[[str, dict[str, Any]], Metric | None]] = []
-ENTRY_POINTS = "ragaudit.metrics"
+ENTRY_POINTS = REGISTRY.group
 """Entry-point group under which an installed package names modules that register metrics."""
-_loaded_entry_points = False
 
 
 def metric(
@@ -267,7 +261,7 @@ def metric(
 
     def deco(fn: Scorer) -> Scorer:
         doc = (fn.__doc__ or "").strip().splitlines()
-        METRICS[name] = Metric(
+        unit = Metric(
             name,
             inputs,
             llm,
@@ -280,27 +274,19 @@ def metric(
             None,
             cost,
         )
+        REGISTRY.add(name, unit, unit.options_model)
         return fn
 
     return deco
 
 
 def load_plugins(modules: Iterable[str] = ()) -> None:
-    """Import the modules that register metrics: ``modules`` and the installed entry points.
+    """Import the modules that register metrics: the built-ins, the entry points, ``modules``.
 
     Raises:
         ValueError: a module cannot be imported; the message names it.
     """
-    global _loaded_entry_points
-    if not _loaded_entry_points:
-        _loaded_entry_points = True
-        for point in metadata.entry_points(group=ENTRY_POINTS):
-            importlib.import_module(point.value.split(":")[0])
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ValueError(f"plugin module '{module}' cannot be imported: {exc}") from None
+    REGISTRY.load(modules)
 
 
 def _unbound(name: str, score_options: dict[str, Any]) -> Metric:

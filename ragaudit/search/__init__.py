@@ -1,16 +1,25 @@
-"""Search backends behind one interface, registered by name.
+"""Search backends behind one interface, registered by name in ``ragaudit.registry``.
 
-``local`` (embedded LanceDB, no server), ``opensearch`` (opensearch-py) and
-``elasticsearch`` (the official 9.x client). The two engine backends share their query
-building, paging and error handling (``_query.py``, ``_engine.py``).
+``local`` (embedded LanceDB, no server), ``opensearch`` (opensearch-py), ``elasticsearch``
+(the official 9.x client) and ``question_set`` (each question's own retrieved contexts). The
+two engine backends share their query building, paging and error handling (``_query.py``,
+``_engine.py``). A caller asks a backend's :class:`Capabilities`, never its name.
 """
 
-from ragaudit.search import _elasticsearch, _local, _opensearch  # noqa: F401  (register by name)
+from ragaudit.search import (  # noqa: F401  (register by name)
+    _elasticsearch,
+    _local,
+    _opensearch,
+    _question_set,
+)
 from ragaudit.search._base import (
+    Capabilities,
     Document,
     Hit,
+    IndexableBackend,
     SearchBackend,
     backend_names,
+    capabilities,
     make_backend,
     register_backend,
 )
@@ -23,7 +32,6 @@ from ragaudit.search._corpus import (
 )
 from ragaudit.search._engine import EngineBackend
 from ragaudit.search._indexing import (
-    ENGINES,
     IndexReport,
     engine_options,
     index_corpus,
@@ -40,18 +48,20 @@ from ragaudit.search._query import (
 
 __all__ = [
     "DEFAULT_QUERY_TEMPLATE",
-    "ENGINES",
+    "Capabilities",
     "Chunking",
     "Document",
     "EngineBackend",
     "FieldMap",
     "Hit",
     "IndexReport",
+    "IndexableBackend",
     "SearchBackend",
     "SearchError",
     "Template",
     "TemplateRenderError",
     "backend_names",
+    "capabilities",
     "chunk_documents",
     "engine_options",
     "index_corpus",

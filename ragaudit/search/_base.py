@@ -1,10 +1,14 @@
-"""What every search backend provides, and the registry the config names them by."""
+"""What every search backend provides, what it can do, and its registration by name."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from ragaudit.registry import SEARCH_BACKENDS
 
 
 @dataclass(frozen=True)
@@ -46,27 +50,76 @@ class SearchBackend(Protocol):
         ...
 
 
-BackendFactory = Callable[..., SearchBackend]
-_REGISTRY: dict[str, BackendFactory] = {}
+@runtime_checkable
+class IndexableBackend(SearchBackend, Protocol):
+    """An ``indexable`` backend: ``ragaudit index`` also drops its index and names it."""
+
+    def drop(self) -> None:
+        """Delete the index (a missing one is fine)."""
+        ...
+
+    def describe(self) -> str:
+        """Where the backend reads and writes, in words (backend, index or table, location)."""
+        ...
 
 
-def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:
-    """Class decorator: make a backend constructible by ``name``."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What a search backend can do, asked by its callers instead of its name."""
 
-    def deco(factory: BackendFactory) -> BackendFactory:
-        _REGISTRY[name] = factory
-        return factory
+    searches: bool = True
+    """It answers queries; False for ``question_set``, whose candidates are each question's
+    ``retrieved_contexts``."""
+    embedded: bool = False
+    """It runs in this process over a folder (no server): searched at a fixed concurrency, its
+    emptiness checked (and filled from ``collect.corpus``) before the first search."""
+    indexable: bool = False
+    """``ragaudit index`` and the ablation can write a corpus into it."""
+    embeds: bool = False
+    """In ``collect.mode`` vector or hybrid it embeds its queries and chunks through the gateway."""
+    index_setting: str | None = None
+    """The config path naming the index it searches (``collect.table``), which ``ragaudit index
+    --index`` and the ablation set."""
 
-    return deco
+
+NO_CAPABILITIES = Capabilities()
+
+BackendClass = Any
+"""A registered backend class: built by ``from_config(config, options, *, embed)`` (a classmethod
+taking the run config and the options validated by its options model), and described by its
+class attribute ``capabilities`` (:class:`Capabilities`; none when absent)."""
+
+
+def register_backend(
+    name: str, *, options: type[BaseModel] | None = None
+) -> Callable[[BackendClass], BackendClass]:
+    """Class decorator: make a backend constructible by ``name`` (built-in or a plugin's).
+
+    ``options`` is the backend's options model; ``collect.options`` is checked against it when
+    the config loads.
+    """
+    return SEARCH_BACKENDS.register(name, options=options)
 
 
 def backend_names() -> Sequence[str]:
     """Names the config may use."""
-    return sorted(_REGISTRY)
+    return sorted(SEARCH_BACKENDS.names())
+
+
+def capabilities(name: str) -> Capabilities:
+    """What backend ``name`` can do.
+
+    Raises:
+        KeyError: no such backend; the message lists the known ones.
+    """
+    return getattr(SEARCH_BACKENDS.get(name), "capabilities", NO_CAPABILITIES)
 
 
 def make_backend(name: str, **options: Any) -> SearchBackend:
-    """Build backend ``name`` with its options."""
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown search backend '{name}' (known: {', '.join(backend_names())})")
-    return _REGISTRY[name](**options)
+    """Build backend ``name`` from its constructor's arguments (tests, the dry run's scratch index).
+
+    Raises:
+        KeyError: no such backend; the message lists the known ones.
+    """
+    backend: SearchBackend = SEARCH_BACKENDS.get(name)(**options)
+    return backend

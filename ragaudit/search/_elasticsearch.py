@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ragaudit.search._base import register_backend
+from ragaudit.search._base import Capabilities, register_backend
 from ragaudit.search._engine import EngineBackend, by_status, short_reason
 
 
@@ -25,6 +25,7 @@ class ElasticsearchBackend(EngineBackend):
     """Elasticsearch 8.x/9.x through the official client."""
 
     name = "elasticsearch"
+    capabilities = Capabilities(indexable=True, index_setting="collect.elasticsearch.index")
     product = "Elasticsearch"
     default_paging = "pit"
 

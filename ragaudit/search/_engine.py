@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ragaudit.errors import ConfigError
 from ragaudit.search._base import Document, Hit
 from ragaudit.search._query import FieldMap, QueryBuilder, SearchError, TemplateRenderError
 from ragaudit.secrets import redact, register, register_basic_auth
@@ -51,6 +52,21 @@ class EngineBackend:
     name = "engine"
     product = "a search engine"
     default_paging = "pit"
+
+    @classmethod
+    def from_config(cls, config: Any, options: Any, *, embed: Any = None) -> EngineBackend:
+        """The engine configured in the run's ``collect.<name>`` section, credentials resolved.
+
+        Raises:
+            ConfigError: a credential cannot be read, or the section's settings are invalid.
+        """
+        from ragaudit.search._indexing import engine_options
+
+        options = engine_options(cls.name, getattr(config.collect, cls.name))
+        try:
+            return cls(**options)
+        except ValueError as exc:
+            raise ConfigError(f"collect.{cls.name}: {exc}") from None
 
     def __init__(
         self,
@@ -352,6 +368,10 @@ class EngineBackend:
                 return False  # another process created it a moment ago
             raise self.error(exc) from None
         return True
+
+    def describe(self) -> str:
+        """Where this backend reads and writes, in words."""
+        return f"{self.name} index '{self.index_name}' at {', '.join(self.hosts)}"
 
     def drop(self) -> None:
         """Delete the index if it exists."""

@@ -16,12 +16,15 @@ from typing import Any
 
 from ragaudit.config import EngineConfig, RunConfig
 from ragaudit.errors import ConfigError, RagauditError
-from ragaudit.search._base import SearchBackend, make_backend
+from ragaudit.registry import SEARCH_BACKENDS
+from ragaudit.search._base import (
+    IndexableBackend,
+    SearchBackend,
+    backend_names,
+    capabilities,
+)
 from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
 from ragaudit.secrets import resolve_secret
-
-ENGINES = ("elasticsearch", "opensearch")
-"""The backends that are search engines (a server), as opposed to ``local``."""
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 
@@ -77,55 +80,38 @@ def engine_options(name: str, cfg: EngineConfig) -> dict[str, Any]:
 
 
 def make_search_backend(config: RunConfig, *, embed: Any = None) -> SearchBackend:
-    """The configured search backend (not ``question_set``).
+    """The configured search backend, built with its options (``collect.options``).
 
     Args:
         config: The run configuration (``collect.backend`` and its section).
-        embed: Async text → vectors function for the local backend's vector/hybrid modes.
+        embed: Async text → vectors function for a backend that embeds (local vector/hybrid).
 
     Raises:
-        ConfigError: A credential cannot be read, or the backend's options are invalid.
+        ConfigError: Unknown backend, one that does not search (``question_set``), a
+            credential that cannot be read, or invalid options.
     """
-    cfg = config.collect
-    if cfg.backend in ENGINES:
-        options = engine_options(cfg.backend, getattr(cfg, cfg.backend))
-        try:
-            return make_backend(cfg.backend, **options)
-        except ValueError as exc:
-            raise ConfigError(f"collect.{cfg.backend}: {exc}") from None
-    if cfg.backend == "local":
-        return make_backend(
-            "local",
-            path=cfg.index_path,
-            table=cfg.table,
-            mode=cfg.mode,
-            embed=embed if cfg.mode != "bm25" else None,
-        )
-    raise ConfigError(f"collect.backend: '{cfg.backend}' is not a search backend")
+    name = config.collect.backend
+    try:
+        factory = SEARCH_BACKENDS.get(name)
+        options = SEARCH_BACKENDS.build_options(name, config.collect.options)
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"collect.backend: {exc.args[0]}") from None
+    if not capabilities(name).searches:
+        raise ConfigError(f"collect.backend: '{name}' is not a search backend")
+    backend: SearchBackend = factory.from_config(config, options, embed=embed)
+    return backend
 
 
 def index_target(cfg: RunConfig) -> str:
     """Where ``ragaudit index`` writes, in words (backend, index or table, location)."""
-    name = cfg.collect.backend
-    if name == "local":
-        return f"local table '{cfg.collect.table}' at {cfg.collect.index_path}"
-    section = getattr(cfg.collect, name)
-    return f"{name} index '{section.index}' at {', '.join(section.hosts)}"
-
-
-def _drop_index(cfg: RunConfig, store: Any) -> None:
-    if cfg.collect.backend == "local":
-        import lancedb
-        from lancedb.db import LanceDBConnection
-
-        path = Path(cfg.collect.index_path)
-        if path.exists():
-            db = lancedb.connect(path)
-            # A local path connects locally; only that connection's drop_table has ignore_missing.
-            assert isinstance(db, LanceDBConnection)
-            db.drop_table(cfg.collect.table, ignore_missing=True)
-        return
-    store.drop()
+    store = make_search_backend(cfg)
+    try:
+        describe = getattr(store, "describe", None)
+        return str(describe()) if describe is not None else f"backend '{cfg.collect.backend}'"
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass(frozen=True)
@@ -175,14 +161,19 @@ def index_corpus(
         RagauditError: The backend cannot be indexed into, or a setting is invalid.
     """
     name = cfg.collect.backend
-    if name not in (*ENGINES, "local"):
+    try:
+        can = capabilities(name)
+    except KeyError as exc:
+        raise RagauditError(f"--backend: {exc.args[0]}") from None
+    if not can.indexable:
+        indexable = [n for n in backend_names() if capabilities(n).indexable]
         raise RagauditError(
-            f"--backend: '{name}' cannot be indexed into (use local, elasticsearch or opensearch)"
+            f"--backend: '{name}' cannot be indexed into (use {', '.join(indexable)})"
         )
     sources = read_corpus(corpus, id_field=id_field, text_field=text_field)
     docs = chunk_documents(sources, chunking, metadata or {})
     gateway: Any = None
-    if name == "local" and cfg.collect.mode != "bm25":
+    if can.embeds and cfg.collect.mode != "bm25":
         if make_gateway is None:
             raise RagauditError(f"collect.mode {cfg.collect.mode}: indexing needs an embedder")
         gateway = make_gateway()
@@ -191,6 +182,8 @@ def index_corpus(
         return await gateway.aembed(texts, model=cfg.models.embedder_model)
 
     store = make_search_backend(cfg, embed=embed if gateway is not None else None)
+    if not isinstance(store, IndexableBackend):
+        raise RagauditError(f"--backend: '{name}' says it is indexable but has no drop/describe")
     try:
         # The scope writes the embedding calls' rows under calls_dir as they are made, and the
         # rest when it ends: they were paid for, so they are logged even when indexing fails.
@@ -205,7 +198,7 @@ def index_corpus(
         close = getattr(store, "close", None)
         if close is not None:
             close()
-    return IndexReport(len(sources), len(docs), written, total, index_target(cfg))
+    return IndexReport(len(sources), len(docs), written, total, store.describe())
 
 
 def _write(
@@ -219,7 +212,7 @@ def _write(
 ) -> tuple[int, int]:
     """Write ``docs`` (dropping the index first when asked); returns written and total."""
     if recreate:
-        _drop_index(cfg, store)
+        store.drop()
     if on_start is not None:
         on_start(len(docs))
     written = index_documents(store, docs, batch_size=batch_size, on_batch=on_batch)
@@ -227,7 +220,6 @@ def _write(
 
 
 __all__ = [
-    "ENGINES",
     "IndexReport",
     "engine_options",
     "index_corpus",

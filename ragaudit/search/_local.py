@@ -48,7 +48,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ragaudit.search._base import Document, Hit, register_backend
+from ragaudit.search._base import Capabilities, Document, Hit, register_backend
 
 Embedder = Callable[[list[str]], Awaitable[list[list[float]]]]
 
@@ -199,6 +199,15 @@ class LocalBackend:
     """
 
     name = "local"
+    capabilities = Capabilities(
+        embedded=True, indexable=True, embeds=True, index_setting="collect.table"
+    )
+
+    @classmethod
+    def from_config(cls, config: Any, options: Any, *, embed: Embedder | None) -> LocalBackend:
+        """The run's local index (``collect.index_path``, ``table``, ``mode``)."""
+        cfg = config.collect
+        return cls(cfg.index_path, cfg.table, cfg.mode, embed=embed if cfg.mode != "bm25" else None)
 
     def __init__(
         self,
@@ -236,6 +245,20 @@ class LocalBackend:
         self._db = lancedb.connect(self.path, read_consistency_interval=timedelta(0))
         self._table: Any = None
         self._open_existing()
+
+    def drop(self) -> None:
+        """Delete the table (a missing one is fine); the next write creates it afresh."""
+        from lancedb.db import LanceDBConnection
+
+        with self._write_lock:
+            # A local path connects locally; only that connection's drop_table has ignore_missing.
+            assert isinstance(self._db, LanceDBConnection)
+            self._db.drop_table(self.table_name, ignore_missing=True)
+            self._table = None
+
+    def describe(self) -> str:
+        """Where this backend reads and writes, in words."""
+        return f"local table '{self.table_name}' at {self.path}"
 
     # ------------------------------------------------------------------ table handling
 

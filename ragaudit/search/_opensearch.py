@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ragaudit.search._base import register_backend
+from ragaudit.search._base import Capabilities, register_backend
 from ragaudit.search._engine import EngineBackend, by_status, short_reason
 
 
@@ -22,6 +22,7 @@ class OpenSearchBackend(EngineBackend):
     """OpenSearch (1.x-3.x, or a compatible server) through opensearch-py."""
 
     name = "opensearch"
+    capabilities = Capabilities(indexable=True, index_setting="collect.opensearch.index")
     product = "OpenSearch"
     default_paging = "scroll"
 

@@ -226,7 +226,11 @@ def test_entrypoint_sync_and_async_and_column(
             "collect.answers.http.secret_headers.X-Key",
             "exactly one of env",
         ),
-        ({"source": "grpc"}, "collect.answers.source", "Input should be"),
+        (
+            {"source": "grpc"},
+            "collect.answers.source",
+            "unknown answer source 'grpc' (known: column, entrypoint, http)",
+        ),
     ],
 )
 def test_answer_config_errors_name_the_field(

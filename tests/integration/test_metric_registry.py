@@ -263,7 +263,8 @@ def _field_doc(model: Any, name: str) -> str | None:
     return None
 
 
-def test_the_metrics_package_installs_the_config_check() -> None:
-    from ragaudit.config import SCORE_CHECKS
+def test_the_metrics_package_installs_the_registry_check() -> None:
+    from ragaudit.registry import METRICS as REGISTRY
 
-    assert ragaudit.metrics.check_score in SCORE_CHECKS
+    assert REGISTRY.section_check is ragaudit.metrics.check_score
+    assert REGISTRY.units is METRICS
