@@ -309,7 +309,7 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
 _CURVE_NAMES = {
     "engine_vs_gold": "engine order vs gold",
     "judge_vs_gold": "judge order vs gold",
-    "engine_vs_judge": "engine order vs judge (graded)",
+    "judge_vs_engine": "engine order vs judge (graded)",
 }
 
 
