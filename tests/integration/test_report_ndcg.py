@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from support.runs import context, graded_set, make_config, table
 
 from ragaudit.agreement import ALL_QUESTIONS, ENGINE_VS_GOLD, JUDGE_VS_ENGINE, JUDGE_VS_GOLD
-from ragaudit.reporting import build_report
+from ragaudit.reporting import build_report, render_html
+from ragaudit.reporting._html import unpack
 from ragaudit.tasks.collect import collect
 from ragaudit.tasks.sort import sort
 
@@ -45,3 +48,8 @@ async def test_the_ndcg_chart_at_agreement_k_is_the_agreement_tables_ndcg(tmp_pa
         assert c.gold_grade == grades_of[qid].get(c.context_id, 0)
         assert c.grade == verdicts[(qid, c.context_id)]
     assert {c.gold_grade for _, c in shown} >= {0, 2, 3}
+    # The page's drill-down carries both grades for each context it shows.
+    page = render_html(report)
+    records = unpack(re.search(r'id="drill">([^<]*)<', page).group(1))
+    on_page = {(r["id"], c["id"]): (c["gr"], c["gg"]) for r in records for c in r["ctx"]}
+    assert on_page == {(qid, c.context_id): (c.grade, c.gold_grade) for qid, c in shown}
