@@ -200,14 +200,18 @@ def _judge_orders(
             r["tie_group"] or [],
             r["irrelevant_ids"] or [],
             r.get("unjudged_ids") or [],
-            grades={
-                cid: v["grade"]
-                for cid, v in verdicts.get(qid, {}).items()
-                if v.get("grade") is not None
-            },
+            grades=_grades(verdicts.get(qid, {})),
         )
         for qid, r in ranked.items()
     }
+
+
+def _grades(verdicts: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
+    # A verdicts table written before grades has no ``grade``: None, so the gains come from
+    # the judged order, as that run's agreement table took them.
+    if verdicts and all("grade" not in v for v in verdicts.values()):
+        return None
+    return {cid: v["grade"] for cid, v in verdicts.items() if v.get("grade") is not None}
 
 
 def _contexts(
