@@ -106,6 +106,41 @@ def gold_grades(
     return grades
 
 
+def _judge_gains(judge: JudgeOrder) -> dict[str, float]:
+    # Graded gains when the judge graded (TREC's NDCG); else gains from its order.
+    if judge.grades is not None:
+        return {c: float(g) for c, g in judge.grades.items() if g > 0}
+    return ranking.judge_gains(judge.ordered, judge.groups)
+
+
+def ndcg_at_k(
+    engine: Sequence[str],
+    k: int,
+    *,
+    judge: JudgeOrder | None,
+    gold: Mapping[str, int] | None,
+) -> dict[str, float]:
+    """One question's NDCG@k of each comparison, the figure of the table and of the report's chart.
+
+    The engine's order against the judge's graded gains (``judge_vs_engine``), and the engine's
+    and the judge's orders against the gold grades as gains (``engine_vs_gold``,
+    ``judge_vs_gold``, trec_eval's linear gain). A comparison that does not apply (no judge, no
+    gold) is absent; one that is undefined (no gain) or rests on no judgement is NaN.
+    """
+    out: dict[str, float] = {}
+    failed = judge is not None and judge.failed
+    if judge is not None:
+        out[JUDGE_VS_ENGINE] = (
+            math.nan if failed else ranking.ndcg_at_k(engine, _judge_gains(judge), k)
+        )
+    if gold is not None:
+        gains = {c: float(g) for c, g in gold.items() if g > 0}
+        out[ENGINE_VS_GOLD] = ranking.ndcg_at_k(engine, gains, k)
+        if judge is not None:
+            out[JUDGE_VS_GOLD] = math.nan if failed else ranking.ndcg_at_k(judge.judged, gains, k)
+    return out
+
+
 def question_rows(
     run_id: str,
     qid: str,
@@ -126,6 +161,7 @@ def question_rows(
         gold: Gold grades (context id → grade, 0 judged not relevant), or None without gold.
     """
     rows: list[dict[str, Any]] = []
+    ndcg = ndcg_at_k(engine, k, judge=judge, gold=gold)
 
     def add(
         comparison: str,
@@ -191,17 +227,11 @@ def question_rows(
             order_failed,
             doubt,
         )
-        # Graded gains when the judge graded (TREC's NDCG); else gains from its order.
-        gains = (
-            {c: float(g) for c, g in judge.grades.items() if g > 0}
-            if judge.grades is not None
-            else ranking.judge_gains(ordered, groups)
-        )
         add(
             JUDGE_VS_ENGINE,
             "ndcg",
-            ranking.ndcg_at_k(engine, gains, k),
-            why=no_relevant if not gains else "undefined for this question",
+            ndcg[JUDGE_VS_ENGINE],
+            why=no_relevant if not _judge_gains(judge) else "undefined for this question",
             failed=no_judgement,
         )
         for name, value in ranking.order_vs_labels(engine, set(ordered), k).items():
@@ -221,6 +251,8 @@ def question_rows(
             orders.append((JUDGE_VS_GOLD, judge.judged, no_judgement))
         for comparison, order, failed in orders:
             for name, value in ranking.order_vs_grades(order, gold, k).items():
+                if name == "ndcg":
+                    value = ndcg[comparison]
                 add(
                     comparison,
                     name,
@@ -288,5 +320,6 @@ __all__ = [
     "JudgeOrder",
     "aggregate",
     "gold_grades",
+    "ndcg_at_k",
     "question_rows",
 ]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from ragaudit import noise, ranking
+from ragaudit import noise
+from ragaudit.agreement import JudgeOrder, gold_grades, ndcg_at_k
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
 from ragaudit.hashing import canonical_hash
@@ -187,19 +189,35 @@ def _engine_orders(candidates: pl.DataFrame | None) -> dict[str, list[dict[str, 
     return out
 
 
-def _gold(question: Mapping[str, Any], candidates: list[dict[str, Any]]) -> set[str] | None:
-    """Gold context ids as the sort stage reads them (None: the question set has no gold)."""
-    ids = question.get("reference_context_ids")
-    if ids is None and all(c["gold_relevant"] is None for c in candidates):
+def _judge_orders(
+    ranked: Mapping[str, Mapping[str, Any]], verdicts: Mapping[str, Mapping[str, Mapping[str, Any]]]
+) -> dict[str, JudgeOrder]:
+    """Each question's judged order and grades as the sort stage held them (its tables)."""
+    return {
+        qid: JudgeOrder(
+            r["ordered_ids"] or [],
+            r["tie_group"] or [],
+            r["irrelevant_ids"] or [],
+            r.get("unjudged_ids") or [],
+            grades=_grades(verdicts.get(qid, {})),
+        )
+        for qid, r in ranked.items()
+    }
+
+
+def _grades(verdicts: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
+    # A verdicts table written before grades has no ``grade``: None, so the gains come from
+    # the judged order, as that run's agreement table took them.
+    if verdicts and all("grade" not in v for v in verdicts.values()):
         return None
-    return {c["context_id"] for c in candidates if c["gold_relevant"]} | set(ids or [])
+    return {cid: v["grade"] for cid, v in verdicts.items() if v.get("grade") is not None}
 
 
 def _contexts(
     top: list[dict[str, Any]],
     verdicts: Mapping[str, dict[str, Any]],
     judge_place: Mapping[str, int],
-    gold: set[str] | None,
+    gold: Mapping[str, int] | None,
     supporting: set[str],
 ) -> tuple[ContextRow, ...]:
     rows = []
@@ -216,7 +234,8 @@ def _contexts(
                 verdict_reason=v.get("reason") or v.get("error"),
                 verdict_status=v.get("status"),
                 judge_rank=judge_place.get(cid),
-                gold=None if gold is None else cid in gold,
+                grade=v.get("grade") if v.get("status") == "ok" else None,
+                gold_grade=None if gold is None else gold.get(cid, 0),
                 supporting=cid in supporting,
                 grade_samples=tuple(
                     zip(v.get("grade_judges") or (), v.get("grade_samples") or (), strict=True)
@@ -242,38 +261,28 @@ CURVE_MAX_K = 20
 
 
 def ndcg_curve(
-    engine: Mapping[str, list[str]],
-    judged: Mapping[str, tuple[list[str], list[str], list[int]]],
-    gold: Mapping[str, set[str] | None],
+    engine: Mapping[str, Sequence[str]],
+    judges: Mapping[str, JudgeOrder],
+    gold: Mapping[str, Mapping[str, int] | None],
     max_k: int = CURVE_MAX_K,
 ) -> tuple[NdcgPoint, ...]:
-    """Mean NDCG@k for k = 1..max_k: engine and judge orders against gold, engine against judge.
+    """Mean NDCG@k for k = 1..max_k of each comparison of the ``agreement`` table.
 
-    ``judged`` maps a question to (relevant ids in judged order, irrelevant ids, tie groups); the
-    judge's order against gold is the relevant ones then the irrelevant ones, as in the
-    ``agreement`` table, and the engine against the judge uses the judge's graded gains.
+    Each question's figure is :func:`ragaudit.agreement.ndcg_at_k`, the one the table holds at
+    ``agreement_k`` (graded gains: the judge's grades, the gold grades); the mean is over the
+    questions where it is defined, as the table's.
     """
     longest = max((len(order) for order in engine.values()), default=0)
     values: dict[tuple[str, int], list[float]] = {}
     for qid, order in engine.items():
-        ordered, irrelevant, groups = judged.get(qid, ([], [], []))
-        runs: list[tuple[str, list[str], dict[str, float]]] = []
-        labels = gold.get(qid)
-        if labels:
-            gains = dict.fromkeys(labels, 1.0)
-            runs.append(("engine_vs_gold", order, gains))
-            if qid in judged:
-                runs.append(("judge_vs_gold", [*ordered, *irrelevant], gains))
-        if ordered:
-            runs.append(("engine_vs_judge", order, ranking.judge_gains(ordered, groups)))
-        for comparison, ranked, gains in runs:
-            for k in range(1, min(max_k, longest) + 1):
-                v = ranking.ndcg_at_k(ranked, gains, k)
+        for k in range(1, min(max_k, longest) + 1):
+            figures = ndcg_at_k(order, k, judge=judges.get(qid), gold=gold.get(qid))
+            for comparison, v in figures.items():
                 values.setdefault((comparison, k), [])
-                if v == v:  # NaN: no gain at all, undefined for this question
+                if not math.isnan(v):
                     values[(comparison, k)].append(v)
     return tuple(
-        NdcgPoint(comparison, k, sum(vals) / len(vals) if vals else None, len(vals))
+        NdcgPoint(comparison, k, math.fsum(vals) / len(vals) if vals else None, len(vals))
         for (comparison, k), vals in sorted(values.items())
     )
 
@@ -433,7 +442,10 @@ def build_report(run_dir: Path | str) -> Report:
             verdicts.setdefault(r["question_id"], {})[r["context_id"]] = r
     ranked = _by_question(_read(run, "ranking"))
     top_k = _score_top_k(score_config)
-    golds: dict[str, set[str] | None] = {}
+    golds: dict[str, dict[str, int] | None] = {}
+    # The candidates the sort stage judged and compared (``sort.max_candidates``).
+    judged_candidates = config.get("sort", {}).get("max_candidates") or None
+    stored = {q.question_id: q for q in run.questions()} if questions is not None else {}
     cells = score_cells(scores) if scores is not None else {}
     rows: list[QuestionRow] = []
     texts: dict[str, str] = {}
@@ -447,7 +459,8 @@ def build_report(run_dir: Path | str) -> Report:
                 ref["reference"] if ref and ref["status"] in USABLE_REFERENCE else q["reference"]
             )
             supporting = tuple(ref["supporting_ids"] or ()) if ref else ()
-            golds[qid] = _gold(q, engine.get(qid, []))
+            # The curve's gold is the sort stage's (its candidates); the drill-down's, all of them.
+            golds[qid] = gold_grades(stored[qid], engine.get(qid, [])[:judged_candidates])
             order = (ranked.get(qid) or {}).get("ordered_ids") or []
             nuggets, nuggets_status, nuggets_note = _nuggets(
                 nugget_rows.get(qid, []), cells.get(qid, {})
@@ -467,7 +480,7 @@ def build_report(run_dir: Path | str) -> Report:
                         engine.get(qid, [])[:top_k],
                         verdicts.get(qid, {}),
                         {cid: i + 1 for i, cid in enumerate(order)},
-                        golds[qid],
+                        gold_grades(stored[qid], engine.get(qid, [])),
                         set(supporting),
                     ),
                     nuggets=nuggets,
@@ -476,11 +489,11 @@ def build_report(run_dir: Path | str) -> Report:
                 )
             )
     curve = ndcg_curve(
-        {qid: [c["context_id"] for c in cands] for qid, cands in engine.items()},
         {
-            qid: (r["ordered_ids"] or [], r["irrelevant_ids"] or [], r["tie_group"] or [])
-            for qid, r in ranked.items()
+            qid: [c["context_id"] for c in cands[:judged_candidates]]
+            for qid, cands in engine.items()
         },
+        _judge_orders(ranked, verdicts),
         golds,
     )
 

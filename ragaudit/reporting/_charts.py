@@ -309,7 +309,7 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
 _CURVE_NAMES = {
     "engine_vs_gold": "engine order vs gold",
     "judge_vs_gold": "judge order vs gold",
-    "engine_vs_judge": "engine order vs judge (graded)",
+    "judge_vs_engine": "engine order vs judge (graded)",
 }
 
 
@@ -344,9 +344,10 @@ def ndcg_chart(report: Report) -> Figure | None:
     return Figure(
         "ndcg",
         "Ranking quality over k",
-        "Mean NDCG@k over the questions where it is defined: the search engine's order and the "
-        "judge's order against the question set's gold contexts, and the engine's order against "
-        "the judge's graded ranking.",
+        "Mean NDCG@k over the questions where it is defined, graded gains throughout: the "
+        "search engine's order and the judge's order against the question set's gold grades, "
+        "and the engine's order against the judge's grades. At k = the agreement table's k it "
+        "is the table's NDCG.",
         _svg(_configure(chart), {"curve": rows}),
     )
 

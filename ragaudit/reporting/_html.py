@@ -154,7 +154,8 @@ def _drill(q: QuestionRow, metrics: tuple[str, ...], agreement: dict[str, list])
                 "why": c.verdict_reason,
                 "vs": c.verdict_status,
                 "jr": c.judge_rank,
-                "g": c.gold,
+                "gr": c.grade,
+                "gg": c.gold_grade,
                 "sup": c.supporting,
                 # Each sample's grade, only where the judges (or one judge's repeats) differ.
                 "gs": [list(x) for x in c.grade_samples] if c.judges_disagree else None,

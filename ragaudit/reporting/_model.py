@@ -99,12 +99,19 @@ class ContextRow:
     verdict_status: Status | None
     judge_rank: int | None
     """1-based place in the judge's order of the relevant contexts (None: not ranked relevant)."""
-    gold: bool | None
-    """A gold context of the question set (None: the question set has no gold labels)."""
+    grade: int | None
+    """The judge's relevance grade, 0–3 (None: no verdict, or the verdict failed)."""
+    gold_grade: int | None
+    """The question set's gold grade, 0 not relevant (None: the question set has no gold)."""
     supporting: bool
     """The reference answer was written from this context."""
     grade_samples: tuple[tuple[str, int | None], ...] = ()
     """Each sample of its relevance grade as (judge, grade), with repeats or a jury; () with one."""
+
+    @property
+    def gold(self) -> bool | None:
+        """A gold context of the question set: gold grade above 0 (None: no gold labels)."""
+        return None if self.gold_grade is None else self.gold_grade > 0
 
     @property
     def judges_disagree(self) -> bool:
@@ -117,7 +124,7 @@ class NdcgPoint:
     """Mean NDCG@k of one ordering over the questions where it is defined."""
 
     comparison: str
-    """``engine_vs_gold``, ``judge_vs_gold`` or ``engine_vs_judge`` (graded judge gains)."""
+    """``engine_vs_gold``, ``judge_vs_gold`` or ``judge_vs_engine``, as in ``agreement``."""
     k: int
     mean: float | None
     n_questions: int

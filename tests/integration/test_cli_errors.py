@@ -22,7 +22,7 @@ def test_a_missing_corpus_is_an_error_even_when_the_index_exists(tmp_path: Path)
     assert result.exit_code == 2, result.output
     assert f"collect.corpus: no such file or folder: {missing}" in result.output
     assert "Traceback" not in result.output
-    # Found before any work: no run folder.
+    # Found before any work: no run folder (how fast: bench/bench_stop.py).
     assert not (tmp_path / "runs").exists()
 
 

@@ -96,7 +96,7 @@ def test_a_signal_stops_the_run_and_its_server(tmp_path: Path, signum: int) -> N
     time.sleep(1.0)  # mid-flight: judge calls are out
     proc.send_signal(signum)
     # The timeout only tells "stops" from "runs on" (before the fix a signal took minutes and
-    # two dozen connection errors): how fast it stops is measured in bench/, not asserted here.
+    # two dozen connection errors): how fast it stops is measured in bench/bench_stop.py.
     out, errors = proc.communicate(timeout=180)
     assert proc.returncode == 128 + signum, errors  # 130 for SIGINT, 143 for SIGTERM
     assert "Traceback" not in errors, errors
