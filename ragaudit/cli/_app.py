@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,11 +13,14 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
-from ragaudit.config import set_path
+from ragaudit.config import load_config, set_path
 from ragaudit.errors import RagauditError, os_error_message
 from ragaudit.numbers import fixed
 from ragaudit.secrets import redact
 from ragaudit.stopping import exit_status
+
+if TYPE_CHECKING:
+    from ragaudit.config import RunConfig
 
 
 class Interrupted(RagauditError):
@@ -161,6 +164,19 @@ def _overrides(
 
         set_path(out, dotted.strip(), yaml.safe_load(raw))
     return out
+
+
+def load_paid_config(path: Path | None, overrides: dict[str, Any]) -> RunConfig:
+    """The config of a command that calls models, its model strings checked before any call.
+
+    A judge, juror or generator no provider can route would fail every one of its calls
+    after the others were paid: every command that spends loads its config here.
+    """
+    from ragaudit.cache.providers import check_judges
+
+    config = load_config(path, overrides)
+    check_judges(config.models)
+    return config
 
 
 def _num(value: float | None, digits: int = 3) -> str:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ragaudit.cli._app import RootOpt, app, console
+from ragaudit.cli._app import RootOpt, app, console, load_paid_config
 from ragaudit.config import load_config
 from ragaudit.errors import RagauditError
 
@@ -22,12 +22,10 @@ def _dry_run(
 ) -> None:
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
     import ragaudit.metrics  # noqa: F401  (the config check of the metrics, as in a run)
-    from ragaudit.cache.providers import check_judges
     from ragaudit.dataset import check_gold
     from ragaudit.estimate import Assumptions, estimate_run
 
-    config = load_config(config_path, overrides)
-    check_judges(config.models.judge, config.models.jury)
+    config = load_paid_config(config_path, overrides)
     # The gold is read and checked before the estimate: a broken qrels shows before money.
     check_gold(config)
     estimate = asyncio.run(estimate_run(config, Assumptions.parse(assume), records=records or None))
