@@ -5,22 +5,20 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
-from ragaudit.config import load_config, set_path
+from ragaudit.config import RunConfig, load_config, set_path
 from ragaudit.errors import RagauditError, os_error_message
 from ragaudit.numbers import fixed
 from ragaudit.secrets import redact
 from ragaudit.stopping import exit_status
-
-if TYPE_CHECKING:
-    from ragaudit.config import RunConfig
 
 
 class Interrupted(RagauditError):
@@ -110,7 +108,27 @@ EmbedderOpt = Annotated[
     str | None, typer.Option("--embedder", help="Embedding model (any litellm string).")
 ]
 RootOpt = Annotated[Path | None, typer.Option("--runs-root", help="Folder of run folders.")]
-LimitOpt = Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")]
+
+
+def field_range(model: type[BaseModel], name: str) -> dict[str, Any]:
+    """A config field's bounds as a flag's ``min``/``max``.
+
+    A flag that sets a config field takes the field's range, so a value out of it is an error
+    of the flag (naming it) rather than of the config file the command was given.
+    """
+    found: dict[str, Any] = {}
+    for bound in model.model_fields[name].metadata:
+        if getattr(bound, "ge", None) is not None:
+            found["min"] = bound.ge
+        if getattr(bound, "le", None) is not None:
+            found["max"] = bound.le
+    return found
+
+
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", help="Only the first N questions.", **field_range(RunConfig, "limit")),
+]
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Any config field: --set score.top_k=5")
 ]

@@ -38,6 +38,7 @@ from ragaudit.cli._app import (
     app,
     console,
     err,
+    field_range,
     load_paid_config,
 )
 from ragaudit.cli._dryrun import _dry_run
@@ -276,19 +277,12 @@ def _evaluate(
         raise typer.Exit(3)
 
 
-# The flag's own range, read from the config field it sets, so that a value out of range is an
-# error of the flag (naming it) rather than of the config file the run was given.
-_MAX_REPEATS = next(
-    m.le for m in ModelsConfig.model_fields["judge_repeats"].metadata if hasattr(m, "le")
-)
-
 JudgeRepeatsOpt = Annotated[
     int | None,
     typer.Option(
         "--judge-repeats",
-        min=1,
-        max=_MAX_REPEATS,
         help="Independent samples of every judge request (models.judge_repeats).",
+        **field_range(ModelsConfig, "judge_repeats"),
     ),
 ]
 

@@ -308,3 +308,15 @@ def test_the_registrys_own_and_litellms_providers_pass_the_check() -> None:
             jury=("fake/judge", "openai/gpt-4o-mini", "gpt-4o-mini"),
         )
     )
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--judge-repeats", "0"), ("--limit", "0")])
+def test_a_flag_out_of_its_config_fields_range_is_an_error_of_the_flag(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    from support.cli import run_args
+
+    result = CliRunner().invoke(app, [*run_args(tmp_path), flag, value, "--dry-run"])
+    assert result.exit_code != 0
+    said = " ".join(result.output.split())
+    assert f"Invalid value for '{flag}'" in said and "config" not in said, said
