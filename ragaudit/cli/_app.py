@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -88,8 +89,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-# Piped output (CI logs, `make demo | tee`) would otherwise be cut to 80 columns.
-console = Console(stderr=False, width=None if sys.stdout.isatty() else 120)
+
+
+def stdout_console() -> Console:
+    """The console of tables and results on stdout.
+
+    Piped output (CI logs, `make demo | tee`) gets 120 columns rather than Rich's 80, unless
+    COLUMNS says how wide the reader is (Rich then takes it, as on a terminal).
+    """
+    wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    return Console(stderr=False, width=None if wide else 120)
+
+
+console = stdout_console()
 # Errors are never wrapped: a path or a message cut at 80 columns when piped can neither be
 # grepped nor copied.
 err = Console(stderr=True, soft_wrap=True)

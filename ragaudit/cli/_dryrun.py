@@ -46,13 +46,14 @@ def print_estimate(estimate: Any) -> None:
     from ragaudit.estimate import price
 
     table = Table(title="Dry run: what the run will ask (no model was called)")
-    # The figures never wrap: on a narrow terminal or a pipe (80 columns) a long model string
-    # folds over lines instead of squeezing the calls and tokens columns to nothing.
-    table.add_column("stage", no_wrap=True)
-    table.add_column("step", ratio=1)
-    table.add_column("model", overflow="fold", ratio=1)
-    for col in ("calls", "prompt tokens", "output tokens", "cost"):
+    # The figures never wrap and are never cut: on a narrow terminal or a pipe (80 columns)
+    # the text columns fold over lines instead (each keeps a few characters, so none
+    # vanishes), and the figures' headers take two lines.
+    for col in ("stage", "step", "model"):
+        table.add_column(col, overflow="fold", min_width=6)
+    for col in ("calls", "prompt\ntokens", "output\ntokens"):
         table.add_column(col, no_wrap=True, justify="right")
+    table.add_column("cost", overflow="fold", justify="right", min_width=8)
     total = 0.0
     unknown: set[str] = set()
     for line in estimate.lines:
