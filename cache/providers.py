@@ -11,15 +11,19 @@ any other prefix gets a record built from litellm's metadata for the model.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import litellm
 
 from ragaudit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ragaudit.config import ModelsConfig
 
 # Without better knowledge a judge is assumed to hold this many tokens (prompt + answer).
 FALLBACK_WINDOW = 8192
@@ -193,23 +197,35 @@ def provider_record(model: str) -> Provider:
 _default_records: dict[str, Provider] = {}
 
 
-def check_judges(judge: str | None, jury: tuple[str, ...] | list[str]) -> None:
-    """Refuse a judge or juror whose provider litellm cannot route, before any call is paid.
+def _provider_names() -> list[str]:
+    """Every prefix a model string may start with: ragaudit's own, then litellm's."""
+    return list(_records) + [getattr(p, "value", str(p)) for p in litellm.provider_list]
+
+
+def check_judges(models: ModelsConfig) -> None:
+    """Refuse a judge, juror or generator whose provider cannot be routed, before any call.
 
     litellm resolves the provider from the model string alone, offline; a string it cannot
     route would otherwise fail every one of its calls at run time, after the others were paid.
+    The registry's own prefixes (``fake``, ``local``) are routed here, not by litellm.
     """
     litellm.suppress_debug_info = True  # its provider-list banner, printed on every refusal
-    named = [("models.judge", judge)] + [(f"models.jury[{i}]", m) for i, m in enumerate(jury)]
+    named = [("models.judge", models.judge), ("models.generator", models.generator)]
+    named += [(f"models.jury[{i}]", m) for i, m in enumerate(models.jury)]
     for field, model in named:
         if model is None or _prefix(model) in _records:
             continue
         try:
             litellm.get_llm_provider(model)
         except Exception:
+            guess = _prefix(model) or model
+            close = difflib.get_close_matches(guess, _provider_names(), n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(f'{c}/' for c in close)}? " if close else ""
             raise ConfigError(
-                f"{field}: {model!r} names no provider litellm knows; write provider/model "
-                "(e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/qwen2.5:7b)"
+                f"{field}: {model!r} names no known provider; {hint}write provider/model with "
+                f"a provider of ragaudit's ({', '.join(f'{p}/' for p in _records)}) or of "
+                "litellm's (e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, "
+                "ollama/qwen2.5:7b; all in litellm.provider_list)"
             ) from None
 
 

@@ -364,22 +364,26 @@ async def score_rows(
         with judge_repeat(r, panel.temperature):
             return await score_one(m, s, judge, fits, no_answer.get(s.question_id))
 
-    async def one(s: Sample) -> dict[str, Any]:
-        try:
-            if not judged:
-                return await score_one(m, s, deps, window, no_answer.get(s.question_id))
-            assert panel is not None
-            parts = await asyncio.gather(
-                *(
-                    repeat(s, judge, fits, r)
-                    for judge, fits in panel.judges
-                    for r in range(panel.repeats)
-                )
+    async def scored(s: Sample) -> dict[str, Any]:
+        if not judged:
+            return await score_one(m, s, deps, window, no_answer.get(s.question_id))
+        assert panel is not None
+        parts = await asyncio.gather(
+            *(
+                repeat(s, judge, fits, r)
+                for judge, fits in panel.judges
+                for r in range(panel.repeats)
             )
-            return combine_samples(parts, panel.aggregate)
-        finally:
-            if on_row is not None:
-                on_row()
+        )
+        return combine_samples(parts, panel.aggregate)
+
+    async def one(s: Sample) -> dict[str, Any]:
+        row = await scored(s)
+        # Counted once it has a row: a row cancelled by a signal was never scored, and a bar
+        # counting it would read "5/5" over a stage that wrote nothing.
+        if on_row is not None:
+            on_row()
+        return row
 
     return await gather_limited(samples, one, limit=limit)
 

@@ -129,11 +129,21 @@ def load_halueval(path: Path | str, limit: int | None = None) -> list[Labelled]:
     return out
 
 
-def _labels_records(path: Path) -> list[dict[str, Any]]:
+def _labels_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Each record of a labels file with where it is: its JSONL line or its CSV data row."""
     if path.suffix.lower() == ".csv":
-        return [dict(r) for r in _csv_rows(path)]
+        out = []
+        for n, row in enumerate(_csv_rows(path), start=1):
+            if None in row:  # csv.DictReader files the surplus of a too-long row under None
+                raise InputError(f"{path}, row {n}: more fields than the header names")
+            out.append((f"{path}, row {n}", dict(row)))
+        return out
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
     records = []
-    for n, line in enumerate(jsonl_lines(path.read_text(encoding="utf-8")), start=1):
+    for n, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -141,11 +151,15 @@ def _labels_records(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}, line {n}: invalid JSON ({exc.msg})") from None
         if not isinstance(record, dict):
-            raise InputError(
-                f"{path}, line {n}: a {type(record).__name__}, not a JSON object of fields"
-            )
-        records.append(record)
+            raise InputError(f"{path}, line {n}: {_a(record)}, not a JSON object of fields")
+        records.append((f"{path}, line {n}", record))
     return records
+
+
+def _a(value: object) -> str:
+    """``value``'s JSON kind with its article: "a list", "an int"."""
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def text_field(rec: dict[str, Any], where: str, *names: str) -> str | None:
@@ -155,7 +169,7 @@ def text_field(rec: dict[str, Any], where: str, *names: str) -> str | None:
         if value in (None, ""):
             continue
         if not isinstance(value, str):
-            raise InputError(f"{where}: {name!r} is a {type(value).__name__}, not text")
+            raise InputError(f"{where}: {name!r} is {_a(value)}, not text")
         return value
     return None
 
@@ -170,13 +184,11 @@ def load_labels(path: Path | str) -> list[Labelled]:
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
     out: list[Labelled] = []
-    for n, rec in enumerate(_labels_records(path), start=1):
-        where = f"{path}, row {n}"
+    for n, (where, rec) in enumerate(_labels_records(path), start=1):
         given = rec.get("labels") or {}
         if not isinstance(given, dict):
             raise InputError(
-                f"{where}: 'labels' is a {type(given).__name__}; write an object "
-                '{"metric": label, ...}'
+                f"{where}: 'labels' is {_a(given)}; write an object {{\"metric\": label, ...}}"
             )
         labels = dict(given)
         labels.update({k[len("label_") :]: v for k, v in rec.items() if k.startswith("label_")})

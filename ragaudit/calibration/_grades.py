@@ -94,8 +94,7 @@ def load_grade_labels(path: Path | str) -> list[GradeLabel]:
     out: list[GradeLabel] = []
     questions: dict[str, str] = {}
     contexts: dict[tuple[str, str], str] = {}
-    for n, rec in enumerate(_labels_records(path), start=1):
-        where = f"{path}, row {n}"
+    for where, rec in _labels_records(path):
         question = text_field(rec, where, "question")
         context = text_field(rec, where, "context")
         if not question:

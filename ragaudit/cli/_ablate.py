@@ -20,8 +20,9 @@ from ragaudit.cli._app import (
     app,
     console,
     err,
+    load_paid_config,
 )
-from ragaudit.config import load_config, set_path
+from ragaudit.config import set_path
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import install_log_filter, redact
 
@@ -59,7 +60,7 @@ def ablate(
     )
     if generator is not None:
         set_path(overrides, "models.generator", generator)
-    cfg = load_config(path, overrides)
+    cfg = load_paid_config(path, overrides)
     from ragaudit.ablation import objective_weights, plan, question_set
     from ragaudit.dataset import load_questions
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
 import ragaudit  # noqa: F401  (offline environment before anything else)
-from ragaudit.config import set_path
+from ragaudit.config import RunConfig, load_config, set_path
 from ragaudit.errors import RagauditError, os_error_message
 from ragaudit.numbers import fixed
 from ragaudit.secrets import redact
@@ -87,8 +89,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-# Piped output (CI logs, `make demo | tee`) would otherwise be cut to 80 columns.
-console = Console(stderr=False, width=None if sys.stdout.isatty() else 120)
+
+
+def stdout_console() -> Console:
+    """The console of tables and results on stdout.
+
+    Piped output (CI logs, `make demo | tee`) gets 120 columns rather than Rich's 80, unless
+    COLUMNS says how wide the reader is (Rich then takes it, as on a terminal).
+    """
+    wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    return Console(stderr=False, width=None if wide else 120)
+
+
+console = stdout_console()
 # Errors are never wrapped: a path or a message cut at 80 columns when piped can neither be
 # grepped nor copied.
 err = Console(stderr=True, soft_wrap=True)
@@ -107,7 +120,27 @@ EmbedderOpt = Annotated[
     str | None, typer.Option("--embedder", help="Embedding model (any litellm string).")
 ]
 RootOpt = Annotated[Path | None, typer.Option("--runs-root", help="Folder of run folders.")]
-LimitOpt = Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")]
+
+
+def field_range(model: type[BaseModel], name: str) -> dict[str, Any]:
+    """A config field's bounds as a flag's ``min``/``max``.
+
+    A flag that sets a config field takes the field's range, so a value out of it is an error
+    of the flag (naming it) rather than of the config file the command was given.
+    """
+    found: dict[str, Any] = {}
+    for bound in model.model_fields[name].metadata:
+        if getattr(bound, "ge", None) is not None:
+            found["min"] = bound.ge
+        if getattr(bound, "le", None) is not None:
+            found["max"] = bound.le
+    return found
+
+
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", help="Only the first N questions.", **field_range(RunConfig, "limit")),
+]
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Any config field: --set score.top_k=5")
 ]
@@ -161,6 +194,19 @@ def _overrides(
 
         set_path(out, dotted.strip(), yaml.safe_load(raw))
     return out
+
+
+def load_paid_config(path: Path | None, overrides: dict[str, Any]) -> RunConfig:
+    """The config of a command that calls models, its model strings checked before any call.
+
+    A judge, juror or generator no provider can route would fail every one of its calls
+    after the others were paid: every command that spends loads its config here.
+    """
+    from ragaudit.cache.providers import check_judges
+
+    config = load_config(path, overrides)
+    check_judges(config.models)
+    return config
 
 
 def _num(value: float | None, digits: int = 3) -> str:

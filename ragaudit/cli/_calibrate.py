@@ -22,8 +22,9 @@ from ragaudit.cli._app import (
     app,
     console,
     err,
+    load_paid_config,
 )
-from ragaudit.config import OFFLINE_JUDGE, load_config
+from ragaudit.config import OFFLINE_JUDGE
 from ragaudit.secrets import install_log_filter
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def calibrate_cmd(
     from ragaudit.calibration import GRADE_KIND, calibrate, gather_inputs
 
     started = time.perf_counter()
-    cfg = load_config(
+    cfg = load_paid_config(
         config,
         _overrides(judge=judge, embedder=embedder, runs_root=runs_root, run_id=run_id, sets=sets),
     )

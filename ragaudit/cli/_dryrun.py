@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ragaudit.cli._app import RootOpt, app, console
+from ragaudit.cli._app import RootOpt, app, console, load_paid_config
 from ragaudit.config import load_config
 from ragaudit.errors import RagauditError
 
@@ -22,12 +22,10 @@ def _dry_run(
 ) -> None:
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
     import ragaudit.metrics  # noqa: F401  (the config check of the metrics, as in a run)
-    from ragaudit.cache.providers import check_judges
     from ragaudit.dataset import check_gold
     from ragaudit.estimate import Assumptions, estimate_run
 
-    config = load_config(config_path, overrides)
-    check_judges(config.models.judge, config.models.jury)
+    config = load_paid_config(config_path, overrides)
     # The gold is read and checked before the estimate: a broken qrels shows before money.
     check_gold(config)
     estimate = asyncio.run(estimate_run(config, Assumptions.parse(assume), records=records or None))
@@ -48,13 +46,14 @@ def print_estimate(estimate: Any) -> None:
     from ragaudit.estimate import price
 
     table = Table(title="Dry run: what the run will ask (no model was called)")
-    # The figures never wrap: on a narrow terminal or a pipe (80 columns) a long model string
-    # folds over lines instead of squeezing the calls and tokens columns to nothing.
-    table.add_column("stage", no_wrap=True)
-    table.add_column("step", ratio=1)
-    table.add_column("model", overflow="fold", ratio=1)
-    for col in ("calls", "prompt tokens", "output tokens", "cost"):
+    # The figures never wrap and are never cut: on a narrow terminal or a pipe (80 columns)
+    # the text columns fold over lines instead (each keeps a few characters, so none
+    # vanishes), and the figures' headers take two lines.
+    for col in ("stage", "step", "model"):
+        table.add_column(col, overflow="fold", min_width=6)
+    for col in ("calls", "prompt\ntokens", "output\ntokens"):
         table.add_column(col, no_wrap=True, justify="right")
+    table.add_column("cost", overflow="fold", justify="right", min_width=8)
     total = 0.0
     unknown: set[str] = set()
     for line in estimate.lines:

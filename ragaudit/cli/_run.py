@@ -38,9 +38,11 @@ from ragaudit.cli._app import (
     app,
     console,
     err,
+    field_range,
+    load_paid_config,
 )
 from ragaudit.cli._dryrun import _dry_run
-from ragaudit.config import ModelsConfig, RunConfig, load_config
+from ragaudit.config import ModelsConfig, RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.numbers import fixed
 from ragaudit.runids import new_run_id
@@ -248,10 +250,7 @@ def _evaluate(
     # rejected as the config loads, before any stage has paid for a call.
     import ragaudit.metrics  # noqa: F401
 
-    config = load_config(config_path, overrides)
-    from ragaudit.cache.providers import check_judges
-
-    check_judges(config.models.judge, config.models.jury)
+    config = load_paid_config(config_path, overrides)
     if stages is None or "collect" in stages:
         # Check the collect stage's inputs before Prefect starts: a malformed question set or
         # a missing corpus then fails at once with one clean message, not after the server
@@ -278,19 +277,12 @@ def _evaluate(
         raise typer.Exit(3)
 
 
-# The flag's own range, read from the config field it sets, so that a value out of range is an
-# error of the flag (naming it) rather than of the config file the run was given.
-_MAX_REPEATS = next(
-    m.le for m in ModelsConfig.model_fields["judge_repeats"].metadata if hasattr(m, "le")
-)
-
 JudgeRepeatsOpt = Annotated[
     int | None,
     typer.Option(
         "--judge-repeats",
-        min=1,
-        max=_MAX_REPEATS,
         help="Independent samples of every judge request (models.judge_repeats).",
+        **field_range(ModelsConfig, "judge_repeats"),
     ),
 ]
 

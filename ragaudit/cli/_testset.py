@@ -17,8 +17,8 @@ from ragaudit.cli._app import (
     app,
     console,
     err,
+    load_paid_config,
 )
-from ragaudit.config import load_config
 from ragaudit.errors import RagauditError
 
 
@@ -54,7 +54,7 @@ def testset_cmd(
     from ragaudit.search import read_corpus
     from ragaudit.testset import generate_testset, write_question_set
 
-    cfg = load_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
+    cfg = load_paid_config(config, _overrides(judge=judge, embedder=embedder, sets=sets))
     source = corpus or cfg.collect.corpus
     if scenarios is not None:
         docs = read_corpus(source) if source is not None else []

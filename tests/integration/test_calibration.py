@@ -142,7 +142,7 @@ def test_labels_file_alignment(tmp_path: Path) -> None:
     assert [(i.metric, i.label) for i in items] == [("faithfulness", 1.0), ("faithfulness", 0.0)]
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "q", "labels": {"faithfulness": 3}}) + "\n")
-    with pytest.raises(InputError, match=r"bad.jsonl, row 1: label of 'faithfulness' is 3.0"):
+    with pytest.raises(InputError, match=r"bad.jsonl, line 1: label of 'faithfulness' is 3.0"):
         load_labels(bad)
 
 

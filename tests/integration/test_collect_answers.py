@@ -17,6 +17,8 @@ from ragaudit.answers import answer_one, json_path, make_source
 from ragaudit.config import AnswerConfig, load_config
 from ragaudit.dataset import Question
 from ragaudit.errors import ConfigError
+from ragaudit.runfolder import RunFolder
+from ragaudit.schemas import ANSWERS, to_table
 from ragaudit.tasks._common import make_context
 from ragaudit.tasks.collect import collect
 
@@ -276,3 +278,37 @@ def test_collect_stage_limits_concurrency_and_isolates_failures(
     assert 1 < service.max_inflight <= 3
     retrieval = pl.from_arrow(ctx.run.read("retrieval"))
     assert set(retrieval["backend"]) == {"question_set"} and set(retrieval["status"]) == {"ok"}
+
+
+def test_the_cited_documents_keep_their_places_through_the_run_folder(
+    service: AnswerServer, tmp_path: Path
+) -> None:
+    # What the service lists as cited: nothing at all (an explicit empty list), an entry
+    # without an id between two with ids, or no list (the answer cites nothing either).
+    service.references = {
+        "empty": [],
+        "holes": [{"doc_id": "c0"}, {"doc_id": None}, {"doc_id": "c2"}, {}],
+    }
+    config = http_config(
+        f"{service.url}/json",
+        http={
+            "method": "POST",
+            "params": {},
+            "response": "json",
+            "json_path": "data.choices[0].text",
+            "citations_path": "references",
+            "citation_id_field": "doc_id",
+            "body": {"question": "{{ question }}", "collection": "{{ filters.collection }}"},
+        },
+    )
+    rows = ask(config, q("empty", qid="empty"), q("holes", qid="holes"), q("none", qid="none"))
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    # Marker [3] names the third listed entry (c2) and [2] an unknown one: nothing shifts.
+    expected = {"empty": [], "holes": ["c0", "", "c2", ""], "none": []}
+    assert {r["question_id"]: r["citation_ids"] for r in rows} == expected
+    # The score stage reads them back as written: an empty list stays a list (cites
+    # nothing), it never becomes null (which numbers the retrieved contexts instead).
+    folder = RunFolder(tmp_path, "r")
+    folder.write("answers", to_table(rows, ANSWERS))
+    assert {k: v["citation_ids"] for k, v in folder.answers().items()} == expected
+    assert ask(http_config(f"{service.url}/qa"), q("plain"))[0]["citation_ids"] is None

@@ -155,7 +155,7 @@ def test_grade_labels_files_csv_and_errors(tmp_path: Path) -> None:
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "q", "context": "c", "grade": 4}) + "\n")
-    with pytest.raises(InputError, match="row 1: human grade 4 is not one of 0, 1, 2, 3"):
+    with pytest.raises(InputError, match="line 1: human grade 4 is not one of 0, 1, 2, 3"):
         load_grade_labels(bad)
     clash = tmp_path / "clash.jsonl"
     rows = [{"question_id": "a", "question": q, "context": "c", "grade": 1} for q in "xy"]

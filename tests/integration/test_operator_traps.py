@@ -269,3 +269,54 @@ def test_judge_repeats_out_of_range_is_an_error_of_the_flag(tmp_path: Path) -> N
     assert result.exit_code != 0
     assert "--judge-repeats" in result.output
     assert "config (" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "setting", "field"),
+    [
+        (["calibrate"], 'models.jury=["fake/judge", "opnai/gpt-4o-mini"]', "models.jury[1]"),
+        (["testset", "out.jsonl"], "models.generator=opnai/gpt-4o-mini", "models.generator"),
+    ],
+)
+def test_every_paying_command_refuses_an_unroutable_model_and_hints_the_provider(
+    tmp_path: Path, command: list[str], setting: str, field: str
+) -> None:
+    # Before any input is read or any model called: the same check as run and its dry run,
+    # with the known providers and the nearest one to the misspelt prefix.
+    args = [*command, "--judge", "fake/judge", "--embedder", "fake/embed", "--set", setting]
+    args += ["--set", f"cache_dir={tmp_path / 'cache'}", "--set", f"runs_root={tmp_path}"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0
+    text = " ".join((result.output + str(result.exception or "")).split())
+    assert f"{field}: 'opnai/gpt-4o-mini' names no known provider" in text, text
+    assert "did you mean openai/" in text and "fake/, local/" in text, text
+    assert "Traceback" not in text
+    assert not any(tmp_path.iterdir())  # no run, no cache, no question set
+
+
+def test_the_registrys_own_and_litellms_providers_pass_the_check() -> None:
+    from ragaudit.cache.providers import check_judges
+    from ragaudit.config import ModelsConfig
+
+    # fake/ and local/ are routed by ragaudit's own registry, the rest by litellm, offline.
+    check_judges(
+        ModelsConfig(
+            judge="local/gemma-3-270m",
+            generator="ollama/qwen2.5:7b",
+            jury=("fake/judge", "openai/gpt-4o-mini", "gpt-4o-mini"),
+        )
+    )
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--judge-repeats", "0"), ("--limit", "0")])
+def test_a_flag_out_of_its_config_fields_range_is_an_error_of_the_flag(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    from support.cli import run_args
+
+    result = CliRunner().invoke(app, [*run_args(tmp_path), flag, value, "--dry-run"])
+    assert result.exit_code != 0
+    said = " ".join(result.output.split())
+    assert f"Invalid value for '{flag}'" in said and "config" not in said, said

@@ -258,12 +258,14 @@ class AnswerServer:
     ``plan[key]`` is a list of actions taken on successive attempts, the last repeating:
     ``ok``, ``fail`` (500), ``throttle`` (429, Retry-After: 0), ``slow`` (sleeps ``slow_s``
     before answering), ``empty`` (200 with blank lines only), ``missing`` (404).
+    ``references[key]``, when set, is sent as the JSON answer's ``references`` list.
     """
 
     def __init__(self, api_key: str | None = None, slow_s: float = 2.0) -> None:
         self.api_key = api_key
         self.slow_s = slow_s
         self.plan: dict[str, list[str]] = {}
+        self.references: dict[str, Any] = {}
         self.attempts: Counter[str] = Counter()
         self.headers_seen: dict[str, list[dict[str, str]]] = defaultdict(list)
         self.inflight = 0
@@ -352,7 +354,10 @@ class AnswerServer:
             time.sleep(self.slow_s)
         answer = f"An answer about {question} for {key}"
         if url.path == "/json":
-            data = json.dumps({"data": {"choices": [{"text": answer}]}, "question": question})
+            doc: dict[str, Any] = {"data": {"choices": [{"text": answer}]}, "question": question}
+            if key in self.references:
+                doc["references"] = self.references[key]
+            data = json.dumps(doc)
             return self._plain(h, 200, data)
         if action == "empty":
             return self._stream(h, ["", "  ", ""])

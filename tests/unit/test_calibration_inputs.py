@@ -25,8 +25,8 @@ def write(tmp_path: Path, *records: object) -> Path:
     ("bad", "says"),
     [
         ([1, 2, 3], "line 2: a list, not a JSON object"),
-        ({"question": 42, "context": "C.", "grade": 1}, "row 2: 'question' is a int, not text"),
-        ({"question": "Q?", "context": ["C."], "grade": 1}, "row 2: 'context' is a list"),
+        ({"question": 42, "context": "C.", "grade": 1}, "line 2: 'question' is an int, not text"),
+        ({"question": "Q?", "context": ["C."], "grade": 1}, "line 2: 'context' is a list"),
     ],
 )
 def test_grade_labels_that_are_not_rows_of_text(tmp_path: Path, bad: object, says: str) -> None:
@@ -47,8 +47,26 @@ def test_grade_labels_that_are_not_rows_of_text(tmp_path: Path, bad: object, say
 )
 def test_labels_that_would_have_crashed(tmp_path: Path, bad: object, says: str) -> None:
     path = write(tmp_path, GOOD_LABEL, bad)
-    with pytest.raises(InputError, match=says):
+    with pytest.raises(InputError) as info:
         load_labels(path)
+    assert str(info.value).startswith(f"{path}, line 2: ") and says in str(info.value)
+
+
+def test_the_line_named_is_the_files_line_and_a_csv_row_its_data_row(tmp_path: Path) -> None:
+    # Blank lines are skipped but still counted: the message names the line an editor shows.
+    path = tmp_path / "grades.jsonl"
+    path.write_text(f"{json.dumps(GOOD_GRADE)}\n\n\n[1, 2, 3]\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"grades.jsonl, line 4: a list, not a JSON object"):
+        load_grade_labels(path)
+    # A CSV row longer than its header used to reach the label columns as a None key.
+    csv = tmp_path / "labels.csv"
+    csv.write_text("question,answer,label_faithfulness\nQ?,A.,1\nQ?,A.,1,surplus\n")
+    with pytest.raises(InputError, match=r"labels.csv, row 2: more fields than the header"):
+        load_labels(csv)
+    undecodable = tmp_path / "latin1.jsonl"
+    undecodable.write_bytes(b'{"question": "caf\xe9"}\n')
+    with pytest.raises(InputError, match=r"latin1.jsonl: cannot read"):
+        load_grade_labels(undecodable)
 
 
 def test_good_rows_still_load(tmp_path: Path) -> None:

@@ -117,3 +117,47 @@ def test_a_bar_ended_by_a_signal_says_stopped_not_done() -> None:
     assert lines[1].startswith("score: faithfulness: stopped at 2/5 in "), lines
     assert not any("faithfulness: done" in line for line in lines)
     assert lines[3].startswith("score: answer_relevancy: done, 1/1 in "), lines
+
+
+async def test_rows_cancelled_by_a_signal_are_not_counted_as_scored(fake, gateway) -> None:
+    # Two rows score, three are still waiting on their judge when the run is stopped: the bar
+    # ends "stopped at 2/5", never "5/5" (cancelled rows are not scored rows, and no score
+    # file is written for them).
+    import asyncio
+    import dataclasses
+
+    from support.metrics import sample
+
+    from ragaudit.metrics import METRICS, Deps
+    from ragaudit.scoring import score_rows
+
+    jaccard = METRICS["jaccard"]
+    waiting = asyncio.Event()
+
+    async def scorer(s, deps):  # type: ignore[no-untyped-def]
+        if s.question_id in {"q0", "q1"}:
+            return await jaccard.scorer(s, deps)
+        waiting.set()
+        await asyncio.Event().wait()  # a judge call that never answers
+
+    metric = dataclasses.replace(jaccard, scorer=scorer)
+    samples = [sample(qid=f"q{i}") for i in range(5)]
+    deps = Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
+    lines: list[str] = []
+    progress.set_reporter(LineReporter(lines.append, every_s=3600.0))
+    try:
+
+        async def stage() -> None:
+            with progress.bar("score: jaccard", len(samples)) as bar:
+                await score_rows(metric, samples, deps, window=10_000, on_row=bar.advance)
+
+        task = asyncio.ensure_future(stage())
+        await asyncio.wait_for(waiting.wait(), 60)  # guards a hang only
+        for _ in range(20):  # let the two quick rows finish
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        progress.set_reporter(None)
+    assert lines[-1].startswith("score: jaccard: stopped at 2/5 in "), lines
