@@ -320,6 +320,21 @@ CALIBRATION_GRADES = _schema(
 )
 
 # Blind pairwise battles of B against A, written in B's folder: one row per judge answer.
+LABELS = _schema(
+    "labels",
+    [
+        # One row per label a person gave, appended; the latest row of an (item, annotator)
+        # pair is that person's label (``back`` then a new key corrects it).
+        ("item_id", _str),  # "<kind>:<question_id>[:<candidate_id>]"
+        ("kind", _str),  # "grade" (a candidate's 0-3 relevance) or a judged metric's name
+        ("question_id", _str),
+        ("candidate_id", _str),  # null for an answer-level item
+        ("annotator", _str),
+        ("label", _f64),  # a grade 0-3, or 1.0/0.0 for yes/no; null for "skipped"
+        ("time", pa.timestamp("us", tz="UTC")),
+    ],
+)
+
 BATTLES = _schema(
     "battles",
     [
