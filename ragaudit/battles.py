@@ -38,7 +38,7 @@ from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sam
 from ragaudit.lang import token_share
 from ragaudit.prompts import BATTLE, BattleInput
 from ragaudit.reporting import paired_test
-from ragaudit.schemas import BATTLES, to_table
+from ragaudit.schemas import BATTLES, LEADERBOARD, to_table
 
 ORDERS = ("AB", "BA")
 """``AB``: A shown as answer 1; ``BA``: B shown as answer 1."""
@@ -72,7 +72,10 @@ class Pairing:
 
 
 def pair_answers(
-    questions: pl.DataFrame, answers_a: pl.DataFrame, answers_b: pl.DataFrame
+    questions: pl.DataFrame,
+    answers_a: pl.DataFrame,
+    answers_b: pl.DataFrame,
+    nuggets: pl.DataFrame | None = None,
 ) -> Pairing:
     """Questions answered ``ok`` in both runs (shared question ids only), with both answers.
 
@@ -80,7 +83,10 @@ def pair_answers(
         questions: B's ``questions`` table (question text, language, reference).
         answers_a: A's ``answers`` table.
         answers_b: B's ``answers`` table.
+        nuggets: B's ``nuggets`` table, when it has one: each question's vital nuggets are
+            shown to the judge beside the reference (what an answer must say).
     """
+    vital = _vital_nuggets(nuggets)
     ids_a = set(answers_a["question_id"].to_list())
     ids_b = set(answers_b["question_id"].to_list())
     shared = ids_a & ids_b
@@ -104,10 +110,25 @@ def pair_answers(
             answer_b=r["answer_b"] or "",
             language=r.get("language") or "en",
             reference=r.get("reference") or "",
+            vital_nuggets=vital.get(r["question_id"], ()),
         )
         for r in joined.iter_rows(named=True)
     ]
     return Pairing(pairs, len(ids_a - ids_b), len(ids_b - ids_a), len(shared) - len(pairs))
+
+
+def _vital_nuggets(nuggets: pl.DataFrame | None) -> dict[str, tuple[str, ...]]:
+    # The list of a question whose extraction failed is empty or partial; a partial list's
+    # vital nuggets are still facts the contexts state, so they are shown, in their rank order.
+    if nuggets is None or nuggets.is_empty():
+        return {}
+    vital = (
+        nuggets.filter((pl.col("importance") == "vital") & pl.col("text").is_not_null())
+        .sort("question_id", "nugget_index")
+        .group_by("question_id", maintain_order=True)
+        .agg(pl.col("text"))
+    )
+    return {r["question_id"]: tuple(r["text"]) for r in vital.iter_rows(named=True)}
 
 
 def battle_calls(n_pairs: int, judges: int = 1) -> int:
@@ -170,7 +191,8 @@ def run_pairing(dir_a: Path, dir_b: Path) -> Pairing:
     q = pl.from_arrow(fb.read("questions"))
     a = pl.from_arrow(fa.read("answers"))
     b = pl.from_arrow(fb.read("answers"))
-    return pair_answers(q, a, b)  # type: ignore[arg-type]
+    n = pl.from_arrow(fb.read("nuggets")) if fb.has("nuggets") else None
+    return pair_answers(q, a, b, n)  # type: ignore[arg-type]
 
 
 def battle_judges(config: RunConfig, gateway: Gateway) -> list[Judge]:
@@ -230,6 +252,28 @@ def write_battles(rows: list[dict[str, Any]], folder: Path) -> Path:
     """Write ``battles.parquet`` atomically in ``folder`` (B's run folder)."""
     path = folder / "battles.parquet"
     write_table(to_table(rows, BATTLES), path)
+    return path
+
+
+def write_leaderboard(board: Leaderboard, verdicts: int, folder: Path) -> Path:
+    """Write ``leaderboard.parquet`` atomically in ``folder`` (the round robin's own folder)."""
+    rows = [
+        {
+            "rank": k,
+            "run": run,
+            "strength": s,
+            "ci_low": low,
+            "ci_high": high,
+            "unbounded": run in board.unbounded,
+            "tie_param": board.tie_param,
+            "verdicts": verdicts,
+        }
+        for k, (run, s, low, high) in enumerate(
+            zip(board.runs, board.strength, board.ci_low, board.ci_high, strict=True), 1
+        )
+    ]
+    path = folder / "leaderboard.parquet"
+    write_table(to_table(rows, LEADERBOARD), path)
     return path
 
 
@@ -434,4 +478,5 @@ __all__ = [
     "pair_answers",
     "play",
     "write_battles",
+    "write_leaderboard",
 ]

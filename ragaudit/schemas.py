@@ -320,6 +320,20 @@ CALIBRATION_GRADES = _schema(
 )
 
 # Blind pairwise battles of B against A, written in B's folder: one row per judge answer.
+LEADERBOARD = _schema(
+    "leaderboard",
+    [
+        ("rank", _i64),
+        ("run", _str),
+        ("strength", _f64),  # Davidson log-strength, centred at 0
+        ("ci_low", _f64),  # 95 % bootstrap interval over questions
+        ("ci_high", _f64),
+        ("unbounded", _bool),  # won or lost every battle: the strength is a bound, not a figure
+        ("tie_param", _f64),  # the model's nu (the same on every row)
+        ("verdicts", _i64),  # usable verdicts the fit used (the same on every row)
+    ],
+)
+
 LABELS = _schema(
     "labels",
     [

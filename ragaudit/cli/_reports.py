@@ -247,15 +247,24 @@ def battles_cmd(
     resamples: Annotated[
         int, typer.Option("--resamples", help="Bootstrap resamples over questions.")
     ] = 500,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Folder for battles.parquet and leaderboard.parquet "
+            "(default: a new battles-<id> folder under the runs root).",
+        ),
+    ] = None,
 ) -> None:
     """Every pair of RUNS in blind battles; a Bradley–Terry (Davidson) leaderboard with ties."""
     import asyncio
 
     import polars as pl
 
-    from ragaudit.battles import fit_davidson, round_robin
+    from ragaudit.battles import fit_davidson, round_robin, write_battles, write_leaderboard
     from ragaudit.cache import hold_gateway
     from ragaudit.reporting import run_folder
+    from ragaudit.runids import new_run_id
 
     dirs = [_run_dir(r, runs_root) for r in runs_]
     if len({d.name for d in dirs}) < 2:
@@ -298,6 +307,11 @@ def battles_cmd(
         )
     if failed:
         console.print(f"{failed} battle answer(s) failed and were left out")
+    folder = out or (runs_root or Path("data/runs")) / new_run_id("battles")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_battles(rows, folder)
+    write_leaderboard(board, frame.height - failed, folder)
+    console.print(f"leaderboard and verdicts: {folder}")
 
 
 def _count_battles(dir_a: Path, dir_b: Path, cfg: RunConfig) -> None:

@@ -124,3 +124,22 @@ def test_play_asks_both_orders_through_the_fake_judge_and_writes_the_table(tmp_p
     assert table.num_rows == 4
     st = battle_stats(pl.from_arrow(table))  # type: ignore[arg-type]
     assert st.consistency == 1.0
+
+
+def test_the_judge_is_shown_each_questions_vital_nuggets_in_rank_order() -> None:
+    questions = pl.DataFrame({"question_id": ["1", "2"], "question": ["a", "b"]})
+    answers = pl.DataFrame(
+        {"question_id": ["1", "2"], "response": ["x", "y"], "status": ["ok"] * 2}
+    )
+    nuggets = pl.DataFrame(
+        {
+            "question_id": ["1", "1", "1", "2"],
+            "nugget_index": [1, 0, 2, None],
+            "text": ["second vital", "first vital", "an okay one", None],
+            "importance": ["vital", "vital", "okay", None],
+        }
+    )
+    pairing = pair_answers(questions, answers, answers, nuggets)
+    vital = {p.question_id: p.vital_nuggets for p in pairing.pairs}
+    # Question 2's extraction gave no list: its battle goes on with the reference alone.
+    assert vital == {"1": ("first vital", "second vital"), "2": ()}
