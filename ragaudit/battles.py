@@ -229,6 +229,16 @@ async def battle_runs(
     return pairing, rows
 
 
+async def battle_verdict(
+    dir_a: Path, dir_b: Path, config: RunConfig, gateway: Gateway, alpha: float
+) -> tuple[Pairing, list[dict[str, Any]], BattleStats]:
+    """Play A against B (:func:`battle_runs`) and test the verdicts at ``alpha``."""
+    pairing, rows = await battle_runs(dir_a, dir_b, config, gateway)
+    frame = pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String})
+    stats = battle_stats(frame, alpha=alpha, resamples=config.report.compare_resamples)
+    return pairing, rows, stats
+
+
 async def round_robin(
     dirs: Sequence[Path], config: RunConfig, gateway: Gateway
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Pairing]]:
@@ -354,6 +364,47 @@ def battle_stats(
 
 
 @dataclass(frozen=True)
+class Duel:
+    """One question's battle for the drill-down: both answers side by side, every verdict."""
+
+    question_id: str
+    question: str
+    answer_a: str
+    answer_b: str
+    score: float | None
+    """B's score on the question (win 1, tie ½, loss 0, averaged); None: no usable verdict."""
+    verdicts: list[dict[str, Any]]
+    """Each verdict: ``order`` (AB: A shown first), ``judge``, ``repeat``, ``verdict`` (A, B,
+    tie, or null when the call failed), ``reason``."""
+
+
+def duels(pairing: Pairing, rows: list[dict[str, Any]], limit: int = 50) -> list[Duel]:
+    """The questions of a battle for the drill-down: B's losses first, then ties, then wins.
+
+    Args:
+        pairing: The questions the runs battled on (both answers).
+        rows: The battle verdicts (``battles.parquet`` rows).
+        limit: At most this many questions (a page with hundreds of answer pairs is unread).
+    """
+    by_q: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_q.setdefault(r["question_id"], []).append(
+            {k: r.get(k) for k in ("order", "judge", "repeat", "verdict", "reason")}
+        )
+    out = []
+    for p in pairing.pairs:
+        got = sorted(
+            by_q.get(p.question_id, []), key=lambda v: (v["judge"], v["repeat"], v["order"])
+        )
+        scores = [SCORE[v["verdict"]] for v in got if v["verdict"] is not None]
+        score = sum(scores) / len(scores) if scores else None
+        out.append(Duel(p.question_id, p.question, p.answer_a, p.answer_b, score, got))
+    # Unscored questions last; among scored, B's worst first (what a reader checks on a loss).
+    out.sort(key=lambda d: (d.score is None, d.score or 0.0, d.question_id))
+    return out[:limit]
+
+
+@dataclass(frozen=True)
 class Leaderboard:
     """Davidson strengths (log π, centred to mean 0) with bootstrap intervals, best first."""
 
@@ -471,9 +522,12 @@ __all__ = [
     "battle_judges",
     "battle_plan",
     "battle_runs",
+    "battle_verdict",
     "round_robin",
     "run_pairing",
     "battle_stats",
+    "duels",
+    "Duel",
     "fit_davidson",
     "pair_answers",
     "play",

@@ -119,8 +119,18 @@ def test_compare_page_with_battles_in_chromium(tmp_path: Path) -> None:
     with offline_page(tmp_path / "B" / "compare.html") as (page, found):
         row = page.inner_text("#battles")
         text = page.inner_text("body")
+        duels = page.locator("details.duel")
+        count = duels.count()
+        first = duels.first
+        first.locator("summary").click()
+        sides = first.locator(".grid2 pre").all_inner_texts()
+        verdicts = first.locator("table.verdicts tbody tr").all_inner_texts()
     assert found["errors"] == []
     assert "B worse" in row and "lost 48" in row and "position consistency 1.000" in row
+    # The drill-down: every shared question, both answers side by side, both orders' verdicts.
+    assert count == 24
+    assert sides[0].startswith("the question q") and sides[1] == "no idea at all"
+    assert len(verdicts) == 2 and all("\tA\t" in v for v in verdicts)
     assert page_is_readable(text)
 
 

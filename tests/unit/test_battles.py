@@ -12,8 +12,10 @@ import pyarrow.parquet as pq
 
 from ragaudit.battles import (
     Pair,
+    Pairing,
     battle_calls,
     battle_stats,
+    duels,
     fit_davidson,
     pair_answers,
     play,
@@ -143,3 +145,21 @@ def test_the_judge_is_shown_each_questions_vital_nuggets_in_rank_order() -> None
     vital = {p.question_id: p.vital_nuggets for p in pairing.pairs}
     # Question 2's extraction gave no list: its battle goes on with the reference alone.
     assert vital == {"1": ("first vital", "second vital"), "2": ()}
+
+
+def test_duels_put_b_losses_first_and_unscored_questions_last() -> None:
+    pairing = Pairing(
+        [Pair(q, f"question {q}", "a", "b") for q in ("won", "lost", "tied", "failed")], 0, 0, 0
+    )
+    verdict = {"won": "B", "lost": "A", "tied": "tie", "failed": None}
+    rows = [
+        {"question_id": q, "order": o, "judge": "fake/judge", "repeat": 0, "verdict": v}
+        for q, v in verdict.items()
+        for o in ("BA", "AB")
+    ]
+    got = duels(pairing, rows)
+    assert [d.question_id for d in got] == ["lost", "tied", "won", "failed"]
+    assert [d.score for d in got] == [0.0, 0.5, 1.0, None]
+    # Each question's verdicts in a fixed order (judge, sample, order), not as they came back.
+    assert [v["order"] for v in got[0].verdicts] == ["AB", "BA"]
+    assert len(duels(pairing, rows, limit=2)) == 2
