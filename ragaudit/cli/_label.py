@@ -11,10 +11,13 @@ from urllib.parse import quote
 import typer
 
 from ragaudit.cli._app import RootOpt, app, console, err
-from ragaudit.cli._reports import _run_dir
+from ragaudit.cli._reports import _run_dir, _warn_incomplete
 from ragaudit.errors import InputError
 
 LOOPBACK = "127.0.0.1"
+# Fixed rather than any free port: the browser keeps the annotator's name per address, so the
+# same port asks the name once across sessions.
+DEFAULT_PORT = 8737
 
 
 def _serve(runs_root: Path, port: int, open_path: str, open_browser: bool) -> None:
@@ -62,7 +65,15 @@ def label_cmd(
     annotator: Annotated[
         str | None, typer.Option("--annotator", help="Your name (else the page asks once).")
     ] = None,
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port.")] = 0,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            help="0: any free port (the browser then forgets the name it was given).",
+        ),
+    ] = DEFAULT_PORT,
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Print the address; open no browser.")
     ] = False,
@@ -94,6 +105,7 @@ def label_cmd(
         atomic.write_bytes(text.encode("utf-8"), output)
         console.print(str(output))
         return
+    _warn_incomplete(folder)
     table, drawn = labels.ensure_sample(folder, sample, seed=seed)
     if drawn:
         console.print(f"drew {table.num_rows} items to label: {folder / labels.SAMPLE_FILE}")

@@ -118,7 +118,7 @@ def _mine(run_dir: Path, annotator: str) -> dict[str, float | None]:
 def test_label_with_the_keyboard_reload_and_a_second_annotator(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     run_dir = write_label_run(root, "r1")
-    with label_server(root, "--sample", "12", "--annotator", "ann") as url:
+    with label_server(root, "--sample", "12", "--annotator", "ann", "--port", "0") as url:
         origin = re.match(r"http://[^/]+", url).group(0)  # type: ignore[union-attr]
         sample = labels.read_sample(run_dir)
         assert sample is not None and sample.num_rows > 22
