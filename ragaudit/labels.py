@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 
 from ragaudit import atomic, schemas
 from ragaudit.errors import InputError
-from ragaudit.metrics import METRICS
 from ragaudit.runfolder import RunFolder, read_parquet_file
 from ragaudit.trec import qrels_text
 
@@ -275,6 +274,10 @@ def item_texts(run_dir: Path, items: list[dict[str, Any]]) -> list[dict[str, Any
     and, for a metric that reads them, ``contexts``: the first ``k_used`` candidates in engine
     order, the ones its judge read.
     """
+    # Imported here: the metric registry costs a second of start-up that the viewer's first
+    # page must not wait for; only an answer item needs to know which metrics read contexts.
+    from ragaudit.metrics import METRICS
+
     run = RunFolder(Path(run_dir).parent, Path(run_dir).name)
     ids = {it["question_id"] for it in items}
     questions = {r["question_id"]: r["question"] for r in run.rows("questions", ids)}
