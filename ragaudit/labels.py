@@ -4,6 +4,10 @@
 append rewrites the file atomically under a lock, so a killed server loses at most the label
 being written and two writers (two annotators' tabs, two servers) never lose each other's rows.
 Labels are small (hundreds to a few thousand rows), so a whole-file rewrite stays cheap.
+
+``<run>/labels.sample.parquet`` (schema ``schemas.LABEL_SAMPLE``) holds the items to label:
+drawn once, stratified by the judge's verdict, in one order every annotator follows. What a
+person is shown of an item (:func:`item_texts`) is the run's texts, never the verdict.
 """
 
 from __future__ import annotations
@@ -84,8 +88,6 @@ GRADE = "grade"
 """The kind of a (question, candidate) item: a relevance grade 0-3."""
 ANSWER_KINDS = ("faithfulness", "answer_relevancy")
 """Judged answer metrics a person labels yes/no: their score is a share a person can call."""
-GRADE_VALUES = (0.0, 1.0, 2.0, 3.0)
-YES_NO_VALUES = (0.0, 1.0)
 # A metric's score split in thirds: a stratum per region of the judge's scale, so that the
 # items the judge calls bad, unsure and good are all checked.
 _SCORE_BINS = ((1 / 3, "low [0, 1/3)"), (2 / 3, "mid [1/3, 2/3)"), (math.inf, "high [2/3, 1]"))
@@ -115,7 +117,7 @@ def choices(kind: str) -> list[dict[str, Any]]:
 
 def allowed_values(kind: str) -> tuple[float, ...]:
     """The labels a person may give an item of ``kind`` (besides null, skipped)."""
-    return GRADE_VALUES if kind == GRADE else YES_NO_VALUES
+    return tuple(c["label"] for c in choices(kind))
 
 
 def _grade_stratum(row: dict[str, Any]) -> str | None:
