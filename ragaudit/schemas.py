@@ -349,6 +349,23 @@ LABELS = _schema(
     ],
 )
 
+# The items people label, drawn once per run and shared by every annotator in this order: the
+# stratum each was drawn from and its size, so that an estimate can weight the strata back.
+LABEL_SAMPLE = _schema(
+    "label_sample",
+    [
+        ("position", _i64),  # 0-based place in the labelling order
+        ("item_id", _str),
+        ("kind", _str),
+        ("question_id", _str),
+        ("candidate_id", _str),
+        ("stratum", _str),  # the judge's grade ("0".."3") or score bin ("[0.33,0.67)")
+        ("stratum_size", _i64),  # items of the kind in that stratum
+        ("stratum_sampled", _i64),  # of which drawn
+        ("seed", _i64),
+    ],
+)
+
 BATTLES = _schema(
     "battles",
     [
