@@ -114,7 +114,7 @@ def power_at(n: int, seeds: int, resamples: int, alpha: float = 0.05) -> tuple[f
     return hits_battle / seeds, hits_metric / seeds
 
 
-def power(seeds: int, resamples: int) -> bool:
+def power_needed(seeds: int, resamples: int) -> bool:
     """The questions each comparison needs for 80 % power; False when one is not found."""
     needed: dict[str, int | None] = {"battles": None, "faithfulness delta": None}
     for n in POWER_SIZES:
@@ -177,7 +177,7 @@ def main() -> int:
         )
     if args.power:
         print(f"power over {args.seeds} seeds per size:")
-        ok &= power(args.seeds, args.resamples)
+        ok &= power_needed(args.seeds, args.resamples)
     return 0 if ok else 1
 
 
