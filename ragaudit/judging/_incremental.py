@@ -17,8 +17,8 @@ pools is every window. Here the previous run's head is the starting point instea
 One listwise call rather than binary insertion with pairwise calls: a pairwise comparison is
 asked in both orders, so placing one candidate in a head of ten takes about seven two-passage
 prompts, while the listwise call shows each passage once (``bench/bench_judging.py`` measures
-both). When more is new than the call can hold (over the window, or more new candidates than
-kept ones), or the call fails, the head is ordered afresh.
+both). When the new candidates and the kept head are more than one call holds (``sort.window``),
+or the call fails, the head is ordered afresh.
 """
 
 from __future__ import annotations
@@ -134,8 +134,12 @@ async def incremental_head(
     challengers = fill[: max(0, min(room, 2 * vacancies))] if vacancies > 0 else []
     if not new and not challengers:
         return Placement(head[:k], "reused")
-    if room < 0 or len(new) > len(head):
-        return Placement(None, reason=f"{len(new)} of the head pool's candidates are new")
+    if room < 0:
+        return Placement(
+            None,
+            reason=f"{len(new)} new candidates and {len(head)} kept head members are more than "
+            f"one listwise call holds ({window})",
+        )
     ranked = await judge.rank([*head, *new, *challengers], salt="insert")
     if ranked is None:
         return Placement(None, reason="the insertion call failed")

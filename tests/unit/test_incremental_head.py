@@ -286,3 +286,26 @@ async def test_a_head_that_lost_members_is_filled_from_the_kept_pool_below_it() 
     )
     assert placed.source == "inserted"
     assert placed.head == ["a", "b", "d", "e"]
+
+
+async def test_more_than_one_call_holds_is_ordered_afresh() -> None:
+    """Three kept head members and two new candidates do not fit a window of four."""
+
+    class Listwise:
+        async def rank(self, ids: list[str], salt: str = "") -> list[str]:
+            raise AssertionError("no insertion call when it cannot hold them")
+
+    previous = PreviousHead(
+        head=("a", "b", "c"),
+        ordered=("a", "b", "c"),
+        texts={c: c for c in "abc"},
+        grades=dict.fromkeys("abc", 3),
+    )
+    texts = {c: c for c in "abcxy"}
+    grades = dict.fromkeys("abcxy", 3)
+    judge: Any = Listwise()
+    placed = await incremental_head(
+        previous, list("abcxy"), list("abcxy"), texts, grades, judge, 3, window=4
+    )
+    assert placed.head is None
+    assert placed.reason is not None and "one listwise call holds (4)" in placed.reason
