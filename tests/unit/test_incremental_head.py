@@ -309,3 +309,26 @@ async def test_more_than_one_call_holds_is_ordered_afresh() -> None:
     )
     assert placed.head is None
     assert placed.reason is not None and "one listwise call holds (4)" in placed.reason
+
+
+def test_a_night_that_reused_every_head_still_compares_like_for_like(tmp_path) -> None:
+    """A night that asked no ordering prompt (every head reused) is like the night before;
+    the same prompt at another version is not."""
+    from support.reporting_runs import write_run
+
+    from ragaudit.reporting import compare_runs
+
+    def calls(*versions: str) -> list[dict[str, Any]]:
+        return [
+            {"stage": "sort", "model": "fake/judge", "cache_hit": False, "prompt_version": v}
+            for v in versions
+        ]
+
+    values = {"faithfulness": [0.5, 0.6, 0.7, 0.8]}
+    a = write_run(tmp_path, "a", values, calls=calls("RelevanceGrade@1", "ListwiseRanking@1"))
+    b = write_run(tmp_path, "b", values, calls=calls("RelevanceGrade@1"))
+    c = write_run(tmp_path, "c", values, calls=calls("RelevanceGrade@1", "ListwiseRanking@2"))
+    assert compare_runs(a, b, resamples=99).comparable
+    unlike = compare_runs(a, c, resamples=99)
+    assert not unlike.comparable
+    assert [d.what for d in unlike.differences] == ["prompt versions of sort"]
