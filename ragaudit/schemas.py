@@ -160,8 +160,12 @@ RANKING = _schema(
         ("ordering_calls", _i64),
         ("ordering_tokens", _i64),
         ("ordering_failed", _i64),  # ordering calls (pairs, for pairwise) without an answer
+        # Version 3: where the head came from: reused (the previous run's, no call), inserted
+        # (new candidates placed into the previous run's head), fresh; null without a judged
+        # order. Absent from tables of version 2 (read as null).
+        ("head_source", _str),
     ],
-    version=2,
+    version=3,
 )
 
 AGREEMENT = _schema(
