@@ -8,23 +8,8 @@ from ragaudit.cache._config import (
     items_in_flight,
     memo_location,
 )
+from ragaudit.cache._context import current_repeat, judge_repeat
 from ragaudit.cache._fake import FakeRequest, register_fake_answer
-from ragaudit.cache._gateway import (
-    TRANSIENT_ERRORS,
-    Gateway,
-    Judged,
-    KeyRejected,
-    current_repeat,
-    extract_json,
-    judge_repeat,
-    live_gateways,
-    open_gateway,
-    response_schema_text,
-    schema_instruction,
-    shared_gateway,
-    structured_messages,
-    structured_prompt_tokens,
-)
 from ragaudit.cache._global import ensure_global_limit
 from ragaudit.cache._keys import KEY_VERSION, canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
@@ -37,6 +22,17 @@ from ragaudit.cache._memo import (
     memo_identity,
     open_memo,
     safe_url,
+)
+from ragaudit.cache._registry import live_gateways, open_gateway, shared_gateway
+from ragaudit.cache._retry import TRANSIENT_ERRORS, KeyRejected
+from ragaudit.cache._structured import (
+    Gateway,
+    Judged,
+    extract_json,
+    response_schema_text,
+    schema_instruction,
+    structured_messages,
+    structured_prompt_tokens,
 )
 from ragaudit.cache._tokens import (
     FALLBACK_WINDOW,
