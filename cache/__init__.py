@@ -36,12 +36,14 @@ from ragaudit.cache._structured import (
 )
 from ragaudit.cache._tokens import (
     FALLBACK_WINDOW,
+    Counter,
     context_window,
     count_prompt,
     count_text,
     count_tokens,
     encoding_name,
     forget_counts,
+    usage_counter,
 )
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "CallCounts",
     "CallLog",
     "CallRecord",
+    "Counter",
     "DiskMemo",
     "Gateway",
     "Judged",
@@ -93,4 +96,5 @@ __all__ = [
     "shared_gateway",
     "structured_messages",
     "structured_prompt_tokens",
+    "usage_counter",
 ]

@@ -10,7 +10,7 @@ What is measured and what is assumed:
 - Prompts are rendered exactly as the stages send them (the typed prompts of
   :mod:`ragaudit.prompts`, ragas's own prompt templates or our localised ones, each behind the
   gateway's schema message) on the real question, answer and
-  candidate texts, and counted as the model's provider will report them (:func:`counter`):
+  candidate texts, and counted as the model's provider will report them (``cache.usage_counter``):
   the ``local`` models by their own tokenizers (Gemma's read from the provider's GGUF with
   no weights loaded, MiniLM's), OpenAI models by their own tiktoken encoding (o200k for
   gpt-4o, gpt-4.1 and the o-series), cl100k for models litellm cannot map, the fake
@@ -40,7 +40,6 @@ What is measured and what is assumed:
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import random
@@ -54,6 +53,7 @@ from typing import Any
 import litellm
 import polars as pl
 
+from ragaudit.cache import usage_counter
 from ragaudit.cache.providers import provider_record
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
@@ -321,7 +321,7 @@ def judge_history(runs_root: Path, judge: str, limit: int = HISTORY_RUNS) -> His
             & ((pl.col("calls") > 0) | (pl.col("status") == "failed"))
         )
         tried = asked.height
-        written = tuple(count_text(judge, t) for t in asked["reference"].drop_nulls())
+        written = tuple(_text_tokens(judge, t) for t in asked["reference"].drop_nulls())
     calls = _frame(
         [part for d in dirs for part in sorted((d / "llm_calls").glob("*.parquet"))],
         ["stage", "kind", "model", "prompt_version", "key_hash", "tokens_out", "error"],
@@ -474,57 +474,12 @@ class Estimate:
 # -- counting and prices ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Counter:
-    """How the dry run counts one model's tokens: the way its provider will report them."""
-
-    rule: str
-    """What counts, printed with the estimate (``tiktoken o200k_base``, ``Gemma's own ...``)."""
-    prompt: Callable[[list[dict[str, Any]]], int]
-    """Prompt tokens of chat messages."""
-    text: Callable[[str], int]
-    """Tokens of a reply or of one embedded text."""
+def _prompt_tokens(model: str, messages: list[dict[str, Any]]) -> int:
+    return usage_counter(model).prompt(messages)
 
 
-def _litellm_counter(model: str, why: str = "") -> Counter:
-    from ragaudit.cache import count_prompt, count_tokens, encoding_name
-
-    return Counter(
-        f"tiktoken {encoding_name(model)}{why}",
-        functools.partial(count_prompt, model),
-        functools.partial(count_tokens, model),
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def counter(model: str) -> Counter:
-    """The counting rule for ``model``: its own tokenizer wherever one is at hand without a call.
-
-    ``fake/...``: the fake provider's own rule. ``local/...``: the local provider's own
-    tokenizers over the prompt it builds (Gemma's vocabulary read from the same GGUF file the
-    provider loads, without its weights; e5's or MiniLM's tokenizer); if their files are
-    missing, cl100k, said so in the rule. Anything else: litellm's counter, which uses an
-    OpenAI model's own tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k
-    for a model it cannot map — an approximation for other providers' models, whose tokenizers
-    are not at hand.
-    """
-    own = provider_record(model).own_counter
-    if own is not None:
-        try:
-            return Counter(*own(model))
-        except Exception as exc:  # no GGUF or tokenizer files: the offline extra is missing
-            return _litellm_counter(model, f" (the local tokenizer is unavailable: {exc})")
-    return _litellm_counter(model)
-
-
-def count_messages(model: str, messages: list[dict[str, Any]]) -> int:
-    """Prompt tokens of ``messages`` as ``model``'s provider will report them."""
-    return counter(model).prompt(messages)
-
-
-def count_text(model: str, text: str) -> int:
-    """Tokens of ``text`` (a reply or an embedded text) as ``model``'s provider reports them."""
-    return counter(model).text(text)
+def _text_tokens(model: str, text: str) -> int:
+    return usage_counter(model).text(text)
 
 
 def price(model: str, tokens_in: float, tokens_out: float) -> float | None:
@@ -569,12 +524,12 @@ def _placeholder(tokens: float, language: str, model: str, like: str = "") -> st
         return ""
     base = " ".join(like.split()) or ("参考答案的内容" if language == "zh" else "the reference")
     text = base
-    while count_text(model, text) < want and len(text) < _PLACEHOLDER_CHARS:
+    while _text_tokens(model, text) < want and len(text) < _PLACEHOLDER_CHARS:
         text = f"{text} {text}"
     lo, hi = 1, len(text)
     while lo < hi:  # the shortest prefix holding ``want`` tokens
         mid = (lo + hi) // 2
-        if count_text(model, text[:mid]) < want:
+        if _text_tokens(model, text[:mid]) < want:
             lo = mid + 1
         else:
             hi = mid
@@ -648,8 +603,7 @@ async def _search_dry(plan: Plan) -> None:
 
 
 async def _read_answers(plan: Plan) -> None:
-    from ragaudit.answers import AnswerError
-    from ragaudit.answers._column import ColumnSource
+    from ragaudit.answers import AnswerError, ColumnSource
 
     answers = plan.config.collect.answers
     if answers.source != "column":
@@ -679,21 +633,21 @@ async def estimate_collect(plan: Plan) -> None:
     cfg = plan.config.collect
     from ragaudit.search import capabilities, make_search_backend, read_corpus
 
-    if not capabilities(cfg.backend).embeds or cfg.mode == "bm25":
+    can = capabilities(cfg.backend)
+    if not can.embeds or cfg.mode == "bm25":
         return
-    from ragaudit.search._local import _EMBED_BATCH
 
     model = plan.config.models.embedder_model
     searched = [q for q in plan.questions if not q.retrieved_contexts]
     queries = plan.line("collect", "query embeddings", model, "embedding")
     queries.calls += len(searched)
-    queries.tokens_in += sum(count_text(model, q.question) for q in searched)
+    queries.tokens_in += sum(_text_tokens(model, q.question) for q in searched)
     index = make_search_backend(_bm25(plan.config))
     if index.count() == 0 and cfg.corpus is not None:
         docs = read_corpus(Path(cfg.corpus))
         line = plan.line("collect", "corpus embeddings (empty index)", model, "embedding")
-        line.calls += math.ceil(len(docs) / _EMBED_BATCH)
-        line.tokens_in += sum(count_text(model, d.text) for d in docs)
+        line.calls += math.ceil(len(docs) / can.embed_batch)
+        line.tokens_in += sum(_text_tokens(model, d.text) for d in docs)
 
 
 # -- sort ---------------------------------------------------------------------------------
@@ -799,7 +753,7 @@ async def estimate_sort(plan: Plan) -> None:
             for sample in samples:
                 verdicts = verdict_lines[sample.model]
                 verdicts.calls += 1
-                verdicts.tokens_in += count_messages(sample.model, messages)
+                verdicts.tokens_in += _prompt_tokens(sample.model, messages)
                 verdicts.tokens_out += plan.reply_tokens("sort", RELEVANCE.key, "verdict_tokens")
         relevant = cands[: round(share * len(cands))]
         plan.relevant[q.question_id] = relevant
@@ -815,7 +769,7 @@ async def estimate_sort(plan: Plan) -> None:
 
         def pairwise(first: str, second: str, q: Question = q) -> int:
             inp = PairwiseInput(question=q.question, context_1=first, context_2=second)
-            return count_messages(judge, _structured(PAIRWISE, inp, q.language))
+            return _prompt_tokens(judge, _structured(PAIRWISE, inp, q.language))
 
         # A comparison's prompt is the empty prompt plus its two contexts: the mean pair costs
         # the empty prompt plus twice the mean context.
@@ -852,7 +806,7 @@ def _estimate_head(plan: Plan, q: Question, relevant: list[tuple[str, str]]) -> 
         calls, size, prompt = setwise_calls(n, cfg.head_k, cfg.set_size), cfg.set_size, SETWISE
         model = SetwiseInput
     shown = [Passage(id=i, text=t) for i, (_, t) in enumerate(relevant[: min(n, size)], 1)]
-    tokens = count_messages(
+    tokens = _prompt_tokens(
         judge, _structured(prompt, model(question=q.question, passages=shown), q.language)
     )
     line = plan.line("sort", f"head ordering ({cfg.head_method})", judge)
@@ -913,11 +867,11 @@ async def estimate_ground_truth(plan: Plan) -> None:
             continue
         for messages in planned.answers:
             answers.calls += 1
-            answers.tokens_in += count_messages(judge, messages)
+            answers.tokens_in += _prompt_tokens(judge, messages)
             answers.tokens_out += answer_tokens
         for messages in planned.merges:
             merges.calls += 1
-            merges.tokens_in += count_messages(judge, messages)
+            merges.tokens_in += _prompt_tokens(judge, messages)
             merges.tokens_out += plan.reply_tokens("ground_truth", MERGE.key, "answer_tokens")
         plan.references[q.question_id] = _placeholder(reference_tokens, q.language, judge, like)
         plan.reference_weight[q.question_id] = written_share
@@ -934,7 +888,7 @@ def _estimate_nuggets(plan: Plan, window: int) -> None:
     """
     from ragaudit.cache import structured_messages
     from ragaudit.nuggets import NuggetExtractor
-    from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS, MergeNuggetsInput
+    from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS, ExtractInput, MergeNuggetsInput
     from ragaudit.reference import QuestionJudge
 
     config = plan.config
@@ -959,9 +913,10 @@ def _estimate_nuggets(plan: Plan, window: int) -> None:
         if not contexts or extractor.usable < 64:
             continue
         for group in extractor.groups(extractor.pieces(contexts)):
-            messages = extractor._messages(EXTRACT, extractor._extract_input(group))
+            extract = ExtractInput(question=q.question, contexts=[p[1] for p in group])
+            messages = EXTRACT.messages(extract, extractor.lang)
             maps.calls += 1
-            maps.tokens_in += count_messages(
+            maps.tokens_in += _prompt_tokens(
                 judge, structured_messages(EXTRACT.output_model, messages)
             )
             maps.tokens_out += plan.reply_tokens("ground_truth", EXTRACT.key, "answer_tokens")
@@ -970,9 +925,9 @@ def _estimate_nuggets(plan: Plan, window: int) -> None:
         nugget = _placeholder(plan.assume.statement_tokens, q.language, judge, like)
         if n > 1:
             inp = MergeNuggetsInput(question=q.question, nuggets=[nugget] * n)
-            messages = extractor._messages(MERGE_NUGGETS, inp)
+            messages = MERGE_NUGGETS.messages(inp, extractor.lang)
             merges.calls += 1
-            merges.tokens_in += count_messages(
+            merges.tokens_in += _prompt_tokens(
                 judge, structured_messages(MERGE_NUGGETS.output_model, messages)
             )
             merges.tokens_out += plan.reply_tokens(
@@ -1030,10 +985,10 @@ class _ScoreSheet:
         return None if seen is None else seen.mean_tokens
 
     def chat_tokens(self, system: str, user: str) -> int:
-        return count_messages(self.judge, _chat(system, user))
+        return _prompt_tokens(self.judge, _chat(system, user))
 
     def text_tokens(self, model: str, text: str) -> int:
-        return count_text(model, text)
+        return _text_tokens(model, text)
 
 
 def _samples(plan: Plan) -> list[Any]:
@@ -1165,7 +1120,7 @@ async def estimate_run(
     lines = [line for line in plan.lines if stages is None or line.stage.split(":", 1)[0] in stages]
     used = {line.model for line in lines if line.calls}
     plan.notes.extend(
-        f"tokens of {model} counted with {counter(model).rule}" for model in sorted(used)
+        f"tokens of {model} counted with {usage_counter(model).rule}" for model in sorted(used)
     )
     return Estimate(lines, assume, plan.notes, _evidence(plan), plan.history)
 
@@ -1268,15 +1223,11 @@ def _evidence(plan: Plan) -> list[str]:
 __all__ = [
     "ESTIMATORS",
     "Assumptions",
-    "Counter",
     "Estimate",
     "History",
     "Line",
     "Plan",
     "Reply",
-    "count_messages",
-    "count_text",
-    "counter",
     "estimate_collect",
     "estimate_ground_truth",
     "estimate_report",
