@@ -15,8 +15,10 @@ from typer.testing import CliRunner
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig, load_config
 from ragaudit.dataset import load_questions
+from ragaudit.dryrun import Assumptions, simulated_comparisons
 from ragaudit.errors import ConfigError
-from ragaudit.estimate import Assumptions, estimate_run, price, simulated_comparisons
+from ragaudit.estimate import price
+from ragaudit.flows import estimate_run
 from ragaudit.flows.evaluate import evaluate
 from ragaudit.runfolder import RunFolder
 
