@@ -42,7 +42,8 @@ import polars as pl
 from _util import REPO, scratch, table  # first: the offline environment
 
 from ragaudit.config import RunConfig, load_config, set_path
-from ragaudit.estimate import Estimate, estimate_run
+from ragaudit.dryrun import Estimate
+from ragaudit.flows import estimate_run
 
 DEMO_CONFIG = REPO / "data" / "demo" / "config.yaml"
 TOLERANCE = 0.10

@@ -190,7 +190,7 @@ async def _sample_inflight(gateway: Gateway, out: list[tuple[float, int, int]]) 
     """Every 5 ms: (time, calls in flight, calls waiting for a slot) of the judge's limit."""
     while True:
         now = time.perf_counter()
-        limiters = list(gateway._loop_state().limiters.values())
+        limiters = list(gateway._loops.get().limiters.values())
         if limiters:
             limiter = limiters[-1]
             out.append((now, limiter.in_use, len(limiter._waiters)))

@@ -8,23 +8,8 @@ from ragaudit.cache._config import (
     items_in_flight,
     memo_location,
 )
+from ragaudit.cache._context import current_repeat, judge_repeat
 from ragaudit.cache._fake import FakeRequest, register_fake_answer
-from ragaudit.cache._gateway import (
-    TRANSIENT_ERRORS,
-    Gateway,
-    Judged,
-    KeyRejected,
-    current_repeat,
-    extract_json,
-    judge_repeat,
-    live_gateways,
-    open_gateway,
-    response_schema_text,
-    schema_instruction,
-    shared_gateway,
-    structured_messages,
-    structured_prompt_tokens,
-)
 from ragaudit.cache._global import ensure_global_limit
 from ragaudit.cache._keys import KEY_VERSION, canonical_hash, canonical_json, request_key
 from ragaudit.cache._limiter import AdaptiveLimiter, LimitStats
@@ -38,14 +23,27 @@ from ragaudit.cache._memo import (
     open_memo,
     safe_url,
 )
+from ragaudit.cache._registry import live_gateways, open_gateway, shared_gateway
+from ragaudit.cache._retry import TRANSIENT_ERRORS, KeyRejected
+from ragaudit.cache._structured import (
+    Gateway,
+    Judged,
+    extract_json,
+    response_schema_text,
+    schema_instruction,
+    structured_messages,
+    structured_prompt_tokens,
+)
 from ragaudit.cache._tokens import (
     FALLBACK_WINDOW,
+    Counter,
     context_window,
     count_prompt,
     count_text,
     count_tokens,
     encoding_name,
     forget_counts,
+    usage_counter,
 )
 
 __all__ = [
@@ -58,6 +56,7 @@ __all__ = [
     "CallCounts",
     "CallLog",
     "CallRecord",
+    "Counter",
     "DiskMemo",
     "Gateway",
     "Judged",
@@ -97,4 +96,5 @@ __all__ = [
     "shared_gateway",
     "structured_messages",
     "structured_prompt_tokens",
+    "usage_counter",
 ]

@@ -6,8 +6,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ragaudit.cache._gateway import Gateway, open_gateway, shared_gateway
 from ragaudit.cache._memo import MemoLocation, RedisTarget
+from ragaudit.cache._registry import open_gateway, shared_gateway
+from ragaudit.cache._structured import Gateway
 from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.secrets import resolve_secret

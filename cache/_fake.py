@@ -45,7 +45,7 @@ import httpx
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
-from ragaudit.cache._gateway import current_repeat, current_stage
+from ragaudit.cache._context import current_repeat, current_stage
 from ragaudit.lang import count_tokens, tokens
 
 EMBED_DIM = 64

@@ -1,7 +1,14 @@
 """Token counts and context windows: what a judge holds and what a prompt costs in it.
 
-One tokenizer mapping for every caller, so a prompt is counted the same way where it is
-fitted (the stages) and where it is checked before it is sent (the gateway).
+Every token count is made here, by one of two rules with one purpose each:
+
+- What a prompt takes of the judge's window (:func:`count_text`, :func:`count_prompt`):
+  litellm's counter on the tokenizer the provider's record names, the same wherever a prompt is
+  fitted (the stages) and where it is checked before it is sent (the gateway), so a fitted
+  prompt is never refused.
+- What the provider will report, and bill (:func:`usage_counter`): the model's own tokenizer
+  wherever one is at hand without a call (the fake provider's rule, the local models'
+  tokenizers), which is what the dry run estimates cost by.
 
 A prompt is mostly text the process has counted before: the schema message sent with every
 call of a schema, a prompt's instruction and examples sent with every row, the messages a
@@ -12,8 +19,11 @@ stage fits, each line's count (:func:`count_text`), so only what is new is token
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -168,12 +178,58 @@ def forget_counts() -> None:
     _cl100k_line.cache_clear()
 
 
+# -- as the provider reports them ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Counter:
+    """How one model's tokens are counted as its provider will report them."""
+
+    rule: str
+    """What counts, printed with the estimate (``tiktoken o200k_base``, ``Gemma's own ...``)."""
+    prompt: Callable[[list[dict[str, Any]]], int]
+    """Prompt tokens of chat messages."""
+    text: Callable[[str], int]
+    """Tokens of a reply or of one embedded text."""
+
+
+def _litellm_counter(model: str, why: str = "") -> Counter:
+    return Counter(
+        f"tiktoken {encoding_name(model)}{why}",
+        functools.partial(count_prompt, model),
+        functools.partial(count_tokens, model),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def usage_counter(model: str) -> Counter:
+    """How ``model``'s provider will count its tokens: its own tokenizer wherever one is at hand.
+
+    ``fake/...``: the fake provider's own rule. ``local/...``: the local provider's own
+    tokenizers over the prompt it builds (Gemma's vocabulary read from the same GGUF file the
+    provider loads, without its weights; e5's or MiniLM's tokenizer); if their files are
+    missing, cl100k, said so in the rule. Anything else: litellm's counter, which uses an
+    OpenAI model's own tiktoken encoding (o200k for gpt-4o, gpt-4.1, the o-series) and cl100k
+    for a model it cannot map — an approximation for other providers' models, whose tokenizers
+    are not at hand.
+    """
+    own = provider_record(model).own_counter
+    if own is not None:
+        try:
+            return Counter(*own(model))
+        except Exception as exc:  # no GGUF or tokenizer files: the offline extra is missing
+            return _litellm_counter(model, f" (the local tokenizer is unavailable: {exc})")
+    return _litellm_counter(model)
+
+
 __all__ = [
     "FALLBACK_WINDOW",
+    "Counter",
     "context_window",
     "count_prompt",
     "count_text",
     "count_tokens",
     "encoding_name",
     "forget_counts",
+    "usage_counter",
 ]

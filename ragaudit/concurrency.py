@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,4 +53,49 @@ async def await_shared(future: concurrent.futures.Future[T] | asyncio.Future[T])
     return await asyncio.shield(inner)
 
 
-__all__ = ["await_shared", "gather_limited"]
+class PerLoop(Generic[T]):
+    """One ``T`` per running event loop, made on first use by ``make``.
+
+    Asyncio objects (clients, semaphores, limiters) belong to the loop that made them, and
+    Prefect runs tasks each in their own thread with their own loop. The state is keyed by the
+    loop object, weakly: it dies with its loop, and a new loop that happens to get a dead one's
+    ``id()`` never inherits it (keyed by ``id(loop)``, a new loop was handed a closed loop's
+    client).
+    """
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        """The running loop's state, made now if it has none."""
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            with self._lock:
+                state = self._states.get(loop)
+                if state is None:
+                    state = self._states[loop] = self._make()
+        return state
+
+    def pop(self) -> T | None:
+        """Take the running loop's state away (None outside a loop, or when it has none)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        with self._lock:
+            return self._states.pop(loop, None)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __iter__(self) -> Iterator[asyncio.AbstractEventLoop]:
+        """The loops that hold a state now."""
+        return iter(list(self._states.keys()))
+
+
+__all__ = ["PerLoop", "await_shared", "gather_limited"]

@@ -17,7 +17,6 @@ will not change and fail the question at once.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import json
 import re
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from ragaudit.answers._base import AnswerError, CitedAnswer, register_source
+from ragaudit.concurrency import PerLoop
 from ragaudit.config import AnswerConfig, HttpAnswerConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import ConfigError
@@ -124,25 +124,23 @@ class HttpSource:
         self._headers = headers
         self._concurrency = concurrency
         self._timeout_s = timeout_s
-        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
+        # A connection pool belongs to the event loop that opened it.
+        self._clients = PerLoop(self._new_client)
+
+    def _new_client(self) -> httpx.AsyncClient:
+        verify: Any = (
+            str(self.config.ca_certs) if self.config.ca_certs else self.config.verify_certs
+        )
+        return httpx.AsyncClient(
+            headers=self._headers,
+            timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 10.0)),
+            limits=httpx.Limits(max_connections=self._concurrency),
+            verify=verify,
+            follow_redirects=True,
+        )
 
     def _client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        state = self._clients.get(id(loop))
-        if state is None or state[0] is not loop:
-            verify: Any = (
-                str(self.config.ca_certs) if self.config.ca_certs else self.config.verify_certs
-            )
-            client = httpx.AsyncClient(
-                headers=self._headers,
-                timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 10.0)),
-                limits=httpx.Limits(max_connections=self._concurrency),
-                verify=verify,
-                follow_redirects=True,
-            )
-            state = (loop, client)
-            self._clients[id(loop)] = state
-        return state[1]
+        return self._clients.get()
 
     def _render(self, q: Question) -> tuple[dict[str, str], Any]:
         variables = {
@@ -268,13 +266,9 @@ class HttpSource:
 
     async def aclose(self) -> None:
         """Close the connection pool of the running loop."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        state = self._clients.pop(id(loop), None)
-        if state is not None:
-            await state[1].aclose()
+        client = self._clients.pop()
+        if client is not None:
+            await client.aclose()
 
 
 @register_source("http")

@@ -23,7 +23,8 @@ def _dry_run(
     """Estimate the run's calls, tokens and cost per stage without calling any model."""
     import ragaudit.metrics  # noqa: F401  (the config check of the metrics, as in a run)
     from ragaudit.dataset import check_gold
-    from ragaudit.estimate import Assumptions, estimate_run
+    from ragaudit.dryrun import Assumptions
+    from ragaudit.flows import estimate_run
 
     config = load_paid_config(config_path, overrides)
     # The gold is read and checked before the estimate: a broken qrels shows before money.

@@ -44,6 +44,7 @@ from ragaudit.cli._app import (
 from ragaudit.cli._dryrun import _dry_run
 from ragaudit.config import ModelsConfig, RunConfig
 from ragaudit.errors import RagauditError
+from ragaudit.flows import STAGES
 from ragaudit.numbers import fixed
 from ragaudit.runids import new_run_id
 from ragaudit.secrets import install_log_filter
@@ -423,9 +424,6 @@ def _stage_command(stage: str, doc: str) -> None:
     app.command(name=stage.replace("_", "-"))(command)
 
 
-_stage_command("collect", "Stage 1: fetch candidates and the system's answers into the run folder.")
-_stage_command(
-    "sort", "Stage 2: judge relevance and order the candidates; agreement with the engine."
-)
-_stage_command("ground_truth", "Stage 3: write reference answers from the relevant candidates.")
-_stage_command("score", "Stage 4: score every configured metric on the top-k contexts.")
+for _stage in STAGES:
+    if _stage.help is not None:
+        _stage_command(_stage.command or _stage.name, _stage.help)

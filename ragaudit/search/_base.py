@@ -77,6 +77,8 @@ class Capabilities:
     """``ragaudit index`` and the ablation can write a corpus into it."""
     embeds: bool = False
     """In ``collect.mode`` vector or hybrid it embeds its queries and chunks through the gateway."""
+    embed_batch: int = 64
+    """Texts per embedding request when it embeds chunks (what the dry run counts calls by)."""
     index_setting: str | None = None
     """The config path naming the index it searches (``collect.table``), which ``ragaudit index
     --index`` and the ablation set."""

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ragaudit.concurrency import PerLoop
 from ragaudit.errors import ConfigError
 from ragaudit.search._base import Document, Hit
 from ragaudit.search._query import FieldMap, QueryBuilder, SearchError, TemplateRenderError
@@ -162,7 +163,8 @@ class EngineBackend:
         self.index_settings = dict(index_settings) if index_settings else None
         self.auth_hint = auth_hint
         self._sync: Any = None
-        self._async: dict[int, tuple[asyncio.AbstractEventLoop, Any, asyncio.Semaphore]] = {}
+        # An async client and a semaphore belong to the event loop that made them.
+        self._async: PerLoop[tuple[Any, asyncio.Semaphore]] = PerLoop(self._new_async_state)
 
     # ------------------------------------------------------------------ for subclasses
 
@@ -279,25 +281,18 @@ class EngineBackend:
             self._sync = self._client(asynchronous=False)
         return self._sync
 
+    def _new_async_state(self) -> tuple[Any, asyncio.Semaphore]:
+        return self._client(asynchronous=True), asyncio.Semaphore(self.concurrency)
+
     def _async_state(self) -> tuple[Any, asyncio.Semaphore]:
-        # An async client and a semaphore belong to the event loop that made them.
-        loop = asyncio.get_running_loop()
-        state = self._async.get(id(loop))
-        if state is None or state[0] is not loop:
-            state = (loop, self._client(asynchronous=True), asyncio.Semaphore(self.concurrency))
-            self._async[id(loop)] = state
-        return state[1], state[2]
+        return self._async.get()
 
     async def aclose(self) -> None:
         """Close the clients (the async one of the running loop, and the sync one)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        state = self._async.pop(id(loop), None) if loop else None
+        state = self._async.pop()
         if state is not None:
             try:
-                await state[1].close()
+                await state[0].close()
             except Exception:  # closing must never hide the stage's own outcome
                 log.debug("closing the async %s client failed", self.name, exc_info=True)
         self.close()

@@ -56,7 +56,6 @@ MODES = ("bm25", "vector", "hybrid")
 # Bump when the analysis changes: indexes built with another one are refused on open.
 ANALYZER = "jieba-search+cjk-chars/1"
 _RRF_K = 60
-_EMBED_BATCH = 64
 _LOOKUP_BATCH = 500
 _META_ANALYZER = b"ragaudit.analyzer"
 
@@ -200,7 +199,7 @@ class LocalBackend:
 
     name = "local"
     capabilities = Capabilities(
-        embedded=True, indexable=True, embeds=True, index_setting="collect.table"
+        embedded=True, indexable=True, embeds=True, embed_batch=64, index_setting="collect.table"
     )
 
     @classmethod
@@ -393,11 +392,12 @@ class LocalBackend:
             )
         embed = self.embed
         texts = [d.text for d in docs]
+        batch = self.capabilities.embed_batch
 
         async def all_batches() -> list[list[float]]:
             out: list[list[float]] = []
-            for i in range(0, len(texts), _EMBED_BATCH):
-                out.extend(await embed(texts[i : i + _EMBED_BATCH]))
+            for i in range(0, len(texts), batch):
+                out.extend(await embed(texts[i : i + batch]))
             return out
 
         # Plain floats: embedders may hand back numpy arrays or float64.

@@ -15,8 +15,10 @@ from typer.testing import CliRunner
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig, load_config
 from ragaudit.dataset import load_questions
+from ragaudit.dryrun import Assumptions, simulated_comparisons
 from ragaudit.errors import ConfigError
-from ragaudit.estimate import Assumptions, estimate_run, price, simulated_comparisons
+from ragaudit.estimate import price
+from ragaudit.flows import estimate_run
 from ragaudit.flows.evaluate import evaluate
 from ragaudit.runfolder import RunFolder
 
@@ -172,13 +174,14 @@ CHINESE = "检索增强生成系统的评估需要可重复的参考答案。" *
 def test_hosted_models_are_counted_with_their_own_encoding(model: str, encoding: str) -> None:
     import tiktoken
 
-    from ragaudit.cache import count_tokens
-    from ragaudit.estimate import count_text, counter
+    from ragaudit.cache import count_text, count_tokens, usage_counter
 
-    assert counter(model).rule == f"tiktoken {encoding}"
+    assert usage_counter(model).rule == f"tiktoken {encoding}"
     expected = len(tiktoken.get_encoding(encoding).encode(CHINESE))
-    # The gateway's own count (window checks, k fitting) and the dry run's agree.
+    # For a hosted model the window's count (window checks, k fitting) and the provider's
+    # (the dry run's) are one rule.
     assert count_tokens(model, CHINESE) == count_text(model, CHINESE) == expected
+    assert usage_counter(model).text(CHINESE) == expected
 
 
 def test_openai_prefix_no_longer_falls_back_to_cl100k() -> None:
@@ -192,13 +195,13 @@ def test_openai_prefix_no_longer_falls_back_to_cl100k() -> None:
 
 
 def test_fake_models_are_counted_with_the_fake_providers_rule() -> None:
+    from ragaudit.cache import usage_counter
     from ragaudit.cache._fake import count_prompt_tokens, count_text_tokens
-    from ragaudit.estimate import count_messages, count_text, counter
 
     messages = [{"role": "system", "content": "Judge it."}, {"role": "user", "content": CHINESE}]
-    assert counter("fake/judge").rule.startswith("the fake provider's rule")
-    assert count_messages("fake/judge", messages) == count_prompt_tokens(messages)
-    assert count_text("fake/embed", CHINESE) == count_text_tokens(CHINESE)
+    assert usage_counter("fake/judge").rule.startswith("the fake provider's rule")
+    assert usage_counter("fake/judge").prompt(messages) == count_prompt_tokens(messages)
+    assert usage_counter("fake/embed").text(CHINESE) == count_text_tokens(CHINESE)
 
 
 def _present(*names: str) -> bool:
@@ -222,13 +225,12 @@ needs_minilm = pytest.mark.skipif(
 def test_local_judge_is_counted_with_gemmas_own_tokenizer_on_its_flat_prompt() -> None:
     import tiktoken
 
-    from ragaudit.cache import _local
-    from ragaudit.estimate import count_messages, counter
+    from ragaudit.cache import _local, usage_counter
 
     judge = _local.COMPLETION_MODEL
     messages = [{"role": "system", "content": "Judge it."}, {"role": "user", "content": CHINESE}]
-    assert counter(judge).rule.startswith("Gemma's own tokenizer")
-    n = count_messages(judge, messages)
+    assert usage_counter(judge).rule.startswith("Gemma's own tokenizer")
+    n = usage_counter(judge).prompt(messages)
     # The provider's prompt: the messages flattened, the JSON cue, Gemma's BOS; not cl100k's.
     flat = _local.build_prompt(messages, json_answer=True)
     assert n == len(_local._gemma_vocab().tokenize(flat.encode(), add_bos=True, special=True))
@@ -239,14 +241,13 @@ def test_local_judge_is_counted_with_gemmas_own_tokenizer_on_its_flat_prompt() -
 
 @needs_minilm
 def test_local_embedder_is_counted_with_minilms_tokenizer() -> None:
-    from ragaudit.cache import _local
-    from ragaudit.estimate import count_text, counter
+    from ragaudit.cache import _local, usage_counter
 
     embedder = _local.EMBEDDING_MODEL
-    assert counter(embedder).rule == "MiniLM's own tokenizer"
+    assert usage_counter(embedder).rule == "MiniLM's own tokenizer"
     # [CLS] and [SEP] around the word pieces; a long text is cut at the 256-token limit.
-    assert count_text(embedder, "hello world") == 4
-    assert count_text(embedder, "hello " * 1000) == 256
+    assert usage_counter(embedder).text("hello world") == 4
+    assert usage_counter(embedder).text("hello " * 1000) == 256
     assert _local.LOCAL.embedder._model is None
 
 
@@ -254,8 +255,7 @@ def test_local_embedder_is_counted_with_minilms_tokenizer() -> None:
 @needs_local
 def test_local_count_equals_what_the_local_provider_reports() -> None:
     """One real local-model call: its reported prompt tokens are exactly the dry run's count."""
-    from ragaudit.cache import _local, providers
-    from ragaudit.estimate import count_messages
+    from ragaudit.cache import _local, providers, usage_counter
 
     providers.register_all()
     messages = [
@@ -274,7 +274,7 @@ def test_local_count_equals_what_the_local_provider_reports() -> None:
             response_format={"type": "json_object"},
         )
     )
-    assert reply.usage.prompt_tokens == count_messages(_local.COMPLETION_MODEL, messages)
+    assert reply.usage.prompt_tokens == usage_counter(_local.COMPLETION_MODEL).prompt(messages)
 
 
 async def litellm_acompletion(**kwargs: Any) -> Any:

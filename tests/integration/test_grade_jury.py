@@ -13,7 +13,7 @@ import pytest
 from support.runs import context, make_config, table, write_question
 
 from ragaudit.cache._fake import FakeRequest
-from ragaudit.estimate import estimate_run
+from ragaudit.flows import estimate_run
 from ragaudit.judging import combined_grade
 from ragaudit.judging._fake import overlap_grade
 from ragaudit.reporting import build_report, render_html, write_xlsx

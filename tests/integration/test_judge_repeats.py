@@ -204,7 +204,7 @@ def test_compare_of_runs_with_samples_counts_the_judge(
 
 
 def _score_calls(config: RunConfig, metric: str) -> dict[str, float]:
-    from ragaudit.estimate import estimate_run
+    from ragaudit.flows import estimate_run
 
     estimate = asyncio.run(estimate_run(config, use_history=False))
     out: dict[str, float] = {}

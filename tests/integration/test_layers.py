@@ -22,14 +22,6 @@ LINT = (
     "sys.exit(lint_imports_command())"
 )
 
-# Cross-package imports of a private module still in code other branches are rewriting: the
-# dry run (estimate.py, branch metrics) and its provider checks (branch gateway). The names
-# they need are re-exported by their packages; these entries go when those lines switch.
-PRIVATE_IMPORTS_LEFT = {
-    ("ragaudit.estimate", "ragaudit.answers._column"),
-    ("ragaudit.estimate", "ragaudit.search._local"),
-}
-
 
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run the contracts of ``cwd``'s pyproject.toml on the ``ragaudit`` found in ``cwd``."""
@@ -116,7 +108,5 @@ def _private_imports_across_packages() -> set[tuple[str, str]]:
 
 
 def test_no_package_reaches_into_another_packages_private_modules() -> None:
-    found = _private_imports_across_packages()
-    assert found - PRIVATE_IMPORTS_LEFT == set()
-    # An entry left here after its import went would hide the next one like it.
-    assert found >= PRIVATE_IMPORTS_LEFT
+    # No allow-list: a package's public names are what its __init__ re-exports.
+    assert _private_imports_across_packages() == set()

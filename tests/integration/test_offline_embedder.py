@@ -110,10 +110,10 @@ async def test_the_provider_embeds_chinese_and_english_through_litellm(
 
 
 def test_dry_runs_count_with_e5s_own_tokenizer() -> None:
-    from ragaudit.estimate import count_text, counter
+    from ragaudit.cache import usage_counter
 
-    assert counter(OFFLINE_EMBEDDER).rule == "multilingual-e5-small's own tokenizer"
-    assert count_text(OFFLINE_EMBEDDER, "hello world") == _local_embed.count_text_tokens(
+    assert usage_counter(OFFLINE_EMBEDDER).rule == "multilingual-e5-small's own tokenizer"
+    assert usage_counter(OFFLINE_EMBEDDER).text("hello world") == _local_embed.count_text_tokens(
         "hello world"
     )
 

@@ -27,8 +27,9 @@ from ragaudit.cache import (
 )
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA_VERSION
 from ragaudit.cache._fake import EMBED_DIM, FakeRequest, _fake_vector
-from ragaudit.cache._gateway import _format_tokens, _retry_after
 from ragaudit.cache._keys import OUTPUT_FIELDS
+from ragaudit.cache._retry import retry_after as _retry_after
+from ragaudit.cache._structured import _format_tokens
 
 SECRET = "sk-test-SECRET123456789"
 MSGS = [{"role": "user", "content": "What is the capital of France?"}]
@@ -622,7 +623,7 @@ async def test_samples_are_one_call_memoised_as_separate_samples(
 async def test_samples_one_by_one_where_the_provider_has_no_n(
     gateway: Gateway, fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ragaudit.cache._gateway.samples_at_once", lambda model: False)
+    monkeypatch.setattr("ragaudit.cache._structured.samples_at_once", lambda model: False)
     with fake.script(numbered()):
         judged = await ask_samples(gateway)
     assert sorted(j.value.score for j in judged) == [0, 1, 2]

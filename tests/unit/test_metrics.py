@@ -343,7 +343,7 @@ async def test_aspect_critique_is_majority_verdict(fake, gateway, monkeypatch, t
     current: contextvars.ContextVar[int] = contextvars.ContextVar("sample")
     choices = itertools.count()
     if not together:
-        monkeypatch.setattr("ragaudit.cache._gateway.samples_at_once", lambda model: False)
+        monkeypatch.setattr("ragaudit.cache._structured.samples_at_once", lambda model: False)
         real_complete = gateway._complete  # each sample's request, with its index
 
         async def as_sample(found: Any) -> Any:
