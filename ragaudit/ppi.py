@@ -488,6 +488,30 @@ def summary_columns(people: JudgeVsPeople | None, metric: str) -> dict[str, Any]
     }
 
 
+def write_corrected_summary(run_dir: Path | str, people: JudgeVsPeople | None = None) -> bool:
+    """Fill ``summary.parquet``'s PPI columns from the run's labels (rewritten atomically).
+
+    ``people`` is :func:`judge_vs_people` of the run when the caller has it already. A summary
+    of schema version 1 is rewritten as version 2. False, and nothing written, when the run has
+    no summary or no labels.
+    """
+    from ragaudit.schemas import SUMMARY, to_table
+
+    path = Path(run_dir)
+    run = RunFolder(path.parent, path.name)
+    if not run.has("summary") or not has_labels(path):
+        return False
+    people = people if people is not None else judge_vs_people(path)
+    if people is None:
+        return False
+    rows = [
+        {**{n: r.get(n) for n in SUMMARY.names}, **summary_columns(people, r["metric"])}
+        for r in run.read("summary").to_pylist()
+    ]
+    run.write("summary", to_table(rows, SUMMARY))
+    return True
+
+
 __all__ = [
     "CONFIDENCE",
     "GRADE",
@@ -504,4 +528,5 @@ __all__ = [
     "judge_vs_people",
     "labels_to_halve",
     "summary_columns",
+    "write_corrected_summary",
 ]

@@ -30,12 +30,34 @@ METRIC_CUT = 0.5
 """A score at or above this counts as a "yes" where a figure needs both sides binary."""
 
 
-def _kappa(a: np.ndarray, b: np.ndarray) -> float:
+def weighted_kappa(a: Sequence[int], b: Sequence[int]) -> float:
+    """Cohen's κ with quadratic weights of two raters' grades 0–3 (scikit-learn's)."""
     from sklearn.metrics import cohen_kappa_score
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one grade only: NaN, reported as undefined
         return float(cohen_kappa_score(a, b, weights="quadratic", labels=list(GRADES)))
+
+
+def _kappa_batched(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    """Quadratic-weighted κ of every resample at once (resamples along the leading axes).
+
+    The same formula as scikit-learn's ``cohen_kappa_score`` (1 − Σ w·observed / Σ w·expected
+    over the confusion matrix), computed from one-hot counts so that a bootstrap's 2,000
+    resamples are one array operation instead of 2,000 validated calls (~2 s each figure).
+    Tested equal to scikit-learn's.
+    """
+    x = np.moveaxis(np.asarray(a, dtype=int), axis, -1)
+    y = np.moveaxis(np.asarray(b, dtype=int), axis, -1)
+    k = len(GRADES)
+    observed = np.einsum("...ni,...nj->...ij", np.eye(k)[x], np.eye(k)[y])
+    expected = observed.sum(-1)[..., :, None] * observed.sum(-2)[..., None, :]
+    expected = expected / observed.sum((-1, -2))[..., None, None]
+    grid = np.arange(k)
+    weights = (grid[:, None] - grid[None, :]) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = 1 - (weights * observed).sum((-1, -2)) / (weights * expected).sum((-1, -2))
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def _alpha(level: str) -> object:
@@ -63,7 +85,7 @@ def grade_agreement(
     j = np.asarray(judge, dtype=int)
     alpha = _alpha("ordinal")
     return [
-        _paired(_kappa, h, j, "weighted_kappa", seed),
+        _paired(_kappa_batched, h, j, "weighted_kappa", seed, vectorized=True),  # type: ignore[arg-type]
         _paired(alpha, h, j, "krippendorff_alpha", seed),  # type: ignore[arg-type]
     ]
 
@@ -145,4 +167,5 @@ __all__ = [
     "grade_confusion",
     "rater_agreement",
     "score_agreement",
+    "weighted_kappa",
 ]
