@@ -53,8 +53,7 @@ def coverage(seeds: int, items: int, n: int, over: float) -> dict[str, object]:
         f = (judge >= RELEVANT).astype(float)
         target = float(y.mean())
         labelled = rng.choice(items, n, replace=False)
-        rest = np.setdiff1d(np.arange(items), labelled)
-        c = corrected_mean(RELEVANT_SHARE, y[labelled], f[labelled], f[rest], seed=seed)
+        c = corrected_mean(RELEVANT_SHARE, y[labelled], f[labelled], f, seed=seed)
         for name, low, high in (
             ("judge only", c.judge_ci_low, c.judge_ci_high),
             ("PPI", c.ppi_ci_low, c.ppi_ci_high),

@@ -114,18 +114,26 @@ def corrected_mean(
     figure: str,
     human: Sequence[float],
     judge_labelled: Sequence[float],
-    judge_unlabelled: Sequence[float],
+    judge_all: Sequence[float],
     *,
+    weights: Sequence[float] | None = None,
     resamples: int = 2000,
     seed: int = 0,
 ) -> Corrected:
     """The judge-only mean, the PPI mean and the labels-only mean of one figure, with intervals.
 
+    The judge's side of PPI is its mean over every judged item, the labelled ones included (an
+    unbiased mean of the population whatever way the labelled ones were drawn); the
+    correction is the mean of label minus judge on the labelled items, weighted back to the
+    population when they were drawn per stratum.
+
     Args:
         figure: What the figure is (shown as is).
         human: People's value of each labelled item.
         judge_labelled: The judge's value of the same items, in the same order.
-        judge_unlabelled: The judge's value of every judged item nobody labelled.
+        judge_all: The judge's value of every judged item, labelled or not.
+        weights: Each labelled item's inverse chance of being drawn (its stratum's size over
+            the items drawn from it); None for a uniform draw.
         resamples: Bootstrap resamples of the judge-only interval.
         seed: The bootstrap's seed.
     """
@@ -135,10 +143,10 @@ def corrected_mean(
 
     y = np.asarray(human, dtype=float)
     f = np.asarray(judge_labelled, dtype=float)
-    u = np.asarray(judge_unlabelled, dtype=float)
-    if y.shape != f.shape:
+    judged = np.asarray(judge_all, dtype=float)
+    w = None if weights is None else np.asarray(weights, dtype=float)
+    if y.shape != f.shape or (w is not None and w.shape != y.shape):
         raise ValueError(f"{figure}: {y.size} label(s) against {f.size} judge value(s)")
-    judged = np.concatenate([f, u])
     judge_mean = float(judged.mean()) if judged.size else None
     judge_low, judge_high = bootstrap_ci(judged, resamples, seed)
     empty = Corrected(
@@ -148,18 +156,24 @@ def corrected_mean(
     if y.size < 2:
         return _replace(empty, note=f"{y.size} labelled item(s): no interval")
     alpha = 1 - CONFIDENCE
-    labels_low, labels_high = (float(v) for v in classical_mean_ci(y, alpha=alpha))
-    labels = {"labels_mean": float(y.mean()), "labels_ci_low": labels_low}
-    labels["labels_ci_high"] = labels_high
-    if u.size < 1:
+    labels_low, labels_high = (float(v) for v in classical_mean_ci(y, w=w, alpha=alpha))
+    labels = {
+        "labels_mean": float(np.average(y, weights=w)),
+        "labels_ci_low": labels_low,
+        "labels_ci_high": labels_high,
+    }
+    if judged.size <= y.size:
         return _replace(empty, note="every judged item is labelled: nothing to correct", **labels)
     # ρ is undefined when the judge or the labels do not vary (no correlation to use).
     rho: float | None = None
     if np.ptp(y) > 0 and np.ptp(f) > 0:
-        planned = ppi_mean_power(y, f, cost_Y=1.0, cost_Yhat=_JUDGE_COST, effective_n=int(y.size))
+        planned = ppi_mean_power(
+            y, f, cost_Y=1.0, cost_Yhat=_JUDGE_COST, effective_n=int(y.size), w=w
+        )
         rho = float(planned["ppi_corr"])
-    point = float(np.asarray(ppi_mean_pointestimate(y, f, u)).ravel()[0])
-    low, high = (float(np.asarray(v).ravel()[0]) for v in ppi_mean_ci(y, f, u, alpha=alpha))
+    point = float(np.asarray(ppi_mean_pointestimate(y, f, judged, w=w)).ravel()[0])
+    found = ppi_mean_ci(y, f, judged, alpha=alpha, w=w)
+    low, high = (float(np.asarray(v).ravel()[0]) for v in found)
     return Corrected(
         figure,
         judge_mean,
@@ -175,7 +189,8 @@ def corrected_mean(
         labels_high,
         rho,
         None if rho is None else labels_to_halve(int(y.size), int(judged.size), rho),
-        "" if rho is not None else "the judge or the labels do not vary: ρ is undefined",
+        ("" if rho is not None else "the judge or the labels do not vary: ρ is undefined")
+        + ("" if w is None else ("; " if rho is None else "") + "strata weighted back"),
         tuple(float(v) for v in y - f),
     )
 
@@ -245,6 +260,34 @@ def has_labels(run_dir: Path | str) -> bool:
     return (Path(run_dir) / label_store.FILE).exists()
 
 
+# The labelling sample's file (``ragaudit label``): each drawn item's stratum size and how
+# many were drawn from it, read by column so that a run labelled without it still reads.
+SAMPLE_FILE = "labels.sample.parquet"
+
+
+def _drawn(run_dir: Path) -> dict[str, float]:
+    """Each sampled item's inverse chance of being drawn (stratum size / drawn from it)."""
+    path = run_dir / SAMPLE_FILE
+    if not path.exists():
+        return {}
+    frame = pl.read_parquet(path, columns=["item_id", "stratum_size", "stratum_sampled"])
+    frame = frame.filter(pl.col("stratum_sampled") > 0)
+    weights = (frame["stratum_size"] / frame["stratum_sampled"]).to_list()
+    return dict(zip(frame["item_id"].to_list(), weights, strict=True))
+
+
+def _weights(drawn: dict[str, float], items: Sequence[str]) -> list[float] | None:
+    """The items' weights when the sample drew every one of them per stratum, else None.
+
+    Labels of items outside the drawn sample (labelled some other way) make the draw unknown:
+    the items are then taken as a uniform draw.
+    """
+    if not items or any(i not in drawn for i in items):
+        return None
+    found = [drawn[i] for i in items]
+    return None if len(set(found)) == 1 else found
+
+
 def _relevant_grade(run: RunFolder) -> int:
     from ragaudit.config import SortConfig
 
@@ -285,6 +328,7 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
         return None
     run = RunFolder(path.parent, path.name)
     cut = _relevant_grade(run)
+    drawn = _drawn(path)
     agreement: list[AgreementLine] = []
     corrected: list[Corrected] = []
     confusion: list[ConfusionRow] = []
@@ -341,7 +385,8 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
                 RELEVANT_SHARE,
                 [labelled[k] for k in keys],
                 [float(judge[k] >= cut) for k in keys],
-                [float(g >= cut) for k, g in judge.items() if k not in labelled],
+                [float(g >= cut) for g in judge.values()],
+                weights=_weights(drawn, [label_store.item_id(GRADE, *k) for k in keys]),
                 seed=seed,
             )
         )
@@ -382,7 +427,8 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
                     metric,
                     [means[q] for q in qids],
                     [values[q] for q in qids],
-                    [v for q, v in values.items() if q not in means],
+                    list(values.values()),
+                    weights=_weights(drawn, [label_store.item_id(metric, q) for q in qids]),
                     seed=seed,
                 )
             )
@@ -464,7 +510,7 @@ def _ndcg(
         NDCG,
         list(human_values.values()),
         [judged_values[q] for q in human_values],
-        [v for q, v in judged_values.items() if q not in human_values],
+        list(judged_values.values()),
         seed=seed,
     )
     return lines, note, figure
@@ -518,6 +564,7 @@ __all__ = [
     "NDCG",
     "NDCG_K",
     "RELEVANT_SHARE",
+    "SAMPLE_FILE",
     "SUMMARY_COLUMNS",
     "AgreementLine",
     "ConfusionRow",

@@ -65,10 +65,10 @@ def test_labels_to_halve_halves_ppi_py_s_interval() -> None:
     total, n = 20_000, 200
     truth = (rng.random(total) < 0.4).astype(float)
     judge = np.clip(truth * 0.6 + 0.3 + rng.normal(0, 0.2, total), 0, 1)
-    first = ppi.corrected_mean("m", truth[:n], judge[:n], judge[n:], resamples=0)
+    first = ppi.corrected_mean("m", truth[:n], judge[:n], judge, resamples=0)
     assert first.labels_to_halve is not None
     more = n + first.labels_to_halve
-    second = ppi.corrected_mean("m", truth[:more], judge[:more], judge[more:], resamples=0)
+    second = ppi.corrected_mean("m", truth[:more], judge[:more], judge, resamples=0)
     width = lambda c: c.ppi_ci_high - c.ppi_ci_low  # noqa: E731
     assert width(second) / width(first) == pytest.approx(0.5, abs=0.08)
 
@@ -78,12 +78,49 @@ def test_ppi_holds_the_truth_where_an_over_rating_judge_misses_it() -> None:
     total, n = 2000, 150
     truth = (rng.random(total) < 0.3).astype(float)
     judge = np.where(truth == 1, 1.0, (rng.random(total) < 0.3).astype(float))
-    c = ppi.corrected_mean("relevant share", truth[:n], judge[:n], judge[n:])
+    c = ppi.corrected_mean("relevant share", truth[:n], judge[:n], judge)
     assert c.judge_ci_low > truth.mean()  # type: ignore[operator]
     assert c.ppi_ci_low <= truth.mean() <= c.ppi_ci_high  # type: ignore[operator]
     assert c.n_labelled == n and c.n_judged == total
     assert c.width_ratio is not None and c.width_ratio < 1  # an informative judge tightens it
     assert len(c.residuals) == n
+
+
+def test_a_sample_drawn_per_stratum_is_weighted_back(tmp_path: Path) -> None:
+    # The labelling sample draws as many items from each judge grade: the judge's rare
+    # "relevant" verdicts, where it errs, are over-represented and an unweighted mean of the
+    # labels is off; weighted by stratum size over items drawn it is not.
+    rng = np.random.default_rng(5)
+    total = 4000
+    truth = (rng.random(total) < 0.2).astype(float)
+    judge = np.where(truth == 1, 1.0, (rng.random(total) < 0.15).astype(float))
+    picked, weights = [], []
+    for verdict in (0.0, 1.0):
+        stratum = np.flatnonzero(judge == verdict)
+        drawn = rng.choice(stratum, 100, replace=False)
+        picked += drawn.tolist()
+        weights += [len(stratum) / 100] * 100
+    y, f = truth[picked], judge[picked]
+    plain = ppi.corrected_mean("share", y, f, judge, resamples=0)
+    weighted = ppi.corrected_mean("share", y, f, judge, weights=weights, resamples=0)
+    assert weighted.ppi_ci_low <= truth.mean() <= weighted.ppi_ci_high  # type: ignore[operator]
+    assert abs(weighted.labels_mean - truth.mean()) < abs(plain.labels_mean - truth.mean())  # type: ignore[operator]
+    assert "strata weighted back" in weighted.note
+    # In a run, the sample file gives the weights.
+    run, _ = labelled_run(tmp_path, "s", questions=12, grade_labels=3, answer_labels=6)
+    items = [labels.item_id("grade", f"q{i:04d}", f"c{c}") for i in range(3) for c in range(5)]
+    sizes = [10 + i for i in range(len(items))]
+    write_table(
+        pa.table(
+            {"item_id": items, "stratum_size": sizes, "stratum_sampled": [1] * len(items)}
+        ),
+        run / ppi.SAMPLE_FILE,
+    )
+    people = ppi.judge_vs_people(run)
+    share = people.corrected_for(ppi.RELEVANT_SHARE)  # type: ignore[union-attr]
+    assert share is not None and "strata weighted back" in share.note
+    # The answers' labels were not drawn by the sample: taken as a uniform draw.
+    assert "weighted" not in people.corrected_for("faithfulness").note  # type: ignore[union-attr]
 
 
 def test_judge_vs_people_on_a_labelled_run(tmp_path: Path) -> None:
