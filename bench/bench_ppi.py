@@ -6,7 +6,9 @@ lean); people label 100 candidates drawn at random with the true grade. The figu
 relevant share (grade ≥ 2). Per seed, three 95 % intervals of it, computed by the code the
 report uses (:func:`ragaudit.ppi.corrected_mean`): the judge's alone over the 2,000, the PPI
 one (judge + the 100 labels, ppi_py) and the labels' alone. Printed: how often each holds the
-planted share, and the PPI interval's width over the labels-only one on the same labels.
+planted share, and the PPI interval's width over the labels-only one on the same labels. The
+PPI interval is also drawn as ``ragaudit label`` draws its sample: the same number of items
+from each judge grade, weighted back by each grade's size over the items drawn from it.
 
 Then ``compare``'s PPI test (:func:`ragaudit.reporting.ppi_paired_test`) under "nothing
 changed": two runs of one system on the same 2,000 questions, each judged with its own noise
@@ -44,7 +46,7 @@ def plant(rng: np.random.Generator, items: int, over: float) -> tuple[np.ndarray
 
 def coverage(seeds: int, items: int, n: int, over: float) -> dict[str, object]:
     """Per seed, whether each interval holds the planted share, and the width ratio."""
-    held = {"judge only": 0, "PPI": 0, "labels only": 0}
+    held = {"judge only": 0, "PPI": 0, "labels only": 0, "PPI, per-grade draw": 0}
     ratios, narrower, halve = [], 0, []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
@@ -60,6 +62,18 @@ def coverage(seeds: int, items: int, n: int, over: float) -> dict[str, object]:
             ("labels only", c.labels_ci_low, c.labels_ci_high),
         ):
             held[name] += int(low is not None and low <= target <= high)  # type: ignore[operator]
+        # As ``ragaudit label`` draws: as many items from each judge grade, weighted back.
+        per_grade, weights = [], []
+        for g in range(4):
+            stratum = np.flatnonzero(judge == g)
+            take = min(len(stratum), n // 4)
+            per_grade += rng.choice(stratum, take, replace=False).tolist()
+            weights += [len(stratum) / take] * take
+        s = corrected_mean(
+            RELEVANT_SHARE, y[per_grade], f[per_grade], f, weights=weights, resamples=0
+        )
+        ok = s.ppi_ci_low is not None and s.ppi_ci_low <= target <= s.ppi_ci_high  # type: ignore[operator]
+        held["PPI, per-grade draw"] += int(ok)
         if c.width_ratio is not None:
             ratios.append(c.width_ratio)
             narrower += int(c.width_ratio < 1)
@@ -140,6 +154,11 @@ def main(seeds: int, items: int, n: int, over: float) -> None:
     ppi_cov = held["PPI"] / seeds
     judge_cov = held["judge only"] / seeds
     print(f"PPI coverage {ppi_cov:.3f} ≥ 0.93: " + verdict(ppi_cov >= 0.93, f"{ppi_cov:.3f}"))
+    drawn_cov = held["PPI, per-grade draw"] / seeds
+    print(
+        f"PPI coverage, labels drawn per judge grade and weighted back, {drawn_cov:.3f} ≥ 0.93: "
+        + verdict(drawn_cov >= 0.93, f"{drawn_cov:.3f}")
+    )
     print(
         f"judge-only coverage {judge_cov:.3f} < 0.50: "
         + verdict(judge_cov < 0.5, f"{judge_cov:.3f}")

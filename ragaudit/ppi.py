@@ -319,7 +319,7 @@ def _item_means(frame: pl.DataFrame, key: str) -> dict[Any, float]:
 
 
 def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | None:
-    """The judge's agreement with the run's labels and its corrected figures; None without labels."""
+    """The judge's agreement with the run's labels and its corrected figures (None: no labels)."""
     path = Path(run_dir)
     if not has_labels(path):
         return None
@@ -336,9 +336,7 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
     ndcg_note = "no candidate grades labelled"
 
     grades = frame.filter(pl.col("kind") == GRADE)
-    verdicts = (
-        pl.from_arrow(run.read("verdicts")) if run.has("verdicts") else None
-    )
+    verdicts = pl.from_arrow(run.read("verdicts")) if run.has("verdicts") else None
     if not grades.is_empty() and isinstance(verdicts, pl.DataFrame):
         ok = verdicts.filter((pl.col("status") == "ok") & pl.col("grade").is_not_null())
         judge = {
@@ -470,9 +468,7 @@ def _ndcg(
     human: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r in grades.iter_rows(named=True):
         human[(r["question_id"], r["candidate_id"])].append(int(r["label"]))
-    covered = [
-        qid for qid, cands in by_question.items() if all((qid, c) in human for c in cands)
-    ]
+    covered = [qid for qid, cands in by_question.items() if all((qid, c) in human for c in cands)]
 
     def order(qid: str) -> list[str]:
         return sorted(by_question[qid], key=lambda c: rank.get((qid, c)) or math.inf)
@@ -495,8 +491,8 @@ def _ndcg(
     if labels_list and pairs:
         calibration = calibrate_grades([p[1] for p in pairs], [p[0] for p in pairs], cut)
         found, n = engine_ndcg(labels_list, rows, calibration)
-        for gains, (mean, low, high) in (found or {}).items():
-            lines.append(AgreementLine(gains, "engine", NDCG, mean, low, high, n))
+        for kind, (mean, low, high) in (found or {}).items():
+            lines.append(AgreementLine(kind, "engine", NDCG, mean, low, high, n))
     human_values: dict[str, float] = {}
     for qid in covered:
         cands = by_question[qid]

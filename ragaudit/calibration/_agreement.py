@@ -1,4 +1,4 @@
-"""How far the judge agrees with people's labels of a run's own items, each figure with its interval.
+"""How far the judge agrees with people's labels of a run's own items, with intervals.
 
 Relevance grades (0–3) are ordinal: the judge against a person is Cohen's κ with quadratic
 weights (a grade off by two costs four times one off by one; scikit-learn's
@@ -17,8 +17,9 @@ to: a judge agreeing with people as well as they agree with each other is as goo
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def _kappa_batched(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray |
     return float(out) if np.ndim(out) == 0 else out
 
 
-def _alpha(level: str) -> object:
+def _alpha(level: Literal["ordinal", "interval"]) -> Callable[[np.ndarray, np.ndarray], float]:
     import krippendorff
 
     def alpha(a: np.ndarray, b: np.ndarray) -> float:
@@ -77,33 +78,31 @@ def _alpha(level: str) -> object:
     return alpha
 
 
-def grade_agreement(
-    human: Sequence[int], judge: Sequence[int], seed: int = 0
-) -> list[Figure]:
+def grade_agreement(human: Sequence[int], judge: Sequence[int], seed: int = 0) -> list[Figure]:
     """Weighted κ (quadratic) and ordinal α of two raters' grades 0–3 of the same items."""
     h = np.asarray(human, dtype=int)
     j = np.asarray(judge, dtype=int)
     alpha = _alpha("ordinal")
     return [
         _paired(_kappa_batched, h, j, "weighted_kappa", seed, vectorized=True),  # type: ignore[arg-type]
-        _paired(alpha, h, j, "krippendorff_alpha", seed),  # type: ignore[arg-type]
+        _paired(alpha, h, j, "krippendorff_alpha", seed),
     ]
 
 
-def score_agreement(
-    human: Sequence[float], scores: Sequence[float], seed: int = 0
-) -> list[Figure]:
+def score_agreement(human: Sequence[float], scores: Sequence[float], seed: int = 0) -> list[Figure]:
     """A metric's scores against people's labels in [0, 1]: alignment figures and interval α."""
     h = np.asarray(human, dtype=float)
     s = np.asarray(scores, dtype=float)
     alpha = _alpha("interval")
     return [
-        *alignment_figures(h, s, METRIC_CUT, seed),
-        _paired(alpha, h, s, "krippendorff_alpha", seed),  # type: ignore[arg-type]
+        *alignment_figures(human, scores, METRIC_CUT, seed),
+        _paired(alpha, h, s, "krippendorff_alpha", seed),
     ]
 
 
-def rater_agreement(a: Sequence[float], b: Sequence[float], grades: bool, seed: int = 0) -> list[Figure]:
+def rater_agreement(
+    a: Sequence[float], b: Sequence[float], grades: bool, seed: int = 0
+) -> list[Figure]:
     """Two people on the same items: κ and α as the judge is measured (the ceiling)."""
     if grades:
         return grade_agreement([int(x) for x in a], [int(x) for x in b], seed)
@@ -117,7 +116,7 @@ def rater_agreement(a: Sequence[float], b: Sequence[float], grades: bool, seed: 
 
     return [
         _paired(kappa, x, y, "cohen_kappa", seed),
-        _paired(_alpha("interval"), x, y, "krippendorff_alpha", seed),  # type: ignore[arg-type]
+        _paired(_alpha("interval"), x, y, "krippendorff_alpha", seed),
     ]
 
 
@@ -154,7 +153,7 @@ def grade_confusion(
         if (h == g).any()
         for k in GRADES
     )
-    cal = calibrate_grades(j, h, relevant_grade)
+    cal = calibrate_grades(judge, human, relevant_grade)
     return GradeConfusion(cells, cal.over_rated, cal.under_rated, cal.relevant_given_grade)
 
 

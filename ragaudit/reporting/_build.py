@@ -433,9 +433,7 @@ def build_report(run_dir: Path | str) -> Report:
 
         people = judge_vs_people(run.path)
         if people is not None:
-            summary = [
-                dataclasses.replace(s, **summary_columns(people, s.metric)) for s in summary
-            ]
+            summary = [dataclasses.replace(s, **summary_columns(people, s.metric)) for s in summary]
 
     questions = _read(run, "questions")
     answers = _read(run, "answers")

@@ -111,9 +111,7 @@ def test_a_sample_drawn_per_stratum_is_weighted_back(tmp_path: Path) -> None:
     items = [labels.item_id("grade", f"q{i:04d}", f"c{c}") for i in range(3) for c in range(5)]
     sizes = [10 + i for i in range(len(items))]
     write_table(
-        pa.table(
-            {"item_id": items, "stratum_size": sizes, "stratum_sampled": [1] * len(items)}
-        ),
+        pa.table({"item_id": items, "stratum_size": sizes, "stratum_sampled": [1] * len(items)}),
         run / ppi.SAMPLE_FILE,
     )
     people = ppi.judge_vs_people(run)
@@ -207,7 +205,8 @@ def test_without_labels_nothing_changes(tmp_path: Path) -> None:
 def test_labels_reach_the_page_escaped_and_the_summary(tmp_path: Path) -> None:
     run, _ = labelled_run(tmp_path, "r2", questions=20, grade_labels=4, annotators=("<b>ann</b>",))
     _v1_summary(
-        run, [{k: v for k, v in r.items() if k not in ppi.SUMMARY_COLUMNS} for r in _summary_rows(run)]
+        run,
+        [{k: v for k, v in r.items() if k not in ppi.SUMMARY_COLUMNS} for r in _summary_rows(run)],
     )
     page = _page(run)
     assert "Judge against people" in page
