@@ -46,8 +46,7 @@ from ragaudit.runfolder import RunFolder
 
 CONFIDENCE = 0.95
 NDCG_K = 10
-GRADE = "grade"
-"""The ``kind`` of a candidate's relevance label in the labels store."""
+GRADE = label_store.GRADE
 RELEVANT_SHARE = "relevant share"
 NDCG = f"NDCG@{NDCG_K}"
 # The cost of a judged item relative to a person's label, only to ask ppi_py's planner for the
@@ -260,17 +259,17 @@ def has_labels(run_dir: Path | str) -> bool:
     return (Path(run_dir) / label_store.FILE).exists()
 
 
-# The labelling sample's file (``ragaudit label``): each drawn item's stratum size and how
-# many were drawn from it, read by column so that a run labelled without it still reads.
-SAMPLE_FILE = "labels.sample.parquet"
-
-
 def _drawn(run_dir: Path) -> dict[str, float]:
-    """Each sampled item's inverse chance of being drawn (stratum size / drawn from it)."""
-    path = run_dir / SAMPLE_FILE
-    if not path.exists():
+    """Each item of the labelling sample's inverse chance of being drawn (stratum size / drawn).
+
+    ``ragaudit label`` draws as many items from each stratum of the judge's verdict: weighted
+    back, the labels stand for the run's items again. {} when no sample was drawn.
+    """
+    sample = label_store.read_sample(run_dir)
+    if sample is None:
         return {}
-    frame = pl.read_parquet(path, columns=["item_id", "stratum_size", "stratum_sampled"])
+    frame = pl.from_arrow(sample.select(["item_id", "stratum_size", "stratum_sampled"]))
+    assert isinstance(frame, pl.DataFrame)
     frame = frame.filter(pl.col("stratum_sampled") > 0)
     weights = (frame["stratum_size"] / frame["stratum_sampled"]).to_list()
     return dict(zip(frame["item_id"].to_list(), weights, strict=True))
@@ -560,7 +559,6 @@ __all__ = [
     "NDCG",
     "NDCG_K",
     "RELEVANT_SHARE",
-    "SAMPLE_FILE",
     "SUMMARY_COLUMNS",
     "AgreementLine",
     "ConfusionRow",

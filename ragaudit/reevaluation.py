@@ -294,16 +294,35 @@ class RegressionEvent:
         return emit_event(event=self.event, resource=self.resource, payload=self.payload)
 
 
-def regression_event(
-    cmp: Comparison, question_set_hash: str, questions_file: str | None
-) -> RegressionEvent | None:
-    """The event for metrics that regressed beyond noise; None when none did.
+def regressions(cmp: Comparison, battles: Any = None) -> list[str]:
+    """What regressed beyond noise: the metrics, and ``battles`` when B lost them.
 
     Runs that are not like for like never regress: their numbers do not compare.
     """
-    if not cmp.comparable or not cmp.regressed:
+    if not cmp.comparable:
+        return []
+    lost = battles is not None and battles.verdict == "B worse"
+    return list(cmp.regressed) + (["battles"] if lost else [])
+
+
+def regression_event(
+    cmp: Comparison,
+    question_set_hash: str,
+    questions_file: str | None,
+    battles: Any = None,
+) -> RegressionEvent | None:
+    """The event for what regressed beyond noise (metrics, battles); None when nothing did.
+
+    Args:
+        cmp: The comparison of the baseline (A) with the new run (B).
+        question_set_hash: The question set's hash (the event's resource).
+        questions_file: The question set's file, for the resource's name.
+        battles: The ``BattleStats`` of B against A when ``report.battles`` played them.
+    """
+    what = regressions(cmp, battles)
+    if not what:
         return None
-    regressed = [m for m in cmp.metrics if m.metric in cmp.regressed]
+    regressed_metrics = [m for m in cmp.metrics if m.metric in cmp.regressed]
     return RegressionEvent(
         event=REGRESSION_EVENT,
         resource={
@@ -320,7 +339,7 @@ def regression_event(
             "run_dir": str(Path(cmp.dir_b).resolve()),
             "baseline_run_dir": str(Path(cmp.dir_a).resolve()),
             "question_set_hash": question_set_hash,
-            "regressed": list(cmp.regressed),
+            "regressed": what,
             "improved": list(cmp.improved),
             "verdict": cmp.verdict,
             "metrics": [
@@ -332,8 +351,18 @@ def regression_event(
                     "ci": [_num(m.ci_low), _num(m.ci_high)],
                     "p_adjusted": _num(m.p_adjusted),
                 }
-                for m in regressed
+                for m in regressed_metrics
             ],
+            "battles": None
+            if battles is None
+            else {
+                "verdict": battles.verdict,
+                "questions": battles.n,
+                "win_rate": _num(battles.win_rate),
+                "ci": [_num(battles.ci_low), _num(battles.ci_high)],
+                "p_value": _num(battles.p_value),
+                "position_consistency": _num(battles.consistency),
+            },
         },
     )
 
@@ -386,6 +415,7 @@ __all__ = [
     "previous_run",
     "publish_comparison",
     "question_set_resource",
+    "regressions",
     "regression_event",
     "unlike_runs",
 ]

@@ -329,6 +329,20 @@ CALIBRATION_GRADES = _schema(
 )
 
 # Blind pairwise battles of B against A, written in B's folder: one row per judge answer.
+LEADERBOARD = _schema(
+    "leaderboard",
+    [
+        ("rank", _i64),
+        ("run", _str),
+        ("strength", _f64),  # Davidson log-strength, centred at 0
+        ("ci_low", _f64),  # 95 % bootstrap interval over questions
+        ("ci_high", _f64),
+        ("unbounded", _bool),  # won or lost every battle: the strength is a bound, not a figure
+        ("tie_param", _f64),  # the model's nu (the same on every row)
+        ("verdicts", _i64),  # usable verdicts the fit used (the same on every row)
+    ],
+)
+
 LABELS = _schema(
     "labels",
     [
@@ -341,6 +355,23 @@ LABELS = _schema(
         ("annotator", _str),
         ("label", _f64),  # a grade 0-3, or 1.0/0.0 for yes/no; null for "skipped"
         ("time", pa.timestamp("us", tz="UTC")),
+    ],
+)
+
+# The items people label, drawn once per run and shared by every annotator in this order: the
+# stratum each was drawn from and its size, so that an estimate can weight the strata back.
+LABEL_SAMPLE = _schema(
+    "label_sample",
+    [
+        ("position", _i64),  # 0-based place in the labelling order
+        ("item_id", _str),
+        ("kind", _str),
+        ("question_id", _str),
+        ("candidate_id", _str),
+        ("stratum", _str),  # the judge's grade ("0".."3") or score bin ("[0.33,0.67)")
+        ("stratum_size", _i64),  # items of the kind in that stratum
+        ("stratum_sampled", _i64),  # of which drawn
+        ("seed", _i64),
     ],
 )
 

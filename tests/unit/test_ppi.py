@@ -15,7 +15,7 @@ from ragaudit import labels, ppi
 from ragaudit.calibration._agreement import _kappa_batched, grade_agreement, weighted_kappa
 from ragaudit.reporting import build_report, compare_runs, render_html, summarise
 from ragaudit.runfolder import RunFolder, write_table
-from ragaudit.schemas import SUMMARY, schema_version, to_table
+from ragaudit.schemas import LABEL_SAMPLE, SUMMARY, schema_version, to_table
 
 
 def _page(run: Path) -> str:
@@ -110,10 +110,21 @@ def test_a_sample_drawn_per_stratum_is_weighted_back(tmp_path: Path) -> None:
     run, _ = labelled_run(tmp_path, "s", questions=12, grade_labels=3, answer_labels=6)
     items = [labels.item_id("grade", f"q{i:04d}", f"c{c}") for i in range(3) for c in range(5)]
     sizes = [10 + i for i in range(len(items))]
-    write_table(
-        pa.table({"item_id": items, "stratum_size": sizes, "stratum_sampled": [1] * len(items)}),
-        run / ppi.SAMPLE_FILE,
-    )
+    sample = [
+        {
+            "position": i,
+            "item_id": item,
+            "kind": "grade",
+            "question_id": item.split(":")[1],
+            "candidate_id": item.split(":")[2],
+            "stratum": "0",
+            "stratum_size": size,
+            "stratum_sampled": 1,
+            "seed": 0,
+        }
+        for i, (item, size) in enumerate(zip(items, sizes, strict=True))
+    ]
+    write_table(to_table(sample, LABEL_SAMPLE), run / labels.SAMPLE_FILE)
     people = ppi.judge_vs_people(run)
     share = people.corrected_for(ppi.RELEVANT_SHARE)  # type: ignore[union-attr]
     assert share is not None and "strata weighted back" in share.note
