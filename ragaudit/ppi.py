@@ -241,17 +241,29 @@ class JudgeVsPeople:
     """The engine's NDCG@10 under human, judge and calibrated grades (``kind`` says which)."""
     ndcg_note: str
     corrected: tuple[Corrected, ...]
+    invalid: int = 0
+    """Labels left out: a grade not one of 0–3, or a verdict outside [0, 1]."""
 
     def corrected_for(self, figure: str) -> Corrected | None:
         """The corrected figure named ``figure``, or None."""
         return next((c for c in self.corrected if c.figure == figure), None)
 
 
-def _labels(run_dir: Path) -> pl.DataFrame:
-    """Each (item, person)'s latest label that is not a skip."""
+def _labels(run_dir: Path) -> tuple[pl.DataFrame, int]:
+    """Each (item, person)'s latest label that is not a skip, and how many were left out.
+
+    A labels file comes from outside like the rest of the folder: a grade that is not one of
+    0–3, or a verdict outside [0, 1], is left out and counted rather than trusted.
+    """
     frame = pl.from_arrow(label_store.latest_labels(label_store.read_labels(run_dir)))
     assert isinstance(frame, pl.DataFrame)
-    return frame.filter(pl.col("label").is_not_null() & pl.col("label").is_finite())
+    given = frame.filter(pl.col("label").is_not_null())
+    grade = pl.col("kind") == GRADE
+    valid = pl.col("label").is_finite() & pl.when(grade).then(
+        pl.col("label").is_in([0.0, 1.0, 2.0, 3.0])
+    ).otherwise(pl.col("label").is_between(0.0, 1.0))
+    kept = given.filter(valid)
+    return kept, given.height - kept.height
 
 
 def has_labels(run_dir: Path | str) -> bool:
@@ -322,7 +334,7 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
     path = Path(run_dir)
     if not has_labels(path):
         return None
-    frame = _labels(path)
+    frame, invalid = _labels(path)
     if frame.is_empty():
         return None
     run = RunFolder(path.parent, path.name)
@@ -438,6 +450,7 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
         tuple(ndcg_lines),
         ndcg_note,
         tuple(corrected),
+        invalid,
     )
 
 

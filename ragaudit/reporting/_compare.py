@@ -583,7 +583,8 @@ def compare_reports(
             )
             notes.append(
                 f"{metric}: both runs have people's labels ({ca.n_labelled} and "
-                f"{cb.n_labelled}): means and difference corrected by them (PPI)"
+                f"{cb.n_labelled}): means and difference corrected by them (PPI; bootstrap "
+                "interval and a normal test on its standard error instead of the permutation test)"
             )
         elif sa is not None and sb is not None:
             # The value of a row aggregates its samples (a median or a majority need not be

@@ -219,8 +219,24 @@ def test_labels_reach_the_page_escaped_and_the_summary(tmp_path: Path) -> None:
         run,
         [{k: v for k, v in r.items() if k not in ppi.SUMMARY_COLUMNS} for r in _summary_rows(run)],
     )
+    # A labels file comes from outside: values off the scale are left out and counted.
+    labels.append_labels(
+        run,
+        [
+            {
+                "item_id": labels.item_id(kind, "q0000", cid),
+                "kind": kind,
+                "question_id": "q0000",
+                "candidate_id": cid,
+                "annotator": "eve",
+                "label": value,
+            }
+            for kind, cid, value in (("grade", "c0", 7.0), ("faithfulness", None, 2.0))
+        ],
+    )
     page = _page(run)
     assert "Judge against people" in page
+    assert "2 label(s) outside the scale left out" in page
     assert "&lt;b&gt;ann&lt;/b&gt;" in page and "<b>ann</b>" not in page
     assert 'id="people-ppi"' in page and 'id="people-confusion"' in page
     assert ppi.write_corrected_summary(run) is True
