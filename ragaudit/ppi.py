@@ -22,6 +22,7 @@ With no labels nothing here runs, and a run's outputs are those it had before.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ from ragaudit.calibration._agreement import (
 from ragaudit.calibration._grades import GradeLabel, engine_ndcg
 from ragaudit.noise import calibrate_grades
 from ragaudit.ranking import ndcg_at_k
+from ragaudit.reporting import bootstrap_ci
 from ragaudit.runfolder import RunFolder
 
 CONFIDENCE = 0.95
@@ -78,7 +80,8 @@ class Corrected:
     this run's judged items are too few to get there."""
     note: str = ""
     residuals: tuple[float, ...] = ()
-    """People's label minus the judge's on each labelled item (what ``compare`` corrects by)."""
+    """People's label minus the judge's on each labelled item, times its weight scaled to a
+    mean of 1 (a per-stratum draw): their plain mean is the correction ``compare`` applies."""
 
     @property
     def width_ratio(self) -> float | None:
@@ -136,9 +139,9 @@ def corrected_mean(
         resamples: Bootstrap resamples of the judge-only interval.
         seed: The bootstrap's seed.
     """
+    # ppi_py here, not at the top: it loads statsmodels, pandas and scikit-learn (~1 s), which
+    # a run without labels never needs.
     from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate, ppi_mean_power
-
-    from ragaudit.reporting import bootstrap_ci
 
     y = np.asarray(human, dtype=float)
     f = np.asarray(judge_labelled, dtype=float)
@@ -190,13 +193,11 @@ def corrected_mean(
         None if rho is None else labels_to_halve(int(y.size), int(judged.size), rho),
         ("" if rho is not None else "the judge or the labels do not vary: ρ is undefined")
         + ("" if w is None else ("; " if rho is None else "") + "strata weighted back"),
-        tuple(float(v) for v in y - f),
+        tuple(float(v) for v in (y - f) * (1.0 if w is None else w * w.size / w.sum())),
     )
 
 
 def _replace(c: Corrected, **changes: Any) -> Corrected:
-    import dataclasses
-
     return dataclasses.replace(c, **changes)
 
 

@@ -57,4 +57,4 @@ def test_report_and_compare_of_labelled_runs(tmp_path: Path) -> None:
     assert "PPI" in out
     found = json.loads((b / "compare.json").read_text(encoding="utf-8"))
     assert found["metrics"][0]["noise"] == "questions and people's labels (PPI)"
-    assert any("corrected by them (PPI)" in n for n in found["notes"])
+    assert any("corrected by them (PPI" in n for n in found["notes"])

@@ -106,6 +106,8 @@ def test_a_sample_drawn_per_stratum_is_weighted_back(tmp_path: Path) -> None:
     assert weighted.ppi_ci_low <= truth.mean() <= weighted.ppi_ci_high  # type: ignore[operator]
     assert abs(weighted.labels_mean - truth.mean()) < abs(plain.labels_mean - truth.mean())  # type: ignore[operator]
     assert "strata weighted back" in weighted.note
+    # compare corrects by the plain mean of the residuals: the weighted correction.
+    assert np.mean(weighted.residuals) == pytest.approx(np.average(y - f, weights=weights))
     # In a run, the sample file gives the weights.
     run, _ = labelled_run(tmp_path, "s", questions=12, grade_labels=3, answer_labels=6)
     items = [labels.item_id("grade", f"q{i:04d}", f"c{c}") for i in range(3) for c in range(5)]
@@ -259,7 +261,7 @@ def test_compare_corrects_by_labels_only_when_both_runs_have_them(tmp_path: Path
     judge_a = float(np.mean([q.scores["faithfulness"].value for q in build_report(a).questions]))
     assert m.mean_a == pytest.approx(judge_a + np.mean(pa_.residuals))  # type: ignore[union-attr]
     assert m.ci_low is not None and m.ci_low <= m.diff <= m.ci_high  # type: ignore[operator]
-    assert any("corrected by them (PPI)" in n for n in both.notes)
+    assert any("corrected by them (PPI" in n for n in both.notes)
     one = compare_runs(a, c, resamples=999)
     assert one.metrics[0].noise == "questions"
     assert any("only one run has people's labels" in n for n in one.notes)
