@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import openpyxl
 import pyarrow as pa
 import pytest
 from sklearn.metrics import cohen_kappa_score
@@ -13,7 +14,7 @@ from support.labelled_runs import labelled_run
 
 from ragaudit import labels, ppi
 from ragaudit.calibration._agreement import _kappa_batched, grade_agreement, weighted_kappa
-from ragaudit.reporting import build_report, compare_runs, render_html, summarise
+from ragaudit.reporting import build_report, compare_runs, render_html, summarise, write_xlsx
 from ragaudit.runfolder import RunFolder, write_table
 from ragaudit.schemas import LABEL_SAMPLE, SUMMARY, schema_version, to_table
 
@@ -196,6 +197,8 @@ def test_without_labels_nothing_changes(tmp_path: Path) -> None:
     assert report.people is None and report.summary[0].ppi_mean is None
     assert _page(run) == before  # a version-2 summary without labels renders byte for byte
     assert "Judge against people" not in before
+    write_xlsx(report, tmp_path / "plain.xlsx")
+    assert "judge_vs_people" not in openpyxl.load_workbook(tmp_path / "plain.xlsx").sheetnames
     # Skips only (nobody gave a label): still nothing.
     labels.append_labels(
         run,
@@ -241,6 +244,11 @@ def test_labels_reach_the_page_escaped_and_the_summary(tmp_path: Path) -> None:
     assert "2 label(s) outside the scale left out" in page
     assert "&lt;b&gt;ann&lt;/b&gt;" in page and "<b>ann</b>" not in page
     assert 'id="people-ppi"' in page and 'id="people-confusion"' in page
+    book = tmp_path / "report.xlsx"
+    write_xlsx(build_report(run), book)
+    sheet = openpyxl.load_workbook(book)["judge_vs_people"]
+    parts = {row[0] for row in sheet.iter_rows(min_row=2, values_only=True)}
+    assert parts == {"agreement", "confusion", "engine NDCG@10", "corrected"}
     assert ppi.write_corrected_summary(run) is True
     table = RunFolder(tmp_path, "r2").read("summary")
     assert schema_version(table.schema) == 2
