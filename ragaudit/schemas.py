@@ -256,7 +256,16 @@ SUMMARY = _schema(
         ("n_skipped", _i64),
         ("threshold", _f64),
         ("flagged", _bool),
+        # Version 2: the mean corrected by people's labels (prediction-powered inference,
+        # ``ragaudit.ppi``), null without labels of the metric; a version-1 table reads as
+        # all null.
+        ("ppi_mean", _f64),
+        ("ppi_ci_low", _f64),
+        ("ppi_ci_high", _f64),
+        ("n_labels", _i64),  # labelled answers the correction rests on
+        ("labels_to_halve", _i64),  # more labels that would halve its interval
     ],
+    version=2,
 )
 
 JUDGE_NOISE = _schema(

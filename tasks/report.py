@@ -30,6 +30,11 @@ def write_summary(ctx: StageContext) -> None:
         for s in summarise(scores, cfg.thresholds, cfg.bootstrap_samples, up)
     ]
     ctx.run.write("summary", to_table(rows, SUMMARY))
+    # A re-run of a labelled run (a run id people already labelled): its corrected means.
+    from ragaudit.ppi import has_labels, write_corrected_summary
+
+    if has_labels(ctx.run.path):
+        write_corrected_summary(ctx.run.path)
 
 
 def write_judge_noise(ctx: StageContext) -> None:

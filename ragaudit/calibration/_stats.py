@@ -112,7 +112,10 @@ def _paired(
     s: np.ndarray,
     statistic: str,
     seed: int,
+    vectorized: bool = False,
 ) -> Figure:
+    # ``vectorized``: ``fn`` takes ``axis`` and computes every resample at once (scipy's
+    # convention), for figures too slow to call 2,000 times one by one.
     try:
         value = float(fn(y, s))
     except ValueError as exc:  # one class only, constant input
@@ -124,9 +127,9 @@ def _paired(
         try:
             res = stats.bootstrap(
                 (y, s),
-                lambda a, b: fn(a, b),
+                fn if vectorized else lambda a, b: fn(a, b),
                 paired=True,
-                vectorized=False,
+                vectorized=vectorized,
                 confidence_level=CONFIDENCE,
                 n_resamples=RESAMPLES,
                 method="percentile",

@@ -69,6 +69,11 @@ def report_cmd(
         else:
             report = build_report(folder)
             page = write_html(report)
+            if report.people is not None:
+                # Labels added since the run: summary.parquet gets their corrected means too.
+                from ragaudit.ppi import write_corrected_summary
+
+                write_corrected_summary(folder, report.people)
             if report.incomplete:
                 err.print(f"[bold yellow]WARNING:[/] {report.incomplete}", soft_wrap=True)
         console.print(f"report.html: {page}")

@@ -45,6 +45,7 @@ from ragaudit.reporting._compare import (
     decide,
     paired_test,
     power,
+    ppi_paired_test,
     two_level_test,
 )
 from ragaudit.reporting._html import (
@@ -135,6 +136,7 @@ __all__ = [
     "stamp_completion",
     "ndcg_curve",
     "paired_test",
+    "ppi_paired_test",
     "power",
     "two_level_test",
     "publish_artifacts",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -17,6 +18,7 @@ from ragaudit.agreement import JudgeOrder, gold_grades, ndcg_at_k
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
 from ragaudit.hashing import canonical_hash
+from ragaudit.labels import FILE as LABELS_FILE
 from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
@@ -429,6 +431,15 @@ def build_report(run_dir: Path | str) -> Report:
     else:
         summary = []
 
+    people = None
+    if (run.path / LABELS_FILE).exists():
+        # People's labels may be newer than the stored summary: their figures are recomputed.
+        from ragaudit.ppi import judge_vs_people, summary_columns
+
+        people = judge_vs_people(run.path)
+        if people is not None:
+            summary = [dataclasses.replace(s, **summary_columns(people, s.metric)) for s in summary]
+
     questions = _read(run, "questions")
     answers = _read(run, "answers")
     truth = _read(run, "ground_truth")
@@ -583,6 +594,7 @@ def build_report(run_dir: Path | str) -> Report:
         judge_cost=judge_cost(run),
         judge_noise=tuple(noise_rows),
         judge_disagreements=tuple(disagreements),
+        people=people,
     )
 
 

@@ -223,6 +223,60 @@ def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 9999, seed: int =
     return dataclasses.replace(base, ci_low=low, ci_high=high, p_value=p)
 
 
+PPI_NOISE = "questions and people's labels (PPI)"
+
+
+def ppi_paired_test(
+    a: np.ndarray,
+    b: np.ndarray,
+    residuals_a: np.ndarray,
+    residuals_b: np.ndarray,
+    resamples: int = 9999,
+    seed: int = 0,
+) -> PairedTest:
+    """B − A of means corrected by each run's labels (prediction-powered, λ = 1).
+
+    Each run's corrected mean is its judge's mean over the paired questions plus the mean of
+    people's label minus the judge's on its labelled items (``residuals``), so the difference
+    is the paired judge difference plus the difference of the two corrections. The three are
+    independent samples (questions, A's labels, B's labels): the interval is scipy's bootstrap
+    of each drawn again on its own; the p-value is the normal test on that bootstrap's standard
+    error. Fewer than two labels in either run: the judge's own paired test.
+    """
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ra, rb = np.asarray(residuals_a, dtype=float), np.asarray(residuals_b, dtype=float)
+    if len(a) < 2 or len(ra) < 2 or len(rb) < 2:
+        return paired_test(a, b, resamples, seed)
+    d = b - a
+    mean_a = float(a.mean() + ra.mean())
+    mean_b = float(b.mean() + rb.mean())
+    diff = mean_b - mean_a
+
+    def statistic(d: np.ndarray, rb: np.ndarray, ra: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(d, axis=axis) + np.mean(rb, axis=axis) - np.mean(ra, axis=axis)
+
+    if all(_degenerate(x) for x in (d, ra, rb)):
+        low = high = diff
+        p = 1.0 if diff == 0 else 0.0
+    else:
+        res = stats.bootstrap(
+            (d, rb, ra),
+            statistic,
+            paired=False,
+            vectorized=True,
+            n_resamples=resamples,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        se = float(res.standard_error)
+        p = float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else float(diff == 0)
+    return PairedTest(len(a), mean_a, mean_b, diff, low, high, p, noise=PPI_NOISE)
+
+
 def _residual_means(
     rows: list[np.ndarray], rng: np.random.Generator, pick: np.ndarray
 ) -> np.ndarray:
@@ -540,12 +594,25 @@ def compare_reports(
     text_a = {q.question_id: q for q in a.questions}
     for metric in shared:
         ids, va, vb, sa, sb = _paired(a, b, metric)
-        if sa is not None and sb is not None:
+        labelled = [r.people.corrected_for(metric) if r.people else None for r in (a, b)]
+        ca, cb = (c if c is not None and c.ppi_mean is not None else None for c in labelled)
+        if ca is not None and cb is not None:
+            tests[metric] = ppi_paired_test(
+                va, vb, np.array(ca.residuals), np.array(cb.residuals), resamples, seed
+            )
+            notes.append(
+                f"{metric}: both runs have people's labels ({ca.n_labelled} and "
+                f"{cb.n_labelled}): means and difference corrected by them (PPI; bootstrap "
+                "interval and a normal test on its standard error instead of the permutation test)"
+            )
+        elif sa is not None and sb is not None:
             # The value of a row aggregates its samples (a median or a majority need not be
             # their mean): the two-level test resamples the samples themselves, its means.
             tests[metric] = two_level_test(sa, sb, resamples, seed)
         else:
             tests[metric] = paired_test(va, vb, resamples, seed)
+        if (ca is None) != (cb is None):
+            notes.append(f"{metric}: only one run has people's labels: the judge's means compared")
         if len(ids):
             too_few = power(vb - va, alpha).text(alpha)
             if too_few:
@@ -611,6 +678,7 @@ __all__ = [
     "compare_runs",
     "decide",
     "paired_test",
+    "ppi_paired_test",
     "power",
     "two_level_test",
 ]

@@ -11,7 +11,11 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # Only the annotation: ragaudit.ppi imports the calibration, which imports this package.
+    from ragaudit.ppi import JudgeVsPeople
 
 Status = str
 """A row's status: ``ok``, ``failed`` (with the error) or ``skipped`` (with the reason)."""
@@ -33,6 +37,12 @@ class MetricSummary:
     flagged: bool
     """The mean is on the wrong side of the threshold (below it, or above for lower-is-better)."""
     higher_is_better: bool = True
+    ppi_mean: float | None = None
+    """The mean corrected by people's labels (``ragaudit.ppi``); None without labels."""
+    ppi_ci_low: float | None = None
+    ppi_ci_high: float | None = None
+    n_labels: int | None = None
+    labels_to_halve: int | None = None
 
 
 @dataclass(frozen=True)
@@ -341,6 +351,8 @@ class Report:
     jury; empty otherwise)."""
     judge_disagreements: tuple[JudgeDisagreement, ...] = ()
     """Per metric, the rows whose judges disagree most (with a jury)."""
+    people: JudgeVsPeople | None = None
+    """The judge against people's labels of the run (``ragaudit.ppi``); None without labels."""
     incomplete: str | None = None
     """Why the run is not complete (``ragaudit.runfolder.run_state``'s warning, a live run
     included); None when it completed. Read once, when the report is built."""

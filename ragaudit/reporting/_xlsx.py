@@ -354,6 +354,51 @@ def grade_noise_frame(report: Report) -> pl.DataFrame:
     )
 
 
+def people_frame(report: Report) -> pl.DataFrame:
+    """The "Judge against people" section as rows: every figure with its interval and n."""
+    rows: list[tuple[Any, ...]] = []
+    p = report.people
+    if p is not None:
+        for a in (*p.agreement, *p.ndcg):
+            part = "engine NDCG@10" if a.between == "engine" else "agreement"
+            rows.append(
+                (part, a.kind, a.between, a.statistic, a.value, a.ci_low, a.ci_high, a.n, a.note)
+            )
+        for c in p.confusion:
+            for grade, k, share, low, high in c.judge:
+                where = (f"human grade {c.human}", f"judge grade {grade}")
+                rows.append(("confusion", *where, "share", share, low, high, c.n, f"{k} of {c.n}"))
+        for f in p.corrected:
+            for name, mean, low, high, n in (
+                ("judge only", f.judge_mean, f.judge_ci_low, f.judge_ci_high, f.n_judged),
+                ("PPI", f.ppi_mean, f.ppi_ci_low, f.ppi_ci_high, f.n_labelled),
+                ("labels only", f.labels_mean, f.labels_ci_low, f.labels_ci_high, f.n_labelled),
+            ):
+                rows.append(("corrected", f.figure, None, name, mean, low, high, n, f.note))
+            rows.append(
+                ("corrected", f.figure, None, "ppi_corr", f.ppi_corr, None, None, f.n_labelled, "")
+            )
+            halve = None if f.labels_to_halve is None else float(f.labels_to_halve)
+            rows.append(
+                ("corrected", f.figure, None, "labels_to_halve", halve, None, None, f.n_judged, "")
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "part": pl.String,
+            "labels": pl.String,
+            "between": pl.String,
+            "statistic": pl.String,
+            "value": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "n": pl.Int64,
+            "note": pl.String,
+        },
+        orient="row",
+    )
+
+
 def write_xlsx(report: Report, path: Path) -> Path:
     """Write ``report`` as an xlsx workbook at ``path`` (atomically)."""
     buffer = io.BytesIO()
@@ -369,6 +414,8 @@ def write_xlsx(report: Report, path: Path) -> Path:
     extra = {k: v for k, v in extra.items() if v.height}
     if report.grade_noise:
         extra["grade_noise"] = grade_noise_frame(report)
+    if report.people is not None:
+        extra["judge_vs_people"] = people_frame(report)
     taken = {"answers", "summary", "run", *extra}
     for metric, name in sheet_names(report.metrics, taken).items():
         _write(metric_frame(report, metric), wb, name, text_widths)
@@ -436,6 +483,7 @@ __all__ = [
     "metric_frame",
     "run_frame",
     "sheet_names",
+    "people_frame",
     "summary_frame",
     "text_workbook",
     "write_xlsx",

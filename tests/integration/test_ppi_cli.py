@@ -1,0 +1,60 @@
+"""``ragaudit report RUN`` and ``ragaudit compare`` on labelled runs: the corrected figures reach
+summary.parquet, report.html and the compare output, through the CLI as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from support.labelled_runs import labelled_run
+from support.servers import ragaudit
+
+from ragaudit import ppi
+from ragaudit.runfolder import RunFolder
+from ragaudit.schemas import SUMMARY, schema_version
+
+
+def _v1_summary(run: Path) -> None:
+    """A summary as ragaudit wrote it before its PPI columns (schema version 1)."""
+    rows = [
+        {
+            "run_id": run.name,
+            "metric": "faithfulness",
+            "mean": 0.5,
+            "ci_low": 0.4,
+            "ci_high": 0.6,
+            "n_ok": 30,
+            "n_failed": 0,
+            "n_skipped": 0,
+            "threshold": None,
+            "flagged": False,
+        }
+    ]
+    v1 = pa.schema(
+        [SUMMARY.field(n) for n in SUMMARY.names if n not in ppi.SUMMARY_COLUMNS],
+        metadata={"schema_version": "1", "table": "summary"},
+    )
+    pq.write_table(pa.Table.from_pylist(rows, schema=v1), run / "summary.parquet")
+
+
+def test_report_and_compare_of_labelled_runs(tmp_path: Path) -> None:
+    a, _ = labelled_run(tmp_path, "A", questions=30, grade_labels=3, answer_labels=15, seed=1)
+    b, _ = labelled_run(tmp_path, "B", questions=30, grade_labels=3, answer_labels=15, seed=2)
+    for run in (a, b):
+        _v1_summary(run)
+    out = ragaudit("report", str(a))
+    assert "report.html" in out and "Traceback" not in out
+    table = RunFolder(tmp_path, "A").read("summary")
+    assert schema_version(table.schema) == 2
+    (row,) = table.to_pylist()
+    assert row["mean"] == 0.5  # the judge's own figures are kept as they were
+    assert row["n_labels"] == 15 and row["ppi_ci_low"] <= row["ppi_mean"] <= row["ppi_ci_high"]
+    page = (a / "report.html").read_text(encoding="utf-8")
+    assert 'id="people-ppi"' in page and 'id="people-agreement"' in page
+    out = ragaudit("compare", str(a), str(b))
+    assert "PPI" in out
+    found = json.loads((b / "compare.json").read_text(encoding="utf-8"))
+    assert found["metrics"][0]["noise"] == "questions and people's labels (PPI)"
+    assert any("corrected by them (PPI" in n for n in found["notes"])

@@ -1,0 +1,100 @@
+"""Run folders with judged candidates, judged answers and people's labels of some of them.
+
+The planted truth is drawn first; the judge over-rates relevance grades (a grade goes up by one
+with probability ``over``) and over-scores answers, as LLM judges tend to; people's labels are
+the truth. The tables are written directly, as ``reporting_runs`` writes its runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragaudit import labels
+from ragaudit.runfolder import RunFolder
+from ragaudit.schemas import CANDIDATES, VERDICTS, to_table
+from support.reporting_runs import write_run
+
+
+def labelled_run(
+    root: Path,
+    run_id: str,
+    *,
+    questions: int = 30,
+    candidates: int = 5,
+    over: float = 0.5,
+    seed: int = 0,
+    grade_labels: int | None = None,
+    answer_labels: int = 12,
+    annotators: tuple[str, ...] = ("ann",),
+    with_labels: bool = True,
+    shift: float = 0.0,
+) -> tuple[Path, dict[str, Any]]:
+    """A run with ``questions`` × ``candidates`` judged grades and one judged metric.
+
+    ``grade_labels`` questions have every candidate graded by people (all of them when None);
+    ``answer_labels`` answers are labelled yes/no. ``shift`` moves the truth of the answers
+    (a better system). Returns the run folder and the planted truth.
+    """
+    rng = np.random.default_rng(seed)
+    qids = [f"q{i:04d}" for i in range(questions)]
+    truth_answer = (rng.random(questions) < 0.5 + shift).astype(float)
+    # The judge scores a right answer high and a wrong one too high half the time.
+    judge_score = np.where(truth_answer == 1, 0.9, np.where(rng.random(questions) < 0.5, 0.8, 0.2))
+    path = write_run(root, run_id, {"faithfulness": judge_score.tolist()}, question_ids=qids)
+    run = RunFolder(root, run_id)
+    cand_rows, verdict_rows, truth_grades = [], [], {}
+    for q in qids:
+        for c in range(candidates):
+            cid = f"c{c}"
+            true = int(rng.integers(0, 4))
+            judged = min(3, true + int(rng.random() < over))
+            truth_grades[(q, cid)] = true
+            cand_rows.append(
+                {
+                    "run_id": run_id,
+                    "question_id": q,
+                    "context_id": cid,
+                    "text": f"<b>context {cid} of {q}</b>",
+                    "engine_rank": c + 1,
+                    "engine_score": float(candidates - c),
+                    "source": "test",
+                }
+            )
+            verdict_rows.append(
+                {
+                    "run_id": run_id,
+                    "question_id": q,
+                    "context_id": cid,
+                    "grade": judged,
+                    "relevant": judged >= 2,
+                    "status": "ok",
+                }
+            )
+    run.write("candidates", to_table(cand_rows, CANDIDATES))
+    run.write("verdicts", to_table(verdict_rows, VERDICTS))
+    if with_labels:
+        rows = []
+        graded = qids if grade_labels is None else qids[:grade_labels]
+        for who in annotators:
+            for q in graded:
+                for c in range(candidates):
+                    cid = f"c{c}"
+                    rows.append(_label("grade", q, cid, who, float(truth_grades[(q, cid)])))
+            for i, q in enumerate(qids[:answer_labels]):
+                rows.append(_label("faithfulness", q, None, who, float(truth_answer[i])))
+        labels.append_labels(path, rows)
+    return path, {"answers": truth_answer, "grades": truth_grades}
+
+
+def _label(kind: str, q: str, cid: str | None, who: str, value: float) -> dict[str, Any]:
+    return {
+        "item_id": labels.item_id(kind, q, cid),
+        "kind": kind,
+        "question_id": q,
+        "candidate_id": cid,
+        "annotator": who,
+        "label": value,
+    }
