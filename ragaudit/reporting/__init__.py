@@ -70,6 +70,7 @@ from ragaudit.reporting._model import (
     WorstQuestion,
 )
 from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
+from ragaudit.reporting._trend import trend_chart
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 from ragaudit.reporting._xlsx import (
     CALIBRATION_XLSX,
@@ -149,6 +150,7 @@ __all__ = [
     "score_cells",
     "summary_table",
     "trend",
+    "trend_chart",
     "worst_questions",
     "write_compare_html",
     "write_html",
