@@ -17,7 +17,7 @@ from cachetools import LRUCache
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from ragaudit.errors import clip
+from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
 from ragaudit.reporting import (
     Report,
@@ -146,14 +146,12 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
         if listed.kind == "calibration":
             section = build_calibration(folder)
             if section is None:
-                raise HTTPException(404, "no such run")
+                raise StageError(f"{folder.name}: a calibration folder without its table")
             return render_calibration_html(section)
         return render_html(v.report(folder, sig))
 
     try:
         page = v.pages.get(("report", folder.name), sig, render)
-    except HTTPException:
-        raise
     except Exception as exc:  # noqa: BLE001  (a folder from outside never takes the server down)
         return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 422, listed)
     return _framed(page, run=listed)
