@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import jinja2
 from cachetools import LRUCache
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
@@ -123,6 +123,12 @@ def _framed(page: str, **nav: Any) -> HTMLResponse:
 def _failure(exc: Exception) -> str:
     """An error from a run folder as one line (its text came from outside: escaped on the page)."""
     return clip(f"{type(exc).__name__}: {exc}", 600)
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon() -> Response:
+    """No icon (the report pages name none; a 404 would be a console error in the browser)."""
+    return Response(status_code=204)
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -57,8 +57,14 @@ _URL = re.compile(r"at (http://\S+)")
 
 
 @contextlib.contextmanager
-def running_view(root: Path, *args: str, timeout_s: float = 60.0) -> Iterator[str]:
-    """``python -m ragaudit view ROOT --port 0 --no-browser`` as a real server; yields its URL."""
+def running_view(
+    root: Path, *args: str, timeout_s: float = 60.0, wait: bool = True
+) -> Iterator[str]:
+    """``python -m ragaudit view ROOT --port 0 --no-browser`` as a real server; yields its URL.
+
+    With ``wait``, once its address answers (the socket listens before the address is printed,
+    so a request made then waits for the server rather than failing).
+    """
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragaudit", "view", str(root), "--port", "0", "--no-browser", *args],
         stdout=subprocess.PIPE,
@@ -75,15 +81,8 @@ def running_view(root: Path, *args: str, timeout_s: float = 60.0) -> Iterator[st
             _, err = proc.communicate(timeout=10)
             raise RuntimeError(f"ragaudit view printed no address: {line!r} {err[-2000:]}")
         url = found.group(1)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                httpx.get(url, timeout=timeout_s).raise_for_status()
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
+        if wait:
+            httpx.get(url, timeout=timeout_s).raise_for_status()
         yield url
     finally:
         proc.terminate()

@@ -18,8 +18,7 @@
   Array.prototype.forEach.call(heads, function (th, col) {
     var kind = th.getAttribute("data-sort");
     if (!kind) return;
-    th.addEventListener("click", function (e) {
-      if (e.target.tagName === "A") return;
+    th.addEventListener("click", function () {
       var ascending = th.getAttribute("aria-sort") !== "ascending";
       Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
       th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
