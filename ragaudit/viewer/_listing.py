@@ -17,7 +17,7 @@ from fastapi import HTTPException
 
 from ragaudit.errors import clip
 from ragaudit.reporting import CALIBRATION_META, RunOverview, run_overview
-from ragaudit.runfolder import run_state
+from ragaudit.runfolder import COMPLETE_STATUSES, run_state
 from ragaudit.viewer._paths import run_path
 
 @dataclass(frozen=True)
@@ -66,8 +66,10 @@ def _read(folder: Path) -> Listed:
             return Listed(run_id, "calibration", "calibration")
         return Listed(run_id, "foreign", "not a run folder", "no manifest.json")
     try:
-        state = run_state(folder)
-        return Listed(run_id, "run", state.status, state.reason, run_overview(folder))
+        overview = run_overview(folder)
+        # The overview holds the state's status; its reason is read only where there is one.
+        reason = None if overview.status in COMPLETE_STATUSES else run_state(folder).reason
+        return Listed(run_id, "run", overview.status or "unknown", reason, overview)
     except Exception as exc:  # noqa: BLE001  (one folder never takes the list down with it)
         return Listed(run_id, "unreadable", "unreadable", clip(f"{type(exc).__name__}: {exc}", 300))
 

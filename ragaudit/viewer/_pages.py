@@ -19,17 +19,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
-from ragaudit.reporting import (
-    Report,
-    build_calibration,
-    build_report,
-    compare_runs,
-    render_calibration_html,
-    render_compare_html,
-    render_html,
-    trend,
-    trend_chart,
-)
+from ragaudit.reporting import Report, build_calibration, build_report, compare_runs, trend
 from ragaudit.viewer._listing import Listed, Listing, Signature, signature
 from ragaudit.viewer._paths import run_path
 
@@ -149,6 +139,9 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
         return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
 
     def render() -> str:
+        # The charts' packages load with the first report, not with the server (its list).
+        from ragaudit.reporting import render_calibration_html, render_html
+
         if listed.kind == "calibration":
             section = build_calibration(folder)
             if section is None:
@@ -191,6 +184,8 @@ def compare_page(request: Request, a: str, b: str) -> HTMLResponse:
     for listed in (run_a, run_b):
         if not listed.openable or listed.kind != "run":
             return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
+    from ragaudit.reporting import render_compare_html
+
     try:
         page = v.pages.get(
             ("compare", dir_a.name, dir_b.name),
@@ -215,6 +210,8 @@ def trend_page(
     for r in runs:
         if r.question_set_hash:
             sets[r.question_set_hash] = Path(r.questions_file or "").name or "(unnamed)"
+    from ragaudit.reporting import trend_chart
+
     metric = metric or (metrics[0] if metrics else None)
     chosen, series, figure = None, [], None
     if metric is not None:
