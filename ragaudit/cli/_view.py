@@ -10,12 +10,14 @@ import typer
 from ragaudit.cli._app import app
 from ragaudit.errors import RagauditError
 
+DEFAULT = Path("data/runs")
+
 
 @app.command()
 def view(
     runs_root: Annotated[
         Path, typer.Argument(help="The folder holding the run folders.")
-    ] = Path("data/runs"),
+    ] = DEFAULT,
     host: Annotated[
         str,
         typer.Option(

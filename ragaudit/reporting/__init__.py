@@ -63,7 +63,6 @@ from ragaudit.reporting._model import (
 from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 
-
 # The charts (altair, vl-convert) and the workbook (xlsxwriter) are slow to import: they are
 # imported when first asked for, so a command or page that only lists or compares runs
 # (``runs``, ``compare``, ``view``'s first page) never pays for them.

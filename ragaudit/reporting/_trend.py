@@ -11,7 +11,7 @@ from ragaudit.reporting._runs import RunOverview
 
 
 def trend_chart(metric: str, series: list[RunOverview]) -> Figure | None:
-    """The mean of ``metric`` per run (oldest first) with its 95% interval; None when no run has one.
+    """The mean of ``metric`` per run (oldest first) with its 95% interval (None: no run has one).
 
     The x axis is the run, in order, not its date: runs an hour apart and a month apart are
     one step each, which is what a reader comparing runs wants to see.

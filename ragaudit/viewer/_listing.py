@@ -12,6 +12,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
 from cachetools import LRUCache
 from fastapi import HTTPException
 
@@ -19,6 +20,7 @@ from ragaudit.errors import clip
 from ragaudit.reporting import CALIBRATION_META, RunOverview, run_overview
 from ragaudit.runfolder import COMPLETE_STATUSES, run_state
 from ragaudit.viewer._paths import run_path
+
 
 @dataclass(frozen=True)
 class Listed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jinja2
 from cachetools import LRUCache
@@ -22,6 +22,9 @@ from ragaudit.numbers import fixed
 from ragaudit.reporting import Report, build_calibration, build_report, compare_runs, trend
 from ragaudit.viewer._listing import Listed, Listing, Signature, signature
 from ragaudit.viewer._paths import run_path
+
+if TYPE_CHECKING:
+    from ragaudit.reporting import Figure, RunOverview
 
 router = APIRouter()
 
@@ -59,7 +62,7 @@ class _Kept:
         with self._lock:
             kept = self._cache.get(key)
         if kept is not None and kept[0] == sig:
-            return kept[1]  # type: ignore[no-any-return]
+            return kept[1]
         value = build()
         with self._lock:
             self._cache[key] = (sig, value)
@@ -90,7 +93,7 @@ def viewer(request: Request) -> Viewer:
     state = request.app.state
     if getattr(state, "viewer", None) is None or state.viewer.root != state.runs_root:
         state.viewer = Viewer(Path(state.runs_root))
-    return state.viewer  # type: ignore[no-any-return]
+    return state.viewer
 
 
 def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -213,7 +216,9 @@ def trend_page(
     from ragaudit.reporting import trend_chart
 
     metric = metric or (metrics[0] if metrics else None)
-    chosen, series, figure = None, [], None
+    chosen: str | None = None
+    series: list[RunOverview] = []
+    figure: Figure | None = None
     if metric is not None:
         chosen, series = trend(runs, metric, question_set or None)
         if series:

@@ -102,7 +102,9 @@ def test_list_open_compare_and_trend_in_chromium(served: str, browser_page) -> N
     # A metric's trend over the runs of the question set, from a mean in the list.
     page.click("tr[data-run=run-1] td:nth-child(9) a")
     page.wait_for_selector("#trend-figure svg")
-    rows = page.eval_on_selector_all("#trend tbody tr td:first-child", "t => t.map(x => x.innerText)")
+    rows = page.eval_on_selector_all(
+        "#trend tbody tr td:first-child", "t => t.map(x => x.innerText)"
+    )
     assert rows == ["run-0", "run-1", "run-2"]
     assert not UNREADABLE.search(page.inner_text("main"))
 

@@ -54,7 +54,9 @@ def test_the_pages_answer(client: TestClient) -> None:
     assert compare.status_code == 200 and "faithfulness" in compare.text
     trend = client.get("/trend", params={"metric": "faithfulness"})
     assert trend.status_code == 200
-    assert "<svg" in trend.text and 'href="/runs/a"' in trend.text and 'href="/runs/b"' in trend.text
+    assert (
+        "<svg" in trend.text and 'href="/runs/a"' in trend.text and 'href="/runs/b"' in trend.text
+    )
     assert client.get("/static/runs.js").status_code == 200
 
 
