@@ -10,7 +10,7 @@ either way, so a page elsewhere cannot post labels through the annotator's brows
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -23,17 +23,21 @@ from ragaudit.viewer import labelling
 from ragaudit.viewer._pages import router
 
 TOKEN_COOKIE = "ragaudit_view_token"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+# As a Host header names them (an IPv6 address in brackets).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def create_app(runs_root: Path, *, token: str | None = None) -> FastAPI:
+def create_app(
+    runs_root: Path, *, token: str | None = None, hosts: Sequence[str] = LOOPBACK_NAMES
+) -> FastAPI:
     """The viewer over ``runs_root``; with ``token``, every request must carry it.
 
     Args:
         runs_root: The folder whose sub-folders are the runs shown (kept in
             ``app.state.runs_root``).
         token: The secret a request must present (None: loopback only, no token).
+        hosts: Without a token, the host names a request may be addressed to.
     """
     app = FastAPI(title="ragaudit view", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.runs_root = Path(runs_root)
@@ -45,7 +49,7 @@ def create_app(runs_root: Path, *, token: str | None = None) -> FastAPI:
         name="static",
     )
     if token is None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_NAMES))
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))
 
     @app.middleware("http")
     async def guard(

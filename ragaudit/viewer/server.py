@@ -51,7 +51,7 @@ def serve(
     """
     import uvicorn
 
-    from ragaudit.viewer.app import create_app
+    from ragaudit.viewer.app import LOOPBACK_NAMES, create_app
 
     if token is None and not is_loopback(host):
         token = secrets.token_urlsafe(24)
@@ -74,9 +74,8 @@ def serve(
         print("every request needs the token in that address (Ctrl-C stops)", flush=True)
     if on_ready is not None:
         on_ready(url)
-    config = uvicorn.Config(
-        create_app(Path(runs_root), token=token), log_level="warning", access_log=False
-    )
+    app = create_app(Path(runs_root), token=token, hosts=(*LOOPBACK_NAMES, shown))
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

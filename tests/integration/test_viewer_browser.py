@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 from support.html_runs import CHROMIUM, CHROMIUM_ARGS, UNREADABLE
 from support.viewer_runs import running_view, write_runs
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +64,7 @@ def _visible_runs(page: Any) -> list[str]:
     )
 
 
+@needs_chromium
 def test_list_open_compare_and_trend_in_chromium(served: str, browser_page) -> None:
     page, found = browser_page
     page.goto(served)
@@ -129,3 +132,41 @@ def test_off_loopback_a_printed_token_is_required(tmp_path: Path) -> None:
         assert httpx.get(plain).status_code == 401
         assert httpx.get(plain, params={"token": "guess"}).status_code == 401
         assert httpx.get(plain, params={"token": token.group(1)}).status_code == 200
+
+
+_FIRST_PAGE = """
+import json, sys
+from pathlib import Path
+from fastapi.testclient import TestClient
+import ragaudit.cli
+from ragaudit.viewer.app import create_app
+page = TestClient(create_app(Path(sys.argv[1])), base_url="http://127.0.0.1").get("/")
+assert page.status_code == 200 and page.text.count("data-run=") == 2, page.text[-2000:]
+print(json.dumps(sorted(m for m in sys.argv[2:] if m in sys.modules)))
+"""
+
+
+def test_the_first_page_loads_no_chart_workbook_or_pandas(tmp_path: Path) -> None:
+    """What the runs list never needs stays unimported: the start to the first page is short."""
+    root = tmp_path / "runs"
+    write_runs(root, 2, questions=4)
+    heavy = ["altair", "vl_convert", "xlsxwriter", "pandas", "pyarrow.dataset", "litellm"]
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_PAGE, str(root), *heavy],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_missing_root_is_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ragaudit", "view", str(tmp_path / "nope"), "--no-browser"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2
+    assert "is not a folder" in done.stderr and "Traceback" not in done.stderr

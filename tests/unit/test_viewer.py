@@ -185,6 +185,7 @@ def test_a_token_guards_every_request(root: Path) -> None:
 def test_loopback_answers_loopback_names_only(root: Path) -> None:
     app = create_app(root)
     assert TestClient(app, base_url="http://localhost:8765").get("/").status_code == 200
+    assert TestClient(app, base_url="http://[::1]:8765").get("/").status_code == 200
     # A DNS name rebound to 127.0.0.1 by a page elsewhere is refused.
     assert TestClient(app, base_url="http://evil.example:8765").get("/").status_code == 400
 
