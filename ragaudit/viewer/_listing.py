@@ -19,6 +19,7 @@ from fastapi import HTTPException
 from ragaudit.errors import clip
 from ragaudit.reporting import CALIBRATION_META, RunOverview, run_overview
 from ragaudit.runfolder import COMPLETE_STATUSES, run_state
+from ragaudit.secrets import redact
 from ragaudit.viewer._paths import run_path
 
 
@@ -61,6 +62,11 @@ def signature(folder: Path) -> Signature:
     return folder.stat().st_mtime_ns, tuple(sorted(found))
 
 
+def _unreadable(run_id: str, why: str) -> Listed:
+    # The text came from a folder or a library error: no secret, one bounded line.
+    return Listed(run_id, "unreadable", "unreadable", clip(redact(why), 300))
+
+
 def _read(folder: Path) -> Listed:
     run_id = folder.name
     if not (folder / "manifest.json").is_file():
@@ -73,7 +79,7 @@ def _read(folder: Path) -> Listed:
         reason = None if overview.status in COMPLETE_STATUSES else run_state(folder).reason
         return Listed(run_id, "run", overview.status or "unknown", reason, overview)
     except Exception as exc:  # noqa: BLE001  (one folder never takes the list down with it)
-        return Listed(run_id, "unreadable", "unreadable", clip(f"{type(exc).__name__}: {exc}", 300))
+        return _unreadable(run_id, f"{type(exc).__name__}: {exc}")
 
 
 class Listing:
@@ -108,7 +114,7 @@ class Listing:
             try:
                 out.append(self.folder(folder))
             except OSError as exc:
-                out.append(Listed(entry.name, "unreadable", "unreadable", clip(str(exc), 300)))
+                out.append(_unreadable(entry.name, str(exc)))
 
         def started(listed: Listed) -> str:
             return (listed.overview.started_at or "") if listed.overview else ""

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, Response
 from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
 from ragaudit.reporting import Report, build_calibration, build_report, compare_runs, trend
+from ragaudit.secrets import redact
 from ragaudit.viewer._listing import Listed, Listing, Signature, signature
 from ragaudit.viewer._paths import run_path
 
@@ -115,7 +116,7 @@ def _framed(page: str, **nav: Any) -> HTMLResponse:
 
 def _failure(exc: Exception) -> str:
     """An error from a run folder as one line (its text came from outside: escaped on the page)."""
-    return clip(f"{type(exc).__name__}: {exc}", 600)
+    return clip(redact(f"{type(exc).__name__}: {exc}"), 600)
 
 
 @router.get("/favicon.ico", include_in_schema=False)
@@ -222,7 +223,8 @@ def trend_page(
     if metric is not None:
         chosen, series = trend(runs, metric, question_set or None)
         if series:
-            key = ("trend", metric, chosen, tuple((r.run_id, r.means[metric]) for r in series))
+            shown = tuple((r.run_id, r.means[metric], r.ci.get(metric), r.judge) for r in series)
+            key = ("trend", metric, chosen, shown)
             figure = v.pages.get(key, None, lambda: trend_chart(metric, series))
     return _page(
         "trend.html.j2",
