@@ -7,6 +7,7 @@ folders are unchanged: a label or a resumed stage written since shows at the nex
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,19 @@ _env = jinja2.Environment(
     lstrip_blocks=True,
 )
 _env.filters["num"] = lambda v, digits=3: fixed(v, digits, missing="–")
+
+
+def _pretty(text: str | None) -> str:
+    """A judge's stored reasons laid out one field a line when they are JSON, else as stored."""
+    if not text:
+        return ""
+    try:
+        return json.dumps(json.loads(text), indent=1, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+_env.filters["pretty"] = _pretty
 
 T = TypeVar("T")
 
