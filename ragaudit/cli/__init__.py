@@ -14,6 +14,7 @@ from ragaudit.cli import (  # noqa: F401, I001  (importing registers the command
     _ablate,
     _testset,
     _calibrate,
+    _label,
     _cache,
     _view,
 )

@@ -19,6 +19,7 @@ from ragaudit.reporting._artifacts import (
 from ragaudit.reporting._build import (
     build_report,
     directions,
+    judge_cost,
     judge_noise,
     ndcg_curve,
     question_set_hash,
@@ -182,6 +183,7 @@ __all__ = [
     "run_folder",
     "run_overview",
     "summarise",
+    "judge_cost",
     "judge_noise",
     "score_cells",
     "summary_table",
