@@ -18,6 +18,7 @@ from cachetools import LRUCache
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
+from ragaudit import labels
 from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
 from ragaudit.reporting import Report, build_calibration, build_report, compare_runs, trend
@@ -171,7 +172,7 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
         page = v.pages.get(("report", folder.name), sig, render)
     except Exception as exc:  # noqa: BLE001  (a folder from outside never takes the server down)
         return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 422, listed)
-    return _framed(page, run=listed)
+    return _framed(page, run=listed, sampled=(folder / labels.SAMPLE_FILE).is_file())
 
 
 @router.get("/runs/{run_id}/questions/{question_id}", response_class=HTMLResponse)
@@ -212,7 +213,7 @@ def compare_page(request: Request, a: str, b: str) -> HTMLResponse:
         )
     except Exception as exc:  # noqa: BLE001
         return _message(f"{a} → {b}: cannot be compared", _failure(exc), 422)
-    return _framed(page, run=None, compared=(run_a, run_b))
+    return _framed(page, run=None, sampled=False, compared=(run_a, run_b))
 
 
 @router.get("/trend", response_class=HTMLResponse)

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 from support.reporting_runs import write_run
@@ -199,3 +201,14 @@ def test_a_post_from_another_origin_is_refused(client: TestClient) -> None:
 def test_loopback_hosts() -> None:
     assert all(map(is_loopback, ["127.0.0.1", "127.1.2.3", "::1", "localhost"]))
     assert not any(map(is_loopback, ["0.0.0.0", "192.168.1.4", "::", "example.com"]))
+
+
+def test_the_labelling_pages_are_part_of_the_app(client: TestClient, root: Path) -> None:
+    from ragaudit import labels
+
+    assert "ragaudit label a --sample 100" in client.get("/runs/a").text
+    assert client.get("/runs/a/label").status_code == 200
+    # The link shows once a sample exists (what it holds is the labelling page's business).
+    pq.write_table(pa.table({"item": ["x"]}), root / "a" / labels.SAMPLE_FILE)
+    assert 'href="/runs/a/label"' in client.get("/runs/a").text
+    assert client.get("/runs/..%2Fa/label").status_code == 404
