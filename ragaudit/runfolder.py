@@ -54,13 +54,20 @@ def damaged(path: Path, exc: Exception) -> DamagedRunFile:
 
 
 def read_parquet_file(path: Path, columns: list[str] | None = None) -> pa.Table:
-    """``pq.read_table(path, columns=...)``; a damaged file is a :class:`DamagedRunFile`.
+    """The table of the Parquet file ``path``; a damaged file is a :class:`DamagedRunFile`.
 
     The one place a Parquet file of a run folder is opened: every command that reads a run
     folder gets the same one line instead of a pyarrow traceback.
     """
     try:
-        return pq.read_table(path, columns=columns)
+        # One file, read as one: ``pq.read_table`` goes through ``pyarrow.dataset``, whose
+        # import pulls in pandas, the largest part of a command's start that reads a table.
+        with pq.ParquetFile(path) as file:
+            # ``read`` leaves out a column the file lacks; ``read_table`` refused it, as here.
+            missing = sorted(set(columns or ()) - set(file.schema_arrow.names))
+            if missing:
+                raise pa.ArrowInvalid(f"no column {', '.join(missing)}")
+            return file.read(columns=columns)
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise

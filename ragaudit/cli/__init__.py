@@ -16,6 +16,7 @@ from ragaudit.cli import (  # noqa: F401, I001  (importing registers the command
     _calibrate,
     _label,
     _cache,
+    _view,
 )
 from ragaudit.cli._app import app, main
 

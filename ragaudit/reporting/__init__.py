@@ -5,7 +5,9 @@ the CLI summary, the xlsx export, the HTML page, the Prefect artifacts and ``com
 it, so no figure is computed twice.
 """
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ragaudit.errors import StageError
 from ragaudit.reporting._artifacts import (
@@ -31,7 +33,6 @@ from ragaudit.reporting._calibration import (
     build_calibration,
 )
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
-from ragaudit.reporting._charts import Figure, calibration_figures, figures
 from ragaudit.reporting._compare import (
     Comparison,
     Difference,
@@ -48,16 +49,6 @@ from ragaudit.reporting._compare import (
     ppi_paired_test,
     two_level_test,
 )
-from ragaudit.reporting._html import (
-    REPORT_FILE,
-    render_calibration_html,
-    render_compare_html,
-    render_html,
-    stamp_completion,
-    write_calibration_html,
-    write_compare_html,
-    write_html,
-)
 from ragaudit.reporting._model import (
     AgreementRow,
     ContextRow,
@@ -73,16 +64,62 @@ from ragaudit.reporting._model import (
 )
 from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
 from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
-from ragaudit.reporting._xlsx import (
-    CALIBRATION_XLSX,
-    text_workbook,
-    write_calibration_xlsx,
-    write_xlsx,
-)
+
+# The charts (altair, vl-convert) and the workbook (xlsxwriter) are slow to import: they are
+# imported when first asked for, so a command or page that only lists or compares runs
+# (``runs``, ``compare``, ``view``'s first page) never pays for them.
+_LAZY = {
+    "_charts": ("Figure", "calibration_figures", "figures"),
+    "_html": (
+        "REPORT_FILE",
+        "render_calibration_html",
+        "render_compare_html",
+        "render_html",
+        "stamp_completion",
+        "write_calibration_html",
+        "write_compare_html",
+        "write_html",
+    ),
+    "_trend": ("trend_chart",),
+    "_xlsx": ("CALIBRATION_XLSX", "text_workbook", "write_calibration_xlsx", "write_xlsx"),
+}
+_LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
+
+if TYPE_CHECKING:
+    from ragaudit.reporting._charts import Figure, calibration_figures, figures
+    from ragaudit.reporting._html import (
+        REPORT_FILE,
+        render_calibration_html,
+        render_compare_html,
+        render_html,
+        stamp_completion,
+        write_calibration_html,
+        write_compare_html,
+        write_html,
+    )
+    from ragaudit.reporting._trend import trend_chart
+    from ragaudit.reporting._xlsx import (
+        CALIBRATION_XLSX,
+        text_workbook,
+        write_calibration_xlsx,
+        write_xlsx,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def write_calibration_report(run_dir: Path | str) -> tuple[Path, Path]:
     """``report.html`` and ``calibration.xlsx`` of a calibration run folder."""
+    from ragaudit.reporting._html import write_calibration_html
+    from ragaudit.reporting._xlsx import write_calibration_xlsx
+
     section = build_calibration(run_dir)
     if section is None:
         raise StageError(f"{run_dir}: not a calibration run folder (no calibration.parquet)")
@@ -153,6 +190,7 @@ __all__ = [
     "score_cells",
     "summary_table",
     "trend",
+    "trend_chart",
     "worst_questions",
     "write_compare_html",
     "write_html",

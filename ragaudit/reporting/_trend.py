@@ -1,0 +1,59 @@
+"""A metric's mean over the runs of one question set, as an inline SVG chart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+
+from ragaudit.reporting._charts import _WIDTH, Figure, _configure, _finite, _svg
+from ragaudit.reporting._runs import RunOverview
+
+
+def trend_chart(metric: str, series: list[RunOverview]) -> Figure | None:
+    """The mean of ``metric`` per run (oldest first) with its 95% interval (None: no run has one).
+
+    The x axis is the run, in order, not its date: runs an hour apart and a month apart are
+    one step each, which is what a reader comparing runs wants to see.
+    """
+    rows: list[dict[str, Any]] = []
+    for r in series:
+        mean = r.means.get(metric)
+        if not _finite(mean):
+            continue
+        low, high = r.ci.get(metric, (None, None))
+        rows.append(
+            {
+                "run": r.run_id,
+                "mean": mean,
+                "low": low if _finite(low) else mean,
+                "high": high if _finite(high) else mean,
+                "judge": r.judge or "unknown",
+                "started": (r.started_at or "")[:16].replace("T", " "),
+            }
+        )
+    if not rows:
+        return None
+    order = [r["run"] for r in rows]
+    data = alt.NamedData(name="trend")
+    x = alt.X("run:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30, labelLimit=160))
+    base = alt.Chart(data).encode(x=x)
+    line = base.mark_line(color="#2b7bba").encode(y=alt.Y("mean:Q", title=f"{metric} (95% CI)"))
+    ci = base.mark_rule(strokeWidth=2, color="#555").encode(y="low:Q", y2="high:Q")
+    point = base.mark_point(filled=True, size=70).encode(
+        y="mean:Q",
+        color=alt.Color("judge:N", legend=alt.Legend(title="judge", orient="bottom")),
+        tooltip=["run:N", "started:N", "judge:N", alt.Tooltip("mean:Q", format=".3f")],
+    )
+    chart = alt.layer(line, ci, point).properties(width=_WIDTH, height=260)
+    return Figure(
+        "trend",
+        f"{metric} over the runs of one question set",
+        "Dot: the run's mean over its ok rows, coloured by judge; bar: its 95% percentile "
+        "bootstrap interval. Runs in the order they started; a change of judge changes what a "
+        "mean measures.",
+        _svg(_configure(chart), {"trend": rows}),
+    )
+
+
+__all__ = ["trend_chart"]

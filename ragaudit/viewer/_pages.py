@@ -1,0 +1,255 @@
+"""The viewer's pages: the runs list, a run's report, compare, trend and a question's drill-down.
+
+Reports and comparisons are built from the run folders on demand through ``ragaudit.reporting``
+(the same model and templates as ``report.html`` and ``compare.html``) and kept while the
+folders are unchanged: a label or a resumed stage written since shows at the next request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import jinja2
+from cachetools import LRUCache
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+
+from ragaudit import labels
+from ragaudit.errors import StageError, clip
+from ragaudit.numbers import fixed
+from ragaudit.reporting import Report, build_calibration, build_report, compare_runs, trend
+from ragaudit.secrets import redact
+from ragaudit.viewer._listing import Listed, Listing, Signature, signature
+from ragaudit.viewer._paths import run_path
+
+if TYPE_CHECKING:
+    from ragaudit.reporting import Figure, RunOverview
+
+router = APIRouter()
+
+# The viewer's own pages run no inline script (runs.js is a file it serves); the pages rendered
+# by ``reporting`` carry their inline script and style, as report.html does on disk. Nothing
+# may be fetched from another origin either way.
+_STRICT_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
+_REPORT_CSP = _STRICT_CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline'")
+
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("ragaudit.viewer", "templates"),
+    # Every text on these pages came from a run folder: escaped, whatever the file name.
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_env.filters["num"] = lambda v, digits=3: fixed(v, digits, missing="–")
+
+
+def _pretty(text: str | None) -> str:
+    """A judge's stored reasons laid out one field a line when they are JSON, else as stored."""
+    if not text:
+        return ""
+    try:
+        return json.dumps(json.loads(text), indent=1, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+_env.filters["pretty"] = _pretty
+
+T = TypeVar("T")
+
+
+class _Kept:
+    """Values built from run folders, kept while the folders' signatures are unchanged."""
+
+    def __init__(self, size: int) -> None:
+        self._cache: LRUCache[Any, tuple[Any, Any]] = LRUCache(size)
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, sig: Any, build: Callable[[], T]) -> T:
+        with self._lock:
+            kept = self._cache.get(key)
+        if kept is not None and kept[0] == sig:
+            return kept[1]
+        value = build()
+        with self._lock:
+            self._cache[key] = (sig, value)
+        return value
+
+
+class Viewer:
+    """What the pages share: the runs root, its listing and the built pages."""
+
+    def __init__(self, runs_root: Path) -> None:
+        self.root = runs_root
+        self.listing = Listing(runs_root)
+        self.reports = _Kept(8)
+        self.pages = _Kept(16)
+
+    def run(self, run_id: str) -> tuple[Path, Listed, Signature]:
+        """The folder of ``run_id`` (404 outside the root), its entry and signature."""
+        folder = run_path(self.root, run_id)
+        return folder, self.listing.folder(folder), signature(folder)
+
+    def report(self, folder: Path, sig: Signature) -> Report:
+        """The report model of a run folder, built again only when the folder changed."""
+        return self.reports.get(folder.name, sig, lambda: build_report(folder))
+
+
+def viewer(request: Request) -> Viewer:
+    """The app's :class:`Viewer` (made once per app from ``app.state.runs_root``)."""
+    state = request.app.state
+    if getattr(state, "viewer", None) is None or state.viewer.root != state.runs_root:
+        state.viewer = Viewer(Path(state.runs_root))
+    return state.viewer
+
+
+def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    body = _env.get_template(template).render(**context)
+    return HTMLResponse(body, status_code=status, headers={"Content-Security-Policy": _STRICT_CSP})
+
+
+def _message(title: str, text: str, status: int, run: Listed | None = None) -> HTMLResponse:
+    return _page("message.html.j2", status, title=title, text=text, run=run)
+
+
+def _framed(page: str, **nav: Any) -> HTMLResponse:
+    """A page rendered by ``reporting`` with the viewer's bar put at the top of its body."""
+    bar = _env.get_template("_bar.html.j2").render(**nav)
+    head, sep, rest = page.partition("<body>")
+    body = head + sep + bar + rest if sep else bar + page
+    return HTMLResponse(body, headers={"Content-Security-Policy": _REPORT_CSP})
+
+
+def _failure(exc: Exception) -> str:
+    """An error from a run folder as one line (its text came from outside: escaped on the page)."""
+    return clip(redact(f"{type(exc).__name__}: {exc}"), 600)
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon() -> Response:
+    """No icon (the report pages name none; a 404 would be a console error in the browser)."""
+    return Response(status_code=204)
+
+
+@router.get("/", response_class=HTMLResponse)
+def runs_page(request: Request) -> HTMLResponse:
+    """Every folder under the runs root: runs with their means, and what the others are."""
+    v = viewer(request)
+    listed = v.listing.all()
+    metrics = sorted({m for r in listed if r.overview for m in r.overview.means})
+    return _page("runs.html.j2", root=str(v.root), runs=listed, metrics=metrics)
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def report_page(request: Request, run_id: str) -> HTMLResponse:
+    """A run's report (or a calibration run's page), built from its folder as it is now."""
+    v = viewer(request)
+    folder, listed, sig = v.run(run_id)
+    if not listed.openable:
+        return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
+
+    def render() -> str:
+        # The charts' packages load with the first report, not with the server (its list).
+        from ragaudit.reporting import render_calibration_html, render_html
+
+        if listed.kind == "calibration":
+            section = build_calibration(folder)
+            if section is None:
+                raise StageError(f"{folder.name}: a calibration folder without its table")
+            return render_calibration_html(section)
+        return render_html(v.report(folder, sig))
+
+    try:
+        page = v.pages.get(("report", folder.name), sig, render)
+    except Exception as exc:  # noqa: BLE001  (a folder from outside never takes the server down)
+        return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 422, listed)
+    return _framed(page, run=listed, sampled=(folder / labels.SAMPLE_FILE).is_file())
+
+
+@router.get("/runs/{run_id}/questions/{question_id}", response_class=HTMLResponse)
+def question_page(request: Request, run_id: str, question_id: str) -> HTMLResponse:
+    """One question of a run: its answer, reference, every metric with the judge's reasons."""
+    v = viewer(request)
+    folder, listed, sig = v.run(run_id)
+    if not listed.openable or listed.kind != "run":
+        return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
+    try:
+        report = v.report(folder, sig)
+    except Exception as exc:  # noqa: BLE001
+        return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 422, listed)
+    found = next((q for q in report.questions if q.question_id == question_id), None)
+    if found is None:
+        raise HTTPException(404, "no such question")
+    return _page("question.html.j2", run=listed, report=report, q=found)
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, a: str, b: str) -> HTMLResponse:
+    """The comparison of run A with run B (paired by question), computed on demand."""
+    v = viewer(request)
+    dir_a, run_a, sig_a = v.run(a)
+    dir_b, run_b, sig_b = v.run(b)
+    if dir_a == dir_b:
+        return _message("Pick two different runs", f"A and B are both {a}.", 400)
+    for listed in (run_a, run_b):
+        if not listed.openable or listed.kind != "run":
+            return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
+    from ragaudit.reporting import render_compare_html
+
+    try:
+        page = v.pages.get(
+            ("compare", dir_a.name, dir_b.name),
+            (sig_a, sig_b),
+            lambda: render_compare_html(compare_runs(dir_a, dir_b)),
+        )
+    except Exception as exc:  # noqa: BLE001
+        return _message(f"{a} → {b}: cannot be compared", _failure(exc), 422)
+    return _framed(page, run=None, sampled=False, compared=(run_a, run_b))
+
+
+@router.get("/trend", response_class=HTMLResponse)
+def trend_page(
+    request: Request, metric: str | None = None, question_set: str | None = None
+) -> HTMLResponse:
+    """A metric's mean over the runs of one question set (the newest run's set by default)."""
+    v = viewer(request)
+    runs = [r.overview for r in v.listing.all() if r.overview is not None]
+    runs.sort(key=lambda r: (r.started_at or "", r.run_id))
+    metrics = sorted({m for r in runs for m in r.means})
+    sets: dict[str, str] = {}
+    for r in runs:
+        if r.question_set_hash:
+            sets[r.question_set_hash] = Path(r.questions_file or "").name or "(unnamed)"
+    from ragaudit.reporting import trend_chart
+
+    metric = metric or (metrics[0] if metrics else None)
+    chosen: str | None = None
+    series: list[RunOverview] = []
+    figure: Figure | None = None
+    if metric is not None:
+        chosen, series = trend(runs, metric, question_set or None)
+        if series:
+            shown = tuple((r.run_id, r.means[metric], r.ci.get(metric), r.judge) for r in series)
+            key = ("trend", metric, chosen, shown)
+            figure = v.pages.get(key, None, lambda: trend_chart(metric, series))
+    return _page(
+        "trend.html.j2",
+        metric=metric,
+        metrics=metrics,
+        sets=sets,
+        chosen=chosen,
+        series=series,
+        figure=figure,
+    )
+
+
+__all__ = ["Viewer", "router", "viewer"]

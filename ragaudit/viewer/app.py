@@ -1,0 +1,79 @@
+"""The viewer's ASGI app: its pages, the labelling router, the static files and the guards.
+
+On loopback with no token, the app answers only requests addressed to a loopback name (a web
+page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1). With a token (``serve``
+makes one for any other host), every request must carry it, as ``?token=`` once (the answer
+sets a cookie) or as that cookie. A state-changing request from another origin is refused
+either way, so a page elsewhere cannot post labels through the annotator's browser.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from ragaudit.viewer import labelling
+from ragaudit.viewer._pages import router
+
+TOKEN_COOKIE = "ragaudit_view_token"
+# As a Host header names them (an IPv6 address in brackets).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def create_app(
+    runs_root: Path, *, token: str | None = None, hosts: Sequence[str] = LOOPBACK_NAMES
+) -> FastAPI:
+    """The viewer over ``runs_root``; with ``token``, every request must carry it.
+
+    Args:
+        runs_root: The folder whose sub-folders are the runs shown (kept in
+            ``app.state.runs_root``).
+        token: The secret a request must present (None: loopback only, no token).
+        hosts: Without a token, the host names a request may be addressed to.
+    """
+    app = FastAPI(title="ragaudit view", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.runs_root = Path(runs_root)
+    app.include_router(router)
+    app.include_router(labelling.router)
+    app.mount(
+        "/static",
+        StaticFiles(directory=Path(__file__).with_name("static")),
+        name="static",
+    )
+    if token is None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))
+
+    @app.middleware("http")
+    async def guard(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if request.method not in _SAFE_METHODS:
+            origin = request.headers.get("origin")
+            if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+                return PlainTextResponse("refused: a request from another origin", 403)
+        if token is None:
+            return await call_next(request)
+        given = request.query_params.get("token")
+        presented = given or request.cookies.get(TOKEN_COOKIE) or ""
+        if not secrets.compare_digest(presented.encode(), token.encode()):
+            return PlainTextResponse(
+                "a token is required: open the address `ragaudit view` printed when it started",
+                401,
+            )
+        response = await call_next(request)
+        if given:
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+        return response
+
+    return app
+
+
+__all__ = ["LOOPBACK_NAMES", "TOKEN_COOKIE", "create_app"]
