@@ -28,11 +28,10 @@ from ragaudit.reevaluation import (
     no_baseline_verdict,
     previous_run,
     publish_comparison,
-    regressions,
     regression_event,
     unlike_runs,
 )
-from ragaudit.reporting import compare_runs, question_set_hash
+from ragaudit.reporting import compare_runs, question_set_hash, regressions
 from ragaudit.runfolder import RunFolder
 from ragaudit.runids import new_run_id
 

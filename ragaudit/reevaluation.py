@@ -30,6 +30,7 @@ from ragaudit.reporting import (
     judge_cost,
     list_runs,
     read_calls,
+    regressions,
     run_overview,
 )
 from ragaudit.runfolder import RunFolder
@@ -426,17 +427,6 @@ class RegressionEvent:
         return emit_event(event=self.event, resource=self.resource, payload=self.payload)
 
 
-def regressions(cmp: Comparison, battles: Any = None) -> list[str]:
-    """What regressed beyond noise: the metrics, and ``battles`` when B lost them.
-
-    Runs that are not like for like never regress: their numbers do not compare.
-    """
-    if not cmp.comparable:
-        return []
-    lost = battles is not None and battles.verdict == "B worse"
-    return list(cmp.regressed) + (["battles"] if lost else [])
-
-
 def regression_event(
     cmp: Comparison,
     question_set_hash: str,
@@ -551,7 +541,6 @@ __all__ = [
     "previous_run",
     "publish_comparison",
     "question_set_resource",
-    "regressions",
     "regression_event",
     "unlike_runs",
 ]

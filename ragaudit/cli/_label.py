@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import webbrowser
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import quote
@@ -14,38 +12,9 @@ from ragaudit.cli._app import RootOpt, app, console, err
 from ragaudit.cli._reports import _run_dir, _warn_incomplete
 from ragaudit.errors import InputError
 
-LOOPBACK = "127.0.0.1"
 # Fixed rather than any free port: the browser keeps the annotator's name per address, so the
 # same port asks the name once across sessions.
 DEFAULT_PORT = 8737
-
-
-def _serve(runs_root: Path, port: int, open_path: str, open_browser: bool) -> None:
-    """Serve the labelling page on loopback until Ctrl-C, and open it in the browser.
-
-    A stand-in for ``ragaudit.viewer.server.serve`` (the viewer's server, with its token and
-    host checks): the same router on a bare app, bound to loopback only.
-    """
-    import uvicorn
-    from fastapi import FastAPI
-
-    from ragaudit.viewer.labelling import router
-
-    server_app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
-    server_app.state.runs_root = runs_root
-    server_app.include_router(router)
-    # Bound before the browser is told the address: port 0 gets a free port, and the page's
-    # first request waits in the backlog rather than being refused.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, port))
-    sock.listen(128)
-    url = f"http://{LOOPBACK}:{sock.getsockname()[1]}{open_path}"
-    console.print(f"labelling at {url} (Ctrl-C to stop)", soft_wrap=True)
-    if open_browser:
-        webbrowser.open(url)
-    server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning", access_log=False))
-    server.run(sockets=[sock])
 
 
 @app.command("label")
@@ -118,4 +87,12 @@ def label_cmd(
     open_path = f"/runs/{quote(folder.name)}/label"
     if annotator:
         open_path += f"?annotator={quote(annotator.strip())}"
-    _serve(folder.parent, port, open_path, not no_browser)
+    from ragaudit.viewer.server import open_in_browser, serve
+
+    # The viewer's server: the same loopback host check and cross-origin refusal as `view`.
+    serve(
+        folder.parent,
+        port=port,
+        open_path=open_path,
+        on_ready=None if no_browser else open_in_browser,
+    )

@@ -205,8 +205,7 @@ def compare(
     ] = False,
 ) -> None:
     """What moved beyond noise from RUN_A to RUN_B, paired by question, adjusted across metrics."""
-    from ragaudit.reevaluation import regressions
-    from ragaudit.reporting import compare_runs, run_folder
+    from ragaudit.reporting import compare_runs, regressions, run_folder
     from ragaudit.runfolder import write_json
 
     dir_a, dir_b = _run_dir(run_a, runs_root), _run_dir(run_b, runs_root)

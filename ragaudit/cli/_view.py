@@ -32,11 +32,6 @@ def view(
     """Browse the runs: list, report, compare two, a metric's trend, a question's drill-down."""
     if not runs_root.is_dir():
         raise RagauditError(f"view: {runs_root} is not a folder (give the runs root)")
-    from ragaudit.viewer.server import serve
+    from ragaudit.viewer.server import open_in_browser, serve
 
-    def open_browser(url: str) -> None:
-        import webbrowser
-
-        webbrowser.open(url)
-
-    serve(runs_root, host=host, port=port, on_ready=None if no_browser else open_browser)
+    serve(runs_root, host=host, port=port, on_ready=None if no_browser else open_in_browser)

@@ -47,6 +47,7 @@ from ragaudit.reporting._compare import (
     paired_test,
     power,
     ppi_paired_test,
+    regressions,
     two_level_test,
 )
 from ragaudit.reporting._model import (
@@ -174,6 +175,7 @@ __all__ = [
     "ndcg_curve",
     "paired_test",
     "ppi_paired_test",
+    "regressions",
     "power",
     "two_level_test",
     "publish_artifacts",

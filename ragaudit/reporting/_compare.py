@@ -665,6 +665,17 @@ def compare_runs(run_a: Path | str, run_b: Path | str, **options: Any) -> Compar
     return compare_reports(build_report(run_a), build_report(run_b), **options)
 
 
+def regressions(cmp: Comparison, battles: Any = None) -> list[str]:
+    """What regressed beyond noise: the metrics, and ``battles`` when B lost them.
+
+    Runs that are not like for like never regress: their numbers do not compare.
+    """
+    if not cmp.comparable:
+        return []
+    lost = battles is not None and battles.verdict == "B worse"
+    return list(cmp.regressed) + (["battles"] if lost else [])
+
+
 __all__ = [
     "Comparison",
     "Power",
@@ -680,5 +691,6 @@ __all__ = [
     "paired_test",
     "ppi_paired_test",
     "power",
+    "regressions",
     "two_level_test",
 ]

@@ -25,6 +25,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def open_in_browser(url: str) -> None:
+    """Open ``url`` in the user's browser (an ``on_ready`` for :func:`serve`)."""
+    import webbrowser
+
+    webbrowser.open(url)
+
+
 def serve(
     runs_root: Path,
     *,
@@ -66,7 +73,7 @@ def serve(
         raise RagauditError(f"view: cannot listen on {host}:{port} ({exc.strerror})") from None
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    url = f"http://{shown}:{bound}{quote(open_path)}"
+    url = f"http://{shown}:{bound}{quote(open_path, safe='/?=&')}"
     if token is not None:
         url += ("&" if "?" in url else "?") + urlencode({"token": token})
     print(f"ragaudit view: serving {runs_root} at {url}", flush=True)
@@ -83,4 +90,4 @@ def serve(
         sys.stdout.flush()
 
 
-__all__ = ["DEFAULT_PORT", "is_loopback", "serve"]
+__all__ = ["DEFAULT_PORT", "is_loopback", "open_in_browser", "serve"]

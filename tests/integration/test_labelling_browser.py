@@ -42,7 +42,7 @@ def label_server(root: Path, *args: str) -> Iterator[str]:
         assert proc.stdout is not None
         for line in proc.stdout:
             seen.append(line)
-            found = re.search(r"labelling at (http://127\.0\.0\.1:\d+/\S+)", line)
+            found = re.search(r"serving .* at (http://127\.0\.0\.1:\d+/\S+)", line)
             if found:
                 yield found.group(1)
                 break

@@ -25,9 +25,8 @@ from ragaudit.reevaluation import (
     previous_run,
     question_set_resource,
     regression_event,
-    regressions,
 )
-from ragaudit.reporting import build_report, compare_runs, question_set_hash
+from ragaudit.reporting import build_report, compare_runs, question_set_hash, regressions
 from ragaudit.runfolder import RunFolder
 
 N = 30

@@ -10,7 +10,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from support.label_runs import HOSTILE, JUDGE_SAYS, write_label_run
 from typer.testing import CliRunner
@@ -20,15 +19,12 @@ from ragaudit.calibration import load_grade_labels, load_labels
 from ragaudit.cli import app as cli_app
 from ragaudit.errors import InputError
 from ragaudit.runfolder import RunFolder
-from ragaudit.viewer.labelling import router
+from ragaudit.viewer.app import create_app
 
 
 def _client(root: Path) -> TestClient:
-    # The viewer's create_app keeps the root in app.state.runs_root and includes this router.
-    app = FastAPI()
-    app.state.runs_root = root
-    app.include_router(router)
-    return TestClient(app)
+    # The viewer's app, as `ragaudit label` and `ragaudit view` serve it (loopback names only).
+    return TestClient(create_app(root), base_url="http://127.0.0.1")
 
 
 @pytest.fixture
