@@ -868,7 +868,8 @@ async def estimate_ground_truth(plan: Plan) -> None:
     """Group answers over the relevant contexts packed into the window, then merge rounds."""
     from ragaudit.cache import context_window
     from ragaudit.prompts.reference import ANSWER_GROUP, MERGE
-    from ragaudit.reference import QuestionJudge, ReferenceWriter
+    from ragaudit.reference import ReferenceWriter
+    from ragaudit.windowing import QuestionJudge
 
     config = plan.config
     cfg = config.ground_truth
@@ -926,16 +927,14 @@ async def estimate_ground_truth(plan: Plan) -> None:
 
 
 def _estimate_nuggets(plan: Plan, window: int) -> None:
-    """Nugget extraction: the map groups as packed, then one merge of a nugget per context.
+    """Nugget extraction as :meth:`NuggetExtractor.plan` asks it.
 
     A nugget per relevant context (``statement_tokens`` long) stands in for what the map step
-    writes; the merge rounds are taken as one call, which they are while the nuggets fit one
-    prompt.
+    writes.
     """
-    from ragaudit.cache import structured_messages
     from ragaudit.nuggets import NuggetExtractor
-    from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS, MergeNuggetsInput
-    from ragaudit.reference import QuestionJudge
+    from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS
+    from ragaudit.windowing import QuestionJudge
 
     config = plan.config
     cfg = config.ground_truth
@@ -956,29 +955,22 @@ def _estimate_nuggets(plan: Plan, window: int) -> None:
             ),
             max_nuggets=cfg.max_nuggets,
         )
-        if not contexts or extractor.usable < 64:
-            continue
-        for group in extractor.groups(extractor.pieces(contexts)):
-            messages = extractor._messages(EXTRACT, extractor._extract_input(group))
-            maps.calls += 1
-            maps.tokens_in += count_messages(
-                judge, structured_messages(EXTRACT.output_model, messages)
-            )
-            maps.tokens_out += plan.reply_tokens("ground_truth", EXTRACT.key, "answer_tokens")
-        n = len(contexts)
         like = " ".join(t for _, t in contexts)
         nugget = _placeholder(plan.assume.statement_tokens, q.language, judge, like)
-        if n > 1:
-            inp = MergeNuggetsInput(question=q.question, nuggets=[nugget] * n)
-            messages = extractor._messages(MERGE_NUGGETS, inp)
+        planned = extractor.plan(contexts, nugget)
+        if planned is None:
+            continue
+        for messages in planned.answers:
+            maps.calls += 1
+            maps.tokens_in += count_messages(judge, messages)
+            maps.tokens_out += plan.reply_tokens("ground_truth", EXTRACT.key, "answer_tokens")
+        for messages in planned.merges:
             merges.calls += 1
-            merges.tokens_in += count_messages(
-                judge, structured_messages(MERGE_NUGGETS.output_model, messages)
-            )
+            merges.tokens_in += count_messages(judge, messages)
             merges.tokens_out += plan.reply_tokens(
                 "ground_truth", MERGE_NUGGETS.key, "answer_tokens"
             )
-        plan.nuggets[q.question_id] = min(n, cfg.max_nuggets)
+        plan.nuggets[q.question_id] = min(len(contexts), cfg.max_nuggets)
 
 
 # -- score --------------------------------------------------------------------------------

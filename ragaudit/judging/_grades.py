@@ -19,7 +19,7 @@ from ragaudit.prompts import (
     Passage,
     RelevanceInput,
 )
-from ragaudit.reference import fit_text
+from ragaudit.windowing import fit_text
 
 # Fewer tokens than this left for a context: the question alone fills the window.
 MIN_ROOM = 32
