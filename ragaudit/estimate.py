@@ -49,7 +49,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import litellm
 import polars as pl
@@ -58,6 +58,9 @@ from ragaudit.cache.providers import provider_record
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ragaudit.judging import Judge
 
 
 @dataclass(frozen=True)
@@ -866,7 +869,7 @@ def _estimate_head(plan: Plan, q: Question, relevant: list[tuple[str, str]]) -> 
 
 async def estimate_ground_truth(plan: Plan) -> None:
     """Group answers over the relevant contexts packed into the window, then merge rounds."""
-    from ragaudit.cache import context_window
+    from ragaudit.judging import Judge
     from ragaudit.prompts.reference import ANSWER_GROUP, MERGE
     from ragaudit.reference import ReferenceWriter
     from ragaudit.windowing import QuestionJudge
@@ -877,8 +880,9 @@ async def estimate_ground_truth(plan: Plan) -> None:
         plan.references[q.question_id] = q.reference
     if not cfg.enabled:
         return
-    judge = config.models.judge_model
-    window = context_window(judge, config.models.judge_context_window)
+    # The writers size and render prompts without a gateway, which only answering uses.
+    sizer = Judge.from_config(config.models, None, 1)  # type: ignore[arg-type]
+    judge = sizer.model
     answers = plan.line("ground_truth", f"answers ({cfg.mode})", judge)
     merges = plan.line("ground_truth", "merges", judge)
     reference_tokens = plan.reference_tokens()
@@ -890,18 +894,8 @@ async def estimate_ground_truth(plan: Plan) -> None:
         if not contexts:
             plan.references[q.question_id] = None
             continue
-        # The writer sizes and renders prompts without its gateway, which only answering uses.
         writer = ReferenceWriter(
-            QuestionJudge(
-                None,  # type: ignore[arg-type]
-                judge,
-                q.question,
-                q.language,
-                window=window,
-                answer_tokens=cfg.answer_tokens,
-                reserve_tokens=cfg.reserve_tokens,
-                temperature=config.models.temperature,
-            )
+            QuestionJudge(sizer, q.question, q.language, cfg.answer_tokens, cfg.reserve_tokens)
         )
         # Every partial answer as long as a reply, cut from the contexts it is written from.
         like = " ".join(t for _, t in contexts)
@@ -923,10 +917,10 @@ async def estimate_ground_truth(plan: Plan) -> None:
         plan.references[q.question_id] = _placeholder(reference_tokens, q.language, judge, like)
         plan.reference_weight[q.question_id] = written_share
     if cfg.nuggets:
-        _estimate_nuggets(plan, window)
+        _estimate_nuggets(plan, sizer)
 
 
-def _estimate_nuggets(plan: Plan, window: int) -> None:
+def _estimate_nuggets(plan: Plan, sizer: Judge) -> None:
     """Nugget extraction as :meth:`NuggetExtractor.plan` asks it.
 
     A nugget per relevant context (``statement_tokens`` long) stands in for what the map step
@@ -936,23 +930,14 @@ def _estimate_nuggets(plan: Plan, window: int) -> None:
     from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS
     from ragaudit.windowing import QuestionJudge
 
-    config = plan.config
-    cfg = config.ground_truth
-    judge = config.models.judge_model
+    cfg = plan.config.ground_truth
+    judge = sizer.model
     maps = plan.line("ground_truth", "nugget extraction", judge)
     merges = plan.line("ground_truth", "nugget merges", judge)
     for q in plan.questions:
         contexts = [(i, t) for i, t in plan.relevant.get(q.question_id, []) if t and t.strip()]
         extractor = NuggetExtractor(
-            QuestionJudge(
-                None,  # type: ignore[arg-type]
-                judge,
-                q.question,
-                q.language,
-                window=window,
-                answer_tokens=cfg.nugget_tokens,
-                reserve_tokens=cfg.reserve_tokens,
-            ),
+            QuestionJudge(sizer, q.question, q.language, cfg.nugget_tokens, cfg.reserve_tokens),
             max_nuggets=cfg.max_nuggets,
         )
         like = " ".join(t for _, t in contexts)

@@ -16,12 +16,16 @@ import json
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Gateway, Judged, count_tokens, structured_prompt_tokens
+from ragaudit.cache import Judged, count_tokens, structured_prompt_tokens
 from ragaudit.prompts import Prompt
+
+if TYPE_CHECKING:
+    # Only its type: ragaudit.judging cuts its own prompts with the helpers below.
+    from ragaudit.judging import Judge
 
 T = TypeVar("T")
 
@@ -186,30 +190,24 @@ def verified(
 
 @dataclass(frozen=True)
 class QuestionJudge:
-    """One question's judge and the room its prompts get.
+    """One question, its judge and the room its prompts get.
 
     What the writers of the judge's map-reduce prompts (a reference answer, the nuggets) are
     built with.
 
     Attributes:
-        gateway: the gateway every judge call goes through.
-        judge: the judge model string.
+        judge: the judge every call goes through (its model, window and temperature).
         question: the question text.
         lang: the question's language; it picks the prompt set.
-        window: the judge's context window (prompt + answer tokens).
         answer_tokens: the answer budget (``max_tokens``) of one map call.
         reserve_tokens: tokens kept free in every prompt for what the counter cannot see.
-        temperature: the judge's sampling temperature.
     """
 
-    gateway: Gateway
-    judge: str
+    judge: Judge
     question: str
     lang: str
-    window: int
     answer_tokens: int = 1024
     reserve_tokens: int = 0
-    temperature: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -253,14 +251,15 @@ class WindowedWriter:
     merge_prompt: ClassVar[Prompt[Any, Any]]
 
     def __init__(self, setup: QuestionJudge) -> None:
-        self.gateway = setup.gateway
-        self.model = setup.judge
+        if setup.judge.window is None:
+            raise ValueError(f"judge {setup.judge.model}: a windowed writer needs its window")
+        self.judge = setup.judge
+        self.model = setup.judge.model
+        self.window: int = setup.judge.window
         self.question = setup.question
         self.lang = self.map_prompt.language(setup.lang)
-        self.window = setup.window
         self.answer_tokens = setup.answer_tokens
         self.reserve = setup.reserve_tokens
-        self.temperature = setup.temperature
         self.spent = CallCounts()
         self.map_overhead = self.render(self.map_prompt, self.map_input([]))[1]
         self.merge_overhead = self.render(self.merge_prompt, self.merge_input([]))[1]
@@ -320,14 +319,12 @@ class WindowedWriter:
         ``split``: the answer did not fit (cut off at its budget, the provider found the prompt
         too long, or invalid output had no room for its repair): smaller inputs can succeed.
         """
-        judged = await self.gateway.astructured(
-            model=self.model,
-            messages=messages,
-            schema=prompt.output_model,
-            prompt_version=prompt.key,
-            prompt_budget=self.window - max_tokens - self.reserve,
-            temperature=self.temperature,
+        judged = await self.judge.send(
+            messages,
+            prompt.output_model,
+            prompt.key,
             max_tokens=max_tokens,
+            prompt_budget=self.window - max_tokens - self.reserve,
         )
         s = self.spent
         s.calls += judged.calls

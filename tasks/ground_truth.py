@@ -24,19 +24,10 @@ from ragaudit.windowing import QuestionJudge
 
 
 def writer_for(ctx: StageContext, question: str, lang: str) -> ReferenceWriter:
-    """The reference writer of one question, with the run's judge, window and budgets."""
+    """The reference writer of one question, with the run's judge and budgets."""
     cfg = ctx.config.ground_truth
     return ReferenceWriter(
-        QuestionJudge(
-            ctx.gateway,
-            ctx.judge,
-            question,
-            lang,
-            window=ctx.window(),
-            answer_tokens=cfg.answer_tokens,
-            reserve_tokens=cfg.reserve_tokens,
-            temperature=ctx.config.models.temperature,
-        )
+        QuestionJudge(ctx.llm, question, lang, cfg.answer_tokens, cfg.reserve_tokens)
     )
 
 
@@ -66,15 +57,12 @@ async def nuggets_of(
     """One question's nuggets from ``contexts`` (id, text) with the run's judge and budgets."""
     cfg = ctx.config.ground_truth
     return await extract_nuggets(
-        ctx.gateway,
-        ctx.judge,
+        ctx.llm,
         question,
         lang,
         contexts,
-        window=ctx.window(),
         answer_tokens=cfg.nugget_tokens,
         reserve_tokens=cfg.reserve_tokens,
-        temperature=ctx.config.models.temperature,
         max_nuggets=cfg.max_nuggets,
     )
 

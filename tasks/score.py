@@ -71,7 +71,7 @@ def question_nuggets(
 
 
 def make_deps(ctx: StageContext) -> Deps:
-    """The models and options the metrics of this run use."""
+    """The models and options the metrics of this run use, with the stage's judge."""
     return scoring.make_deps(ctx.config, ctx.gateway, ctx.judge, ctx.window())
 
 
@@ -94,8 +94,12 @@ async def score_metric(ctx: StageContext, part: str) -> list[str]:
     samples, no_answer = build_samples(ctx)
     deps = make_deps(ctx)
     limit = ctx.config.models.judge_context_window
+    # The judge's own window is the stage judge's; a jury member's is its model's.
     panel = scoring.make_panel(
-        ctx.config, ctx.gateway, name, lambda model: context_window(model, limit)
+        ctx.config,
+        ctx.gateway,
+        name,
+        lambda model: ctx.window() if model == ctx.judge else context_window(model, limit),
     )
     with progress.bar(f"score: {part}", len(samples)) as bar:
         rows = await score_rows(

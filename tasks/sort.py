@@ -35,13 +35,13 @@ from ragaudit.judging import (
     sample_judges,
 )
 from ragaudit.schemas import AGREEMENT, COMPARISONS, GRADE_NOISE, RANKING, VERDICTS, to_table
-from ragaudit.tasks._common import StageContext, combine_parts, in_flight
+from ragaudit.tasks._common import StageContext, combine_parts
 from ragaudit.trec import export_trec
 
 
 def judge_of(ctx: StageContext) -> Judge:
     """The stage's judge: the gateway, the judge model and its window, from the config."""
-    return Judge.from_config(ctx.config.models, ctx.gateway, in_flight(ctx))
+    return ctx.llm
 
 
 def graders_of(ctx: StageContext) -> list[Judge]:
@@ -61,7 +61,7 @@ def graders_of(ctx: StageContext) -> list[Judge]:
 
 def prompt_budget(ctx: StageContext) -> int:
     """Tokens a judge prompt may use: the judge's window less the answer's ``max_tokens``."""
-    return judge_of(ctx).budget
+    return ctx.window() - judge_of(ctx).max_tokens
 
 
 def order_options(ctx: StageContext) -> OrderOptions:

@@ -1,4 +1,11 @@
-"""The judge as the judging algorithms see it: a gateway, a model and its window."""
+"""The judge as every algorithm sees it: a gateway, a model and its window, asked in one place.
+
+:class:`Judge` is the only way library code asks the judge: grading and ordering
+(:meth:`Judge.ask`), the windowed writers of references and nuggets, our metrics' typed prompts
+and the ragas bridge (:meth:`Judge.send`, :meth:`Judge.samples`). A stage builds it once from
+the config (:meth:`Judge.from_config`: the window, the answer budget and the temperature worked
+out there) and hands it, or the grader it stands for, to what it runs.
+"""
 
 from __future__ import annotations
 
@@ -36,7 +43,8 @@ class Judge:
     Attributes:
         gateway: The gateway every call goes through (memo, limits, call log).
         model: The judge model string.
-        window: The judge's context window in tokens.
+        window: The judge's context window in tokens (None: prompts are not checked against
+            one, as a metric scored outside a run).
         max_tokens: The answer's ``max_tokens``.
         temperature: Sampling temperature.
         in_flight: Items (candidates, questions) worked on at once; the gateway's own limit
@@ -48,50 +56,101 @@ class Judge:
 
     gateway: Gateway
     model: str
-    window: int
+    window: int | None
     max_tokens: int
     temperature: float = 0.0
     in_flight: int = 64
     repeat: int = 0
 
     @classmethod
-    def from_config(cls, models: ModelsConfig, gateway: Gateway, in_flight: int) -> Judge:
-        """The judge a run with ``models`` grades and orders with (the sort stage's, calibrate's).
+    def from_config(
+        cls, models: ModelsConfig, gateway: Gateway, in_flight: int, model: str | None = None
+    ) -> Judge:
+        """The judge a run with ``models`` asks: the judge model, or ``model`` (a grader).
+
+        The one place a run's judge window, answer budget and temperature are worked out.
 
         Args:
             models: The config's ``models`` section (judge model, its window, answer limits).
-            gateway: The gateway every call goes through.
+            gateway: The gateway every call goes through (None: a dry run, which only sizes).
             in_flight: Items worked on at once.
+            model: Another grading model (a jury member) with the same limits.
         """
+        model = model or models.judge_model
         return cls(
             gateway=gateway,
-            model=models.judge_model,
-            window=context_window(models.judge_model, models.judge_context_window),
+            model=model,
+            window=context_window(model, models.judge_context_window),
             max_tokens=models.max_output_tokens,
             temperature=models.temperature,
             in_flight=in_flight,
         )
 
     @property
-    def budget(self) -> int:
+    def budget(self) -> int | None:
         """Tokens a judge prompt may use: the window less the answer's ``max_tokens``."""
-        return self.window - self.max_tokens
+        return None if self.window is None else self.window - self.max_tokens
+
+    async def send(
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[V],
+        prompt_version: str,
+        *,
+        max_tokens: int | None = None,
+        prompt_budget: int | None = None,
+        temperature: float | None = None,
+        sample_index: int | None = None,
+    ) -> Judged[V]:
+        """One structured answer to ``messages`` (never raises for the model).
+
+        ``max_tokens`` (default: the judge's) and the prompt budget that goes with it (default:
+        the window less it) are a writer's own when it reserves its answer room itself.
+        """
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        if prompt_budget is None and self.window is not None:
+            prompt_budget = self.window - max_tokens
+        return await self.gateway.astructured(
+            model=self.model,
+            messages=messages,
+            schema=schema,
+            prompt_version=prompt_version,
+            sample_index=sample_index,
+            prompt_budget=prompt_budget,
+            temperature=self.temperature if temperature is None else temperature,
+            max_tokens=max_tokens,
+        )
+
+    async def samples(
+        self,
+        n: int,
+        messages: list[dict[str, Any]],
+        schema: type[V],
+        prompt_version: str,
+        *,
+        temperature: float | None = None,
+    ) -> list[Judged[V]]:
+        """``n`` samples of one structured request, in sample order (the gateway's ``asamples``)."""
+        return await self.gateway.asamples(
+            n=n,
+            model=self.model,
+            messages=messages,
+            schema=schema,
+            prompt_version=prompt_version,
+            prompt_budget=self.budget,
+            temperature=self.temperature if temperature is None else temperature,
+            max_tokens=self.max_tokens,
+        )
 
     async def ask(self, prompt: Prompt[Any, V], inp: BaseModel, language: str) -> Judged[V]:
         """One structured judge answer to ``prompt`` on ``inp`` (never raises for the model)."""
         with judge_repeat(self.repeat, self.temperature):
-            return await self.gateway.astructured(
-                model=self.model,
-                messages=prompt.messages(inp, language),
-                schema=prompt.output_model,
-                prompt_version=prompt.key,
-                prompt_budget=self.budget,
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-            )
+            return await self.send(prompt.messages(inp, language), prompt.output_model, prompt.key)
 
     def room(self, prompt: Prompt[Any, Any], empty: BaseModel, language: str) -> int:
         """Tokens left for the contexts: the budget less the prompt rendered with them empty."""
+        if self.budget is None:
+            raise ValueError(f"judge {self.model}: no window to fit contexts to")
         fixed = structured_prompt_tokens(
             self.model, prompt.output_model, prompt.messages(empty, language)
         )

@@ -23,6 +23,7 @@ from ragaudit.registry import NoOptions
 
 if TYPE_CHECKING:
     from ragaudit.cache import Gateway
+    from ragaudit.judging import Judge
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,18 @@ class Deps:
     are skipped with that reason instead of reported."""
 
     @property
-    def prompt_budget(self) -> int | None:
-        """Prompt tokens a judge request may hold: the window less the answer budget."""
-        return None if self.window is None else self.window - self.max_output_tokens
+    def llm(self) -> Judge:
+        """The judge every judge call of a metric goes through (ours and ragas's)."""
+        # Imported here: registering the metrics imports no gateway (litellm).
+        from ragaudit.judging import Judge
+
+        return Judge(
+            gateway=self.gateway,
+            model=self.judge,
+            window=self.window,
+            max_tokens=self.max_output_tokens,
+            temperature=self.temperature,
+        )
 
     def option(self, name: str, default: Any = None) -> Any:
         """A score option from the run's config (``score.<name>``)."""

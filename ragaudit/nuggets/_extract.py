@@ -26,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Gateway, structured_messages
+from ragaudit.cache import structured_messages
+from ragaudit.judging import Judge
 from ragaudit.prompts import Prompt
 from ragaudit.prompts.nuggets import (
     EXTRACT,
@@ -326,26 +327,18 @@ class NuggetExtractor(WindowedWriter):
 
 
 async def extract_nuggets(
-    gateway: Gateway,
-    judge: str,
+    judge: Judge,
     question: str,
     lang: str,
     contexts: list[tuple[str, str]],
     *,
-    window: int,
     answer_tokens: int = 1024,
     reserve_tokens: int = 0,
-    temperature: float = 0.0,
     max_nuggets: int = 30,
 ) -> NuggetResult:
     """The nuggets of one question from its relevant ``contexts`` (id, text)."""
-    extractor = NuggetExtractor(
-        QuestionJudge(
-            gateway, judge, question, lang, window, answer_tokens, reserve_tokens, temperature
-        ),
-        max_nuggets=max_nuggets,
-    )
-    return await extractor.run(contexts)
+    setup = QuestionJudge(judge, question, lang, answer_tokens, reserve_tokens)
+    return await NuggetExtractor(setup, max_nuggets=max_nuggets).run(contexts)
 
 
 __all__ = ["Nugget", "NuggetExtractor", "NuggetResult", "extract_nuggets"]

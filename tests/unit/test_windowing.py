@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ragaudit.judging import Judge
 from ragaudit.nuggets import NuggetExtractor
 from ragaudit.reference import ReferenceWriter
 from ragaudit.windowing import QuestionJudge, pack, verified
@@ -37,7 +38,8 @@ def test_pack_is_first_fit_decreasing_in_input_order() -> None:
 
 def test_reference_writer_and_nugget_extractor_size_their_prompts_alike() -> None:
     # Sizing renders and counts prompts without a gateway (only asking uses it).
-    setup = QuestionJudge(None, "fake/judge", "Who?", "en", window=600, answer_tokens=500)  # type: ignore[arg-type]
+    judge = Judge(gateway=None, model="fake/judge", window=600, max_tokens=256)  # type: ignore[arg-type]
+    setup = QuestionJudge(judge, "Who?", "en", answer_tokens=500)
     writer, extractor = ReferenceWriter(setup), NuggetExtractor(setup)
     for w in (writer, extractor):
         # The room one map prompt leaves for contexts, and the refusal when it is too small.
