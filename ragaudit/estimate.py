@@ -766,9 +766,10 @@ async def estimate_sort(plan: Plan) -> None:
     every grading model (the jury, else the judge) ``judge_repeats`` times; a jury's members
     each get their line, counted with their own tokenizer.
     """
-    from ragaudit.judging import grade_plan
+    from ragaudit.cache import context_window
+    from ragaudit.judging import Judge, grade_plan, plan_grades, sample_judges
     from ragaudit.ordering import options_for
-    from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
+    from ragaudit.prompts import PAIRWISE, PairwiseInput
 
     config = plan.config
     cfg = config.sort
@@ -793,17 +794,25 @@ async def estimate_sort(plan: Plan) -> None:
     }
     pairs = plan.line("sort", f"pairwise comparisons ({cfg.strategy})", judge)
     orders = 2 if cfg.both_orders else 1
+    # The grading's own plan: every sample's requests as grade_candidates sends them.
+    graders = sample_judges(
+        Judge.from_config(models, None, 1),  # type: ignore[arg-type]  # it sizes, never calls
+        samples,
+        lambda model: context_window(model, models.judge_context_window),
+    )
     for q in plan.questions:
         cands = plan.candidates.get(q.question_id, [])[: cfg.max_candidates or None]
-        for _, text in cands:
-            messages = _structured(
-                RELEVANCE, RelevanceInput(question=q.question, context=text), q.language
-            )
-            for sample in samples:
-                verdicts = verdict_lines[sample.model]
-                verdicts.calls += 1
-                verdicts.tokens_in += count_messages(sample.model, messages)
-                verdicts.tokens_out += plan.reply_tokens("sort", RELEVANCE.key, "verdict_tokens")
+        requests = await plan_grades(
+            graders,
+            {q.question_id: q},
+            {q.question_id: [{"context_id": cid, "text": text} for cid, text in cands]},
+            per_call=cfg.grade_batch,
+        )
+        for r in requests:
+            verdicts = verdict_lines[r.model]
+            verdicts.calls += 1
+            verdicts.tokens_in += count_messages(r.model, r.messages)
+            verdicts.tokens_out += plan.reply_tokens("sort", r.prompt_version, "verdict_tokens")
         relevant = cands[: round(share * len(cands))]
         plan.relevant[q.question_id] = relevant
         if cfg.order != "full":

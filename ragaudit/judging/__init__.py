@@ -5,7 +5,7 @@ Library functions with explicit arguments (a :class:`Judge`: gateway, model, win
 """
 
 from ragaudit.judging import _fake  # noqa: F401  (the fake judge's answers)
-from ragaudit.judging._grades import Graded, grade_candidates
+from ragaudit.judging._grades import Graded, grade_candidates, plan_grades
 from ragaudit.judging._head import (
     HEAD_METHODS,
     SetJudge,
@@ -14,7 +14,15 @@ from ragaudit.judging._head import (
     sliding_window,
     window_calls,
 )
-from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order
+from ragaudit.judging._judge import (
+    CountingJudge,
+    Judge,
+    PlannedRequest,
+    Spend,
+    gather_limited,
+    parsed,
+    shown_order,
+)
 from ragaudit.judging._jury import (
     GradeAggregate,
     GradeSample,
@@ -35,6 +43,7 @@ from ragaudit.judging._pairwise import PairwiseJudge
 
 __all__ = [
     "HEAD_METHODS",
+    "CountingJudge",
     "GradeAggregate",
     "GradeSample",
     "Graded",
@@ -42,6 +51,7 @@ __all__ = [
     "OrderOptions",
     "Ordered",
     "PairwiseJudge",
+    "PlannedRequest",
     "SetJudge",
     "Spend",
     "by_grade",
@@ -54,6 +64,7 @@ __all__ = [
     "order_one",
     "order_questions",
     "parsed",
+    "plan_grades",
     "sample_judges",
     "setwise_calls",
     "setwise_heap",

@@ -9,9 +9,10 @@ out there) and hands it, or the grader it stands for, to what it runs.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -21,6 +22,7 @@ from ragaudit.cache import (
     Judged,
     context_window,
     judge_repeat,
+    structured_messages,
     structured_prompt_tokens,
 )
 from ragaudit.concurrency import gather_limited
@@ -157,6 +159,83 @@ class Judge:
         return self.budget - fixed - FIT_SLACK
 
 
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request a judge-using algorithm would send: what a dry run counts."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    """As the gateway sends them: the schema message first."""
+    prompt_version: str
+    max_tokens: int
+
+
+def _no_answer(schema: type[BaseModel]) -> Any:
+    return None
+
+
+@dataclass(frozen=True)
+class CountingJudge(Judge):
+    """A judge that counts instead of calling: what an algorithm's ``plan`` runs it with.
+
+    Every request the algorithm sends is appended to ``requests`` as the gateway would send
+    it; a prompt over the budget is refused as the gateway refuses it (``too_long``, not sent),
+    so the algorithm cuts its inputs exactly as it does in a run. Each request is answered
+    with ``answer(schema)``, a stand-in (None: a failed answer).
+    """
+
+    requests: list[PlannedRequest] = field(default_factory=list, compare=False)
+    answer: Callable[[type[BaseModel]], Any] = field(default=_no_answer, compare=False)
+
+    @classmethod
+    def like(
+        cls,
+        judge: Judge,
+        answer: Callable[[type[BaseModel]], Any],
+        requests: list[PlannedRequest],
+    ) -> CountingJudge:
+        """``judge`` (model, window, budgets, repeat) counting into ``requests``."""
+        same = {f.name: getattr(judge, f.name) for f in dataclasses.fields(Judge)}
+        return cls(**same, requests=requests, answer=answer)
+
+    async def send(
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[V],
+        prompt_version: str,
+        *,
+        max_tokens: int | None = None,
+        prompt_budget: int | None = None,
+        temperature: float | None = None,
+        sample_index: int | None = None,
+    ) -> Judged[V]:
+        """The stand-in answer to a request, counted; none for one over the budget."""
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        if prompt_budget is None and self.window is not None:
+            prompt_budget = self.window - max_tokens
+        tokens = structured_prompt_tokens(self.model, schema, messages)
+        if prompt_budget is not None and tokens > prompt_budget:
+            error = f"prompt of {tokens} tokens over its budget of {prompt_budget}"
+            return Judged(None, "", "too_long", error, prompt_tokens=tokens)
+        sent = structured_messages(schema, messages)
+        self.requests.append(PlannedRequest(self.model, sent, prompt_version, max_tokens))
+        value = self.answer(schema)
+        status = "ok" if value is not None else "failed"
+        return Judged(value, "", status, calls=1, prompt_tokens=tokens)
+
+    async def samples(
+        self,
+        n: int,
+        messages: list[dict[str, Any]],
+        schema: type[V],
+        prompt_version: str,
+        *,
+        temperature: float | None = None,
+    ) -> list[Judged[V]]:
+        """``n`` stand-in answers, each counted as a request."""
+        return [await self.send(messages, schema, prompt_version) for _ in range(n)]
+
+
 @dataclass
 class Spend:
     """What one phase of one question asked of the judge."""
@@ -199,4 +278,13 @@ def stable_key(cid: str) -> bytes:
     return hashlib.sha256(cid.encode()).digest()
 
 
-__all__ = ["Judge", "Spend", "gather_limited", "parsed", "shown_order", "stable_key"]
+__all__ = [
+    "CountingJudge",
+    "Judge",
+    "PlannedRequest",
+    "Spend",
+    "gather_limited",
+    "parsed",
+    "shown_order",
+    "stable_key",
+]
