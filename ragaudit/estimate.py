@@ -1064,12 +1064,14 @@ async def estimate_score(plan: Plan) -> None:
     estimated once per grader (the jury, else the judge) and its completions counted once per
     judge repeat, as the score stage's panel asks them.
     """
-    from ragaudit.cache import context_window
+    from ragaudit.judging import Judge
     from ragaudit.metrics import Skip, resolve
     from ragaudit.scoring import fit_k, make_panel
 
     config = plan.config
     models = config.models
+    # The metrics size and render prompts without a gateway, which only answering uses.
+    sizer = Judge.from_config(models, None, 1)  # type: ignore[arg-type]
     samples = _samples(plan)
     for name in config.score.metrics:
         try:
@@ -1080,9 +1082,7 @@ async def estimate_score(plan: Plan) -> None:
             continue
         if m.cost is None:
             plan.notes.append(f"score:{name}: rough estimate (one call of its prompt per row)")
-        panel = make_panel(
-            config, None, name, lambda model: context_window(model, models.judge_context_window)
-        )
+        panel = make_panel(config, sizer, name)
         # A metric without a judge is scored once, whatever the panel: its first member's deps.
         judges = panel.judges if m.needs_llm else panel.judges[:1]
         for deps, window in judges:

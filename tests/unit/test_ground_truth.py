@@ -21,11 +21,11 @@ from support.fact_judge import FACT, WORDS, FactJudge
 from ragaudit.cache import count_tokens
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.prompts.reference import ANSWER_GROUP, UNKNOWN
-from ragaudit.windowing import pack, split_text
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import CANDIDATES, QUESTIONS, RANKING, TABLES, to_table
 from ragaudit.tasks._common import StageContext, gateway_for
 from ragaudit.tasks.ground_truth import ground_truth, reference_answer
+from ragaudit.windowing import pack, split_text
 
 
 def make_contexts(
