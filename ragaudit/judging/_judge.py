@@ -112,7 +112,7 @@ class Judge:
         max_tokens = self.max_tokens if max_tokens is None else max_tokens
         if prompt_budget is None and self.window is not None:
             prompt_budget = self.window - max_tokens
-        return await self.gateway.astructured(
+        return await self._structured(
             model=self.model,
             messages=messages,
             schema=schema,
@@ -133,8 +133,8 @@ class Judge:
         temperature: float | None = None,
     ) -> list[Judged[V]]:
         """``n`` samples of one structured request, in sample order (the gateway's ``asamples``)."""
-        return await self.gateway.asamples(
-            n=n,
+        return await self._samples(
+            n,
             model=self.model,
             messages=messages,
             schema=schema,
@@ -143,6 +143,13 @@ class Judge:
             temperature=self.temperature if temperature is None else temperature,
             max_tokens=self.max_tokens,
         )
+
+    async def _structured(self, **request: Any) -> Judged[Any]:
+        # The one place a judge request leaves for the gateway (a CountingJudge counts it).
+        return await self.gateway.astructured(**request)
+
+    async def _samples(self, n: int, **request: Any) -> list[Judged[Any]]:
+        return await self.gateway.asamples(n=n, **request)
 
     async def ask(self, prompt: Prompt[Any, V], inp: BaseModel, language: str) -> Judged[V]:
         """One structured judge answer to ``prompt`` on ``inp`` (never raises for the model)."""
@@ -198,42 +205,23 @@ class CountingJudge(Judge):
         same = {f.name: getattr(judge, f.name) for f in dataclasses.fields(Judge)}
         return cls(**same, requests=requests, answer=answer)
 
-    async def send(
-        self,
-        messages: list[dict[str, Any]],
-        schema: type[V],
-        prompt_version: str,
-        *,
-        max_tokens: int | None = None,
-        prompt_budget: int | None = None,
-        temperature: float | None = None,
-        sample_index: int | None = None,
-    ) -> Judged[V]:
-        """The stand-in answer to a request, counted; none for one over the budget."""
-        max_tokens = self.max_tokens if max_tokens is None else max_tokens
-        if prompt_budget is None and self.window is not None:
-            prompt_budget = self.window - max_tokens
-        tokens = structured_prompt_tokens(self.model, schema, messages)
-        if prompt_budget is not None and tokens > prompt_budget:
-            error = f"prompt of {tokens} tokens over its budget of {prompt_budget}"
+    async def _structured(self, **request: Any) -> Judged[Any]:
+        """The stand-in answer to a request, counted; none for one over its budget."""
+        model, schema, messages = request["model"], request["schema"], request["messages"]
+        budget = request["prompt_budget"]
+        tokens = structured_prompt_tokens(model, schema, messages)
+        if budget is not None and tokens > budget:
+            error = f"prompt of {tokens} tokens is over its budget of {budget}"
             return Judged(None, "", "too_long", error, prompt_tokens=tokens)
         sent = structured_messages(schema, messages)
-        self.requests.append(PlannedRequest(self.model, sent, prompt_version, max_tokens))
+        version, max_tokens = request["prompt_version"], request["max_tokens"]
+        self.requests.append(PlannedRequest(model, sent, version, max_tokens))
         value = self.answer(schema)
         status = "ok" if value is not None else "failed"
         return Judged(value, "", status, calls=1, prompt_tokens=tokens)
 
-    async def samples(
-        self,
-        n: int,
-        messages: list[dict[str, Any]],
-        schema: type[V],
-        prompt_version: str,
-        *,
-        temperature: float | None = None,
-    ) -> list[Judged[V]]:
-        """``n`` stand-in answers, each counted as a request."""
-        return [await self.send(messages, schema, prompt_version) for _ in range(n)]
+    async def _samples(self, n: int, **request: Any) -> list[Judged[Any]]:
+        return [await self._structured(**request) for _ in range(n)]
 
 
 @dataclass
