@@ -766,7 +766,6 @@ async def estimate_sort(plan: Plan) -> None:
     every grading model (the jury, else the judge) ``judge_repeats`` times; a jury's members
     each get their line, counted with their own tokenizer.
     """
-    from ragaudit.cache import context_window
     from ragaudit.judging import Judge, grade_plan, plan_grades, sample_judges
     from ragaudit.ordering import options_for
     from ragaudit.prompts import PAIRWISE, PairwiseInput
@@ -795,11 +794,8 @@ async def estimate_sort(plan: Plan) -> None:
     pairs = plan.line("sort", f"pairwise comparisons ({cfg.strategy})", judge)
     orders = 2 if cfg.both_orders else 1
     # The grading's own plan: every sample's requests as grade_candidates sends them.
-    graders = sample_judges(
-        Judge.from_config(models, None, 1),  # type: ignore[arg-type]  # it sizes, never calls
-        samples,
-        lambda model: context_window(model, models.judge_context_window),
-    )
+    sizer = Judge.from_config(models, None, 1)  # type: ignore[arg-type]  # it never calls
+    graders = sample_judges(sizer, samples, models)
     for q in plan.questions:
         cands = plan.candidates.get(q.question_id, [])[: cfg.max_candidates or None]
         requests = await plan_grades(

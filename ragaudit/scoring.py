@@ -190,20 +190,13 @@ class Panel:
         return len(self.judges) * self.repeats
 
 
-def make_panel(
-    config: RunConfig, judge: Judge, metric: str, repeats: int | None = None
-) -> Panel:
+def make_panel(config: RunConfig, judge: Judge, metric: str, repeats: int | None = None) -> Panel:
     """The panel of ``metric`` in a run of ``config``: every grader, its repeats, its aggregate.
 
     ``judge`` is the run's judge; a jury's other members are asked with its gateway and limits
     and their own windows. ``repeats`` overrides the config's.
     """
-    graders = [
-        judge
-        if model == judge.model
-        else Judge.from_config(config.models, judge.gateway, judge.in_flight, model=model)
-        for model in config.models.graders
-    ]
+    graders = [judge.member(config.models, model) for model in config.models.graders]
     judges = tuple((make_deps(config, g), g.window) for g in graders)
     return Panel(
         judges=judges,  # type: ignore[arg-type]  # a run's judges always have their window

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from ragaudit.agreement import ALL_QUESTIONS, JudgeOrder, aggregate, gold_grades, question_rows
-from ragaudit.cache import context_window
 from ragaudit.dataset import Question
 from ragaudit.judging import (
     Graded,
@@ -53,10 +52,7 @@ def graders_of(ctx: StageContext) -> list[Judge]:
         models.temperature,
         ctx.config.score.sampling_temperature,
     )
-    # The configured judge window holds for every grader, as the score stage's panel takes it.
-    return sample_judges(
-        judge_of(ctx), plan, lambda model: context_window(model, models.judge_context_window)
-    )
+    return sample_judges(judge_of(ctx), plan, models)
 
 
 def prompt_budget(ctx: StageContext) -> int:

@@ -88,6 +88,16 @@ class Judge:
             in_flight=in_flight,
         )
 
+    def member(self, models: ModelsConfig, model: str) -> Judge:
+        """The judge ``model`` of a jury this judge sits on, as a run with ``models`` asks it.
+
+        This judge for its own model; another member with the same gateway and limits and its
+        own window (:meth:`from_config`).
+        """
+        if model == self.model:
+            return self
+        return Judge.from_config(models, self.gateway, self.in_flight, model=model)
+
     @property
     def budget(self) -> int | None:
         """Tokens a judge prompt may use: the window less the answer's ``max_tokens``."""
