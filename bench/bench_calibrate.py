@@ -41,7 +41,9 @@ async def main(seeds: int, p: float, pairs: int) -> None:
     started = time.perf_counter()
     for seed in range(seeds):
         # The seed in the model string keeps each seed's answers apart in the memo.
-        deps = Deps(gw, f"fake/judge?seed={seed}", "fake/embed", {"answer_relevancy_strictness": 1})
+        deps = Deps.of(
+            gw, f"fake/judge?seed={seed}", "fake/embed", {"answer_relevancy_strictness": 1}
+        )
         with FAKE.script(Oracle.from_calibration(inputs, flip=p, seed=seed)):
             result = await run_calibration(inputs, deps, window=100_000, with_consistency=False)
         for f in result.figures:

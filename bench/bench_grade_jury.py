@@ -36,6 +36,7 @@ import numpy as np
 
 from ragaudit.cache import Gateway
 from ragaudit.cache._fake import FAKE, FakeRequest
+from ragaudit.config import ModelsConfig
 from ragaudit.dataset import Question
 from ragaudit.judging import Judge, grade_candidates, grade_noise, grade_plan, sample_judges
 
@@ -99,8 +100,9 @@ async def graded(
     root = _util.scratch("grade-jury")
     gateway = Gateway(root / "memo", concurrency=32, backoff_s=0.0)
     try:
-        judge = Judge(gateway=gateway, model=models[0], window=8192, max_tokens=256)
-        judges = sample_judges(judge, grade_plan(models, repeats, 0.0, 0.3), lambda m: 8192)
+        config = ModelsConfig(judge=models[0], judge_context_window=8192, max_output_tokens=256)
+        judge = Judge.from_config(config, gateway, 64)
+        judges = sample_judges(judge, grade_plan(models, repeats, 0.0, 0.3), config)
         with FAKE.script(script):
             out = await grade_candidates(judges, questions, candidates, aggregate=how)  # type: ignore[arg-type]
         return [row for g in out.values() for row in g.rows]

@@ -154,7 +154,7 @@ async def run(
             answer, map_calls, merge_calls = await seed_scheme(ctx, contexts)
         else:
             answer, _, _, writer = await reference_answer(ctx, QUESTION, "en", contexts)
-            map_calls, merge_calls = writer.map_calls, writer.merge_calls
+            map_calls, merge_calls = writer.spent.map_calls, writer.spent.merge_calls
     wall = time.perf_counter() - started
     return {
         "prompts": judge.calls,

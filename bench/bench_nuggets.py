@@ -48,6 +48,7 @@ from pydantic import BaseModel
 
 from ragaudit.cache import count_tokens
 from ragaudit.cache._fake import FAKE, FakeRequest
+from ragaudit.judging import Judge
 from ragaudit.nuggets import NuggetResult, PlantedFact, PlantedTruth, extract_nuggets
 from ragaudit.prompts._base import Prompt
 from ragaudit.tasks._common import gateway_for
@@ -274,12 +275,10 @@ async def main() -> None:
             with FAKE.script(judge):
                 if scheme == "ours":
                     result: NuggetResult = await extract_nuggets(
-                        gateway,
-                        config.models.judge_model,
+                        Judge(gateway, config.models.judge_model, WINDOW, 1024),
                         QUESTIONS[lang],
                         lang,
                         contexts,
-                        window=WINDOW,
                         max_nuggets=MAX_NUGGETS,
                     )
                     texts = [x.text for x in result.nuggets]

@@ -87,7 +87,7 @@ def samples(rows: int, k: int) -> list[Sample]:
 
 def stage_deps(gateway: Gateway, judge: str, embedder: str) -> Deps:
     """The metrics' dependencies as the score stage builds them (``make_deps``)."""
-    return Deps(
+    return Deps.of(
         gateway=gateway,
         judge=judge,
         embedder=embedder,

@@ -161,7 +161,7 @@ async def timed(
 
 def _deps(gateway: Gateway, judge: str) -> Deps:
     """What our score path runs a metric with in this bench."""
-    return Deps(
+    return Deps.of(
         gateway=gateway,
         judge=judge,
         embedder=EMBEDDER,

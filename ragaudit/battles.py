@@ -28,7 +28,6 @@ from ragaudit.atomic import write_table
 from ragaudit.cache import (
     FakeRequest,
     Gateway,
-    context_window,
     items_in_flight,
     register_fake_answer,
 )
@@ -202,11 +201,7 @@ def battle_judges(config: RunConfig, gateway: Gateway) -> list[Judge]:
     repeats and juries mean the same thing for battles as for metrics.
     """
     judge = Judge.from_config(config.models, gateway, items_in_flight(config))
-    return sample_judges(
-        judge,
-        battle_plan(config),
-        lambda model: context_window(model, config.models.judge_context_window),
-    )
+    return sample_judges(judge, battle_plan(config), config.models)
 
 
 def battle_plan(config: RunConfig) -> tuple[GradeSample, ...]:

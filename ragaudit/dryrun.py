@@ -48,13 +48,16 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragaudit.cache import usage_counter
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.estimate import History, Reply, find_record, judge_history
+
+if TYPE_CHECKING:
+    from ragaudit.judging import Judge
 
 
 @dataclass(frozen=True)
@@ -464,9 +467,9 @@ async def estimate_sort(plan: Plan) -> None:
     every grading model (the jury, else the judge) ``judge_repeats`` times; a jury's members
     each get their line, counted with their own tokenizer.
     """
-    from ragaudit.judging import grade_plan
+    from ragaudit.judging import Judge, grade_plan, plan_grades, sample_judges
     from ragaudit.ordering import options_for
-    from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
+    from ragaudit.prompts import PAIRWISE, PairwiseInput
 
     config = plan.config
     cfg = config.sort
@@ -491,17 +494,22 @@ async def estimate_sort(plan: Plan) -> None:
     }
     pairs = plan.line("sort", f"pairwise comparisons ({cfg.strategy})", judge)
     orders = 2 if cfg.both_orders else 1
+    # The grading's own plan: every sample's requests as grade_candidates sends them.
+    sizer = Judge.from_config(models, None, 1)  # type: ignore[arg-type]  # it never calls
+    graders = sample_judges(sizer, samples, models)
     for q in plan.questions:
         cands = plan.candidates.get(q.question_id, [])[: cfg.max_candidates or None]
-        for _, text in cands:
-            messages = _structured(
-                RELEVANCE, RelevanceInput(question=q.question, context=text), q.language
-            )
-            for sample in samples:
-                verdicts = verdict_lines[sample.model]
-                verdicts.calls += 1
-                verdicts.tokens_in += _prompt_tokens(sample.model, messages)
-                verdicts.tokens_out += plan.reply_tokens("sort", RELEVANCE.key, "verdict_tokens")
+        requests = await plan_grades(
+            graders,
+            {q.question_id: q},
+            {q.question_id: [{"context_id": cid, "text": text} for cid, text in cands]},
+            per_call=cfg.grade_batch,
+        )
+        for r in requests:
+            verdicts = verdict_lines[r.model]
+            verdicts.calls += 1
+            verdicts.tokens_in += _prompt_tokens(r.model, r.messages)
+            verdicts.tokens_out += plan.reply_tokens("sort", r.prompt_version, "verdict_tokens")
         relevant = cands[: round(share * len(cands))]
         plan.relevant[q.question_id] = relevant
         if cfg.order != "full":
@@ -567,9 +575,10 @@ def _estimate_head(plan: Plan, q: Question, relevant: list[tuple[str, str]]) -> 
 
 async def estimate_ground_truth(plan: Plan) -> None:
     """Group answers over the relevant contexts packed into the window, then merge rounds."""
-    from ragaudit.cache import context_window
+    from ragaudit.judging import Judge
     from ragaudit.prompts.reference import ANSWER_GROUP, MERGE
-    from ragaudit.reference import QuestionJudge, ReferenceWriter
+    from ragaudit.reference import ReferenceWriter
+    from ragaudit.windowing import QuestionJudge
 
     config = plan.config
     cfg = config.ground_truth
@@ -577,8 +586,9 @@ async def estimate_ground_truth(plan: Plan) -> None:
         plan.references[q.question_id] = q.reference
     if not cfg.enabled:
         return
-    judge = config.models.judge_model
-    window = context_window(judge, config.models.judge_context_window)
+    # The writers size and render prompts without a gateway, which only answering uses.
+    sizer = Judge.from_config(config.models, None, 1)  # type: ignore[arg-type]
+    judge = sizer.model
     answers = plan.line("ground_truth", f"answers ({cfg.mode})", judge)
     merges = plan.line("ground_truth", "merges", judge)
     reference_tokens = plan.reference_tokens()
@@ -590,18 +600,8 @@ async def estimate_ground_truth(plan: Plan) -> None:
         if not contexts:
             plan.references[q.question_id] = None
             continue
-        # The writer sizes and renders prompts without its gateway, which only answering uses.
         writer = ReferenceWriter(
-            QuestionJudge(
-                None,  # type: ignore[arg-type]
-                judge,
-                q.question,
-                q.language,
-                window=window,
-                answer_tokens=cfg.answer_tokens,
-                reserve_tokens=cfg.reserve_tokens,
-                temperature=config.models.temperature,
-            )
+            QuestionJudge(sizer, q.question, q.language, cfg.answer_tokens, cfg.reserve_tokens)
         )
         # Every partial answer as long as a reply, cut from the contexts it is written from.
         like = " ".join(t for _, t in contexts)
@@ -623,64 +623,45 @@ async def estimate_ground_truth(plan: Plan) -> None:
         plan.references[q.question_id] = _placeholder(reference_tokens, q.language, judge, like)
         plan.reference_weight[q.question_id] = written_share
     if cfg.nuggets:
-        _estimate_nuggets(plan, window)
+        _estimate_nuggets(plan, sizer)
 
 
-def _estimate_nuggets(plan: Plan, window: int) -> None:
-    """Nugget extraction: the map groups as packed, then one merge of a nugget per context.
+def _estimate_nuggets(plan: Plan, sizer: Judge) -> None:
+    """Nugget extraction as :meth:`NuggetExtractor.plan` asks it.
 
     A nugget per relevant context (``statement_tokens`` long) stands in for what the map step
-    writes; the merge rounds are taken as one call, which they are while the nuggets fit one
-    prompt.
+    writes.
     """
-    from ragaudit.cache import structured_messages
     from ragaudit.nuggets import NuggetExtractor
-    from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS, ExtractInput, MergeNuggetsInput
-    from ragaudit.reference import QuestionJudge
+    from ragaudit.prompts.nuggets import EXTRACT, MERGE_NUGGETS
+    from ragaudit.windowing import QuestionJudge
 
-    config = plan.config
-    cfg = config.ground_truth
-    judge = config.models.judge_model
+    cfg = plan.config.ground_truth
+    judge = sizer.model
     maps = plan.line("ground_truth", "nugget extraction", judge)
     merges = plan.line("ground_truth", "nugget merges", judge)
     for q in plan.questions:
         contexts = [(i, t) for i, t in plan.relevant.get(q.question_id, []) if t and t.strip()]
         extractor = NuggetExtractor(
-            QuestionJudge(
-                None,  # type: ignore[arg-type]
-                judge,
-                q.question,
-                q.language,
-                window=window,
-                answer_tokens=cfg.nugget_tokens,
-                reserve_tokens=cfg.reserve_tokens,
-            ),
+            QuestionJudge(sizer, q.question, q.language, cfg.nugget_tokens, cfg.reserve_tokens),
             max_nuggets=cfg.max_nuggets,
         )
-        if not contexts or extractor.usable < 64:
-            continue
-        for group in extractor.groups(extractor.pieces(contexts)):
-            extract = ExtractInput(question=q.question, contexts=[p[1] for p in group])
-            messages = EXTRACT.messages(extract, extractor.lang)
-            maps.calls += 1
-            maps.tokens_in += _prompt_tokens(
-                judge, structured_messages(EXTRACT.output_model, messages)
-            )
-            maps.tokens_out += plan.reply_tokens("ground_truth", EXTRACT.key, "answer_tokens")
-        n = len(contexts)
         like = " ".join(t for _, t in contexts)
         nugget = _placeholder(plan.assume.statement_tokens, q.language, judge, like)
-        if n > 1:
-            inp = MergeNuggetsInput(question=q.question, nuggets=[nugget] * n)
-            messages = MERGE_NUGGETS.messages(inp, extractor.lang)
+        planned = extractor.plan(contexts, nugget)
+        if planned is None:
+            continue
+        for messages in planned.answers:
+            maps.calls += 1
+            maps.tokens_in += _prompt_tokens(judge, messages)
+            maps.tokens_out += plan.reply_tokens("ground_truth", EXTRACT.key, "answer_tokens")
+        for messages in planned.merges:
             merges.calls += 1
-            merges.tokens_in += _prompt_tokens(
-                judge, structured_messages(MERGE_NUGGETS.output_model, messages)
-            )
+            merges.tokens_in += _prompt_tokens(judge, messages)
             merges.tokens_out += plan.reply_tokens(
                 "ground_truth", MERGE_NUGGETS.key, "answer_tokens"
             )
-        plan.nuggets[q.question_id] = min(n, cfg.max_nuggets)
+        plan.nuggets[q.question_id] = min(len(contexts), cfg.max_nuggets)
 
 
 # -- score --------------------------------------------------------------------------------
@@ -780,12 +761,14 @@ async def estimate_score(plan: Plan) -> None:
     estimated once per grader (the jury, else the judge) and its completions counted once per
     judge repeat, as the score stage's panel asks them.
     """
-    from ragaudit.cache import context_window
+    from ragaudit.judging import Judge
     from ragaudit.metrics import Skip, resolve
     from ragaudit.scoring import fit_k, make_panel
 
     config = plan.config
     models = config.models
+    # The metrics size and render prompts without a gateway, which only answering uses.
+    sizer = Judge.from_config(models, None, 1)  # type: ignore[arg-type]
     samples = _samples(plan)
     for name in config.score.metrics:
         try:
@@ -796,9 +779,7 @@ async def estimate_score(plan: Plan) -> None:
             continue
         if m.cost is None:
             plan.notes.append(f"score:{name}: rough estimate (one call of its prompt per row)")
-        panel = make_panel(
-            config, None, name, lambda model: context_window(model, models.judge_context_window)
-        )
+        panel = make_panel(config, sizer, name)
         # A metric without a judge is scored once, whatever the panel: its first member's deps.
         judges = panel.judges if m.needs_llm else panel.judges[:1]
         for deps, window in judges:

@@ -25,29 +25,17 @@ but complete.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from ragaudit.cache import (
-    FakeRequest,
-    Gateway,
-    count_tokens,
-    register_fake_answer,
-    structured_messages,
-    structured_prompt_tokens,
-)
+from ragaudit.cache import FakeRequest, register_fake_answer, structured_messages
 from ragaudit.lang import tokens as text_tokens
 from ragaudit.prompts import Prompt
 from ragaudit.prompts.reference import ANSWER_GROUP, MERGE, UNKNOWN, GroupAnswerInput, MergeInput
-
-# Gateway statuses whose inputs can succeed when asked in smaller parts.
-_SPLIT = {"too_long", "truncated", "no_room"}
-
+from ragaudit.windowing import PlannedCalls, QuestionJudge, WindowedWriter, pack, verified
 
 # Below this many tokens a piece is not cut further when its answer does not fit: a few dozen
 # tokens of context whose answer overflows a budget means the judge is not answering, and
@@ -55,129 +43,6 @@ _SPLIT = {"too_long", "truncated", "no_room"}
 _MIN_SPLIT = 48
 # Tokens a merged answer adds around the partial answers' text (its JSON object and key).
 _FRAMING = 16
-# Fewer usable tokens than this per prompt: the window cannot hold a useful context.
-_MIN_USABLE = 64
-
-# Where text may be cut, coarsest first: paragraphs, lines, sentences, clauses and words.
-# Zero-width splits keep every character, so the pieces join back to the text exactly; a
-# space starts the next unit, as BPE vocabularies do (" word" is one token, "word " two).
-_BREAKS = (
-    re.compile(r"(?<=\n\n)"),
-    re.compile(r"(?<=\n)"),
-    re.compile(r"(?<=[。！？；])|(?<=[.!?;])(?= )"),
-    re.compile(r"(?<=[，、：])|(?= )"),
-)
-
-
-def _hard_cut(text: str, budget: int, model: str) -> list[tuple[str, int]]:
-    """Cut text that has no break points by characters (never inside a character)."""
-    out: list[tuple[str, int]] = []
-    chars_per_token = len(text) / max(1, count_tokens(model, text))
-    rest = text
-    while rest:
-        cut = min(len(rest), max(1, int(budget * chars_per_token)))
-        n = count_tokens(model, rest[:cut])
-        while cut > 1 and n > budget:
-            cut = max(1, cut * 9 // 10)
-            n = count_tokens(model, rest[:cut])
-        out.append((rest[:cut], n))
-        rest = rest[cut:]
-    return out
-
-
-def _units(text: str, budget: int, model: str, level: int = 0) -> list[tuple[str, int]]:
-    """``text`` as consecutive units of at most ``budget`` tokens each, with their counts."""
-    n = count_tokens(model, text)
-    if n <= budget:
-        return [(text, n)]
-    while level < len(_BREAKS):
-        parts = [p for p in _BREAKS[level].split(text) if p]
-        level += 1
-        if len(parts) > 1:
-            return [u for p in parts for u in _units(p, budget, model, level)]
-    return _hard_cut(text, budget, model)
-
-
-def _accumulate(units: list[tuple[str, int]], budget: int, model: str) -> list[str]:
-    groups: list[list[tuple[str, int]]] = []
-    used = budget + 1
-    for unit in units:
-        if used + unit[1] > budget:
-            groups.append([])
-            used = 0
-        groups[-1].append(unit)
-        used += unit[1]
-    out: list[str] = []
-    for group in groups:
-        text = "".join(u for u, _ in group)
-        # Summed counts are an estimate: BPE may merge differently across the join of two units.
-        if len(group) == 1 or count_tokens(model, text) <= budget:
-            out.append(text)
-        else:
-            mid = len(group) // 2
-            out += _accumulate(group[:mid], budget, model) + _accumulate(group[mid:], budget, model)
-    return out
-
-
-def split_text(text: str, budget: int, model: str) -> list[str]:
-    """Cut ``text`` into pieces of at most ``budget`` tokens that join back to it exactly.
-
-    Cuts fall at paragraph, line, sentence, clause or word ends when possible, and between
-    characters only inside a run with none of them.
-    """
-    if budget < 1:
-        raise ValueError(f"split_text: budget must be at least 1 token, got {budget}")
-    if not text:
-        return []
-    return _accumulate(_units(text, budget, model), budget, model)
-
-
-def json_cost(model: str, text: str) -> int:
-    """Tokens ``text`` adds to a prompt as a JSON list element (quotes, escapes, separator)."""
-    return count_tokens(model, json.dumps(text, ensure_ascii=False)) + 1
-
-
-def fit_text(text: str, limit: int, model: str, raw: int | None = None) -> list[tuple[str, int]]:
-    """``text`` in consecutive parts whose :func:`json_cost` is at most ``limit``, with the costs.
-
-    The parts join back to ``text`` exactly (see :func:`split_text`).
-    """
-    if raw is None:
-        whole = json_cost(model, text)
-        if whole <= limit:
-            return [(text, whole)]
-        raw = limit - 2
-    out: list[tuple[str, int]] = []
-    for part in split_text(text, max(1, raw), model):
-        c = json_cost(model, part)
-        if c <= limit or len(part) <= 1 or raw <= 1:
-            out.append((part, c))
-        else:  # escapes made the JSON form longer than the text: cut this part tighter
-            out += fit_text(part, limit, model, raw - (c - limit))
-    return out
-
-
-def pack(sizes: list[int], capacity: int) -> list[list[int]]:
-    """First-fit decreasing: indices grouped so that no group's sizes sum above ``capacity``.
-
-    An item larger than ``capacity`` gets a group of its own (callers split such items first).
-
-    Ties keep input order and each group lists its indices in input order, so a seeded
-    shuffle before packing still decides the order contexts appear in within a prompt.
-    """
-    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
-    groups: list[list[int]] = []
-    room: list[int] = []
-    for i in order:
-        for g, free in enumerate(room):
-            if sizes[i] <= free:
-                groups[g].append(i)
-                room[g] -= sizes[i]
-                break
-        else:
-            groups.append([i])
-            room.append(capacity - sizes[i])
-    return [sorted(g) for g in groups]
 
 
 def relevant_context_ids(
@@ -211,47 +76,7 @@ class _Piece:
     """Tokens this text adds to a prompt as one element of a JSON list."""
 
 
-@dataclass(frozen=True)
-class PlannedCalls:
-    """The judge requests writing one reference makes, as the gateway sends them.
-
-    ``answers`` are the map calls (an answer from a group of contexts), ``merges`` the merge
-    calls of every round; each is the structured call's messages, its schema message first.
-    """
-
-    answers: list[list[dict[str, Any]]]
-    merges: list[list[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class QuestionJudge:
-    """One question's judge and the room its prompts get.
-
-    What the writers of the judge's map-reduce prompts (a reference answer, the nuggets) are
-    built with.
-
-    Attributes:
-        gateway: the gateway every judge call goes through.
-        judge: the judge model string.
-        question: the question text.
-        lang: the question's language; it picks the prompt set.
-        window: the judge's context window (prompt + answer tokens).
-        answer_tokens: the answer budget (``max_tokens``) of one map call.
-        reserve_tokens: tokens kept free in every prompt for what the counter cannot see.
-        temperature: the judge's sampling temperature.
-    """
-
-    gateway: Gateway
-    judge: str
-    question: str
-    lang: str
-    window: int
-    answer_tokens: int = 1024
-    reserve_tokens: int = 0
-    temperature: float = 0.0
-
-
-class ReferenceWriter:
+class ReferenceWriter(WindowedWriter):
     """Writes one question's reference answer and keeps its merge tree and counts.
 
     Args:
@@ -259,48 +84,29 @@ class ReferenceWriter:
             budget of an answer written from contexts).
     """
 
+    map_prompt = ANSWER_GROUP
+    merge_prompt = MERGE
+
     def __init__(self, setup: QuestionJudge) -> None:
-        self.gateway = setup.gateway
-        self.question = setup.question
-        self.lang = ANSWER_GROUP.language(setup.lang)
-        self.model = setup.judge
-        self.window = setup.window
-        self.answer_tokens = setup.answer_tokens
-        self.reserve = setup.reserve_tokens
-        self.temperature = setup.temperature
         self.nodes: list[dict[str, Any]] = []
         self.lost: list[str] = []
         self.notes: list[str] = []
-        self.calls = self.map_calls = self.merge_calls = 0
-        self.tokens_in = self.tokens_out = 0
-        self.max_prompt_tokens = 0
         self.root: int | None = None
         # A judge that fills any budget would have its inputs halved down to crumbs: splitting
         # may at most double the planned answer calls (plus a little for small questions).
         self._splits_left = 0
         self._rendered: dict[tuple[str, tuple[int, ...]], tuple[list[dict[str, Any]], int]] = {}
-        self.answer_overhead = self._render(
-            ANSWER_GROUP, GroupAnswerInput(question=self.question, contexts=[])
-        )[1]
-        self.merge_overhead = self._render(
-            MERGE, MergeInput(question=self.question, partial_answers=[])
-        )[1]
+        super().__init__(setup)
+
+    def map_input(self, texts: list[str]) -> BaseModel:
+        """The answer prompt's input: the question and the contexts."""
+        return GroupAnswerInput(question=self.question, contexts=texts)
+
+    def merge_input(self, texts: list[str]) -> BaseModel:
+        """The merge prompt's input: the question and the partial answers."""
+        return MergeInput(question=self.question, partial_answers=texts)
 
     # -- sizes ----------------------------------------------------------------------------
-
-    @property
-    def usable(self) -> int:
-        """Context tokens one answer prompt holds: window - answer budget - reserve - the rest."""
-        return self.window - self.answer_tokens - self.reserve - self.answer_overhead
-
-    def cost(self, text: str) -> int:
-        """Tokens ``text`` adds to a prompt as a JSON list element (quotes, escapes, separator)."""
-        return json_cost(self.model, text)
-
-    def _render(self, prompt: Prompt, inp: BaseModel) -> tuple[list[dict[str, Any]], int]:
-        # Counted as the gateway sends it: its schema message and response format included.
-        messages = prompt.messages(inp, self.lang)
-        return messages, structured_prompt_tokens(self.model, prompt.output_model, messages)
 
     def _render_group(
         self, prompt: Prompt, group: list[_Piece], *, keep: bool = True
@@ -311,22 +117,11 @@ class ReferenceWriter:
         found = self._rendered.get(key) if keep else self._rendered.pop(key, None)
         if found is None:
             texts = [p.text for p in group]
-            inp: BaseModel = (
-                GroupAnswerInput(question=self.question, contexts=texts)
-                if prompt is ANSWER_GROUP
-                else MergeInput(question=self.question, partial_answers=texts)
-            )
-            found = self._render(prompt, inp)
+            inp = self.map_input(texts) if prompt is ANSWER_GROUP else self.merge_input(texts)
+            found = self.render(prompt, inp)
             if keep:
                 self._rendered[key] = found
         return found
-
-    def _fits(self, prompt_tokens: int, max_tokens: int) -> bool:
-        return prompt_tokens + max_tokens + self.reserve <= self.window
-
-    def fit_text(self, text: str, limit: int) -> list[tuple[str, int]]:
-        """``text`` in consecutive parts whose :meth:`cost` is at most ``limit``, with the costs."""
-        return fit_text(text, limit, self.model)
 
     # -- the tree -------------------------------------------------------------------------
 
@@ -370,29 +165,9 @@ class ReferenceWriter:
             error=None,
         )
         record = self.nodes[node]
-        judged = await self.gateway.astructured(
-            model=self.model,
-            messages=messages,
-            schema=prompt.output_model,
-            prompt_version=prompt.key,
-            prompt_budget=self.window - max_tokens - self.reserve,
-            temperature=self.temperature,
-            max_tokens=max_tokens,
-        )
-        self.calls += judged.calls
-        if kind == "answer":
-            self.map_calls += judged.calls
-        else:
-            self.merge_calls += judged.calls
-        self.tokens_in += judged.tokens_in
-        self.tokens_out += judged.tokens_out
-        sent = [judged.prompt_tokens] if judged.calls else []
+        judged, outcome = await self.ask(prompt, messages, max_tokens)
         if judged.repair_prompt_tokens is not None:
             record["repair_prompt_tokens"] = judged.repair_prompt_tokens
-            sent.append(judged.repair_prompt_tokens)
-        for tokens in sent:
-            self.max_prompt_tokens = max(self.max_prompt_tokens, tokens + max_tokens + self.reserve)
-        outcome = "ok" if judged.ok else "split" if judged.status in _SPLIT else "failed"
         if judged.ok:
             record["text"] = getattr(judged.value, "answer", None)
         record["status"], record["error"] = outcome, None if judged.ok else judged.error
@@ -419,37 +194,15 @@ class ReferenceWriter:
         return self._verified(groups, self._answer_fits)
 
     def _answer_fits(self, group: list[_Piece]) -> bool:
-        return self._fits(self._render_group(ANSWER_GROUP, group)[1], self.answer_tokens)
+        return self.fits(self._render_group(ANSWER_GROUP, group)[1], self.answer_tokens)
 
     def _verified(self, groups: list[list[_Piece]], fits: Any) -> list[list[_Piece]]:
-        """``groups`` with every multi-piece group checked on its rendered prompt.
-
-        Packing sums per-piece costs, which can under-count a full prompt by a few tokens (BPE
-        merges across the JSON separators). A group over the window gives up its smallest
-        pieces, which go to the emptiest group that still fits, else to a group of their own:
-        one extra call at most, where halving the group would cost one per overfull group.
-        """
-        out: list[list[_Piece]] = []
-        spill: list[_Piece] = []
-        for group in groups:
-            group = list(group)
-            while len(group) > 1 and not fits(group):
-                spill.append(group.pop(min(range(len(group)), key=lambda k: group[k].cost)))
-            out.append(group)
-        for piece in sorted(spill, key=lambda p: -p.cost):
-            for group in sorted(out, key=lambda g: sum(p.cost for p in g)):
-                trial = sorted([*group, piece], key=lambda p: p.node)
-                if fits(trial):
-                    group[:] = trial
-                    break
-            else:
-                out.append([piece])
-        return out
+        return verified(groups, fits, lambda p: p.cost, lambda p: p.node)
 
     async def answer(self, group: list[_Piece]) -> list[_Piece]:
         """Partial answers from ``group`` (several when it had to be asked in parts)."""
         messages, tokens = self._render_group(ANSWER_GROUP, group, keep=False)
-        if not self._fits(tokens, self.answer_tokens):
+        if not self.fits(tokens, self.answer_tokens):
             # The summed piece costs under-counted this prompt: ask in smaller parts, unsent.
             return await self._answer_in_parts(group)
         ids = [i for p in group for i in p.ids]
@@ -511,7 +264,7 @@ class ReferenceWriter:
 
     def _merge_fits(self, group: list[_Piece]) -> bool:
         need = sum(p.cost for p in group) + _FRAMING
-        return self._fits(self._render_group(MERGE, group)[1], need)
+        return self.fits(self._render_group(MERGE, group)[1], need)
 
     async def merge(self, group: list[_Piece]) -> list[_Piece]:
         """One merged answer of ``group``, or fewer pieces than it had: never a dropped one."""
@@ -519,7 +272,7 @@ class ReferenceWriter:
             return group
         messages, tokens = self._render_group(MERGE, group, keep=False)
         need = sum(p.cost for p in group) + _FRAMING
-        if not self._fits(tokens, need):
+        if not self.fits(tokens, need):
             return await self._merge_in_parts(group)
         ids = [i for p in group for i in p.ids]
         value, outcome, node = await self._call(
@@ -558,12 +311,9 @@ class ReferenceWriter:
         self, contexts: list[tuple[str, str]], mode: str, seed: int
     ) -> tuple[str | None, str, list[str]]:
         """The reference answer from ``contexts`` (id, text): (answer, status, supporting ids)."""
-        if self.usable < _MIN_USABLE:
-            self.lost.append(
-                f"the judge's window ({self.window} tokens) minus the answer budget "
-                f"({self.answer_tokens}), the reserve ({self.reserve}) and the instruction "
-                f"({self.answer_overhead}) leaves {self.usable} tokens for contexts"
-            )
+        small = self.too_small()
+        if small:
+            self.lost.append(small)
             return None, "failed", []
         rank = {cid: k for k, (cid, _) in enumerate(contexts)}
         groups = self.first_groups(contexts, mode, seed)
@@ -616,7 +366,7 @@ class ReferenceWriter:
         too little room for contexts (:meth:`write` fails such a question without a call).
         Calls nothing: what the dry run counts.
         """
-        if self.usable < _MIN_USABLE:
+        if self.too_small():
             return None
         groups = self.first_groups(contexts, mode, seed)
         answers = [self._sent(ANSWER_GROUP, g) for g in groups]
@@ -639,9 +389,9 @@ class ReferenceWriter:
             "window": self.window,
             "answer_tokens": self.answer_tokens,
             "usable_tokens": self.usable,
-            "map_calls": self.map_calls,
-            "merge_calls": self.merge_calls,
-            "max_prompt_tokens": self.max_prompt_tokens,
+            "map_calls": self.spent.map_calls,
+            "merge_calls": self.spent.merge_calls,
+            "max_prompt_tokens": self.spent.max_prompt_tokens,
             "root": self.root,
             "nodes": self.nodes,
         }
@@ -670,13 +420,4 @@ def _fake_merge(req: FakeRequest) -> dict[str, Any]:
     return {"answer": " ".join(dict.fromkeys(parts))}
 
 
-__all__ = [
-    "PlannedCalls",
-    "QuestionJudge",
-    "ReferenceWriter",
-    "fit_text",
-    "json_cost",
-    "pack",
-    "relevant_context_ids",
-    "split_text",
-]
+__all__ = ["ReferenceWriter", "relevant_context_ids"]

@@ -31,11 +31,12 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from ragaudit import noise
-from ragaudit.cache import Gateway, KeyRejected, count_text, judge_repeat
+from ragaudit.cache import KeyRejected, count_text, judge_repeat
 from ragaudit.cache import forget_counts as forget_cached_counts
 from ragaudit.concurrency import gather_limited
 from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, SAMPLING_TEMPERATURE, RunConfig
 from ragaudit.dataset import Question
+from ragaudit.judging import Judge
 from ragaudit.metrics import Deps, Metric, Sample, Skip, trace
 from ragaudit.schemas import dumps
 from ragaudit.secrets import redact
@@ -153,21 +154,17 @@ def build_samples(
     return samples, no_answer
 
 
-def make_deps(config: RunConfig, gateway: Gateway | None, judge: str, window: int | None) -> Deps:
-    """The models and options the metrics of a run of ``config`` use.
+def make_deps(config: RunConfig, judge: Judge) -> Deps:
+    """The models and options the metrics of a run of ``config`` use, asking ``judge``.
 
-    ``gateway`` is None for a dry run, which calls nothing.
+    The judge's gateway is None for a dry run, which calls nothing.
     """
-    models = config.models
+    embedder = config.models.embedder_model
     return Deps(
-        gateway=gateway,  # type: ignore[arg-type]  # only a dry run passes None
-        judge=judge,
-        embedder=models.embedder_model,
+        llm=judge,
+        embedder=embedder,
         options=config.score.model_dump(),
-        temperature=models.temperature,
-        max_output_tokens=models.max_output_tokens,
-        window=window,
-        english_only_embedder=models.embedder_model in ENGLISH_ONLY_EMBEDDERS,
+        english_only_embedder=embedder in ENGLISH_ONLY_EMBEDDERS,
     )
 
 
@@ -193,23 +190,16 @@ class Panel:
         return len(self.judges) * self.repeats
 
 
-def make_panel(
-    config: RunConfig,
-    gateway: Gateway | None,
-    metric: str,
-    window: Callable[[str], int],
-    repeats: int | None = None,
-) -> Panel:
+def make_panel(config: RunConfig, judge: Judge, metric: str, repeats: int | None = None) -> Panel:
     """The panel of ``metric`` in a run of ``config``: every grader, its repeats, its aggregate.
 
-    ``window(model)`` is a grader's context window; ``repeats`` overrides the config's.
+    ``judge`` is the run's judge; a jury's other members are asked with its gateway and limits
+    and their own windows. ``repeats`` overrides the config's.
     """
-    judges = tuple(
-        (make_deps(config, gateway, model, window(model)), window(model))
-        for model in config.models.graders
-    )
+    graders = [judge.member(config.models, model) for model in config.models.graders]
+    judges = tuple((make_deps(config, g), g.window) for g in graders)
     return Panel(
-        judges=judges,
+        judges=judges,  # type: ignore[arg-type]  # a run's judges always have their window
         repeats=config.models.judge_repeats if repeats is None else repeats,
         temperature=config.score.sampling_temperature,
         aggregate=config.score.aggregate.get(metric, "mean"),

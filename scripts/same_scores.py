@@ -1,9 +1,10 @@
-"""Same memo, same score tables: a check that a change to the scoring code changed no score.
+"""Same memo, same tables: a check that a change to the judging or scoring code changed no result.
 
 Run the demo questions through ``ragaudit run`` with the fake judge, once per checkout, into
-one folder whose memo they share; then compare the runs' ``scores`` tables row by row (every
-column but ``run_id``) and print the provider calls of each run after the first, which must be
-0 when the change kept every request the same::
+one folder whose memo they share; then compare the runs' ``scores``, ``verdicts``,
+``ranking``, ``ground_truth`` and ``nuggets`` tables row by row (every column but ``run_id``)
+and print the provider calls of each run after the first, which must be 0 when the change kept
+every request the same::
 
     OLD/venv/bin/python scripts/same_scores.py run --root /tmp/same --run-id before
     python scripts/same_scores.py run --root /tmp/same --run-id after
@@ -45,7 +46,18 @@ METRICS = [
     "summarization_score",
     "rouge_l",
     "bleu",
+    "nugget_recall_strict_vital",
+    "nugget_recall_vital",
+    "nugget_recall_all",
+    "nugget_recall_strict_all",
 ]
+# The tables compared besides ``scores``, each with the columns that order its rows.
+TABLES = {
+    "verdicts": ["question_id", "context_id"],
+    "ranking": ["question_id"],
+    "ground_truth": ["question_id"],
+    "nuggets": ["question_id", "nugget_index"],
+}
 LEGACY = {
     "answer_relevancy_strictness": 2,
     "aspect_strictness": 3,
@@ -106,32 +118,49 @@ def provider_calls(root: Path, run_id: str) -> int:
     return int(manifest["llm"]["provider_calls"])
 
 
+def table(root: Path, run_id: str, name: str, keys: list[str]) -> pl.DataFrame:
+    """One of the run's tables without ``run_id``, in a fixed order."""
+    frame = pl.read_parquet(root / "runs" / run_id / f"{name}.parquet").drop("run_id")
+    return frame.sort(keys, nulls_last=True)
+
+
+def differs(name: str, first: pl.DataFrame, other: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether ``other`` differs from ``first``; prints how (columns compared when shared)."""
+    # A column one side's schema lacks (added by a later version) is said, not compared.
+    only = sorted(set(first.columns) ^ set(other.columns))
+    if only:
+        print(f"  {name}: columns in one run only, not compared: {', '.join(only)}")
+    shared = [c for c in first.columns if c in other.columns]
+    first, other = first.select(shared), other.select(shared)
+    equal = other.equals(first)
+    print(f"  {name}: {other.height} rows, identical={equal}")
+    if not equal:
+        joined = first.join(other, on=keys, suffix="_other", how="full", nulls_equal=True)
+        for column in shared:
+            if column in keys:
+                continue
+            diff = joined.filter(pl.col(column).ne_missing(pl.col(f"{column}_other")))
+            if diff.height:
+                print(f"    {column}: {diff.height} rows differ")
+    return not equal
+
+
 def compare(root: Path, run_ids: list[str]) -> bool:
-    """Whether every run's score table equals the first's; prints what differs."""
+    """Whether every run's tables equal the first's; prints what differs."""
     first = scores(root, run_ids[0])
+    others = {name: table(root, run_ids[0], name, keys) for name, keys in TABLES.items()}
     same = True
     calls = provider_calls(root, run_ids[0])
-    print(f"{run_ids[0]}: {first.height} score rows, {calls} provider calls")
+    sizes = ", ".join(f"{t.height} {name} rows" for name, t in others.items())
+    print(f"{run_ids[0]}: {first.height} score rows, {sizes}, {calls} provider calls")
     for other in run_ids[1:]:
-        table = scores(root, other)
-        # A column one side's schema lacks (added by a later version) is said, not compared.
-        only = sorted(set(first.columns) ^ set(table.columns))
-        if only:
-            print(f"  columns in one run only, not compared: {', '.join(only)}")
-        shared = [c for c in first.columns if c in table.columns]
-        table, first = table.select(shared), first.select(shared)
-        equal = table.equals(first)
         calls = provider_calls(root, other)
-        print(f"{other}: {table.height} rows, identical={equal}, {calls} provider calls")
-        if not equal:
+        print(f"{other}: {calls} provider calls")
+        if differs("scores", first, scores(root, other), ["metric", "question_id"]):
             same = False
-            joined = first.join(table, on=["metric", "question_id"], suffix="_other", how="full")
-            for column in first.columns:
-                if column in ("metric", "question_id"):
-                    continue
-                diff = joined.filter(pl.col(column).ne_missing(pl.col(f"{column}_other")))
-                if diff.height:
-                    print(f"  {column}: {diff.height} rows differ")
+        for name, keys in TABLES.items():
+            if differs(name, others[name], table(root, other, name, keys), keys):
+                same = False
         same = same and calls == 0
     return same
 

@@ -6,6 +6,7 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
@@ -13,7 +14,6 @@ from typing import TypeVar
 # here for the stage code and tests written against this module.
 from ragaudit.cache import (
     Gateway,
-    context_window,
     gateway_for,
     global_lease,
     hold_gateway,
@@ -22,6 +22,7 @@ from ragaudit.cache import (
 )
 from ragaudit.concurrency import gather_limited
 from ragaudit.config import RunConfig
+from ragaudit.judging import Judge
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import dumps
 
@@ -88,9 +89,16 @@ class StageContext:
         """The judge model string."""
         return self.config.models.judge_model
 
+    @cached_property
+    def llm(self) -> Judge:
+        """The run's judge, built once per stage context (its window worked out once)."""
+        return Judge.from_config(self.config.models, self.gateway, in_flight(self))
+
     def window(self) -> int:
         """The judge's context window."""
-        return context_window(self.judge, self.config.models.judge_context_window)
+        window = self.llm.window
+        assert window is not None  # from_config always works one out
+        return window
 
 
 @dataclass

@@ -16,26 +16,18 @@ from typing import Any
 from ragaudit import progress
 from ragaudit.cache import KeyRejected
 from ragaudit.nuggets import NuggetResult, extract_nuggets
-from ragaudit.reference import QuestionJudge, ReferenceWriter, relevant_context_ids
+from ragaudit.reference import ReferenceWriter, relevant_context_ids
 from ragaudit.schemas import GROUND_TRUTH, NUGGETS, to_table
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, gather_limited, in_flight
+from ragaudit.windowing import QuestionJudge
 
 
 def writer_for(ctx: StageContext, question: str, lang: str) -> ReferenceWriter:
-    """The reference writer of one question, with the run's judge, window and budgets."""
+    """The reference writer of one question, with the run's judge and budgets."""
     cfg = ctx.config.ground_truth
     return ReferenceWriter(
-        QuestionJudge(
-            ctx.gateway,
-            ctx.judge,
-            question,
-            lang,
-            window=ctx.window(),
-            answer_tokens=cfg.answer_tokens,
-            reserve_tokens=cfg.reserve_tokens,
-            temperature=ctx.config.models.temperature,
-        )
+        QuestionJudge(ctx.llm, question, lang, cfg.answer_tokens, cfg.reserve_tokens)
     )
 
 
@@ -65,15 +57,12 @@ async def nuggets_of(
     """One question's nuggets from ``contexts`` (id, text) with the run's judge and budgets."""
     cfg = ctx.config.ground_truth
     return await extract_nuggets(
-        ctx.gateway,
-        ctx.judge,
+        ctx.llm,
         question,
         lang,
         contexts,
-        window=ctx.window(),
         answer_tokens=cfg.nugget_tokens,
         reserve_tokens=cfg.reserve_tokens,
-        temperature=ctx.config.models.temperature,
         max_nuggets=cfg.max_nuggets,
     )
 
@@ -151,9 +140,9 @@ async def ground_truth(ctx: StageContext) -> list[str]:
             "error": "; ".join(problems)[:2000] or None,
             "supporting_ids": support,
             "merge_tree": json.dumps(writer.tree(), ensure_ascii=False),
-            "calls": writer.calls,
-            "tokens_in": writer.tokens_in,
-            "tokens_out": writer.tokens_out,
+            "calls": writer.spent.calls,
+            "tokens_in": writer.spent.tokens_in,
+            "tokens_out": writer.spent.tokens_out,
         }
 
     async def nugget_list(q: Any, contexts: list[tuple[str, str]]) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from ragaudit import progress, scoring
-from ragaudit.cache import context_window
 from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import Deps, Metric, Sample, resolve
@@ -71,8 +70,8 @@ def question_nuggets(
 
 
 def make_deps(ctx: StageContext) -> Deps:
-    """The models and options the metrics of this run use."""
-    return scoring.make_deps(ctx.config, ctx.gateway, ctx.judge, ctx.window())
+    """The models and options the metrics of this run use, with the stage's judge."""
+    return scoring.make_deps(ctx.config, ctx.llm)
 
 
 def metric_for(ctx: StageContext, name: str) -> Metric:
@@ -93,10 +92,7 @@ async def score_metric(ctx: StageContext, part: str) -> list[str]:
     m = metric_for(ctx, name)
     samples, no_answer = build_samples(ctx)
     deps = make_deps(ctx)
-    limit = ctx.config.models.judge_context_window
-    panel = scoring.make_panel(
-        ctx.config, ctx.gateway, name, lambda model: context_window(model, limit)
-    )
+    panel = scoring.make_panel(ctx.config, ctx.llm, name)
     with progress.bar(f"score: {part}", len(samples)) as bar:
         rows = await score_rows(
             m,

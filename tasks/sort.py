@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from ragaudit.agreement import ALL_QUESTIONS, JudgeOrder, aggregate, gold_grades, question_rows
-from ragaudit.cache import context_window
 from ragaudit.dataset import Question
 from ragaudit.judging import (
     Graded,
@@ -37,13 +36,13 @@ from ragaudit.judging import (
 )
 from ragaudit.reevaluation import ordering_baseline
 from ragaudit.schemas import AGREEMENT, COMPARISONS, GRADE_NOISE, RANKING, VERDICTS, to_table
-from ragaudit.tasks._common import StageContext, combine_parts, in_flight
+from ragaudit.tasks._common import StageContext, combine_parts
 from ragaudit.trec import export_trec
 
 
 def judge_of(ctx: StageContext) -> Judge:
     """The stage's judge: the gateway, the judge model and its window, from the config."""
-    return Judge.from_config(ctx.config.models, ctx.gateway, in_flight(ctx))
+    return ctx.llm
 
 
 def graders_of(ctx: StageContext) -> list[Judge]:
@@ -55,15 +54,12 @@ def graders_of(ctx: StageContext) -> list[Judge]:
         models.temperature,
         ctx.config.score.sampling_temperature,
     )
-    # The configured judge window holds for every grader, as the score stage's panel takes it.
-    return sample_judges(
-        judge_of(ctx), plan, lambda model: context_window(model, models.judge_context_window)
-    )
+    return sample_judges(judge_of(ctx), plan, models)
 
 
 def prompt_budget(ctx: StageContext) -> int:
     """Tokens a judge prompt may use: the judge's window less the answer's ``max_tokens``."""
-    return judge_of(ctx).budget
+    return ctx.window() - judge_of(ctx).max_tokens
 
 
 def order_options(ctx: StageContext) -> OrderOptions:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ragaudit.cache import Gateway, context_window, hold_gateway, items_in_flight
+from ragaudit.cache import Gateway, hold_gateway, items_in_flight
 from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
 from ragaudit.calibration._grades import (
     calibrate_judge_grades,
@@ -62,9 +62,7 @@ def gather_inputs(
 
 def metric_deps(config: RunConfig, gateway: Gateway) -> Deps:
     """The models and score options the metrics use, as a run with ``config`` gives them."""
-    models = config.models
-    window = context_window(models.judge_model, models.judge_context_window)
-    return make_deps(config, gateway, models.judge_model, window)
+    return make_deps(config, Judge.from_config(config.models, gateway, items_in_flight(config)))
 
 
 async def calibrate(
@@ -96,16 +94,18 @@ async def calibrate(
     # The scope writes the call log into the run folder as the calls are made.
     held = contextlib.nullcontext(gateway) if gateway is not None else hold_gateway(config)
     with held as gw, gw.scope("calibrate", run_id=run_id, calls_dir=run.calls_dir) as counts:
-        window = context_window(config.models.judge_model, config.models.judge_context_window)
         in_flight = limit if limit is not None else items_in_flight(config)
-        deps = metric_deps(config, gw)
+        # One judge for the metrics and the grades: its window worked out once.
+        judge = Judge.from_config(config.models, gw, in_flight)
+        deps = make_deps(config, judge)
+        assert judge.window is not None  # from_config always works one out
         result = await run_calibration(
-            inputs, deps, window=window, threshold=threshold, limit=in_flight
+            inputs, deps, window=judge.window, threshold=threshold, limit=in_flight
         )
         if inputs.grade_labels:
             result.grades = await calibrate_judge_grades(
                 inputs.grade_labels,
-                Judge.from_config(config.models, gw, in_flight),
+                judge,
                 relevant_grade=config.sort.relevant_grade,
                 run_id=run_id,
             )

@@ -69,8 +69,13 @@ def testset_cmd(
     chunks = [{"id": d.id, "text": d.text, "metadata": d.metadata} for d in read_corpus(source)]
     m = cfg.models
     with hold_gateway(cfg) as gateway, gateway.scope("testset"):
-        deps = Deps(
-            gateway, m.judge_model, m.embedder_model, {}, m.temperature, m.max_output_tokens
+        deps = Deps.of(
+            gateway,
+            m.judge_model,
+            m.embedder_model,
+            {},
+            temperature=m.temperature,
+            max_output_tokens=m.max_output_tokens,
         )
         rows = asyncio.run(
             generate_testset(chunks, deps, generator=m.generator_model, size=size, seed=seed)

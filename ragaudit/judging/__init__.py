@@ -5,7 +5,7 @@ Library functions with explicit arguments (a :class:`Judge`: gateway, model, win
 """
 
 from ragaudit.judging import _fake  # noqa: F401  (the fake judge's answers)
-from ragaudit.judging._grades import Graded, grade_candidates
+from ragaudit.judging._grades import Graded, grade_candidates, plan_grades
 from ragaudit.judging._head import (
     HEAD_METHODS,
     SetJudge,
@@ -21,7 +21,15 @@ from ragaudit.judging._incremental import (
     head_signature,
     incremental_head,
 )
-from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order
+from ragaudit.judging._judge import (
+    CountingJudge,
+    Judge,
+    PlannedRequest,
+    Spend,
+    gather_limited,
+    parsed,
+    shown_order,
+)
 from ragaudit.judging._jury import (
     GradeAggregate,
     GradeSample,
@@ -42,6 +50,7 @@ from ragaudit.judging._pairwise import PairwiseJudge
 
 __all__ = [
     "HEAD_METHODS",
+    "CountingJudge",
     "GradeAggregate",
     "GradeSample",
     "Graded",
@@ -52,6 +61,7 @@ __all__ = [
     "PairwiseJudge",
     "Placement",
     "PreviousHead",
+    "PlannedRequest",
     "SetJudge",
     "Spend",
     "by_grade",
@@ -66,6 +76,7 @@ __all__ = [
     "order_one",
     "order_questions",
     "parsed",
+    "plan_grades",
     "sample_judges",
     "setwise_calls",
     "setwise_heap",

@@ -7,19 +7,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from ragaudit import progress
 from ragaudit.cache import Judged
 from ragaudit.dataset import Question
-from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order, stable_key
+from ragaudit.judging._judge import (
+    CountingJudge,
+    Judge,
+    PlannedRequest,
+    Spend,
+    gather_limited,
+    parsed,
+    shown_order,
+    stable_key,
+)
 from ragaudit.judging._jury import GradeAggregate, combined_grade
 from ragaudit.prompts import (
     RELEVANCE,
     RELEVANCE_BATCH,
+    BatchRelevanceGrades,
     BatchRelevanceInput,
     Passage,
+    RelevanceGrade,
     RelevanceInput,
 )
-from ragaudit.reference import fit_text
+from ragaudit.windowing import fit_text
 
 # Fewer tokens than this left for a context: the question alone fills the window.
 MIN_ROOM = 32
@@ -261,4 +274,31 @@ async def grade_candidates(
     return result
 
 
-__all__ = ["MIN_ROOM", "Graded", "grade_candidates"]
+def _stand_in(schema: type[BaseModel]) -> BaseModel:
+    # Grade 0 for one candidate, none for a batch: which candidates are relevant is the dry
+    # run's prior, not something a plan can know.
+    if schema is RelevanceGrade:
+        return RelevanceGrade(grade=0)
+    return BatchRelevanceGrades(grades=[])
+
+
+async def plan_grades(
+    judge: Judge | Sequence[Judge],
+    questions: Mapping[str, Question],
+    candidates: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    per_call: int = 1,
+) -> list[PlannedRequest]:
+    """The requests :func:`grade_candidates` sends for these candidates, sending none.
+
+    Run through a :class:`CountingJudge` per sample, so a candidate over the window is cut in
+    parts and a batch over it asked one by one exactly as in a run. What the dry run counts.
+    """
+    judges = [judge] if isinstance(judge, Judge) else list(judge)
+    requests: list[PlannedRequest] = []
+    counting = [CountingJudge.like(j, _stand_in, requests) for j in judges]
+    await grade_candidates(counting, questions, candidates, per_call=per_call)
+    return requests
+
+
+__all__ = ["MIN_ROOM", "Graded", "grade_candidates", "plan_grades"]

@@ -22,7 +22,7 @@ from typing import Any
 from ragaudit.dataset import Question
 from ragaudit.judging._judge import Judge, Spend, parsed, shown_order
 from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, SetwiseInput
-from ragaudit.reference import fit_text
+from ragaudit.windowing import fit_text
 
 HeadMethod = Callable[..., Awaitable[list[str]]]
 HEAD_METHODS: dict[str, HeadMethod] = {}

@@ -10,12 +10,13 @@ much the samples agree.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ragaudit.config import ModelsConfig
 from ragaudit.judging._judge import Judge
 from ragaudit.noise import Agreement, GradeAggregate, agreement, combined_grade
 
@@ -52,21 +53,16 @@ def grade_plan(
     )
 
 
-def sample_judges(
-    judge: Judge, plan: Sequence[GradeSample], window_of: Callable[[str], int]
-) -> list[Judge]:
+def sample_judges(judge: Judge, plan: Sequence[GradeSample], models: ModelsConfig) -> list[Judge]:
     """One judge per planned sample.
 
-    Each keeps ``judge``'s gateway and answer budget and takes the sample's model, temperature
-    and repeat, and the model's own window (``window_of``; the judge's own for the judge).
+    Each is the sample's model as a member of ``judge``'s jury (:meth:`Judge.member`: the
+    judge itself, or the model with the config's limits and its own window) with the sample's
+    temperature and repeat.
     """
     return [
         dataclasses.replace(
-            judge,
-            model=s.model,
-            temperature=s.temperature,
-            repeat=s.index,
-            window=judge.window if s.model == judge.model else window_of(s.model),
+            judge.member(models, s.model), temperature=s.temperature, repeat=s.index
         )
         for s in plan
     ]

@@ -9,7 +9,7 @@ from ragaudit.cache import Judged
 from ragaudit.dataset import Question
 from ragaudit.judging._judge import Judge, Spend, parsed
 from ragaudit.prompts import PAIRWISE, PairwiseInput
-from ragaudit.reference import fit_text, json_cost
+from ragaudit.windowing import fit_text, json_cost
 
 # Fewer tokens than this left for each context: the question alone fills the window.
 _MIN_ROOM = 32

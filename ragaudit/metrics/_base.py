@@ -23,6 +23,7 @@ from ragaudit.registry import NoOptions
 
 if TYPE_CHECKING:
     from ragaudit.cache import Gateway
+    from ragaudit.judging import Judge
 
 
 @dataclass(frozen=True)
@@ -64,25 +65,68 @@ class Outcome:
 class Deps:
     """The models a metric may call, all through the gateway, and the run's score options."""
 
-    gateway: Gateway
-    judge: str
+    llm: Judge
+    """The judge every judge call of a metric goes through (ours and ragas's): its model, its
+    window (None: prompts not checked against one), answer budget and temperature."""
     embedder: str
     options: dict[str, Any]
-    temperature: float = 0.0
-    """Sampling temperature of single-sample judge calls."""
-    max_output_tokens: int = 1024
-    """Answer budget of one judge call (also reserved when fitting contexts to the window)."""
-    window: int | None = None
-    """The judge's context window; our own prompts over it less ``max_output_tokens`` are not
-    sent (None: not checked)."""
     english_only_embedder: bool = False
     """The embedder cannot read Chinese (MiniLM): embedding scores of Chinese rows
     are skipped with that reason instead of reported."""
 
+    @classmethod
+    def of(
+        cls,
+        gateway: Gateway,
+        judge: str,
+        embedder: str,
+        options: dict[str, Any],
+        *,
+        temperature: float = 0.0,
+        max_output_tokens: int = 1024,
+        window: int | None = None,
+        english_only_embedder: bool = False,
+    ) -> Deps:
+        """Deps whose judge is ``judge`` behind ``gateway`` with these limits."""
+        # Imported here: registering the metrics imports no gateway (litellm).
+        from ragaudit.judging import Judge
+
+        llm = Judge(
+            gateway=gateway,
+            model=judge,
+            window=window,
+            max_tokens=max_output_tokens,
+            temperature=temperature,
+        )
+        return cls(llm, embedder, options, english_only_embedder)
+
     @property
-    def prompt_budget(self) -> int | None:
-        """Prompt tokens a judge request may hold: the window less the answer budget."""
-        return None if self.window is None else self.window - self.max_output_tokens
+    def gateway(self) -> Gateway:
+        """The gateway every call goes through (the embedder's too)."""
+        return self.llm.gateway
+
+    @property
+    def judge(self) -> str:
+        """The judge model string."""
+        return self.llm.model
+
+    @property
+    def temperature(self) -> float:
+        """Sampling temperature of single-sample judge calls."""
+        return self.llm.temperature
+
+    @property
+    def max_output_tokens(self) -> int:
+        """Answer budget of one judge call (also reserved when fitting contexts to the window)."""
+        return self.llm.max_tokens
+
+    @property
+    def window(self) -> int | None:
+        """The judge's context window (None: not checked).
+
+        Our own prompts over it less ``max_output_tokens`` are not sent.
+        """
+        return self.llm.window
 
     def option(self, name: str, default: Any = None) -> Any:
         """A score option from the run's config (``score.<name>``)."""

@@ -75,22 +75,6 @@ def record(
     steps.insert(at, entry)
 
 
-def _request(
-    deps: Deps, prompt: Prompt, inp: BaseModel, language: str, temperature: float | None
-) -> dict[str, Any]:
-    """The gateway's structured request for one of our typed prompts."""
-    lang = prompt.language(language)
-    return {
-        "model": deps.judge,
-        "messages": prompt.messages(inp, lang),
-        "schema": prompt.output_model,
-        "prompt_version": prompt.key,
-        "prompt_budget": deps.prompt_budget,
-        "temperature": deps.temperature if temperature is None else temperature,
-        "max_tokens": deps.max_output_tokens,
-    }
-
-
 async def ask(
     deps: Deps,
     prompt: Prompt,
@@ -100,9 +84,14 @@ async def ask(
     sample_index: int = 0,
     temperature: float | None = None,
 ) -> Any:
-    """One of our typed prompts through the gateway; the parsed answer, else :class:`JudgeError`."""
-    judged = await deps.gateway.astructured(
-        **_request(deps, prompt, inp, language, temperature), sample_index=sample_index
+    """One of our typed prompts through the judge; the parsed answer, else :class:`JudgeError`."""
+    messages = prompt.messages(inp, prompt.language(language))
+    judged = await deps.llm.send(
+        messages,
+        prompt.output_model,
+        prompt.key,
+        temperature=temperature,
+        sample_index=sample_index,
     )
     return settled(prompt.name, judged, sample_index=sample_index)
 
@@ -116,12 +105,15 @@ async def ask_samples(
     *,
     temperature: float | None = None,
 ) -> list[Any]:
-    """``n`` samples of one of our typed prompts, asked together (the gateway's ``asamples``).
+    """``n`` samples of one of our typed prompts, asked together (the judge's ``samples``).
 
     The parsed answers in sample order, each traced; else :class:`JudgeError` for the first
     sample that has none (after every sample is traced).
     """
-    answers = await deps.gateway.asamples(n=n, **_request(deps, prompt, inp, language, temperature))
+    messages = prompt.messages(inp, prompt.language(language))
+    answers = await deps.llm.samples(
+        n, messages, prompt.output_model, prompt.key, temperature=temperature
+    )
     values, failure = [], None
     for index, judged in enumerate(answers):
         try:

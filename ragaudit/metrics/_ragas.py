@@ -21,6 +21,7 @@ from ragas.llms.base import InstructorBaseRagasLLM
 from ragas.prompt.metrics.base_prompt import BasePrompt
 
 from ragaudit.cache import Gateway, Judged
+from ragaudit.judging import Judge
 from ragaudit.metrics._base import CostSheet, Deps, Window
 from ragaudit.metrics._judge import settled, structured_window
 from ragaudit.prompts import Prompt
@@ -84,53 +85,48 @@ class TracedLLM(InstructorBaseRagasLLM):
     appended to the row's trace.
     """
 
-    def __init__(
-        self,
-        gateway: Gateway,
-        model: str,
-        prompt_version: str,
-        *,
-        temperature: float,
-        max_tokens: int,
-        prompt_budget: int | None = None,
-    ) -> None:
-        self.gateway, self.model, self.prompt_version = gateway, model, prompt_version
-        self.temperature, self.max_tokens = temperature, max_tokens
-        self.prompt_budget = prompt_budget
+    def __init__(self, judge: Judge, prompt_version: str, *, temperature: float) -> None:
+        self.judge, self.prompt_version, self.temperature = judge, prompt_version, temperature
+
+    @property
+    def gateway(self) -> Gateway:
+        """The gateway the judge's calls go through."""
+        return self.judge.gateway
 
     def generate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
         raise NotImplementedError("ragaudit scores asynchronously; use agenerate")
 
-    def _request(self, prompt: str, response_model: type[BaseModel]) -> dict[str, Any]:
-        """The gateway request for ragas's rendered ``prompt``: one user message, our schema."""
-        return {
-            "model": self.model,
-            "messages": [{"role": "user", "content": prompt}],
-            "schema": fast_schema(response_model),
-            "prompt_version": self.prompt_version,
-            "prompt_budget": self.prompt_budget,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
+    @staticmethod
+    def _messages(prompt: str) -> list[dict[str, Any]]:
+        """The prompt ragas rendered, as the one user message it is sent as."""
+        return [{"role": "user", "content": prompt}]
 
     async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> Any:  # noqa: D102
-        judged = await self.gateway.astructured(**self._request(prompt, response_model))
+        judged = await self.judge.send(
+            self._messages(prompt),
+            fast_schema(response_model),
+            self.prompt_version,
+            temperature=self.temperature,
+        )
         return settled(response_model.__name__, judged)
 
     async def asamples(self, prompt: str, response_model: type[BaseModel], n: int) -> list[Judged]:
-        """``n`` samples of ``prompt`` in sample order, as the gateway's ``asamples`` asks them."""
-        return await self.gateway.asamples(n=n, **self._request(prompt, response_model))
+        """``n`` samples of ``prompt`` in sample order, as the judge's ``samples`` asks them."""
+        return await self.judge.samples(
+            n,
+            self._messages(prompt),
+            fast_schema(response_model),
+            self.prompt_version,
+            temperature=self.temperature,
+        )
 
 
 def ragas_llm(deps: Deps, language: str = "en", temperature: float | None = None) -> TracedLLM:
     """The ragas LLM for the judge, labelled in the call log with the prompt language used."""
     return TracedLLM(
-        deps.gateway,
-        deps.judge,
+        deps.llm,
         RAGAS_PROMPTS + ("+zh" if language in LOCALISED else ""),
         temperature=deps.temperature if temperature is None else temperature,
-        max_tokens=deps.max_output_tokens,
-        prompt_budget=deps.prompt_budget,
     )
 
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragaudit.cache import Gateway, structured_prompt_tokens
+from ragaudit.cache import structured_messages
+from ragaudit.judging import Judge
 from ragaudit.prompts import Prompt
 from ragaudit.prompts.nuggets import (
     EXTRACT,
@@ -34,15 +35,18 @@ from ragaudit.prompts.nuggets import (
     ExtractInput,
     MergeNuggetsInput,
 )
-from ragaudit.reference import QuestionJudge, fit_text, json_cost, pack
+from ragaudit.windowing import (
+    CallCounts,
+    PlannedCalls,
+    QuestionJudge,
+    WindowedWriter,
+    pack,
+    verified,
+)
 
-# Statuses of the gateway whose inputs can succeed when asked in smaller parts.
-_SPLIT = {"too_long", "truncated", "no_room"}
 # Tokens one merged nugget's framing adds to the answer besides its text: the JSON keys, the
 # importance and a few input positions.
 _PER_NUGGET = 24
-# Fewer usable tokens than this per prompt: the window cannot hold a useful context.
-_MIN_USABLE = 64
 
 
 @dataclass
@@ -59,21 +63,14 @@ class Nugget:
 
 
 @dataclass
-class NuggetResult:
-    """A question's nuggets and how they were made."""
+class NuggetResult(CallCounts):
+    """A question's nuggets and how they were made (with the calls it took)."""
 
     nuggets: list[Nugget]
     status: str
     """``ok``; ``partial`` (some contexts or merges failed: the nuggets may miss facts);
     ``insufficient`` (no context holds a fact that answers the question); ``failed``."""
     notes: list[str] = field(default_factory=list)
-    calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    map_calls: int = 0
-    merge_calls: int = 0
-    max_prompt_tokens: int = 0
-    """The largest prompt sent plus its answer budget and reserve (at most the window)."""
     extracted: int = 0
     """Nuggets the map step wrote, before merging."""
     capped: int = 0
@@ -84,7 +81,7 @@ class NuggetResult:
     """Merges that failed (their inputs were kept unmerged)."""
 
 
-class NuggetExtractor:
+class NuggetExtractor(WindowedWriter):
     """Extracts one question's nuggets within the judge's window.
 
     Args:
@@ -93,68 +90,31 @@ class NuggetExtractor:
         max_nuggets: the cap on the final list (vital first).
     """
 
+    map_prompt = EXTRACT
+    merge_prompt = MERGE_NUGGETS
+
     def __init__(self, setup: QuestionJudge, *, max_nuggets: int = 30) -> None:
-        self.gateway = setup.gateway
-        self.model = setup.judge
-        self.question = question = setup.question
-        self.lang = EXTRACT.language(setup.lang)
-        self.window = window = setup.window
-        self.answer_tokens = answer_tokens = setup.answer_tokens
-        self.reserve = reserve_tokens = setup.reserve_tokens
-        self.temperature = setup.temperature
+        super().__init__(setup)
         self.max_nuggets = max_nuggets
-        self.result = NuggetResult([], "ok")
-        self.extract_overhead = self._tokens(EXTRACT, ExtractInput(question=question, contexts=[]))
-        self.merge_overhead = self._tokens(
-            MERGE_NUGGETS, MergeNuggetsInput(question=question, nuggets=[])
-        )
-        self.usable = window - reserve_tokens - answer_tokens - self.extract_overhead
+        self.result = self.spent = NuggetResult([], "ok")
 
-    # -- counting -------------------------------------------------------------------------
+    def map_input(self, texts: list[str]) -> ExtractInput:
+        """The extraction prompt's input: the question and the contexts."""
+        return ExtractInput(question=self.question, contexts=texts)
 
-    def _messages(self, prompt: Prompt, inp: BaseModel) -> list[dict[str, Any]]:
-        return prompt.messages(inp, self.lang)
-
-    def _tokens(self, prompt: Prompt, inp: BaseModel) -> int:
-        # Counted as the gateway sends it: its schema message and response format included.
-        messages = self._messages(prompt, inp)
-        return structured_prompt_tokens(self.model, prompt.output_model, messages)
+    def merge_input(self, texts: list[str]) -> MergeNuggetsInput:
+        """The merge prompt's input: the question and the nuggets' texts."""
+        return MergeNuggetsInput(question=self.question, nuggets=texts)
 
     def _fits(self, prompt: Prompt, inp: BaseModel, max_tokens: int) -> bool:
-        return self._tokens(prompt, inp) + max_tokens + self.reserve <= self.window
-
-    # -- calls ----------------------------------------------------------------------------
+        return self.fits(self.render(prompt, inp)[1], max_tokens)
 
     async def _ask(
         self, prompt: Prompt, inp: BaseModel, max_tokens: int
     ) -> tuple[Any, str, str | None]:
         """One structured call: (value, ``ok``/``split``/``failed``, error)."""
-        messages = self._messages(prompt, inp)
-        judged = await self.gateway.astructured(
-            model=self.model,
-            messages=messages,
-            schema=prompt.output_model,
-            prompt_version=prompt.key,
-            prompt_budget=self.window - max_tokens - self.reserve,
-            temperature=self.temperature,
-            max_tokens=max_tokens,
-        )
-        r = self.result
-        r.calls += judged.calls
-        if prompt is EXTRACT:
-            r.map_calls += judged.calls
-        else:
-            r.merge_calls += judged.calls
-        r.tokens_in += judged.tokens_in
-        r.tokens_out += judged.tokens_out
-        sent = [judged.prompt_tokens] if judged.calls else []
-        if judged.repair_prompt_tokens is not None:
-            sent.append(judged.repair_prompt_tokens)
-        for tokens in sent:
-            r.max_prompt_tokens = max(r.max_prompt_tokens, tokens + max_tokens + self.reserve)
-        if judged.ok:
-            return judged.value, "ok", None
-        return None, ("split" if judged.status in _SPLIT else "failed"), judged.error
+        judged, outcome = await self.ask(prompt, prompt.messages(inp, self.lang), max_tokens)
+        return judged.value if judged.ok else None, outcome, judged.error
 
     # -- map ------------------------------------------------------------------------------
 
@@ -163,27 +123,17 @@ class NuggetExtractor:
         out = []
         for cid, text in contexts:
             if text and text.strip():
-                out += [(cid, part, cost) for part, cost in fit_text(text, self.usable, self.model)]
+                out += [(cid, part, cost) for part, cost in self.fit_text(text, self.usable)]
         return out
 
     def groups(self, pieces: list[tuple[str, str, int]]) -> list[list[tuple[str, str, int]]]:
-        """Pieces packed into prompts that fill the window; each checked on its rendering.
-
-        Packing sums per-piece costs, which can under-count a rendered prompt by a few tokens:
-        a group over the window gives up its smallest pieces to a group of their own.
-        """
+        """Pieces packed into prompts that fill the window; each checked on its rendering."""
         packed = [[pieces[i] for i in g] for g in pack([p[2] for p in pieces], self.usable)]
-        out, spill = [], []
-        for group in packed:
-            while len(group) > 1 and not self._extract_fits(group):
-                spill.append(group.pop(min(range(len(group)), key=lambda k: group[k][2])))
-            out.append(group)
-        if spill:
-            out += self.groups(spill) if len(spill) < len(pieces) else [[p] for p in spill]
-        return out
+        position = {id(p): k for k, p in enumerate(pieces)}
+        return verified(packed, self._extract_fits, lambda p: p[2], lambda p: position[id(p)])
 
     def _extract_input(self, group: list[tuple[str, str, int]]) -> ExtractInput:
-        return ExtractInput(question=self.question, contexts=[p[1] for p in group])
+        return self.map_input([p[1] for p in group])
 
     def _extract_fits(self, group: list[tuple[str, str, int]]) -> bool:
         return self._fits(EXTRACT, self._extract_input(group), self.answer_tokens)
@@ -225,16 +175,16 @@ class NuggetExtractor:
     # -- reduce ---------------------------------------------------------------------------
 
     def _merge_input(self, group: list[Nugget]) -> MergeNuggetsInput:
-        return MergeNuggetsInput(question=self.question, nuggets=[n.text for n in group])
+        return self.merge_input([n.text for n in group])
 
     def _merge_budget(self, group: list[Nugget]) -> int:
         # An answer as long as its inputs, so a judge that merges nothing still fits.
-        return sum(json_cost(self.model, n.text) + _PER_NUGGET for n in group) + _PER_NUGGET
+        return sum(self.cost(n.text) + _PER_NUGGET for n in group) + _PER_NUGGET
 
     def merge_groups(self, nuggets: list[Nugget], interleave: int = 0) -> list[list[Nugget]]:
         """Nuggets in consecutive runs (or interleaved) whose merge prompt and answer fit."""
         capacity = self.window - self.reserve - self.merge_overhead - _PER_NUGGET
-        costs = [2 * (json_cost(self.model, n.text) + _PER_NUGGET) for n in nuggets]
+        costs = [2 * (self.cost(n.text) + _PER_NUGGET) for n in nuggets]
         total = sum(costs)
         n_groups = max(1, -(-total // max(1, capacity)))
         order = list(range(len(nuggets)))
@@ -324,16 +274,38 @@ class NuggetExtractor:
             )
         return kept
 
+    def plan(self, contexts: list[tuple[str, str]], stand_in: str) -> PlannedCalls | None:
+        """The requests :meth:`run` sends for ``contexts`` if every nugget were ``stand_in``.
+
+        The map calls are exactly :meth:`run`'s; the merge is one call over a nugget per
+        context, which the rounds are while the nuggets fit one prompt. None when :meth:`run`
+        sends nothing (no context, or the window leaves too little room for one). Calls
+        nothing: what the dry run counts.
+        """
+        contexts = [(i, t) for i, t in contexts if t and t.strip()]
+        if not contexts or self.too_small():
+            return None
+        answers = [
+            structured_messages(
+                EXTRACT.output_model, self.render(EXTRACT, self._extract_input(g))[0]
+            )
+            for g in self.groups(self.pieces(contexts))
+        ]
+        merges = []
+        if len(contexts) > 1:
+            inp = self.merge_input([stand_in] * len(contexts))
+            merges.append(
+                structured_messages(MERGE_NUGGETS.output_model, self.render(MERGE_NUGGETS, inp)[0])
+            )
+        return PlannedCalls(answers, merges)
+
     async def run(self, contexts: list[tuple[str, str]]) -> NuggetResult:
         """The nuggets of ``contexts`` (id, text), in the order the judge's lists give them."""
         r = self.result
-        if self.usable < _MIN_USABLE:
+        small = self.too_small()
+        if small:
             r.status = "failed"
-            r.notes.append(
-                f"the judge's window ({self.window} tokens) minus the answer budget "
-                f"({self.answer_tokens}), the reserve ({self.reserve}) and the instruction "
-                f"({self.extract_overhead}) leaves {self.usable} tokens for contexts"
-            )
+            r.notes.append(small)
             return r
         if not contexts:
             r.status = "insufficient"
@@ -355,26 +327,18 @@ class NuggetExtractor:
 
 
 async def extract_nuggets(
-    gateway: Gateway,
-    judge: str,
+    judge: Judge,
     question: str,
     lang: str,
     contexts: list[tuple[str, str]],
     *,
-    window: int,
     answer_tokens: int = 1024,
     reserve_tokens: int = 0,
-    temperature: float = 0.0,
     max_nuggets: int = 30,
 ) -> NuggetResult:
     """The nuggets of one question from its relevant ``contexts`` (id, text)."""
-    extractor = NuggetExtractor(
-        QuestionJudge(
-            gateway, judge, question, lang, window, answer_tokens, reserve_tokens, temperature
-        ),
-        max_nuggets=max_nuggets,
-    )
-    return await extractor.run(contexts)
+    setup = QuestionJudge(judge, question, lang, answer_tokens, reserve_tokens)
+    return await NuggetExtractor(setup, max_nuggets=max_nuggets).run(contexts)
 
 
 __all__ = ["Nugget", "NuggetExtractor", "NuggetResult", "extract_nuggets"]

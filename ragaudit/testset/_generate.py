@@ -101,13 +101,14 @@ async def generate_testset(
     ``deps.judge`` checks answerability; ``generator`` (default: the judge) writes the questions.
     Plans are tried in a seeded order, ``batch`` at a time, until ``size`` are kept.
     """
-    gen = Deps(
+    # The generator model's window is not known here: its prompts are not checked against one.
+    gen = Deps.of(
         deps.gateway,
         generator or deps.judge,
         deps.embedder,
         deps.options,
-        deps.temperature,
-        deps.max_output_tokens,
+        temperature=deps.temperature,
+        max_output_tokens=deps.max_output_tokens,
     )
     plans = _plans(corpus, kinds, random.Random(seed))
     kept: list[dict[str, Any]] = []

@@ -365,7 +365,7 @@ def test_a_generated_test_set_drives_an_ablation(tmp_path: Path, prefect_harness
         return None
 
     gateway = Gateway(tmp_path / "testset-memo", concurrency=8, backoff_s=0.0)
-    deps = Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
+    deps = Deps.of(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
     try:
         with FAKE.script(writer):
             rows = asyncio.run(generate_testset(corpus, deps, size=4, kinds=("single_document",)))

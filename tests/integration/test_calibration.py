@@ -42,7 +42,7 @@ def gateway(tmp_path: Path):
 
 
 def deps(gateway: Gateway, **options: Any) -> Deps:
-    return Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options=options)
+    return Deps.of(gateway=gateway, judge="fake/judge", embedder="fake/embed", options=options)
 
 
 def test_scenarios_cover_every_family_with_expected_orders() -> None:

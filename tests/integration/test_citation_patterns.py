@@ -103,7 +103,7 @@ def _sample(qid: str, response: str) -> Sample:
 
 
 async def test_a_row_the_pattern_hangs_on_fails_and_the_rest_go_on(gateway: Gateway) -> None:
-    deps = Deps(gateway, "fake/judge", "fake/embed", {"citation_pattern": CATASTROPHIC})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {"citation_pattern": CATASTROPHIC})
     samples = [_sample("hang", "a" * 200 + "!"), _sample("fine", "Granite [1].")]
     m = resolve("citation_uncited_share", deps.options)
     rows = {r["question_id"]: r for r in await score_rows(m, samples, deps, window=100_000)}

@@ -31,7 +31,7 @@ def demo_chinese() -> list[dict]:
 def offline_deps(gateway: Gateway) -> Deps:  # noqa: F811
     # As the score stage builds them from a config that names no embedder.
     models = RunConfig().models
-    return Deps(
+    return Deps.of(
         gateway=gateway,
         judge="fake/judge",
         embedder=models.embedder_model,

@@ -58,7 +58,7 @@ def gateway(tmp_path: Path):
 
 
 def make(gateway: Gateway, corpus: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
-    deps = Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
+    deps = Deps.of(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
     return asyncio.run(generate_testset(corpus, deps, generator="fake/gen", size=size))
 
 

@@ -43,7 +43,7 @@ def judge(**steps: Responder | Any) -> Callable[[FakeRequest], Any]:
 
 
 def make_deps(gateway: Gateway, **options: Any) -> Deps:
-    return Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options=options)
+    return Deps.of(gateway=gateway, judge="fake/judge", embedder="fake/embed", options=options)
 
 
 def sample(

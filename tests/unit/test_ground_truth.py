@@ -21,11 +21,11 @@ from support.fact_judge import FACT, WORDS, FactJudge
 from ragaudit.cache import count_tokens
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.prompts.reference import ANSWER_GROUP, UNKNOWN
-from ragaudit.reference import pack, split_text
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import CANDIDATES, QUESTIONS, RANKING, TABLES, to_table
 from ragaudit.tasks._common import StageContext, gateway_for
 from ragaudit.tasks.ground_truth import ground_truth, reference_answer
+from ragaudit.windowing import pack, split_text
 
 
 def make_contexts(
@@ -129,7 +129,7 @@ async def test_every_fact_reaches_the_reference(config_factory, fake, n: int, mo
     assert_lossless(answer, contexts, judge, writer, window)
     assert support == [cid for cid, _ in contexts]  # every context answered, in relevance order
     tree = writer.tree()
-    assert tree["map_calls"] + tree["merge_calls"] == writer.calls == judge.calls
+    assert tree["map_calls"] + tree["merge_calls"] == writer.spent.calls == judge.calls
     if mode == "slow":
         pieces = sum(1 for node in tree["nodes"] if node["kind"] == "context")
         assert tree["map_calls"] >= pieces
@@ -153,7 +153,7 @@ async def test_default_window_and_budget_need_few_calls(config_factory, fake) ->
     assert status == "ok"
     assert_lossless(answer, contexts, judge, writer, 8192)
     total = sum(writer.cost(t) for _, t in contexts)
-    assert writer.map_calls <= 1.1 * -(-total // writer.usable) + 1
+    assert writer.spent.map_calls <= 1.1 * -(-total // writer.usable) + 1
 
 
 async def test_redundant_answers_merge_over_several_levels(config_factory, fake) -> None:
@@ -312,9 +312,9 @@ async def test_no_answer_anywhere_is_insufficient(config_factory, fake) -> None:
         )
         empty = await reference_answer(ctx, "What did the company report?", "en", [])
     assert (answer, status, support) == (None, "insufficient", [])
-    assert writer.map_calls == 5 and writer.merge_calls == 0
+    assert writer.spent.map_calls == 5 and writer.spent.merge_calls == 0
     assert all(n["status"] == "unknown" for n in call_nodes(writer.tree()))
-    assert empty[:3] == (None, "insufficient", []) and empty[3].calls == 0
+    assert empty[:3] == (None, "insufficient", []) and empty[3].spent.calls == 0
 
 
 async def test_chinese_question_uses_chinese_prompts_and_drops_unknowns(

@@ -50,7 +50,7 @@ def samples() -> list[Sample]:
 
 async def score_all(memo: Path, judge: str) -> tuple[list[dict[str, Any]], list[Any]]:
     gateway = Gateway(memo, concurrency=8, backoff_s=0.0)
-    deps = Deps(
+    deps = Deps.of(
         gateway=gateway,
         judge=judge,
         embedder="fake/embed",

@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -513,7 +514,7 @@ def test_ragas_llms_do_not_keep_their_gateway_alive(tmp_path) -> None:
 
 
 async def test_our_prompt_over_the_window_is_not_sent(fake, gateway) -> None:
-    deps = Deps(
+    deps = Deps.of(
         gateway=gateway,
         judge="fake/judge",
         embedder="fake/embed",
@@ -626,7 +627,7 @@ async def test_missing_inputs_and_answers_are_skipped_with_the_reason(fake, gate
 async def test_chinese_rows_skip_embedding_metrics_with_an_english_only_embedder(
     fake, gateway
 ) -> None:
-    deps = Deps(
+    deps = Deps.of(
         gateway=gateway,
         judge="fake/judge",
         embedder="local/all-minilm-l6-v2",
@@ -651,7 +652,7 @@ async def test_chinese_rows_skip_embedding_metrics_with_an_english_only_embedder
         row = await score(
             "answer_correctness",
             zh,
-            Deps(**{**deps.__dict__, "options": {"answer_correctness_weights": (1.0, 0.0)}}),
+            replace(deps, options={"answer_correctness_weights": (1.0, 0.0)}),
         )
     assert row["status"] == "ok" and row["value"] == 1.0
 
@@ -795,7 +796,9 @@ def test_lower_is_better_metrics_are_flagged_above_their_threshold() -> None:
 
 
 async def test_provider_failure_after_retries_fails_the_row_naming_it(fake, gateway) -> None:
-    deps = Deps(gateway=gateway, judge="fake/judge?errors=1.0", embedder="fake/embed", options={})
+    deps = Deps.of(
+        gateway=gateway, judge="fake/judge?errors=1.0", embedder="fake/embed", options={}
+    )
     row = await score("faithfulness", sample(), deps)
     assert row["status"] == "failed" and "RateLimitError" in row["error"]
     assert row.get("value") is None

@@ -41,7 +41,8 @@ def agreement(rows: list[dict[str, Any]], table: pl.DataFrame) -> float:
 def wiki_deps(gw: Gateway) -> Deps:
     # WikiEval's longest answers and contexts have ~40 sentences: the judge's verdicts on them
     # need more than the default 1,024 output tokens, and the fake cuts a reply at its budget.
-    return replace(make_deps(gw), max_output_tokens=4096)
+    deps = make_deps(gw)
+    return replace(deps, llm=replace(deps.llm, max_tokens=4096))
 
 
 async def run(metric: str, samples: list[Sample], deps: Deps) -> list[dict[str, Any]]:
@@ -195,7 +196,7 @@ def long_contexts(n: int) -> list[str]:
 
 async def test_k_shrinks_until_a_joined_prompt_fits(fake, gateway) -> None:  # noqa: F811
     contexts = long_contexts(10)
-    deps = Deps(
+    deps = Deps.of(
         gateway=gateway,
         judge="fake/judge",
         embedder="fake/embed",
@@ -229,7 +230,7 @@ async def test_k_for_one_context_per_prompt_stops_at_the_first_that_does_not_fit
 ) -> None:
     contexts = long_contexts(3)
     contexts.insert(2, "巨大的上下文。" * 600)  # cannot fit alone: k stops before it
-    deps = Deps(
+    deps = Deps.of(
         gateway=gateway,
         judge="fake/judge",
         embedder="fake/embed",
@@ -244,7 +245,7 @@ async def test_k_for_one_context_per_prompt_stops_at_the_first_that_does_not_fit
 
 
 async def test_no_room_for_one_context_is_skipped_without_calls(fake, gateway) -> None:  # noqa: F811
-    deps = Deps(
+    deps = Deps.of(
         gateway=gateway,
         judge="fake/judge",
         embedder="fake/embed",

@@ -85,7 +85,7 @@ async def test_nugget_recalls_equal_the_hand_computed_values(fake, gateway) -> N
         "nugget_recall_all": (1 + 0.5 + 1 + 0.5) / 5,
     }
     two_a_call = {"metric_options": {name: {"batch_size": 2} for name in expected}}
-    deps = Deps(gateway, "fake/judge", "fake/embed", two_a_call)
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", two_a_call)
     with fake.script(PlantedTruth(FACTS)):
         rows = {name: await score(name, s, deps) for name in expected}
     for name, value in expected.items():
@@ -102,7 +102,7 @@ async def test_nugget_recalls_equal_the_hand_computed_values(fake, gateway) -> N
 
 
 async def test_questions_without_nuggets_are_skipped_with_the_reason(fake, gateway) -> None:
-    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {})
     none = await score("nugget_recall_all", make_sample("An answer."), deps)
     assert none["status"] == "skipped" and "no nuggets table" in none["error"]
     empty = make_sample("An answer.", nuggets=[], nuggets_note="no relevant context")
@@ -135,7 +135,7 @@ ANSWER = (
 
 async def test_citation_metrics_equal_the_hand_computed_values(fake, gateway) -> None:
     s = make_sample(ANSWER, CONTEXTS)
-    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {})
     # Sentences: 6; citations: 1 + 2 + 2 + 1 + 0 + 1 = 7.
     # ALCE recall: sentences 1-3 are fully supported by their citations together: 3 / 6.
     # ALCE precision: s1 [1]; s2 [3] supports alone, [1] alone does not but without it [3]
@@ -148,7 +148,7 @@ async def test_citation_metrics_equal_the_hand_computed_values(fake, gateway) ->
         "citation_support_recall": (1 + 1 + 1 + 0.5 + 0 + 0) / 6,
         "citation_uncited_share": 1 / 6,
     }
-    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {})
     with fake.script(PlantedTruth(FACTS)):
         rows = {name: await score(name, s, deps) for name in expected}
     for name, value in expected.items():
@@ -158,13 +158,13 @@ async def test_citation_metrics_equal_the_hand_computed_values(fake, gateway) ->
 
 
 async def test_answers_without_citations_are_skipped(fake, gateway) -> None:
-    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {})
     row = await score("citation_recall", make_sample("No citation here.", CONTEXTS), deps)
     assert (row["status"], row["error"]) == ("skipped", "the answer cites no context")
 
 
 async def test_structured_citations_and_a_custom_pattern(fake, gateway) -> None:
-    deps = Deps(gateway, "fake/judge", "fake/embed", {"citation_pattern": r"\(source (\w+)\)"})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {"citation_pattern": r"\(source (\w+)\)"})
     custom = make_sample("The pylons are granite (source c1). The lighting uses LEDs.", CONTEXTS)
     given = make_sample(
         "The pylons are granite. The lighting uses LEDs.", CONTEXTS, citations=[["c1"], []]
@@ -210,7 +210,7 @@ def test_the_http_source_maps_a_json_responses_cited_documents() -> None:
 async def test_an_empty_reference_list_cites_nothing(fake, gateway) -> None:
     # references: [] with a marker [3]: the answer cites an unknown document, never the third
     # retrieved context.
-    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {})
     with fake.script(PlantedTruth(FACTS)):
         rows = [
             await score(m, make_sample(STEEL, CONTEXTS, citation_ids=[]), deps)
@@ -225,7 +225,7 @@ async def test_an_empty_reference_list_cites_nothing(fake, gateway) -> None:
 
 async def test_a_null_reference_id_keeps_the_later_markers_in_place(fake, gateway) -> None:
     # The second entry had no id: [3] is still c2, which states the sentence.
-    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {})
     sample = make_sample(STEEL, CONTEXTS, citation_ids=["c0", "", "c2"])
     with fake.script(PlantedTruth(FACTS)):
         row = await score("citation_recall", sample, deps)
@@ -238,7 +238,7 @@ STEEL = "The arch is made of steel [3]."
 async def test_markers_point_into_the_sources_cited_documents(fake, gateway) -> None:
     # The service numbers its own reference list: [1] is c2 here, not the first context.
     s = make_sample("The arch is made of steel [1].", CONTEXTS, citation_ids=["c2", "c9"])
-    deps = Deps(gateway, "fake/judge", "fake/embed", {})
+    deps = Deps.of(gateway, "fake/judge", "fake/embed", {})
     with fake.script(PlantedTruth(FACTS)):
         row = await score("citation_recall", s, deps)
         far = await score(

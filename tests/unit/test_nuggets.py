@@ -7,6 +7,8 @@ from typing import Any
 
 import polars as pl
 
+from ragaudit.cache import Gateway
+from ragaudit.judging import Judge
 from ragaudit.nuggets import PlantedFact, PlantedTruth, extract_nuggets
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import CANDIDATES, QUESTIONS, TABLES, to_table
@@ -48,6 +50,11 @@ def planted(n_facts: int, n_contexts: int, seed: int = 0) -> tuple[list[PlantedF
     return facts, [(f"c{i:03d}", t) for i, t in enumerate(texts)], truth
 
 
+def judge_at(gateway: Gateway, model: str, window: int) -> Judge:
+    """The judge ``model`` with a ``window`` of its own (its answer budget is the writer's)."""
+    return Judge(gateway=gateway, model=model, window=window, max_tokens=1024)
+
+
 async def test_every_planted_fact_is_one_nugget_with_its_sources(config_factory, fake) -> None:
     config = config_factory()
     window = 4096
@@ -55,12 +62,10 @@ async def test_every_planted_fact_is_one_nugget_with_its_sources(config_factory,
     judge = PlantedTruth(facts)
     with fake.script(judge):
         result = await extract_nuggets(
-            gateway_for(config),
-            f"fake/judge?window={window}",
+            judge_at(gateway_for(config), f"fake/judge?window={window}", window),
             "How heavy is each widget?",
             "en",
             contexts,
-            window=window,
             answer_tokens=512,
             max_nuggets=50,
         )
@@ -79,12 +84,10 @@ async def test_the_cap_keeps_vital_nuggets_first(config_factory, fake) -> None:
     facts, contexts, _ = planted(12, 30, seed=1)
     with fake.script(PlantedTruth(facts)):
         result = await extract_nuggets(
-            gateway_for(config_factory()),
-            "fake/judge",
+            judge_at(gateway_for(config_factory()), "fake/judge", 8192),
             "How heavy is each widget?",
             "en",
             contexts,
-            window=8192,
             max_nuggets=5,
         )
     assert [n.importance for n in result.nuggets] == ["vital"] * 5
@@ -94,8 +97,9 @@ async def test_the_cap_keeps_vital_nuggets_first(config_factory, fake) -> None:
 async def test_no_fact_is_insufficient_and_no_context_is_said(config_factory, fake) -> None:
     gw = gateway_for(config_factory())
     with fake.script(PlantedTruth([])):
-        none = await extract_nuggets(gw, "fake/judge", "Q?", "en", [("a", "text")], window=8192)
-        empty = await extract_nuggets(gw, "fake/judge", "Q?", "en", [], window=8192)
+        judge = judge_at(gw, "fake/judge", 8192)
+        none = await extract_nuggets(judge, "Q?", "en", [("a", "text")])
+        empty = await extract_nuggets(judge, "Q?", "en", [])
     assert (none.status, none.nuggets) == ("insufficient", [])
     assert empty.notes == ["no relevant context"]
 
@@ -146,9 +150,10 @@ async def test_a_failed_merge_keeps_its_inputs_and_a_failed_group_is_partial(
         return "not json" if req.title == "MergedNuggets" else planted_judge(req)
 
     gw = gateway_for(config_factory())
-    ask = {"window": 2048, "answer_tokens": 256, "max_nuggets": 100}
+    ask = {"answer_tokens": 256, "max_nuggets": 100}
+    judge = judge_at(gw, "fake/judge?window=2048", 2048)
     with fake.script(broken_merges):
-        kept = await extract_nuggets(gw, "fake/judge?window=2048", "Q?", "en", contexts, **ask)
+        kept = await extract_nuggets(judge, "Q?", "en", contexts, **ask)
     # Every extracted nugget survives the failed merges: duplicates, but no fact lost.
     assert kept.failed_merges > 0 and kept.status == "ok"
     assert len(kept.nuggets) == kept.extracted
@@ -162,6 +167,6 @@ async def test_a_failed_merge_keeps_its_inputs_and_a_failed_group_is_partial(
         return planted_judge(req)
 
     with fake.script(broken_group):
-        part = await extract_nuggets(gw, "fake/judge?window=2048", "Q2?", "en", contexts, **ask)
+        part = await extract_nuggets(judge, "Q2?", "en", contexts, **ask)
     assert part.status == "partial" and part.failed_groups == 1
     assert "not extracted" in "; ".join(part.notes)

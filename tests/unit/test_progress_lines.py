@@ -142,7 +142,7 @@ async def test_rows_cancelled_by_a_signal_are_not_counted_as_scored(fake, gatewa
 
     metric = dataclasses.replace(jaccard, scorer=scorer)
     samples = [sample(qid=f"q{i}") for i in range(5)]
-    deps = Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
+    deps = Deps.of(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
     lines: list[str] = []
     progress.set_reporter(LineReporter(lines.append, every_s=3600.0))
     try:

@@ -34,7 +34,7 @@ def sample(n: int, language: str) -> Sample:
 def window_texts(tmp_path: Path) -> list[str]:
     """Every text the score stage fits: each windowed metric's request, in both languages."""
     gateway = Gateway(tmp_path / "memo")
-    deps = Deps(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
+    deps = Deps.of(gateway=gateway, judge="fake/judge", embedder="fake/embed", options={})
     texts = [
         text
         for n, language in enumerate(("en", "zh", "en", "zh"))
@@ -81,8 +81,8 @@ def test_a_prompt_s_lines_are_tokenized_once(
     first, second = (
         METRICS["faithfulness"].window(sample(n, "en"), deps).messages[1]
         for n, deps in (
-            (1, Deps(Gateway(tmp_path / "m"), "fake/judge", "fake/embed", {})),
-            (2, Deps(Gateway(tmp_path / "m"), "fake/judge", "fake/embed", {})),
+            (1, Deps.of(Gateway(tmp_path / "m"), "fake/judge", "fake/embed", {})),
+            (2, Deps.of(Gateway(tmp_path / "m"), "fake/judge", "fake/embed", {})),
         )
     )
     count_text("fake/judge", first)
