@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragaudit.search._base import Capabilities, Document, Hit, register_backend
 
@@ -188,7 +189,19 @@ def _run_coroutine(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         return pool.submit(lambda: asyncio.run(make())).result()
 
 
-@register_backend("local")
+class LocalOptions(BaseModel):
+    """``collect.options`` of the local backend: how ``hybrid`` fuses its two lists."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rrf_k: int = Field(default=_RRF_K, ge=1, le=10_000)
+    """Reciprocal-rank fusion's k: small values favour each list's first hits."""
+    vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Weight of the vector list in the fusion (the BM25 list gets the rest); 0.5 weighs them
+    equally, the plain fusion's order."""
+
+
+@register_backend("local", options=LocalOptions)
 class LocalBackend:
     """Embedded LanceDB table with BM25, vector or hybrid search and metadata prefilters.
 
@@ -207,7 +220,14 @@ class LocalBackend:
     def from_config(cls, config: Any, options: Any, *, embed: Embedder | None) -> LocalBackend:
         """The run's local index (``collect.index_path``, ``table``, ``mode``)."""
         cfg = config.collect
-        return cls(cfg.index_path, cfg.table, cfg.mode, embed=embed if cfg.mode != "bm25" else None)
+        return cls(
+            cfg.index_path,
+            cfg.table,
+            cfg.mode,
+            embed=embed if cfg.mode != "bm25" else None,
+            rrf_k=options.rrf_k,
+            vector_weight=options.vector_weight,
+        )
 
     def __init__(
         self,
@@ -215,6 +235,8 @@ class LocalBackend:
         table: str = "contexts",
         mode: str = "bm25",
         embed: Embedder | None = None,
+        rrf_k: int = _RRF_K,
+        vector_weight: float = 0.5,
     ) -> None:
         """Open (or prepare to create) the index in folder ``path``.
 
@@ -224,6 +246,8 @@ class LocalBackend:
             mode: ``bm25``, ``vector`` or ``hybrid``.
             embed: Async function mapping texts to vectors; needed by ``vector`` and ``hybrid``
                 and for indexing into a table that holds vectors.
+            rrf_k: ``hybrid``: the fusion's k.
+            vector_weight: ``hybrid``: the vector list's weight (BM25's is 1 minus it).
 
         Raises:
             ValueError: On an unknown mode, a missing ``embed``, or an existing table built
@@ -239,6 +263,8 @@ class LocalBackend:
         self.table_name = table
         self.mode = mode
         self.embed = embed
+        self.rrf_k = rrf_k
+        self.vector_weight = vector_weight
         self._write_lock = _write_lock_for(self.path, table)
         # Interval 0: every query checks for a newer version, so writes from another process
         # show up at once; on a local folder that check costs about nothing.
@@ -480,6 +506,8 @@ class LocalBackend:
             scored = _rrf(
                 [self._bm25(table, terms, where, top_n), self._knn(table, vector, where, top_n)],
                 top_n,
+                k=self.rrf_k,
+                weights=(1.0 - self.vector_weight, self.vector_weight),
             )
         return [
             Hit(
@@ -537,17 +565,25 @@ def _digest(text: str, metadata_json: str) -> str:
     return hashlib.sha256(json.dumps([text, metadata_json]).encode()).hexdigest()[:32]
 
 
-def _rrf(lists: list[list[tuple[float, dict]]], top_n: int) -> list[tuple[float, dict]]:
-    """Reciprocal-rank fusion: sum of 1 / (k + rank) over the lists a document is in."""
+def _rrf(
+    lists: list[list[tuple[float, dict]]],
+    top_n: int,
+    k: int = _RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[float, dict]]:
+    """Reciprocal-rank fusion: sum of weight / (k + rank) over the lists a document is in.
+
+    Equal weights give the plain fusion's order (every score scaled alike).
+    """
     fused: dict[str, list[Any]] = {}
-    for ranked in lists:
+    for ranked, weight in zip(lists, weights or [1.0] * len(lists), strict=True):
         for rank, (_, row) in enumerate(ranked, 1):
             entry = fused.setdefault(row["id"], [0.0, row, rank])
-            entry[0] += 1.0 / (_RRF_K + rank)
+            entry[0] += weight / (k + rank)
             entry[2] = min(entry[2], rank)
     # Ties (same fused score) go to the better single-list rank, then the id: deterministic.
     order = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[1][2], kv[0]))
     return [(score, row) for _, (score, row, _) in order[:top_n]]
 
 
-__all__ = ["ANALYZER", "MODES", "LocalBackend", "analyze", "filter_sql", "labels_of"]
+__all__ = ["ANALYZER", "MODES", "LocalBackend", "LocalOptions", "analyze", "filter_sql", "labels_of"]
