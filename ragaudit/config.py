@@ -797,7 +797,7 @@ class AblateConfig(_Frozen):
 
 
 class TuneRange(_Frozen):
-    """A numeric range Optuna's sampler draws a template parameter from (``tune.search: optuna``)."""
+    """A numeric range Optuna draws a template parameter from (``tune.search: optuna``)."""
 
     low: float
     """Smallest value."""

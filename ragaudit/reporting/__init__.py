@@ -31,6 +31,8 @@ from ragaudit.reporting._calibration import (
 )
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._charts import Figure, calibration_figures, figures
+from ragaudit.reporting._charts import _configure as configure_chart  # noqa: I001  (tune's charts)
+from ragaudit.reporting._charts import _svg as chart_svg
 from ragaudit.reporting._compare import (
     Comparison,
     Difference,
@@ -121,6 +123,8 @@ __all__ = [
     "adjust",
     "artifact_key",
     "bootstrap_ci",
+    "chart_svg",
+    "configure_chart",
     "build_report",
     "compare_reports",
     "compare_runs",

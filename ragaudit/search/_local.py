@@ -586,4 +586,12 @@ def _rrf(
     return [(score, row) for _, (score, row, _) in order[:top_n]]
 
 
-__all__ = ["ANALYZER", "MODES", "LocalBackend", "LocalOptions", "analyze", "filter_sql", "labels_of"]
+__all__ = [
+    "ANALYZER",
+    "MODES",
+    "LocalBackend",
+    "LocalOptions",
+    "analyze",
+    "filter_sql",
+    "labels_of",
+]
