@@ -196,10 +196,10 @@ def moves(out: TuneOutcome) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -abs(r["diff"]))
 
 
-def _ci(low: float | None, high: float | None) -> str:
+def _ci(low: float | None, high: float | None, sign: bool = True) -> str:
     if low is None or high is None:
         return "n/a"
-    return f"{fixed(low, 3, sign=True)} to {fixed(high, 3, sign=True)}"
+    return f"{fixed(low, 3, sign=sign)} to {fixed(high, 3, sign=sign)}"
 
 
 def calls_line(out: TuneOutcome) -> str:
@@ -224,13 +224,13 @@ def render_html(out: TuneOutcome) -> str:
     primary = cfg.metrics[0]
     by = {(s.variant, s.metric): s for s in d.stats}
     rows = [r for r in table_rows(out) if r["metric"] == primary]
-    rows.sort(key=lambda r: (r["status"] != "ok", r["rank"] or 0))
+    rows.sort(key=lambda r: (r["status"] != "ok", r.get("rank") or 0))
     variants = []
     for r in rows:
         name = r["variant"]
         v: dict[str, Any] = {
             "name": name,
-            "rank": r["rank"] or "",
+            "rank": r.get("rank") or "",
             "failed": r["status"] != "ok",
             "error": r.get("error"),
             "recommended": r["recommended"] and name != BASELINE,
@@ -246,7 +246,7 @@ def render_html(out: TuneOutcome) -> str:
         }
         if not v["failed"]:
             cells = [by[(name, m)] for m in cfg.metrics]
-            v["cells"] = [f"{fixed(c.mean, 3)} [{_ci(c.ci_low, c.ci_high)}]" for c in cells]
+            v["cells"] = [f"{fixed(c.mean, 3)} [{_ci(c.ci_low, c.ci_high, False)}]" for c in cells]
             v["n"] = r["n_tuning"]
             v["diff"] = fixed(r["diff"], 3, sign=True) if r["diff"] is not None else "—"
             v["p"] = fixed(r["p_value"], 3) if r["p_value"] is not None else "—"

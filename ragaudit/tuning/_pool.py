@@ -92,7 +92,8 @@ class Pool:
 
 
 async def _close(backend: Any) -> None:
-    close = getattr(backend, "close", None)
+    # An engine's async client belongs to this loop: ``aclose`` closes it (and the sync one).
+    close = getattr(backend, "aclose", None) or getattr(backend, "close", None)
     if close is not None:
         out = close()
         if inspect.isawaitable(out):
