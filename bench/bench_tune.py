@@ -28,18 +28,16 @@ Run from the repository root: ``python bench/bench_tune.py [--questions 60] [--s
 
 from __future__ import annotations
 
-import _util  # noqa: F401,I001  (offline environment first)
-
 import argparse
 import asyncio
 import hashlib
 import json
-import math
 import random
 import time
 from pathlib import Path
 from typing import Any
 
+import _util  # noqa: F401  (offline environment first)
 import numpy as np
 from scipy import stats
 
@@ -317,12 +315,14 @@ async def main_async(args: argparse.Namespace) -> list[str]:
         for c in docs
     )
     per_run = np.mean(list(run_tokens.values()))
+    all_runs = sum(run_tokens.values())
+    gateway_q0 = spent["q0"].spend.prompt_tokens
     ratio = tune_tokens / per_run
     out_lines.append(
         f"judge prompt tokens: the tune {tune_tokens:,} for {len(ok)} variants; one run per "
         f"variant {per_run:,.0f} on average ({sum(run_tokens.values()):,} for all); "
-        f"tune / one run = {ratio:.3f}, tune / all runs = {tune_tokens / sum(run_tokens.values()):.4f}"
-        f" (counter check on q0: counted {counted:,}, the gateway {spent['q0'].spend.prompt_tokens:,})"
+        f"tune / one run = {ratio:.3f}, tune / all runs = {tune_tokens / all_runs:.4f} "
+        f"(counter check on q0: counted {counted:,}, the gateway {gateway_q0:,})"
     )
     out_lines.append(
         line("judge tokens ≤ 1/4 of one run per variant", ratio <= 0.25, f"{ratio:.3f} of one run")
