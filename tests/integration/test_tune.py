@@ -19,6 +19,7 @@ from support.runs import make_config
 from support.servers import index_into, ragaudit
 
 from ragaudit.cache import hold_gateway
+from ragaudit.config import load_config
 from ragaudit.errors import ConfigError
 from ragaudit.tuning import REPORT, judgment_store, run_tune, write_outputs
 
@@ -267,3 +268,27 @@ def test_a_stopped_tune_pays_only_what_it_had_not_graded(tmp_path: Path, fake: A
     # Every grade is in the store once: what the first paid was never asked again.
     assert len(judgment_store(config)) == paid + now
     assert all(v == 1.0 for v in second.judged.values())
+
+
+def test_optuna_trials_are_pooled_variants(engine: Any, tmp_path: Path, fake: Any) -> None:
+    path = _tune_yaml(tmp_path, engine.url)
+    data = yaml.safe_load(path.read_text())
+    data["tune"].update(
+        {
+            "search": "optuna",
+            "trials": 3,
+            "params": {},
+            "ranges": {"boost": {"low": 1, "high": 16, "log": True}},
+        }
+    )
+    data["tune"]["baseline_params"] = {"boost": 1}
+    config = load_config(None, data, environ={})
+    with hold_gateway(config) as gateway:
+        out = asyncio.run(run_tune(config, gateway))
+    names = [r.variant.name for r in out.runs]
+    assert names == ["baseline", "two-fields", "trial-1", "trial-2", "trial-3"]
+    boosts = [r.variant.params["boost"] for r in out.runs[2:]]
+    assert all(1 <= b <= 16 for b in boosts)
+    assert {s.variant for s in out.decision.stats} == set(names)
+    # Every trial's documents were graded once: the pool's calls and the store agree.
+    assert out.calls["provider_calls"] == out.grading.graded == len(judgment_store(config))
