@@ -27,7 +27,7 @@ from ragaudit.cli._app import (
     err,
     load_paid_config,
 )
-from ragaudit.config import set_path
+from ragaudit.config import RunConfig, set_path
 from ragaudit.errors import RagauditError
 from ragaudit.secrets import install_log_filter, redact
 
@@ -91,12 +91,12 @@ def tune(
         err.print(f"[red]variant {escape(name)} failed:[/] {escape(redact(why or ''))}")
 
 
-def _dry_run(cfg: object, yes: bool) -> None:
+def _dry_run(cfg: RunConfig, yes: bool) -> None:
     from ragaudit.cache import hold_gateway
     from ragaudit.tuning import dry_run
 
-    with hold_gateway(cfg) as gateway:  # type: ignore[arg-type]
-        lines, size, stored, tokens = asyncio.run(dry_run(cfg, gateway, yes=yes))  # type: ignore[arg-type]
+    with hold_gateway(cfg) as gateway:
+        lines, size, stored, tokens = asyncio.run(dry_run(cfg, gateway, yes=yes))
     table = Table(title="tune --dry-run: what grading the pool would ask (no judge call)")
     for col in ("variant", "top-k pairs", "new to grade", "judge prompt tokens", "status"):
         table.add_column(col, justify="left" if col in ("variant", "status") else "right")

@@ -231,11 +231,12 @@ def decide(
         )
     else:
         gain = "n/a" if test.diff is None else f"{test.diff:+.3f}"
-        p = "n/a" if test.p_value is None else f"{test.p_value:.3g}"
+        shown_p = "n/a" if test.p_value is None else f"{test.p_value:.3g}"
         decision.recommended = baseline
         decision.why = (
             f"keep the baseline: the tuning questions' winner, {decision.winner}, is not better "
-            f"beyond noise on {test.n} held-out questions (gain {gain}, p {p}, α {alpha:g})"
+            f"beyond noise on {test.n} held-out questions (gain {gain}, p {shown_p}, "
+            f"α {alpha:g})"
         )
     return decision
 

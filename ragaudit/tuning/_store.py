@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,7 @@ class JudgmentStore:
         grades = self._load()
         return {k: grades[k] for k in keys if k in grades}
 
-    def add(self, rows: list[Mapping[str, Any]], source: str) -> int:
+    def add(self, rows: Sequence[Mapping[str, Any]], source: str) -> int:
         """Append graded rows as one new part; rows without a grade are not stored.
 
         A row holds ``key``, ``judge``, ``prompt``, ``question``, ``text``, ``question_id``,
