@@ -14,7 +14,15 @@ the scripted judge), averaged over the seeds of each scenario; the share of sing
 within 0.05 is printed beside it (one seed of 100 questions has a standard deviation near
 0.05, so a per-seed goal would measure the sample size, not the estimator).
 
-    python bench/bench_battles.py [--seeds 200] [--questions 100] [--resamples 1999]
+Power (``--power``): how many questions each comparison needs to say "B better" in 80 % of
+seeds, on the same simulated runs. Each question has a latent quality for A, uniform in
+0.5-0.9; B's is 0.1 higher on the 60 % of questions where B is better and equal elsewhere. The
+battles judge is the scripted one above; the faithfulness judge scores each answer as its
+quality plus Gaussian noise (sd 0.2, clipped to 0-1), and the paired permutation test on the
+faithfulness delta is what ``compare`` runs on a metric. Both figures are printed; the goal is
+that both are found within the sizes tried.
+
+    python bench/bench_battles.py [--seeds 200] [--questions 100] [--resamples 1999] [--power]
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import numpy as np
 import polars as pl
 
 from ragaudit.battles import ORDERS, battle_stats
+from ragaudit.reporting import paired_test
 
 TIE, SKILL, BIAS = 0.10, 0.70, 0.15
 
@@ -78,11 +87,60 @@ def scenario(
     return verdicts, consistency
 
 
+QUALITY_GAIN, SCORE_NOISE = 0.1, 0.2
+POWER_SIZES = (10, 20, 30, 40, 60, 80, 100, 130, 160, 200, 260, 330, 400)
+
+
+def faithfulness(rng: np.random.Generator, n: int, share_better: float) -> tuple[np.ndarray, ...]:
+    """Per-question faithfulness of A and B on the runs :func:`simulate` plants."""
+    quality_a = rng.uniform(0.5, 0.9, n)
+    quality_b = quality_a + QUALITY_GAIN * (np.arange(n) < round(n * share_better))
+    noisy = [np.clip(q + rng.normal(0, SCORE_NOISE, n), 0, 1) for q in (quality_a, quality_b)]
+    return noisy[0], noisy[1]
+
+
+def power_at(n: int, seeds: int, resamples: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Share of seeds in which battles, and the faithfulness test, say B is better."""
+    hits_battle = hits_metric = 0
+    for seed in range(seeds):
+        rng = np.random.default_rng(10_000 + seed)
+        st = battle_stats(simulate(rng, n, 0.6), resamples=resamples, seed=seed)
+        hits_battle += st.verdict == "B better"
+        a, b = faithfulness(rng, n, 0.6)
+        test = paired_test(a, b, resamples=resamples, seed=seed)
+        hits_metric += (
+            test.p_value is not None and test.p_value < alpha and (test.ci_low or 0.0) > 0
+        )
+    return hits_battle / seeds, hits_metric / seeds
+
+
+def power_needed(seeds: int, resamples: int) -> bool:
+    """The questions each comparison needs for 80 % power; False when one is not found."""
+    needed: dict[str, int | None] = {"battles": None, "faithfulness delta": None}
+    for n in POWER_SIZES:
+        battle, metric = power_at(n, seeds, resamples)
+        print(f"  {n:4d} questions: power battles {battle:.1%}, faithfulness delta {metric:.1%}")
+        for name, p in (("battles", battle), ("faithfulness delta", metric)):
+            if needed[name] is None and p >= 0.8:
+                needed[name] = n
+        if all(v is not None for v in needed.values()):
+            break
+    for name, n in needed.items():
+        print(f"questions for 80 % power, {name}: " + (f"{n}" if n else f"> {POWER_SIZES[-1]}"))
+    found = all(v is not None for v in needed.values())
+    print(
+        "goal both figures found within the sizes tried -> "
+        + ("met" if found else "not met: a comparison needs more questions than tried")
+    )
+    return found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--questions", type=int, default=100)
     ap.add_argument("--resamples", type=int, default=1999)
+    ap.add_argument("--power", action="store_true", help="Also the questions for 80 % power.")
     args = ap.parse_args()
     t0 = time.perf_counter()
     better, cons_b = scenario(args.seeds, args.questions, 0.6, args.resamples)
@@ -117,6 +175,9 @@ def main() -> int:
             f"{np.sqrt(planted * (1 - planted) / args.questions):.3f}) -> "
             + ("met" if goal else "not met: the estimate is biased")
         )
+    if args.power:
+        print(f"power over {args.seeds} seeds per size:")
+        ok &= power_needed(args.seeds, args.resamples)
     return 0 if ok else 1
 
 

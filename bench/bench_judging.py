@@ -39,7 +39,9 @@ import hashlib
 import json
 import math
 import random
+import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +53,16 @@ import ragaudit  # noqa: F401  (offline environment first)
 from ragaudit.cache import Gateway, context_window
 from ragaudit.cache._fake import FAKE, FakeRequest, count_prompt_tokens
 from ragaudit.dataset import Question
-from ragaudit.judging import Judge, OrderOptions, grade_candidates, order_questions
+from ragaudit.judging import (
+    Judge,
+    OrderOptions,
+    PairwiseJudge,
+    PreviousHead,
+    by_grade,
+    grade_candidates,
+    head_pool,
+    order_questions,
+)
 from ragaudit.ranking import average_ranks, ndcg_at_k
 
 LATENCY_S = 0.2
@@ -113,14 +124,16 @@ def _candidate(world: World, qid: str, cid: str, q: float, relevant: bool, rel_r
         world.grade[qid][cid] = 1 if q > -0.5 else 0
 
 
-def make_world(n_questions: int, n_relevant: int, seed: int = SEED) -> World:
+def make_world(
+    n_questions: int, n_relevant: int, seed: int = SEED, n_candidates: int = CANDIDATES_N
+) -> World:
     world = World()
     for qi in range(n_questions):
         rng = random.Random(f"{seed}-{qi}")
         qid = f"q{qi:02d}"
         world.questions[qid] = Question(question_id=qid, question=f"History of port {qi}?")
         world.texts[qid], world.quality[qid], world.grade[qid] = {}, {}, {}
-        for i in range(CANDIDATES_N):
+        for i in range(n_candidates):
             cid = f"c{i:03d}"
             relevant = i < n_relevant
             rank = i / max(1, n_relevant - 1) if relevant else 0.0
@@ -143,7 +156,10 @@ def next_night(world: World, seed: int = SEED + 1) -> World:
         night.texts[qid] = dict(world.texts[qid])
         night.quality[qid] = dict(world.quality[qid])
         night.grade[qid] = dict(world.grade[qid])
-        gone = rng.sample(sorted(world.texts[qid]), int(CANDIDATES_N * REPLACED))
+        # 10 % on average whatever the pool: 20 of 200; 2 or 3 of 25 (3 with probability 0.5).
+        share = len(world.texts[qid]) * REPLACED
+        n_gone = int(share) + (rng.random() < share - int(share))
+        gone = rng.sample(sorted(world.texts[qid]), n_gone)
         for j, old in enumerate(gone):
             q, g = night.quality[qid].pop(old), night.grade[qid].pop(old)
             del night.texts[qid][old]
@@ -159,8 +175,11 @@ def next_night(world: World, seed: int = SEED + 1) -> World:
 class Scripted:
     """The scripted judge over a world; counts the prompt tokens that reach the provider."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, noise: int = 0) -> None:
         self.world = world
+        # Another seed draws the ordering answers' errors afresh (a second, independent judge
+        # pass over the same prompts); 0 keeps the draws of the table above.
+        self.noise = noise
         self.by_text = {
             text: (qid, cid) for qid, texts in world.texts.items() for cid, text in texts.items()
         }
@@ -181,6 +200,8 @@ class Scripted:
         self.sent_calls += 1
         self.sent_tokens += count_prompt_tokens(req.messages)
         p, digest = req.payload, req.digest()
+        if self.noise:
+            digest = f"{digest}|{self.noise}"
         if req.title == "RelevanceGrade":
             qid, cid = self.by_text[p["context"]]
             return {"grade": self._grade(qid, cid), "reason": "scripted"}
@@ -222,12 +243,12 @@ class Scripted:
         return None
 
 
-def judge_for(root: Path, name: str) -> tuple[Judge, Gateway]:
+def judge_for(root: Path, name: str, model: str = MODEL) -> tuple[Judge, Gateway]:
     gateway = Gateway(root / f"cache-{name}", concurrency=CONCURRENCY, backoff_s=0.0)
     judge = Judge(
         gateway=gateway,
-        model=MODEL,
-        window=context_window(MODEL),
+        model=model,
+        window=context_window(model),
         max_tokens=1024,
         in_flight=4 * CONCURRENCY,
     )
@@ -242,11 +263,18 @@ async def grade(world: World, judge: Judge, per_call: int = 1):
     return graded, time.perf_counter() - started
 
 
-async def order(world: World, judge: Judge, graded, options: OrderOptions, qids: list[str]):
+async def order(
+    world: World,
+    judge: Judge,
+    graded,
+    options: OrderOptions,
+    qids: list[str],
+    previous: dict[str, PreviousHead] | None = None,
+):
     started = time.perf_counter()
     cands = {q: c for q, c in world.candidates().items() if q in qids}
     results = await order_questions(
-        judge, {q: world.questions[q] for q in qids}, cands, graded, options
+        judge, {q: world.questions[q] for q in qids}, cands, graded, options, previous
     )
     return results, time.perf_counter() - started
 
@@ -463,6 +491,208 @@ def report(results: list[dict[str, Any]]) -> None:
             )
 
 
+# -- the incremental head order: night 2 with 10 % replaced, night 3 with nothing changed ------
+
+INCREMENTAL = ((25, 20), (200, 50))
+"""(candidates a question, of which relevant): a small pool the judge finds mostly relevant, and
+the large pool of the table above."""
+FAST = "fake/judge?latency=0"  # tokens and tau do not depend on the latency
+HEAD = MODES["head:window"]
+
+
+def previous_heads(world: World, graded, results) -> dict[str, PreviousHead]:
+    """What a run leaves the next one: each question's judged head, texts and grades."""
+    return {
+        r.question_id: PreviousHead(
+            head=tuple(r.ordered[: r.exact_k or 0]),
+            ordered=tuple(r.ordered),
+            texts=dict(world.texts[r.question_id]),
+            grades=dict(graded[r.question_id].grades),
+        )
+        for r in results
+    }
+
+
+def top_tau(ordered: list[str], groups: list[int], reference: list[str]) -> float:
+    """Kendall's tau-b of an order against ``reference`` over the reference's top 10."""
+    ranks = average_ranks(ordered, groups)
+    top = [c for c in reference[:K] if c in ranks]
+    tau = kendalltau(range(len(top)), [ranks[c] for c in top]).statistic
+    return 0.0 if math.isnan(tau) else float(tau)
+
+
+async def pairwise_insertion(
+    world: World, judge: Judge, graded, previous: dict[str, PreviousHead], qids: list[str]
+) -> dict[str, tuple[list[str], list[int]]]:
+    """The alternative measured against one listwise call: binary insertion of each new
+    candidate into the kept head with the pairwise judge (both orders a comparison)."""
+
+    async def one(qid: str) -> tuple[list[str], list[int]]:
+        g, prev, texts = graded[qid], previous[qid], world.texts[qid]
+        kept = prev.kept(texts, g.grades)
+        head = [c for c in prev.head if c in kept and c in set(g.relevant)]
+        new = [c for c in head_pool(g.relevant, g.grades, HEAD.head_k) if c not in kept]
+        pj = PairwiseJudge(judge, world.questions[qid], texts)
+        for x in new:
+            lo, hi = 0, len(head)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if await pj.compare(x, head[mid]) < 0:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            head.insert(lo, x)
+        head = head[: HEAD.head_k]
+        rest, rest_groups = by_grade([c for c in g.relevant if c not in set(head)], g.grades)
+        return head + rest, list(range(len(head))) + [len(head) + x for x in rest_groups]
+
+    done = await asyncio.gather(*(one(q) for q in qids))
+    return dict(zip(qids, done, strict=True))
+
+
+async def incremental(n_questions: int, n_candidates: int, n_relevant: int, root: Path):
+    """Night 1 fresh, night 2 (10 % replaced) built on it, night 3 with nothing changed."""
+    name = f"{n_candidates}"
+    world = make_world(n_questions, n_relevant, n_candidates=n_candidates)
+    qids = list(world.questions)
+    gjudge, ggw = judge_for(root, f"inc-grades-{name}", FAST)
+    ojudge, ogw = judge_for(root, f"inc-order-{name}", FAST)
+    script1 = Scripted(world)
+    with FAKE.script(script1):
+        graded1, _ = await grade(world, gjudge)
+        night1, _ = await order(world, ojudge, graded1, HEAD, qids)
+    night1_tokens = script1.sent_tokens
+    heads1 = previous_heads(world, graded1, night1)
+    ogw.close()
+    # The memo as night 1 left it, for night 2 ordered afresh (what the memo alone saves).
+    shutil.copytree(root / f"cache-inc-order-{name}", root / f"cache-inc-memo-{name}")
+    ojudge, ogw = judge_for(root, f"inc-order-{name}", FAST)
+
+    night = next_night(world)
+    out: dict[str, Any] = {"pool": n_candidates, "relevant": n_relevant, "questions": n_questions}
+    script2 = Scripted(night)
+    with FAKE.script(script2):
+        graded2, _ = await grade(night, gjudge)
+        grading2 = script2.sent_tokens
+        inc, _ = await order(night, ojudge, graded2, HEAD, qids, heads1)
+    out["night2_share"] = script2.sent_tokens / night1_tokens
+    out["night2_ordering_share"] = (script2.sent_tokens - grading2) / night1_tokens
+    out["sources"] = dict(Counter(r.source for r in inc))
+    inc_by = {r.question_id: r for r in inc}
+
+    memo_script = Scripted(night)
+    mjudge, mgw = judge_for(root, f"inc-memo-{name}", FAST)
+    with FAKE.script(memo_script):
+        await order(night, mjudge, graded2, HEAD, qids)
+    mgw.close()
+    out["memo_only_share"] = (grading2 + memo_script.sent_tokens) / night1_tokens
+
+    pair_script = Scripted(night)
+    pjudge, pgw = judge_for(root, f"inc-pairwise-{name}", FAST)
+    with FAKE.script(pair_script):
+        pairwise = await pairwise_insertion(night, pjudge, graded2, heads1, qids)
+    pgw.close()
+    out["pairwise_share"] = (grading2 + pair_script.sent_tokens) / night1_tokens
+
+    # Two fresh orderings of night 2, each with its own draw of the judge's errors (and a
+    # draw other than the nights'): the reference, and its own repeatability.
+    fresh = []
+    for noise in (2, 3):
+        fjudge, fgw = judge_for(root, f"inc-fresh{noise}-{name}", FAST)
+        with FAKE.script(Scripted(night, noise=noise)):
+            res, _ = await order(night, fjudge, graded2, HEAD, qids)
+        fgw.close()
+        fresh.append({r.question_id: r for r in res})
+    ref, again = fresh
+
+    def mean_tau(orders: dict[str, tuple[list[str], list[int]]]) -> float:
+        return sum(top_tau(*orders[q], ref[q].ordered) for q in qids) / len(qids)
+
+    out["tau_repeat"] = mean_tau({q: (again[q].ordered, again[q].groups) for q in qids})
+    out["tau_incremental"] = mean_tau({q: (inc_by[q].ordered, inc_by[q].groups) for q in qids})
+    out["tau_pairwise"] = mean_tau(pairwise)
+
+    # Night 3: the same candidates as night 2, built on night 2's heads.
+    heads2 = previous_heads(night, graded2, inc)
+    script3 = Scripted(night)
+    with FAKE.script(script3):
+        graded3, _ = await grade(night, gjudge)
+        third, _ = await order(night, ojudge, graded3, HEAD, qids, heads2)
+    out["night3_calls"] = sum(r.spend.calls for r in third)
+    out["night3_sent"] = script3.sent_tokens
+    out["night3_same"] = all(
+        r.ordered == inc_by[r.question_id].ordered and r.groups == inc_by[r.question_id].groups
+        for r in third
+    )
+    ggw.close()
+    ogw.close()
+    return out
+
+
+def report_incremental(results: list[dict[str, Any]]) -> None:
+    print(
+        "\nIncremental head order (head:window), night 2 = 10 % of each pool replaced; prompt "
+        "tokens sent to the provider, grading included, against night 1's"
+    )
+    rows = [
+        (
+            f"{r['pool']} ({r['relevant']} relevant)",
+            r["questions"],
+            f"{r['night2_share']:.1%}",
+            f"{r['night2_ordering_share']:.1%}",
+            f"{r['memo_only_share']:.1%}",
+            f"{r['pairwise_share']:.1%}",
+            ", ".join(f"{k} {v}" for k, v in sorted(r["sources"].items())),
+            f"{r['tau_incremental']:.3f}",
+            f"{r['tau_pairwise']:.3f}",
+            f"{r['tau_repeat']:.3f}",
+            r["night3_calls"],
+        )
+        for r in results
+    ]
+    print(
+        table(
+            rows,
+            (
+                "pool",
+                "questions",
+                "night 2 incremental",
+                "of which order",
+                "fresh, memo only",
+                "pairwise insertion",
+                "heads",
+                "tau incr",
+                "tau pairwise ins.",
+                "tau fresh again",
+                "night 3 order calls",
+            ),
+        )
+    )
+    print("Goals (incremental head order):")
+    for r in results:
+        where = f"  pool {r['pool']:>3} ({r['relevant']} relevant)"
+        share = r["night2_share"]
+        ok = share <= 0.15
+        print(
+            f"{where}  night 2 pays {share:.1%} of night 1's prompt tokens (goal <= 15 %)  "
+            + ("met" if ok else f"NOT MET ({share - 0.15:+.1%} over)")
+        )
+        gap = r["tau_incremental"] - r["tau_repeat"]
+        ok = gap >= -0.02
+        print(
+            f"{where}  top-{K} tau against a fresh ordering {r['tau_incremental']:.3f}, a fresh "
+            f"ordering's own {r['tau_repeat']:.3f} (goal: within 0.02)  "
+            + ("met" if ok else f"NOT MET ({gap:+.3f})")
+        )
+        ok = r["night3_calls"] == 0 and r["night3_same"]
+        why = "" if ok else f" ({r['night3_calls']} calls, order same: {r['night3_same']})"
+        print(
+            f"{where}  night 3, nothing changed: {r['night3_calls']} ordering calls, "
+            f"{r['night3_sent']} prompt tokens sent, order identical: {r['night3_same']}  "
+            + ("met" if ok else "NOT MET" + why)
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=20)
@@ -473,13 +703,35 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--batch", type=int, default=10, help="candidates a call (1: skip)")
     parser.add_argument("--no-night2", dest="night2", action="store_false")
+    parser.add_argument(
+        "--incremental-questions", type=int, default=20, help="questions of the night 2/3 runs"
+    )
+    parser.add_argument(
+        "--only-incremental", action="store_true", help="only the incremental head order"
+    )
     args = parser.parse_args()
+    if args.only_incremental:
+        root = scratch("judging")
+        inc = [
+            asyncio.run(incremental(args.incremental_questions, n, rel, root))
+            for n, rel in INCREMENTAL
+        ]
+        report_incremental(inc)
+        print("\n" + json.dumps(inc, default=float))
+        return
     if args.full_questions is None:
         args.full_questions = args.questions
     root = scratch("judging")
     results = [asyncio.run(setting(args, n, root)) for n in args.relevant]
     report(results)
-    print("\n" + json.dumps(results, default=float))
+    inc = []
+    if args.night2:
+        inc = [
+            asyncio.run(incremental(args.incremental_questions, n, rel, root))
+            for n, rel in INCREMENTAL
+        ]
+        report_incremental(inc)
+    print("\n" + json.dumps({"modes": results, "incremental": inc}, default=float))
 
 
 if __name__ == "__main__":

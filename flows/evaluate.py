@@ -44,6 +44,7 @@ from ragaudit.errors import is_retryable
 from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
 from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
+from ragaudit.reevaluation import ordering_manifest
 from ragaudit.runfolder import RunFolder
 from ragaudit.runids import new_run_id
 from ragaudit.runlock import RunLock
@@ -456,6 +457,9 @@ async def _evaluate_locked(
             **{f"{k}_s": v["seconds"] for k, v in manifest["stages"].items()},
         }
         manifest["warnings"] = judge_warnings(config, run) + failures
+        if run.has("ranking"):
+            # What the next night checks before building on this run's judged heads.
+            manifest["ordering"] = ordering_manifest(config, run)
         run.write_manifest(manifest)
         if "report" in {s.name for s in selected}:
             from ragaudit.reporting import stamp_completion

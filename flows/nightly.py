@@ -4,7 +4,8 @@ Deployed as the nightly re-evaluation (``prefect.yaml``). Each run evaluates the
 with the config file into a new run folder, finds the newest earlier completed run of the same
 question set and configuration under the runs root (:func:`ragaudit.reevaluation.previous_run`),
 compares with it (``ragaudit.reporting.compare_runs``), publishes the comparison as a markdown
-and a table artifact, and when a metric regressed beyond noise emits the
+and a table artifact, plays blind battles of the two runs' answers when ``report.battles`` is
+on, and when a metric (or the battles) regressed beyond noise emits the
 ``ragaudit.regression`` event and, per ``nightly.on_regression``, fails the flow run or
 suffixes its name.
 """
@@ -18,6 +19,8 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
+from ragaudit.battles import battle_verdict
+from ragaudit.cache import hold_gateway
 from ragaudit.config import RunConfig, load_config
 from ragaudit.flows.evaluate import evaluate
 from ragaudit.reevaluation import (
@@ -25,6 +28,7 @@ from ragaudit.reevaluation import (
     no_baseline_verdict,
     previous_run,
     publish_comparison,
+    regressions,
     regression_event,
     unlike_runs,
 )
@@ -65,15 +69,24 @@ async def compare_with_previous(config: RunConfig, run_id: str) -> dict[str, Any
         return {"baseline": None, "verdict": verdict, "regressed": [], "artifacts": keys}
     cmp = await asyncio.to_thread(compare_runs, baseline.run_dir, run.path)
     keys = await publish_comparison(cmp, run_id, run.path)
+    battles = None
+    if config.report.battles and cmp.comparable:
+        # Blind battles of the two runs' answers (report.battles), judged as compare --battles
+        # does; a lost battle is a regression like a metric's.
+        with hold_gateway(config) as gateway:
+            _, _, battles = await battle_verdict(
+                baseline.run_dir, run.path, config, gateway, cmp.alpha
+            )
     qhash = question_set_hash(pl.from_arrow(run.read("questions")))  # type: ignore[arg-type]
-    event = regression_event(cmp, qhash, str(config.questions))
+    event = regression_event(cmp, qhash, str(config.questions), battles)
     if event is not None:
         event.emit()
     return {
         "baseline": baseline.run_id,
         "verdict": cmp.verdict,
         "comparable": cmp.comparable,
-        "regressed": list(cmp.regressed) if cmp.comparable else [],
+        "regressed": regressions(cmp, battles),
+        "battles": None if battles is None else battles.verdict,
         "improved": list(cmp.improved),
         "artifacts": keys,
         "event": event.event if event else None,

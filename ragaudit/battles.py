@@ -38,7 +38,7 @@ from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sam
 from ragaudit.lang import token_share
 from ragaudit.prompts import BATTLE, BattleInput
 from ragaudit.reporting import paired_test
-from ragaudit.schemas import BATTLES, to_table
+from ragaudit.schemas import BATTLES, LEADERBOARD, to_table
 
 ORDERS = ("AB", "BA")
 """``AB``: A shown as answer 1; ``BA``: B shown as answer 1."""
@@ -72,7 +72,10 @@ class Pairing:
 
 
 def pair_answers(
-    questions: pl.DataFrame, answers_a: pl.DataFrame, answers_b: pl.DataFrame
+    questions: pl.DataFrame,
+    answers_a: pl.DataFrame,
+    answers_b: pl.DataFrame,
+    nuggets: pl.DataFrame | None = None,
 ) -> Pairing:
     """Questions answered ``ok`` in both runs (shared question ids only), with both answers.
 
@@ -80,7 +83,10 @@ def pair_answers(
         questions: B's ``questions`` table (question text, language, reference).
         answers_a: A's ``answers`` table.
         answers_b: B's ``answers`` table.
+        nuggets: B's ``nuggets`` table, when it has one: each question's vital nuggets are
+            shown to the judge beside the reference (what an answer must say).
     """
+    vital = _vital_nuggets(nuggets)
     ids_a = set(answers_a["question_id"].to_list())
     ids_b = set(answers_b["question_id"].to_list())
     shared = ids_a & ids_b
@@ -104,10 +110,25 @@ def pair_answers(
             answer_b=r["answer_b"] or "",
             language=r.get("language") or "en",
             reference=r.get("reference") or "",
+            vital_nuggets=vital.get(r["question_id"], ()),
         )
         for r in joined.iter_rows(named=True)
     ]
     return Pairing(pairs, len(ids_a - ids_b), len(ids_b - ids_a), len(shared) - len(pairs))
+
+
+def _vital_nuggets(nuggets: pl.DataFrame | None) -> dict[str, tuple[str, ...]]:
+    # The list of a question whose extraction failed is empty or partial; a partial list's
+    # vital nuggets are still facts the contexts state, so they are shown, in their rank order.
+    if nuggets is None or nuggets.is_empty():
+        return {}
+    vital = (
+        nuggets.filter((pl.col("importance") == "vital") & pl.col("text").is_not_null())
+        .sort("question_id", "nugget_index")
+        .group_by("question_id", maintain_order=True)
+        .agg(pl.col("text"))
+    )
+    return {r["question_id"]: tuple(r["text"]) for r in vital.iter_rows(named=True)}
 
 
 def battle_calls(n_pairs: int, judges: int = 1) -> int:
@@ -170,7 +191,8 @@ def run_pairing(dir_a: Path, dir_b: Path) -> Pairing:
     q = pl.from_arrow(fb.read("questions"))
     a = pl.from_arrow(fa.read("answers"))
     b = pl.from_arrow(fb.read("answers"))
-    return pair_answers(q, a, b)  # type: ignore[arg-type]
+    n = pl.from_arrow(fb.read("nuggets")) if fb.has("nuggets") else None
+    return pair_answers(q, a, b, n)  # type: ignore[arg-type]
 
 
 def battle_judges(config: RunConfig, gateway: Gateway) -> list[Judge]:
@@ -207,6 +229,16 @@ async def battle_runs(
     return pairing, rows
 
 
+async def battle_verdict(
+    dir_a: Path, dir_b: Path, config: RunConfig, gateway: Gateway, alpha: float
+) -> tuple[Pairing, list[dict[str, Any]], BattleStats]:
+    """Play A against B (:func:`battle_runs`) and test the verdicts at ``alpha``."""
+    pairing, rows = await battle_runs(dir_a, dir_b, config, gateway)
+    frame = pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String})
+    stats = battle_stats(frame, alpha=alpha, resamples=config.report.compare_resamples)
+    return pairing, rows, stats
+
+
 async def round_robin(
     dirs: Sequence[Path], config: RunConfig, gateway: Gateway
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Pairing]]:
@@ -230,6 +262,28 @@ def write_battles(rows: list[dict[str, Any]], folder: Path) -> Path:
     """Write ``battles.parquet`` atomically in ``folder`` (B's run folder)."""
     path = folder / "battles.parquet"
     write_table(to_table(rows, BATTLES), path)
+    return path
+
+
+def write_leaderboard(board: Leaderboard, verdicts: int, folder: Path) -> Path:
+    """Write ``leaderboard.parquet`` atomically in ``folder`` (the round robin's own folder)."""
+    rows = [
+        {
+            "rank": k,
+            "run": run,
+            "strength": s,
+            "ci_low": low,
+            "ci_high": high,
+            "unbounded": run in board.unbounded,
+            "tie_param": board.tie_param,
+            "verdicts": verdicts,
+        }
+        for k, (run, s, low, high) in enumerate(
+            zip(board.runs, board.strength, board.ci_low, board.ci_high, strict=True), 1
+        )
+    ]
+    path = folder / "leaderboard.parquet"
+    write_table(to_table(rows, LEADERBOARD), path)
     return path
 
 
@@ -307,6 +361,47 @@ def battle_stats(
         alpha=alpha,
         verdict=verdict,
     )
+
+
+@dataclass(frozen=True)
+class Duel:
+    """One question's battle for the drill-down: both answers side by side, every verdict."""
+
+    question_id: str
+    question: str
+    answer_a: str
+    answer_b: str
+    score: float | None
+    """B's score on the question (win 1, tie ½, loss 0, averaged); None: no usable verdict."""
+    verdicts: list[dict[str, Any]]
+    """Each verdict: ``order`` (AB: A shown first), ``judge``, ``repeat``, ``verdict`` (A, B,
+    tie, or null when the call failed), ``reason``."""
+
+
+def duels(pairing: Pairing, rows: list[dict[str, Any]], limit: int = 50) -> list[Duel]:
+    """The questions of a battle for the drill-down: B's losses first, then ties, then wins.
+
+    Args:
+        pairing: The questions the runs battled on (both answers).
+        rows: The battle verdicts (``battles.parquet`` rows).
+        limit: At most this many questions (a page with hundreds of answer pairs is unread).
+    """
+    by_q: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_q.setdefault(r["question_id"], []).append(
+            {k: r.get(k) for k in ("order", "judge", "repeat", "verdict", "reason")}
+        )
+    out = []
+    for p in pairing.pairs:
+        got = sorted(
+            by_q.get(p.question_id, []), key=lambda v: (v["judge"], v["repeat"], v["order"])
+        )
+        scores = [SCORE[v["verdict"]] for v in got if v["verdict"] is not None]
+        score = sum(scores) / len(scores) if scores else None
+        out.append(Duel(p.question_id, p.question, p.answer_a, p.answer_b, score, got))
+    # Unscored questions last; among scored, B's worst first (what a reader checks on a loss).
+    out.sort(key=lambda d: (d.score is None, d.score or 0.0, d.question_id))
+    return out[:limit]
 
 
 @dataclass(frozen=True)
@@ -427,11 +522,15 @@ __all__ = [
     "battle_judges",
     "battle_plan",
     "battle_runs",
+    "battle_verdict",
     "round_robin",
     "run_pairing",
     "battle_stats",
+    "duels",
+    "Duel",
     "fit_davidson",
     "pair_answers",
     "play",
     "write_battles",
+    "write_leaderboard",
 ]

@@ -446,6 +446,19 @@ class SortConfig(_Frozen):
     become its grade: ``majority``, the most frequent grade, a tie going to the lower one (LLM
     judges over-rate relevance more often than they under-rate it); ``median``, the lower median."""
 
+    previous: str = "auto"
+    """``order: head``: the earlier run whose judged heads this run builds on, ordering afresh
+    only what changed: ``auto``, the newest earlier completed run of the same question set and
+    configuration under the runs root (the nightly's baseline); a run id, that run (reused per
+    question only where its judge, prompt versions and method are this run's); ``none``, every
+    head ordered afresh."""
+
+    @field_validator("previous")
+    @classmethod
+    def _previous_run(cls, value: str) -> str:
+        # A run id becomes a folder name under the runs root: refused here if it could leave it.
+        return value if value in ("auto", "none") else check_run_id(value)
+
     @field_validator("strategy")
     @classmethod
     def _known_strategy(cls, value: str) -> str:

@@ -4,12 +4,20 @@
 append rewrites the file atomically under a lock, so a killed server loses at most the label
 being written and two writers (two annotators' tabs, two servers) never lose each other's rows.
 Labels are small (hundreds to a few thousand rows), so a whole-file rewrite stays cheap.
+
+``<run>/labels.sample.parquet`` (schema ``schemas.LABEL_SAMPLE``) holds the items to label:
+drawn once, stratified by the judge's verdict, in one order every annotator follows. What a
+person is shown of an item (:func:`item_texts`) is the run's texts, never the verdict.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import fcntl
+import io
+import math
+import random
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,9 +26,12 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ragaudit import atomic, schemas
-from ragaudit.runfolder import read_parquet_file
+from ragaudit.errors import InputError
+from ragaudit.runfolder import RunFolder, read_parquet_file
+from ragaudit.trec import qrels_text
 
 FILE = "labels.parquet"
 _LOCK = ".labels.lock"
@@ -68,3 +79,338 @@ def latest_labels(table: pa.Table) -> pa.Table:
     assert isinstance(frame, pl.DataFrame)
     latest = frame.sort("time").unique(subset=["item_id", "annotator"], keep="last")
     return latest.sort(["item_id", "annotator"]).to_arrow().cast(schemas.LABELS)
+
+
+# --- The sample people label -------------------------------------------------------------
+
+SAMPLE_FILE = "labels.sample.parquet"
+GRADE = "grade"
+"""The kind of a (question, candidate) item: a relevance grade 0-3."""
+ANSWER_KINDS = ("faithfulness", "answer_relevancy")
+"""Judged answer metrics a person labels yes/no: their score is a share a person can call."""
+# A metric's score split in thirds: a stratum per region of the judge's scale, so that the
+# items the judge calls bad, unsure and good are all checked.
+_SCORE_BINS = ((1 / 3, "low [0, 1/3)"), (2 / 3, "mid [1/3, 2/3)"), (math.inf, "high [2/3, 1]"))
+
+
+# What a person is asked of each kind, and the keys that answer it (the grade scale is the
+# one the relevance judge is given, ``prompts/relevance.py``).
+INSTRUCTIONS = {
+    GRADE: "How well does the passage answer the question?",
+    "faithfulness": "Is every claim of the answer supported by the contexts shown?",
+    "answer_relevancy": "Does the answer address the question that was asked?",
+}
+_GRADE_CHOICES = (
+    ("0", 0.0, "nothing to do with the question"),
+    ("1", 1.0, "on its topic, does not answer it"),
+    ("2", 2.0, "answers it in part, or unclearly"),
+    ("3", 3.0, "about this question and contains its answer"),
+)
+_YES_NO_CHOICES = (("y", 1.0, "yes"), ("n", 0.0, "no"))
+
+
+def choices(kind: str) -> list[dict[str, Any]]:
+    """The answers to an item of ``kind``: the key that gives each, its label and its text."""
+    given = _GRADE_CHOICES if kind == GRADE else _YES_NO_CHOICES
+    return [{"key": key, "label": label, "text": text} for key, label, text in given]
+
+
+def allowed_values(kind: str) -> tuple[float, ...]:
+    """The labels a person may give an item of ``kind`` (besides null, skipped)."""
+    return tuple(c["label"] for c in choices(kind))
+
+
+def _grade_stratum(row: dict[str, Any]) -> str | None:
+    if row.get("status") != "ok":
+        return None  # a failed verdict has no judge grade to check
+    if row.get("grade") is not None:
+        return str(row["grade"])
+    if row.get("relevant") is not None:
+        # A run from before graded verdicts: only the relevant cut is known.
+        return "relevant" if row["relevant"] else "not relevant"
+    return None
+
+
+def _score_stratum(value: float) -> str:
+    return next(name for edge, name in _SCORE_BINS if value < edge)
+
+
+Population = dict[str, list[tuple[str, str | None]]]
+"""Per stratum, its items as (question_id, candidate_id) in a stable order."""
+
+
+def populations(run_dir: Path) -> dict[str, Population]:
+    """Every item a person could label, per kind and per stratum of the judge's verdict.
+
+    Grade items: each (question, candidate) pair the judge graded, by its grade. Answer items:
+    each question whose faithfulness / answer relevancy the judge scored, by a third of the
+    score scale. Failed verdicts and unscored rows are left out: there is nothing to check.
+    """
+    run = RunFolder(Path(run_dir).parent, Path(run_dir).name)
+    out: dict[str, Population] = {}
+    if run.has("verdicts"):
+        strata: Population = {}
+        verdicts = run.read("verdicts").select(
+            ["question_id", "context_id", "grade", "relevant", "status"]
+        )
+        for row in verdicts.to_pylist():
+            stratum = _grade_stratum(row)
+            if stratum is not None:
+                strata.setdefault(stratum, []).append((row["question_id"], row["context_id"]))
+        if strata:
+            out[GRADE] = strata
+    if run.has("scores"):
+        scores = run.read("scores").select(["question_id", "metric", "value", "status"])
+        for kind in ANSWER_KINDS:
+            strata = {}
+            for row in scores.filter(pc.equal(scores["metric"], kind)).to_pylist():
+                if row["status"] == "ok" and row["value"] is not None:
+                    strata.setdefault(_score_stratum(row["value"]), []).append(
+                        (row["question_id"], None)
+                    )
+            if strata:
+                out[kind] = strata
+    for strata in out.values():
+        for items in strata.values():
+            items.sort(key=lambda it: (it[0], it[1] or ""))
+    return out
+
+
+def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """``n`` draws spread evenly over the strata, none given more than it holds.
+
+    Even rather than proportional: a rare grade (the judge's few 3s) still gets enough items
+    for its row of the confusion table; the stratum sizes kept with the sample undo the
+    over-weighting when a mean is estimated.
+    """
+    taken = dict.fromkeys(sizes, 0)
+    left = min(n, sum(sizes.values()))
+    while left:
+        open_ = [s for s in sorted(sizes) if taken[s] < sizes[s]]
+        share, extra = divmod(left, len(open_))
+        for i, s in enumerate(open_):
+            give = min(share + (i < extra), sizes[s] - taken[s])
+            taken[s] += give
+            left -= give
+    return taken
+
+
+def draw_sample(run_dir: Path, n: int, *, seed: int = 0) -> pa.Table:
+    """A stratified sample of up to ``n`` items of each kind, each kind's items shuffled.
+
+    Kinds follow one another (the grades, then each answer metric), so a person keeps one
+    question in mind at a time; the order inside a kind is random (``seed``), so nobody labels
+    a stratum in one run of items.
+
+    Raises:
+        InputError: ``n`` below 1, or a run with no judged item to label.
+    """
+    if n < 1:
+        raise InputError(f"--sample {n}: give at least 1 item per kind")
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    pops = populations(run_dir)
+    if not pops:
+        raise InputError(
+            f"run {Path(run_dir).name}: nothing to label: no verdict graded and no "
+            f"{' / '.join(ANSWER_KINDS)} score (run the sort or score stage first)"
+        )
+    for kind in (GRADE, *ANSWER_KINDS):
+        strata = pops.get(kind)
+        if not strata:
+            continue
+        counts = allocate({s: len(items) for s, items in strata.items()}, n)
+        drawn = []
+        for stratum in sorted(strata):
+            for qid, cid in rng.sample(strata[stratum], counts[stratum]):
+                drawn.append(
+                    {
+                        "item_id": item_id(kind, qid, cid),
+                        "kind": kind,
+                        "question_id": qid,
+                        "candidate_id": cid,
+                        "stratum": stratum,
+                        "stratum_size": len(strata[stratum]),
+                        "stratum_sampled": counts[stratum],
+                        "seed": seed,
+                    }
+                )
+        rng.shuffle(drawn)
+        rows += drawn
+    for position, row in enumerate(rows):
+        row["position"] = position
+    return schemas.to_table(rows, schemas.LABEL_SAMPLE)
+
+
+def read_sample(run_dir: Path) -> pa.Table | None:
+    """The run's sample, in labelling order (None when none was drawn)."""
+    path = Path(run_dir) / SAMPLE_FILE
+    if not path.is_file():
+        return None
+    return read_parquet_file(path).sort_by("position")
+
+
+def ensure_sample(run_dir: Path, n: int, *, seed: int = 0) -> tuple[pa.Table, bool]:
+    """The run's sample, drawn and written first when there is none; and whether it was drawn.
+
+    A sample once written is kept whatever ``n`` says: every annotator must get the same items.
+    """
+    run_dir = Path(run_dir)
+    with _locked(run_dir):
+        kept = read_sample(run_dir)
+        if kept is not None:
+            return kept, False
+        table = draw_sample(run_dir, n, seed=seed)
+        atomic.write_table(table, run_dir / SAMPLE_FILE)
+        return table, True
+
+
+# --- The texts of an item, and what a person said ----------------------------------------
+
+
+def item_texts(run_dir: Path, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a person sees of each item: never the judge's verdict, only the run's texts.
+
+    Each item (a dict with ``kind``, ``question_id``, ``candidate_id``) gets ``question``; a
+    grade item ``candidate`` (its text) and ``rank`` (the engine's); an answer item ``answer``
+    and, for a metric that reads them, ``contexts``: the first ``k_used`` candidates in engine
+    order, the ones its judge read.
+    """
+    # Imported here: the metric registry costs a second of start-up that the viewer's first
+    # page must not wait for; only an answer item needs to know which metrics read contexts.
+    from ragaudit.metrics import METRICS
+
+    run = RunFolder(Path(run_dir).parent, Path(run_dir).name)
+    ids = {it["question_id"] for it in items}
+    questions = {r["question_id"]: r["question"] for r in run.rows("questions", ids)}
+    candidates = run.candidates(ids=ids) if run.has("candidates") else {}
+    answers = run.answers(ids) if run.has("answers") else {}
+    k_used: dict[tuple[str, str], int | None] = {}
+    if any(it["kind"] != GRADE for it in items) and run.has("scores"):
+        for r in run.rows("scores", ids):
+            k_used[(r["question_id"], r["metric"])] = r["k_used"]
+    top_k = ((run.read_manifest().get("config") or {}).get("score") or {}).get("top_k")
+    out = []
+    for it in items:
+        qid, kind = it["question_id"], it["kind"]
+        pool = candidates.get(qid, [])
+        shown: dict[str, Any] = {
+            "kind": kind,
+            "question_id": qid,
+            "candidate_id": it["candidate_id"],
+            "question": questions.get(qid),
+        }
+        if kind == GRADE:
+            cand = next((c for c in pool if c["context_id"] == it["candidate_id"]), None)
+            shown["candidate"] = cand["text"] if cand else None
+            shown["rank"] = cand["engine_rank"] if cand else None
+        else:
+            shown["answer"] = (answers.get(qid) or {}).get("response")
+            if "contexts" in METRICS[kind].inputs:
+                k = k_used.get((qid, kind)) or top_k or len(pool)
+                shown["contexts"] = [c["text"] for c in pool[:k]]
+        out.append(shown)
+    return out
+
+
+def store_dir(path: Path) -> Path | None:
+    """The run folder whose labels store ``path`` names (the folder or its ``labels.parquet``).
+
+    None when ``path`` is neither (a labels file of another format).
+
+    Raises:
+        InputError: a folder without a labels store.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if not (path / FILE).is_file():
+            raise InputError(f"{path}: no {FILE} in this folder (label the run first)")
+        return path
+    if path.name == FILE and path.is_file():
+        return path.parent
+    return None
+
+
+def labelled_items(run_dir: Path, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each person's latest non-skipped label of the items of ``kinds``, with the items' texts.
+
+    Rows: the label row's fields plus what :func:`item_texts` gives (question, candidate and
+    rank, or answer and contexts), in item then annotator order.
+    """
+    latest = latest_labels(read_labels(run_dir))
+    latest = latest.filter(
+        pc.and_(
+            pc.is_in(latest["kind"], pa.array(kinds, pa.string())), pc.is_valid(latest["label"])
+        )
+    )
+    rows = latest.to_pylist()
+    texts = item_texts(run_dir, rows) if rows else []
+    return [{**row, **shown} for row, shown in zip(rows, texts, strict=True)]
+
+
+def labelled_positions(
+    sample: pa.Table, labels: pa.Table, annotator: str
+) -> dict[int, float | None]:
+    """The positions of the sample ``annotator`` has labelled, with their latest label."""
+    mine = latest_labels(labels.filter(pc.equal(labels["annotator"], annotator)))
+    given = dict(zip(mine["item_id"].to_pylist(), mine["label"].to_pylist(), strict=True))
+    return {
+        pos: given[iid]
+        for pos, iid in zip(
+            sample["position"].to_pylist(), sample["item_id"].to_pylist(), strict=True
+        )
+        if iid in given
+    }
+
+
+def grade_qrels(labels: pa.Table, annotator: str | None = None) -> str:
+    """A person's grades as TREC qrels (``qid 0 docid grade``); skipped items left out.
+
+    Raises:
+        InputError: no annotator named while several people graded, or an unknown one.
+    """
+    latest = latest_labels(labels)
+    latest = latest.filter(pc.equal(latest["kind"], GRADE))
+    people = sorted(set(latest["annotator"].to_pylist()))
+    if annotator is None:
+        if len(people) > 1:
+            raise InputError(
+                f"{len(people)} people graded ({', '.join(people)}): name one annotator "
+                "(qrels hold one grade per document)"
+            )
+    elif annotator not in people:
+        raise InputError(
+            f"annotator {annotator!r} graded nothing (graders: {', '.join(people) or 'none'})"
+        )
+    if annotator is not None:
+        latest = latest.filter(pc.equal(latest["annotator"], annotator))
+    by_question: dict[str, dict[str, int]] = {}
+    for row in latest.sort_by(
+        [("question_id", "ascending"), ("candidate_id", "ascending")]
+    ).to_pylist():
+        if row["label"] is not None:
+            by_question.setdefault(row["question_id"], {})[row["candidate_id"]] = int(row["label"])
+    return qrels_text(by_question)
+
+
+# A spreadsheet opens a CSV cell starting with one of these as a formula: the cell gets a
+# leading quote, so a question id like ``=HYPERLINK(...)`` stays text.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def labels_csv(labels: pa.Table) -> str:
+    """Each person's latest label of each item as CSV (``label`` empty: skipped)."""
+    latest = latest_labels(labels)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(latest.column_names)
+    for row in latest.to_pylist():
+        row["time"] = row["time"].isoformat() if row["time"] is not None else None
+        writer.writerow([_cell(row[c]) for c in latest.column_names])
+    return out.getvalue()

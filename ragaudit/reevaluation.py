@@ -21,7 +21,17 @@ from pydantic import ValidationError
 
 from ragaudit.cache import canonical_hash
 from ragaudit.config import RunConfig
-from ragaudit.reporting import Comparison, RunOverview, artifact_key, list_runs, run_overview
+from ragaudit.errors import StageError
+from ragaudit.judging import PreviousHead, head_signature
+from ragaudit.reporting import (
+    Comparison,
+    RunOverview,
+    artifact_key,
+    judge_cost,
+    list_runs,
+    read_calls,
+    run_overview,
+)
 from ragaudit.runfolder import RunFolder
 
 REGRESSION_EVENT = "ragaudit.regression"
@@ -51,6 +61,9 @@ _OPERATIONAL = (
     "collect.answers.retries",
     "collect.answers.backoff_s",
     "collect.answers.timeout_s",
+    # Which run the sort stage builds its head order on: the order it reuses was judged under
+    # this same configuration, so a run that reuses one is still like one that did not.
+    "sort.previous",
 )
 
 
@@ -196,6 +209,125 @@ def previous_run(
     return None
 
 
+def config_signature(config: RunConfig) -> dict[str, object]:
+    """The judge and prompt versions a run's judged heads rest on (see ``head_signature``)."""
+    return head_signature(
+        config.models.judge_model, config.models.temperature, config.sort.head_method
+    )
+
+
+def _stored_signature(run: RunFolder) -> dict[str, Any] | None:
+    """The judge and head prompt versions a stored run ordered with (None: not known).
+
+    From its manifest's ``ordering`` section; a run written before that section has its judge
+    from its stored config and its prompt versions from its call log.
+    """
+    manifest = run.read_manifest()
+    recorded = (manifest.get("ordering") or {}).get("signature")
+    if isinstance(recorded, dict):
+        return recorded
+    config = _stored_config(run.path)
+    calls = read_calls(run.calls_dir)
+    if config is None or calls is None or "prompt_version" not in calls.columns:
+        return None
+    wanted = {str(v).split("@")[0] for v in config_signature(config)["prompt_versions"]}  # type: ignore[attr-defined]
+    logged = sorted(
+        v for v in calls["prompt_version"].drop_nulls().unique() if v.split("@")[0] in wanted
+    )
+    if not logged:
+        return None
+    return {**config_signature(config), "prompt_versions": logged}
+
+
+def ordering_manifest(config: RunConfig, run: RunFolder) -> dict[str, Any]:
+    """The manifest's ``ordering`` section: what the heads rest on, and how many were reused.
+
+    The signature is what the next run compares with before building on this run's heads
+    (a run that reused every head asks no ordering prompt, so its call log cannot say).
+    """
+    cost = judge_cost(run) if run.has("ranking") else None
+    counts = dict(cost.head_sources) if cost is not None else {}
+    return {
+        "signature": config_signature(config),
+        "previous": config.sort.previous,
+        "head_source": counts,
+        "reused_share": None if cost is None else cost.reused_share,
+    }
+
+
+@dataclass(frozen=True)
+class OrderingBaseline:
+    """The earlier run whose judged heads the sort stage builds on, and those heads.
+
+    ``heads`` holds only the questions whose previous ranking may be reused (status ``ok``,
+    the same method); ``note`` says why there is no baseline or why it was not used.
+    """
+
+    run_id: str | None
+    heads: dict[str, PreviousHead]
+    note: str | None = None
+
+
+def ordering_baseline(
+    run: RunFolder, config: RunConfig, ids: frozenset[str] | None = None
+) -> OrderingBaseline:
+    """The previous heads ``sort.previous`` points at, for ``run``'s questions (``ids``).
+
+    ``auto``: the nightly's baseline (:func:`previous_run`); a run id: that run, which must
+    exist under the runs root; ``none``: no baseline. A baseline judged with another judge or
+    other prompt versions gives no heads; per question only an ``ok`` ranking made by the same
+    method is given.
+    """
+    cfg = config.sort
+    if cfg.previous == "none" or cfg.order != "head":
+        return OrderingBaseline(None, {})
+    if cfg.previous == "auto":
+        if _stored_config(run.path) is None:
+            # Without its own config stored a run cannot say which runs are like it.
+            return OrderingBaseline(None, {}, "this run's configuration is not stored yet")
+        found = previous_run(run.path)
+        if found is None:
+            return OrderingBaseline(None, {}, "no earlier completed run of this configuration")
+        prev = RunFolder(run.path.parent, found.run_id)
+    else:
+        prev = RunFolder(run.path.parent, cfg.previous)
+        if prev.run_id == run.run_id or not prev.manifest_path.is_file():
+            raise StageError(
+                f"sort.previous: run {cfg.previous!r} is not a run under {run.path.parent}"
+            )
+    if not prev.has("ranking") or not prev.has("candidates") or not prev.has("verdicts"):
+        return OrderingBaseline(prev.run_id, {}, f"run {prev.run_id} has no judged ranking")
+    then, now = _stored_signature(prev), config_signature(config)
+    if then != now:
+        what = "not recorded" if then is None else _shown(then, 120)
+        return OrderingBaseline(
+            prev.run_id,
+            {},
+            f"run {prev.run_id} ordered with another judge or prompts ({what}; now "
+            f"{_shown(now, 120)})",
+        )
+    method = f"head:{cfg.head_method}"
+    texts: dict[str, dict[str, str]] = {}
+    for c in prev.rows("candidates", ids):
+        texts.setdefault(c["question_id"], {})[c["context_id"]] = c["text"]
+    grades: dict[str, dict[str, int]] = {}
+    for v in prev.rows("verdicts", ids):
+        if v["grade"] is not None:
+            grades.setdefault(v["question_id"], {})[v["context_id"]] = v["grade"]
+    heads = {}
+    for qid, row in prev.ranking(ids).items():
+        if row.get("status") != "ok" or row.get("method") != method or row.get("exact_k") is None:
+            continue
+        ordered = tuple(row["ordered_ids"] or ())
+        heads[qid] = PreviousHead(
+            head=ordered[: row["exact_k"]],
+            ordered=ordered,
+            texts=texts.get(qid, {}),
+            grades=grades.get(qid, {}),
+        )
+    return OrderingBaseline(prev.run_id, heads)
+
+
 def _num(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -295,16 +427,35 @@ class RegressionEvent:
         return emit_event(event=self.event, resource=self.resource, payload=self.payload)
 
 
-def regression_event(
-    cmp: Comparison, question_set_hash: str, questions_file: str | None
-) -> RegressionEvent | None:
-    """The event for metrics that regressed beyond noise; None when none did.
+def regressions(cmp: Comparison, battles: Any = None) -> list[str]:
+    """What regressed beyond noise: the metrics, and ``battles`` when B lost them.
 
     Runs that are not like for like never regress: their numbers do not compare.
     """
-    if not cmp.comparable or not cmp.regressed:
+    if not cmp.comparable:
+        return []
+    lost = battles is not None and battles.verdict == "B worse"
+    return list(cmp.regressed) + (["battles"] if lost else [])
+
+
+def regression_event(
+    cmp: Comparison,
+    question_set_hash: str,
+    questions_file: str | None,
+    battles: Any = None,
+) -> RegressionEvent | None:
+    """The event for what regressed beyond noise (metrics, battles); None when nothing did.
+
+    Args:
+        cmp: The comparison of the baseline (A) with the new run (B).
+        question_set_hash: The question set's hash (the event's resource).
+        questions_file: The question set's file, for the resource's name.
+        battles: The ``BattleStats`` of B against A when ``report.battles`` played them.
+    """
+    what = regressions(cmp, battles)
+    if not what:
         return None
-    regressed = [m for m in cmp.metrics if m.metric in cmp.regressed]
+    regressed_metrics = [m for m in cmp.metrics if m.metric in cmp.regressed]
     return RegressionEvent(
         event=REGRESSION_EVENT,
         resource={
@@ -321,7 +472,7 @@ def regression_event(
             "run_dir": str(Path(cmp.dir_b).resolve()),
             "baseline_run_dir": str(Path(cmp.dir_a).resolve()),
             "question_set_hash": question_set_hash,
-            "regressed": list(cmp.regressed),
+            "regressed": what,
             "improved": list(cmp.improved),
             "verdict": cmp.verdict,
             "metrics": [
@@ -333,8 +484,18 @@ def regression_event(
                     "ci": [_num(m.ci_low), _num(m.ci_high)],
                     "p_adjusted": _num(m.p_adjusted),
                 }
-                for m in regressed
+                for m in regressed_metrics
             ],
+            "battles": None
+            if battles is None
+            else {
+                "verdict": battles.verdict,
+                "questions": battles.n,
+                "win_rate": _num(battles.win_rate),
+                "ci": [_num(battles.ci_low), _num(battles.ci_high)],
+                "p_value": _num(battles.p_value),
+                "position_consistency": _num(battles.consistency),
+            },
         },
     )
 
@@ -376,17 +537,22 @@ async def publish_comparison(
 __all__ = [
     "REGRESSED_SUFFIX",
     "REGRESSION_EVENT",
+    "OrderingBaseline",
     "RegressionEvent",
     "UnlikeRun",
     "comparison_markdown",
     "comparison_table",
     "config_differences",
     "config_key",
+    "config_signature",
     "no_baseline_markdown",
     "no_baseline_verdict",
+    "ordering_baseline",
+    "ordering_manifest",
     "previous_run",
     "publish_comparison",
     "question_set_resource",
+    "regressions",
     "regression_event",
     "unlike_runs",
 ]

@@ -160,8 +160,12 @@ RANKING = _schema(
         ("ordering_calls", _i64),
         ("ordering_tokens", _i64),
         ("ordering_failed", _i64),  # ordering calls (pairs, for pairwise) without an answer
+        # Version 3: where the head came from: reused (the previous run's, no call), inserted
+        # (new candidates placed into the previous run's head), fresh; null without a judged
+        # order. Absent from tables of version 2 (read as null).
+        ("head_source", _str),
     ],
-    version=2,
+    version=3,
 )
 
 AGREEMENT = _schema(
@@ -320,6 +324,20 @@ CALIBRATION_GRADES = _schema(
 )
 
 # Blind pairwise battles of B against A, written in B's folder: one row per judge answer.
+LEADERBOARD = _schema(
+    "leaderboard",
+    [
+        ("rank", _i64),
+        ("run", _str),
+        ("strength", _f64),  # Davidson log-strength, centred at 0
+        ("ci_low", _f64),  # 95 % bootstrap interval over questions
+        ("ci_high", _f64),
+        ("unbounded", _bool),  # won or lost every battle: the strength is a bound, not a figure
+        ("tie_param", _f64),  # the model's nu (the same on every row)
+        ("verdicts", _i64),  # usable verdicts the fit used (the same on every row)
+    ],
+)
+
 LABELS = _schema(
     "labels",
     [
@@ -332,6 +350,23 @@ LABELS = _schema(
         ("annotator", _str),
         ("label", _f64),  # a grade 0-3, or 1.0/0.0 for yes/no; null for "skipped"
         ("time", pa.timestamp("us", tz="UTC")),
+    ],
+)
+
+# The items people label, drawn once per run and shared by every annotator in this order: the
+# stratum each was drawn from and its size, so that an estimate can weight the strata back.
+LABEL_SAMPLE = _schema(
+    "label_sample",
+    [
+        ("position", _i64),  # 0-based place in the labelling order
+        ("item_id", _str),
+        ("kind", _str),
+        ("question_id", _str),
+        ("candidate_id", _str),
+        ("stratum", _str),  # the judge's grade ("0".."3") or score bin ("[0.33,0.67)")
+        ("stratum_size", _i64),  # items of the kind in that stratum
+        ("stratum_sampled", _i64),  # of which drawn
+        ("seed", _i64),
     ],
 )
 

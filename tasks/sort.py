@@ -28,12 +28,14 @@ from ragaudit.judging import (
     Judge,
     Ordered,
     OrderOptions,
+    PreviousHead,
     grade_candidates,
     grade_noise,
     grade_plan,
     order_questions,
     sample_judges,
 )
+from ragaudit.reevaluation import ordering_baseline
 from ragaudit.schemas import AGREEMENT, COMPARISONS, GRADE_NOISE, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext, combine_parts, in_flight
 from ragaudit.trec import export_trec
@@ -112,10 +114,14 @@ async def order_relevant(
     questions: dict[str, Question],
     candidates: dict[str, list[dict[str, Any]]],
     relevance: dict[str, Graded],
+    previous: dict[str, PreviousHead] | None = None,
 ) -> list[Ordered]:
-    """Order each question's relevant candidates as ``sort.order`` says."""
+    """Order each question's relevant candidates as ``sort.order`` says.
+
+    ``previous``: the heads of the run ``sort.previous`` names, built on where still valid.
+    """
     return await order_questions(
-        judge_of(ctx), questions, candidates, relevance, order_options(ctx)
+        judge_of(ctx), questions, candidates, relevance, order_options(ctx), previous
     )
 
 
@@ -148,6 +154,8 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     run_id = ctx.run.run_id
     questions = {q.question_id: q for q in ctx.run.questions(ctx.ids)}
     candidates = ctx.run.candidates(cfg.max_candidates, ctx.ids)
+    # Before any call: a sort.previous naming no run is refused before money is spent.
+    baseline = ordering_baseline(ctx.run, ctx.config, ctx.ids)
     started = time.perf_counter()
     relevance = await judge_relevance(ctx, questions, candidates)
     ctx.run.write(
@@ -155,7 +163,7 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
         to_table([r for rel in relevance.values() for r in rel.rows], VERDICTS),
     )
     judged = time.perf_counter()
-    results = await order_relevant(ctx, questions, candidates, relevance)
+    results = await order_relevant(ctx, questions, candidates, relevance, baseline.heads)
     if timings is not None:
         timings["relevance_s"] = judged - started
         timings["ordering_s"] = time.perf_counter() - judged
@@ -199,6 +207,7 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
                 "ordering_calls": res.spend.calls,
                 "ordering_tokens": res.spend.prompt_tokens,
                 "ordering_failed": res.failed,
+                "head_source": res.source,
             }
         )
         agreement_rows += question_rows(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragaudit import labels as labels_store
 from ragaudit.dataset import jsonl_lines
 from ragaudit.errors import InputError
 from ragaudit.lang import detect_language
@@ -174,13 +175,41 @@ def text_field(rec: dict[str, Any], where: str, *names: str) -> str | None:
     return None
 
 
+def _store_labels(run_dir: Path) -> list[Labelled]:
+    """The yes/no labels of a run's labels store, each with the answer and contexts shown."""
+    out = []
+    for row in labels_store.labelled_items(run_dir, labels_store.ANSWER_KINDS):
+        if row["question"] is None:
+            raise InputError(
+                f"{run_dir / labels_store.FILE}: item {row['item_id']!r} names a question "
+                "the run does not have"
+            )
+        sample = make_sample(
+            row["question_id"],
+            row["question"],
+            response=row["answer"],
+            contexts=row.get("contexts"),
+        )
+        out.append(Labelled("labels", row["kind"], sample, float(row["label"])))
+    if not out:
+        raise InputError(
+            f"{run_dir / labels_store.FILE}: no {' or '.join(labels_store.ANSWER_KINDS)} label"
+        )
+    return out
+
+
 def load_labels(path: Path | str) -> list[Labelled]:
     """A team's own labels: question, answer, contexts, reference and a human label per metric.
 
     JSONL with ``labels: {metric: value}`` or ``label_<metric>`` fields, or CSV with
-    ``label_<metric>`` columns and ``contexts`` as a JSON list. Labels lie in [0, 1].
+    ``label_<metric>`` columns and ``contexts`` as a JSON list. Labels lie in [0, 1]. A run
+    folder or its ``labels.parquet`` is read as it is: each person's latest yes/no label of
+    an answer (skipped items left out).
     """
     path = Path(path)
+    store = labels_store.store_dir(path)
+    if store is not None:
+        return _store_labels(store)
     if not path.is_file():
         raise InputError(f"{path}: labels file not found")
     out: list[Labelled] = []

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragaudit import labels as labels_store
 from ragaudit.calibration._data import _labels_records, text_field
 from ragaudit.calibration._stats import share_ci
 from ragaudit.dataset import Question
@@ -76,19 +77,49 @@ def _rank(value: Any, where: str) -> int | None:
     return rank
 
 
+def _store_grades(run_dir: Path) -> list[GradeLabel]:
+    """The grades of a run's labels store, each with its passage and the engine's rank."""
+    out = []
+    where = run_dir / labels_store.FILE
+    for row in labels_store.labelled_items(run_dir, (labels_store.GRADE,)):
+        if row["question"] is None or row["candidate"] is None:
+            raise InputError(
+                f"{where}: item {row['item_id']!r} names a question or passage the run does "
+                "not have"
+            )
+        out.append(
+            GradeLabel(
+                row["question_id"],
+                row["question"],
+                row["candidate_id"],
+                row["candidate"],
+                _grade(row["label"], f"{where}, item {row['item_id']!r}"),
+                row["rank"],
+            )
+        )
+    if not out:
+        raise InputError(f"{where}: no grade labels")
+    return out
+
+
 def load_grade_labels(path: Path | str) -> list[GradeLabel]:
-    """Human relevance grades from JSONL or CSV.
+    """Human relevance grades from JSONL or CSV, or a run's labels store as it is.
 
     Each row: ``question``, ``context`` (its text), ``grade`` (or ``human_grade``) 0–3, and
     optionally ``question_id``, ``context_id`` and ``rank`` (the engine's rank of the context,
     1 first, for the engine's NDCG). Missing ids are derived from the texts, so
-    the same question or context always gets the same id.
+    the same question or context always gets the same id. A run folder or its
+    ``labels.parquet`` gives each person's latest grade (skipped items left out) with the
+    passage's text and engine rank from the run.
 
     Raises:
         InputError: a missing file, a row without question, context or grade, a grade
             outside 0–3, or one id given two different questions or context texts.
     """
     path = Path(path)
+    store = labels_store.store_dir(path)
+    if store is not None:
+        return _store_grades(store)
     if not path.is_file():
         raise InputError(f"{path}: grade labels file not found")
     out: list[GradeLabel] = []

@@ -15,6 +15,7 @@ from ragaudit.cli import (  # noqa: F401, I001  (importing registers the command
     _tune,
     _testset,
     _calibrate,
+    _label,
     _cache,
 )
 from ragaudit.cli._app import app, main

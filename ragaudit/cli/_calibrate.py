@@ -117,7 +117,11 @@ def calibrate_cmd(
     ] = None,
     labels: Annotated[
         Path | None,
-        typer.Option("--labels", help="Your labels: question, answer, contexts, labels."),
+        typer.Option(
+            "--labels",
+            help="Your labels: question, answer, contexts, labels (JSONL/CSV), or a run folder "
+            "/ its labels.parquet (ragaudit label).",
+        ),
     ] = None,
     scenarios: Annotated[
         Path | None,
@@ -129,8 +133,8 @@ def calibrate_cmd(
         Path | None,
         typer.Option(
             "--grade-labels",
-            help="Human relevance grades 0-3 (JSONL/CSV: question, context, grade): "
-            "calibrate the judge's grades per grade.",
+            help="Human relevance grades 0-3 (JSONL/CSV: question, context, grade, or a run "
+            "folder / its labels.parquet): calibrate the judge's grades per grade.",
         ),
     ] = None,
     threshold: Annotated[

@@ -200,6 +200,7 @@ def compare(
     ] = False,
 ) -> None:
     """What moved beyond noise from RUN_A to RUN_B, paired by question, adjusted across metrics."""
+    from ragaudit.reevaluation import regressions
     from ragaudit.reporting import compare_runs, run_folder
     from ragaudit.runfolder import write_json
 
@@ -214,7 +215,7 @@ def compare(
     cmp = compare_runs(dir_a, dir_b, alpha=alpha)
     _print_comparison(cmp)
     report = cmp.to_dict()
-    battle = _battles(dir_a, dir_b, cfg_b, cmp.alpha) if battles else None
+    battle, duels = _battles(dir_a, dir_b, cfg_b, cmp.alpha) if battles else (None, [])
     if battle is not None:
         report["battles"] = dataclasses.asdict(battle)
     out = dir_b / "compare.json"
@@ -223,17 +224,15 @@ def compare(
     if html:
         from ragaudit.reporting import write_compare_html
 
-        page = write_compare_html(cmp, dir_b / "compare.html", battle)
+        page = write_compare_html(cmp, dir_b / "compare.html", battle, duels)
         console.print(f"compare.html: {page}")
     if fail_on_regression and cmp.gate_failures:
         # Checked before comparability: a crashed run must never pass a gate by its absence.
         for why in cmp.gate_failures:
             err.print(f"[bold red]gate failed:[/] {why}", soft_wrap=True)
         raise typer.Exit(1)
-    regressed = list(cmp.regressed)
-    if battle is not None and battle.verdict == "B worse":
-        regressed.append("battles")
-    if fail_on_regression and cmp.comparable and regressed:
+    regressed = regressions(cmp, battle)
+    if fail_on_regression and regressed:
         err.print(f"[bold red]regression beyond noise:[/] {', '.join(regressed)}")
         raise typer.Exit(1)
 
@@ -247,15 +246,24 @@ def battles_cmd(
     resamples: Annotated[
         int, typer.Option("--resamples", help="Bootstrap resamples over questions.")
     ] = 500,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Folder for battles.parquet and leaderboard.parquet "
+            "(default: a new battles-<id> folder under the runs root).",
+        ),
+    ] = None,
 ) -> None:
     """Every pair of RUNS in blind battles; a Bradley–Terry (Davidson) leaderboard with ties."""
     import asyncio
 
     import polars as pl
 
-    from ragaudit.battles import fit_davidson, round_robin
+    from ragaudit.battles import fit_davidson, round_robin, write_battles, write_leaderboard
     from ragaudit.cache import hold_gateway
     from ragaudit.reporting import run_folder
+    from ragaudit.runids import new_run_id
 
     dirs = [_run_dir(r, runs_root) for r in runs_]
     if len({d.name for d in dirs}) < 2:
@@ -298,6 +306,11 @@ def battles_cmd(
         )
     if failed:
         console.print(f"{failed} battle answer(s) failed and were left out")
+    folder = out or (runs_root or Path("data/runs")) / new_run_id("battles")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_battles(rows, folder)
+    write_leaderboard(board, frame.height - failed, folder)
+    console.print(f"leaderboard and verdicts: {folder}")
 
 
 def _count_battles(dir_a: Path, dir_b: Path, cfg: RunConfig) -> None:
@@ -313,25 +326,22 @@ def _count_battles(dir_a: Path, dir_b: Path, cfg: RunConfig) -> None:
     )
 
 
-def _battles(dir_a: Path, dir_b: Path, cfg: RunConfig, alpha: float) -> Any:
-    """Play the battles, write battles.parquet in B, print and return their statistics."""
+def _battles(dir_a: Path, dir_b: Path, cfg: RunConfig, alpha: float) -> tuple[Any, list[Any]]:
+    """Play the battles, write battles.parquet in B and print their statistics.
+
+    Returns:
+        The statistics and the questions for the page's drill-down (``battles.duels``).
+    """
     import asyncio
 
-    import polars as pl
-
-    from ragaudit.battles import battle_runs, battle_stats
+    from ragaudit.battles import battle_verdict, duels
     from ragaudit.cache import hold_gateway
 
     async def play() -> Any:
         with hold_gateway(cfg) as gateway:
-            return await battle_runs(dir_a, dir_b, cfg, gateway)
+            return await battle_verdict(dir_a, dir_b, cfg, gateway, alpha)
 
-    pairing, rows = asyncio.run(play())
-    st = battle_stats(
-        pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String}),
-        alpha=alpha,
-        resamples=cfg.report.compare_resamples,
-    )
+    pairing, rows, st = asyncio.run(play())
     style = {"B worse": "bold red", "B better": "bold green"}.get(st.verdict, "")
     verdict = f"[{style}]{st.verdict}[/]" if style else st.verdict
     rate = "-" if st.win_rate is None else fixed(st.win_rate)
@@ -347,7 +357,7 @@ def _battles(dir_a: Path, dir_b: Path, cfg: RunConfig, alpha: float) -> Any:
         soft_wrap=True,
     )
     console.print(f"battles.parquet: {dir_b / 'battles.parquet'}")
-    return st
+    return st, duels(pairing, rows)
 
 
 @app.command()

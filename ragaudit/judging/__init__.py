@@ -14,6 +14,13 @@ from ragaudit.judging._head import (
     sliding_window,
     window_calls,
 )
+from ragaudit.judging._incremental import (
+    HeadSource,
+    Placement,
+    PreviousHead,
+    head_signature,
+    incremental_head,
+)
 from ragaudit.judging._judge import Judge, Spend, gather_limited, parsed, shown_order
 from ragaudit.judging._jury import (
     GradeAggregate,
@@ -38,10 +45,13 @@ __all__ = [
     "GradeAggregate",
     "GradeSample",
     "Graded",
+    "HeadSource",
     "Judge",
     "OrderOptions",
     "Ordered",
     "PairwiseJudge",
+    "Placement",
+    "PreviousHead",
     "SetJudge",
     "Spend",
     "by_grade",
@@ -51,6 +61,8 @@ __all__ = [
     "grade_noise",
     "grade_plan",
     "head_pool",
+    "head_signature",
+    "incremental_head",
     "order_one",
     "order_questions",
     "parsed",

@@ -23,6 +23,7 @@ from ragaudit import progress
 from ragaudit.dataset import Question
 from ragaudit.judging._grades import Graded
 from ragaudit.judging._head import HEAD_METHODS, SetJudge
+from ragaudit.judging._incremental import HeadSource, PreviousHead, incremental_head
 from ragaudit.judging._judge import Judge, Spend, gather_limited, stable_key
 from ragaudit.judging._pairwise import PairwiseJudge
 from ragaudit.ordering import STRATEGIES, options_for
@@ -68,6 +69,9 @@ class Ordered:
         spend: What the ordering asked of the judge.
         failed: Ordering calls (or pairs) left without an answer.
         asked: Ordering calls (or pairs) asked.
+        source: Where the head came from: ``reused`` from the previous run with no call,
+            ``inserted`` into it, or ordered ``fresh`` (None: no judged order, ``order: none``).
+        note: Why a previous head was not built on (None: it was, or there was none).
     """
 
     question_id: str
@@ -78,6 +82,8 @@ class Ordered:
     spend: Spend = field(default_factory=Spend)
     failed: int = 0
     asked: int = 0
+    source: HeadSource | None = None
+    note: str | None = None
 
 
 def by_grade(ids: Sequence[str], grades: Mapping[str, int]) -> tuple[list[str], list[int]]:
@@ -115,8 +121,13 @@ async def order_one(
     graded: Graded,
     options: OrderOptions,
     bar: Any = None,
+    previous: PreviousHead | None = None,
 ) -> Ordered:
-    """The judged order of one question's relevant candidates (``graded.relevant``)."""
+    """The judged order of one question's relevant candidates (``graded.relevant``).
+
+    ``previous``, in ``head`` mode: the previous run's head of this question, built on rather
+    than ordered afresh (:func:`ragaudit.judging._incremental.incremental_head`).
+    """
     qid = question.question_id
     relevant, grades = graded.relevant, graded.grades
     if options.order == "none" or not relevant:
@@ -140,16 +151,28 @@ async def order_one(
             pj.spend,
             pj.failed,
             len(pj.rows),
+            source="fresh",
         )
     sj = SetJudge(judge, question, texts)
     pool = head_pool(relevant, grades, options.head_k)
-    method = HEAD_METHODS[options.head_method]
-    extra = {
-        "setwise": {"set_size": options.set_size},
-        "window": {"window": options.window, "votes": options.votes},
-    }
-    result = await method(pool, sj, options.head_k, **extra.get(options.head_method, {}))
-    head = result[: min(options.head_k, len(result))]
+    source: HeadSource = "fresh"
+    note = None
+    head: list[str] | None = None
+    if previous is not None:
+        placed = await incremental_head(
+            previous, pool, relevant, texts, grades, sj, options.head_k, options.window
+        )
+        head, note = placed.head, placed.reason
+        if head is not None:
+            source = placed.source
+    if head is None:
+        method = HEAD_METHODS[options.head_method]
+        extra = {
+            "setwise": {"set_size": options.set_size},
+            "window": {"window": options.window, "votes": options.votes},
+        }
+        result = await method(pool, sj, options.head_k, **extra.get(options.head_method, {}))
+        head = result[: min(options.head_k, len(result))]
     rest, rest_groups = by_grade([c for c in relevant if c not in set(head)], grades)
     if bar is not None:
         bar.advance()
@@ -162,6 +185,8 @@ async def order_one(
         sj.spend,
         sj.spend.failed,
         len(sj.rows),
+        source=source,
+        note=note,
     )
 
 
@@ -171,8 +196,12 @@ async def order_questions(
     candidates: Mapping[str, Sequence[Mapping[str, Any]]],
     graded: Mapping[str, Graded],
     options: OrderOptions,
+    previous: Mapping[str, PreviousHead] | None = None,
 ) -> list[Ordered]:
-    """Order each question's relevant candidates, several questions at once."""
+    """Order each question's relevant candidates, several questions at once.
+
+    ``previous``: the previous run's heads by question, built on in ``head`` mode.
+    """
     if options.order == "full":
         # About n log2 n comparisons, two calls each: the bar's scale, not a promise.
         per = 2 if options.both_orders else 1
@@ -190,7 +219,8 @@ async def order_questions(
 
         async def order(qid: str) -> Ordered:
             texts = {c["context_id"]: c["text"] for c in candidates[qid]}
-            return await order_one(judge, questions[qid], texts, graded[qid], options, bar)
+            before = (previous or {}).get(qid) if options.order == "head" else None
+            return await order_one(judge, questions[qid], texts, graded[qid], options, bar, before)
 
         return await gather_limited(list(candidates), order, limit=judge.in_flight)
 

@@ -17,6 +17,7 @@ from ragaudit.reporting._artifacts import (
 from ragaudit.reporting._build import (
     build_report,
     directions,
+    judge_cost,
     judge_noise,
     ndcg_curve,
     question_set_hash,
@@ -149,6 +150,7 @@ __all__ = [
     "run_folder",
     "run_overview",
     "summarise",
+    "judge_cost",
     "judge_noise",
     "score_cells",
     "summary_table",

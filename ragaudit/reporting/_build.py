@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,10 @@ def judge_cost(run: RunFolder) -> JudgeCost | None:
         relevance_tokens=mean("relevance_tokens"),
         ordering_calls=mean("ordering_calls"),
         ordering_tokens=mean("ordering_tokens"),
+        # Version 2 tables have no head_source: no counts, and the line says nothing of reuse.
+        head_sources=tuple(
+            sorted(Counter(r["head_source"] for r in rows if r.get("head_source")).items())
+        ),
     )
 
 

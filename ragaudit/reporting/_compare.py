@@ -14,6 +14,7 @@ direction.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -433,7 +434,7 @@ def comparability(
     stages_a = {s.stage: s.prompt_versions for s in a.calls}
     stages_b = {s.stage: s.prompt_versions for s in b.calls}
     for stage in sorted(set(stages_a) & set(stages_b)):
-        if stages_a[stage] != stages_b[stage]:
+        if _other_versions(stages_a[stage], stages_b[stage]):
             out.append(
                 Difference(
                     f"prompt versions of {stage}",
@@ -448,6 +449,24 @@ def comparability(
         if _unset(pa.get(key)) != _unset(pb.get(key)):
             out.append(Difference(f"metric parameter {key}", pa.get(key), pb.get(key)))
     return out
+
+
+def _other_versions(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether a prompt both runs asked (``name@version``) was asked at other versions.
+
+    A prompt only one run asked is no difference: a run that built on its previous run's
+    judged heads asks no ordering prompt at all when nothing changed, and judged nothing else.
+    """
+
+    def by_name(keys: Sequence[str]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for key in keys:
+            name, _, version = key.partition("@")
+            out.setdefault(name, set()).add(version)
+        return out
+
+    va, vb = by_name(a), by_name(b)
+    return any(va[name] != vb[name] for name in va.keys() & vb.keys())
 
 
 def _scored(cell: ScoreCell) -> np.ndarray:

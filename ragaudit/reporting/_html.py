@@ -241,10 +241,11 @@ def write_html(report: Report, path: Path | str | None = None) -> Path:
     return target
 
 
-def render_compare_html(comparison: Any, battles: Any = None) -> str:
+def render_compare_html(comparison: Any, battles: Any = None, duels: Any = ()) -> str:
     """The page of a ``Comparison`` (``compare_runs``): verdict, comparability, what moved.
 
-    ``battles``: the ``BattleStats`` of ``compare --battles``, shown as a row beside the metrics.
+    ``battles``: the ``BattleStats`` of ``compare --battles``, shown as a row beside the metrics;
+    ``duels``: its questions (``battles.duels``), both answers side by side with every verdict.
     """
     fig = compare_chart(comparison)
     return (
@@ -253,6 +254,7 @@ def render_compare_html(comparison: Any, battles: Any = None) -> str:
         .render(
             c=comparison,
             battles=battles,
+            duels=duels,
             figures=[fig] if fig is not None else [],
             font=FONT,
             moves=[
@@ -267,10 +269,12 @@ def render_compare_html(comparison: Any, battles: Any = None) -> str:
     )
 
 
-def write_compare_html(comparison: Any, path: Path | str, battles: Any = None) -> Path:
-    """Write the comparison page to ``path`` atomically (with the battles' row when given)."""
+def write_compare_html(
+    comparison: Any, path: Path | str, battles: Any = None, duels: Any = ()
+) -> Path:
+    """Write the comparison page to ``path`` atomically (with the battles when given)."""
     target = Path(path)
-    write_bytes(render_compare_html(comparison, battles).encode("utf-8"), target)
+    write_bytes(render_compare_html(comparison, battles, duels).encode("utf-8"), target)
     return target
 
 

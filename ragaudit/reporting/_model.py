@@ -264,15 +264,35 @@ class JudgeCost:
     relevance_tokens: float
     ordering_calls: float
     ordering_tokens: float
+    head_sources: tuple[tuple[str, int], ...] = ()
+    """Questions per head source (``reused``, ``inserted``, ``fresh``); empty before the
+    ``ranking`` table recorded it."""
+
+    @property
+    def reused_share(self) -> float | None:
+        """Share of the judged heads reused from the previous run with no call (None: none)."""
+        counts = dict(self.head_sources)
+        total = sum(counts.values())
+        return counts.get("reused", 0) / total if total else None
 
     def line(self) -> str:
         """One line for a report: calls and prompt tokens per question, each phase."""
-        return (
+        text = (
             f"judge per question: relevance {self.relevance_calls:,.0f} calls, "
             f"{self.relevance_tokens:,.0f} prompt tokens; ordering ({self.method or '-'}) "
             f"{self.ordering_calls:,.0f} calls, {self.ordering_tokens:,.0f} prompt tokens "
             f"(mean over {self.questions} questions)"
         )
+        share = self.reused_share
+        if share is not None:
+            counts = dict(self.head_sources)
+            total = sum(counts.values())
+            text += (
+                f"; heads reused from the previous run {counts.get('reused', 0)} of {total} "
+                f"({share:.0%}), inserted into {counts.get('inserted', 0)}, "
+                f"ordered afresh {counts.get('fresh', 0)}"
+            )
+        return text
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,251 @@
-"""The labelling pages and their JSON API, mounted by the viewer's app."""
+"""The labelling pages and their JSON API, mounted by the viewer's app.
+
+One item at a time from the run's sample (``labels.sample.parquet``), blind: an item carries
+the run's texts, never the judge's verdict or the stratum it was drawn from. Every answer is
+one POST appended to the labels store at once, so a closed tab or a killed server loses at
+most the item on screen. The page is static HTML and a vendored script that writes every run
+text with ``textContent``; no run text is ever put into HTML on the server.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import unicodedata
+from pathlib import Path
+from typing import Annotated, Any
+
+import pyarrow as pa
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragaudit import labels
+from ragaudit.errors import InputError
+from ragaudit.viewer._paths import run_path
 
 router = APIRouter()
+
+STATIC = Path(__file__).parent / "static"
+_STATIC_FILES = {"labelling.js": "text/javascript", "labelling.css": "text/css"}
+MAX_ANNOTATOR = 80
+
+# No run text in it: the script fetches the items and writes them with textContent.
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Label - ragaudit</title>
+<link rel="stylesheet" href="/labelling/static/labelling.css">
+<script src="/labelling/static/labelling.js" defer></script>
+</head>
+<body>
+<header>
+  <h1>Label <span id="run"></span></h1>
+  <p id="progress" aria-live="polite"></p>
+  <p id="who"></p>
+</header>
+<form id="name-form" hidden>
+  <label for="name">Your name (kept with every label you give):</label>
+  <input id="name" name="name" maxlength="80" autocomplete="name" required>
+  <button type="submit">Start</button>
+</form>
+<main id="item" hidden>
+  <p id="instruction" class="instruction"></p>
+  <section><h2>Question</h2><p id="question" class="text"></p></section>
+  <section id="candidate-box" hidden><h2>Passage</h2><p id="candidate" class="text"></p></section>
+  <section id="answer-box" hidden><h2>Answer</h2><p id="answer" class="text"></p></section>
+  <section id="contexts-box" hidden><h2>Contexts</h2><ol id="contexts"></ol></section>
+  <div id="choices" class="choices"></div>
+  <p class="keys">s skip · b or Backspace back</p>
+  <p id="given"></p>
+</main>
+<section id="done" hidden>
+  <h2>All items labelled</h2>
+  <p id="done-count"></p>
+  <p><a id="export-csv">labels.csv</a> · <a id="export-qrels">qrels (your grades)</a></p>
+  <button id="review" type="button">Back to the last item</button>
+</section>
+<p id="status" role="status"></p>
+</body>
+</html>
+"""
+
+
+def _run_dir(request: Request, run_id: str) -> Path:
+    return run_path(Path(request.app.state.runs_root), run_id)
+
+
+def _sample(run_dir: Path) -> pa.Table:
+    sample = labels.read_sample(run_dir)
+    if sample is None:
+        raise HTTPException(
+            status_code=404,
+            detail=f"no sample to label: run `ragaudit label {run_dir.name} --sample 100` first",
+        )
+    return sample
+
+
+def _annotator(name: str) -> str:
+    """The annotator's name, trimmed; 422 for an empty, overlong or control-character name."""
+    name = name.strip()
+    if not name or len(name) > MAX_ANNOTATOR:
+        raise HTTPException(status_code=422, detail=f"annotator: 1 to {MAX_ANNOTATOR} characters")
+    if any(unicodedata.category(ch).startswith("C") for ch in name):
+        raise HTTPException(status_code=422, detail="annotator: no control characters")
+    return name
+
+
+AnnotatorQuery = Annotated[str, Query(max_length=4 * MAX_ANNOTATOR)]
+
+
+@router.get("/labelling/static/{name}", include_in_schema=False)
+def static_file(name: str) -> FileResponse:
+    """The page's own script and style, vendored in the package (no CDN)."""
+    if name not in _STATIC_FILES:
+        raise HTTPException(status_code=404, detail="no such file")
+    return FileResponse(STATIC / name, media_type=_STATIC_FILES[name])
+
+
+@router.get("/runs/{run_id}/label", response_class=HTMLResponse)
+def label_page(request: Request, run_id: str) -> HTMLResponse:
+    """The labelling page of a run (404 for a run outside the root)."""
+    _run_dir(request, run_id)
+    return HTMLResponse(
+        _PAGE,
+        headers={
+            # The page loads its own files only: an injected script or a remote fetch would be
+            # refused by the browser even if some text escaped escaping.
+            "Content-Security-Policy": "default-src 'self'; object-src 'none'; base-uri 'none'",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
+
+
+@router.post("/runs/{run_id}/label/api/sample")
+def make_sample(
+    request: Request, run_id: str, n: Annotated[int, Query(ge=1, le=100_000)] = 100
+) -> dict[str, Any]:
+    """Draw the run's sample when it has none (a kept sample is never drawn again)."""
+    run_dir = _run_dir(request, run_id)
+    try:
+        sample, drawn = labels.ensure_sample(run_dir, n)
+    except InputError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
+    return {"total": sample.num_rows, "drawn": drawn}
+
+
+@router.get("/runs/{run_id}/label/api/start")
+def start(request: Request, run_id: str, annotator: AnnotatorQuery) -> dict[str, Any]:
+    """How far ``annotator`` got: the total, how many they labelled, where to resume."""
+    run_dir = _run_dir(request, run_id)
+    name = _annotator(annotator)
+    sample = _sample(run_dir)
+    done = labels.labelled_positions(sample, labels.read_labels(run_dir), name)
+    resume = next((p for p in range(sample.num_rows) if p not in done), sample.num_rows)
+    return {
+        "run_id": run_dir.name,
+        "total": sample.num_rows,
+        "labelled": len(done),
+        "resume": resume,
+    }
+
+
+def _row(sample: pa.Table, position: int) -> dict[str, Any]:
+    if not 0 <= position < sample.num_rows:
+        raise HTTPException(status_code=404, detail=f"no item {position}")
+    return sample.slice(position, 1).to_pylist()[0]
+
+
+@router.get("/runs/{run_id}/label/api/items/{position}")
+def item(request: Request, run_id: str, position: int, annotator: AnnotatorQuery) -> dict[str, Any]:
+    """Item ``position`` of the sample as a person sees it, with their label of it if any."""
+    run_dir = _run_dir(request, run_id)
+    name = _annotator(annotator)
+    sample = _sample(run_dir)
+    row = _row(sample, position)
+    shown = labels.item_texts(run_dir, [row])[0]
+    # The engine's rank is no verdict of the judge, but a person told "rank 1" grades higher.
+    shown.pop("rank", None)
+    done = labels.labelled_positions(sample, labels.read_labels(run_dir), name)
+    return {
+        **shown,
+        "position": position,
+        "total": sample.num_rows,
+        "item_id": row["item_id"],
+        "instruction": labels.INSTRUCTIONS[row["kind"]],
+        "choices": labels.choices(row["kind"]),
+        "labelled": position in done,
+        "label": done.get(position),
+    }
+
+
+class LabelIn(BaseModel):
+    """One answer of a person to one item (``label`` null: skipped)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    position: int = Field(ge=0)
+    item_id: str = Field(max_length=2000)
+    annotator: str = Field(max_length=4 * MAX_ANNOTATOR)
+    label: float | None
+
+
+@router.post("/runs/{run_id}/label/api/labels")
+def add_label(request: Request, run_id: str, given: LabelIn) -> dict[str, Any]:
+    """Append one label to the store at once; 409 when the item is not the sample's there."""
+    run_dir = _run_dir(request, run_id)
+    name = _annotator(given.annotator)
+    sample = _sample(run_dir)
+    row = _row(sample, given.position)
+    if row["item_id"] != given.item_id:
+        # The sample on disk is not the one the page loaded (drawn again): refuse rather than
+        # file a label under the wrong item.
+        raise HTTPException(status_code=409, detail="the item at this position changed: reload")
+    if given.label is not None and given.label not in labels.allowed_values(row["kind"]):
+        allowed = ", ".join(f"{v:g}" for v in labels.allowed_values(row["kind"]))
+        raise HTTPException(
+            status_code=422, detail=f"label {given.label:g} for {row['kind']}: one of {allowed}"
+        )
+    labels.append_labels(
+        run_dir,
+        [
+            {
+                "item_id": row["item_id"],
+                "kind": row["kind"],
+                "question_id": row["question_id"],
+                "candidate_id": row["candidate_id"],
+                "annotator": name,
+                "label": given.label,
+            }
+        ],
+    )
+    return {"position": given.position, "next": given.position + 1, "total": sample.num_rows}
+
+
+@router.get("/runs/{run_id}/labels.csv")
+def export_csv(request: Request, run_id: str) -> PlainTextResponse:
+    """Every person's latest label of every item, as CSV."""
+    run_dir = _run_dir(request, run_id)
+    return PlainTextResponse(
+        labels.labels_csv(labels.read_labels(run_dir)),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{run_dir.name}.labels.csv"'},
+    )
+
+
+@router.get("/runs/{run_id}/labels.qrels")
+def export_qrels(
+    request: Request, run_id: str, annotator: AnnotatorQuery | None = None
+) -> PlainTextResponse:
+    """One person's grades as TREC qrels (the only grader's when ``annotator`` is not named)."""
+    run_dir = _run_dir(request, run_id)
+    name = None if annotator is None else _annotator(annotator)
+    table = labels.read_labels(run_dir)
+    try:
+        text = labels.grade_qrels(table, name)
+    except InputError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
+    return PlainTextResponse(
+        text,
+        headers={"Content-Disposition": f'attachment; filename="{run_dir.name}.qrels.txt"'},
+    )

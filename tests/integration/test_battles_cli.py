@@ -97,6 +97,15 @@ def test_battles_command_ranks_three_runs(tmp_path: Path) -> None:
     assert ranked == ["good", "mid", "bad"], result.output
     # The fake judge is decisive: good never loses and bad never wins, so no finite fit exists.
     assert "good, bad won or lost every battle" in result.output
+    # The leaderboard and every verdict are kept on disk, in the order the console printed.
+    out = Path(result.output.split("leaderboard and verdicts: ")[1].split()[0])
+    assert out.parent == tmp_path and out.name.startswith("battles-")
+    board_rows = pq.read_table(out / "leaderboard.parquet").to_pylist()
+    assert [r["run"] for r in board_rows] == ["good", "mid", "bad"]
+    assert [r["unbounded"] for r in board_rows] == [True, False, True]
+    verdicts = pq.read_table(out / "battles.parquet")
+    # Three pairs of runs, 20 questions, both orders.
+    assert verdicts.num_rows == 3 * 20 * 2 and board_rows[0]["verdicts"] == 120
 
 
 def test_compare_page_with_battles_in_chromium(tmp_path: Path) -> None:
@@ -110,8 +119,18 @@ def test_compare_page_with_battles_in_chromium(tmp_path: Path) -> None:
     with offline_page(tmp_path / "B" / "compare.html") as (page, found):
         row = page.inner_text("#battles")
         text = page.inner_text("body")
+        duels = page.locator("details.duel")
+        count = duels.count()
+        first = duels.first
+        first.locator("summary").click()
+        sides = first.locator(".grid2 pre").all_inner_texts()
+        verdicts = first.locator("table.verdicts tbody tr").all_inner_texts()
     assert found["errors"] == []
     assert "B worse" in row and "lost 48" in row and "position consistency 1.000" in row
+    # The drill-down: every shared question, both answers side by side, both orders' verdicts.
+    assert count == 24
+    assert sides[0].startswith("the question q") and sides[1] == "no idea at all"
+    assert len(verdicts) == 2 and all("\tA\t" in v for v in verdicts)
     assert page_is_readable(text)
 
 

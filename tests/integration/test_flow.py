@@ -401,3 +401,21 @@ def test_a_table_read_again_is_served_until_the_file_changes(tmp_path) -> None:
     assert run.read("summary") is first  # unchanged file: the same immutable Arrow table
     run.write("summary", one("answer_relevancy"))  # replaced by a rename: read anew
     assert run.read("summary")["metric"].to_pylist() == ["answer_relevancy"]
+
+
+def test_a_second_run_builds_on_the_first_runs_judged_heads(config_factory, fake) -> None:
+    """Two runs of one configuration: the second finds the first through its manifest
+    (completed, earlier, same question set and config), reuses every head with no ordering
+    call, and says so in its ranking table and manifest."""
+    config = config_factory()
+    first = run_flow(config, "night1", ["collect", "sort"])
+    second = run_flow(config, "night2", ["collect", "sort"])
+    assert first["ordering"]["head_source"].get("reused", 0) == 0
+    night1, night2 = table(config, "ranking", "night1"), table(config, "ranking", "night2")
+    judged = night2.filter(pl.col("head_source").is_not_null())
+    assert judged.height > 0
+    assert set(judged["head_source"]) == {"reused"}
+    assert judged["ordering_calls"].sum() == 0
+    assert night2["ordered_ids"].to_list() == night1["ordered_ids"].to_list()
+    assert second["ordering"]["reused_share"] == 1.0
+    assert second["ordering"]["signature"] == first["ordering"]["signature"]

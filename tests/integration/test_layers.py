@@ -27,7 +27,6 @@ LINT = (
 # they need are re-exported by their packages; these entries go when those lines switch.
 PRIVATE_IMPORTS_LEFT = {
     ("ragaudit.estimate", "ragaudit.answers._column"),
-    ("ragaudit.estimate", "ragaudit.search._indexing"),
     ("ragaudit.estimate", "ragaudit.search._local"),
 }
 

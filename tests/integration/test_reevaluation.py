@@ -15,6 +15,7 @@ from support.paths import REPO_ROOT
 from support.reporting_runs import write_run
 
 import ragaudit.flows.nightly as nightly
+from ragaudit.battles import ORDERS, battle_stats
 from ragaudit.reevaluation import (
     REGRESSION_EVENT,
     RegressionEvent,
@@ -24,6 +25,7 @@ from ragaudit.reevaluation import (
     previous_run,
     question_set_resource,
     regression_event,
+    regressions,
 )
 from ragaudit.reporting import build_report, compare_runs, question_set_hash
 from ragaudit.runfolder import RunFolder
@@ -126,6 +128,29 @@ def test_regression_event_names_the_question_set_and_the_deltas(tmp_path: Path) 
     assert rows["rouge_l"]["verdict"] == "no change beyond noise"
     md = comparison_markdown(cmp)
     assert "`b` against `a`" in md and "Regression beyond noise:** faithfulness" in md
+
+
+def test_lost_battles_are_a_regression_even_when_no_metric_moved(tmp_path: Path) -> None:
+    a = _run(tmp_path, "a")
+    b = _run(tmp_path, "b")
+    cmp = compare_runs(a, b, resamples=999)
+    assert cmp.regressed == ()
+    verdicts = pl.DataFrame(
+        [{"question_id": f"q{k}", "order": o, "verdict": "A"} for k in range(N) for o in ORDERS]
+    )
+    lost = battle_stats(verdicts, alpha=cmp.alpha, resamples=999)
+    assert lost.verdict == "B worse"
+    assert regressions(cmp, lost) == ["battles"]
+    event = regression_event(cmp, "k1:x", "questions.jsonl", lost)
+    assert event is not None and event.payload["regressed"] == ["battles"]
+    assert event.payload["metrics"] == []
+    assert event.payload["battles"]["verdict"] == "B worse"
+    assert event.payload["battles"]["questions"] == N
+    json.dumps(event.payload)
+    # Battles B won, or none played: nothing to report.
+    won = battle_stats(verdicts.with_columns(pl.lit("B").alias("verdict")), resamples=999)
+    assert regression_event(cmp, "k1:x", None, won) is None
+    assert regression_event(cmp, "k1:x", None) is None
 
 
 def test_no_event_without_a_regression_or_between_unlike_runs(tmp_path: Path) -> None:

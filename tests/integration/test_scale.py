@@ -44,8 +44,9 @@ def assert_same_tables(config: RunConfig, a: str, b: str) -> None:
 
 
 def test_batches_give_the_tables_of_one_batch(config_factory, fake) -> None:
-    whole = config_factory()
-    batched = config_factory(scale__batch_size=2)
+    # Each run orders its heads afresh: built on "whole", "batched" would ask no ordering call.
+    whole = config_factory(sort__previous="none")
+    batched = config_factory(scale__batch_size=2, sort__previous="none")
     asyncio.run(evaluate(whole.model_dump_json(), "whole"))
     manifest = run_flow(batched, "batched")
     assert manifest["status"] == "completed"
@@ -100,8 +101,10 @@ def test_global_limit_holds_the_judge_in_one_process(config_factory, fake) -> No
 
 @pytest.mark.slow
 def test_dask_workers_write_the_tables_of_one_process(config_factory, fake) -> None:
-    whole = config_factory()
-    spread = config_factory(scale__batch_size=2, scale__task_runner="dask", scale__workers=2)
+    whole = config_factory(sort__previous="none")
+    spread = config_factory(
+        scale__batch_size=2, scale__task_runner="dask", scale__workers=2, sort__previous="none"
+    )
     asyncio.run(evaluate(whole.model_dump_json(), "whole"))
     manifest = run_flow(spread, "dask")
     assert manifest["status"] == "completed"

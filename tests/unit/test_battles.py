@@ -12,8 +12,10 @@ import pyarrow.parquet as pq
 
 from ragaudit.battles import (
     Pair,
+    Pairing,
     battle_calls,
     battle_stats,
+    duels,
     fit_davidson,
     pair_answers,
     play,
@@ -124,3 +126,40 @@ def test_play_asks_both_orders_through_the_fake_judge_and_writes_the_table(tmp_p
     assert table.num_rows == 4
     st = battle_stats(pl.from_arrow(table))  # type: ignore[arg-type]
     assert st.consistency == 1.0
+
+
+def test_the_judge_is_shown_each_questions_vital_nuggets_in_rank_order() -> None:
+    questions = pl.DataFrame({"question_id": ["1", "2"], "question": ["a", "b"]})
+    answers = pl.DataFrame(
+        {"question_id": ["1", "2"], "response": ["x", "y"], "status": ["ok"] * 2}
+    )
+    nuggets = pl.DataFrame(
+        {
+            "question_id": ["1", "1", "1", "2"],
+            "nugget_index": [1, 0, 2, None],
+            "text": ["second vital", "first vital", "an okay one", None],
+            "importance": ["vital", "vital", "okay", None],
+        }
+    )
+    pairing = pair_answers(questions, answers, answers, nuggets)
+    vital = {p.question_id: p.vital_nuggets for p in pairing.pairs}
+    # Question 2's extraction gave no list: its battle goes on with the reference alone.
+    assert vital == {"1": ("first vital", "second vital"), "2": ()}
+
+
+def test_duels_put_b_losses_first_and_unscored_questions_last() -> None:
+    pairing = Pairing(
+        [Pair(q, f"question {q}", "a", "b") for q in ("won", "lost", "tied", "failed")], 0, 0, 0
+    )
+    verdict = {"won": "B", "lost": "A", "tied": "tie", "failed": None}
+    rows = [
+        {"question_id": q, "order": o, "judge": "fake/judge", "repeat": 0, "verdict": v}
+        for q, v in verdict.items()
+        for o in ("BA", "AB")
+    ]
+    got = duels(pairing, rows)
+    assert [d.question_id for d in got] == ["lost", "tied", "won", "failed"]
+    assert [d.score for d in got] == [0.0, 0.5, 1.0, None]
+    # Each question's verdicts in a fixed order (judge, sample, order), not as they came back.
+    assert [v["order"] for v in got[0].verdicts] == ["AB", "BA"]
+    assert len(duels(pairing, rows, limit=2)) == 2

@@ -1,0 +1,170 @@
+"""``ragaudit label`` in headless Chromium: label with the keyboard, reload, a second person.
+
+The command serves the page with uvicorn on loopback; Chromium (Debian's, driven by
+Playwright) may fetch nothing but that server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli import cli_command, cli_env
+from support.html_runs import CHROMIUM, CHROMIUM_ARGS
+from support.label_runs import HOSTILE, write_label_run
+
+from ragaudit import labels
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium (apt-get install chromium)"
+)
+
+
+@contextlib.contextmanager
+def label_server(root: Path, *args: str) -> Iterator[str]:
+    """``ragaudit label r1`` as a user starts it; yields the address it prints."""
+    env = {**cli_env(root), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [*cli_command(), "label", "r1", "--runs-root", str(root), "--no-browser", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        seen = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            found = re.search(r"labelling at (http://127\.0\.0\.1:\d+/\S+)", line)
+            if found:
+                yield found.group(1)
+                break
+        else:
+            raise AssertionError("the server printed no address:\n" + "".join(seen))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def browser_page(origin: str) -> Iterator[tuple[Any, dict]]:
+    """A headless Chromium page that may fetch from ``origin`` only; what it saw."""
+    from playwright.sync_api import sync_playwright
+
+    found: dict = {"errors": [], "outside": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on(
+                "console", lambda m: found["errors"].append(m.text) if m.type == "error" else None
+            )
+            page.on("pageerror", lambda e: found["errors"].append(str(e)))
+
+            def route(r: Any) -> None:
+                if r.request.url.startswith(origin + "/"):
+                    r.continue_()
+                else:
+                    found["outside"].append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            yield page, found
+        finally:
+            browser.close()
+
+
+def _ready(page: Any, position: int) -> None:
+    page.wait_for_selector(
+        f"html[data-position='{position}'][data-state='ready'], html[data-state='done']",
+        timeout=20_000,
+    )
+
+
+def _label_keys(page: Any, count: int, start: int, given: dict[int, float]) -> None:
+    """Answer ``count`` items with the keyboard from ``start``, noting what each got."""
+    for position in range(start, start + count):
+        _ready(page, position)
+        keys = page.eval_on_selector_all("#choices button", "bs => bs.map(b => b.dataset.key)")
+        if keys[0] == "0":
+            key = str(position % 4)
+            given[position] = float(key)
+        else:
+            key = "y" if position % 2 else "n"
+            given[position] = 1.0 if key == "y" else 0.0
+        contexts = page.eval_on_selector_all("#contexts li", "ls => ls.map(l => l.textContent)")
+        if not page.is_hidden("#contexts-box") and contexts:
+            # The hostile first candidate is shown as the text it is.
+            assert contexts[0].startswith(HOSTILE)
+        page.keyboard.press(key)
+
+
+def _mine(run_dir: Path, annotator: str) -> dict[str, float | None]:
+    latest = labels.latest_labels(labels.read_labels(run_dir)).to_pylist()
+    return {r["item_id"]: r["label"] for r in latest if r["annotator"] == annotator}
+
+
+def test_label_with_the_keyboard_reload_and_a_second_annotator(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    run_dir = write_label_run(root, "r1")
+    with label_server(root, "--sample", "12", "--annotator", "ann", "--port", "0") as url:
+        origin = re.match(r"http://[^/]+", url).group(0)  # type: ignore[union-attr]
+        sample = labels.read_sample(run_dir)
+        assert sample is not None and sample.num_rows > 22
+        ids = sample["item_id"].to_pylist()
+        with browser_page(origin) as (page, found):
+            page.goto(url)
+            given: dict[int, float] = {}
+            _label_keys(page, 12, 0, given)
+            # Back twice (b, then Backspace), then a new key corrects item 10.
+            _ready(page, 12)
+            page.keyboard.press("b")
+            _ready(page, 11)
+            page.keyboard.press("Backspace")
+            _ready(page, 10)
+            assert page.inner_text("#given").startswith("your label:")
+            _label_keys(page, 1, 10, given)
+            _ready(page, 11)
+            page.keyboard.press("s")  # skip 11: a label too (null), it is not asked again
+            given.pop(11)
+            _ready(page, 12)
+            _label_keys(page, 8, 12, given)
+            _ready(page, 20)
+            page.screenshot(path=str(tmp_path / "label.png"))
+            stored = _mine(run_dir, "ann")
+            assert stored == {ids[p]: v for p, v in given.items()} | {ids[11]: None}
+            assert len(stored) == 20
+
+            # Reload: the labels are kept and the page resumes at the first unlabelled item.
+            page.reload()
+            _ready(page, 20)
+            assert "20 labelled by you" in page.inner_text("#progress")
+            assert page.title() == "Label - ragaudit"
+            assert page.eval_on_selector_all("img, main script", "es => es.length") == 0
+
+            # A second person on the same items: starts at the first, ann's labels stay.
+            page.click("#who button")
+            page.fill("#name", "bob")
+            page.press("#name", "Enter")
+            bob: dict[int, float] = {}
+            _label_keys(page, 3, 0, bob)
+            _ready(page, 3)
+            page.goto(url.split("?")[0])  # no name in the address: the stored one (bob)
+            _ready(page, 3)
+            assert "bob" in page.inner_text("#who")
+            assert _mine(run_dir, "bob") == {ids[p]: v for p, v in bob.items()}
+            assert _mine(run_dir, "ann") == stored
+            assert found["errors"] == []
+            assert found["outside"] == []
+    assert not any(run_dir.glob(".*.tmp"))
