@@ -292,3 +292,28 @@ def test_optuna_trials_are_pooled_variants(engine: Any, tmp_path: Path, fake: An
     assert {s.variant for s in out.decision.stats} == set(names)
     # Every trial's documents were graded once: the pool's calls and the store agree.
     assert out.calls["provider_calls"] == out.grading.graded == len(judgment_store(config))
+
+
+def test_bad_input_is_one_line_naming_the_field_before_anything_runs(
+    tmp_path: Path, fake: Any
+) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    config = {
+        "questions": str(_questions(tmp_path / "q.jsonl")),
+        "runs_root": str(tmp_path / "runs"),
+        "models": {"judge": "fake/judge"},
+        "collect": {"backend": "opensearch", "opensearch": {"query_template": BOOSTED}},
+        "tune": {"params": {"boost": list(range(1, 60))}},
+    }
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = CliRunner().invoke(app, ["tune", "-c", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: tune.max_variants: 59 variants"), lines
+    assert "Traceback" not in result.output
+    assert fake.stats.calls == 0
+    assert not (tmp_path / "runs").exists()
