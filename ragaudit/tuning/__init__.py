@@ -49,6 +49,7 @@ from ragaudit.tuning._run import (
     run_tune,
     tune_dir,
 )
+from ragaudit.tuning._runs import import_run_grades
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
@@ -86,6 +87,7 @@ __all__ = [
     "grade_key",
     "grade_pairs",
     "grade_pool",
+    "import_run_grades",
     "judgment_store",
     "moves",
     "plan_variants",

@@ -342,6 +342,7 @@ def summary(out: TuneOutcome) -> dict[str, Any]:
         "n_heldout": d.n_heldout,
         "pool_size": out.pool.size,
         "grades_from_store": out.grading.found_in_store,
+        "grades_imported_from_runs": out.from_runs,
         "graded_now": out.grading.graded,
         "grades_failed": out.grading.failed,
         "left_ungraded": out.grading.left_ungraded,

@@ -30,6 +30,7 @@ from ragaudit.tuning._pool import (
     prompt_tokens,
     retrieve,
 )
+from ragaudit.tuning._runs import import_run_grades
 from ragaudit.tuning._stats import Decision, Values, decide, question_metrics, split_questions
 from ragaudit.tuning._store import STORE_DIR, JudgmentStore
 
@@ -62,6 +63,8 @@ class TuneOutcome:
     """``calls``, ``cache_hits``, ``provider_calls`` of the grading (the gateway's counts)."""
     excluded: int = 0
     """Questions left out of every test: no relevant document in their pool."""
+    from_runs: int = 0
+    """Grades brought into the store from earlier runs' sort stages by this tune."""
 
 
 def _embed_of(config: RunConfig, gateway: Gateway) -> Callable[[list[str]], Any]:
@@ -171,6 +174,7 @@ async def run_tune(
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
     judge = judge_for(config, gateway, items_in_flight(config))
     store = judgment_store(config)
+    from_runs = import_run_grades(config.runs_root, store, judge.model)
     if tune.max_judge_tokens is not None:
         from_store(pool, store, judge, by_id)
         need = baseline_cost(pool, runs, judge, by_id)
@@ -236,6 +240,7 @@ async def run_tune(
             "provider_calls": counts.provider_calls,
         },
         excluded=excluded,
+        from_runs=from_runs,
     )
 
 
@@ -272,7 +277,9 @@ async def dry_run(
     for run in runs:
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
     judge = judge_for(config, gateway, items_in_flight(config))
-    stored = from_store(pool, judgment_store(config), judge, by_id)
+    store = judgment_store(config)
+    import_run_grades(config.runs_root, store, judge.model)
+    stored = from_store(pool, store, judge, by_id)
     seen: set[tuple[str, str]] = {(q, c) for q, g in pool.grades.items() for c in g}
     lines = []
     for run in runs:

@@ -59,6 +59,7 @@ class JudgmentStore:
         """Open the store in ``folder`` (created on the first write)."""
         self.folder = Path(folder)
         self._grades: dict[str, StoredGrade] | None = None
+        self._sources: set[str] = set()
         self._seq = 0
 
     def _load(self) -> dict[str, StoredGrade]:
@@ -67,10 +68,11 @@ class JudgmentStore:
             parts = sorted(self.folder.glob("part-*.parquet")) if self.folder.is_dir() else []
             for part in parts:
                 try:
-                    table = pq.read_table(part, columns=["key", "grade", "reason"])
+                    table = pq.read_table(part, columns=["key", "grade", "reason", "source"])
                 except (OSError, pa.ArrowInvalid):
                     # A damaged part only costs its grades again; the rest stay usable.
                     continue
+                self._sources.update(table["source"].unique().to_pylist())
                 for key, grade, reason in zip(
                     table["key"].to_pylist(),
                     table["grade"].to_pylist(),
@@ -81,6 +83,11 @@ class JudgmentStore:
                         grades[key] = StoredGrade(int(grade), reason or "")
             self._grades = grades
         return self._grades
+
+    def sources(self) -> set[str]:
+        """What paid for the stored grades (``tune:<name>``, ``run:<id>``)."""
+        self._load()
+        return set(self._sources)
 
     def __len__(self) -> int:
         return len(self._load())
@@ -123,14 +130,27 @@ class JudgmentStore:
         ]
         if not out:
             return 0
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._seq += 1
-        name = f"part-{time.time_ns()}-{os.getpid()}-{self._seq}.parquet"
-        write_table(to_table(out, JUDGMENTS), self.folder / name)
+        self._write(out)
         grades = self._load()
         for r in out:
             grades[r["key"]] = StoredGrade(r["grade"], r["reason"])
+        self._sources.add(source)
         return len(out)
+
+    def mark(self, source: str) -> int:
+        """Record that ``source`` was read and gave no grade (so it is not read again)."""
+        self._write(
+            [{"key": "", "source": source, "created_at": dt.datetime.now(dt.UTC).isoformat()}]
+        )
+        self._load()
+        self._sources.add(source)
+        return 0
+
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._seq += 1
+        name = f"part-{time.time_ns()}-{os.getpid()}-{self._seq}.parquet"
+        write_table(to_table(rows, JUDGMENTS), self.folder / name)
 
 
 __all__ = ["STORE_DIR", "JudgmentStore", "StoredGrade", "grade_key", "text_hash"]

@@ -317,3 +317,34 @@ def test_bad_input_is_one_line_naming_the_field_before_anything_runs(
     assert "Traceback" not in result.output
     assert fake.stats.calls == 0
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_grades_an_earlier_run_paid_for_are_not_paid_again(tmp_path: Path, fake: Any) -> None:
+    from ragaudit.flows.evaluate import evaluate
+
+    config = make_config(
+        tmp_path,
+        collect__top_n=10,
+        sort__order="none",
+        ground_truth__enabled=False,
+        score__metrics=["rouge_l"],
+        report__formats=[],
+        tune={"depth": 5, "variants": {"short": {"top_n": 3}}},
+    )
+    asyncio.run(evaluate(config.model_dump_json(), "earlier", None))
+    graded = [
+        r
+        for r in pl.read_parquet(tmp_path / "runs" / "earlier" / "verdicts.parquet").to_dicts()
+        if r["status"] == "ok"
+    ]
+    # Another memo: only the store (filled from the run folder) can spare the calls.
+    config = config.model_copy(update={"cache_dir": tmp_path / "other-cache"})
+    with hold_gateway(config) as gateway:
+        out = asyncio.run(run_tune(config, gateway))
+    assert 0 < out.from_runs <= len(graded)
+    assert out.calls["provider_calls"] == 0  # every pooled document was in the run's top 10
+    assert out.grading.found_in_store == out.pool.size
+    with hold_gateway(config) as gateway:
+        again = asyncio.run(run_tune(config, gateway))
+    assert again.from_runs == 0  # each run folder is read once
