@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from ragaudit.ablation import expand
 from ragaudit.config import RunConfig, format_validation_error
 from ragaudit.errors import ConfigError, clip
 from ragaudit.search import capabilities
+from ragaudit.tuning._store import STORE_DIR
 
 BASELINE = "baseline"
 """The name of the variant that is the run's own ``collect`` section."""
@@ -112,12 +114,21 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
     """The baseline first, then the named variants, then the parameter grid's points.
 
     Raises:
-        ConfigError: An unknown template parameter, a parameter the template never reads, a
+        ConfigError: A tune name that is a run folder's, an unknown template parameter, a
+            parameter the template never reads, a
             template parameter on a backend without templates, a duplicate or unsafe name, a
             variant that is not a valid collect section, nothing to compare, or more variants
             than ``tune.max_variants`` without ``yes``.
     """
     tune = config.tune
+    folder = Path(config.runs_root) / tune.name
+    if tune.name == STORE_DIR or (folder / "manifest.json").exists():
+        # The tune's outputs (report.html among them) would land in that folder.
+        raise ConfigError(
+            f"tune.name: '{tune.name}' is "
+            + ("the judgment store's folder" if tune.name == STORE_DIR else "a run folder")
+            + f" under {config.runs_root}; give the tune a name of its own"
+        )
     base_params = baseline_params(config)
     known = set(base_params)
     backend = config.collect.backend

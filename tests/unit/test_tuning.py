@@ -247,3 +247,12 @@ def test_the_store_reads_back_every_part_and_keys_on_the_text(tmp_path: Path) ->
     assert grade_key("other/judge", "relevance@3", "q?", "a text") != key
     (tmp_path / "judgments" / "part-0-0-0.parquet").write_bytes(b"not parquet")
     assert len(JudgmentStore(tmp_path / "judgments")) == 1
+
+
+def test_a_tune_never_writes_into_a_run_folder_or_the_store(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "nightly-1").mkdir(parents=True)
+    (tmp_path / "runs" / "nightly-1" / "manifest.json").write_text("{}")
+    tune = {"params": {"boost": [1, 8], "operator": ["or"]}}
+    for name, words in (("nightly-1", "a run folder"), ("judgments", "judgment store")):
+        message = _plan_error(tmp_path, {**tune, "name": name})
+        assert message.startswith(f"tune.name: '{name}' is") and words in message
