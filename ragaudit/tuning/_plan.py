@@ -115,10 +115,10 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
 
     Raises:
         ConfigError: A tune name that is a run folder's, an unknown template parameter, a
-            parameter the template never reads, a
-            template parameter on a backend without templates, a duplicate or unsafe name, a
-            variant that is not a valid collect section, nothing to compare, or more variants
-            than ``tune.max_variants`` without ``yes``.
+            parameter the template never reads, a template parameter on a backend without
+            templates, a duplicate or unsafe name, a variant that is not a valid collect
+            section, nothing to compare, or more variants than ``tune.max_variants`` without
+            ``yes``.
     """
     tune = config.tune
     folder = Path(config.runs_root) / tune.name
