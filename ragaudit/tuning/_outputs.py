@@ -360,8 +360,7 @@ def console_lines(out: TuneOutcome, folder: Path) -> list[str]:
     lines = [
         f"tune {out.config.tune.name}: {ok}/{len(out.runs)} variants, pool {out.pool.size} "
         f"documents; {calls_line(out)}",
-        ("keep the baseline" if d.recommended == BASELINE else f"recommended: {d.recommended}")
-        + f" — {d.why}",
+        d.why if d.recommended == BASELINE else f"recommended: {d.recommended} — {d.why}",
         f"report: {folder / REPORT}  best: {folder / BEST}  table: {folder / TABLE}",
     ]
     condensed = [k for k, v in out.judged.items() if _finite(v) and v < 1.0]
