@@ -68,12 +68,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "bm25-top3": {"mode": "bm25", "top_n": 3},
     "vector": {"mode": "vector"},
     "vector-top5": {"mode": "vector", "top_n": 5},
-    "hybrid-w0.1": {"options": {"vector_weight": 0.1}},
-    "hybrid-w0.3": {"options": {"vector_weight": 0.3}},
-    "hybrid-w0.7": {"options": {"vector_weight": 0.7}},
-    "hybrid-w0.9": {"options": {"vector_weight": 0.9}},
-    "hybrid-k1": {"options": {"rrf_k": 1}},
-    "hybrid-k300": {"options": {"rrf_k": 300}},
+    "hybrid-w0.1": {"vector_weight": 0.1},
+    "hybrid-w0.3": {"vector_weight": 0.3},
+    "hybrid-w0.7": {"vector_weight": 0.7},
+    "hybrid-w0.9": {"vector_weight": 0.9},
+    "hybrid-k1": {"rrf_k": 1},
+    "hybrid-k300": {"rrf_k": 300},
 }
 # Searching without the collection filter brings documents of other questions' collections
 # into the pool (planted grade 0 for this question): documents no first-tune variant showed.
@@ -81,7 +81,7 @@ NEW_VARIANTS: dict[str, dict[str, Any]] = {
     "bm25-unfiltered": {"mode": "bm25", "filter_field": None},
     "vector-unfiltered": {"mode": "vector", "filter_field": None},
     "hybrid-unfiltered": {"filter_field": None},
-    "hybrid-w0.8": {"options": {"vector_weight": 0.8}},
+    "hybrid-w0.8": {"vector_weight": 0.8},
 }
 
 

@@ -371,6 +371,12 @@ class CollectConfig(_Frozen):
     """Key of the question's ``filters`` that constrains the search (e.g. a collection id)."""
     mode: Literal["bm25", "vector", "hybrid"] = "bm25"
     """Local backend ranking."""
+    rrf_k: int = Field(default=60, ge=1, le=10_000)
+    """Local backend, ``hybrid``: reciprocal-rank fusion's k (small values favour each list's
+    first hits)."""
+    vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Local backend, ``hybrid``: the vector list's weight in the fusion (BM25's is the rest);
+    0.5 weighs them equally, the plain fusion's order."""
     elasticsearch: EngineConfig = EngineConfig()
     """The Elasticsearch cluster (backend ``elasticsearch``)."""
     opensearch: EngineConfig = EngineConfig()

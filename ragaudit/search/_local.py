@@ -26,9 +26,10 @@ combination of ``key == value`` conditions becomes one indexed ``array_has_all``
 whatever keys the corpus uses, without schema changes. Values compare as text (``{"doc": 0}``
 matches metadata ``"doc": 0`` and ``"doc": "0"``), as a keyword field in Elasticsearch would.
 
-Hybrid ranking is reciprocal-rank fusion (k=60, LanceDB's default) of the BM25 and the vector
-list, done here rather than by LanceDB's hybrid builder: that one logs a deprecation warning
-from Rust on every query and cannot fall back to vectors alone when the query has no terms.
+Hybrid ranking is reciprocal-rank fusion (``collect.rrf_k``, 60 by default as LanceDB's; each
+list weighted, ``collect.vector_weight``) of the BM25 and the vector list, done here rather
+than by LanceDB's hybrid builder: that one logs a deprecation warning from Rust on every query
+and cannot fall back to vectors alone when the query has no terms.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
 
 from ragaudit.search._base import Capabilities, Document, Hit, register_backend
 
@@ -56,7 +56,7 @@ Embedder = Callable[[list[str]], Awaitable[list[list[float]]]]
 MODES = ("bm25", "vector", "hybrid")
 # Bump when the analysis changes: indexes built with another one are refused on open.
 ANALYZER = "jieba-search+cjk-chars/1"
-_RRF_K = 60
+_RRF_K = 60  # LanceDB's default, and collect.rrf_k's
 _EMBED_BATCH = 64
 _LOOKUP_BATCH = 500
 _META_ANALYZER = b"ragaudit.analyzer"
@@ -189,19 +189,7 @@ def _run_coroutine(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         return pool.submit(lambda: asyncio.run(make())).result()
 
 
-class LocalOptions(BaseModel):
-    """``collect.options`` of the local backend: how ``hybrid`` fuses its two lists."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rrf_k: int = Field(default=_RRF_K, ge=1, le=10_000)
-    """Reciprocal-rank fusion's k: small values favour each list's first hits."""
-    vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
-    """Weight of the vector list in the fusion (the BM25 list gets the rest); 0.5 weighs them
-    equally, the plain fusion's order."""
-
-
-@register_backend("local", options=LocalOptions)
+@register_backend("local")
 class LocalBackend:
     """Embedded LanceDB table with BM25, vector or hybrid search and metadata prefilters.
 
@@ -218,15 +206,15 @@ class LocalBackend:
 
     @classmethod
     def from_config(cls, config: Any, options: Any, *, embed: Embedder | None) -> LocalBackend:
-        """The run's local index (``collect.index_path``, ``table``, ``mode``)."""
+        """The run's local index (``collect.index_path``, ``table``, ``mode``, fusion)."""
         cfg = config.collect
         return cls(
             cfg.index_path,
             cfg.table,
             cfg.mode,
             embed=embed if cfg.mode != "bm25" else None,
-            rrf_k=options.rrf_k,
-            vector_weight=options.vector_weight,
+            rrf_k=cfg.rrf_k,
+            vector_weight=cfg.vector_weight,
         )
 
     def __init__(
@@ -507,7 +495,8 @@ class LocalBackend:
                 [self._bm25(table, terms, where, top_n), self._knn(table, vector, where, top_n)],
                 top_n,
                 k=self.rrf_k,
-                weights=(1.0 - self.vector_weight, self.vector_weight),
+                # Doubled: at the default 0.5 both weigh 1, the plain fusion's very scores.
+                weights=(2.0 * (1.0 - self.vector_weight), 2.0 * self.vector_weight),
             )
         return [
             Hit(
@@ -590,7 +579,6 @@ __all__ = [
     "ANALYZER",
     "MODES",
     "LocalBackend",
-    "LocalOptions",
     "analyze",
     "filter_sql",
     "labels_of",
