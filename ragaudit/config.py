@@ -307,6 +307,9 @@ class EngineConfig(_Frozen):
     ``ik_max_word`` …); None: the engine's default."""
     index_settings: dict[str, Any] | None = None
     """Full index-creation body for ``ragaudit index`` (replaces the generated mappings)."""
+    template_params: dict[str, Any] = {}
+    """Values the query template reads as ``params`` (``"{{ params.boost }}"``); ``ragaudit
+    tune`` sets them per variant (``tune.params``)."""
 
     @field_validator("hosts")
     @classmethod
@@ -368,6 +371,12 @@ class CollectConfig(_Frozen):
     """Key of the question's ``filters`` that constrains the search (e.g. a collection id)."""
     mode: Literal["bm25", "vector", "hybrid"] = "bm25"
     """Local backend ranking."""
+    rrf_k: int = Field(default=60, ge=1, le=10_000)
+    """Local backend, ``hybrid``: reciprocal-rank fusion's k (small values favour each list's
+    first hits)."""
+    vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Local backend, ``hybrid``: the vector list's weight in the fusion (BM25's is the rest);
+    0.5 weighs them equally, the plain fusion's order."""
     elasticsearch: EngineConfig = EngineConfig()
     """The Elasticsearch cluster (backend ``elasticsearch``)."""
     opensearch: EngineConfig = EngineConfig()
@@ -806,6 +815,105 @@ class AblateConfig(_Frozen):
         return value
 
 
+class TuneRange(_Frozen):
+    """A numeric range Optuna draws a template parameter from (``tune.search: optuna``)."""
+
+    low: float
+    """Smallest value."""
+    high: float
+    """Largest value."""
+    log: bool = False
+    """Draw on a log scale (boosts, weights spanning orders of magnitude)."""
+    integer: bool = False
+    """Draw whole numbers."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TuneRange:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs low > 0")
+        return self
+
+
+TUNE_METRICS = ("ndcg", "precision", "recall", "mrr")
+"""What ``tune.metrics`` may name: NDCG@depth (graded gains), P@depth, R@depth, MRR."""
+
+
+class TuneConfig(_Frozen):
+    """``ragaudit tune``: which collect settings retrieve better, judged on one pooled grading.
+
+    The run's ``collect`` section is the baseline; every variant is that section with some
+    fields replaced. Checked again, with the backend's knowledge, before any judge call.
+    """
+
+    name: str = "tune"
+    """Folder under ``runs_root`` holding the tune's outputs (a name, not a path)."""
+    variants: dict[str, dict[str, Any]] = {}
+    """Variant name → ``collect`` fields it replaces (``top_n``, ``mode``, ``options`` …; an
+    engine section's ``query_template`` or ``fields`` as ``opensearch: {query_template: …}``),
+    and optionally ``params``, template parameters over :attr:`baseline_params`."""
+    params: dict[str, list[Any]] = {}
+    """Template parameter → values (``boost: [1, 4, 8]``), read by the query template as
+    ``{{ params.boost }}``; each combination is a variant (see :attr:`expand`)."""
+    baseline_params: dict[str, Any] = {}
+    """The baseline's template parameters; a swept one defaults to its first value."""
+    expand: Literal["grid", "one_at_a_time"] = "grid"
+    """``grid``: every combination of :attr:`params`; ``one_at_a_time``: each parameter varied
+    alone around :attr:`baseline_params` (as ``ablate`` sweeps)."""
+    search: Literal["grid", "optuna"] = "grid"
+    """``grid``: the variants listed and expanded; ``optuna``: also :attr:`trials` points drawn
+    by Optuna's TPE sampler from :attr:`ranges` (and :attr:`params` as choices)."""
+    trials: int = Field(default=20, ge=1, le=1000)
+    """``search: optuna``: parameter settings tried."""
+    ranges: dict[str, TuneRange] = {}
+    """``search: optuna``: template parameter → numeric range."""
+    depth: int = Field(default=10, ge=1, le=1000)
+    """k: the top-k of each variant that is pooled, graded and scored."""
+    metrics: tuple[str, ...] = ("ndcg",)
+    """Metrics at ``depth`` (``ndcg``, ``precision``, ``recall``, ``mrr``); the first one
+    picks the winner."""
+    holdout: float = Field(default=0.3, gt=0.0, lt=1.0)
+    """Share of questions kept out of the choice, on which the winner's gain is measured."""
+    folds: int | None = Field(default=None, ge=2, le=20)
+    """Cross-validation instead of one holdout: each fold's winner, chosen on the other folds,
+    is measured on it, so every question is held out once."""
+    max_judge_tokens: int | None = Field(default=None, ge=1)
+    """Budget of judge prompt tokens for grading the pool (None: grade all of it); under it the
+    shallowest documents are graded first and metrics use judged documents only."""
+    max_variants: int = Field(default=50, ge=1)
+    """More variants than this need ``--yes``."""
+    seed: int = 0
+    """Seed of the holdout split, the sampler and the resampling."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_name(cls, value: str) -> str:
+        try:
+            return check_run_id(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [m for m in value if m not in TUNE_METRICS]
+        if unknown or not value:
+            raise ValueError(
+                f"unknown metric {', '.join(unknown) or '(none given)'} "
+                f"(known: {', '.join(TUNE_METRICS)})"
+            )
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _non_empty(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for name, values in value.items():
+            if not values:
+                raise ValueError(f"{name}: no values (an empty grid)")
+        return value
+
+
 class NightlyConfig(_Frozen):
     """Scheduled re-evaluation: each run is compared with the previous run like it."""
 
@@ -933,6 +1041,8 @@ class RunConfig(_Frozen):
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
     nightly: NightlyConfig = NightlyConfig()
     scale: ScaleConfig = ScaleConfig()
+    tune: TuneConfig = TuneConfig()
+    """``ragaudit tune`` only: the collect variants compared (ignored by evaluation runs)."""
 
     # Declared first, so that the plugins are imported before the sections naming their units
     # are validated (pydantic validates fields in the order they are declared).
@@ -1129,6 +1239,9 @@ __all__ = [
     "ScoreConfig",
     "SecretRef",
     "SortConfig",
+    "TUNE_METRICS",
+    "TuneConfig",
+    "TuneRange",
     "load_config",
     "parse_size",
     "set_path",

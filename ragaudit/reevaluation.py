@@ -51,6 +51,7 @@ _OPERATIONAL = (
     "nightly",
     "scale",
     "ablate",
+    "tune",
     "models.concurrency",
     "models.global_limit",
     "models.max_retries",

@@ -395,6 +395,58 @@ BATTLES = _schema(
     ],
 )
 
+# ``ragaudit tune``: the variant × metric table of a tune's folder, and the judgment store
+# that every tune (and run) of the same questions reads before paying for a grade.
+TUNE = _schema(
+    "tune",
+    [
+        ("tune", _str),
+        ("variant", _str),
+        ("metric", _str),  # ndcg | precision | recall | mrr, at ``depth``
+        ("depth", _i64),
+        ("status", _str),  # ok | failed
+        ("error", _str),
+        ("rank", _i64),  # by the tuning questions' mean of the first metric, 1 = best
+        ("n_tuning", _i64),
+        ("mean", _f64),  # over the tuning questions
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("diff", _f64),  # mean − baseline's, tuning questions
+        ("p_value", _f64),  # paired permutation test against the baseline
+        ("p_adjusted", _f64),  # across variants (report.adjustment)
+        ("n_heldout", _i64),
+        ("heldout_gain", _f64),  # mean − baseline's, held-out questions
+        ("heldout_ci_low", _f64),
+        ("heldout_ci_high", _f64),
+        ("heldout_p", _f64),
+        ("judged_at_k", _f64),  # share of its top-k with a grade
+        ("condensed", _bool),  # metrics over judged documents only (a budget stopped grading)
+        ("latency_p50_s", _f64),
+        ("latency_p95_s", _f64),
+        ("winner", _bool),  # picked on the tuning questions
+        ("recommended", _bool),  # better than the baseline beyond noise on held-out questions
+        ("params", _str),  # JSON: template parameters
+        ("changes", _str),  # JSON: collect fields changed over the baseline
+    ],
+)
+
+JUDGMENTS = _schema(
+    "judgments",
+    [
+        ("key", _str),  # hash of judge, prompt, question text, document text
+        ("judge", _str),
+        ("prompt", _str),  # name@version
+        ("question_hash", _str),
+        ("text_hash", _str),
+        ("question_id", _str),
+        ("context_id", _str),
+        ("grade", _i64),
+        ("reason", _str),
+        ("source", _str),  # what paid for it: ``tune:<name>``
+        ("created_at", _str),
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (
@@ -451,11 +503,13 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "GRADE_NOISE",
     "GROUND_TRUTH",
     "JUDGE_NOISE",
+    "JUDGMENTS",
     "NUGGETS",
     "QUESTIONS",
     "RANKING",
     "RETRIEVAL",
     "SCORES",
     "SUMMARY",
+    "TUNE",
     "VERDICTS",
 ]

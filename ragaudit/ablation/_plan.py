@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ragaudit.cache import canonical_hash
 from ragaudit.config import DIMENSIONS, AblateConfig, AblationPoint, RunConfig
@@ -57,31 +59,62 @@ def index_group(p: AblationPoint) -> str:
     )[:16]
 
 
-def _differs(p: AblationPoint, base: AblationPoint) -> set[str]:
-    return {d for d in DIMENSIONS if getattr(p, d) != getattr(base, d)}
+def expand(
+    base: Mapping[str, Any], sweeps: Mapping[str, Sequence[Any]], *, grid: bool
+) -> list[tuple[dict[str, Any], tuple[str, ...]]]:
+    """The settings of a sweep around ``base``, base first, each with the sweeps it belongs to.
+
+    ``grid``: every combination of the swept values, each on the sweep of every dimension it
+    varies alone; otherwise each dimension varied alone (one factor at a time). Settings that
+    come out equal are one (the baseline's own value in a sweep is the baseline).
+    """
+    order: dict[str, tuple[dict[str, Any], list[str]]] = {}
+
+    def add(values: dict[str, Any], dims: list[str]) -> None:
+        entry = order.setdefault(canonical_hash(values), (values, []))
+        entry[1].extend(d for d in dims if d not in entry[1])
+
+    add(dict(base), [])
+    dims = list(sweeps)
+    if grid:
+        for combo in itertools.product(*(sweeps[d] for d in dims)):
+            values = {**base, **dict(zip(dims, combo, strict=True))}
+            differs = {d for d in dims if values[d] != base.get(d)}
+            add(values, [d for d in dims if differs <= {d}])
+    else:
+        for dim in dims:
+            for value in sweeps[dim]:
+                add({**base, dim: value}, [dim])
+    return [(values, tuple(d)) for values, d in order.values()]
 
 
 def plan(cfg: AblateConfig) -> list[PlannedPoint]:
     """The distinct points to evaluate, baseline first, each with the sweeps it belongs to."""
     base = cfg.baseline
-    order: dict[str, tuple[AblationPoint, list[str]]] = {point_id(base): (base, [])}
-
-    def add(p: AblationPoint, dims: list[str]) -> None:
-        entry = order.setdefault(point_id(p), (p, []))
-        entry[1].extend(d for d in dims if d not in entry[1])
-
-    dims = [d for d in DIMENSIONS if d in cfg.sweeps]
-    if cfg.grid:
-        values = [cfg.sweeps[d] for d in dims]
-        for combo in itertools.product(*values):
-            p = base.model_validate({**base.model_dump(), **dict(zip(dims, combo, strict=True))})
-            # A grid point is on a dimension's chart when every other value is the baseline's.
-            add(p, [d for d in dims if _differs(p, base) <= {d}])
-    else:
-        for dim in dims:
-            for value in cfg.sweeps[dim]:
-                add(base.model_validate({**base.model_dump(), dim: value}), [dim])
-    return [PlannedPoint(p, tuple(d)) for p, d in order.values()]
+    # Validated before being compared: ``"5MB"`` and 5000000 are one corpus size.
+    sweeps = {
+        d: [getattr(AblationPoint.model_validate({d: v}), d) for v in cfg.sweeps[d]]
+        for d in DIMENSIONS
+        if d in cfg.sweeps
+    }
+    points = [
+        (AblationPoint.model_validate(v), dims)
+        for v, dims in expand(base.model_dump(), sweeps, grid=cfg.grid)
+    ]
+    merged: dict[str, PlannedPoint] = {}
+    for p, dims in points:
+        known = merged.get(point_id(p))
+        both = tuple(dict.fromkeys((*(known.dimensions if known else ()), *dims)))
+        merged[point_id(p)] = PlannedPoint(p, both)
+    return list(merged.values())
 
 
-__all__ = ["PlannedPoint", "chunk_tokenizer", "chunking", "index_group", "plan", "point_id"]
+__all__ = [
+    "PlannedPoint",
+    "chunk_tokenizer",
+    "chunking",
+    "expand",
+    "index_group",
+    "plan",
+    "point_id",
+]

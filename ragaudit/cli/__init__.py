@@ -12,6 +12,7 @@ from ragaudit.cli import (  # noqa: F401, I001  (importing registers the command
     _index,
     _serve,
     _ablate,
+    _tune,
     _testset,
     _calibrate,
     _label,

@@ -70,7 +70,7 @@ from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
 # imported when first asked for, so a command or page that only lists or compares runs
 # (``runs``, ``compare``, ``view``'s first page) never pays for them.
 _LAZY = {
-    "_charts": ("Figure", "calibration_figures", "figures"),
+    "_charts": ("Figure", "calibration_figures", "chart_svg", "configure_chart", "figures"),
     "_html": (
         "REPORT_FILE",
         "render_calibration_html",
@@ -87,7 +87,13 @@ _LAZY = {
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 
 if TYPE_CHECKING:
-    from ragaudit.reporting._charts import Figure, calibration_figures, figures
+    from ragaudit.reporting._charts import (
+        Figure,
+        calibration_figures,
+        chart_svg,
+        configure_chart,
+        figures,
+    )
     from ragaudit.reporting._html import (
         REPORT_FILE,
         render_calibration_html,
@@ -161,6 +167,8 @@ __all__ = [
     "adjust",
     "artifact_key",
     "bootstrap_ci",
+    "chart_svg",
+    "configure_chart",
     "build_report",
     "compare_reports",
     "compare_runs",

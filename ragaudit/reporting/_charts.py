@@ -737,6 +737,10 @@ def calibration_figures(section: CalibrationSection) -> list[Figure]:
     return out
 
 
+# The tune report draws with the same configuration and renderer (public names for it).
+configure_chart = _configure
+chart_svg = _svg
+
 __all__ = [
     "FONT",
     "HEATMAP_MAX_ROWS",
@@ -745,6 +749,8 @@ __all__ = [
     "agreement_chart",
     "alignment_chart",
     "calibration_figures",
+    "chart_svg",
+    "configure_chart",
     "consistency_chart",
     "models_line",
     "monotonicity_chart",

@@ -76,6 +76,7 @@ class EngineBackend:
         index: str = "contexts",
         fields: FieldMap | Mapping[str, Any] | None = None,
         query_template: Mapping[str, Any] | str | None = None,
+        template_params: Mapping[str, Any] | None = None,
         source_excludes: Sequence[str] = (),
         username: str | None = None,
         password: str | None = None,
@@ -103,6 +104,7 @@ class EngineBackend:
             index: Index (or alias) searched and written.
             fields: Where id, text and metadata live (:class:`FieldMap` or its fields).
             query_template: Search body template; None is the default bool query.
+            template_params: Values the template reads as ``params``.
             source_excludes: ``_source`` fields never fetched (embeddings).
             username: Basic-auth user name.
             password: Basic-auth password (a value; configs name an env var or block).
@@ -138,6 +140,7 @@ class EngineBackend:
             self.fields,
             tuple(source_excludes),
             where=f"{self.where}.query_template",
+            params=template_params,
         )
         quiet_client_loggers()
         for value in (api_key, bearer):

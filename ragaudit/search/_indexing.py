@@ -57,6 +57,7 @@ def engine_options(name: str, cfg: EngineConfig) -> dict[str, Any]:
         "index": cfg.index,
         "fields": cfg.fields.model_dump(),
         "query_template": cfg.query_template,
+        "template_params": dict(cfg.template_params),
         "source_excludes": tuple(cfg.source_excludes),
         "username": cfg.username,
         "password": password,

@@ -26,9 +26,10 @@ combination of ``key == value`` conditions becomes one indexed ``array_has_all``
 whatever keys the corpus uses, without schema changes. Values compare as text (``{"doc": 0}``
 matches metadata ``"doc": 0`` and ``"doc": "0"``), as a keyword field in Elasticsearch would.
 
-Hybrid ranking is reciprocal-rank fusion (k=60, LanceDB's default) of the BM25 and the vector
-list, done here rather than by LanceDB's hybrid builder: that one logs a deprecation warning
-from Rust on every query and cannot fall back to vectors alone when the query has no terms.
+Hybrid ranking is reciprocal-rank fusion (``collect.rrf_k``, 60 by default as LanceDB's; each
+list weighted, ``collect.vector_weight``) of the BM25 and the vector list, done here rather
+than by LanceDB's hybrid builder: that one logs a deprecation warning from Rust on every query
+and cannot fall back to vectors alone when the query has no terms.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ Embedder = Callable[[list[str]], Awaitable[list[list[float]]]]
 MODES = ("bm25", "vector", "hybrid")
 # Bump when the analysis changes: indexes built with another one are refused on open.
 ANALYZER = "jieba-search+cjk-chars/1"
-_RRF_K = 60
+_RRF_K = 60  # LanceDB's default, and collect.rrf_k's
 _LOOKUP_BATCH = 500
 _META_ANALYZER = b"ragaudit.analyzer"
 
@@ -204,9 +205,16 @@ class LocalBackend:
 
     @classmethod
     def from_config(cls, config: Any, options: Any, *, embed: Embedder | None) -> LocalBackend:
-        """The run's local index (``collect.index_path``, ``table``, ``mode``)."""
+        """The run's local index (``collect.index_path``, ``table``, ``mode``, fusion)."""
         cfg = config.collect
-        return cls(cfg.index_path, cfg.table, cfg.mode, embed=embed if cfg.mode != "bm25" else None)
+        return cls(
+            cfg.index_path,
+            cfg.table,
+            cfg.mode,
+            embed=embed if cfg.mode != "bm25" else None,
+            rrf_k=cfg.rrf_k,
+            vector_weight=cfg.vector_weight,
+        )
 
     def __init__(
         self,
@@ -214,6 +222,8 @@ class LocalBackend:
         table: str = "contexts",
         mode: str = "bm25",
         embed: Embedder | None = None,
+        rrf_k: int = _RRF_K,
+        vector_weight: float = 0.5,
     ) -> None:
         """Open (or prepare to create) the index in folder ``path``.
 
@@ -223,6 +233,8 @@ class LocalBackend:
             mode: ``bm25``, ``vector`` or ``hybrid``.
             embed: Async function mapping texts to vectors; needed by ``vector`` and ``hybrid``
                 and for indexing into a table that holds vectors.
+            rrf_k: ``hybrid``: the fusion's k.
+            vector_weight: ``hybrid``: the vector list's weight (BM25's is 1 minus it).
 
         Raises:
             ValueError: On an unknown mode, a missing ``embed``, or an existing table built
@@ -238,6 +250,8 @@ class LocalBackend:
         self.table_name = table
         self.mode = mode
         self.embed = embed
+        self.rrf_k = rrf_k
+        self.vector_weight = vector_weight
         self._write_lock = _write_lock_for(self.path, table)
         # Interval 0: every query checks for a newer version, so writes from another process
         # show up at once; on a local folder that check costs about nothing.
@@ -480,6 +494,9 @@ class LocalBackend:
             scored = _rrf(
                 [self._bm25(table, terms, where, top_n), self._knn(table, vector, where, top_n)],
                 top_n,
+                k=self.rrf_k,
+                # Doubled: at the default 0.5 both weigh 1, the plain fusion's very scores.
+                weights=(2.0 * (1.0 - self.vector_weight), 2.0 * self.vector_weight),
             )
         return [
             Hit(
@@ -537,17 +554,32 @@ def _digest(text: str, metadata_json: str) -> str:
     return hashlib.sha256(json.dumps([text, metadata_json]).encode()).hexdigest()[:32]
 
 
-def _rrf(lists: list[list[tuple[float, dict]]], top_n: int) -> list[tuple[float, dict]]:
-    """Reciprocal-rank fusion: sum of 1 / (k + rank) over the lists a document is in."""
+def _rrf(
+    lists: list[list[tuple[float, dict]]],
+    top_n: int,
+    k: int = _RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[float, dict]]:
+    """Reciprocal-rank fusion: sum of weight / (k + rank) over the lists a document is in.
+
+    Equal weights give the plain fusion's order (every score scaled alike).
+    """
     fused: dict[str, list[Any]] = {}
-    for ranked in lists:
+    for ranked, weight in zip(lists, weights or [1.0] * len(lists), strict=True):
         for rank, (_, row) in enumerate(ranked, 1):
             entry = fused.setdefault(row["id"], [0.0, row, rank])
-            entry[0] += 1.0 / (_RRF_K + rank)
+            entry[0] += weight / (k + rank)
             entry[2] = min(entry[2], rank)
     # Ties (same fused score) go to the better single-list rank, then the id: deterministic.
     order = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[1][2], kv[0]))
     return [(score, row) for _, (score, row, _) in order[:top_n]]
 
 
-__all__ = ["ANALYZER", "MODES", "LocalBackend", "analyze", "filter_sql", "labels_of"]
+__all__ = [
+    "ANALYZER",
+    "MODES",
+    "LocalBackend",
+    "analyze",
+    "filter_sql",
+    "labels_of",
+]

@@ -16,7 +16,8 @@ Variables of a search template:
 - ``filter_clauses``: one ``match_phrase`` clause per filter on the engine field it maps to
   (a list value becomes a ``bool.should`` of them), ready for a ``bool.must``;
 - ``text_field``: the engine field holding the text;
-- ``top_n``: candidates asked for.
+- ``top_n``: candidates asked for;
+- ``params``: the engine section's ``template_params`` (a tune variant's parameters).
 
 The default is the query shape QA services built on Elasticsearch use: ``must`` the collection
 filter as ``match_phrase``, ``should`` a ``match`` of the question on the content field with
@@ -295,6 +296,7 @@ class QueryBuilder:
         source_excludes: tuple[str, ...] = (),
         *,
         where: str,
+        params: Mapping[str, Any] | None = None,
     ) -> None:
         """Compile the template and check it leaves paging to the pager.
 
@@ -303,6 +305,7 @@ class QueryBuilder:
             fields: Field mapping of the index.
             source_excludes: ``_source`` fields never fetched (embeddings).
             where: Config field of the template, for errors.
+            params: Values the template reads as ``params`` (``tune`` variants set them).
 
         Raises:
             ConfigError: The template is invalid or sets a key the pager owns.
@@ -316,6 +319,7 @@ class QueryBuilder:
             )
         self.fields = fields
         self.source_excludes = tuple(source_excludes)
+        self.params = dict(params or {})
 
     def body(self, question: str, filters: Mapping[str, Any], top_n: int) -> dict[str, Any]:
         """The request body for one question (raises :class:`TemplateRenderError`)."""
@@ -325,6 +329,7 @@ class QueryBuilder:
             "filter_clauses": filter_clauses(filters, self.fields),
             "text_field": self.fields.text,
             "top_n": top_n,
+            "params": self.params,
         }
         body = self.template.render(variables)
         if self.source_excludes and "_source" not in body:

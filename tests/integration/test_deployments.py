@@ -311,3 +311,52 @@ def test_deploy_run_and_scheduled_comparison(
     (note,) = notifications
     assert note["subject"] == "ragaudit: rouge_l regressed"
     assert f"Run {nightly_run} against {baseline}" in note["body"]
+
+
+def test_tune_deployment_runs_on_a_process_worker(
+    prefect_server: PrefectServer, tmp_path: Path
+) -> None:
+    """prefect.yaml's ``tune`` deployment, run once by a process worker, writes the tune folder."""
+    server = prefect_server
+    config = {
+        "questions": str(REPO / "data" / "demo" / "questions.jsonl"),
+        "runs_root": str(tmp_path / "runs"),
+        "cache_dir": str(tmp_path / "cache"),
+        "collect": {
+            "backend": "local",
+            "index_path": str(tmp_path / "index"),
+            "corpus": str(REPO / "data" / "demo" / "corpus.jsonl"),
+            "top_n": 10,
+        },
+        "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
+        "report": {"bootstrap_samples": 200, "compare_resamples": 999},
+        "tune": {"name": "deployed-tune", "depth": 5, "variants": {"hybrid": {"mode": "hybrid"}}},
+    }
+    config_path = tmp_path / "tune.yaml"
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    project = yaml.safe_load((REPO / "prefect.yaml").read_text(encoding="utf-8"))
+    project["deployments"] = [d for d in project["deployments"] if d["name"] == "tune"]
+    project["deployments"][0]["parameters"]["config_path"] = str(config_path)
+    prefect_file = tmp_path / "prefect.yaml"
+    prefect_file.write_text(yaml.safe_dump(project, sort_keys=False), encoding="utf-8")
+    if not any(p["name"] == "ragaudit" for p in server.api("/work_pools/filter")):
+        server.prefect("work-pool", "create", "ragaudit", "--type", "process")
+    server.prefect("deploy", "--all", "--prefect-file", str(prefect_file), cwd=REPO)
+    deployment = next(d for d in server.api("/deployments/filter") if d["name"] == "tune")
+    assert deployment["entrypoint"] == "flows/tune.py:tune_config"
+    server.prefect("deployment", "run", "ragaudit-tune-config/tune")
+    server.spawn(
+        [sys.executable, "-m", "prefect", "worker", "start", "--pool", "ragaudit", "--run-once"],
+        "tune-worker",
+        cwd=tmp_path,
+    )
+    done = server.wait(
+        lambda: [r for r in _flow_runs(server, deployment["id"]) if _final(r)],
+        300,
+        lambda: f"the tune deployment's run did not finish\n{server.logs()}",
+    )
+    assert done[0]["state_type"] == "COMPLETED", f"{done[0]['state']}\n{server.logs()}"
+    folder = tmp_path / "runs" / "deployed-tune"
+    table = pl.read_parquet(folder / "tune.parquet")
+    assert set(table["variant"]) == {"baseline", "hybrid"}
+    assert (folder / "report.html").is_file() and (folder / "best.yaml").is_file()

@@ -1,0 +1,113 @@
+"""``ragaudit tune``: compare collect variants on one pooled grading of their top-k."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ragaudit.cli._app import (
+    ConfigOpt,
+    DryRunOpt,
+    EmbedderOpt,
+    JudgeOpt,
+    LimitOpt,
+    RootOpt,
+    RunIdOpt,
+    SetOpt,
+    _overrides,
+    app,
+    console,
+    err,
+    load_paid_config,
+)
+from ragaudit.config import RunConfig, set_path
+from ragaudit.errors import RagauditError
+from ragaudit.secrets import install_log_filter, redact
+
+TUNE_DEMO_CONFIG = Path("data/demo/tune.yaml")
+
+
+@app.command()
+def tune(
+    config: ConfigOpt = None,
+    demo: Annotated[
+        bool,
+        typer.Option("--demo", help="The bundled DuReader tune (data/demo/tune.yaml), offline."),
+    ] = False,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    runs_root: RootOpt = None,
+    limit: LimitOpt = None,
+    sets: SetOpt = None,
+    dry_run: DryRunOpt = False,
+    run_id: RunIdOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Run more variants than tune.max_variants.")
+    ] = False,
+) -> None:
+    """Which collect variant retrieves better beyond noise, graded once per pooled document."""
+    install_log_filter()
+    if demo and config is not None:
+        raise RagauditError("--demo and --config: pick one")
+    path = TUNE_DEMO_CONFIG if demo else config
+    if path is None:
+        raise RagauditError("tune: give --config tune.yaml, or --demo")
+    if demo and not TUNE_DEMO_CONFIG.is_file():
+        raise RagauditError(f"{TUNE_DEMO_CONFIG} not found: run the demo from the checkout")
+    overrides = _overrides(
+        judge=judge, embedder=embedder, runs_root=runs_root, limit=limit, sets=sets
+    )
+    if run_id is not None:
+        # A tune's id is its folder under the runs root; the same id resumes it.
+        set_path(overrides, "tune.name", run_id)
+    cfg = load_paid_config(path, overrides)
+    from ragaudit.dataset import load_questions
+    from ragaudit.tuning import check_backend, plan_variants
+
+    # Every check that needs no search runs before Prefect starts.
+    check_backend(cfg)
+    variants = plan_variants(cfg, yes=yes)
+    load_questions(cfg.questions, limit=cfg.limit)
+    if dry_run:
+        _dry_run(cfg, yes)
+        return
+    err.print(f"tune {cfg.tune.name}: {len(variants)} variants, depth {cfg.tune.depth}")
+    if not os.environ.get("RAGAUDIT_DEBUG"):
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    from ragaudit.flows.tune import run_tuning
+
+    out = run_tuning(cfg, yes=yes)
+    for line in out["lines"]:
+        console.print(escape(line), soft_wrap=True)
+    for name, why in out["failed"].items():
+        err.print(f"[red]variant {escape(name)} failed:[/] {escape(redact(why or ''))}")
+
+
+def _dry_run(cfg: RunConfig, yes: bool) -> None:
+    from ragaudit.cache import hold_gateway
+    from ragaudit.tuning import dry_run
+
+    with hold_gateway(cfg) as gateway:
+        lines, size, stored, tokens = asyncio.run(dry_run(cfg, gateway, yes=yes))
+    table = Table(title="tune --dry-run: what grading the pool would ask (no judge call)")
+    for col in ("variant", "top-k pairs", "new to grade", "judge prompt tokens", "status"):
+        table.add_column(col, justify="left" if col in ("variant", "status") else "right")
+    for line in lines:
+        status = "ok" if line.status == "ok" else f"failed: {line.error}"
+        table.add_row(
+            escape(line.variant), str(line.top_k), str(line.new), f"{line.tokens:,}", escape(status)
+        )
+    console.print(table)
+    console.print(
+        f"pool {size} documents: {stored} graded already (judgment store), {size - stored} to "
+        f"grade for about {tokens:,} prompt tokens",
+        soft_wrap=True,
+    )

@@ -1,0 +1,107 @@
+"""Tuning the engine against pooled judgments (``ragaudit tune``).
+
+Variants of the collect section (named overrides, a template-parameter grid or one factor at a
+time, or Optuna's TPE sampler) each retrieve their top ``depth`` per question; the union is
+graded once per document with the sort stage's graded prompt, through a judgment store that no
+grade is paid twice for; each variant's metrics get a mean with its interval and a paired test
+against the baseline, adjusted across variants; the winner is picked on tuning questions and
+recommended only if it beats the baseline beyond noise on held-out ones.
+"""
+
+from ragaudit.tuning._outputs import (
+    BEST,
+    QRELS,
+    REPORT,
+    TABLE,
+    calls_line,
+    console_lines,
+    moves,
+    render_html,
+    summary,
+    sweep_chart,
+    table_rows,
+    write_outputs,
+)
+from ragaudit.tuning._plan import (
+    BASELINE,
+    Variant,
+    baseline_params,
+    check_backend,
+    collect_section,
+    plan_variants,
+    variant_config,
+)
+from ragaudit.tuning._pool import (
+    GradeReport,
+    Pool,
+    Retrieved,
+    VariantRun,
+    grade_pairs,
+    grade_pool,
+    prompt_tokens,
+    retrieve,
+)
+from ragaudit.tuning._run import (
+    DryRunLine,
+    TuneOutcome,
+    dry_run,
+    judgment_store,
+    run_tune,
+    tune_dir,
+)
+from ragaudit.tuning._runs import import_run_grades
+from ragaudit.tuning._stats import (
+    Decision,
+    VariantStats,
+    decide,
+    question_metrics,
+    split_questions,
+)
+from ragaudit.tuning._store import STORE_DIR, JudgmentStore, StoredGrade, grade_key, text_hash
+
+__all__ = [
+    "BASELINE",
+    "BEST",
+    "QRELS",
+    "REPORT",
+    "STORE_DIR",
+    "TABLE",
+    "Decision",
+    "DryRunLine",
+    "GradeReport",
+    "JudgmentStore",
+    "Pool",
+    "Retrieved",
+    "StoredGrade",
+    "TuneOutcome",
+    "Variant",
+    "VariantRun",
+    "VariantStats",
+    "baseline_params",
+    "calls_line",
+    "check_backend",
+    "collect_section",
+    "console_lines",
+    "decide",
+    "dry_run",
+    "grade_key",
+    "grade_pairs",
+    "grade_pool",
+    "import_run_grades",
+    "judgment_store",
+    "moves",
+    "plan_variants",
+    "prompt_tokens",
+    "question_metrics",
+    "render_html",
+    "retrieve",
+    "run_tune",
+    "split_questions",
+    "summary",
+    "sweep_chart",
+    "table_rows",
+    "text_hash",
+    "tune_dir",
+    "variant_config",
+    "write_outputs",
+]

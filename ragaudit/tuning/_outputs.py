@@ -1,0 +1,388 @@
+"""A tune's folder: its table, qrels, run files, ``best.yaml``, ``tune.json`` and report.
+
+``tune.parquet``, ``pool.qrels.txt``, ``run.<variant>.txt`` and a self-contained ``report.html``.
+The page is Jinja2 with autoescaping under a ``default-src 'none'`` Content-Security-Policy, and
+its charts are the report's own Altair → Vega-Lite → SVG path: everything from the engine, the
+corpus and the judge is escaped text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import jinja2
+import numpy as np
+import yaml
+
+from ragaudit.atomic import write_bytes, write_json, write_table
+from ragaudit.numbers import fixed
+from ragaudit.reporting import chart_svg, configure_chart
+from ragaudit.schemas import TUNE, dumps, to_table
+from ragaudit.trec import qrels_text, run_text
+from ragaudit.tuning._plan import BASELINE, collect_section
+from ragaudit.tuning._run import TuneOutcome, tune_dir
+
+REPORT = "report.html"
+TABLE = "tune.parquet"
+QRELS = "pool.qrels.txt"
+BEST = "best.yaml"
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
+def _latency(out: TuneOutcome, name: str) -> tuple[float | None, float | None]:
+    run = next(r for r in out.runs if r.variant.name == name)
+    xs = [r.latency_s for r in run.questions.values()]
+    if not xs:
+        return None, None
+    p50, p95 = np.percentile(xs, [50, 95])
+    return float(p50), float(p95)
+
+
+def table_rows(out: TuneOutcome) -> list[dict[str, Any]]:
+    """``tune.parquet``'s rows: variant × metric, failed variants once with their error."""
+    cfg = out.config.tune
+    d = out.decision
+    primary = cfg.metrics[0]
+    order = sorted(
+        (s for s in d.stats if s.metric == primary),
+        key=lambda s: -(s.mean if s.mean is not None else -math.inf),
+    )
+    rank = {s.variant: i for i, s in enumerate(order, start=1)}
+    rows: list[dict[str, Any]] = []
+    for s in d.stats:
+        p50, p95 = _latency(out, s.variant)
+        judged = out.judged.get(s.variant)
+        rows.append(
+            {
+                "tune": cfg.name,
+                "variant": s.variant,
+                "metric": s.metric,
+                "depth": cfg.depth,
+                "status": "ok",
+                "rank": rank.get(s.variant),
+                "n_tuning": s.n_tuning,
+                "mean": s.mean,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+                "diff": s.diff,
+                "p_value": s.p_value,
+                "p_adjusted": s.p_adjusted,
+                "n_heldout": s.n_heldout or (d.n_heldout if s.variant == d.winner else 0),
+                "heldout_gain": s.heldout_gain
+                if s.variant != d.winner or s.metric != primary
+                else d.heldout_gain,
+                "heldout_ci_low": s.heldout_ci_low
+                if s.variant != d.winner or s.metric != primary
+                else d.heldout_ci[0],
+                "heldout_ci_high": s.heldout_ci_high
+                if s.variant != d.winner or s.metric != primary
+                else d.heldout_ci[1],
+                "heldout_p": s.heldout_p
+                if s.variant != d.winner or s.metric != primary
+                else d.heldout_p,
+                "judged_at_k": judged,
+                "condensed": bool(judged is not None and _finite(judged) and judged < 1.0),
+                "latency_p50_s": p50,
+                "latency_p95_s": p95,
+                "winner": s.variant == d.winner,
+                "recommended": s.variant == d.recommended,
+                "params": dumps(_variant(out, s.variant).params),
+                "changes": dumps(_variant(out, s.variant).changes),
+            }
+        )
+    for run in out.runs:
+        if run.status != "ok":
+            rows.append(
+                {
+                    "tune": cfg.name,
+                    "variant": run.variant.name,
+                    "metric": primary,
+                    "depth": cfg.depth,
+                    "status": "failed",
+                    "error": run.error,
+                    "winner": False,
+                    "recommended": False,
+                    "params": dumps(run.variant.params),
+                    "changes": dumps(run.variant.changes),
+                }
+            )
+    return rows
+
+
+def _variant(out: TuneOutcome, name: str) -> Any:
+    return next(r.variant for r in out.runs if r.variant.name == name)
+
+
+def _top(out: TuneOutcome, name: str) -> dict[str, list[str]]:
+    run = next(r for r in out.runs if r.variant.name == name)
+    return {qid: got.ids for qid, got in run.questions.items()}
+
+
+def sweep_chart(out: TuneOutcome, param: str) -> str | None:
+    """The SVG chart of swept parameter ``param``: the first metric's mean and 95% CI."""
+    primary = out.config.tune.metrics[0]
+    stats = {s.variant: s for s in out.decision.stats if s.metric == primary}
+    rows = []
+    for run in out.runs:
+        v = run.variant
+        s = stats.get(v.name)
+        if param not in v.sweeps or s is None or s.mean is None:
+            continue
+        x = v.params.get(param)
+        rows.append(
+            {
+                "x": x if isinstance(x, int | float) and not isinstance(x, bool) else str(x),
+                "mean": s.mean,
+                "low": s.ci_low if _finite(s.ci_low) else s.mean,
+                "high": s.ci_high if _finite(s.ci_high) else s.mean,
+                "n": s.n_tuning,
+            }
+        )
+    if len(rows) < 2:
+        return None
+    nominal = any(isinstance(r["x"], str) for r in rows)
+    if nominal:
+        for r in rows:
+            r["x"] = str(r["x"])
+    x = alt.X("x:N" if nominal else "x:Q", title=f"params.{param}", scale=alt.Scale(zero=False))
+    base = alt.Chart(alt.NamedData(name="points")).encode(x=x)
+    y = alt.Y("low:Q", title=f"{primary}@{out.config.tune.depth} (95% CI)")
+    band = (
+        base.mark_rule(strokeWidth=3, opacity=0.4) if nominal else base.mark_area(opacity=0.15)
+    ).encode(y=y, y2="high:Q")
+    line = base.mark_line(point=True).encode(y=alt.Y("mean:Q"))
+    chart = alt.layer(band, line).properties(
+        width=480, height=260, title=alt.TitleParams(f"Varying params.{param}", anchor="start")
+    )
+    return chart_svg(configure_chart(chart), {"points": rows})
+
+
+def moves(out: TuneOutcome) -> list[dict[str, Any]]:
+    """The winner's per-question wins and losses against the baseline, biggest first."""
+    d = out.decision
+    if d.winner == BASELINE:
+        return []
+    primary = out.config.tune.metrics[0]
+    base, win = out.values[BASELINE][primary], out.values[d.winner][primary]
+    top_b, top_w = _top(out, BASELINE), _top(out, d.winner)
+    heldout = {q for _, h in out.splits for q in h}
+    rows = []
+    for qid, q in out.questions.items():
+        a, b = base.get(qid, math.nan), win.get(qid, math.nan)
+        if not (_finite(a) and _finite(b)) or a == b:
+            continue
+        grades = out.pool.grades.get(qid, {})
+        ins = [c for c in top_w.get(qid, []) if c not in set(top_b.get(qid, []))]
+        outs = [c for c in top_b.get(qid, []) if c not in set(top_w.get(qid, []))]
+        rows.append(
+            {
+                "question_id": qid,
+                "question": q.question,
+                "heldout": qid in heldout,
+                "baseline": a,
+                "winner": b,
+                "diff": b - a,
+                "moved_in": [(c, grades.get(c)) for c in ins],
+                "moved_out": [(c, grades.get(c)) for c in outs],
+            }
+        )
+    return sorted(rows, key=lambda r: -abs(r["diff"]))
+
+
+def _ci(low: float | None, high: float | None, sign: bool = True) -> str:
+    if low is None or high is None:
+        return "n/a"
+    return f"{fixed(low, 3, sign=sign)} to {fixed(high, 3, sign=sign)}"
+
+
+def calls_line(out: TuneOutcome) -> str:
+    """``12 judge calls (30 grades from the store, 0 from the memo)`` — what grading paid."""
+    c, g = out.calls, out.grading
+    paid = c.get("provider_calls", 0)
+    if paid == 0:
+        return (
+            f"0 judge calls (all from the store/memo: {g.found_in_store} grades from the store, "
+            f"{c.get('cache_hits', 0)} memo hits)"
+        )
+    return (
+        f"{paid} judge calls ({g.found_in_store} grades from the store, "
+        f"{c.get('cache_hits', 0)} memo hits)"
+    )
+
+
+def render_html(out: TuneOutcome) -> str:
+    """The tune's report page."""
+    cfg = out.config.tune
+    d = out.decision
+    primary = cfg.metrics[0]
+    by = {(s.variant, s.metric): s for s in d.stats}
+    rows = [r for r in table_rows(out) if r["metric"] == primary]
+    rows.sort(key=lambda r: (r["status"] != "ok", r.get("rank") or 0))
+    variants = []
+    for r in rows:
+        name = r["variant"]
+        v: dict[str, Any] = {
+            "name": name,
+            "rank": r.get("rank") or "",
+            "failed": r["status"] != "ok",
+            "error": r.get("error"),
+            "recommended": r["recommended"] and name != BASELINE,
+            "changes": json.dumps(
+                {
+                    **json.loads(r["changes"]),
+                    **({"params": json.loads(r["params"])} if json.loads(r["params"]) else {}),
+                },
+                ensure_ascii=False,
+            )
+            if name != BASELINE
+            else "(the collect section)",
+        }
+        if not v["failed"]:
+            cells = [by[(name, m)] for m in cfg.metrics]
+            v["cells"] = [f"{fixed(c.mean, 3)} [{_ci(c.ci_low, c.ci_high, False)}]" for c in cells]
+            v["n"] = r["n_tuning"]
+            v["diff"] = fixed(r["diff"], 3, sign=True) if r["diff"] is not None else "—"
+            v["p"] = fixed(r["p_value"], 3) if r["p_value"] is not None else "—"
+            v["p_adj"] = fixed(r["p_adjusted"], 3) if r["p_adjusted"] is not None else "—"
+            v["heldout"] = (
+                fixed(r["heldout_gain"], 3, sign=True) if r["heldout_gain"] is not None else "—"
+            )
+            v["judged"] = fixed(r["judged_at_k"], 2)
+            v["condensed"] = r["condensed"]
+            v["latency"] = f"{fixed(r['latency_p50_s'], 3)} / {fixed(r['latency_p95_s'], 3)}"
+        variants.append(v)
+    charts = [svg for p in cfg.params if (svg := sweep_chart(out, p)) is not None]
+    moved = [
+        {
+            **m,
+            "a": fixed(m["baseline"], 3),
+            "b": fixed(m["winner"], 3),
+            "d": m["diff"],
+            "ds": fixed(m["diff"], 3, sign=True),
+        }
+        for m in moves(out)
+    ]
+    n_tuning = len({q for t, _ in out.splits for q in t}) if len(out.splits) == 1 else 0
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("ragaudit.tuning", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("tune.html.j2").render(
+        name=cfg.name,
+        judge=out.config.models.judge_model,
+        prompt="relevance (graded 0–3, one candidate per call)",
+        depth=cfg.depth,
+        n_questions=len(out.questions),
+        n_tuning=n_tuning if len(out.splits) == 1 else len(out.questions),
+        n_heldout=len(out.splits[0][1]) if len(out.splits) == 1 else len(out.questions),
+        folds=cfg.folds,
+        excluded=out.excluded,
+        pool_size=out.pool.size,
+        calls_line=calls_line(out),
+        keep=d.recommended == BASELINE,
+        recommended=d.recommended,
+        winner=d.winner,
+        metric=primary,
+        gain=fixed(d.heldout_gain, 3, sign=True) if d.heldout_gain is not None else "n/a",
+        gain_ci=_ci(*d.heldout_ci),
+        gain_p=fixed(d.heldout_p, 3) if d.heldout_p is not None else "n/a",
+        n_gain=d.n_heldout,
+        why=d.why,
+        adjustment=out.config.report.adjustment,
+        metrics=cfg.metrics,
+        variants=variants,
+        charts=charts,
+        moved=moved,
+    )
+
+
+def write_outputs(out: TuneOutcome) -> Path:
+    """Write every output into ``<runs_root>/<tune.name>/``; returns the folder."""
+    folder = tune_dir(out.config)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_table(to_table(table_rows(out), TUNE), folder / TABLE)
+    write_bytes(qrels_text(out.pool.grades).encode(), folder / QRELS)
+    for run in out.runs:
+        if run.status == "ok":
+            tops = {qid: got.ids for qid, got in run.questions.items()}
+            write_bytes(
+                run_text(tops, tag=run.variant.name).encode(), folder / run.variant.file_name
+            )
+    best = _variant(out, out.decision.recommended)
+    header = (
+        f"# ragaudit tune {out.config.tune.name}: {out.decision.why}\n"
+        "# The collect section to paste into the run config.\n"
+    )
+    body = yaml.safe_dump(collect_section(best), allow_unicode=True, sort_keys=False)
+    write_bytes((header + body).encode(), folder / BEST)
+    write_json(summary(out), folder / "tune.json")
+    write_bytes(render_html(out).encode(), folder / REPORT)
+    return folder
+
+
+def summary(out: TuneOutcome) -> dict[str, Any]:
+    """``tune.json``: the decision and what grading paid."""
+    d = out.decision
+    return {
+        "tune": out.config.tune.name,
+        "winner": d.winner,
+        "recommended": d.recommended,
+        "why": d.why,
+        "heldout_gain": d.heldout_gain,
+        "heldout_ci": list(d.heldout_ci),
+        "heldout_p": d.heldout_p,
+        "n_heldout": d.n_heldout,
+        "pool_size": out.pool.size,
+        "grades_from_store": out.grading.found_in_store,
+        "grades_imported_from_runs": out.from_runs,
+        "graded_now": out.grading.graded,
+        "grades_failed": out.grading.failed,
+        "left_ungraded": out.grading.left_ungraded,
+        "llm": dict(out.calls),
+        "variants": len(out.runs),
+        "failed": {r.variant.name: r.error for r in out.runs if r.status != "ok"},
+        "judged_at_k": {k: v for k, v in out.judged.items()},
+    }
+
+
+def console_lines(out: TuneOutcome, folder: Path) -> list[str]:
+    """The console summary."""
+    d = out.decision
+    ok = sum(1 for r in out.runs if r.status == "ok")
+    lines = [
+        f"tune {out.config.tune.name}: {ok}/{len(out.runs)} variants, pool {out.pool.size} "
+        f"documents; {calls_line(out)}",
+        d.why if d.recommended == BASELINE else f"recommended: {d.recommended} — {d.why}",
+        f"report: {folder / REPORT}  best: {folder / BEST}  table: {folder / TABLE}",
+    ]
+    condensed = [k for k, v in out.judged.items() if _finite(v) and v < 1.0]
+    if condensed:
+        lines.append(
+            "judged documents only (budget): "
+            + ", ".join(f"{k} {out.judged[k]:.2f}" for k in condensed)
+        )
+    return lines
+
+
+__all__ = [
+    "BEST",
+    "QRELS",
+    "REPORT",
+    "TABLE",
+    "calls_line",
+    "console_lines",
+    "moves",
+    "render_html",
+    "summary",
+    "sweep_chart",
+    "table_rows",
+    "write_outputs",
+]

@@ -1,0 +1,258 @@
+"""Which variants a tune compares: the baseline collect section and its named and swept changes.
+
+Every check of the ``tune`` section that can be made without a search or a judge call is made
+here, each failure one message naming the field, so a bad config costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ragaudit.ablation import expand
+from ragaudit.config import RunConfig, format_validation_error
+from ragaudit.errors import ConfigError, clip
+from ragaudit.search import capabilities
+from ragaudit.tuning._store import STORE_DIR
+
+BASELINE = "baseline"
+"""The name of the variant that is the run's own ``collect`` section."""
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=,+-]{0,99}$")
+_PARAM_REF = re.compile(r"params\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)|params\s*\[\s*['\"]([^'\"]+)['\"]")
+_ENGINES = ("elasticsearch", "opensearch")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One collect setting compared by a tune.
+
+    Attributes:
+        name: Its name (``baseline``, a ``tune.variants`` key, or ``boost=4,operator=and``).
+        config: The run config with this variant's ``collect`` section.
+        changes: The collect fields it changes over the baseline (for ``best.yaml``, the report).
+        params: Its template parameters (read by the query template as ``params``).
+        sweeps: The swept parameters whose chart it belongs to.
+    """
+
+    name: str
+    config: RunConfig
+    changes: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    sweeps: tuple[str, ...] = ()
+
+    @property
+    def file_name(self) -> str:
+        """The TREC run file of the variant: its name with anything unsafe as ``_``."""
+        return "run." + re.sub(r"[^A-Za-z0-9._=,+-]", "_", self.name) + ".txt"
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def baseline_params(config: RunConfig) -> dict[str, Any]:
+    """The baseline's template parameters: ``tune.baseline_params``, a swept one's first value."""
+    tune = config.tune
+    out = {name: values[0] for name, values in tune.params.items()}
+    for name, rng in tune.ranges.items():
+        out.setdefault(name, rng.low)
+    out.update(tune.baseline_params)
+    return out
+
+
+def _template_of(config: RunConfig) -> Any:
+    backend = config.collect.backend
+    section = getattr(config.collect, backend, None) if backend in _ENGINES else None
+    return None if section is None else section.query_template
+
+
+def _referenced(template: Any) -> set[str]:
+    """The template parameters a query template reads (``params.x`` or ``params['x']``)."""
+    text = template if isinstance(template, str) else json.dumps(template, ensure_ascii=False)
+    return {a or b for a, b in _PARAM_REF.findall(text or "")}
+
+
+def variant_config(
+    config: RunConfig, changes: Mapping[str, Any], params: Mapping[str, Any], where: str
+) -> RunConfig:
+    """``config`` with its collect section changed and its template parameters set.
+
+    Raises:
+        ConfigError: The changed section is not a valid collect section (naming ``where``).
+    """
+    collect = _merge(config.collect.model_dump(mode="json"), changes)
+    if params:
+        backend = collect.get("backend", config.collect.backend)
+        if backend in _ENGINES:
+            collect[backend] = {**collect.get(backend, {}), "template_params": dict(params)}
+    data = config.model_dump(mode="json")
+    data["collect"] = collect
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, where)) from None
+
+
+def _name(values: Mapping[str, Any], swept: list[str]) -> str:
+    return ",".join(f"{k}={values[k]}" for k in swept)
+
+
+def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
+    """The baseline first, then the named variants, then the parameter grid's points.
+
+    Raises:
+        ConfigError: A tune name that is a run folder's, an unknown template parameter, a
+            parameter the template never reads, a template parameter on a backend without
+            templates, a duplicate or unsafe name, a variant that is not a valid collect
+            section, nothing to compare, or more variants than ``tune.max_variants`` without
+            ``yes``.
+    """
+    tune = config.tune
+    folder = Path(config.runs_root) / tune.name
+    if tune.name == STORE_DIR or (folder / "manifest.json").exists():
+        # The tune's outputs (report.html among them) would land in that folder.
+        raise ConfigError(
+            f"tune.name: '{tune.name}' is "
+            + ("the judgment store's folder" if tune.name == STORE_DIR else "a run folder")
+            + f" under {config.runs_root}; give the tune a name of its own"
+        )
+    base_params = baseline_params(config)
+    known = set(base_params)
+    backend = config.collect.backend
+    if (tune.params or tune.ranges or tune.baseline_params) and backend not in _ENGINES:
+        raise ConfigError(
+            f"tune.params: backend '{backend}' has no query template to read template "
+            "parameters; vary its collect fields in tune.variants instead (mode, options, top_n)"
+        )
+    template = _template_of(config)
+    if backend in _ENGINES:
+        reads = _referenced(template)
+        for name in list(tune.params) + list(tune.ranges):
+            if name not in reads:
+                raise ConfigError(
+                    f"tune.params.{name}: the query template (collect.{backend}.query_template) "
+                    f"never reads params.{name}, so every value would search alike"
+                )
+        missing = sorted(reads - known)
+        if missing:
+            raise ConfigError(
+                f"collect.{backend}.query_template: reads params.{missing[0]}, which neither "
+                "tune.params nor tune.baseline_params sets"
+            )
+    variants = [
+        Variant(
+            BASELINE,
+            variant_config(config, {}, base_params, "tune (baseline)"),
+            {},
+            dict(base_params),
+        )
+    ]
+    seen = {BASELINE: "the baseline"}
+
+    def add(v: Variant, where: str) -> None:
+        if not _NAME.match(v.name):
+            raise ConfigError(
+                f"{where}: variant name '{clip(v.name, 80)}' must be letters, digits and "
+                ". _ = , + - (it names a file)"
+            )
+        if v.name in seen:
+            raise ConfigError(f"{where}: duplicate variant name '{v.name}' (also {seen[v.name]})")
+        seen[v.name] = where
+        variants.append(v)
+
+    for name, over in tune.variants.items():
+        where = f"tune.variants.{name}"
+        if not isinstance(over, Mapping) or not over:
+            raise ConfigError(f"{where}: give the collect fields it changes (a mapping)")
+        changes = {k: v for k, v in over.items() if k != "params"}
+        own = dict(over.get("params") or {})
+        stray = sorted(set(own) - known)
+        if stray:
+            raise ConfigError(
+                f"{where}.params.{stray[0]}: unknown template parameter "
+                f"(known: {', '.join(sorted(known)) or 'none'})"
+            )
+        if own and backend not in _ENGINES:
+            raise ConfigError(f"{where}.params: backend '{backend}' has no query template")
+        params = {**base_params, **own}
+        vconfig = variant_config(config, changes, params, where)
+        if vconfig.collect.backend != backend:
+            raise ConfigError(
+                f"{where}.backend: a tune compares variants of one backend ({backend})"
+            )
+        reads = _referenced(_template_of(vconfig))
+        missing = sorted(reads - set(params))
+        if missing:
+            raise ConfigError(
+                f"{where}: its query template reads params.{missing[0]}, which no parameter sets"
+            )
+        add(Variant(name, vconfig, changes, params), where)
+
+    if tune.params:
+        points = expand(base_params, tune.params, grid=tune.expand == "grid")
+        swept = list(tune.params)
+        for values, dims in points[1:]:  # the first is the baseline itself
+            add(
+                Variant(
+                    _name(values, swept),
+                    variant_config(config, {}, values, "tune.params"),
+                    {},
+                    dict(values),
+                    dims,
+                ),
+                "tune.params",
+            )
+        # The baseline is on every sweep's chart.
+        variants[0] = Variant(BASELINE, variants[0].config, {}, variants[0].params, tuple(swept))
+    if len(variants) < 2 and tune.search != "optuna":
+        raise ConfigError(
+            "tune: nothing to compare with the baseline; give tune.variants or tune.params"
+        )
+    if tune.search == "optuna" and not (tune.ranges or tune.params):
+        raise ConfigError("tune.ranges: search 'optuna' needs ranges (or params) to draw from")
+    total = len(variants) + (tune.trials if tune.search == "optuna" else 0)
+    if total > tune.max_variants and not yes:
+        raise ConfigError(
+            f"tune.max_variants: {total} variants, more than {tune.max_variants}; each searches "
+            "every question and adds to the pool. Pass --yes, or raise tune.max_variants"
+        )
+    return variants
+
+
+def collect_section(variant: Variant) -> dict[str, Any]:
+    """The winning collect section, ready to paste (``best.yaml``)."""
+    data = variant.config.collect.model_dump(mode="json", exclude_defaults=True)
+    return {"collect": data}
+
+
+def check_backend(config: RunConfig) -> None:
+    """Refuse a backend that cannot search (``question_set``): there is nothing to tune."""
+    if not capabilities(config.collect.backend).searches:
+        raise ConfigError(
+            f"collect.backend: '{config.collect.backend}' does not search; tune needs a search "
+            "backend (local, elasticsearch, opensearch)"
+        )
+
+
+__all__ = [
+    "BASELINE",
+    "Variant",
+    "baseline_params",
+    "check_backend",
+    "collect_section",
+    "plan_variants",
+    "variant_config",
+]

@@ -1,0 +1,341 @@
+"""Pooling: every variant's top ``depth`` per question, their union graded once per document.
+
+Variants and questions are searched concurrently, bounded per engine; the pool of a question
+is the union of its variants' top-k. Each pooled document is looked up in the judgment store
+and only the missing ones are graded, one candidate per call with the sort stage's graded
+prompt, through :func:`grade_pairs` (the one place a tune asks the judge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragaudit.cache import Gateway, structured_prompt_tokens
+from ragaudit.config import RunConfig
+from ragaudit.dataset import Question
+from ragaudit.errors import RagauditError
+from ragaudit.judging import Judge, grade_candidates
+from ragaudit.prompts import RELEVANCE, RelevanceInput
+from ragaudit.search import SearchBackend, capabilities, make_search_backend, read_corpus
+from ragaudit.secrets import redact
+from ragaudit.tuning._plan import BASELINE, Variant
+from ragaudit.tuning._store import JudgmentStore, grade_key
+
+Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+
+_LOCAL_CONCURRENCY = 8
+_GRADE_BATCH = 128
+"""Grades per store part: a killed tune loses at most this many (and the memo holds those)."""
+
+
+@dataclass
+class Retrieved:
+    """One variant's top-k for one question."""
+
+    ids: list[str] = field(default_factory=list)
+    latency_s: float = 0.0
+
+
+@dataclass
+class VariantRun:
+    """What one variant retrieved, or why it failed."""
+
+    variant: Variant
+    questions: dict[str, Retrieved] = field(default_factory=dict)
+    status: str = "ok"
+    error: str | None = None
+
+
+@dataclass
+class Pool:
+    """The pooled documents of every question and their grades."""
+
+    texts: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Question id → document id → text, in pooling priority (baseline's ranks first)."""
+    priority: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    grades: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Question id → document id → grade, for the documents graded (stored or now)."""
+    reasons: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """Pooled (question, document) pairs."""
+        return sum(len(d) for d in self.texts.values())
+
+    def add(self, run: VariantRun, *, baseline: bool, texts: Mapping[tuple[str, str], str]) -> None:
+        """Pool ``run``'s documents (the baseline's get the first places in the grading order)."""
+        if run.status != "ok":
+            return
+        for qid, got in run.questions.items():
+            docs = self.texts.setdefault(qid, {})
+            for rank, cid in enumerate(got.ids, start=1):
+                docs.setdefault(cid, texts[(qid, cid)])
+                place = (0 if baseline else 1, rank)
+                old = self.priority.get((qid, cid))
+                self.priority[(qid, cid)] = place if old is None else min(old, place)
+
+    def ungraded(self) -> list[tuple[str, str]]:
+        """Pairs without a grade, in grading order: the baseline's, then by best rank."""
+        todo = [
+            (qid, cid)
+            for qid, docs in self.texts.items()
+            for cid in docs
+            if cid not in self.grades.get(qid, {})
+        ]
+        return sorted(todo, key=lambda p: self.priority[p])
+
+
+async def _close(backend: Any) -> None:
+    # An engine's async client belongs to this loop: ``aclose`` closes it (and the sync one).
+    close = getattr(backend, "aclose", None) or getattr(backend, "close", None)
+    if close is not None:
+        out = close()
+        if inspect.isawaitable(out):
+            await out
+
+
+def _fill_local(config: RunConfig, embed: Embed) -> None:
+    """Index ``collect.corpus`` into an empty embedded index (as the collect stage does)."""
+    cfg = config.collect
+    if not capabilities(cfg.backend).embedded or cfg.corpus is None:
+        return
+    backend = make_search_backend(config, embed=embed)
+    if backend.count() == 0:
+        backend.index(read_corpus(Path(cfg.corpus)))
+
+
+async def retrieve(
+    variants: Sequence[Variant],
+    questions: Sequence[Question],
+    depth: int,
+    embed: Embed,
+    texts: dict[tuple[str, str], str],
+) -> list[VariantRun]:
+    """Each variant's top ``depth`` for every question, searched concurrently.
+
+    A variant whose backend cannot be built (a template that does not compile), or whose
+    search fails for a question (a template that does not render for it, a query the engine
+    rejects), is ``failed`` with that message; the others go on. Texts land in ``texts``.
+    """
+    # The one variant that embeds (if any) fills an empty local index, so its vectors exist.
+    filler = next((v for v in variants if v.config.collect.mode != "bm25"), variants[0])
+    try:
+        await asyncio.to_thread(_fill_local, filler.config, embed)
+    except (RagauditError, ValueError, OSError) as exc:
+        raise RagauditError(f"collect.corpus: indexing failed: {redact(str(exc))}") from None
+    runs = [VariantRun(v) for v in variants]
+    backends: list[SearchBackend | None] = []
+    for run in runs:
+        try:
+            backends.append(make_search_backend(run.variant.config, embed=embed))
+        except (RagauditError, ValueError) as exc:
+            run.status, run.error = "failed", redact(str(exc))
+            backends.append(None)
+    limits: dict[str, asyncio.Semaphore] = {}
+    jobs: list[tuple[int, Question]] = []
+    for i, backend in enumerate(backends):
+        if backend is None:
+            continue
+        engine = runs[i].variant.config.collect.backend
+        limit = getattr(backend, "concurrency", _LOCAL_CONCURRENCY)
+        limits.setdefault(engine, asyncio.Semaphore(limit))
+        jobs += [(i, q) for q in questions]
+
+    async def one(i: int, q: Question) -> None:
+        run, backend = runs[i], backends[i]
+        if run.status != "ok" or backend is None:
+            return
+        cfg = run.variant.config.collect
+        field_ = cfg.filter_field
+        filters = {field_: q.filters[field_]} if field_ and field_ in q.filters else {}
+        started = time.perf_counter()
+        try:
+            async with limits[cfg.backend]:
+                hits = await backend.search(
+                    q.question, filters=filters, top_n=min(depth, cfg.top_n)
+                )
+        except Exception as exc:  # one variant's failure must not stop the others
+            if run.status == "ok":
+                run.status = "failed"
+                run.error = redact(f"question '{q.question_id}': {type(exc).__name__}: {exc}")
+            return
+        run.questions[q.question_id] = Retrieved(
+            [h.id for h in hits[:depth]], time.perf_counter() - started
+        )
+        for h in hits[:depth]:
+            texts[(q.question_id, h.id)] = h.text
+
+    try:
+        await asyncio.gather(*(one(i, q) for i, q in jobs))
+    finally:
+        for backend in backends:
+            if backend is not None:
+                await _close(backend)
+    return runs
+
+
+def prompt_tokens(judge: Judge, question: Question, text: str) -> int:
+    """Tokens of the grading prompt of one document, as the gateway counts them."""
+    messages = RELEVANCE.messages(
+        RelevanceInput(question=question.question, context=text), question.language
+    )
+    return structured_prompt_tokens(judge.model, RELEVANCE.output_model, messages)
+
+
+def from_store(
+    pool: Pool, store: JudgmentStore, judge: Judge, questions: Mapping[str, Question]
+) -> int:
+    """Fill the pool's grades from the store; returns how many were found."""
+    found = 0
+    for qid, docs in pool.texts.items():
+        q = questions[qid]
+        # Two ids holding one text (a duplicated paragraph) share one grade.
+        keys: dict[str, list[str]] = {}
+        for cid, t in docs.items():
+            keys.setdefault(grade_key(judge.model, RELEVANCE.key, q.question, t), []).append(cid)
+        for key, stored in store.lookup(keys).items():
+            for cid in keys[key]:
+                if cid not in pool.grades.get(qid, {}):
+                    pool.grades.setdefault(qid, {})[cid] = stored.grade
+                    pool.reasons[(qid, cid)] = stored.reason
+                    found += 1
+    return found
+
+
+async def grade_pairs(
+    judge: Judge,
+    questions: Mapping[str, Question],
+    todo: Mapping[str, Sequence[Mapping[str, str]]],
+) -> list[dict[str, Any]]:
+    """Grade documents, one candidate per call with the sort stage's graded prompt.
+
+    The one place a tune asks the judge (so a change of how judging is called is one edit).
+
+    Args:
+        judge: The judge.
+        questions: Question id → question.
+        todo: Question id → documents (``context_id``, ``text``) to grade.
+
+    Returns:
+        One row per document: ``question_id``, ``context_id``, ``grade`` (None when the
+        answer failed), ``reason``, ``status``, ``error``.
+    """
+    graded = await grade_candidates(judge, questions, todo, per_call=1)
+    return [row for g in graded.values() for row in g.rows]
+
+
+@dataclass
+class GradeReport:
+    """What grading the pool did."""
+
+    found_in_store: int = 0
+    graded: int = 0
+    failed: int = 0
+    left_ungraded: int = 0
+    """Pairs the budget left without a grade."""
+    estimated_tokens: int = 0
+    """Prompt tokens of the pairs sent, as counted before sending."""
+
+
+async def grade_pool(
+    pool: Pool,
+    judge: Judge,
+    questions: Mapping[str, Question],
+    store: JudgmentStore,
+    *,
+    source: str,
+    budget: int | None = None,
+) -> GradeReport:
+    """Grade the pool's ungraded pairs (store first), the baseline's first, within ``budget``.
+
+    Each batch of grades is written to the store before the next is asked, so a killed tune
+    re-pays nothing: finished batches are in the store, the batch in flight in the memo.
+    """
+    report = GradeReport(found_in_store=from_store(pool, store, judge, questions))
+    todo = pool.ungraded()
+    if budget is not None:
+        kept, spent = [], 0
+        for qid, cid in todo:
+            cost = prompt_tokens(judge, questions[qid], pool.texts[qid][cid])
+            if spent + cost > budget:
+                break
+            kept.append((qid, cid))
+            spent += cost
+        report.left_ungraded = len(todo) - len(kept)
+        report.estimated_tokens = spent
+        todo = kept
+    # One grade per key: a text pooled under two ids (or two questions of one text) is asked once.
+    same: dict[str, list[tuple[str, str]]] = {}
+    for qid, cid in todo:
+        key = grade_key(judge.model, RELEVANCE.key, questions[qid].question, pool.texts[qid][cid])
+        same.setdefault(key, []).append((qid, cid))
+    unique = [pairs[0] for pairs in same.values()]
+    for start in range(0, len(unique), _GRADE_BATCH):
+        batch = unique[start : start + _GRADE_BATCH]
+        asked: dict[str, list[dict[str, str]]] = {}
+        for qid, cid in batch:
+            asked.setdefault(qid, []).append({"context_id": cid, "text": pool.texts[qid][cid]})
+        rows = await grade_pairs(judge, questions, asked)
+        stored = []
+        for row in rows:
+            qid, cid = row["question_id"], row["context_id"]
+            report.graded += 1
+            if row["grade"] is None:
+                report.failed += 1
+                continue
+            text, q = pool.texts[qid][cid], questions[qid]
+            key = grade_key(judge.model, RELEVANCE.key, q.question, text)
+            for oq, oc in same[key]:
+                pool.grades.setdefault(oq, {})[oc] = int(row["grade"])
+                pool.reasons[(oq, oc)] = row.get("reason") or ""
+            stored.append(
+                {
+                    **row,
+                    "key": key,
+                    "judge": judge.model,
+                    "prompt": RELEVANCE.key,
+                    "question": q.question,
+                    "text": text,
+                }
+            )
+        store.add(stored, source)
+    return report
+
+
+def baseline_cost(
+    pool: Pool, runs: Sequence[VariantRun], judge: Judge, questions: Mapping[str, Question]
+) -> int:
+    """Prompt tokens of the baseline's own ungraded top-k (what any budget must cover)."""
+    base = next(r for r in runs if r.variant.name == BASELINE)
+    total = 0
+    for qid, got in base.questions.items():
+        for cid in got.ids:
+            if cid not in pool.grades.get(qid, {}):
+                total += prompt_tokens(judge, questions[qid], pool.texts[qid][cid])
+    return total
+
+
+def judge_for(config: RunConfig, gateway: Gateway, in_flight: int) -> Judge:
+    """The judge a tune grades with: the run's judge, as the sort stage builds it."""
+    return Judge.from_config(config.models, gateway, in_flight)
+
+
+__all__ = [
+    "GradeReport",
+    "Pool",
+    "Retrieved",
+    "VariantRun",
+    "baseline_cost",
+    "from_store",
+    "grade_pairs",
+    "grade_pool",
+    "judge_for",
+    "prompt_tokens",
+    "retrieve",
+]

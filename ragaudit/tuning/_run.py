@@ -1,0 +1,297 @@
+"""A tune end to end as a library call: plan, retrieve, pool, grade, decide, write.
+
+Explicit arguments (a config, a gateway), no Prefect: the ``tune`` flow, the CLI's dry run and
+the bench call these functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragaudit.cache import Gateway, items_in_flight
+from ragaudit.config import RunConfig
+from ragaudit.dataset import Question, load_questions
+from ragaudit.errors import ConfigError
+from ragaudit.tuning._plan import BASELINE, Variant, check_backend, plan_variants, variant_config
+from ragaudit.tuning._pool import (
+    GradeReport,
+    Pool,
+    VariantRun,
+    baseline_cost,
+    from_store,
+    grade_pool,
+    judge_for,
+    prompt_tokens,
+    retrieve,
+)
+from ragaudit.tuning._runs import import_run_grades
+from ragaudit.tuning._stats import Decision, Values, decide, question_metrics, split_questions
+from ragaudit.tuning._store import STORE_DIR, JudgmentStore
+
+
+def tune_dir(config: RunConfig) -> Path:
+    """``<runs_root>/<tune.name>/``."""
+    return Path(config.runs_root) / config.tune.name
+
+
+def judgment_store(config: RunConfig) -> JudgmentStore:
+    """The runs root's judgment store."""
+    return JudgmentStore(Path(config.runs_root) / STORE_DIR)
+
+
+@dataclass
+class TuneOutcome:
+    """Everything a tune found, for its outputs and its console line."""
+
+    config: RunConfig
+    questions: dict[str, Question]
+    runs: list[VariantRun]
+    pool: Pool
+    values: dict[str, dict[str, Values]]
+    judged: dict[str, float]
+    """Variant → mean judged@k over questions."""
+    decision: Decision
+    grading: GradeReport
+    splits: list[tuple[list[str], list[str]]]
+    calls: dict[str, int] = field(default_factory=dict)
+    """``calls``, ``cache_hits``, ``provider_calls`` of the grading (the gateway's counts)."""
+    excluded: int = 0
+    """Questions left out of every test: no relevant document in their pool."""
+    from_runs: int = 0
+    """Grades brought into the store from earlier runs' sort stages by this tune."""
+
+
+def _embed_of(config: RunConfig, gateway: Gateway) -> Callable[[list[str]], Any]:
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return await gateway.aembed(texts, model=config.models.embedder_model)
+
+    return embed
+
+
+def _values(
+    runs: list[VariantRun], pool: Pool, config: RunConfig
+) -> tuple[dict[str, dict[str, Values]], dict[str, float]]:
+    tune = config.tune
+    values: dict[str, dict[str, Values]] = {}
+    judged: dict[str, float] = {}
+    for run in runs:
+        if run.status != "ok":
+            continue
+        per: dict[str, Values] = {m: {} for m in tune.metrics}
+        shares = []
+        for qid, got in run.questions.items():
+            got_values, share = question_metrics(
+                got.ids,
+                pool.grades.get(qid, {}),
+                tune.depth,
+                config.sort.relevant_grade,
+                tune.metrics,
+            )
+            for m, v in got_values.items():
+                per[m][qid] = v
+            if math.isfinite(share):
+                shares.append(share)
+        values[run.variant.name] = per
+        judged[run.variant.name] = float(np.mean(shares)) if shares else math.nan
+    return values, judged
+
+
+async def _optuna_trials(
+    config: RunConfig,
+    runs: list[VariantRun],
+    pool: Pool,
+    questions: list[Question],
+    by_id: dict[str, Question],
+    embed: Any,
+    texts: dict[tuple[str, str], str],
+    grade: Callable[[], Any],
+    tuning: list[str],
+) -> None:
+    """``search: optuna``: TPE draws template parameters; each trial is a pooled variant."""
+    import optuna
+
+    tune = config.tune
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        direction="maximize", sampler=optuna.samplers.TPESampler(seed=tune.seed)
+    )
+    base = next(r for r in runs if r.variant.name == BASELINE).variant
+    primary = tune.metrics[0]
+    for n in range(1, tune.trials + 1):
+        trial = study.ask()
+        params = dict(base.params)
+        for name, rng in tune.ranges.items():
+            params[name] = (
+                trial.suggest_int(name, int(rng.low), int(rng.high), log=rng.log)
+                if rng.integer
+                else trial.suggest_float(name, rng.low, rng.high, log=rng.log)
+            )
+        for name, choices in tune.params.items():
+            if name not in tune.ranges:
+                params[name] = trial.suggest_categorical(name, choices)
+        name = f"trial-{n}"
+        variant = Variant(name, variant_config(config, {}, params, f"tune trial {n}"), {}, params)
+        [run] = await retrieve([variant], questions, tune.depth, embed, texts)
+        runs.append(run)
+        if run.status != "ok":
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        pool.add(run, baseline=False, texts=texts)
+        await grade()
+        values, _ = _values([run], pool, config)
+        xs = [v for q, v in values[name][primary].items() if q in tuning and math.isfinite(v)]
+        study.tell(trial, float(np.mean(xs)) if xs else 0.0)
+
+
+async def run_tune(
+    config: RunConfig, gateway: Gateway, *, yes: bool = False, source: str | None = None
+) -> TuneOutcome:
+    """Tune: every check first, then search, pool, grade (store first), decide.
+
+    Raises:
+        ConfigError: Any check of the ``tune`` section, a budget below the baseline's own
+            pool, or every variant failing; all before the first judge call.
+    """
+    check_backend(config)
+    variants = plan_variants(config, yes=yes)
+    tune = config.tune
+    questions = load_questions(config.questions, limit=config.limit)
+    by_id = {q.question_id: q for q in questions}
+    embed = _embed_of(config, gateway)
+    texts: dict[tuple[str, str], str] = {}
+    runs = await retrieve(variants, questions, tune.depth, embed, texts)
+    base = next(r for r in runs if r.variant.name == BASELINE)
+    if base.status != "ok":
+        raise ConfigError(f"tune: the baseline (the collect section) failed: {base.error}")
+    pool = Pool()
+    for run in runs:
+        pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
+    judge = judge_for(config, gateway, items_in_flight(config))
+    store = judgment_store(config)
+    from_runs = import_run_grades(config.runs_root, store, judge.model)
+    if tune.max_judge_tokens is not None:
+        from_store(pool, store, judge, by_id)
+        need = baseline_cost(pool, runs, judge, by_id)
+        if need > tune.max_judge_tokens:
+            raise ConfigError(
+                f"tune.max_judge_tokens: {tune.max_judge_tokens:,} tokens cannot grade even the "
+                f"baseline's own top {tune.depth} ({need:,} tokens not yet in the store); raise it"
+            )
+    splits = split_questions(list(by_id), tune.holdout, tune.seed, tune.folds)
+    total = GradeReport()
+    budget = [tune.max_judge_tokens]
+
+    async def grade() -> None:
+        got = await grade_pool(
+            pool, judge, by_id, store, source=source or f"tune:{tune.name}", budget=budget[0]
+        )
+        total.found_in_store += got.found_in_store
+        total.graded += got.graded
+        total.failed += got.failed
+        total.left_ungraded = got.left_ungraded
+        total.estimated_tokens += got.estimated_tokens
+        if budget[0] is not None:
+            budget[0] = max(0, budget[0] - got.estimated_tokens)
+
+    with gateway.scope("tune", run_id=tune.name) as counts:
+        await grade()
+        if tune.search == "optuna":
+            await _optuna_trials(
+                config, runs, pool, questions, by_id, embed, texts, grade, splits[0][0]
+            )
+    values, judged = _values(runs, pool, config)
+    primary = tune.metrics[0]
+    defined = [q for q in by_id if math.isfinite(values[BASELINE][primary].get(q, math.nan))]
+    excluded = len(by_id) - len(defined)
+    splits = [
+        ([q for q in t if q in set(defined)], [q for q in h if q in set(defined)])
+        for t, h in splits
+    ]
+    decision = decide(
+        values,
+        BASELINE,
+        tune.metrics,
+        splits,
+        alpha=config.report.alpha,
+        adjustment=config.report.adjustment,
+        resamples=config.report.compare_resamples,
+        bootstrap_samples=config.report.bootstrap_samples,
+        seed=tune.seed,
+    )
+    return TuneOutcome(
+        config=config,
+        questions=by_id,
+        runs=runs,
+        pool=pool,
+        values=values,
+        judged=judged,
+        decision=decision,
+        grading=total,
+        splits=splits,
+        calls={
+            "calls": counts.calls,
+            "cache_hits": counts.cache_hits,
+            "provider_calls": counts.provider_calls,
+        },
+        excluded=excluded,
+        from_runs=from_runs,
+    )
+
+
+@dataclass
+class DryRunLine:
+    """One variant's share of the pool before anything is paid."""
+
+    variant: str
+    status: str
+    top_k: int
+    """(question, document) pairs in its top-k."""
+    new: int
+    """Of those, pairs neither in the store nor in an earlier variant's top-k."""
+    tokens: int
+    """Prompt tokens of grading ``new``."""
+    error: str | None = None
+
+
+async def dry_run(
+    config: RunConfig, gateway: Gateway, *, yes: bool = False
+) -> tuple[list[DryRunLine], int, int, int]:
+    """Per variant the pairs and judge tokens it adds to the pool; no judge call.
+
+    Returns:
+        The lines, the pool size, the pairs already in the store, the tokens of the rest.
+    """
+    check_backend(config)
+    variants = plan_variants(config, yes=yes)
+    questions = load_questions(config.questions, limit=config.limit)
+    by_id = {q.question_id: q for q in questions}
+    texts: dict[tuple[str, str], str] = {}
+    runs = await retrieve(variants, questions, config.tune.depth, _embed_of(config, gateway), texts)
+    pool = Pool()
+    for run in runs:
+        pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
+    judge = judge_for(config, gateway, items_in_flight(config))
+    store = judgment_store(config)
+    import_run_grades(config.runs_root, store, judge.model)
+    stored = from_store(pool, store, judge, by_id)
+    seen: set[tuple[str, str]] = {(q, c) for q, g in pool.grades.items() for c in g}
+    lines = []
+    for run in runs:
+        if run.status != "ok":
+            lines.append(DryRunLine(run.variant.name, "failed", 0, 0, 0, run.error))
+            continue
+        top = [(qid, cid) for qid, got in run.questions.items() for cid in got.ids]
+        new = [p for p in top if p not in seen]
+        seen.update(new)
+        tokens = sum(prompt_tokens(judge, by_id[q], pool.texts[q][c]) for q, c in new)
+        lines.append(DryRunLine(run.variant.name, "ok", len(top), len(new), tokens))
+    return lines, pool.size, stored, sum(line.tokens for line in lines)
+
+
+__all__ = ["DryRunLine", "TuneOutcome", "dry_run", "judgment_store", "run_tune", "tune_dir"]
