@@ -3,7 +3,7 @@
 A run's figures rest on its judge: every judged metric's mean, the share of candidates judged
 relevant, the engine's NDCG@k with the judge's grades as gains. People's labels of a sample of
 the run's items (``labels.parquet``, :mod:`ragaudit.labels`) measure how far the judge agrees
-with them (:mod:`ragaudit.calibration._agreement`) and correct those figures by
+with them (the calibration's agreement figures) and correct those figures by
 prediction-powered inference (``ppi_py``, the authors' library): the judge's mean over every
 judged item plus the mean of people's label minus the judge's on the labelled ones, with power
 tuning, whose 95 % interval stays valid however biased the judge is. Its width depends on how
@@ -34,13 +34,14 @@ import numpy as np
 import polars as pl
 
 from ragaudit import labels as label_store
-from ragaudit.calibration._agreement import (
+from ragaudit.calibration import (
+    GradeLabel,
+    engine_ndcg,
     grade_agreement,
     grade_confusion,
     rater_agreement,
     score_agreement,
 )
-from ragaudit.calibration._grades import GradeLabel, engine_ndcg
 from ragaudit.noise import calibrate_grades
 from ragaudit.ranking import ndcg_at_k
 from ragaudit.reporting import bootstrap_ci

@@ -2,6 +2,12 @@
 
 # The pairwise calibration asks the judging package's pairwise prompt: its fake answer too.
 import ragaudit.judging  # noqa: F401
+from ragaudit.calibration._agreement import (
+    grade_agreement,
+    grade_confusion,
+    rater_agreement,
+    score_agreement,
+)
 from ragaudit.calibration._data import (
     WIKIEVAL_FILES,
     Labelled,
@@ -15,6 +21,7 @@ from ragaudit.calibration._grades import (
     GradeCalibrationResult,
     GradeLabel,
     calibrate_judge_grades,
+    engine_ndcg,
     load_grade_labels,
 )
 from ragaudit.calibration._run import (
@@ -47,6 +54,9 @@ __all__ = [
     "calibrate",
     "calibrate_judge_grades",
     "detector_figures",
+    "engine_ndcg",
+    "grade_agreement",
+    "grade_confusion",
     "gather_inputs",
     "load_grade_labels",
     "load_halueval",
@@ -55,8 +65,10 @@ __all__ = [
     "make_sample",
     "make_scenarios",
     "metric_deps",
+    "rater_agreement",
     "run_calibration",
     "score_jobs",
     "scenario_sample",
+    "score_agreement",
     "share_ci",
 ]
