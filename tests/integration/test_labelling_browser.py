@@ -1,4 +1,5 @@
-"""``ragaudit label`` in headless Chromium: label with the keyboard, reload, a second person.
+"""``ragaudit label`` in headless Chromium: label with the keyboard, reload, a second person,
+then the run's page on the same viewer shows the judge against those labels and the PPI figures.
 
 The command serves the page with uvicorn on loopback; Chromium (Debian's, driven by
 Playwright) may fetch nothing but that server.
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from support.cli import cli_command, cli_env
 from support.html_runs import CHROMIUM, CHROMIUM_ARGS
@@ -115,6 +117,23 @@ def _mine(run_dir: Path, annotator: str) -> dict[str, float | None]:
     return {r["item_id"]: r["label"] for r in latest if r["annotator"] == annotator}
 
 
+def _kappa(run_dir: Path) -> float:
+    """Weighted κ of the judge's grades against every person's grade labels, by scikit-learn."""
+    from sklearn.metrics import cohen_kappa_score
+
+    judge = {
+        labels.item_id("grade", r["question_id"], r["context_id"]): r["grade"]
+        for r in pq.read_table(run_dir / "verdicts.parquet").to_pylist()
+    }
+    latest = labels.latest_labels(labels.read_labels(run_dir)).to_pylist()
+    pairs = [
+        (judge[r["item_id"]], int(r["label"]))
+        for r in latest
+        if r["kind"] == "grade" and r["label"] is not None
+    ]
+    return float(cohen_kappa_score(*zip(*pairs, strict=True), weights="quadratic"))
+
+
 def test_label_with_the_keyboard_reload_and_a_second_annotator(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     run_dir = write_label_run(root, "r1")
@@ -165,6 +184,21 @@ def test_label_with_the_keyboard_reload_and_a_second_annotator(tmp_path: Path) -
             assert "bob" in page.inner_text("#who")
             assert _mine(run_dir, "bob") == {ids[p]: v for p, v in bob.items()}
             assert _mine(run_dir, "ann") == stored
+
+            # The loop closed on the same server (the viewer's app): the run's page, built
+            # afresh from the folder, holds how far the judge agrees with these labels and the
+            # figures they correct.
+            page.goto(f"{origin}/runs/r1")
+            page.wait_for_selector("#people-agreement")
+            rows = [
+                r.split("\t") for r in page.locator("#people-agreement tbody tr").all_inner_texts()
+            ]
+            kappa = next(r for r in rows if r[:3] == ["grade", "judge vs people", "weighted_kappa"])
+            assert float(kappa[3]) == pytest.approx(_kappa(run_dir), abs=0.0015)
+            assert " – " in kappa[4]  # with its interval
+            assert any(r[1] == "people vs people" for r in rows)
+            ppi = page.locator("#people-ppi tbody tr").all_inner_texts()
+            assert any(r.startswith("relevant share") for r in ppi), ppi
             assert found["errors"] == []
             assert found["outside"] == []
     assert not any(run_dir.glob(".*.tmp"))
