@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,8 +17,10 @@ from ragaudit.cli._app import (
     _overrides,
     app,
     console,
+    demo_or_config,
     err,
     load_paid_config,
+    quiet_prefect_runs,
 )
 from ragaudit.config import set_path
 from ragaudit.errors import RagauditError
@@ -48,13 +48,7 @@ def ablate(
     from ragaudit.flows.ablate import run_ablation
 
     install_log_filter()
-    if demo and config is not None:
-        raise RagauditError("--demo and --config: pick one")
-    path = ABLATE_DEMO_CONFIG if demo else config
-    if path is None:
-        raise RagauditError("ablate: give --config ablate.yaml, or --demo")
-    if demo and not ABLATE_DEMO_CONFIG.is_file():
-        raise RagauditError(f"{ABLATE_DEMO_CONFIG} not found: run the demo from the checkout")
+    path = demo_or_config("ablate", demo, config, ABLATE_DEMO_CONFIG)
     overrides = _overrides(
         judge=judge, embedder=embedder, runs_root=runs_root, limit=limit, sets=sets
     )
@@ -70,9 +64,7 @@ def ablate(
     load_questions(question_set(cfg), limit=cfg.limit)
     points = plan(cfg.ablate)
     err.print(f"ablate: {len(points)} points, {cfg.ablate.parallel} at once")
-    if not os.environ.get("RAGAUDIT_DEBUG"):
-        for name in ("prefect.flow_runs", "prefect.task_runs"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+    quiet_prefect_runs()
     out = run_ablation(cfg)
     from ragaudit.ablation import ablation_dir
 

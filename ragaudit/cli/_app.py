@@ -209,6 +209,33 @@ def load_paid_config(path: Path | None, overrides: dict[str, Any]) -> RunConfig:
     return config
 
 
+def demo_or_config(command: str, demo: bool, config: Path | None, demo_config: Path) -> Path:
+    """The config file of a command that takes ``--config FILE`` or ``--demo`` (one of them)."""
+    if demo and config is not None:
+        raise RagauditError("--demo and --config: pick one")
+    if demo:
+        if not demo_config.is_file():
+            raise RagauditError(f"{demo_config} not found: run the demo from the checkout")
+        return demo_config
+    if config is None:
+        raise RagauditError(f"{command}: give --config {command}.yaml, or --demo")
+    return config
+
+
+def quiet_prefect_runs() -> None:
+    """Leave a failure to this CLI's one clean line (``RAGAUDIT_DEBUG`` keeps Prefect's).
+
+    Prefect's own ERROR records of flow and task runs would print the same failure again with
+    tracebacks. Called once the flow's modules are imported: importing Prefect's flow API
+    configures its logging (the root's handlers, these levels).
+    """
+    import logging
+
+    if not os.environ.get("RAGAUDIT_DEBUG"):
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _num(value: float | None, digits: int = 3) -> str:
     return fixed(value, digits)
 

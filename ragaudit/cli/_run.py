@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,6 +38,7 @@ from ragaudit.cli._app import (
     err,
     field_range,
     load_paid_config,
+    quiet_prefect_runs,
 )
 from ragaudit.cli._dryrun import _dry_run
 from ragaudit.config import ModelsConfig, RunConfig
@@ -127,11 +126,7 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
             # Once the flow's modules are imported: importing Prefect's flow API configures its
             # logging (the root's handlers, these levels).
             install_log_filter()
-            if not os.environ.get("RAGAUDIT_DEBUG"):
-                # A failed stage is reported once, cleanly, by this CLI; Prefect's own ERROR
-                # records would print the same failure again with tracebacks.
-                for name in ("prefect.flow_runs", "prefect.task_runs"):
-                    logging.getLogger(name).setLevel(logging.CRITICAL)
+            quiet_prefect_runs()
             try:
                 with beating:
                     return asyncio.run(flow_for(config)(config.model_dump_json(), run_id, stages))

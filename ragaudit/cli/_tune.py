@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -24,11 +22,12 @@ from ragaudit.cli._app import (
     _overrides,
     app,
     console,
+    demo_or_config,
     err,
     load_paid_config,
+    quiet_prefect_runs,
 )
 from ragaudit.config import RunConfig, set_path
-from ragaudit.errors import RagauditError
 from ragaudit.secrets import install_log_filter, redact
 
 TUNE_DEMO_CONFIG = Path("data/demo/tune.yaml")
@@ -54,13 +53,7 @@ def tune(
 ) -> None:
     """Which collect variant retrieves better beyond noise, graded once per pooled document."""
     install_log_filter()
-    if demo and config is not None:
-        raise RagauditError("--demo and --config: pick one")
-    path = TUNE_DEMO_CONFIG if demo else config
-    if path is None:
-        raise RagauditError("tune: give --config tune.yaml, or --demo")
-    if demo and not TUNE_DEMO_CONFIG.is_file():
-        raise RagauditError(f"{TUNE_DEMO_CONFIG} not found: run the demo from the checkout")
+    path = demo_or_config("tune", demo, config, TUNE_DEMO_CONFIG)
     overrides = _overrides(
         judge=judge, embedder=embedder, runs_root=runs_root, limit=limit, sets=sets
     )
@@ -79,9 +72,7 @@ def tune(
         _dry_run(cfg, yes)
         return
     err.print(f"tune {cfg.tune.name}: {len(variants)} variants, depth {cfg.tune.depth}")
-    if not os.environ.get("RAGAUDIT_DEBUG"):
-        for name in ("prefect.flow_runs", "prefect.task_runs"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+    quiet_prefect_runs()
     from ragaudit.flows.tune import run_tuning
 
     out = run_tuning(cfg, yes=yes)
