@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from support.cli import cli_command, cli_env
-from support.html_runs import CHROMIUM, CHROMIUM_ARGS
+from support.html_runs import CHROMIUM, chromium_page, served_from
 from support.label_runs import HOSTILE, write_label_run
 
 from ragaudit import labels
@@ -59,32 +59,9 @@ def label_server(root: Path, *args: str) -> Iterator[str]:
             proc.wait()
 
 
-@contextlib.contextmanager
-def browser_page(origin: str) -> Iterator[tuple[Any, dict]]:
+def browser_page(origin: str) -> Any:
     """A headless Chromium page that may fetch from ``origin`` only; what it saw."""
-    from playwright.sync_api import sync_playwright
-
-    found: dict = {"errors": [], "outside": []}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on(
-                "console", lambda m: found["errors"].append(m.text) if m.type == "error" else None
-            )
-            page.on("pageerror", lambda e: found["errors"].append(str(e)))
-
-            def route(r: Any) -> None:
-                if r.request.url.startswith(origin + "/"):
-                    r.continue_()
-                else:
-                    found["outside"].append(r.request.url)
-                    r.abort()
-
-            page.route("**/*", route)
-            yield page, found
-        finally:
-            browser.close()
+    return chromium_page(served_from(origin))
 
 
 def _ready(page: Any, position: int) -> None:

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from support.html_runs import CHROMIUM, CHROMIUM_ARGS, UNREADABLE
+from support.html_runs import CHROMIUM, UNREADABLE, chromium_page, served_from
 from support.viewer_runs import running_view, write_runs
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
@@ -30,32 +30,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def browser_page(served: str) -> Iterator[tuple[Any, dict]]:
     """A Chromium page that may ask the viewer only; what it saw: console errors, requests."""
-    from playwright.sync_api import sync_playwright
-
     origin = "{0.scheme}://{0.netloc}".format(urlsplit(served))
-    found: dict = {"errors": [], "outside": [], "requests": 0}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on(
-                "console", lambda m: found["errors"].append(m.text) if m.type == "error" else None
-            )
-            page.on("pageerror", lambda e: found["errors"].append(str(e)))
-
-            def route(r: Any) -> None:
-                url = r.request.url
-                found["requests"] += 1
-                if url.startswith(origin + "/") or url.startswith("data:"):
-                    r.continue_()
-                else:
-                    found["outside"].append(url)
-                    r.abort()
-
-            page.route("**/*", route)
-            yield page, found
-        finally:
-            browser.close()
+    with chromium_page(served_from(origin)) as (page, found):
+        yield page, found
 
 
 def _visible_runs(page: Any) -> list[str]:
@@ -118,7 +95,7 @@ def test_list_open_compare_and_trend_in_chromium(served: str, browser_page) -> N
 
     assert found["errors"] == []
     assert found["outside"] == []
-    assert found["requests"] > 5
+    assert len(found["requests"]) > 5
 
 
 def test_off_loopback_a_printed_token_is_required(tmp_path: Path) -> None:

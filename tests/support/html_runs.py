@@ -14,7 +14,7 @@ import json
 import os
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -289,15 +289,15 @@ on zero."""
 
 
 @contextlib.contextmanager
-def offline_page(page_path: Path) -> Iterator[tuple[Any, dict]]:
-    """A headless Chromium page on ``page_path`` that may fetch nothing else.
+def chromium_page(allowed: Callable[[str], bool]) -> Iterator[tuple[Any, dict]]:
+    """A headless Chromium page that may fetch only the URLs ``allowed`` says yes to.
 
-    Yields the page (loaded) and what it saw: ``errors`` (console errors, page errors) and
-    ``requests`` (every URL asked for; all but the page itself are refused).
+    Yields the page and what it saw: ``errors`` (console errors, page errors), ``requests``
+    (every URL asked for) and ``outside`` (those refused).
     """
     from playwright.sync_api import sync_playwright
 
-    found: dict = {"errors": [], "requests": []}
+    found: dict = {"errors": [], "requests": [], "outside": []}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
@@ -308,14 +308,31 @@ def offline_page(page_path: Path) -> Iterator[tuple[Any, dict]]:
             page.on("pageerror", lambda e: found["errors"].append(str(e)))
 
             def route(r: Any) -> None:
-                found["requests"].append(r.request.url)
-                r.continue_() if r.request.url == page_path.as_uri() else r.abort()
+                url = r.request.url
+                found["requests"].append(url)
+                if allowed(url):
+                    r.continue_()
+                else:
+                    found["outside"].append(url)
+                    r.abort()
 
             page.route("**/*", route)
-            page.goto(page_path.as_uri())
             yield page, found
         finally:
             browser.close()
+
+
+def served_from(origin: str) -> Callable[[str], bool]:
+    """URLs of one server (``http://127.0.0.1:8765``), and data: URLs the page builds itself."""
+    return lambda url: url.startswith(origin + "/") or url.startswith("data:")
+
+
+@contextlib.contextmanager
+def offline_page(page_path: Path) -> Iterator[tuple[Any, dict]]:
+    """A headless Chromium page on ``page_path`` that may fetch nothing else (loaded)."""
+    with chromium_page(lambda url: url == page_path.as_uri()) as (page, found):
+        page.goto(page_path.as_uri())
+        yield page, found
 
 
 def browse(page_path: Path, *, open_all: bool = False, screenshot: Path | None = None) -> dict:
