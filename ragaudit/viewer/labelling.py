@@ -12,10 +12,11 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import pyarrow as pa
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragaudit import labels
@@ -132,6 +133,17 @@ def make_sample(
     except InputError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
     return {"total": sample.num_rows, "drawn": drawn}
+
+
+@router.post("/runs/{run_id}/label/draw")
+def draw_and_label(
+    request: Request, run_id: str, n: Annotated[int, Query(ge=1, le=100_000)] = 100
+) -> RedirectResponse:
+    """The viewer's "Label a sample" button: draw the sample (if none), then the labelling page."""
+    make_sample(request, run_id, n)
+    run_dir = _run_dir(request, run_id)
+    # 303: the browser follows with a GET, so a reload of the page never draws again.
+    return RedirectResponse(f"/runs/{quote(run_dir.name)}/label", status_code=303)
 
 
 @router.get("/runs/{run_id}/label/api/start")

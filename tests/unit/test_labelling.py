@@ -108,6 +108,24 @@ def test_a_drawn_sample_is_kept_for_every_annotator(tmp_path: Path) -> None:
     assert (run_dir / labels.SAMPLE_FILE).is_file()
 
 
+def test_the_viewers_button_draws_once_then_opens_the_labelling_page(tmp_path: Path) -> None:
+    run_dir = write_label_run(tmp_path, "r1")
+    client = _client(tmp_path)
+    first = client.post("/runs/r1/label/draw?n=5", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"] == "/runs/r1/label"
+    sample = labels.read_sample(run_dir)
+    assert sample is not None
+    # Pressed again (another tab, a second person): the kept sample, never a new draw.
+    again = client.post("/runs/r1/label/draw?n=50", follow_redirects=False)
+    assert again.status_code == 303 and labels.read_sample(run_dir).equals(sample)
+    assert client.post("/runs/..%2Fr1/label/draw").status_code == 404
+    # A form posted from another site is refused like every state-changing request.
+    assert (
+        client.post("/runs/r1/label/draw", headers={"Origin": "http://evil.test"}).status_code
+        == 403
+    )
+
+
 def test_a_run_with_nothing_judged_cannot_be_sampled(tmp_path: Path) -> None:
     run_dir = write_label_run(tmp_path, "r1")
     (run_dir / "verdicts.parquet").unlink()

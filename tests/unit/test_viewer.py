@@ -206,7 +206,9 @@ def test_loopback_hosts() -> None:
 def test_the_labelling_pages_are_part_of_the_app(client: TestClient, root: Path) -> None:
     from ragaudit import labels
 
-    assert "ragaudit label a --sample 100" in client.get("/runs/a").text
+    page = client.get("/runs/a").text
+    assert "ragaudit label a --sample 100" in page
+    assert 'action="/runs/a/label/draw?n=100"' in page
     assert client.get("/runs/a/label").status_code == 200
     # The link shows once a sample exists (what it holds is the labelling page's business).
     pq.write_table(pa.table({"item": ["x"]}), root / "a" / labels.SAMPLE_FILE)
