@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from ragaudit.cache import hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.flows.evaluate import retry_on_infrastructure
-from ragaudit.tuning import console_lines, run_tune, summary, write_outputs
+from ragaudit.tuning import console_lines, ranked, run_tune, summary, write_outputs
 
 __all__ = ["run_tuning", "tune", "tune_config"]
 
@@ -37,7 +37,12 @@ async def tune_task(config_json: str, yes: bool) -> dict[str, Any]:
     with hold_gateway(config) as gateway:
         out = await run_tune(config, gateway, yes=yes)
         folder = write_outputs(out)
-    return {**summary(out), "folder": str(folder), "lines": console_lines(out, folder)}
+    return {
+        **summary(out),
+        "folder": str(folder),
+        "lines": console_lines(out, folder),
+        "ranked": ranked(out),
+    }
 
 
 @flow(name="ragaudit-tune", log_prints=False, persist_result=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -28,6 +28,7 @@ from ragaudit.cli._app import (
     quiet_prefect_runs,
 )
 from ragaudit.config import RunConfig, set_path
+from ragaudit.numbers import fixed
 from ragaudit.secrets import install_log_filter, redact
 
 TUNE_DEMO_CONFIG = Path("data/demo/tune.yaml")
@@ -76,10 +77,36 @@ def tune(
     from ragaudit.flows.tune import run_tuning
 
     out = run_tuning(cfg, yes=yes)
+    _ranked(cfg, out["ranked"])
     for line in out["lines"]:
         console.print(escape(line), soft_wrap=True)
     for name, why in out["failed"].items():
         err.print(f"[red]variant {escape(name)} failed:[/] {escape(redact(why or ''))}")
+
+
+def _ranked(cfg: RunConfig, rows: list[dict[str, Any]]) -> None:
+    """The variants on the first metric, best first, each with its n and interval."""
+    metric = cfg.tune.metrics[0]
+    table = Table(
+        title=f"{metric} on the tuning questions (95% bootstrap CI; p against the baseline, "
+        f"{cfg.report.adjustment.upper()}-adjusted across variants)"
+    )
+    for col in ("rank", "variant", "n", "mean", "95% CI", "vs baseline", "p adj", "judged@k"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for r in rows:
+        ci = "-" if r["ci_low"] is None else f"{fixed(r['ci_low'])}-{fixed(r['ci_high'])}"
+        mark = " (recommended)" if r["recommended"] else ""
+        table.add_row(
+            str(r["rank"] or "-"),
+            escape(r["variant"]) + mark,
+            str(r["n_tuning"]),
+            fixed(r["mean"]),
+            ci,
+            fixed(r["diff"], sign=True),
+            fixed(r["p_adjusted"], 4),
+            fixed(r["judged_at_k"], 2),
+        )
+    console.print(table)
 
 
 def _dry_run(cfg: RunConfig, yes: bool) -> None:

@@ -353,6 +353,13 @@ def summary(out: TuneOutcome) -> dict[str, Any]:
     }
 
 
+def ranked(out: TuneOutcome) -> list[dict[str, Any]]:
+    """The console's table: each variant on the first metric, best first (tune.parquet rows)."""
+    primary = out.config.tune.metrics[0]
+    rows = [r for r in table_rows(out) if r["metric"] == primary and r["status"] == "ok"]
+    return sorted(rows, key=lambda r: (r["rank"] is None, r["rank"] or 0))
+
+
 def console_lines(out: TuneOutcome, folder: Path) -> list[str]:
     """The console summary."""
     d = out.decision
@@ -379,6 +386,7 @@ __all__ = [
     "TABLE",
     "calls_line",
     "console_lines",
+    "ranked",
     "moves",
     "render_html",
     "summary",

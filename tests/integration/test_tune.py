@@ -204,6 +204,11 @@ def test_dry_run_prints_pool_and_tokens_and_the_rerun_pays_nothing(tuned: dict[s
     assert f"{pool_size} judge calls" in tuned["first"]
     assert "0 judge calls (all from the store/memo" in tuned["second"]
     assert "variant rejected failed" in tuned["second"]
+    # The console's table: every variant that ran, ranked as tune.parquet ranks them.
+    table = pl.read_parquet(tuned["folder"] / "tune.parquet").filter(pl.col("status") == "ok")
+    ranked = table.filter(pl.col("metric") == table["metric"][0]).sort("rank")["variant"]
+    lines = [line for line in tuned["second"].splitlines() if line.startswith("│")]
+    assert [line.split("│")[2].split()[0] for line in lines] == ranked.to_list()
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium")
