@@ -24,7 +24,7 @@ from ragaudit.tuning._store import STORE_DIR
 BASELINE = "baseline"
 """The name of the variant that is the run's own ``collect`` section."""
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=,+-]{0,99}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=,+-]{0,99}")
 _PARAM_REF = re.compile(r"params\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)|params\s*\[\s*['\"]([^'\"]+)['\"]")
 _ENGINES = ("elasticsearch", "opensearch")
 
@@ -163,7 +163,7 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
     seen = {BASELINE: "the baseline"}
 
     def add(v: Variant, where: str) -> None:
-        if not _NAME.match(v.name):
+        if not _NAME.fullmatch(v.name):
             raise ConfigError(
                 f"{where}: variant name '{clip(v.name, 80)}' must be letters, digits and "
                 ". _ = , + - (it names a file)"

@@ -134,6 +134,17 @@ def test_named_variants_override_collect_fields_and_params(tmp_path: Path) -> No
             "tune.max_variants",
             "--yes",
         ),
+        (
+            {"params": {"boost": [1, 8], "operator": ["or"]}, "variants": {"../up": {"top_n": 5}}},
+            "tune.variants.../up",
+            "must be letters, digits",
+        ),
+        (
+            # A trailing newline would have named a file run.<name>\n.txt.
+            {"params": {"boost": [1, 8], "operator": ["or"]}, "variants": {"x\n": {"top_n": 5}}},
+            "tune.variants.x",
+            "must be letters, digits",
+        ),
         ({"baseline_params": {"boost": 1, "operator": "or"}}, "tune", "nothing to compare"),
         ({"params": {"boost": [1, 8]}}, "query_template", "params.operator"),
     ],
