@@ -274,6 +274,11 @@ def battles_cmd(
         raise RagauditError("battles: give at least two different runs")
     # The judge settings of the last run, as compare takes run B's.
     cfg = RunConfig.model_validate(run_folder(dirs[-1]).read_manifest().get("config", {}))
+    # Checked before any battle is played.
+    folder = out or (runs_root or Path("data/runs")) / new_run_id("battles")
+    if (folder / "manifest.json").exists():
+        # A run's own battles.parquet is compare's (B against A); a round robin has its own.
+        raise RagauditError(f"battles --out {folder}: a run folder; give a folder of its own")
 
     async def play() -> Any:
         with hold_gateway(cfg) as gateway:
@@ -310,7 +315,6 @@ def battles_cmd(
         )
     if failed:
         console.print(f"{failed} battle answer(s) failed and were left out")
-    folder = out or (runs_root or Path("data/runs")) / new_run_id("battles")
     folder.mkdir(parents=True, exist_ok=True)
     write_battles(rows, folder)
     write_leaderboard(board, frame.height - failed, folder)

@@ -12,6 +12,7 @@ from support.reporting_runs import write_run
 from typer.testing import CliRunner
 
 from ragaudit.cli import app
+from ragaudit.cli._app import ERROR_EXIT
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import ANSWERS, BATTLES, schema_version, to_table
 
@@ -136,3 +137,13 @@ def test_compare_page_with_battles_in_chromium(tmp_path: Path) -> None:
 
 def page_is_readable(text: str) -> bool:
     return UNREADABLE.search(text) is None
+
+
+def test_battles_out_refuses_a_run_folder_before_any_battle(tmp_path: Path) -> None:
+    _runs(tmp_path, b_good=True, extra=[])
+    result = CliRunner().invoke(
+        app, ["battles", "A", "B", "--runs-root", str(tmp_path), "--out", str(tmp_path / "B")]
+    )
+    assert result.exit_code == ERROR_EXIT, result.output
+    assert "a run folder; give a folder of its own" in result.output
+    assert not (tmp_path / "B" / "battles.parquet").exists()
