@@ -63,11 +63,13 @@ def tune(
         set_path(overrides, "tune.name", run_id)
     cfg = load_paid_config(path, overrides)
     from ragaudit.dataset import load_questions
-    from ragaudit.tuning import check_backend, plan_variants
+    from ragaudit.tuning import check_backend, grading_notes, plan_variants
 
     # Every check that needs no search runs before Prefect starts.
     check_backend(cfg)
     variants = plan_variants(cfg, yes=yes)
+    for note in grading_notes(cfg):
+        err.print(f"note: {escape(note)}", soft_wrap=True)
     load_questions(cfg.questions, limit=cfg.limit)
     if dry_run:
         _dry_run(cfg, yes)

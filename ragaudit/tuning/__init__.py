@@ -29,6 +29,7 @@ from ragaudit.tuning._plan import (
     baseline_params,
     check_backend,
     collect_section,
+    grading_notes,
     plan_variants,
     variant_config,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "import_run_grades",
     "judgment_store",
     "moves",
+    "grading_notes",
     "plan_variants",
     "prompt_tokens",
     "question_metrics",

@@ -110,6 +110,27 @@ def _name(values: Mapping[str, Any], swept: list[str]) -> str:
     return ",".join(f"{k}={values[k]}" for k in swept)
 
 
+def grading_notes(config: RunConfig) -> list[str]:
+    """What a tune's grading leaves out of the config, said before anything is paid."""
+    models = config.models
+    left = [
+        f
+        for f, on in (
+            ("models.jury", models.jury),
+            ("models.judge_repeats", models.judge_repeats > 1),
+        )
+        if on
+    ]
+    if not left:
+        return []
+    # One grade per (judge, prompt, question, document) is what makes a grade reusable across
+    # variants, tunes and runs; a jury's or repeats' combined grade would be another key.
+    return [
+        f"tune grades each pooled document once with the judge alone ({models.judge_model}); "
+        f"{' and '.join(left)} are not used for the pool"
+    ]
+
+
 def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
     """The baseline first, then the named variants, then the parameter grid's points.
 

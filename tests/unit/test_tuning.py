@@ -16,6 +16,7 @@ from ragaudit.tuning import (
     JudgmentStore,
     decide,
     grade_key,
+    grading_notes,
     plan_variants,
     question_metrics,
     split_questions,
@@ -267,3 +268,18 @@ def test_a_tune_never_writes_into_a_run_folder_or_the_store(tmp_path: Path) -> N
     for name, words in (("nightly-1", "a run folder"), ("judgments", "judgment store")):
         message = _plan_error(tmp_path, {**tune, "name": name})
         assert message.startswith(f"tune.name: '{name}' is") and words in message
+
+
+def test_a_jury_or_repeats_in_the_config_are_said_not_to_grade_the_pool(tmp_path: Path) -> None:
+    tune = {"params": {"boost": [1, 8], "operator": ["or"]}}
+    assert grading_notes(_config(tmp_path, tune)) == []
+    cfg = _config(tmp_path, tune).model_copy(
+        update={
+            "models": _config(tmp_path, tune).models.model_copy(
+                update={"jury": ("fake/judge", "fake/judge2"), "judge_repeats": 3}
+            )
+        }
+    )
+    (note,) = grading_notes(cfg)
+    assert "judge alone" in note
+    assert "models.jury and models.judge_repeats are not used" in note
