@@ -76,6 +76,7 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
     runs = write_runs(root, 3)
     run_dir = runs[1]
     judge = _plant_grades(run_dir)
+    before = {f.name for f in run_dir.iterdir()}
     with running_view(root) as url:
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
         with chromium_page(served_from(origin)) as (page, found):
@@ -147,6 +148,7 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
             ]
             pairs = [(judge[i], int(v)) for (_, i), v in stored.items()]
             kappa = _row(rows, "judge vs people", "weighted_kappa")
+            assert float(kappa[3]) < 0.9  # the planted disagreement shows
             assert float(kappa[3]) == pytest.approx(
                 cohen_kappa_score(*zip(*pairs, strict=True), weights="quadratic"), abs=0.0015
             )
@@ -171,4 +173,8 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
 
             assert found["errors"] == []
             assert found["outside"] == []
+    # The viewer wrote the sample and the labels into the run (and the labels' lock), nothing
+    # else; no half-written file is left.
+    added = {f.name for f in run_dir.iterdir()} - before
+    assert added - {".labels.lock"} == {labels.SAMPLE_FILE, labels.FILE}
     assert not any(run_dir.glob(".*.tmp"))
