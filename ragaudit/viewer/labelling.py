@@ -45,6 +45,7 @@ _PAGE = """<!doctype html>
   <h1>Label <span id="run"></span></h1>
   <p id="progress" aria-live="polite"></p>
   <p id="who"></p>
+  <p><a id="run-page">The run's report: the judge against these labels</a></p>
 </header>
 <form id="name-form" hidden>
   <label for="name">Your name (kept with every label you give):</label>

@@ -141,7 +141,8 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
 
             # The run's page again, built afresh since labels.parquet changed: the judge
             # against these people, the people against each other, the corrected figures.
-            page.goto(f"{origin}/runs/{LABELLED}")
+            page.click("#run-page")
+            page.wait_for_url(f"{origin}/runs/{LABELLED}")
             page.wait_for_selector("#people-agreement", timeout=60_000)
             rows = [
                 r.split("\t") for r in page.locator("#people-agreement tbody tr").all_inner_texts()
