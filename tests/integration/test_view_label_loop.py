@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from support.html_runs import CHROMIUM, chromium_page, served_from
@@ -170,7 +171,21 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
             assert float(share[1].split()[0]) == pytest.approx(judge_share, abs=0.0015)
             assert int(share[2]) == len(judged)
             assert re.fullmatch(r"-?[\d.]+ \(-?[\d.]+ – -?[\d.]+\)", share[3]), share
-            assert int(share[4]) > 0
+            # The same figures from the files by ppi_py: each labelled candidate's people's
+            # relevant share against the judge's call (every stratum was drawn whole: weight 1).
+            from ppi_py import ppi_mean_pointestimate
+
+            people: dict[str, list[float]] = {}
+            for (_, i), v in stored.items():
+                people.setdefault(i, []).append(float(v >= 2))
+            y = np.array([np.mean(v) for v in people.values()])
+            f = np.array([float(judge[i] >= 2) for i in people])
+            every = np.array([float(g >= 2) for g in judged])
+            ppi_mean = float(np.asarray(ppi_mean_pointestimate(y, f, every)).ravel()[0])
+            assert float(share[3].split()[0]) == pytest.approx(ppi_mean, abs=0.0015)
+            assert abs(ppi_mean - judge_share) > 0.01  # the people moved the judge's figure
+            assert int(share[4]) == len(people) == 20
+            assert float(share[5].split()[0]) == pytest.approx(float(y.mean()), abs=0.0015)
 
             assert found["errors"] == []
             assert found["outside"] == []
