@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragaudit import labels
 from ragaudit.errors import InputError
+from ragaudit.viewer._pages import _message
 from ragaudit.viewer._paths import run_path
 
 router = APIRouter()
@@ -44,6 +45,7 @@ _PAGE = """<!doctype html>
   <h1>Label <span id="run"></span></h1>
   <p id="progress" aria-live="polite"></p>
   <p id="who"></p>
+  <p><a id="run-page">The run's report: the judge against these labels</a></p>
 </header>
 <form id="name-form" hidden>
   <label for="name">Your name (kept with every label you give):</label>
@@ -135,13 +137,17 @@ def make_sample(
     return {"total": sample.num_rows, "drawn": drawn}
 
 
-@router.post("/runs/{run_id}/label/draw")
+@router.post("/runs/{run_id}/label/draw", response_model=None)
 def draw_and_label(
     request: Request, run_id: str, n: Annotated[int, Query(ge=1, le=100_000)] = 100
-) -> RedirectResponse:
+) -> RedirectResponse | HTMLResponse:
     """The viewer's "Label a sample" button: draw the sample (if none), then the labelling page."""
-    make_sample(request, run_id, n)
     run_dir = _run_dir(request, run_id)
+    try:
+        labels.ensure_sample(run_dir, n)
+    except InputError as exc:
+        # A form's answer is a page a person reads (the API's JSON would show raw in the tab).
+        return _message("Nothing to label", str(exc), 409)
     # 303: the browser follows with a GET, so a reload of the page never draws again.
     return RedirectResponse(f"/runs/{quote(run_dir.name)}/label", status_code=303)
 

@@ -134,6 +134,17 @@ def test_a_run_with_nothing_judged_cannot_be_sampled(tmp_path: Path) -> None:
         labels.draw_sample(run_dir, 10)
 
 
+def test_the_button_on_a_run_with_nothing_judged_answers_with_a_page(tmp_path: Path) -> None:
+    run_dir = write_label_run(tmp_path / "runs", "r1")
+    (run_dir / "verdicts.parquet").unlink()
+    (run_dir / "scores.parquet").unlink()
+    answer = _client(tmp_path / "runs").post("/runs/r1/label/draw?n=5", follow_redirects=False)
+    assert answer.status_code == 409
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "nothing to label" in answer.text and "Back to the runs" in answer.text
+    assert not (run_dir / labels.SAMPLE_FILE).exists()
+
+
 def test_items_served_are_blind_to_the_judge(run_dir: Path) -> None:
     client = _client(run_dir.parent)
     judged = RunFolder(run_dir.parent, "r1").read("verdicts")["reason"].to_pylist()

@@ -233,6 +233,8 @@
   });
 
   document.addEventListener("DOMContentLoaded", () => {
+    // Back to the run's page, built afresh with every label given here.
+    $("run-page").href = runBase;
     $("name-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const name = $("name").value.trim();
