@@ -43,7 +43,6 @@ What is measured and what is assumed:
 from __future__ import annotations
 
 import math
-import random
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field, fields, replace
@@ -402,56 +401,6 @@ async def estimate_collect(plan: Plan) -> None:
 
 # -- sort ---------------------------------------------------------------------------------
 
-_comparisons_memo: dict[tuple[Any, ...], float] = {}
-
-
-async def simulated_comparisons(
-    strategy: str,
-    n: int,
-    top_k: int | None = None,
-    orderings: int = 3,
-    tie_share: float = 0.0,
-    options: dict[str, Any] | None = None,
-) -> float:
-    """Distinct pairs ``strategy`` asks to order ``n`` items, on a simulated judge.
-
-    The judge knows a true order and answers by it, except that it leaves a ``tie_share`` of
-    the pairs tied (drawn per pair from a seeded generator). The mean over ``orderings``
-    random input orders. ``options``: the strategy's own settings, as the sort stage passes them.
-    """
-    from ragaudit.ordering import STRATEGIES
-
-    settings = dict(options or {})
-    key = (strategy, n, top_k, orderings, round(tie_share, 6), tuple(sorted(settings.items())))
-    if key in _comparisons_memo:
-        return _comparisons_memo[key]
-    if n < 2:
-        return 0.0
-    total = 0
-    for seed in range(max(1, orderings)):
-        items = [f"c{i}" for i in range(n)]
-        draw = random.Random(seed)
-        truth = {item: rank for rank, item in enumerate(draw.sample(items, n))}
-        tied = {
-            frozenset((a, b))
-            for i, a in enumerate(items)
-            for b in items[i + 1 :]
-            if draw.random() < tie_share
-        }
-        asked: set[frozenset[str]] = set()
-
-        async def compare(a: str, b: str) -> int:
-            pair = frozenset((a, b))
-            asked.add(pair)  # noqa: B023  (each ordering has its own sets)
-            if pair in tied:  # noqa: B023
-                return 0
-            return -1 if truth[a] < truth[b] else 1  # noqa: B023
-
-        await STRATEGIES[strategy](items, compare, top_k=top_k, **settings)
-        total += len(asked)
-    _comparisons_memo[key] = total / max(1, orderings)
-    return _comparisons_memo[key]
-
 
 def _structured(prompt: Any, inp: Any, language: str) -> list[dict[str, Any]]:
     """What the gateway's structured call sends for a typed prompt (its own message layout)."""
@@ -467,9 +416,14 @@ async def estimate_sort(plan: Plan) -> None:
     every grading model (the jury, else the judge) ``judge_repeats`` times; a jury's members
     each get their line, counted with their own tokenizer.
     """
-    from ragaudit.judging import Judge, grade_plan, plan_grades, sample_judges
-    from ragaudit.ordering import options_for
-    from ragaudit.prompts import PAIRWISE, PairwiseInput
+    from ragaudit.judging import (
+        Judge,
+        OrderOptions,
+        grade_plan,
+        plan_grades,
+        plan_order,
+        sample_judges,
+    )
 
     config = plan.config
     cfg = config.sort
@@ -480,7 +434,7 @@ async def estimate_sort(plan: Plan) -> None:
     judge = config.models.judge_model
     share = plan.share("relevant_share")
     ties = plan.share("tie_share")
-    options = options_for(cfg.strategy, cfg.model_dump())
+    ordering = OrderOptions.from_sort(cfg)
     models = config.models
     samples = grade_plan(
         models.graders, models.judge_repeats, models.temperature, config.score.sampling_temperature
@@ -492,8 +446,8 @@ async def estimate_sort(plan: Plan) -> None:
         )
         for s in samples
     }
-    pairs = plan.line("sort", f"pairwise comparisons ({cfg.strategy})", judge)
-    orders = 2 if cfg.both_orders else 1
+    # Created first so the table keeps its row even when no question has a pair to compare.
+    plan.line("sort", f"pairwise comparisons ({cfg.strategy})", judge)
     # The grading's own plan: every sample's requests as grade_candidates sends them.
     sizer = Judge.from_config(models, None, 1)  # type: ignore[arg-type]  # it never calls
     graders = sample_judges(sizer, samples, models)
@@ -512,62 +466,31 @@ async def estimate_sort(plan: Plan) -> None:
             verdicts.tokens_out += plan.reply_tokens("sort", r.prompt_version, "verdict_tokens")
         relevant = cands[: round(share * len(cands))]
         plan.relevant[q.question_id] = relevant
-        if cfg.order != "full":
-            if cfg.order == "head" and relevant:
-                _estimate_head(plan, q, relevant)
-            continue
-        n = await simulated_comparisons(
-            cfg.strategy, len(relevant), cfg.top_k_exact, plan.assume.orderings, ties, options
-        )
-        if not n:
-            continue
 
-        def pairwise(first: str, second: str, q: Question = q) -> int:
-            inp = PairwiseInput(question=q.question, context_1=first, context_2=second)
-            return _prompt_tokens(judge, _structured(PAIRWISE, inp, q.language))
+        def tokens(prompt: Any, inp: Any, q: Question = q) -> int:
+            return _prompt_tokens(judge, _structured(prompt, inp, q.language))
 
-        # A comparison's prompt is the empty prompt plus its two contexts: the mean pair costs
-        # the empty prompt plus twice the mean context.
-        empty = pairwise("", "")
-        mean_context = sum(pairwise(t, "") - empty for _, t in relevant) / len(relevant)
-        pairs.calls += orders * n
-        pairs.tokens_in += orders * n * (empty + 2 * mean_context)
-        pairs.tokens_out += orders * n * plan.reply_tokens("sort", PAIRWISE.key, "verdict_tokens")
+        # The ordering's own plan (judging.plan_order), priced here.
+        for step in await plan_order(
+            ordering,
+            q,
+            [t for _, t in relevant],
+            tokens,
+            orderings=plan.assume.orderings,
+            tie_share=ties,
+        ):
+            line = plan.line("sort", step.step, judge)
+            line.calls += step.calls
+            line.tokens_in += step.tokens_in
+            line.tokens_out += step.calls * plan.reply_tokens(
+                "sort", step.prompt_key, "verdict_tokens"
+            )
     plan.notes.append(
         f"sort: the first {share:.0%} of each question's candidates taken as relevant; "
         f"comparisons counted by running '{cfg.strategy}' on a simulated judge that leaves "
         f"{ties:.0%} of pairs tied, each asked in "
         + ("both orders" if cfg.both_orders else "one order")
     )
-
-
-def _estimate_head(plan: Plan, q: Question, relevant: list[tuple[str, str]]) -> None:
-    """The head ordering's setwise or listwise calls, on a pool of every relevant candidate."""
-    from ragaudit.judging import setwise_calls, window_calls
-    from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, Prompt, SetwiseInput
-
-    cfg = plan.config.sort
-    judge = plan.config.models.judge_model
-    n = len(relevant)
-    prompt: Prompt[Any, Any]
-    if cfg.head_method == "window":
-        calls, size, prompt = (
-            window_calls(n, cfg.head_k, cfg.window, cfg.head_votes),
-            cfg.window,
-            LISTWISE,
-        )
-        model: Any = ListwiseInput
-    else:
-        calls, size, prompt = setwise_calls(n, cfg.head_k, cfg.set_size), cfg.set_size, SETWISE
-        model = SetwiseInput
-    shown = [Passage(id=i, text=t) for i, (_, t) in enumerate(relevant[: min(n, size)], 1)]
-    tokens = _prompt_tokens(
-        judge, _structured(prompt, model(question=q.question, passages=shown), q.language)
-    )
-    line = plan.line("sort", f"head ordering ({cfg.head_method})", judge)
-    line.calls += calls
-    line.tokens_in += calls * tokens
-    line.tokens_out += calls * plan.reply_tokens("sort", prompt.key, "verdict_tokens")
 
 
 # -- ground_truth -------------------------------------------------------------------------
@@ -949,6 +872,5 @@ __all__ = [
     "estimate_score",
     "estimate_sort",
     "finish_plan",
-    "simulated_comparisons",
     "start_plan",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -757,6 +758,58 @@ async def sample_sort(
     return _flatten(blocks, board.tied)
 
 
+# -- plan (the dry run) ---------------------------------------------------------------
+
+_comparisons_memo: dict[tuple[Any, ...], float] = {}
+
+
+async def simulated_comparisons(
+    strategy: str,
+    n: int,
+    top_k: int | None = None,
+    orderings: int = 3,
+    tie_share: float = 0.0,
+    options: dict[str, Any] | None = None,
+) -> float:
+    """Distinct pairs ``strategy`` asks to order ``n`` items, on a simulated judge.
+
+    The judge knows a true order and answers by it, except that it leaves a ``tie_share`` of
+    the pairs tied (drawn per pair from a seeded generator). The mean over ``orderings``
+    random input orders. ``options``: the strategy's own settings, as the sort stage passes them.
+    The ordering's own plan: the dry run counts the pairwise calls through it.
+    """
+    settings = dict(options or {})
+    key = (strategy, n, top_k, orderings, round(tie_share, 6), tuple(sorted(settings.items())))
+    if key in _comparisons_memo:
+        return _comparisons_memo[key]
+    if n < 2:
+        return 0.0
+    total = 0
+    for seed in range(max(1, orderings)):
+        items = [f"c{i}" for i in range(n)]
+        draw = random.Random(seed)
+        truth = {item: rank for rank, item in enumerate(draw.sample(items, n))}
+        tied = {
+            frozenset((a, b))
+            for i, a in enumerate(items)
+            for b in items[i + 1 :]
+            if draw.random() < tie_share
+        }
+        asked: set[frozenset[str]] = set()
+
+        async def compare(a: str, b: str) -> int:
+            pair = frozenset((a, b))
+            asked.add(pair)  # noqa: B023  (each ordering has its own sets)
+            if pair in tied:  # noqa: B023
+                return 0
+            return -1 if truth[a] < truth[b] else 1  # noqa: B023
+
+        await STRATEGIES[strategy](items, compare, top_k=top_k, **settings)
+        total += len(asked)
+    _comparisons_memo[key] = total / max(1, orderings)
+    return _comparisons_memo[key]
+
+
 __all__ = [
     "OPTIONS",
     "STRATEGIES",
@@ -768,5 +821,6 @@ __all__ = [
     "options_for",
     "parallel_quicksort",
     "sample_sort",
+    "simulated_comparisons",
     "strategy",
 ]

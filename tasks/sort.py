@@ -64,19 +64,7 @@ def prompt_budget(ctx: StageContext) -> int:
 
 def order_options(ctx: StageContext) -> OrderOptions:
     """The ordering settings of the config's ``sort`` section."""
-    cfg = ctx.config.sort
-    return OrderOptions(
-        order=cfg.order,
-        head_k=cfg.head_k,
-        head_method=cfg.head_method,
-        set_size=cfg.set_size,
-        window=cfg.window,
-        votes=cfg.head_votes,
-        strategy=cfg.strategy,
-        strategy_options=cfg.model_dump(),
-        both_orders=cfg.both_orders,
-        top_k_exact=cfg.top_k_exact,
-    )
+    return OrderOptions.from_sort(ctx.config.sort)
 
 
 async def judge_relevance(

@@ -41,10 +41,12 @@ from ragaudit.judging._jury import (
 from ragaudit.judging._order import (
     Ordered,
     OrderOptions,
+    PlannedCalls,
     by_grade,
     head_pool,
     order_one,
     order_questions,
+    plan_order,
 )
 from ragaudit.judging._pairwise import PairwiseJudge
 
@@ -58,6 +60,7 @@ __all__ = [
     "Judge",
     "OrderOptions",
     "Ordered",
+    "PlannedCalls",
     "PairwiseJudge",
     "Placement",
     "PreviousHead",
@@ -75,6 +78,7 @@ __all__ = [
     "incremental_head",
     "order_one",
     "order_questions",
+    "plan_order",
     "parsed",
     "plan_grades",
     "sample_judges",

@@ -21,7 +21,7 @@ from typing import Any
 
 from ragaudit.dataset import Question
 from ragaudit.judging._judge import Judge, Spend, parsed, shown_order
-from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, SetwiseInput
+from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, Prompt, SetwiseInput
 from ragaudit.windowing import fit_text
 
 HeadMethod = Callable[..., Awaitable[list[str]]]
@@ -241,10 +241,20 @@ def setwise_calls(n: int, k: int, set_size: int = 4) -> int:
     return (n - 2) // d + 1 + min(k, n) * depth
 
 
+def plan_head(
+    method: str, n: int, k: int, *, window: int = 20, votes: int = 2, set_size: int = 4
+) -> tuple[int, int, Prompt[Any, Any]]:
+    """The head's plan for a pool of ``n``: (calls, passages shown per call, the prompt)."""
+    if method == "window":
+        return window_calls(n, k, window, votes), window, LISTWISE
+    return setwise_calls(n, k, set_size), set_size, SETWISE
+
+
 __all__ = [
     "HEAD_METHODS",
     "SetJudge",
     "head_method",
+    "plan_head",
     "setwise_calls",
     "setwise_heap",
     "sliding_window",

@@ -15,18 +15,27 @@ candidates in another order is answered from the memo.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ragaudit import progress
 from ragaudit.dataset import Question
 from ragaudit.judging._grades import Graded
-from ragaudit.judging._head import HEAD_METHODS, SetJudge
+from ragaudit.judging._head import HEAD_METHODS, SetJudge, plan_head
 from ragaudit.judging._incremental import HeadSource, PreviousHead, incremental_head
 from ragaudit.judging._judge import Judge, Spend, gather_limited, stable_key
 from ragaudit.judging._pairwise import PairwiseJudge
-from ragaudit.ordering import STRATEGIES, options_for
+from ragaudit.ordering import STRATEGIES, options_for, simulated_comparisons
+from ragaudit.prompts import (
+    LISTWISE,
+    PAIRWISE,
+    ListwiseInput,
+    PairwiseInput,
+    Passage,
+    Prompt,
+    SetwiseInput,
+)
 
 OrderMode = Literal["full", "head", "none"]
 
@@ -45,6 +54,22 @@ class OrderOptions:
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
     both_orders: bool = True
     top_k_exact: int | None = None
+
+    @classmethod
+    def from_sort(cls, cfg: Any) -> OrderOptions:
+        """The options from the config's ``sort`` section (the sort stage and the dry run)."""
+        return cls(
+            order=cfg.order,
+            head_k=cfg.head_k,
+            head_method=cfg.head_method,
+            set_size=cfg.set_size,
+            window=cfg.window,
+            votes=cfg.head_votes,
+            strategy=cfg.strategy,
+            strategy_options=cfg.model_dump(),
+            both_orders=cfg.both_orders,
+            top_k_exact=cfg.top_k_exact,
+        )
 
     @property
     def method(self) -> str:
@@ -225,12 +250,96 @@ async def order_questions(
         return await gather_limited(list(candidates), order, limit=judge.in_flight)
 
 
+@dataclass
+class PlannedCalls:
+    """Calls one step of the ordering would ask, and their prompt tokens (the dry run's line)."""
+
+    step: str
+    calls: float
+    tokens_in: float
+    prompt_key: str
+
+
+TokenCount = Callable[[Prompt[Any, Any], Any], int]
+"""Prompt tokens of one typed prompt's input, as the gateway would send it."""
+
+
+async def plan_order(
+    options: OrderOptions,
+    question: Question,
+    relevant: Sequence[str],
+    tokens: TokenCount,
+    *,
+    orderings: int = 3,
+    tie_share: float = 0.0,
+) -> list[PlannedCalls]:
+    """The ordering's plan for one question's relevant texts, without asking the judge.
+
+    ``head``: the head method's calls (:func:`plan_head`), each priced at a prompt holding the
+    first passages. ``full``: the pairs the strategy asks on a simulated judge
+    (:func:`ragaudit.ordering.simulated_comparisons`), each asked in one or both orders, priced
+    at the empty prompt plus twice the mean context.
+    """
+    n = len(relevant)
+    if options.order == "head":
+        if not n:
+            return []
+        calls, size, prompt = plan_head(
+            options.head_method,
+            n,
+            options.head_k,
+            window=options.window,
+            votes=options.votes,
+            set_size=options.set_size,
+        )
+        model: Any = ListwiseInput if prompt is LISTWISE else SetwiseInput
+        shown = [Passage(id=i, text=t) for i, t in enumerate(relevant[: min(n, size)], 1)]
+        one = tokens(prompt, model(question=question.question, passages=shown))
+        return [
+            PlannedCalls(f"head ordering ({options.head_method})", calls, calls * one, prompt.key)
+        ]
+    if options.order != "full":
+        return []
+    pairs = await simulated_comparisons(
+        options.strategy,
+        n,
+        options.top_k_exact,
+        orderings,
+        tie_share,
+        options_for(options.strategy, dict(options.strategy_options)),
+    )
+    if not pairs:
+        return []
+
+    def pairwise(first: str, second: str) -> int:
+        return tokens(
+            PAIRWISE, PairwiseInput(question=question.question, context_1=first, context_2=second)
+        )
+
+    # A comparison's prompt is the empty prompt plus its two contexts: the mean pair costs the
+    # empty prompt plus twice the mean context.
+    empty = pairwise("", "")
+    mean_context = sum(pairwise(t, "") - empty for t in relevant) / n
+    asked = (2 if options.both_orders else 1) * pairs
+    return [
+        PlannedCalls(
+            f"pairwise comparisons ({options.strategy})",
+            asked,
+            asked * (empty + 2 * mean_context),
+            PAIRWISE.key,
+        )
+    ]
+
+
 __all__ = [
     "OrderMode",
     "OrderOptions",
     "Ordered",
+    "PlannedCalls",
+    "TokenCount",
     "by_grade",
     "head_pool",
     "order_one",
     "order_questions",
+    "plan_order",
 ]

@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 from ragaudit.cache._fake import FakeRequest
 from ragaudit.config import RunConfig, load_config
 from ragaudit.dataset import load_questions
-from ragaudit.dryrun import Assumptions, simulated_comparisons
+from ragaudit.dryrun import Assumptions
 from ragaudit.errors import ConfigError
 from ragaudit.estimate import price
 from ragaudit.flows import estimate_run
 from ragaudit.flows.evaluate import evaluate
+from ragaudit.ordering import simulated_comparisons
 from ragaudit.runfolder import RunFolder
 
 DEMO = REPO / "data" / "demo"

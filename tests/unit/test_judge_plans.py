@@ -7,9 +7,18 @@ from typing import Any
 import pytest
 
 from ragaudit.dataset import Question
-from ragaudit.judging import CountingJudge, Judge, grade_candidates, plan_grades
+from ragaudit.judging import (
+    CountingJudge,
+    Judge,
+    OrderOptions,
+    grade_candidates,
+    plan_grades,
+    plan_order,
+    sliding_window,
+)
 from ragaudit.nuggets import NuggetExtractor
-from ragaudit.prompts import RELEVANCE, RelevanceInput
+from ragaudit.ordering import simulated_comparisons
+from ragaudit.prompts import LISTWISE, PAIRWISE, RELEVANCE, RelevanceInput
 from ragaudit.windowing import QuestionJudge
 
 QUESTION = Question(question_id="q", question="Where is the widget made?")
@@ -60,3 +69,60 @@ async def test_the_nugget_plan_is_the_extraction_s_map_calls(fake, gateway) -> N
     extracted = [r.messages for r in fake.stats.requests if r.title == "ExtractedNuggets"]
     assert len(planned.answers) == len(extracted) > 1
     assert user_texts(planned.answers) == user_texts(extracted)
+
+
+class _CountingSetJudge:
+    """A set judge that answers by a fixed true order and counts its calls."""
+
+    def __init__(self, truth: list[str]) -> None:
+        self.rank_of = {c: i for i, c in enumerate(truth)}
+        self.calls = 0
+
+    async def best(self, ids: list[str]) -> str | None:
+        self.calls += 1
+        return min(ids, key=self.rank_of.__getitem__)
+
+    async def rank(self, ids: list[str], salt: str = "") -> list[str] | None:
+        self.calls += 1
+        return sorted(ids, key=self.rank_of.__getitem__)
+
+
+@pytest.mark.parametrize(("n", "head_k", "window"), [(1, 10, 20), (7, 10, 4), (30, 10, 20)])
+async def test_the_window_head_plan_is_what_sliding_window_asks(
+    n: int, head_k: int, window: int
+) -> None:
+    pool = [f"c{i}" for i in range(n)]
+    judge = _CountingSetJudge(list(reversed(pool)))
+    await sliding_window(pool, judge, head_k, window=window, votes=2)
+    options = OrderOptions(order="head", head_k=head_k, window=window, votes=2)
+    steps = await plan_order(options, QUESTION, [f"text {c}" for c in pool], lambda p, i: 100)
+    assert [s.step for s in steps] == ["head ordering (window)"]
+    assert steps[0].calls == judge.calls
+    assert steps[0].tokens_in == judge.calls * 100
+    assert steps[0].prompt_key == LISTWISE.key
+
+
+async def test_the_full_order_plan_counts_each_pair_in_both_orders() -> None:
+    texts = ["one", "two", "three", "four"]
+    seen: list[Any] = []
+
+    def tokens(prompt: Any, inp: Any) -> int:
+        seen.append(inp)
+        return 10 + len(inp.context_1) + len(inp.context_2)
+
+    both = await plan_order(OrderOptions(order="full", strategy="merge"), QUESTION, texts, tokens)
+    one = await plan_order(
+        OrderOptions(order="full", strategy="merge", both_orders=False), QUESTION, texts, tokens
+    )
+    pairs = await simulated_comparisons("merge", 4)
+    assert both[0].calls == 2 * pairs and one[0].calls == pairs
+    # The empty prompt plus twice the mean context: 10 + 2 * mean(len(text)).
+    mean = sum(len(t) for t in texts) / len(texts)
+    assert one[0].tokens_in == pytest.approx(pairs * (10 + 2 * mean))
+    assert {s.prompt_key for s in both + one} == {PAIRWISE.key}
+    assert all(i.question == QUESTION.question for i in seen)
+
+
+async def test_no_order_plans_no_ordering_call() -> None:
+    assert await plan_order(OrderOptions(order="none"), QUESTION, ["a", "b"], lambda p, i: 1) == []
+    assert await plan_order(OrderOptions(order="head"), QUESTION, [], lambda p, i: 1) == []
