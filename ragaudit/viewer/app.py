@@ -19,6 +19,7 @@ from fastapi.responses import PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from ragaudit.errors import RagauditError
 from ragaudit.viewer import labelling
 from ragaudit.viewer._pages import router
 
@@ -48,6 +49,14 @@ def create_app(
         StaticFiles(directory=Path(__file__).with_name("static")),
         name="static",
     )
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        # A damaged or foreign file in a run folder (the labels store, the sample): its one-line
+        # message, named relative to the runs root so no server path reaches the browser.
+        root = str(Path(runs_root).resolve())
+        return PlainTextResponse(str(exc).replace(root + "/", "").replace(root, "."), 409)
+
+    app.add_exception_handler(RagauditError, refused)
     if token is None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))
 
