@@ -3,8 +3,9 @@
 On loopback with no token, the app answers only requests addressed to a loopback name (a web
 page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1). With a token (``serve``
 makes one for any other host), every request must carry it, as ``?token=`` once (the answer
-sets a cookie) or as that cookie. A state-changing request from another origin is refused
-either way, so a page elsewhere cannot post labels through the annotator's browser.
+sets a cookie and sends the browser to the address without it) or as that cookie. A state-
+changing request from another origin is refused either way, so a page elsewhere cannot post
+labels through the annotator's browser.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -77,9 +78,21 @@ def create_app(
                 "a token is required: open the address `ragaudit view` printed when it started",
                 401,
             )
-        response = await call_next(request)
+        if given and request.method in ("GET", "HEAD"):
+            # The token moves into the cookie and out of the address at once: an address that
+            # holds it would stay in the history, be shared with a copied link, or be sent on
+            # as a Referer.
+            rest = urlencode(
+                [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            )
+            response: Response = RedirectResponse(
+                request.url.path + (f"?{rest}" if rest else ""), status_code=303
+            )
+        else:
+            response = await call_next(request)
         if given:
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
         return response
 
     return app
