@@ -27,6 +27,7 @@ from ragaudit.viewer._pages import router
 TOKEN_COOKIE = "ragaudit_view_token"
 # As a Host header names them (an IPv6 address in brackets).
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+MAX_BODY = 64 * 1024
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -69,6 +70,13 @@ def create_app(
             origin = request.headers.get("origin")
             if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
                 return PlainTextResponse("refused: a request from another origin", 403)
+            # A label is a few hundred bytes: a body of megabytes (or one of unknown length)
+            # would be read whole into memory before any check of its fields.
+            length = request.headers.get("content-length", "0")
+            if "transfer-encoding" in request.headers or not length.isdigit():
+                return PlainTextResponse("refused: a body must state its length", 411)
+            if int(length) > MAX_BODY:
+                return PlainTextResponse(f"refused: a body over {MAX_BODY // 1024} KiB", 413)
         if token is None:
             return await call_next(request)
         given = request.query_params.get("token")

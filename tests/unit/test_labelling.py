@@ -360,3 +360,19 @@ def test_a_damaged_or_foreign_labels_store_is_one_409_line_and_is_kept(
         assert str(run_dir.parent.resolve()) not in answer.text
     # The labels already given are not overwritten by the refused POST.
     assert store.read_bytes() == before
+
+
+def test_a_huge_label_post_is_refused_before_it_is_read(run_dir: Path) -> None:
+    client = _client(run_dir.parent)
+    huge = b'{"position": 0, "item_id": "' + b"x" * (1024 * 1024) + b'"}'
+    refused = client.post(
+        "/runs/r1/label/api/labels", content=huge, headers={"content-type": "application/json"}
+    )
+    assert refused.status_code == 413 and "KiB" in refused.text
+    unsized = client.post(
+        "/runs/r1/label/api/labels",
+        content=iter([b"{}"]),
+        headers={"content-type": "application/json"},
+    )
+    assert unsized.status_code == 411
+    assert not (run_dir / labels.FILE).exists()
