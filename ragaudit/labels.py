@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from ragaudit import atomic, schemas
 from ragaudit.errors import InputError
-from ragaudit.runfolder import RunFolder, read_parquet_file
+from ragaudit.runfolder import DamagedRunFile, RunFolder, read_parquet_file
 from ragaudit.trec import qrels_text
 
 FILE = "labels.parquet"
@@ -60,7 +60,23 @@ def read_labels(run_dir: Path) -> pa.Table:
     path = Path(run_dir) / FILE
     if not path.exists():
         return schemas.LABELS.empty_table()
-    return read_parquet_file(path)
+    return _of_schema(read_parquet_file(path), schemas.LABELS, path)
+
+
+def _of_schema(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
+    """``table`` cast to ``schema``; a file of other columns is refused in one line.
+
+    A file copied in from elsewhere would otherwise fail later inside a sort or a concat.
+    """
+    missing = [name for name in schema.names if name not in table.column_names]
+    try:
+        if missing:
+            raise pa.ArrowInvalid(f"no column {', '.join(missing)}")
+        return table.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise DamagedRunFile(
+            f"{path}: not a ragaudit {path.name} ({exc}); move it away to start it anew"
+        ) from None
 
 
 def append_labels(run_dir: Path, rows: list[dict[str, Any]]) -> None:
@@ -247,7 +263,7 @@ def read_sample(run_dir: Path) -> pa.Table | None:
     path = Path(run_dir) / SAMPLE_FILE
     if not path.is_file():
         return None
-    return read_parquet_file(path).sort_by("position")
+    return _of_schema(read_parquet_file(path), schemas.LABEL_SAMPLE, path).sort_by("position")
 
 
 def ensure_sample(run_dir: Path, n: int, *, seed: int = 0) -> tuple[pa.Table, bool]:

@@ -116,6 +116,10 @@ def _paired(
 ) -> Figure:
     # ``vectorized``: ``fn`` takes ``axis`` and computes every resample at once (scipy's
     # convention), for figures too slow to call 2,000 times one by one.
+    if len(y) < 2:
+        # One item agrees or not by itself: κ, α or a correlation of it would print a number
+        # (κ = 0) that measures nothing.
+        return Figure(statistic, None, None, None, len(y), "not enough labels (one item)")
     try:
         value = float(fn(y, s))
     except ValueError as exc:  # one class only, constant input

@@ -3,8 +3,9 @@
 On loopback with no token, the app answers only requests addressed to a loopback name (a web
 page elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1). With a token (``serve``
 makes one for any other host), every request must carry it, as ``?token=`` once (the answer
-sets a cookie) or as that cookie. A state-changing request from another origin is refused
-either way, so a page elsewhere cannot post labels through the annotator's browser.
+sets a cookie and sends the browser to the address without it) or as that cookie. A state-
+changing request from another origin is refused either way, so a page elsewhere cannot post
+labels through the annotator's browser.
 """
 
 from __future__ import annotations
@@ -12,19 +13,21 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from ragaudit.errors import RagauditError
 from ragaudit.viewer import labelling
 from ragaudit.viewer._pages import router
 
 TOKEN_COOKIE = "ragaudit_view_token"
 # As a Host header names them (an IPv6 address in brackets).
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+MAX_BODY = 64 * 1024
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -48,6 +51,14 @@ def create_app(
         StaticFiles(directory=Path(__file__).with_name("static")),
         name="static",
     )
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        # A damaged or foreign file in a run folder (the labels store, the sample): its one-line
+        # message, named relative to the runs root so no server path reaches the browser.
+        root = str(Path(runs_root).resolve())
+        return PlainTextResponse(str(exc).replace(root + "/", "").replace(root, "."), 409)
+
+    app.add_exception_handler(RagauditError, refused)
     if token is None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))
 
@@ -59,6 +70,13 @@ def create_app(
             origin = request.headers.get("origin")
             if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
                 return PlainTextResponse("refused: a request from another origin", 403)
+            # A label is a few hundred bytes: a body of megabytes (or one of unknown length)
+            # would be read whole into memory before any check of its fields.
+            length = request.headers.get("content-length", "0")
+            if "transfer-encoding" in request.headers or not length.isdigit():
+                return PlainTextResponse("refused: a body must state its length", 411)
+            if int(length) > MAX_BODY:
+                return PlainTextResponse(f"refused: a body over {MAX_BODY // 1024} KiB", 413)
         if token is None:
             return await call_next(request)
         given = request.query_params.get("token")
@@ -68,9 +86,21 @@ def create_app(
                 "a token is required: open the address `ragaudit view` printed when it started",
                 401,
             )
-        response = await call_next(request)
+        if given and request.method in ("GET", "HEAD"):
+            # The token moves into the cookie and out of the address at once: an address that
+            # holds it would stay in the history, be shared with a copied link, or be sent on
+            # as a Referer.
+            rest = urlencode(
+                [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            )
+            response: Response = RedirectResponse(
+                request.url.path + (f"?{rest}" if rest else ""), status_code=303
+            )
+        else:
+            response = await call_next(request)
         if given:
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
         return response
 
     return app

@@ -339,3 +339,51 @@ def test_calibrate_reads_the_labels_store_as_it_is(run_dir: Path) -> None:
         assert all(len(m.sample.contexts) == 3 and m.sample.response for m in metric)
     with pytest.raises(InputError, match="no labels.parquet"):
         load_labels(run_dir.parent)
+
+
+@pytest.mark.parametrize("damage", ["not parquet", "foreign columns"])
+def test_a_damaged_or_foreign_labels_store_is_one_409_line_and_is_kept(
+    run_dir: Path, damage: str
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    client = _client(run_dir.parent)
+    item = client.get("/runs/r1/label/api/items/0", params={"annotator": "ann"}).json()
+    store = run_dir / labels.FILE
+    if damage == "not parquet":
+        store.write_bytes(b"garbage")
+    else:
+        pq.write_table(pa.table({"x": [1]}), store)
+    before = store.read_bytes()
+    answers = [
+        client.get("/runs/r1/label/api/start", params={"annotator": "ann"}),
+        client.get("/runs/r1/labels.csv"),
+        client.get("/runs/r1/labels.qrels"),
+        client.post(
+            "/runs/r1/label/api/labels",
+            json={"position": 0, "item_id": item["item_id"], "annotator": "ann", "label": 1},
+        ),
+    ]
+    for answer in answers:
+        assert answer.status_code == 409, answer.text
+        assert answer.text.startswith("r1/labels.parquet: ")
+        assert str(run_dir.parent.resolve()) not in answer.text
+    # The labels already given are not overwritten by the refused POST.
+    assert store.read_bytes() == before
+
+
+def test_a_huge_label_post_is_refused_before_it_is_read(run_dir: Path) -> None:
+    client = _client(run_dir.parent)
+    huge = b'{"position": 0, "item_id": "' + b"x" * (1024 * 1024) + b'"}'
+    refused = client.post(
+        "/runs/r1/label/api/labels", content=huge, headers={"content-type": "application/json"}
+    )
+    assert refused.status_code == 413 and "KiB" in refused.text
+    unsized = client.post(
+        "/runs/r1/label/api/labels",
+        content=iter([b"{}"]),
+        headers={"content-type": "application/json"},
+    )
+    assert unsized.status_code == 411
+    assert not (run_dir / labels.FILE).exists()

@@ -13,7 +13,12 @@ from sklearn.metrics import cohen_kappa_score
 from support.labelled_runs import labelled_run
 
 from ragaudit import labels, ppi
-from ragaudit.calibration._agreement import _kappa_batched, grade_agreement, weighted_kappa
+from ragaudit.calibration._agreement import (
+    _kappa_batched,
+    grade_agreement,
+    score_agreement,
+    weighted_kappa,
+)
 from ragaudit.reporting import build_report, compare_runs, render_html, summarise, write_xlsx
 from ragaudit.runfolder import RunFolder, write_table
 from ragaudit.schemas import LABEL_SAMPLE, SUMMARY, schema_version, to_table
@@ -273,3 +278,12 @@ def test_compare_corrects_by_labels_only_when_both_runs_have_them(tmp_path: Path
     one = compare_runs(a, c, resamples=999)
     assert one.metrics[0].noise == "questions"
     assert any("only one run has people's labels" in n for n in one.notes)
+
+
+def test_one_labelled_item_is_not_enough_for_any_agreement_figure() -> None:
+    # With one item κ comes out 0 and α 0: numbers that measure nothing, never shown as such.
+    figures = grade_agreement([1], [2]) + score_agreement([1.0], [0.4])
+    assert figures
+    for figure in figures:
+        assert figure.value is None, figure
+        assert figure.n == 1 and "not enough labels" in figure.note

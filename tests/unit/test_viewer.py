@@ -174,10 +174,11 @@ def test_a_token_guards_every_request(root: Path) -> None:
         refused = client.get(path)
         assert refused.status_code == 401 and "token" in refused.text
     assert client.get("/", params={"token": "wrong"}).status_code == 401
-    first = client.get("/runs/a", params={"token": "s3cret-token"})
-    assert first.status_code == 200
+    first = client.get("/runs/a", params={"token": "s3cret-token"}, follow_redirects=False)
+    assert first.status_code == 303
     assert TOKEN_COOKIE in first.headers["set-cookie"]
     assert "httponly" in first.headers["set-cookie"].lower()
+    assert client.get(first.headers["location"]).status_code == 200
     # The cookie carries the token from then on (links on the pages have none).
     assert client.get("/").status_code == 200
     client.cookies.clear()
@@ -214,3 +215,20 @@ def test_the_labelling_pages_are_part_of_the_app(client: TestClient, root: Path)
     pq.write_table(pa.table({"item": ["x"]}), root / "a" / labels.SAMPLE_FILE)
     assert 'href="/runs/a/label"' in client.get("/runs/a").text
     assert client.get("/runs/..%2Fa/label").status_code == 404
+
+
+def test_the_token_leaves_the_address_at_once(root: Path) -> None:
+    # An address holding the token stays in the history and is sent on as a Referer: the
+    # first request moves it into the cookie and sends the browser to the address without it.
+    client = TestClient(create_app(root, token="s3cret-token"), base_url="http://192.0.2.7:8765")
+    first = client.get(
+        "/compare", params={"a": "a", "token": "s3cret-token", "b": "b"}, follow_redirects=False
+    )
+    assert first.status_code == 303
+    assert first.headers["location"] == "/compare?a=a&b=b"
+    assert "s3cret-token" not in first.headers["location"]
+    assert first.headers["referrer-policy"] == "no-referrer"
+    landed = client.get(first.headers["location"])
+    assert landed.status_code == 200
+    assert landed.headers["referrer-policy"] == "no-referrer"
+    assert "s3cret-token" not in landed.text
