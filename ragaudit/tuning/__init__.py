@@ -50,7 +50,7 @@ from ragaudit.tuning._run import (
     run_tune,
     tune_dir,
 )
-from ragaudit.tuning._runs import import_run_grades
+from ragaudit.tuning._runs import import_run_grades, single_judge, store_sort_grades
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
@@ -90,6 +90,8 @@ __all__ = [
     "grade_pairs",
     "grade_pool",
     "import_run_grades",
+    "single_judge",
+    "store_sort_grades",
     "judgment_store",
     "moves",
     "plan_variants",
