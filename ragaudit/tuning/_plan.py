@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragaudit.ablation import expand
-from ragaudit.config import RunConfig, format_validation_error
+from ragaudit.config import CollectConfig, RunConfig, format_validation_error
 from ragaudit.errors import ConfigError, clip
 from ragaudit.search import capabilities
 from ragaudit.tuning._store import STORE_DIR
@@ -221,8 +221,11 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
         raise ConfigError(
             "tune: nothing to compare with the baseline; give tune.variants or tune.params"
         )
-    if tune.search == "optuna" and not (tune.ranges or tune.params):
-        raise ConfigError("tune.ranges: search 'optuna' needs ranges (or params) to draw from")
+    if tune.search == "optuna" and not (tune.ranges or tune.params or tune.collect_ranges):
+        raise ConfigError(
+            "tune.ranges: search 'optuna' needs ranges, collect_ranges or params to draw from"
+        )
+    _check_collect_ranges(config)
     total = len(variants) + (tune.trials if tune.search == "optuna" else 0)
     if total > tune.max_variants and not yes:
         raise ConfigError(
@@ -230,6 +233,42 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
             "every question and adds to the pool. Pass --yes, or raise tune.max_variants"
         )
     return variants
+
+
+_FUSION = ("rrf_k", "vector_weight")
+"""Collect fields read only by the local backend's hybrid fusion."""
+
+
+def numeric_collect_fields() -> dict[str, type]:
+    """The collect fields a ``tune.collect_ranges`` entry may draw: name → int or float."""
+    return {
+        name: field.annotation
+        for name, field in CollectConfig.model_fields.items()
+        if field.annotation in (int, float)
+    }
+
+
+def _check_collect_ranges(config: RunConfig) -> None:
+    """Refuse a collect range no trial could use, before any search or judge call."""
+    tune, collect = config.tune, config.collect
+    numeric = numeric_collect_fields()
+    for name, rng in tune.collect_ranges.items():
+        where = f"tune.collect_ranges.{name}"
+        if tune.search != "optuna":
+            raise ConfigError(f"{where}: ranges are drawn by search 'optuna' only (set it)")
+        if name not in numeric:
+            raise ConfigError(
+                f"{where}: not a numeric collect field (numeric: {', '.join(sorted(numeric))})"
+            )
+        if name in _FUSION and (collect.backend != "local" or collect.mode != "hybrid"):
+            raise ConfigError(
+                f"{where}: only the local backend's hybrid mode reads {name} "
+                f"(collect.backend is '{collect.backend}', collect.mode '{collect.mode}'), "
+                "so every value would search alike"
+            )
+        for bound in (rng.low, rng.high):
+            value = int(bound) if numeric[name] is int else bound
+            variant_config(config, {name: value}, {}, where)
 
 
 def collect_section(variant: Variant) -> dict[str, Any]:

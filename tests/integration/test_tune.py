@@ -393,3 +393,36 @@ def test_a_run_with_a_jury_or_repeats_stores_no_grade(
         out = asyncio.run(run_tune(config, gateway))
     assert out.from_runs == 0  # nor are they imported from its folder
     assert out.calls["provider_calls"] > 0
+
+
+def test_optuna_draws_the_local_backends_numeric_collect_fields(tmp_path: Path, fake: Any) -> None:
+    tune: dict[str, Any] = {
+        "depth": 5,
+        "search": "optuna",
+        "trials": 4,
+        "collect_ranges": {
+            "rrf_k": {"low": 1, "high": 100, "log": True},
+            "vector_weight": {"low": 0.0, "high": 1.0},
+            "top_n": {"low": 3, "high": 10},
+        },
+    }
+    config = make_config(tmp_path, collect__top_n=10, collect__mode="hybrid", tune=tune)
+    with hold_gateway(config) as gateway:
+        out = asyncio.run(run_tune(config, gateway))
+    assert [r.variant.name for r in out.runs] == ["baseline"] + [f"trial-{n}" for n in range(1, 5)]
+    for run in out.runs[1:]:
+        collect = run.variant.config.collect
+        assert run.status == "ok"
+        assert isinstance(collect.rrf_k, int) and 1 <= collect.rrf_k <= 100
+        assert isinstance(collect.top_n, int) and 3 <= collect.top_n <= 10
+        assert 0.0 <= collect.vector_weight <= 1.0
+        # What was drawn is what the trial's collect section (best.yaml) says.
+        assert run.variant.changes == {
+            "rrf_k": collect.rrf_k,
+            "vector_weight": collect.vector_weight,
+            "top_n": collect.top_n,
+        }
+    # TPE drew different settings, and each trial's documents were graded once.
+    assert len({tuple(sorted(r.variant.changes.items())) for r in out.runs[1:]}) > 1
+    assert out.calls["provider_calls"] == out.grading.graded == len(judgment_store(config))
+    assert {s.variant for s in out.decision.stats} == {r.variant.name for r in out.runs}

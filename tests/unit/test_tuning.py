@@ -267,3 +267,28 @@ def test_a_tune_never_writes_into_a_run_folder_or_the_store(tmp_path: Path) -> N
     for name, words in (("nightly-1", "a run folder"), ("judgments", "judgment store")):
         message = _plan_error(tmp_path, {**tune, "name": name})
         assert message.startswith(f"tune.name: '{name}' is") and words in message
+
+
+@pytest.mark.parametrize(
+    ("ranges", "search", "words"),
+    [
+        ({"mode": {"low": 1, "high": 2}}, "optuna", "not a numeric collect field"),
+        ({"rrf_k": {"low": 1, "high": 50}}, "optuna", "only the local backend's hybrid mode"),
+        ({"top_n": {"low": 1, "high": 20_000}}, "optuna", "less than or equal to 10000"),
+        ({"top_n": {"low": 1, "high": 20}}, "grid", "search 'optuna' only"),
+    ],
+    ids=["not-numeric", "fusion-outside-hybrid", "out-of-bounds", "grid-search"],
+)
+def test_a_collect_range_no_trial_could_use_is_refused_naming_it(
+    tmp_path: Path, ranges: dict[str, Any], search: str, words: str
+) -> None:
+    (field,) = ranges
+    tune = {"search": search, "collect_ranges": ranges, "variants": {"v": {"top_n": 5}}}
+    message = _plan_error(tmp_path, tune, backend_kw={"backend": "local"})
+    assert message.startswith(f"tune.collect_ranges.{field}") and words in message
+
+
+def test_optuna_over_collect_ranges_alone_plans_only_the_baseline(tmp_path: Path) -> None:
+    tune = {"search": "optuna", "collect_ranges": {"top_n": {"low": 3, "high": 20}}}
+    variants = plan_variants(_config(tmp_path, tune, backend="local"))
+    assert [v.name for v in variants] == [BASELINE]  # the trials are drawn as the tune runs
