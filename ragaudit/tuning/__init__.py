@@ -29,6 +29,7 @@ from ragaudit.tuning._plan import (
     baseline_params,
     check_backend,
     collect_section,
+    judge_alone_notice,
     plan_variants,
     variant_config,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "grade_pairs",
     "grade_pool",
     "import_run_grades",
+    "judge_alone_notice",
     "single_judge",
     "store_sort_grades",
     "judgment_store",

@@ -235,6 +235,31 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
     return variants
 
 
+def judge_alone_notice(config: RunConfig) -> str | None:
+    """The line saying a tune grades with the judge alone, when the config asks for more.
+
+    A tune's grades go to the judgment store, keyed by one judge: a jury's majority or repeats'
+    aggregate is no single judge's grade, so it could neither be reused across tunes and runs
+    nor compared with them. The tune therefore grades with ``models.judge`` once per document
+    and says so, rather than silently ignore ``models.jury`` or ``models.judge_repeats``.
+    """
+    models = config.models
+    asked = [
+        name
+        for name, on in (
+            (f"models.jury ({len(models.jury)} judges)", bool(models.jury)),
+            (f"models.judge_repeats ({models.judge_repeats})", models.judge_repeats > 1),
+        )
+        if on
+    ]
+    if not asked:
+        return None
+    return (
+        f"tune grades with the judge alone ({models.judge_model}, once per document) and "
+        f"ignores {' and '.join(asked)}: the judgment store keeps single-judge grades"
+    )
+
+
 _FUSION = ("rrf_k", "vector_weight")
 """Collect fields read only by the local backend's hybrid fusion."""
 

@@ -426,3 +426,18 @@ def test_optuna_draws_the_local_backends_numeric_collect_fields(tmp_path: Path, 
     assert len({tuple(sorted(r.variant.changes.items())) for r in out.runs[1:]}) > 1
     assert out.calls["provider_calls"] == out.grading.graded == len(judgment_store(config))
     assert {s.variant for s in out.decision.stats} == {r.variant.name for r in out.runs}
+
+
+def test_tune_with_repeats_says_it_grades_with_the_judge_alone_before_any_call(
+    tmp_path: Path, fake: Any
+) -> None:
+    config = make_config(
+        tmp_path, collect__top_n=10, tune={"depth": 5, "variants": {"v": {"top_n": 3}}}
+    )
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
+    out = ragaudit("tune", "-c", str(path), "--dry-run", "--set", "models.judge_repeats=2")
+    [line] = [x for x in out.splitlines() if "judge alone" in x]
+    assert "ignores models.judge_repeats (2)" in line
+    assert out.index("judge alone") < out.index("tune --dry-run")
+    assert fake.stats.calls == 0

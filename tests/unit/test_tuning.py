@@ -16,6 +16,7 @@ from ragaudit.tuning import (
     JudgmentStore,
     decide,
     grade_key,
+    judge_alone_notice,
     plan_variants,
     question_metrics,
     split_questions,
@@ -292,3 +293,38 @@ def test_optuna_over_collect_ranges_alone_plans_only_the_baseline(tmp_path: Path
     tune = {"search": "optuna", "collect_ranges": {"top_n": {"low": 3, "high": 20}}}
     variants = plan_variants(_config(tmp_path, tune, backend="local"))
     assert [v.name for v in variants] == [BASELINE]  # the trials are drawn as the tune runs
+
+
+@pytest.mark.parametrize(
+    ("models", "named"),
+    [
+        ({"judge_repeats": 3}, ["models.judge_repeats (3)"]),
+        ({"jury": ["fake/a", "fake/b"]}, ["models.jury (2 judges)"]),
+        (
+            {"jury": ["fake/a", "fake/b"], "judge_repeats": 2},
+            ["models.jury (2 judges)", "models.judge_repeats (2)"],
+        ),
+    ],
+    ids=["repeats", "jury", "both"],
+)
+def test_a_jury_or_repeats_is_named_as_ignored_by_tune(
+    tmp_path: Path, models: dict[str, Any], named: list[str]
+) -> None:
+    cfg = load_config(
+        None,
+        {
+            "runs_root": str(tmp_path / "runs"),
+            "collect": {"backend": "local"},
+            "models": models,
+            "tune": {"variants": {"v": {"top_n": 5}}},
+        },
+        environ={},
+    )
+    notice = judge_alone_notice(cfg)
+    assert notice is not None and "\n" not in notice
+    assert notice.startswith(f"tune grades with the judge alone ({cfg.models.judge_model}")
+    assert all(name in notice for name in named)
+
+
+def test_the_judge_alone_says_nothing(tmp_path: Path) -> None:
+    assert judge_alone_notice(_config(tmp_path, {"variants": {"v": {"top_n": 5}}})) is None
