@@ -12,13 +12,20 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ragaudit.cache import hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.flows.evaluate import retry_on_infrastructure
-from ragaudit.tuning import console_lines, ranked, run_tune, summary, write_outputs
+from ragaudit.tuning import (
+    console_lines,
+    judge_alone_notice,
+    ranked,
+    run_tune,
+    summary,
+    write_outputs,
+)
 
 __all__ = ["run_tuning", "tune", "tune_config"]
 
@@ -34,6 +41,10 @@ __all__ = ["run_tuning", "tune", "tune_config"]
 async def tune_task(config_json: str, yes: bool) -> dict[str, Any]:
     """Search every variant, grade the pool, decide and write the tune's folder."""
     config = RunConfig.model_validate_json(config_json)
+    notice = judge_alone_notice(config)
+    if notice:
+        # A deployment has no console: the run's log carries the line the CLI prints.
+        get_run_logger().warning(notice)
     with hold_gateway(config) as gateway:
         out = await run_tune(config, gateway, yes=yes)
         folder = write_outputs(out)

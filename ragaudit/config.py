@@ -868,6 +868,9 @@ class TuneConfig(_Frozen):
     """``search: optuna``: parameter settings tried."""
     ranges: dict[str, TuneRange] = {}
     """``search: optuna``: template parameter → numeric range."""
+    collect_ranges: dict[str, TuneRange] = {}
+    """``search: optuna``: numeric ``collect`` field (``top_n``, the local backend's ``rrf_k``
+    and ``vector_weight``) → range; a whole-number field is drawn as whole numbers."""
     depth: int = Field(default=10, ge=1, le=1000)
     """k: the top-k of each variant that is pooled, graded and scored."""
     metrics: tuple[str, ...] = ("ndcg",)

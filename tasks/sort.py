@@ -38,6 +38,7 @@ from ragaudit.reevaluation import ordering_baseline
 from ragaudit.schemas import AGREEMENT, COMPARISONS, GRADE_NOISE, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext, combine_parts
 from ragaudit.trec import export_trec
+from ragaudit.tuning import single_judge, store_sort_grades
 
 
 def judge_of(ctx: StageContext) -> Judge:
@@ -93,6 +94,30 @@ def write_grade_noise(ctx: StageContext) -> None:
     )
 
 
+def share_grades(
+    ctx: StageContext,
+    questions: dict[str, Question],
+    candidates: dict[str, list[dict[str, Any]]],
+    verdicts: list[dict[str, Any]],
+) -> int:
+    """Append the run's grades to the judgment store, when a tune may reuse them.
+
+    Only the judge's own grades, one candidate per call: a jury's or repeats' grade is an
+    aggregate of several samples, which no single call of the judge would give.
+    """
+    models = ctx.config.models
+    if not single_judge(models.jury, models.judge_repeats, ctx.config.sort.grade_batch):
+        return 0
+    return store_sort_grades(
+        ctx.run.path.parent,
+        ctx.run.run_id,
+        models.judge_model,
+        {qid: q.question for qid, q in questions.items()},
+        {(qid, c["context_id"]): c["text"] for qid, rows in candidates.items() for c in rows},
+        verdicts,
+    )
+
+
 async def order_relevant(
     ctx: StageContext,
     questions: dict[str, Question],
@@ -142,10 +167,9 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     baseline = ordering_baseline(ctx.run, ctx.config, ctx.ids)
     started = time.perf_counter()
     relevance = await judge_relevance(ctx, questions, candidates)
-    ctx.run.write(
-        ctx.out("verdicts"),
-        to_table([r for rel in relevance.values() for r in rel.rows], VERDICTS),
-    )
+    verdict_rows = [r for rel in relevance.values() for r in rel.rows]
+    ctx.run.write(ctx.out("verdicts"), to_table(verdict_rows, VERDICTS))
+    share_grades(ctx, questions, candidates, verdict_rows)
     judged = time.perf_counter()
     results = await order_relevant(ctx, questions, candidates, relevance, baseline.heads)
     if timings is not None:

@@ -63,14 +63,16 @@ def tune(
         set_path(overrides, "tune.name", run_id)
     cfg = load_paid_config(path, overrides)
     from ragaudit.dataset import load_questions
-    from ragaudit.tuning import check_backend, grading_notes, plan_variants
+    from ragaudit.tuning import check_backend, judge_alone_notice, plan_variants
 
     # Every check that needs no search runs before Prefect starts.
     check_backend(cfg)
     variants = plan_variants(cfg, yes=yes)
-    for note in grading_notes(cfg):
-        err.print(f"note: {escape(note)}", soft_wrap=True)
     load_questions(cfg.questions, limit=cfg.limit)
+    notice = judge_alone_notice(cfg)
+    if notice:
+        # Before any call, and in the dry run too: its token figures are the judge's alone.
+        err.print(f"[yellow]{escape(notice)}[/]", soft_wrap=True)
     if dry_run:
         _dry_run(cfg, yes)
         return

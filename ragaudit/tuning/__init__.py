@@ -29,7 +29,7 @@ from ragaudit.tuning._plan import (
     baseline_params,
     check_backend,
     collect_section,
-    grading_notes,
+    judge_alone_notice,
     plan_variants,
     variant_config,
 )
@@ -51,7 +51,7 @@ from ragaudit.tuning._run import (
     run_tune,
     tune_dir,
 )
-from ragaudit.tuning._runs import import_run_grades
+from ragaudit.tuning._runs import import_run_grades, single_judge, store_sort_grades
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
@@ -91,9 +91,11 @@ __all__ = [
     "grade_pairs",
     "grade_pool",
     "import_run_grades",
+    "judge_alone_notice",
+    "single_judge",
+    "store_sort_grades",
     "judgment_store",
     "moves",
-    "grading_notes",
     "plan_variants",
     "prompt_tokens",
     "question_metrics",

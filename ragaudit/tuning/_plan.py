@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragaudit.ablation import expand
-from ragaudit.config import RunConfig, format_validation_error
+from ragaudit.config import CollectConfig, RunConfig, format_validation_error
 from ragaudit.errors import ConfigError, clip
 from ragaudit.search import capabilities
 from ragaudit.tuning._store import STORE_DIR
@@ -108,27 +108,6 @@ def variant_config(
 
 def _name(values: Mapping[str, Any], swept: list[str]) -> str:
     return ",".join(f"{k}={values[k]}" for k in swept)
-
-
-def grading_notes(config: RunConfig) -> list[str]:
-    """What a tune's grading leaves out of the config, said before anything is paid."""
-    models = config.models
-    left = [
-        f
-        for f, on in (
-            ("models.jury", models.jury),
-            ("models.judge_repeats", models.judge_repeats > 1),
-        )
-        if on
-    ]
-    if not left:
-        return []
-    # One grade per (judge, prompt, question, document) is what makes a grade reusable across
-    # variants, tunes and runs; a jury's or repeats' combined grade would be another key.
-    return [
-        f"tune grades each pooled document once with the judge alone ({models.judge_model}); "
-        f"{' and '.join(left)} are not used for the pool"
-    ]
 
 
 def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
@@ -242,8 +221,11 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
         raise ConfigError(
             "tune: nothing to compare with the baseline; give tune.variants or tune.params"
         )
-    if tune.search == "optuna" and not (tune.ranges or tune.params):
-        raise ConfigError("tune.ranges: search 'optuna' needs ranges (or params) to draw from")
+    if tune.search == "optuna" and not (tune.ranges or tune.params or tune.collect_ranges):
+        raise ConfigError(
+            "tune.ranges: search 'optuna' needs ranges, collect_ranges or params to draw from"
+        )
+    _check_collect_ranges(config)
     total = len(variants) + (tune.trials if tune.search == "optuna" else 0)
     if total > tune.max_variants and not yes:
         raise ConfigError(
@@ -251,6 +233,67 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
             "every question and adds to the pool. Pass --yes, or raise tune.max_variants"
         )
     return variants
+
+
+def judge_alone_notice(config: RunConfig) -> str | None:
+    """The line saying a tune grades with the judge alone, when the config asks for more.
+
+    A tune's grades go to the judgment store, keyed by one judge: a jury's majority or repeats'
+    aggregate is no single judge's grade, so it could neither be reused across tunes and runs
+    nor compared with them. The tune therefore grades with ``models.judge`` once per document
+    and says so, rather than silently ignore ``models.jury`` or ``models.judge_repeats``.
+    """
+    models = config.models
+    asked = [
+        name
+        for name, on in (
+            (f"models.jury ({len(models.jury)} judges)", bool(models.jury)),
+            (f"models.judge_repeats ({models.judge_repeats})", models.judge_repeats > 1),
+        )
+        if on
+    ]
+    if not asked:
+        return None
+    return (
+        f"tune grades with the judge alone ({models.judge_model}, once per document) and "
+        f"ignores {' and '.join(asked)}: the judgment store keeps single-judge grades"
+    )
+
+
+_FUSION = ("rrf_k", "vector_weight")
+"""Collect fields read only by the local backend's hybrid fusion."""
+
+
+def numeric_collect_fields() -> dict[str, type]:
+    """The collect fields a ``tune.collect_ranges`` entry may draw: name → int or float."""
+    return {
+        name: field.annotation
+        for name, field in CollectConfig.model_fields.items()
+        if field.annotation in (int, float)
+    }
+
+
+def _check_collect_ranges(config: RunConfig) -> None:
+    """Refuse a collect range no trial could use, before any search or judge call."""
+    tune, collect = config.tune, config.collect
+    numeric = numeric_collect_fields()
+    for name, rng in tune.collect_ranges.items():
+        where = f"tune.collect_ranges.{name}"
+        if tune.search != "optuna":
+            raise ConfigError(f"{where}: ranges are drawn by search 'optuna' only (set it)")
+        if name not in numeric:
+            raise ConfigError(
+                f"{where}: not a numeric collect field (numeric: {', '.join(sorted(numeric))})"
+            )
+        if name in _FUSION and (collect.backend != "local" or collect.mode != "hybrid"):
+            raise ConfigError(
+                f"{where}: only the local backend's hybrid mode reads {name} "
+                f"(collect.backend is '{collect.backend}', collect.mode '{collect.mode}'), "
+                "so every value would search alike"
+            )
+        for bound in (rng.low, rng.high):
+            value = int(bound) if numeric[name] is int else bound
+            variant_config(config, {name: value}, {}, where)
 
 
 def collect_section(variant: Variant) -> dict[str, Any]:

@@ -18,7 +18,14 @@ from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
-from ragaudit.tuning._plan import BASELINE, Variant, check_backend, plan_variants, variant_config
+from ragaudit.tuning._plan import (
+    BASELINE,
+    Variant,
+    check_backend,
+    numeric_collect_fields,
+    plan_variants,
+    variant_config,
+)
 from ragaudit.tuning._pool import (
     GradeReport,
     Pool,
@@ -113,7 +120,10 @@ async def _optuna_trials(
     grade: Callable[[], Any],
     tuning: list[str],
 ) -> None:
-    """``search: optuna``: TPE draws template parameters; each trial is a pooled variant."""
+    """``search: optuna``: TPE draws template parameters and numeric collect fields.
+
+    Each trial is a pooled variant, scored on the tuning questions only.
+    """
     import optuna
 
     tune = config.tune
@@ -123,6 +133,7 @@ async def _optuna_trials(
     )
     base = next(r for r in runs if r.variant.name == BASELINE).variant
     primary = tune.metrics[0]
+    numeric = numeric_collect_fields()
     for n in range(1, tune.trials + 1):
         trial = study.ask()
         params = dict(base.params)
@@ -135,8 +146,17 @@ async def _optuna_trials(
         for name, choices in tune.params.items():
             if name not in tune.ranges:
                 params[name] = trial.suggest_categorical(name, choices)
+        changes: dict[str, Any] = {}
+        for name, rng in tune.collect_ranges.items():
+            # The collect field's own type decides: top_n and rrf_k are counts.
+            changes[name] = (
+                trial.suggest_int(f"collect.{name}", int(rng.low), int(rng.high), log=rng.log)
+                if numeric[name] is int
+                else trial.suggest_float(f"collect.{name}", rng.low, rng.high, log=rng.log)
+            )
         name = f"trial-{n}"
-        variant = Variant(name, variant_config(config, {}, params, f"tune trial {n}"), {}, params)
+        vconfig = variant_config(config, changes, params, f"tune trial {n}")
+        variant = Variant(name, vconfig, changes, params)
         [run] = await retrieve([variant], questions, tune.depth, embed, texts)
         runs.append(run)
         if run.status != "ok":

@@ -1,16 +1,18 @@
 """Grades that earlier runs' sort stages paid for, brought into the judgment store.
 
 The sort stage grades one candidate per call with the same prompt a tune uses, so a run's
-verdicts are grades a tune may reuse. Rather than have the sort stage write to the store too,
-a tune reads the finished run folders under its runs root once each (the run folder is the
-interface between stages): only runs whose grades mean what the store's mean are taken, i.e.
-one judge (no jury, no repeats), one candidate per call, and a call log showing the relevance
-prompt at the store's version and no other.
+verdicts are grades a tune may reuse. The sort stage appends them to the store as it writes its
+verdicts (``store_sort_grades``): the store is a cross-run cache like the gateway's memo, not an
+interface between stages, so a run that crashes before its end still spares a later tune the
+grades it paid for. Runs made before the sort stage wrote there are read once each from their
+folders (``import_run_grades``). Either way only grades that mean what the store's mean are
+taken: one judge (no jury, no repeats), one candidate per call, the store's relevance prompt.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import pyarrow.parquet as pq
 from ragaudit.config import OFFLINE_JUDGE
 from ragaudit.prompts import RELEVANCE
 from ragaudit.runfolder import RunFolder
-from ragaudit.tuning._store import JudgmentStore, grade_key
+from ragaudit.tuning._store import STORE_DIR, JudgmentStore, grade_key
 
 _FINISHED = {"completed", "completed_with_failures"}
 
@@ -45,10 +47,64 @@ def _usable(manifest: dict[str, Any], judge: str) -> bool:
     return (
         manifest.get("status") in _FINISHED
         and (models.get("judge") or OFFLINE_JUDGE) == judge
-        and not models.get("jury")
-        and int(models.get("judge_repeats") or 1) == 1
-        and int(sort.get("grade_batch") or 1) == 1
+        and single_judge(models.get("jury"), models.get("judge_repeats"), sort.get("grade_batch"))
     )
+
+
+def single_judge(jury: Iterable[str] | None, repeats: int | None, per_call: int | None) -> bool:
+    """Whether a run's grades are single-judge grades, one candidate per call (storable)."""
+    return not list(jury or []) and int(repeats or 1) == 1 and int(per_call or 1) == 1
+
+
+def _grade_rows(
+    judge: str,
+    questions: Mapping[str, str],
+    texts: Mapping[tuple[str, str], str],
+    verdicts: Iterable[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    rows = []
+    for v in verdicts:
+        qid, cid, grade = v["question_id"], v["context_id"], v.get("grade")
+        text = texts.get((qid, cid))
+        if v.get("status") != "ok" or grade is None or text is None or qid not in questions:
+            continue
+        rows.append(
+            {
+                "key": grade_key(judge, RELEVANCE.key, questions[qid], text),
+                "judge": judge,
+                "prompt": RELEVANCE.key,
+                "question": questions[qid],
+                "text": text,
+                "question_id": qid,
+                "context_id": cid,
+                "grade": int(grade),
+                "reason": v.get("reason") or "",
+            }
+        )
+    return rows
+
+
+def store_sort_grades(
+    runs_root: Path | str,
+    run_id: str,
+    judge: str,
+    questions: Mapping[str, str],
+    texts: Mapping[tuple[str, str], str],
+    verdicts: Iterable[Mapping[str, Any]],
+) -> int:
+    """Append a sort stage's single-judge grades to the store under ``runs_root``.
+
+    The caller checks ``single_judge`` first: a jury's or repeats' grades are aggregates, not
+    the grade one call of ``judge`` gives. ``questions`` maps a question id to its text,
+    ``texts`` a (question id, context id) pair to the candidate's text.
+
+    Returns:
+        The grades added.
+    """
+    rows = _grade_rows(judge, questions, texts, verdicts)
+    if not rows:
+        return 0
+    return JudgmentStore(Path(runs_root) / STORE_DIR).add(rows, f"run:{run_id}")
 
 
 def import_run_grades(runs_root: Path | str, store: JudgmentStore, judge: str) -> int:
@@ -85,28 +141,10 @@ def import_run_grades(runs_root: Path | str, store: JudgmentStore, judge: str) -
             for qid, rows in run.candidates().items()
             for c in rows
         }
-        rows = []
-        for v in run.rows("verdicts"):
-            qid, cid, grade = v["question_id"], v["context_id"], v.get("grade")
-            text = texts.get((qid, cid))
-            if v.get("status") != "ok" or grade is None or text is None or qid not in questions:
-                continue
-            rows.append(
-                {
-                    "key": grade_key(judge, RELEVANCE.key, questions[qid], text),
-                    "judge": judge,
-                    "prompt": RELEVANCE.key,
-                    "question": questions[qid],
-                    "text": text,
-                    "question_id": qid,
-                    "context_id": cid,
-                    "grade": int(grade),
-                    "reason": v.get("reason") or "",
-                }
-            )
+        rows = _grade_rows(judge, questions, texts, run.rows("verdicts"))
         # An empty part still marks the run as read, so it is not read again.
         added += store.add(rows, source) if rows else store.mark(source)
     return added
 
 
-__all__ = ["import_run_grades"]
+__all__ = ["import_run_grades", "single_judge", "store_sort_grades"]

@@ -257,7 +257,12 @@ def test_deploy_run_and_scheduled_comparison(
     # nightly.on_regression: name — the run's name says it regressed.
     assert scheduled["name"].endswith("-regressed"), scheduled["name"]
 
-    nightly_runs = [p.name for p in runs.iterdir() if p.name not in {"cli", "deployed"}]
+    # Run folders only: the runs root also holds the judgment store the sort stages append to.
+    nightly_runs = [
+        p.parent.name
+        for p in runs.glob("*/manifest.json")
+        if p.parent.name not in {"cli", "deployed"}
+    ]
     assert len(nightly_runs) == 1, nightly_runs
     nightly_run = nightly_runs[0]
     # The baseline is the newest earlier run like it: the CLI's or the deployment's run,

@@ -325,7 +325,7 @@ def test_bad_input_is_one_line_naming_the_field_before_anything_runs(
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_grades_an_earlier_run_paid_for_are_not_paid_again(tmp_path: Path, fake: Any) -> None:
+def _earlier_run(tmp_path: Path, **overrides: Any) -> tuple[Any, list[dict[str, Any]]]:
     from ragaudit.flows.evaluate import evaluate
 
     config = make_config(
@@ -336,6 +336,7 @@ def test_grades_an_earlier_run_paid_for_are_not_paid_again(tmp_path: Path, fake:
         score__metrics=["rouge_l"],
         report__formats=[],
         tune={"depth": 5, "variants": {"short": {"top_n": 3}}},
+        **overrides,
     )
     asyncio.run(evaluate(config.model_dump_json(), "earlier", None))
     graded = [
@@ -343,13 +344,100 @@ def test_grades_an_earlier_run_paid_for_are_not_paid_again(tmp_path: Path, fake:
         for r in pl.read_parquet(tmp_path / "runs" / "earlier" / "verdicts.parquet").to_dicts()
         if r["status"] == "ok"
     ]
-    # Another memo: only the store (filled from the run folder) can spare the calls.
-    config = config.model_copy(update={"cache_dir": tmp_path / "other-cache"})
+    # Another memo for the tune: only the store can spare the calls.
+    return config.model_copy(update={"cache_dir": tmp_path / "other-cache"}), graded
+
+
+def test_the_sort_stage_stores_its_grades_and_a_tune_pays_none_of_them_again(
+    tmp_path: Path, fake: Any
+) -> None:
+    config, graded = _earlier_run(tmp_path)
+    store = judgment_store(config)
+    assert store.sources() == {"run:earlier"}
+    assert 0 < len(store) <= len(graded)
+    with hold_gateway(config) as gateway:
+        out = asyncio.run(run_tune(config, gateway))
+    assert out.from_runs == 0  # the sort stage already stored them: nothing left to import
+    assert out.calls["provider_calls"] == 0  # every pooled document was in the run's top 10
+    assert out.grading.found_in_store == out.pool.size
+
+
+def test_grades_of_a_run_that_did_not_store_them_are_imported_once(
+    tmp_path: Path, fake: Any
+) -> None:
+    config, graded = _earlier_run(tmp_path)
+    # As a run made before the sort stage wrote to the store: its folder is the only record.
+    shutil.rmtree(tmp_path / "runs" / "judgments")
     with hold_gateway(config) as gateway:
         out = asyncio.run(run_tune(config, gateway))
     assert 0 < out.from_runs <= len(graded)
-    assert out.calls["provider_calls"] == 0  # every pooled document was in the run's top 10
+    assert out.calls["provider_calls"] == 0
     assert out.grading.found_in_store == out.pool.size
     with hold_gateway(config) as gateway:
         again = asyncio.run(run_tune(config, gateway))
     assert again.from_runs == 0  # each run folder is read once
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"models__judge_repeats": 2}, {"models__jury": ["fake/a", "fake/b"]}],
+    ids=["repeats", "jury"],
+)
+def test_a_run_with_a_jury_or_repeats_stores_no_grade(
+    tmp_path: Path, fake: Any, overrides: dict[str, Any]
+) -> None:
+    config, graded = _earlier_run(tmp_path, **overrides)
+    assert graded  # the run did grade
+    assert not (tmp_path / "runs" / "judgments").exists()
+    with hold_gateway(config) as gateway:
+        out = asyncio.run(run_tune(config, gateway))
+    assert out.from_runs == 0  # nor are they imported from its folder
+    assert out.calls["provider_calls"] > 0
+
+
+def test_optuna_draws_the_local_backends_numeric_collect_fields(tmp_path: Path, fake: Any) -> None:
+    tune: dict[str, Any] = {
+        "depth": 5,
+        "search": "optuna",
+        "trials": 4,
+        "collect_ranges": {
+            "rrf_k": {"low": 1, "high": 100, "log": True},
+            "vector_weight": {"low": 0.0, "high": 1.0},
+            "top_n": {"low": 3, "high": 10},
+        },
+    }
+    config = make_config(tmp_path, collect__top_n=10, collect__mode="hybrid", tune=tune)
+    with hold_gateway(config) as gateway:
+        out = asyncio.run(run_tune(config, gateway))
+    assert [r.variant.name for r in out.runs] == ["baseline"] + [f"trial-{n}" for n in range(1, 5)]
+    for run in out.runs[1:]:
+        collect = run.variant.config.collect
+        assert run.status == "ok"
+        assert isinstance(collect.rrf_k, int) and 1 <= collect.rrf_k <= 100
+        assert isinstance(collect.top_n, int) and 3 <= collect.top_n <= 10
+        assert 0.0 <= collect.vector_weight <= 1.0
+        # What was drawn is what the trial's collect section (best.yaml) says.
+        assert run.variant.changes == {
+            "rrf_k": collect.rrf_k,
+            "vector_weight": collect.vector_weight,
+            "top_n": collect.top_n,
+        }
+    # TPE drew different settings, and each trial's documents were graded once.
+    assert len({tuple(sorted(r.variant.changes.items())) for r in out.runs[1:]}) > 1
+    assert out.calls["provider_calls"] == out.grading.graded == len(judgment_store(config))
+    assert {s.variant for s in out.decision.stats} == {r.variant.name for r in out.runs}
+
+
+def test_tune_with_repeats_says_it_grades_with_the_judge_alone_before_any_call(
+    tmp_path: Path, fake: Any
+) -> None:
+    config = make_config(
+        tmp_path, collect__top_n=10, tune={"depth": 5, "variants": {"v": {"top_n": 3}}}
+    )
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
+    out = ragaudit("tune", "-c", str(path), "--dry-run", "--set", "models.judge_repeats=2")
+    [line] = [x for x in out.splitlines() if "judge alone" in x]
+    assert "ignores models.judge_repeats (2)" in line
+    assert out.index("judge alone") < out.index("tune --dry-run")
+    assert fake.stats.calls == 0

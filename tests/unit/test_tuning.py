@@ -16,7 +16,7 @@ from ragaudit.tuning import (
     JudgmentStore,
     decide,
     grade_key,
-    grading_notes,
+    judge_alone_notice,
     plan_variants,
     question_metrics,
     split_questions,
@@ -270,16 +270,61 @@ def test_a_tune_never_writes_into_a_run_folder_or_the_store(tmp_path: Path) -> N
         assert message.startswith(f"tune.name: '{name}' is") and words in message
 
 
-def test_a_jury_or_repeats_in_the_config_are_said_not_to_grade_the_pool(tmp_path: Path) -> None:
-    tune = {"params": {"boost": [1, 8], "operator": ["or"]}}
-    assert grading_notes(_config(tmp_path, tune)) == []
-    cfg = _config(tmp_path, tune).model_copy(
-        update={
-            "models": _config(tmp_path, tune).models.model_copy(
-                update={"jury": ("fake/judge", "fake/judge2"), "judge_repeats": 3}
-            )
-        }
+@pytest.mark.parametrize(
+    ("ranges", "search", "words"),
+    [
+        ({"mode": {"low": 1, "high": 2}}, "optuna", "not a numeric collect field"),
+        ({"rrf_k": {"low": 1, "high": 50}}, "optuna", "only the local backend's hybrid mode"),
+        ({"top_n": {"low": 1, "high": 20_000}}, "optuna", "less than or equal to 10000"),
+        ({"top_n": {"low": 1, "high": 20}}, "grid", "search 'optuna' only"),
+    ],
+    ids=["not-numeric", "fusion-outside-hybrid", "out-of-bounds", "grid-search"],
+)
+def test_a_collect_range_no_trial_could_use_is_refused_naming_it(
+    tmp_path: Path, ranges: dict[str, Any], search: str, words: str
+) -> None:
+    (field,) = ranges
+    tune = {"search": search, "collect_ranges": ranges, "variants": {"v": {"top_n": 5}}}
+    message = _plan_error(tmp_path, tune, backend_kw={"backend": "local"})
+    assert message.startswith(f"tune.collect_ranges.{field}") and words in message
+
+
+def test_optuna_over_collect_ranges_alone_plans_only_the_baseline(tmp_path: Path) -> None:
+    tune = {"search": "optuna", "collect_ranges": {"top_n": {"low": 3, "high": 20}}}
+    variants = plan_variants(_config(tmp_path, tune, backend="local"))
+    assert [v.name for v in variants] == [BASELINE]  # the trials are drawn as the tune runs
+
+
+@pytest.mark.parametrize(
+    ("models", "named"),
+    [
+        ({"judge_repeats": 3}, ["models.judge_repeats (3)"]),
+        ({"jury": ["fake/a", "fake/b"]}, ["models.jury (2 judges)"]),
+        (
+            {"jury": ["fake/a", "fake/b"], "judge_repeats": 2},
+            ["models.jury (2 judges)", "models.judge_repeats (2)"],
+        ),
+    ],
+    ids=["repeats", "jury", "both"],
+)
+def test_a_jury_or_repeats_is_named_as_ignored_by_tune(
+    tmp_path: Path, models: dict[str, Any], named: list[str]
+) -> None:
+    cfg = load_config(
+        None,
+        {
+            "runs_root": str(tmp_path / "runs"),
+            "collect": {"backend": "local"},
+            "models": models,
+            "tune": {"variants": {"v": {"top_n": 5}}},
+        },
+        environ={},
     )
-    (note,) = grading_notes(cfg)
-    assert "judge alone" in note
-    assert "models.jury and models.judge_repeats are not used" in note
+    notice = judge_alone_notice(cfg)
+    assert notice is not None and "\n" not in notice
+    assert notice.startswith(f"tune grades with the judge alone ({cfg.models.judge_model}")
+    assert all(name in notice for name in named)
+
+
+def test_the_judge_alone_says_nothing(tmp_path: Path) -> None:
+    assert judge_alone_notice(_config(tmp_path, {"variants": {"v": {"top_n": 5}}})) is None
