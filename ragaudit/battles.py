@@ -229,7 +229,7 @@ async def battle_verdict(
 ) -> tuple[Pairing, list[dict[str, Any]], BattleStats]:
     """Play A against B (:func:`battle_runs`) and test the verdicts at ``alpha``."""
     pairing, rows = await battle_runs(dir_a, dir_b, config, gateway)
-    frame = pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String})
+    frame = verdict_frame(rows)
     stats = battle_stats(frame, alpha=alpha, resamples=config.report.compare_resamples)
     return pairing, rows, stats
 
@@ -251,6 +251,13 @@ async def round_robin(
             pairings[(a.name, b.name)] = pairing
             rows += await play(pairing.pairs, judges, a.name, b.name)
     return rows, pairings
+
+
+def verdict_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Battle rows as a frame with ``battles.parquet``'s columns and types (all-null ones too)."""
+    frame = pl.from_arrow(to_table(rows, BATTLES))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def write_battles(rows: list[dict[str, Any]], folder: Path) -> Path:
@@ -526,6 +533,7 @@ __all__ = [
     "fit_davidson",
     "pair_answers",
     "play",
+    "verdict_frame",
     "write_battles",
     "write_leaderboard",
 ]

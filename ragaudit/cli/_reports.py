@@ -262,9 +262,13 @@ def battles_cmd(
     """Every pair of RUNS in blind battles; a Bradley–Terry (Davidson) leaderboard with ties."""
     import asyncio
 
-    import polars as pl
-
-    from ragaudit.battles import fit_davidson, round_robin, write_battles, write_leaderboard
+    from ragaudit.battles import (
+        fit_davidson,
+        round_robin,
+        verdict_frame,
+        write_battles,
+        write_leaderboard,
+    )
     from ragaudit.cache import hold_gateway
     from ragaudit.reporting import run_folder
     from ragaudit.runids import new_run_id
@@ -290,7 +294,7 @@ def battles_cmd(
             f"{a} vs {b}: {len(p.pairs)} shared question(s) answered ok in both "
             f"({p.only_a} only in {a}, {p.only_b} only in {b}, {p.not_ok} not ok)"
         )
-    frame = pl.DataFrame(rows, schema_overrides={"verdict": pl.String, "error": pl.String})
+    frame = verdict_frame(rows)
     failed = int(frame["verdict"].is_null().sum())
     if failed == frame.height:
         raise RagauditError("battles: no verdict could be had (no shared ok questions?)")
