@@ -290,11 +290,11 @@ async def calibrate_judge_grades(
             judged.append(int(v["grade"]))
             human.append(label.human)
     calibration = calibrate_grades(judged, human, relevant_grade) if judged else None
-    graded = [
+    both = [
         (label.question_id, label.context_id, label.rank, label.human, row["judge_grade"])
         for label, row in zip(labels, rows, strict=True)
     ]
-    ndcg, n = (None, 0) if calibration is None else engine_ndcg(graded, calibration, NDCG_K)
+    ndcg, n = (None, 0) if calibration is None else engine_ndcg(both, calibration, NDCG_K)
     return GradeCalibrationResult(
         rows, calibration, judge.model, len(labels) - len(judged), ndcg, n
     )
