@@ -188,10 +188,17 @@ def kappa(
     off by two costs four times one off by one), as scikit-learn's ``cohen_kappa_score`` with
     ``labels=categories`` (tested equal to it). Booleans count as 0 and 1. NaN when chance
     agreement is certain (both raters gave one and the same category).
+
+    Raises:
+        ValueError: A rating is not one of ``categories``.
     """
-    cats = np.asarray(categories)
-    x = np.searchsorted(cats, np.moveaxis(np.asarray(a).astype(int), axis, -1))
-    y = np.searchsorted(cats, np.moveaxis(np.asarray(b).astype(int), axis, -1))
+    cats = np.sort(np.asarray(categories))
+    first, second = np.asarray(a), np.asarray(b)
+    for ratings in (first, second):
+        if not np.isin(ratings, cats).all():
+            raise ValueError(f"κ: a rating is not one of the categories {cats.tolist()}")
+    x = np.searchsorted(cats, np.moveaxis(first.astype(int), axis, -1))
+    y = np.searchsorted(cats, np.moveaxis(second.astype(int), axis, -1))
     k = len(cats)
     observed = np.einsum("...ni,...nj->...ij", np.eye(k)[x], np.eye(k)[y])
     expected = observed.sum(-1)[..., :, None] * observed.sum(-2)[..., None, :]

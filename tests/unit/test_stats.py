@@ -47,6 +47,8 @@ def test_unweighted_kappa_is_cohens() -> None:
     # Booleans are the two categories; both raters always "yes": chance agreement is certain.
     assert kappa(np.array([True, False]), np.array([True, True])) == pytest.approx(0.0)
     assert np.isnan(kappa(np.ones(5, bool), np.ones(5, bool)))
+    with pytest.raises(ValueError, match="not one of the categories"):
+        kappa([0, 1, 2.5], [0, 1, 2], categories=(0, 1, 2))
 
 
 @pytest.mark.parametrize(
