@@ -64,18 +64,22 @@ def _append(path: Path, code: str) -> str:
     return before
 
 
+def _lint_with_lazy_import(
+    scratch: Path, module: Path, imported: str, name: str
+) -> subprocess.CompletedProcess[str]:
+    """The contracts on ``scratch`` with ``from imported import name`` inside a function of
+    ``module`` (where it runs only when called: still an edge of the graph)."""
+    code = f"\n\ndef _lazy():\n    from {imported} import {name}\n\n    return {name}\n"
+    before = _append(module, code)
+    try:
+        return lint_imports(scratch)
+    finally:
+        module.write_text(before, encoding="utf-8")
+
+
 def test_a_lazy_upward_import_breaks_the_contract(scratch: Path) -> None:
     keys = scratch / "ragaudit" / "cache" / "_keys.py"
-    # Inside a function, where it runs only when called: still an edge of the graph.
-    before = _append(
-        keys,
-        "\n\ndef _stage_context():\n    from ragaudit.tasks import StageContext\n\n"
-        "    return StageContext\n",
-    )
-    try:
-        done = lint_imports(scratch)
-    finally:
-        keys.write_text(before, encoding="utf-8")
+    done = _lint_with_lazy_import(scratch, keys, "ragaudit.tasks", "StageContext")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ragaudit.cache is not allowed to import ragaudit.tasks" in done.stdout
     assert "ragaudit.cache._keys -> ragaudit.tasks" in done.stdout
@@ -136,29 +140,13 @@ def test_no_import_circle_among_the_packages_of_ragaudit() -> None:
 def test_the_circle_through_reporting_cannot_come_back(scratch: Path) -> None:
     # The circle this contract broke: reporting → ppi → calibration → reporting.
     ppi = scratch / "ragaudit" / "ppi.py"
-    before = _append(
-        ppi,
-        "\n\ndef _agreement():\n    from ragaudit.calibration import calibrate\n\n"
-        "    return calibrate\n",
-    )
-    try:
-        done = lint_imports(scratch)
-    finally:
-        ppi.write_text(before, encoding="utf-8")
+    done = _lint_with_lazy_import(scratch, ppi, "ragaudit.calibration", "calibrate")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ragaudit.ppi is not allowed to import ragaudit.calibration" in done.stdout
 
 
 def test_the_statistics_import_nothing_above_base(scratch: Path) -> None:
     module = scratch / "ragaudit" / "stats" / "_resample.py"
-    before = _append(
-        module,
-        "\n\ndef _summary():\n    from ragaudit.reporting import summarise\n\n"
-        "    return summarise\n",
-    )
-    try:
-        done = lint_imports(scratch)
-    finally:
-        module.write_text(before, encoding="utf-8")
+    done = _lint_with_lazy_import(scratch, module, "ragaudit.reporting", "summarise")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ragaudit.stats is not allowed to import ragaudit.reporting" in done.stdout
