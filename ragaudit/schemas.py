@@ -447,6 +447,48 @@ JUDGMENTS = _schema(
     ],
 )
 
+# The production audit's grades of one day (``ragaudit audit``): one row per sampled request and
+# served rank within the top k, whatever became of it.
+AUDIT_VERDICTS = _schema(
+    "verdicts",
+    [
+        ("audit", _str),
+        ("day", _str),  # YYYY-MM-DD
+        ("request_id", _str),
+        ("unit", _str),  # the sampled unit the request represents
+        ("rank", _i64),  # served order, from 1
+        ("doc_id", _str),
+        ("grade", _i64),  # 0-3; null unless status is ok
+        ("status", _str),  # ok | failed | skipped
+        ("reason", _str),  # the judge's reason, or why the grade failed or was skipped
+        ("source", _str),  # store (graded earlier) | memo | paid
+        ("changed", _bool),  # the document's text changed since it was served
+    ],
+)
+
+# One row per sampled request and metric: the served list's metrics from its grades and the
+# answer metrics, each ok, failed (with the error) or skipped (with the reason).
+AUDIT_SCORES = _schema(
+    "scores",
+    [
+        ("audit", _str),
+        ("day", _str),
+        ("request_id", _str),
+        ("unit", _str),
+        ("segment", _str),
+        ("metric", _str),
+        ("value", _f64),
+        ("status", _str),
+        ("error", _str),
+        ("reason", _str),
+        ("k_used", _i64),
+        ("judge", _str),
+        ("metric_args", _str),
+        ("samples", pa.list_(_f64)),
+        ("sample_judges", _strs),
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (
@@ -497,6 +539,8 @@ def dumps(obj: Any) -> str:
 __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + [
     "AGREEMENT",
     "ANSWERS",
+    "AUDIT_SCORES",
+    "AUDIT_VERDICTS",
     "BATTLES",
     "CANDIDATES",
     "COMPARISONS",
