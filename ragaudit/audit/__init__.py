@@ -32,11 +32,13 @@ from ragaudit.audit._run import (
     audit_root,
     grade_served,
     judgment_store,
+    previous_day,
     run_audit_day,
     samples_of,
     score_answers,
     score_lists,
     served_requests,
+    summary,
     values_frame,
 )
 from ragaudit.audit._sample import SampleOptions
@@ -66,6 +68,7 @@ __all__ = [
     "audit_section",
     "grade_served",
     "judgment_store",
+    "previous_day",
     "primary_metric",
     "reference_free",
     "render_report",
@@ -75,6 +78,7 @@ __all__ = [
     "score_lists",
     "served_requests",
     "strata_rows",
+    "summary",
     "values_frame",
     "write_report",
 ]

@@ -544,20 +544,63 @@ async def run_audit_day(
     from ragaudit.audit._report import write_report
 
     write_report(out)
-    failed = sum(r["status"] == "failed" for r in out.scores) + out.grading.failed
     manifest.update(
-        status="completed_with_failures" if failed else "completed",
+        status=day_status(out),
         finished_at=dt.datetime.now(dt.UTC).isoformat(),
         seconds=round(time.perf_counter() - started, 3),
         read=_read_summary(read),
         sampled=len(out.served),
         grading=vars(out.grading),
         llm=out.calls,
-        failed_rows=failed,
+        failed_rows=failed_rows(out),
         tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ESTIMATES, REPORT],
     )
     write_json(manifest, folder / MANIFEST)
     return out
+
+
+def failed_rows(day: AuditDay) -> int:
+    """Grades and answer scores that failed (list metrics follow their grades: not counted)."""
+    answers = set(day.section.metrics)
+    return day.grading.failed + sum(
+        r["status"] == "failed" for r in day.scores if r["metric"] in answers
+    )
+
+
+def day_status(day: AuditDay) -> str:
+    """``completed``, or ``completed_with_failures`` when most judged rows failed (a run's rule)."""
+    answers = set(day.section.metrics)
+    judged = (
+        day.grading.paid
+        + day.grading.from_memo
+        + day.grading.failed
+        + sum(r["status"] != "skipped" for r in day.scores if r["metric"] in answers)
+    )
+    return "completed_with_failures" if judged and 2 * failed_rows(day) > judged else "completed"
+
+
+def previous_day(now: dt.datetime | None = None) -> dt.date:
+    """Yesterday in UTC: the partition a daily audit reads (a day's logs are complete then)."""
+    return ((now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC) - dt.timedelta(days=1)).date()
+
+
+def summary(day: AuditDay) -> dict[str, Any]:
+    """What the flow returns and the CLI prints: counts, calls, the overall estimates."""
+    overall = []
+    if day.estimates is not None and not day.estimates.is_empty():
+        overall = day.estimates.filter(pl.col("segment") == "(all)").to_dicts()
+    return {
+        "audit": day.section.name,
+        "day": day.day.isoformat(),
+        "folder": str(day.folder),
+        "read": _read_summary(day.read),
+        "sampled": len(day.served),
+        "grading": vars(day.grading),
+        "llm": dict(day.calls),
+        "status": day_status(day),
+        "failed_rows": failed_rows(day),
+        "overall": overall,
+    }
 
 
 def _read_summary(read: Any) -> dict[str, Any]:
@@ -648,10 +691,12 @@ __all__ = [
     "audit_root",
     "grade_served",
     "judgment_store",
+    "previous_day",
     "run_audit_day",
     "samples_of",
     "score_answers",
     "score_lists",
     "served_requests",
+    "summary",
     "values_frame",
 ]
