@@ -19,7 +19,9 @@ from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.runlock import check_run_id
 
-REFERENCE_INPUTS = frozenset({"reference", "reference_contexts", "reference_context_ids", "nuggets"})
+REFERENCE_INPUTS = frozenset(
+    {"reference", "reference_contexts", "reference_context_ids", "nuggets"}
+)
 """Sample fields only a curated question set has: production traffic carries none of them."""
 
 DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "citation_support_recall")
@@ -38,7 +40,7 @@ class AuditSection(SampleOptions):
     name: str
     """The audit's name: its folder ``<runs_root>/audit-<name>/<day>/`` and the salt of the hash
     sample (a query drawn once is drawn every day it recurs at the same rate)."""
-    source: SourceOptions = SourceOptions()
+    source: SourceOptions
     """Where the day's requests are read from, and how their fields map."""
     segment: str | None = None
     """A JMESPath expression over the normalised request (its filters), e.g.

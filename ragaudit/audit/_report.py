@@ -1,5 +1,7 @@
-"""An audit day's ``report.html``: estimates with intervals per segment, the strata and the draw,
-the worst requests with their served documents and grades.
+"""An audit day's ``report.html``: estimates per segment, the strata, the worst requests.
+
+The estimates with their intervals per segment, the strata and what was drawn, the worst
+requests with their served documents and grades.
 
 One self-contained page under the same Content-Security-Policy as a run's ``report.html``
 (``default-src 'none'``, inline style only, no script): Jinja2 with autoescaping, so every query,
@@ -76,9 +78,7 @@ def strata_rows(sample: pl.DataFrame) -> list[dict[str, Any]]:
         )
         .sort(["segment", "band"])
     )
-    return [
-        {**r, "represented": _num(r["represented"], 0)} for r in grouped.iter_rows(named=True)
-    ]
+    return [{**r, "represented": _num(r["represented"], 0)} for r in grouped.iter_rows(named=True)]
 
 
 def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
@@ -89,7 +89,11 @@ def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
     for v in day.verdicts:
         grades.setdefault(v["request_id"], {})[v["rank"]] = v
     ranked = sorted(
-        (s for s in day.served if by_request.get(s.request_id, {}).get(metric, {}).get("status") == "ok"),
+        (
+            s
+            for s in day.served
+            if by_request.get(s.request_id, {}).get(metric, {}).get("status") == "ok"
+        ),
         key=lambda s: (by_request[s.request_id][metric]["value"], s.request_id),
     )
     out = []
@@ -142,22 +146,26 @@ def render_report(day: AuditDay) -> str:
     metric = primary_metric(day)
     redactions: Mapping[str, int] = getattr(read, "redactions", {}) or {}
     bad_samples: Sequence[tuple[str, str]] = getattr(read, "bad_samples", []) or []
-    return _env().get_template("report.html.j2").render(
-        name=day.section.name,
-        day=day.day.isoformat(),
-        judge=day.config.models.judge_model,
-        records=getattr(read, "records", None),
-        bad=getattr(read, "bad", None),
-        bad_samples=list(bad_samples)[:10],
-        redactions=sorted(redactions.items()),
-        sampled=len(day.served),
-        grading=day.grading,
-        calls=day.calls,
-        k=day.section.k,
-        estimates=_estimate_rows(day.estimates),
-        strata=strata_rows(day.sample),
-        metric=metric,
-        worst=_worst(day, metric),
+    return (
+        _env()
+        .get_template("report.html.j2")
+        .render(
+            name=day.section.name,
+            day=day.day.isoformat(),
+            judge=day.config.models.judge_model,
+            records=getattr(read, "records", None),
+            bad=getattr(read, "bad", None),
+            bad_samples=list(bad_samples)[:10],
+            redactions=sorted(redactions.items()),
+            sampled=len(day.served),
+            grading=day.grading,
+            calls=day.calls,
+            k=day.section.k,
+            estimates=_estimate_rows(day.estimates),
+            strata=strata_rows(day.sample),
+            metric=metric,
+            worst=_worst(day, metric),
+        )
     )
 
 

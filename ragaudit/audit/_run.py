@@ -477,7 +477,12 @@ def values_frame(scores: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     """Unit × metric × value with status: what the estimator reads."""
     return pl.DataFrame(
         [
-            {"unit": r["unit"], "metric": r["metric"], "value": r.get("value"), "status": r["status"]}
+            {
+                "unit": r["unit"],
+                "metric": r["metric"],
+                "value": r.get("value"),
+                "status": r["status"],
+            }
             for r in scores
         ],
         schema={"unit": pl.String, "metric": pl.String, "value": pl.Float64, "status": pl.String},
@@ -603,6 +608,63 @@ def summary(day: AuditDay) -> dict[str, Any]:
     }
 
 
+def promote_day(
+    runs_root: Path,
+    name: str,
+    day: dt.date,
+    *,
+    output: Path,
+    worst: int = 50,
+    metric: str | None = None,
+    against: Path | None = None,
+) -> int:
+    """Write an audit day's worst sampled requests as a question set; returns how many.
+
+    Args:
+        runs_root: The runs root holding ``audit-<name>/<day>/``.
+        name: The audit's name.
+        day: The audit day.
+        output: The JSONL question set written (``ragaudit run --questions``).
+        worst: Requests promoted, before those already in ``against`` are left out.
+        metric: The metric ranked by (default: nDCG@k within the served list).
+        against: An existing question set whose questions are not promoted again.
+
+    Raises:
+        InputError: No finished audit day there, or no value of ``metric`` to rank by.
+    """
+    from ragaudit.audit._promote import promote, write_question_set
+    from ragaudit.dataset import load_questions
+    from ragaudit.directions import higher_is_better
+    from ragaudit.errors import InputError
+    from ragaudit.runlock import check_run_id
+
+    folder = Path(runs_root) / check_run_id(f"audit-{name}") / day.isoformat()
+    if not (folder / SCORES).is_file():
+        raise InputError(
+            f"{folder}: no finished audit day (no {SCORES}); run ragaudit audit --day "
+            f"{day.isoformat()} first"
+        )
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    k = manifest["config"]["audit"]["k"]
+    by = metric or f"ndcg@{k}"
+    try:
+        questions = promote(
+            pl.read_parquet(folder / SAMPLE),
+            pl.read_parquet(folder / SCORES),
+            pl.scan_parquet(folder / REQUESTS),
+            metric=by,
+            worst=worst,
+            higher_is_better=higher_is_better(by),
+            existing=load_questions(against) if against is not None else (),
+            audit=name,
+            day=day.isoformat(),
+        )
+    except ValueError as exc:
+        raise InputError(f"--metric {by}: {exc}") from None
+    write_question_set(questions, output)
+    return len(questions)
+
+
 def _read_summary(read: Any) -> dict[str, Any]:
     return {
         "records": getattr(read, "records", None),
@@ -645,7 +707,9 @@ async def _dry_run(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
         if key in found:
             continue
         for r in await plan_grades(
-            graders, {s.request_id: s.question()}, {s.request_id: [{"context_id": doc["id"], "text": doc["text"]}]}
+            graders,
+            {s.request_id: s.question()},
+            {s.request_id: [{"context_id": doc["id"], "text": doc["text"]}]},
         ):
             plan.grade_calls += 1
             plan.grade_tokens += _prompt_tokens(r.model, r.messages)
@@ -692,6 +756,7 @@ __all__ = [
     "grade_served",
     "judgment_store",
     "previous_day",
+    "promote_day",
     "run_audit_day",
     "samples_of",
     "score_answers",

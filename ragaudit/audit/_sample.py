@@ -1,4 +1,4 @@
-"""Placeholder of audit-sample's sampling options (the lead takes audit-sample's module at merge)."""
+"""Placeholder of audit-sample's sampling options (the lead takes its module at merge)."""
 
 from __future__ import annotations
 

@@ -223,9 +223,9 @@ def promote(
     audit_name: Annotated[str, typer.Argument(metavar="AUDIT", help="The audit's name.")],
     day: DayOpt = None,
     worst: Annotated[int, typer.Option("--worst", min=1, help="Requests promoted.")] = 50,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Question set written (JSONL).")] = Path(
-        "promoted.jsonl"
-    ),
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Question set written (JSONL).")
+    ] = Path("promoted.jsonl"),
     metric: Annotated[
         str | None,
         typer.Option("--metric", help="Worst by this metric (default: nDCG@k of the served list)."),
