@@ -489,6 +489,34 @@ AUDIT_SCORES = _schema(
     ],
 )
 
+# The production audit's one normalised table of a day's traffic (``ragaudit.audit``): one row
+# per served request, whatever the source (request log, OTLP traces, UBI), every text redacted.
+AUDIT_DOC = pa.struct(
+    [
+        ("rank", pa.int32()),  # served order, from 1
+        ("id", _str),
+        ("text", _str),  # null: the log carried only the id (fetched by id later)
+        ("content_hash", _str),  # the hash the service logged of the text it served, if any
+        ("score", _f64),
+    ]
+)
+AUDIT_REQUESTS = _schema(
+    "requests",
+    [
+        ("request_id", _str),
+        ("time", pa.timestamp("us", tz="UTC")),
+        ("session", _str),
+        ("query", _str),
+        ("filters", _str),  # JSON object
+        ("segment", _str),  # audit.segment over the request; "(none)" when it finds nothing
+        ("docs", pa.list_(AUDIT_DOC)),
+        ("answer", _str),
+        ("citations", _str),  # JSON list
+        ("feedback", _str),
+        ("origin", _str),  # "<file>:<line>" or "ubi:<query id>": where the record came from
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (
@@ -539,6 +567,8 @@ def dumps(obj: Any) -> str:
 __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + [
     "AGREEMENT",
     "ANSWERS",
+    "AUDIT_DOC",
+    "AUDIT_REQUESTS",
     "AUDIT_SCORES",
     "AUDIT_VERDICTS",
     "BATTLES",

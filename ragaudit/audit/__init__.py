@@ -1,8 +1,11 @@
 """The production audit: a day of real traffic read, sampled, judged and estimated.
 
-``run_audit_day`` reads a day's requests (``requests.parquet``), draws the day's sample, grades
-the served top-k of each sampled request through the judgment store, scores the answers with
-reference-free metrics, estimates every metric per segment and writes the day's folder
+``read_day`` turns a day's request logs (JSONL or Parquet mapped with JMESPath), OpenTelemetry
+trace files or OpenSearch UBI into one redacted ``requests.parquet``; ``resolve_texts`` fills
+the texts of documents logged by id and flags those whose content changed since served.
+``draw_sample`` draws the day's hash sample by segment and frequency band; ``run_audit_day``
+grades the served top-k of each sampled request through the judgment store, scores the answers
+with reference-free metrics, estimates every metric per segment with ``estimate`` and writes
 ``<runs_root>/audit-<name>/<day>/`` with its ``report.html``.
 """
 
@@ -13,8 +16,21 @@ from ragaudit.audit._config import (
     audit_section,
     reference_free,
 )
-from ragaudit.audit._redact import RedactOptions
-from ragaudit.audit._report import primary_metric, render_report, strata_rows, write_report
+from ragaudit.audit._content import (
+    content_digest,
+    resolve_texts,
+)
+from ragaudit.audit._redact import (
+    RedactOptions,
+    Redactor,
+    RedactPattern,
+)
+from ragaudit.audit._report import (
+    primary_metric,
+    render_report,
+    strata_rows,
+    write_report,
+)
 from ragaudit.audit._run import (
     ESTIMATES,
     KIND,
@@ -42,38 +58,58 @@ from ragaudit.audit._run import (
     summary,
     values_frame,
 )
-from ragaudit.audit._sample import SampleOptions
-from ragaudit.audit._source import SourceOptions
+from ragaudit.audit._sample import (
+    SampleOptions,
+)
+from ragaudit.audit._source import (
+    NO_SEGMENT,
+    FieldPaths,
+    ReadReport,
+    SourceOptions,
+    UbiSource,
+    day_paths,
+    read_day,
+)
 
 __all__ = [
+    "AuditDay",
+    "AuditSection",
     "DEFAULT_METRICS",
+    "DryRun",
     "ESTIMATES",
+    "FieldPaths",
+    "Grading",
     "KIND",
     "MANIFEST",
+    "NO_SEGMENT",
     "REFERENCE_INPUTS",
     "REPORT",
     "REQUESTS",
+    "ReadReport",
+    "RedactOptions",
+    "RedactPattern",
+    "Redactor",
     "SAMPLE",
     "SCORES",
-    "VERDICTS",
-    "AuditDay",
-    "AuditSection",
-    "DryRun",
-    "Grading",
-    "RedactOptions",
     "SampleOptions",
     "Served",
     "SourceOptions",
+    "UbiSource",
+    "VERDICTS",
     "audit_dir",
     "audit_root",
     "audit_section",
+    "content_digest",
+    "day_paths",
     "grade_served",
     "judgment_store",
     "previous_day",
     "primary_metric",
     "promote_day",
+    "read_day",
     "reference_free",
     "render_report",
+    "resolve_texts",
     "run_audit_day",
     "samples_of",
     "score_answers",
