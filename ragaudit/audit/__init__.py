@@ -8,6 +8,7 @@ segment; ``promote`` writes the worst sampled requests as a question set.
 
 from ragaudit.audit._estimate import ALL, estimate, kish_ess
 from ragaudit.audit._listmetrics import list_metrics, metric_names
+from ragaudit.audit._promote import promote, write_question_set
 from ragaudit.audit._sample import (
     Bands,
     SampleOptions,
@@ -30,5 +31,7 @@ __all__ = [
     "metric_names",
     "normalise_query",
     "permanent_random",
+    "promote",
     "unit_id",
+    "write_question_set",
 ]
