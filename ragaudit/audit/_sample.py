@@ -37,13 +37,14 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragaudit.errors import ConfigError
-from ragaudit.hashing import canonical_hash, canonical_json
 
 BANDS = ("head", "torso", "tail")
 MIN_PER_STRATUM = 2.0
 """Expected draws every stratum gets before the rest is spread by requests (fewer when the
 stratum has fewer units): one unit alone cannot tell how much its stratum varies."""
 _U_DIGITS = 13  # hex digits of the hash read as u: 52 bits, exact in a float64
+UNIT_ID_VERSION = "u1"
+"""Prefix of a unit id; bumped if what goes into it changes, so days stay comparable."""
 
 
 class Bands(BaseModel):
@@ -97,15 +98,20 @@ def normalise_query(text: str) -> str:
     return str(pl.DataFrame({"query": [text]}).select(normalised_query()).item())
 
 
+def _digest(first: str, second: str) -> str:
+    # Length-prefixed, so no two (first, second) pairs share a text; this runs once per unit
+    # and per request of a drawn unit (10^5 a day), where canonical JSON would cost seconds.
+    return hashlib.sha256(f"{len(first)}:{first}{second}".encode()).hexdigest()
+
+
 def unit_id(segment: str, query_norm: str) -> str:
     """The unit's id: a versioned hash of its segment and normalised query (no salt)."""
-    return canonical_hash(["audit-unit", segment, query_norm])
+    return f"{UNIT_ID_VERSION}:{_digest(segment, query_norm)[:32]}"
 
 
 def permanent_random(salt: str, key: str) -> float:
     """The permanent random number of ``key`` under ``salt``: uniform in [0, 1), stable."""
-    digest = hashlib.sha256(canonical_json([salt, key]).encode("utf-8")).hexdigest()
-    return int(digest[:_U_DIGITS], 16) / 16**_U_DIGITS
+    return int(_digest(salt, key)[:_U_DIGITS], 16) / 16**_U_DIGITS
 
 
 def budget_units(opts: SampleOptions, tokens_per_request: float | None) -> int | None:
@@ -184,13 +190,24 @@ def _pps(counts: Sequence[int], n: float) -> list[float]:
     return pi
 
 
+def _asked(requests: pl.LazyFrame) -> pl.DataFrame:
+    """Each request's id, segment and normalised query (normalised once for the whole draw)."""
+    return requests.select(
+        pl.col("request_id").cast(pl.String),
+        pl.col("segment").cast(pl.String),
+        normalised_query().alias("query_norm"),
+    ).collect()
+
+
 def units_of_day(requests: pl.LazyFrame, bands: Bands) -> pl.DataFrame:
     """The day's units: segment, normalised query, requests, band, stratum and its size."""
+    return _units(_asked(requests), bands)
+
+
+def _units(asked: pl.DataFrame, bands: Bands) -> pl.DataFrame:
     units = (
-        requests.select("segment", normalised_query().alias("query_norm"))
-        .group_by("segment", "query_norm")
+        asked.group_by("segment", "query_norm")
         .agg(pl.len().cast(pl.Int64).alias("count"))
-        .collect()
         .sort("segment", "query_norm")
     )
     ids = [unit_id(s, q) for s, q in units.select("segment", "query_norm").iter_rows()]
@@ -250,10 +267,11 @@ def draw_sample(
         ``weight`` (``count / pi``), sorted by stratum then unit.
     """
     n = budget_units(opts, tokens_per_request)
-    units = inclusion_probabilities(units_of_day(requests, opts.bands), n)
+    asked = _asked(requests)
+    units = inclusion_probabilities(_units(asked, opts.bands), n)
     u = [permanent_random(salt, unit) for unit in units["unit"]]
     drawn = units.filter(pl.Series(u) < pl.col("pi"))
-    reps = _representatives(requests, drawn, salt)
+    reps = _representatives(asked, drawn, salt)
     return (
         drawn.join(reps, on=["segment", "query_norm"], how="left")
         .with_columns((pl.col("count") / pl.col("pi")).alias("weight"))
@@ -277,16 +295,12 @@ SAMPLE_COLUMNS = (
 )
 
 
-def _representatives(requests: pl.LazyFrame, drawn: pl.DataFrame, salt: str) -> pl.DataFrame:
+def _representatives(asked: pl.DataFrame, drawn: pl.DataFrame, salt: str) -> pl.DataFrame:
     """The request of each drawn unit with the smallest ``hash(salt, request_id)``."""
-    asked = (
-        requests.select("request_id", "segment", normalised_query().alias("query_norm"))
-        .join(drawn.lazy().select("segment", "query_norm"), on=["segment", "query_norm"])
-        .collect()
-    )
-    rank = [permanent_random(salt, str(r)) for r in asked["request_id"]]
+    theirs = asked.join(drawn.select("segment", "query_norm"), on=["segment", "query_norm"])
+    rank = [permanent_random(salt, r) for r in theirs["request_id"]]
     return (
-        asked.with_columns(pl.Series("_u", rank, dtype=pl.Float64))
+        theirs.with_columns(pl.Series("_u", rank, dtype=pl.Float64))
         .sort("_u", "request_id")
         .group_by("segment", "query_norm", maintain_order=True)
         .first()
