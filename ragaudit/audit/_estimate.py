@@ -22,6 +22,12 @@ correction), which overstates the variance where a stratum's sampling fraction i
 
 Also reported: ``n`` (units with an ok value), ``requests`` (the requests they represent) and
 Kish's effective sample size ``(sum w)^2 / sum w^2``.
+
+Where people gave their own value of some drawn units' metrics (``labels``), the
+prediction-powered figure stands beside the judge's: the judge's weighted mean plus the
+weighted mean of people minus judge over the labelled units (plain PPI, the same design
+weights), its interval linearised over every drawn unit with the same strata. It assumes the
+labelled units are a random subsample of the drawn ones.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats
 
 CONFIDENCE = 0.95
 ALL = "(all)"
@@ -101,6 +109,67 @@ def variance_strata(
     return [target.get(s, s) for s in out]
 
 
+def _samplics() -> Any:
+    with warnings.catch_warnings():
+        # samplics 0.6 says at import that it is archived (its successor is ``svy``); the
+        # estimator is unchanged and tested here against an independent computation.
+        warnings.simplefilter("ignore", FutureWarning)
+        import samplics
+    return samplics
+
+
+def _linearised_se(z: np.ndarray, vstrata: list[str], units: list[str]) -> tuple[float, int]:
+    """The standard error of a statistic from its linearised scores, and its degrees of freedom.
+
+    The same stratified, with-replacement formula as the means: samplics' total of ``z`` with
+    unit weights. The scores are shifted by 1 (samplics divides by the total, which is 0
+    here); the within-stratum deviations cancel the shift.
+    """
+    samplics = _samplics()
+    est = samplics.TaylorEstimator(samplics.PopParam.total, alpha=1 - CONFIDENCE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        est.estimate(
+            y=z + 1.0,
+            samp_weight=np.ones(len(z)),
+            stratum=np.asarray(vstrata, dtype=object),
+            psu=np.asarray(units, dtype=object),
+            fpc={s: 0.0 if s == _CERTAIN else 1.0 for s in sorted(set(vstrata))},
+            single_psu=samplics.SinglePSUEst.skip,
+        )
+    return float(est.stderror), int(est.degree_of_freedom)
+
+
+def _ppi(
+    judge: np.ndarray,
+    judge_ok: np.ndarray,
+    human: np.ndarray,
+    labelled: np.ndarray,
+    weight: np.ndarray,
+    vstrata: list[str],
+    units: list[str],
+) -> tuple[float | None, float | None, float | None]:
+    """The prediction-powered mean and its interval (None where it cannot be computed).
+
+    The judge's Hájek mean plus the people-minus-judge Hájek mean over the labelled units,
+    both with the design weights (plain PPI, no power tuning); the interval linearises the sum
+    over every drawn unit, since the labelled units are a subsample of the drawn ones.
+    """
+    both = labelled & judge_ok
+    if both.sum() < 2:
+        return None, None, None
+    wd, wl = weight * judge_ok, weight * both
+    theta = float((wd * judge).sum() / wd.sum())
+    delta = float((wl * (human - judge)).sum() / wl.sum())
+    z = wd * (judge - theta) / wd.sum() + wl * (human - judge - delta) / wl.sum()
+    se, df = _linearised_se(np.where(both | judge_ok, z, 0.0), vstrata, units)
+    point = theta + delta
+    if df < 1 or not math.isfinite(se):
+        return point, None, None
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
+    return point, point - half, point + half
+
+
 def _hajek(
     y: np.ndarray,
     ok: np.ndarray,
@@ -115,20 +184,14 @@ def _hajek(
     point = float((w_ok * y[ok]).sum() / w_ok.sum())
     if ok.sum() < 2:
         return point, None, None
-    with warnings.catch_warnings():
-        # samplics 0.6 says at import that it is archived (its successor is ``svy``); the
-        # estimator is unchanged and tested here against an independent computation.
-        warnings.simplefilter("ignore", FutureWarning)
-        from samplics import PopParam, SinglePSUEst, TaylorEstimator
-
-    names = sorted(set(vstrata))
-    fpc = {s: 0.0 if s == _CERTAIN else 1.0 for s in names}
+    samplics = _samplics()
+    fpc = {s: 0.0 if s == _CERTAIN else 1.0 for s in sorted(set(vstrata))}
     # samplics divides by each domain's mean (its coefficient of variation), so a mean of 0
     # would raise: shift the values to be positive (a shift moves the mean and the interval
     # by the same amount and leaves the variance alone) and give the units outside the
     # domain a positive value too (their values never enter the domain's estimate).
     shift = 1.0 + float(np.abs(y[ok]).max())
-    est = TaylorEstimator(PopParam.mean, alpha=1 - CONFIDENCE)
+    est = samplics.TaylorEstimator(samplics.PopParam.mean, alpha=1 - CONFIDENCE)
     with warnings.catch_warnings():
         # A lone certainty unit is a one-unit stratum with no variance: samplics' "skip".
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -139,7 +202,7 @@ def _hajek(
             psu=np.asarray(units, dtype=object),
             domain=ok,
             fpc=fpc,
-            single_psu=SinglePSUEst.skip,
+            single_psu=samplics.SinglePSUEst.skip,
         )
     low, high = est.lower_ci.get(True), est.upper_ci.get(True)
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
@@ -179,18 +242,28 @@ def estimate(
             a finite value count; a drawn unit with no row for a metric is outside that
             metric's domain, as a failed one is).
         sample: The day's draw (:func:`ragaudit.audit.draw_sample`, schema ``AUDIT_SAMPLE``).
-        labels: People's labels; not used yet: the PPI columns are null.
+        labels: People's values of drawn units' metrics, the same columns as ``values``
+            without ``status`` (a person's nDCG@k from their grades of every served document
+            in the top k, a person's faithfulness verdict ...; several rows of one unit and
+            metric are averaged). Where at least two units of a cell are labelled, the
+            prediction-powered (PPI) mean and interval fill the ``ppi_*`` columns; else null.
 
     Returns:
         Rows of schema ``AUDIT_ESTIMATES``: segment ``(all)`` first, then each segment, per
         metric in the order the metrics first appear in ``values``.
     """
-    del labels  # PPI-corrected figures are not computed yet (the columns stay null).
     rows: list[dict[str, object]] = []
     key = _key(values)
     ok_values = _ok_values(values, key)
     if ok_values.select(key, "metric").is_duplicated().any():
         raise ValueError(f"values: more than one row for a {key} and metric")
+    human = (
+        labels.filter(pl.col("value").is_not_null() & pl.col("value").cast(pl.Float64).is_finite())
+        .group_by(pl.col(_key(labels)).cast(pl.String).alias(key), pl.col("metric").cast(pl.String))
+        .agg(pl.col("value").cast(pl.Float64).mean().alias("human"))
+        if labels is not None and not labels.is_empty()
+        else pl.DataFrame(schema={key: pl.String, "metric": pl.String, "human": pl.Float64})
+    )
     metrics = list(dict.fromkeys(ok_values["metric"].to_list()))
     segments = sorted(set(sample["segment"].to_list()))
     for metric in metrics:
@@ -198,7 +271,7 @@ def estimate(
             ok_values.filter(pl.col("metric") == metric).select(key, "value"),
             on=key,
             how="left",
-        )
+        ).join(human.filter(pl.col("metric") == metric).select(key, "human"), on=key, how="left")
         for segment in [ALL, *segments]:
             part = joined if segment == ALL else joined.filter(pl.col("segment") == segment)
             rows.append({"segment": segment, "metric": metric, **_figures(part, segment == ALL)})
@@ -217,7 +290,11 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
         (part["pi"] >= 1.0).to_list(),
         across_segments=across_segments,
     )
-    point, low, high = _hajek(y, ok, weight, vstrata, part["unit"].to_list())
+    units = part["unit"].to_list()
+    point, low, high = _hajek(y, ok, weight, vstrata, units)
+    human = part["human"].fill_null(0.0).to_numpy()
+    labelled = part["human"].is_not_null().to_numpy()
+    ppi = _ppi(y, ok, human, labelled, weight, vstrata, units)
     return {
         "estimate": point,
         "ci_low": low,
@@ -226,9 +303,9 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
         "requests": float(weight[ok].sum()),
         "ess": kish_ess(weight[ok]),
         "method": METHOD,
-        "ppi_estimate": None,
-        "ppi_ci_low": None,
-        "ppi_ci_high": None,
+        "ppi_estimate": ppi[0],
+        "ppi_ci_low": ppi[1],
+        "ppi_ci_high": ppi[2],
     }
 
 

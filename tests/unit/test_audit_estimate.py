@@ -162,3 +162,66 @@ def test_list_metrics_short_lists_failed_grades_and_all_zero() -> None:
     assert list_metrics([], k=3, relevant_grade=2) == dict.fromkeys(metric_names(3))
     with pytest.raises(ValueError, match="k must be"):
         list_metrics([1], k=0, relevant_grade=2)
+
+
+def _labels(values: dict[int, float], metric: str = "m") -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "request_id": [f"r{i}" for i in values],
+            "metric": [metric] * len(values),
+            "value": list(values.values()),
+        }
+    )
+
+
+def test_ppi_is_null_without_labels_and_equals_the_judge_when_people_agree() -> None:
+    rng = np.random.default_rng(1)
+    strata = ["a/tail"] * 10 + ["a/head"] * 10
+    w = list(rng.uniform(1, 5, 20))
+    y = list(rng.uniform(0, 1, 20))
+    plain = estimate(_values(y), _sample(strata, w)).row(0, named=True)
+    assert plain["ppi_estimate"] is None and plain["ppi_ci_low"] is None
+    agree = estimate(
+        _values(y), _sample(strata, w), labels=_labels({i: y[i] for i in range(0, 20, 3)})
+    )
+    row = agree.row(0, named=True)
+    assert row["ppi_estimate"] == pytest.approx(row["estimate"])
+    assert row["ppi_ci_low"] == pytest.approx(row["ci_low"])
+    assert row["ppi_ci_high"] == pytest.approx(row["ci_high"])
+
+
+def test_ppi_against_an_independent_linearisation() -> None:
+    rng = np.random.default_rng(2)
+    strata = [f"a/{b}" for b in ("head", "torso", "tail") for _ in range(12)]
+    n = len(strata)
+    w = rng.uniform(1, 20, n)
+    human_all = rng.uniform(0, 1, n)
+    judge = np.clip(human_all + 0.2 + rng.normal(0, 0.1, n), 0, 1.5)  # a judge that over-rates
+    labelled = rng.random(n) < 0.4
+    # Two people on one unit count as their mean.
+    people = {i: float(human_all[i]) for i in np.flatnonzero(labelled)}
+    labels = _labels(people)
+    first = int(np.flatnonzero(labelled)[0])
+    extra = pl.DataFrame(
+        {"request_id": [f"r{first}"], "metric": ["m"], "value": [people[first] + 0.2]}
+    )
+    labels = pl.concat([labels, extra])
+    human = human_all.copy()
+    human[first] += 0.1
+    row = estimate(_values(list(judge)), _sample(strata, list(w)), labels=labels).row(0, named=True)
+
+    theta = (w * judge).sum() / w.sum()
+    wl = w * labelled
+    delta = (wl * (human - judge)).sum() / wl.sum()
+    z = w * (judge - theta) / w.sum() + wl * (human - judge - delta) / wl.sum()
+    var = 0.0
+    for h in set(strata):
+        zh = z[[s == h for s in strata]]
+        var += len(zh) / (len(zh) - 1) * float(((zh - zh.mean()) ** 2).sum())
+    half = stats.t.ppf(0.975, n - 3) * math.sqrt(var)
+    assert row["ppi_estimate"] == pytest.approx(theta + delta)
+    assert row["ppi_ci_low"] == pytest.approx(theta + delta - half)
+    assert row["ppi_ci_high"] == pytest.approx(theta + delta + half)
+    # The judge alone is off by its bias; the correction moves toward the people's mean.
+    people_mean = (w * human).sum() / w.sum()
+    assert abs(row["ppi_estimate"] - people_mean) < abs(row["estimate"] - people_mean)
