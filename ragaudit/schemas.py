@@ -517,6 +517,43 @@ AUDIT_REQUESTS = _schema(
     ],
 )
 
+# ``ragaudit audit``: the day's draw (one row per drawn unit: a segment's distinct normalised
+# query) and the population estimates made from it.
+AUDIT_SAMPLE = _schema(
+    "audit_sample",
+    [
+        ("unit", _str),  # hash of segment + normalised query, no salt: the same every day
+        ("request_id", _str),  # the request drawn to represent the unit
+        ("segment", _str),
+        ("band", _str),  # head | torso | tail, by the unit's requests that day
+        ("stratum", _str),  # "<segment>/<band>"
+        ("query_norm", _str),
+        ("count", _i64),  # requests of the unit that day
+        ("stratum_units", _i64),
+        ("stratum_requests", _i64),
+        ("pi", _f64),  # inclusion probability
+        ("weight", _f64),  # requests represented: count / pi
+    ],
+)
+
+AUDIT_ESTIMATES = _schema(
+    "audit_estimates",
+    [
+        ("segment", _str),  # "(all)" for the whole traffic
+        ("metric", _str),
+        ("estimate", _f64),  # design-weighted (Hajek) mean over requests
+        ("ci_low", _f64),  # 95 %, Taylor linearisation over the strata
+        ("ci_high", _f64),
+        ("n", _i64),  # sampled units with an ok value
+        ("requests", _f64),  # requests those units represent (sum of weights)
+        ("ess", _f64),  # Kish's effective sample size
+        ("method", _str),
+        ("ppi_estimate", _f64),  # null without people's labels
+        ("ppi_ci_low", _f64),
+        ("ppi_ci_high", _f64),
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (
@@ -568,7 +605,9 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "AGREEMENT",
     "ANSWERS",
     "AUDIT_DOC",
+    "AUDIT_ESTIMATES",
     "AUDIT_REQUESTS",
+    "AUDIT_SAMPLE",
     "AUDIT_SCORES",
     "AUDIT_VERDICTS",
     "BATTLES",

@@ -20,6 +20,19 @@ from ragaudit.audit._content import (
     content_digest,
     resolve_texts,
 )
+from ragaudit.audit._estimate import (
+    ALL,
+    estimate,
+    kish_ess,
+)
+from ragaudit.audit._listmetrics import (
+    list_metrics,
+    metric_names,
+)
+from ragaudit.audit._promote import (
+    promote,
+    write_question_set,
+)
 from ragaudit.audit._redact import (
     RedactOptions,
     Redactor,
@@ -59,7 +72,13 @@ from ragaudit.audit._run import (
     values_frame,
 )
 from ragaudit.audit._sample import (
+    Bands,
     SampleOptions,
+    budget_units,
+    draw_sample,
+    normalise_query,
+    permanent_random,
+    unit_id,
 )
 from ragaudit.audit._source import (
     NO_SEGMENT,
@@ -72,8 +91,10 @@ from ragaudit.audit._source import (
 )
 
 __all__ = [
+    "ALL",
     "AuditDay",
     "AuditSection",
+    "Bands",
     "DEFAULT_METRICS",
     "DryRun",
     "ESTIMATES",
@@ -99,12 +120,21 @@ __all__ = [
     "audit_dir",
     "audit_root",
     "audit_section",
+    "budget_units",
     "content_digest",
     "day_paths",
+    "draw_sample",
+    "estimate",
     "grade_served",
     "judgment_store",
+    "kish_ess",
+    "list_metrics",
+    "metric_names",
+    "normalise_query",
+    "permanent_random",
     "previous_day",
     "primary_metric",
+    "promote",
     "promote_day",
     "read_day",
     "reference_free",
@@ -117,6 +147,8 @@ __all__ = [
     "served_requests",
     "strata_rows",
     "summary",
+    "unit_id",
     "values_frame",
+    "write_question_set",
     "write_report",
 ]

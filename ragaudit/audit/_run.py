@@ -37,7 +37,13 @@ from ragaudit.judging import Judge, grade_candidates, grade_plan, plan_grades, s
 from ragaudit.lang import detect_language
 from ragaudit.metrics import Sample, resolve
 from ragaudit.prompts import RELEVANCE
-from ragaudit.schemas import AUDIT_SCORES, AUDIT_VERDICTS, to_table
+from ragaudit.schemas import (
+    AUDIT_ESTIMATES,
+    AUDIT_SAMPLE,
+    AUDIT_SCORES,
+    AUDIT_VERDICTS,
+    to_table,
+)
 from ragaudit.scoring import make_deps, make_panel, score_rows
 from ragaudit.secrets import redact
 
@@ -157,7 +163,8 @@ def _read(config: RunConfig, day: dt.date, out: Path) -> Any:
         section.source,
         section.redact,
         day,
-        segment=section.segment or "",
+        # No segment expression: a literal null, so every request is in "(none)".
+        segment=section.segment or "`null`",
         out=out,
         max_bad_share=section.max_bad_share,
     )
@@ -535,7 +542,7 @@ async def run_audit_day(
     read = _read(config, day, folder / REQUESTS)
     judge = _judge(config, gateway)
     sample = _draw(config, folder / REQUESTS, judge)
-    write_table(sample.to_arrow(), folder / SAMPLE)
+    write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
     out = AuditDay(config, day, folder, read, sample)
     out.served = served_requests(folder / REQUESTS, sample, section.k)
     source = f"audit:{section.name}:{day.isoformat()}"
@@ -545,7 +552,7 @@ async def run_audit_day(
     await score_answers(out, judge, gateway, source)
     write_table(to_table(out.scores, AUDIT_SCORES), folder / SCORES)
     out.estimates = estimate(values_frame(out.scores), sample)
-    write_table(out.estimates.to_arrow(), folder / ESTIMATES)
+    write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
     from ragaudit.audit._report import write_report
 
     write_report(out)
