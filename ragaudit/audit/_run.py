@@ -13,6 +13,7 @@ re-run pays nothing.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 import tempfile
 import time
@@ -25,6 +26,7 @@ import polars as pl
 
 from ragaudit.atomic import write_json, write_table
 from ragaudit.audit._config import AuditSection, audit_section
+from ragaudit.audit._content import resolve_texts
 from ragaudit.audit._estimate import estimate
 from ragaudit.audit._listmetrics import list_metrics
 from ragaudit.audit._sample import draw_sample
@@ -183,10 +185,47 @@ def _doc_rows(docs: Sequence[Mapping[str, Any]] | None, k: int) -> list[dict[str
     ]
 
 
-def served_requests(requests: Path, sample: pl.DataFrame, k: int) -> list[Served]:
-    """The sampled requests with their top ``k`` served documents, in the sample's order."""
+def sampled_rows(requests: Path, sample: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``requests.parquet`` the sample drew (read lazily: only those)."""
     ids = sample["request_id"].to_list()
-    rows = pl.scan_parquet(requests).filter(pl.col("request_id").is_in(ids)).collect()
+    return pl.scan_parquet(requests).filter(pl.col("request_id").is_in(ids)).collect()
+
+
+async def fetch_missing_texts(config: RunConfig, rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with the texts of documents logged by id only fetched from the backend.
+
+    Only the sampled requests are read, so the fetch is bounded by the sample. A backend that
+    cannot fetch by id leaves those documents without text: they are skipped, saying why.
+    Where the log carries a content hash, a text that changed since it was served is flagged
+    and kept out of grading (``resolve_texts``).
+    """
+    docs = rows["docs"].to_list() if rows.height else []
+    if not any(d["text"] is None for ds in docs for d in ds or ()):
+        return rows
+    from ragaudit.search import FetchingBackend, make_search_backend
+
+    section = audit_section(config)
+    backend = make_search_backend(config)
+    try:
+        if not isinstance(backend, FetchingBackend):
+            return rows
+        return await resolve_texts(
+            rows,
+            backend.fetch_texts,
+            redact=section.redact,
+            hash_algorithm=section.source.hash_algorithm,
+        )
+    finally:
+        # An engine's async client belongs to this loop: ``aclose`` closes it (and the sync one).
+        close = getattr(backend, "aclose", None) or getattr(backend, "close", None)
+        if close is not None:
+            done = close()
+            if inspect.isawaitable(done):
+                await done
+
+
+def served_requests(rows: pl.DataFrame, sample: pl.DataFrame, k: int) -> list[Served]:
+    """The sampled requests with their top ``k`` served documents, in the sample's order."""
     by_id = {r["request_id"]: r for r in rows.iter_rows(named=True)}
     out = []
     for unit_row in sample.iter_rows(named=True):
@@ -544,7 +583,8 @@ async def run_audit_day(
     sample = _draw(config, folder / REQUESTS, judge)
     write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
     out = AuditDay(config, day, folder, read, sample)
-    out.served = served_requests(folder / REQUESTS, sample, section.k)
+    rows = await fetch_missing_texts(config, sampled_rows(folder / REQUESTS, sample))
+    out.served = served_requests(rows, sample, section.k)
     source = f"audit:{section.name}:{day.isoformat()}"
     await grade_served(out, judge, gateway, source)
     write_table(to_table(out.verdicts, AUDIT_VERDICTS), folder / VERDICTS)
@@ -690,7 +730,8 @@ async def _dry_run(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
     judge = _judge(config, None)
     sample = _draw(config, tmp / REQUESTS, judge)
     out = AuditDay(config, day, tmp, read, sample, plan=DryRun())
-    out.served = served_requests(tmp / REQUESTS, sample, section.k)
+    rows = await fetch_missing_texts(config, sampled_rows(tmp / REQUESTS, sample))
+    out.served = served_requests(rows, sample, section.k)
     plan = out.plan
     assert plan is not None
     store = judgment_store(config)
@@ -768,6 +809,8 @@ __all__ = [
     "samples_of",
     "score_answers",
     "score_lists",
+    "fetch_missing_texts",
+    "sampled_rows",
     "served_requests",
     "summary",
     "values_frame",
