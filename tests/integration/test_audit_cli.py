@@ -163,7 +163,8 @@ def test_the_day_writes_every_table_and_estimates_per_segment(audited: dict[str,
     overall = estimates.filter((pl.col("segment") == "(all)") & (pl.col("metric") == "ndcg@3"))
     assert overall.height == 1
     row = overall.row(0, named=True)
-    assert row["ci_low"] <= row["estimate"] <= row["ci_high"]
+    # Rounding may put a degenerate interval (every value equal) a hair off its estimate.
+    assert row["ci_low"] - 1e-9 <= row["estimate"] <= row["ci_high"] + 1e-9
     assert row["n"] > 0
     manifest = audited["first_manifest"]
     assert manifest["kind"] == "audit" and manifest["status"] == "completed"
