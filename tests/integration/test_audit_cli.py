@@ -23,7 +23,8 @@ def audited(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) -> 
     write_log(tmp)
     path = audit_yaml(tmp)
     dry = ragaudit("audit", "-c", str(path), "--day", DAY, "--dry-run")
-    after_dry = sorted(p.name for p in (tmp / "runs").glob("*")) if (tmp / "runs").exists() else []
+    # Nothing under the runs root (no audit folder, no judgment store) and no memo opened.
+    after_dry = [p.name for p in tmp.iterdir() if p.name in {"runs", "cache"}]
     first = ragaudit("audit", "-c", str(path), "--day", DAY)
     folder = tmp / "runs" / "audit-support-bot" / DAY
     first_manifest = json.loads((folder / "manifest.json").read_text())
@@ -90,13 +91,10 @@ def test_a_rerun_pays_nothing(audited: dict[str, Any]) -> None:
 
 def test_the_dry_run_calls_nothing_and_writes_nothing(audited: dict[str, Any]) -> None:
     dry = audited["dry"]
-    assert audited["after_dry"] == []  # no audit folder, no judgment store
+    assert audited["after_dry"] == []
     assert "billing" in dry and "account" in dry
     assert "judge prompt tokens in all" in dry
     assert "score:faithfulness" in dry
-    assert not (audited["tmp"] / "cache").exists() or not any(
-        (audited["tmp"] / "cache").rglob("*.val")
-    )
 
 
 def test_the_report_escapes_what_the_logs_hold(audited: dict[str, Any]) -> None:
@@ -205,3 +203,35 @@ def test_promote_writes_the_worst_requests_and_ragaudit_run_reads_them(
     assert manifest["status"] == "completed"
     questions = pl.read_parquet(tmp / "runs" / "promoted" / "questions.parquet")
     assert sorted(questions["question_id"]) == sorted(r["question_id"] for r in rows)
+
+
+def test_failed_grades_and_scores_are_marked_and_the_day_goes_on(
+    tmp_path: Path, prefect_harness: None
+) -> None:
+    write_log(tmp_path)
+    path = audit_yaml(tmp_path)
+    from ragaudit.cli import app
+
+    # Half the judge's distinct replies are broken JSON and no repair is asked.
+    result = CliRunner().invoke(
+        app,
+        ["audit", "-c", str(path), "--day", DAY, "--judge", "fake/judge?malformed=0.5"]
+        + ["--set", "models.max_repairs=0"],
+    )
+    # Most judged rows failed: the day is written whole, and the exit says so (as a run's).
+    assert result.exit_code == 3, result.output
+    assert "completed with failures" in result.output and "Traceback" not in result.output
+    folder = tmp_path / "runs" / "audit-support-bot" / DAY
+    verdicts = pl.read_parquet(folder / "verdicts.parquet")
+    failed = verdicts.filter(pl.col("status") == "failed")
+    assert 0 < failed.height < verdicts.height
+    assert failed["grade"].is_null().all() and failed["reason"].str.len_chars().min() > 0
+    scores = pl.read_parquet(folder / "scores.parquet")
+    # A list with an ungraded document has no nDCG: failed, naming the rank, never 0.
+    lists = scores.filter(pl.col("metric") == "ndcg@3", pl.col("status") == "failed")
+    assert lists.height > 0 and lists["value"].is_null().all()
+    assert lists["error"].str.contains("has no grade").all()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["grading"]["failed"] == failed.height
+    assert manifest["status"] == "completed_with_failures"
+    assert (folder / "report.html").is_file() and (folder / "estimates.parquet").is_file()
