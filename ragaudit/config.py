@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ragaudit.errors import ConfigError, clip
 from ragaudit.registry import ANSWER_SOURCES, METRICS, ORDERINGS, SEARCH_BACKENDS, load_module
@@ -1073,11 +1074,12 @@ class RunConfig(_Frozen):
         try:
             return section.model_validate(value)
         except ValidationError as exc:
-            raise ValueError(
-                "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or 'audit'}: {e['msg']}"
-                    for e in exc.errors()
-                )
+            # One line per problem, each naming the section's own field (``audit: sample: …``).
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'audit'}: {e['msg']}" for e in exc.errors()
+            )
+            raise PydanticCustomError(
+                "audit_section", "{problems}", {"problems": problems}
             ) from None
 
     @field_validator("run_id")

@@ -134,6 +134,13 @@ def test_the_viewer_lists_and_shows_the_audit(audited: dict[str, Any]) -> None:
     assert client.get("/runs/audit-support-bot/days/..%2F..").status_code == 404
 
 
+def promote(tmp: Path, out: Path, *extra: str) -> str:
+    """``ragaudit audit promote`` of the audited day's worst 3 requests into ``out``."""
+    runs = str(tmp / "runs")
+    args = ["support-bot", "--day", DAY, "--worst", "3", "-o", str(out), "--runs-root", runs]
+    return ragaudit("audit", "promote", *args, *extra)
+
+
 def test_promote_writes_the_worst_requests_and_ragaudit_run_reads_them(
     audited: dict[str, Any],
 ) -> None:
@@ -141,19 +148,7 @@ def test_promote_writes_the_worst_requests_and_ragaudit_run_reads_them(
 
     tmp = audited["tmp"]
     out = tmp / "promoted.jsonl"
-    printed = ragaudit(
-        "audit",
-        "promote",
-        "support-bot",
-        "--day",
-        DAY,
-        "--worst",
-        "3",
-        "-o",
-        str(out),
-        "--runs-root",
-        str(tmp / "runs"),
-    )
+    printed = promote(tmp, out)
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert 0 < len(rows) <= 3 and f"{len(rows)} questions" in printed
     for row in rows:
@@ -161,21 +156,7 @@ def test_promote_writes_the_worst_requests_and_ragaudit_run_reads_them(
         assert row["metadata"]["request_ids"] and "ndcg@3" in row["metadata"]["scores"]
     # Promoting again against that set adds nothing: every question is already in it.
     again = tmp / "again.jsonl"
-    ragaudit(
-        "audit",
-        "promote",
-        "support-bot",
-        "--day",
-        DAY,
-        "--worst",
-        "3",
-        "-o",
-        str(again),
-        "--runs-root",
-        str(tmp / "runs"),
-        "--against",
-        str(out),
-    )
+    promote(tmp, again, "--against", str(out))
     assert again.read_text(encoding="utf-8") == ""
     # The promoted set is a question set `ragaudit run` evaluates end to end.
     ragaudit(
