@@ -93,12 +93,18 @@ def _value(v: AnyValue) -> Any:
     return getattr(v, which)
 
 
+def _items(obj: Any, key: str) -> list[dict[str, Any]]:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 def _ids_to_base64(line: Any) -> None:
     # OTLP/JSON writes trace and span ids as hex, where protobuf's JSON mapping of a bytes field
     # expects base64: convert them before parsing (base64 ids, by length, are left alone).
-    for rs in line.get("resourceSpans") or ():
-        for ss in rs.get("scopeSpans") or ():
-            for span in ss.get("spans") or ():
+    # A malformed shape is left as it is, for protobuf's parser to name.
+    for rs in _items(line, "resourceSpans"):
+        for ss in _items(rs, "scopeSpans"):
+            for span in _items(ss, "spans"):
                 for name, size in _ID_FIELDS.items():
                     raw = span.get(name)
                     if isinstance(raw, str) and len(raw) == 2 * size:
