@@ -24,7 +24,7 @@ from ragaudit.audit._source import (
     as_object,
     as_text,
     as_time,
-    compile_path,
+    getter,
 )
 from ragaudit.errors import InputError, clip, os_error_message
 
@@ -37,14 +37,14 @@ class Mapper:
     def __init__(self, fields: FieldPaths) -> None:
         """Compile every expression once (a ConfigError names the field)."""
         self._paths = {
-            name: compile_path(expr, f"audit.source.fields.{name}")
+            name: getter(expr, f"audit.source.fields.{name}")
             for name, expr in fields.model_dump().items()
             if expr is not None
         }
 
     def _get(self, name: str, record: Mapping[str, Any]) -> Any:
         path = self._paths.get(name)
-        return None if path is None else path.search(record)
+        return None if path is None else path(record)
 
     def request(self, record: Any, origin: str) -> Request | Bad:
         """``record`` as a request, or why it does not map."""
