@@ -93,9 +93,16 @@ def json_lines(path: str) -> Iterator[tuple[int, Any | Bad]]:
             raise InputError(f"{path}: cannot be read to its end ({exc})") from None
 
 
+def json_records(files: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """Each record of ``files`` with its origin ``<file>:<line>``; a Bad where it is not JSON."""
+    for path in files:
+        for lineno, value in json_lines(path):
+            yield f"{path}:{lineno}", value
+
+
 def _jsonl(path: str, mapper: Mapper) -> Iterator[Request | Bad]:
-    for lineno, value in json_lines(path):
-        yield value if isinstance(value, Bad) else mapper.request(value, f"{path}:{lineno}")
+    for origin, value in json_records([path]):
+        yield value if isinstance(value, Bad) else mapper.request(value, origin)
 
 
 def _parquet(path: str, mapper: Mapper) -> Iterator[Request | Bad]:
@@ -122,4 +129,4 @@ def read_logs(
         yield from (_parquet if parquet else _jsonl)(path, mapper)
 
 
-__all__ = ["Mapper", "json_lines", "open_text", "read_logs"]
+__all__ = ["Mapper", "json_lines", "json_records", "open_text", "read_logs"]

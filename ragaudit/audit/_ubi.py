@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ragaudit.audit._jsonlog import json_lines
+from ragaudit.audit._jsonlog import json_records
 from ragaudit.audit._source import (
     Bad,
     Request,
@@ -80,23 +80,20 @@ def _from_files(ubi: UbiSource, day: dt.date, files: list[str]) -> Iterator[Requ
         event_files = day_paths(ubi.events_path, day)
         if not event_files:
             raise InputError(f"audit.source.ubi.events_path: no file matches for {day.isoformat()}")
-        for path in event_files:
-            for lineno, obj in json_lines(path):
-                src = obj.get("_source", obj) if isinstance(obj, Mapping) else None
-                if isinstance(src, Mapping) and src.get("query_id"):
-                    events[str(src["query_id"])].append(_event(src))
-                else:
-                    # An event that names no query cannot be joined: reported, never dropped.
-                    yield Bad(f"{path}:{lineno}", "an event without query_id")
-    for path in files:
-        for lineno, obj in json_lines(path):
-            origin = f"{path}:{lineno}"
-            if isinstance(obj, Bad):
-                yield obj
-                continue
-            src = obj.get("_source", obj) if isinstance(obj, Mapping) else obj
-            qid = src.get("query_id") if isinstance(src, Mapping) else None
-            yield ubi_request(obj, origin, events.pop(str(qid), []) if qid else [])
+        for origin, obj in json_records(event_files):
+            src = obj.get("_source", obj) if isinstance(obj, Mapping) else None
+            if isinstance(src, Mapping) and src.get("query_id"):
+                events[str(src["query_id"])].append(_event(src))
+            else:
+                # An event that names no query cannot be joined: reported, never dropped.
+                yield obj if isinstance(obj, Bad) else Bad(origin, "an event without query_id")
+    for origin, obj in json_records(files):
+        if isinstance(obj, Bad):
+            yield obj
+            continue
+        src = obj.get("_source", obj) if isinstance(obj, Mapping) else obj
+        qid = src.get("query_id") if isinstance(src, Mapping) else None
+        yield ubi_request(obj, origin, events.pop(str(qid), []) if qid else [])
 
 
 # ------------------------------------------------------------------------------ the indexes

@@ -77,7 +77,8 @@ EVENTS = [
 
 
 def seed(url: str) -> None:
-    client = OpenSearch(hosts=[url])
+    # A generous timeout: the test machine is shared, and a slow answer is not what is tested.
+    client = OpenSearch(hosts=[url], timeout=120)
     client.indices.create(
         index="ubi_queries",
         body={
