@@ -29,7 +29,7 @@ from ragaudit.audit._source import (
     as_time,
     day_paths,
 )
-from ragaudit.errors import InputError, TransientError, clip
+from ragaudit.errors import ConfigError, InputError, TransientError, clip
 
 _PAGE = 1000  # queries per page read from the index, and whose events are fetched together
 
@@ -100,7 +100,13 @@ def _from_files(ubi: UbiSource, day: dt.date, files: list[str]) -> Iterator[Requ
 
 
 def _client(ubi: UbiSource) -> Any:
-    from opensearchpy import OpenSearch
+    try:
+        from opensearchpy import OpenSearch
+    except ImportError:
+        raise ConfigError(
+            "audit.source.format 'ubi' reads the indexes with opensearch-py: "
+            "pip install 'ragaudit[search]', or point source.path at an export"
+        ) from None
 
     return OpenSearch(
         hosts=list(ubi.hosts), timeout=ubi.timeout_s, max_retries=2, retry_on_timeout=True
