@@ -24,7 +24,7 @@ from ragaudit.audit._source import (
     as_object,
     as_text,
     as_time,
-    compile_path,
+    getter,
 )
 from ragaudit.errors import InputError, clip, os_error_message
 
@@ -37,14 +37,14 @@ class Mapper:
     def __init__(self, fields: FieldPaths) -> None:
         """Compile every expression once (a ConfigError names the field)."""
         self._paths = {
-            name: compile_path(expr, f"audit.source.fields.{name}")
+            name: getter(expr, f"audit.source.fields.{name}")
             for name, expr in fields.model_dump().items()
             if expr is not None
         }
 
     def _get(self, name: str, record: Mapping[str, Any]) -> Any:
         path = self._paths.get(name)
-        return None if path is None else path.search(record)
+        return None if path is None else path(record)
 
     def request(self, record: Any, origin: str) -> Request | Bad:
         """``record`` as a request, or why it does not map."""
@@ -93,9 +93,16 @@ def json_lines(path: str) -> Iterator[tuple[int, Any | Bad]]:
             raise InputError(f"{path}: cannot be read to its end ({exc})") from None
 
 
+def json_records(files: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """Each record of ``files`` with its origin ``<file>:<line>``; a Bad where it is not JSON."""
+    for path in files:
+        for lineno, value in json_lines(path):
+            yield f"{path}:{lineno}", value
+
+
 def _jsonl(path: str, mapper: Mapper) -> Iterator[Request | Bad]:
-    for lineno, value in json_lines(path):
-        yield value if isinstance(value, Bad) else mapper.request(value, f"{path}:{lineno}")
+    for origin, value in json_records([path]):
+        yield value if isinstance(value, Bad) else mapper.request(value, origin)
 
 
 def _parquet(path: str, mapper: Mapper) -> Iterator[Request | Bad]:
@@ -122,4 +129,4 @@ def read_logs(
         yield from (_parquet if parquet else _jsonl)(path, mapper)
 
 
-__all__ = ["Mapper", "json_lines", "open_text", "read_logs"]
+__all__ = ["Mapper", "json_lines", "json_records", "open_text", "read_logs"]

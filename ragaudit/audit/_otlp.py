@@ -35,7 +35,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from ragaudit.audit._jsonlog import json_lines
+from ragaudit.audit._jsonlog import json_records
 from ragaudit.audit._source import Bad, Request, Unmappable, as_docs, as_object
 from ragaudit.errors import clip
 
@@ -93,12 +93,18 @@ def _value(v: AnyValue) -> Any:
     return getattr(v, which)
 
 
+def _items(obj: Any, key: str) -> list[dict[str, Any]]:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 def _ids_to_base64(line: Any) -> None:
     # OTLP/JSON writes trace and span ids as hex, where protobuf's JSON mapping of a bytes field
     # expects base64: convert them before parsing (base64 ids, by length, are left alone).
-    for rs in line.get("resourceSpans") or ():
-        for ss in rs.get("scopeSpans") or ():
-            for span in ss.get("spans") or ():
+    # A malformed shape is left as it is, for protobuf's parser to name.
+    for rs in _items(line, "resourceSpans"):
+        for ss in _items(rs, "scopeSpans"):
+            for span in _items(ss, "spans"):
                 for name, size in _ID_FIELDS.items():
                     raw = span.get(name)
                     if isinstance(raw, str) and len(raw) == 2 * size:
@@ -329,28 +335,26 @@ def read_traces(files: Iterable[str]) -> Iterator[Request | Bad]:
     OTLP/JSON and a trace with neither a retrieval nor an LLM span are Bad.
     """
     open_traces: dict[str, _Trace] = {}
-    for path in files:
-        for lineno, obj in json_lines(path):
-            origin = f"{path}:{lineno}"
-            if isinstance(obj, Bad):
-                yield obj
-                continue
-            try:
-                msg = parse_line(obj)
-            except ValueError as exc:
-                yield Bad(origin, str(exc))
-                continue
-            touched = []
-            for trace_id, span in _spans(msg):
-                trace = open_traces.setdefault(trace_id, _Trace(origin))
-                trace.spans.append(span)
-                trace.rooted = trace.rooted or not span.parent_id
-                touched.append(trace_id)
-            # A line's spans are all read before a trace is closed: within one line the
-            # root may come before its children.
-            for trace_id in dict.fromkeys(touched):
-                if open_traces[trace_id].rooted:
-                    yield _request(trace_id, open_traces.pop(trace_id))
+    for origin, obj in json_records(files):
+        if isinstance(obj, Bad):
+            yield obj
+            continue
+        try:
+            msg = parse_line(obj)
+        except ValueError as exc:
+            yield Bad(origin, str(exc))
+            continue
+        touched = []
+        for trace_id, span in _spans(msg):
+            trace = open_traces.setdefault(trace_id, _Trace(origin))
+            trace.spans.append(span)
+            trace.rooted = trace.rooted or not span.parent_id
+            touched.append(trace_id)
+        # A line's spans are all read before a trace is closed: within one line the root may
+        # come before its children.
+        for trace_id in dict.fromkeys(touched):
+            if open_traces[trace_id].rooted:
+                yield _request(trace_id, open_traces.pop(trace_id))
     for trace_id, trace in open_traces.items():
         yield _request(trace_id, trace)
 

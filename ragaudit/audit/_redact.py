@@ -26,8 +26,17 @@ _EMAIL = r"(?<![\w.+-])[\w.+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})+
 _CARD = r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"
 # A phone number: an optional +country code, digits in groups split by spaces, dots, dashes or a
 # bracketed area code; kept only with 7 to 15 digits that do not read as a date.
-_PHONE = r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{2,}(?:[ .-]\d{2,}){0,5}(?![\w])"
+# The lookahead asks for seven phone-like characters first, so the many short numbers of a
+# text (counts, years, ids) are passed over without a match to reject.
+_PHONE = (
+    r"(?<![\w+])(?=[+(\d][\d ().+-]{6})"
+    r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{2,}(?:[ .-]\d{2,}){0,5}(?![\w])"
+)
+_DEFAULTS_NEED = regex.compile(r"[@\d]")
+Rule = tuple[str | None, regex.Pattern[str], regex.Pattern[str] | None]
 _DATE = regex.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{4}")
+
+_DEFAULTS = regex.compile(f"(?P<email>{_EMAIL})|(?P<card>{_CARD})|(?P<phone>{_PHONE})")
 
 TIMEOUT_KIND = "timeout"
 """The kind counted when a text's time budget ran out (the whole text was replaced)."""
@@ -59,6 +68,32 @@ def _is_phone(s: str) -> bool:
     # A bare run of digits is a phone only when it is long enough to be one with its area code
     # (a Chinese mobile, a national number); shorter bare numbers are counts, ids and years.
     return n >= 10 or not s.isdigit()
+
+
+def _phones_within(run: str, counts: Counter[str]) -> str:
+    """Phones in a run of digit groups too long to be one (two numbers side by side)."""
+    out: list[str] = []
+    group: list[str] = []
+
+    def flush() -> None:
+        text = " ".join(group)
+        if group and _is_phone(text):
+            counts["phone"] += 1
+            out.append("[phone]")
+        elif group:
+            out.append(text)
+        group.clear()
+
+    for token in run.split(" "):
+        if group and len(_digits(" ".join([*group, token]))) > 15:
+            flush()
+        group.append(token)
+    flush()
+    return " ".join(out)
+
+
+# What a default's match must also pass to be replaced (a card's checksum, a phone's length).
+_CHECKS: dict[str, Callable[[str], bool]] = {"card": _is_card, "phone": _is_phone}
 
 
 class RedactPattern(BaseModel):
@@ -104,13 +139,11 @@ class Redactor:
         Raises:
             ConfigError: a pattern does not compile (the options model checks it first).
         """
-        rules: list[tuple[str, regex.Pattern[str], Callable[[str], bool] | None]] = []
+        # (kind, pattern, a character class the text must hold at all); the defaults are one
+        # alternation with a group per kind, so a text is scanned once for the three of them.
+        rules: list[Rule] = []
         if options.defaults:
-            rules += [
-                ("email", regex.compile(_EMAIL), None),
-                ("card", regex.compile(_CARD), _is_card),
-                ("phone", regex.compile(_PHONE), _is_phone),
-            ]
+            rules.append((None, _DEFAULTS, _DEFAULTS_NEED))
         for p in options.patterns:
             try:
                 rules.append((p.name, regex.compile(p.pattern), None))
@@ -119,7 +152,7 @@ class Redactor:
         self._rules = rules
         self._timeout = options.timeout_s
         self.counts: Counter[str] = Counter()
-        self._cache: OrderedDict[str, tuple[str, Counter[str]]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[str, Counter[str] | None]] = OrderedDict()
 
     def __call__(self, text: str | None) -> str | None:
         """``text`` with every match replaced by ``[<kind>]`` (None stays None)."""
@@ -133,22 +166,26 @@ class Redactor:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(text)
-        self.counts.update(hit[1])
+        if hit[1]:
+            self.counts.update(hit[1])
         return hit[0]
 
-    def _redact(self, text: str) -> tuple[str, Counter[str]]:
+    def _redact(self, text: str) -> tuple[str, Counter[str] | None]:
         counts: Counter[str] = Counter()
         deadline = time.monotonic() + self._timeout
         try:
-            for kind, pattern, keep in self._rules:
+            for name, pattern, needs in self._rules:
+                # The defaults cannot match a text without an "@" or a digit: no scan then.
+                if needs is not None and needs.search(text) is None:
+                    continue
 
-                def replace(
-                    m: regex.Match[str],
-                    kind: str = kind,
-                    keep: Callable[[str], bool] | None = keep,
-                ) -> str:
-                    if keep is not None and not keep(m.group()):
-                        return m.group()
+                def replace(m: regex.Match[str], name: str | None = name) -> str:
+                    kind = name or m.lastgroup or "match"
+                    if name is None and kind in _CHECKS:
+                        # A digit run that is no card may still be a phone (15 digits at most).
+                        kind = next((k for k in _CHECKS if _CHECKS[k](m.group())), "")
+                        if not kind:
+                            return _phones_within(m.group(), counts)
                     counts[kind] += 1
                     return f"[{kind}]"
 
@@ -156,7 +193,7 @@ class Redactor:
                 text = pattern.sub(replace, text, timeout=left)
         except TimeoutError:
             return f"[{TIMEOUT_KIND}]", Counter({TIMEOUT_KIND: 1})
-        return text, counts
+        return text, counts or None
 
 
 __all__ = ["TIMEOUT_KIND", "RedactOptions", "RedactPattern", "Redactor"]

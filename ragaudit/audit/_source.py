@@ -16,7 +16,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +44,63 @@ def compile_path(expr: str, where: str) -> Any:
         return jmespath.compile(expr)
     except jmespath.exceptions.JMESPathError as exc:
         raise ConfigError(f"{where}: '{clip(expr)}' is not a JMESPath expression ({exc})") from None
+
+
+Getter = Callable[[Any], Any]
+
+
+def _plain(node: Mapping[str, Any]) -> Getter | None:
+    """A Python function equal to the JMESPath AST ``node``, or None: jmespath evaluates it.
+
+    Only the node types a log mapping mostly uses are translated (fields, dotted paths, ``[*]``
+    projections, ``{k: path}`` objects); any other leaves the whole expression to jmespath.
+
+    jmespath interprets its tree node by node, which cost most of a day's read (a million
+    records, nine expressions each); these closures give the same values (tested against
+    jmespath) at a fraction of the cost.
+    """
+    kind, children = node["type"], node.get("children") or []
+    if kind == "field":
+        key = node["value"]
+        return lambda v: v.get(key) if isinstance(v, dict) else None
+    if kind in ("identity", "current"):
+        return lambda v: v
+    if kind == "multi_select_dict":
+        keys = [c["value"] for c in children]
+        values = [_plain(c["children"][0]) for c in children]
+        if any(f is None for f in values):
+            return None
+        pairs = list(zip(keys, values, strict=True))
+        return lambda v: None if v is None else {k: f(v) for k, f in pairs}  # type: ignore[misc]
+    parts = [_plain(c) for c in children]
+    if any(p is None for p in parts):
+        return None
+    steps = [p for p in parts if p is not None]
+    if kind == "subexpression":
+
+        def chain(v: Any) -> Any:
+            for step in steps:
+                v = step(v)
+            return v
+
+        return chain
+    if kind == "projection":
+        left, right = steps
+
+        def project(v: Any) -> Any:
+            base = left(v)
+            if not isinstance(base, list):
+                return None
+            return [r for r in map(right, base) if r is not None]
+
+        return project
+    return None
+
+
+def getter(expr: str, where: str) -> Getter:
+    """``expr`` compiled once, as a function of a record (see :func:`_plain`)."""
+    compiled = compile_path(expr, where)
+    return _plain(compiled.parsed) or compiled.search
 
 
 class FieldPaths(BaseModel):
@@ -319,7 +376,7 @@ def _segment_of(expr: Any, req: Request) -> str:
         "answer": req.answer,
         "feedback": req.feedback,
     }
-    value = expr.search(view)
+    value = expr(view)
     if value is None or value == "" or value == []:
         return NO_SEGMENT
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -393,7 +450,7 @@ def read_day(
             names the files and the first bad records).
         ConfigError: ``segment`` or a field expression is invalid.
     """
-    seg = compile_path(segment, "audit.segment")
+    seg = getter(segment, "audit.segment")
     files: list[str] = []
     if source.path is not None:
         files = day_paths(source.path, day)
@@ -468,5 +525,6 @@ __all__ = [
     "as_time",
     "compile_path",
     "day_paths",
+    "getter",
     "read_day",
 ]

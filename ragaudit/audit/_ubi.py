@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ragaudit.audit._jsonlog import json_lines
+from ragaudit.audit._jsonlog import json_records
 from ragaudit.audit._source import (
     Bad,
     Request,
@@ -29,7 +29,7 @@ from ragaudit.audit._source import (
     as_time,
     day_paths,
 )
-from ragaudit.errors import InputError, TransientError, clip
+from ragaudit.errors import ConfigError, InputError, TransientError, clip
 
 _PAGE = 1000  # queries per page read from the index, and whose events are fetched together
 
@@ -80,30 +80,33 @@ def _from_files(ubi: UbiSource, day: dt.date, files: list[str]) -> Iterator[Requ
         event_files = day_paths(ubi.events_path, day)
         if not event_files:
             raise InputError(f"audit.source.ubi.events_path: no file matches for {day.isoformat()}")
-        for path in event_files:
-            for lineno, obj in json_lines(path):
-                src = obj.get("_source", obj) if isinstance(obj, Mapping) else None
-                if isinstance(src, Mapping) and src.get("query_id"):
-                    events[str(src["query_id"])].append(_event(src))
-                else:
-                    # An event that names no query cannot be joined: reported, never dropped.
-                    yield Bad(f"{path}:{lineno}", "an event without query_id")
-    for path in files:
-        for lineno, obj in json_lines(path):
-            origin = f"{path}:{lineno}"
-            if isinstance(obj, Bad):
-                yield obj
-                continue
-            src = obj.get("_source", obj) if isinstance(obj, Mapping) else obj
-            qid = src.get("query_id") if isinstance(src, Mapping) else None
-            yield ubi_request(obj, origin, events.pop(str(qid), []) if qid else [])
+        for origin, obj in json_records(event_files):
+            src = obj.get("_source", obj) if isinstance(obj, Mapping) else None
+            if isinstance(src, Mapping) and src.get("query_id"):
+                events[str(src["query_id"])].append(_event(src))
+            else:
+                # An event that names no query cannot be joined: reported, never dropped.
+                yield obj if isinstance(obj, Bad) else Bad(origin, "an event without query_id")
+    for origin, obj in json_records(files):
+        if isinstance(obj, Bad):
+            yield obj
+            continue
+        src = obj.get("_source", obj) if isinstance(obj, Mapping) else obj
+        qid = src.get("query_id") if isinstance(src, Mapping) else None
+        yield ubi_request(obj, origin, events.pop(str(qid), []) if qid else [])
 
 
 # ------------------------------------------------------------------------------ the indexes
 
 
 def _client(ubi: UbiSource) -> Any:
-    from opensearchpy import OpenSearch
+    try:
+        from opensearchpy import OpenSearch
+    except ImportError:
+        raise ConfigError(
+            "audit.source.format 'ubi' reads the indexes with opensearch-py: "
+            "pip install 'ragaudit[search]', or point source.path at an export"
+        ) from None
 
     return OpenSearch(
         hosts=list(ubi.hosts), timeout=ubi.timeout_s, max_retries=2, retry_on_timeout=True
