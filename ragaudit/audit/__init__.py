@@ -16,6 +16,7 @@ from ragaudit.audit._sample import (
     draw_sample,
     normalise_query,
     permanent_random,
+    strata_table,
     unit_id,
 )
 
@@ -32,6 +33,7 @@ __all__ = [
     "normalise_query",
     "permanent_random",
     "promote",
+    "strata_table",
     "unit_id",
     "write_question_set",
 ]
