@@ -112,6 +112,9 @@ def test_certainty_units_add_no_variance() -> None:
     assert row["estimate"] == pytest.approx((5 * 0.0 + 5 * 1.0 + 30 * 0.3) / 40)
     assert row["ci_low"] == pytest.approx(row["estimate"])
     assert row["ci_high"] == pytest.approx(row["estimate"])
+    # One unit, taken with certainty: its value is the figure, without error.
+    census = estimate(_values([0.7]), _sample(["a/head"], [3.0], pis=[1.0])).row(0, named=True)
+    assert (census["estimate"], census["ci_low"], census["ci_high"]) == pytest.approx((0.7,) * 3)
 
 
 def test_a_failed_value_is_outside_the_domain_not_a_zero() -> None:
