@@ -182,6 +182,8 @@ def _hajek(
         return None, None, None
     w_ok = weight[ok]
     point = float((w_ok * y[ok]).sum() / w_ok.sum())
+    if all(s == _CERTAIN for s, o in zip(vstrata, ok, strict=True) if o):
+        return point, point, point  # every unit with a value was taken: a census, no error
     if ok.sum() < 2:
         return point, None, None
     samplics = _samplics()

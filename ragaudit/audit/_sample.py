@@ -266,11 +266,8 @@ def draw_sample(
         ``stratum``, ``query_norm``, ``count``, ``stratum_units``, ``stratum_requests``, ``pi``,
         ``weight`` (``count / pi``), sorted by stratum then unit.
     """
-    n = budget_units(opts, tokens_per_request)
-    asked = _asked(requests)
-    units = inclusion_probabilities(_units(asked, opts.bands), n)
-    u = [permanent_random(salt, unit) for unit in units["unit"]]
-    drawn = units.filter(pl.Series(u) < pl.col("pi"))
+    asked, units = _design(requests, opts, salt, tokens_per_request)
+    drawn = units.filter("drawn")
     reps = _representatives(asked, drawn, salt)
     return (
         drawn.join(reps, on=["segment", "query_norm"], how="left")
@@ -278,6 +275,48 @@ def draw_sample(
         .select(SAMPLE_COLUMNS)
         .sort("stratum", "unit")
     )
+
+
+def strata_table(
+    requests: pl.LazyFrame,
+    opts: SampleOptions,
+    *,
+    salt: str,
+    tokens_per_request: float | None = None,
+) -> pl.DataFrame:
+    """Every stratum of the day, drawn from or not (what ``--dry-run`` shows).
+
+    Returns:
+        ``stratum``, ``segment``, ``band``, ``units``, ``requests``, ``expected`` (expected
+        draws: the sum of ``pi``), ``drawn`` and ``drawn_requests`` (the requests of the drawn
+        units), sorted by stratum. A stratum with no draw is unrepresented that day: its
+        segment's estimate stands for its other strata.
+    """
+    _, units = _design(requests, opts, salt, tokens_per_request)
+    return (
+        units.group_by("stratum")
+        .agg(
+            pl.col("segment").first(),
+            pl.col("band").first(),
+            pl.len().cast(pl.Int64).alias("units"),
+            pl.col("count").sum().alias("requests"),
+            pl.col("pi").sum().alias("expected"),
+            pl.col("drawn").sum().cast(pl.Int64).alias("drawn"),
+            pl.col("count").filter("drawn").sum().alias("drawn_requests"),
+        )
+        .sort("stratum")
+    )
+
+
+def _design(
+    requests: pl.LazyFrame, opts: SampleOptions, salt: str, tokens_per_request: float | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The requests normalised, and every unit with its ``pi`` and whether it is ``drawn``."""
+    n = budget_units(opts, tokens_per_request)
+    asked = _asked(requests)
+    units = inclusion_probabilities(_units(asked, opts.bands), n)
+    u = [permanent_random(salt, unit) for unit in units["unit"]]
+    return asked, units.with_columns((pl.Series(u, dtype=pl.Float64) < pl.col("pi")).alias("drawn"))
 
 
 SAMPLE_COLUMNS = (
@@ -320,6 +359,7 @@ __all__ = [
     "normalise_query",
     "normalised_query",
     "permanent_random",
+    "strata_table",
     "unit_id",
     "units_of_day",
 ]

@@ -12,6 +12,7 @@ from scipy import stats
 from ragaudit.audit import ALL, estimate, kish_ess, list_metrics, metric_names
 from ragaudit.audit._estimate import variance_strata
 from ragaudit.ranking import ndcg_at_k
+from ragaudit.schemas import AUDIT_ESTIMATES
 
 
 def _sample(
@@ -84,6 +85,8 @@ def test_interval_matches_an_independent_stratified_taylor_variance() -> None:
     ok = rng.random(n) > 0.15  # some units failed: outside the domain, not zeros
     values = _values([float(v) if o else None for v, o in zip(y, ok, strict=True)])
     out = estimate(values, _sample(strata, list(w)))
+    assert out.columns == AUDIT_ESTIMATES.names
+    out.to_arrow().cast(AUDIT_ESTIMATES)
     for segment in [ALL, "s0", "s1"]:
         keep = np.array([segment in (ALL, s.split("/")[0]) for s in strata])
         part = [s for s, k in zip(strata, keep, strict=True) if k]
@@ -109,6 +112,9 @@ def test_certainty_units_add_no_variance() -> None:
     assert row["estimate"] == pytest.approx((5 * 0.0 + 5 * 1.0 + 30 * 0.3) / 40)
     assert row["ci_low"] == pytest.approx(row["estimate"])
     assert row["ci_high"] == pytest.approx(row["estimate"])
+    # One unit, taken with certainty: its value is the figure, without error.
+    census = estimate(_values([0.7]), _sample(["a/head"], [3.0], pis=[1.0])).row(0, named=True)
+    assert (census["estimate"], census["ci_low"], census["ci_high"]) == pytest.approx((0.7,) * 3)
 
 
 def test_a_failed_value_is_outside_the_domain_not_a_zero() -> None:

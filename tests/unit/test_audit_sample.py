@@ -8,13 +8,14 @@ import random
 import polars as pl
 import pytest
 
-from ragaudit.audit import SampleOptions, draw_sample, normalise_query
+from ragaudit.audit import SampleOptions, draw_sample, normalise_query, strata_table
 from ragaudit.audit._sample import (
     MIN_PER_STRATUM,
     inclusion_probabilities,
     units_of_day,
 )
 from ragaudit.errors import ConfigError
+from ragaudit.schemas import AUDIT_SAMPLE
 
 
 def _traffic(
@@ -135,19 +136,9 @@ def test_weights_represent_the_day_and_a_census_has_weight_count() -> None:
     assert everything["weight"].to_list() == everything["count"].cast(pl.Float64).to_list()
     drawn = draw_sample(_traffic(counts), SampleOptions(sample=40), salt="s")
     assert (drawn["weight"] == drawn["count"] / drawn["pi"]).all()
-    assert drawn.columns == [
-        "unit",
-        "request_id",
-        "segment",
-        "band",
-        "stratum",
-        "query_norm",
-        "count",
-        "stratum_units",
-        "stratum_requests",
-        "pi",
-        "weight",
-    ]
+    # The columns and types of sample.parquet, as the schema has them.
+    assert drawn.to_arrow().cast(AUDIT_SAMPLE).schema.names == AUDIT_SAMPLE.names
+    assert drawn.columns == AUDIT_SAMPLE.names
 
 
 def test_a_token_budget_caps_the_draw() -> None:
@@ -172,3 +163,18 @@ def test_the_expected_draw_size_is_the_budget() -> None:
     ]
     # A Poisson sample: its size varies, its mean is the budget (sd of the mean < 1.3 here).
     assert abs(sum(sizes) / len(sizes) - 60) < 4
+
+
+def test_the_strata_table_counts_every_stratum_and_agrees_with_the_draw() -> None:
+    counts = _zipf_counts()
+    opts = SampleOptions(sample=60)
+    strata = strata_table(_traffic(counts), opts, salt="s")
+    drawn = draw_sample(_traffic(counts), opts, salt="s")
+    assert strata["units"].sum() == len(counts)
+    assert strata["requests"].sum() == sum(counts.values())
+    assert strata["expected"].sum() == pytest.approx(60.0)
+    assert strata["drawn"].sum() == drawn.height
+    per = drawn.group_by("stratum").agg(pl.len().alias("n"), pl.col("count").sum().alias("r"))
+    joined = strata.join(per, on="stratum", how="left").fill_null(0)
+    assert (joined["drawn"] == joined["n"]).all()
+    assert (joined["drawn_requests"] == joined["r"]).all()
