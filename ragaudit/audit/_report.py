@@ -61,24 +61,27 @@ def _estimate_rows(estimates: pl.DataFrame | None) -> list[dict[str, Any]]:
     return rows
 
 
-def strata_rows(sample: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per stratum: its units and requests that day, what was drawn, the weights."""
-    if sample.is_empty():
+def strata_rows(strata: pl.DataFrame | None, sample: pl.DataFrame) -> list[dict[str, Any]]:
+    """Every stratum of the day (``strata_table``), drawn from or not, with its draws.
+
+    Its units and requests, the expected and realised draws, and the requests its drawn units
+    represent (their weights).
+    """
+    if strata is None or strata.is_empty():
         return []
-    grouped = (
-        sample.group_by("stratum")
-        .agg(
-            pl.col("segment").first(),
-            pl.col("band").first(),
-            pl.col("stratum_units").first(),
-            pl.col("stratum_requests").first(),
-            pl.len().alias("drawn"),
-            pl.col("count").sum().alias("drawn_requests"),
-            pl.col("weight").sum().alias("represented"),
-        )
-        .sort(["segment", "band"])
+    represented = (
+        dict(sample.group_by("stratum").agg(pl.col("weight").sum()).iter_rows())
+        if sample.height
+        else {}
     )
-    return [{**r, "represented": _num(r["represented"], 0)} for r in grouped.iter_rows(named=True)]
+    return [
+        {
+            **r,
+            "expected": _num(r["expected"], 1),
+            "represented": _num(represented.get(r["stratum"]), 0),
+        }
+        for r in strata.sort(["segment", "band"]).iter_rows(named=True)
+    ]
 
 
 def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
@@ -162,7 +165,7 @@ def render_report(day: AuditDay) -> str:
             calls=day.calls,
             k=day.section.k,
             estimates=_estimate_rows(day.estimates),
-            strata=strata_rows(day.sample),
+            strata=strata_rows(day.strata, day.sample),
             metric=metric,
             worst=_worst(day, metric),
         )

@@ -29,7 +29,7 @@ from ragaudit.audit._config import AuditSection, audit_section
 from ragaudit.audit._content import resolve_texts
 from ragaudit.audit._estimate import estimate
 from ragaudit.audit._listmetrics import list_metrics
-from ragaudit.audit._sample import draw_sample
+from ragaudit.audit._sample import draw_sample, strata_table
 from ragaudit.audit._source import read_day
 from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
@@ -126,6 +126,8 @@ class AuditDay:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     scores: list[dict[str, Any]] = field(default_factory=list)
     estimates: pl.DataFrame | None = None
+    strata: pl.DataFrame | None = None
+    """Every stratum of the day, drawn from or not (``strata_table``)."""
     grading: Grading = field(default_factory=Grading)
     calls: dict[str, int] = field(default_factory=dict)
     """``calls``, ``cache_hits``, ``provider_calls`` of the day's judge and embedder calls."""
@@ -264,15 +266,19 @@ def _tokens_per_request(config: RunConfig, requests: Path, judge: Judge, k: int)
     return sum(totals) / len(totals) if totals else 0.0
 
 
-def _draw(config: RunConfig, requests: Path, judge: Judge) -> pl.DataFrame:
+def _draw(config: RunConfig, requests: Path, judge: Judge) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The day's sample and every stratum of the day, drawn from or not."""
     section = audit_section(config)
     per = (
         _tokens_per_request(config, requests, judge, section.k)
         if section.max_judge_tokens is not None
         else None
     )
-    return draw_sample(
-        pl.scan_parquet(requests), section.sampling(), salt=section.name, tokens_per_request=per
+    day = pl.scan_parquet(requests)
+    opts = section.sampling()
+    return (
+        draw_sample(day, opts, salt=section.name, tokens_per_request=per),
+        strata_table(day, opts, salt=section.name, tokens_per_request=per),
     )
 
 
@@ -580,9 +586,9 @@ async def run_audit_day(
     write_json(manifest, folder / MANIFEST)
     read = _read(config, day, folder / REQUESTS)
     judge = _judge(config, gateway)
-    sample = _draw(config, folder / REQUESTS, judge)
+    sample, strata = _draw(config, folder / REQUESTS, judge)
     write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
-    out = AuditDay(config, day, folder, read, sample)
+    out = AuditDay(config, day, folder, read, sample, strata=strata)
     rows = await fetch_missing_texts(config, sampled_rows(folder / REQUESTS, sample))
     out.served = served_requests(rows, sample, section.k)
     source = f"audit:{section.name}:{day.isoformat()}"
@@ -728,8 +734,8 @@ async def _dry_run(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
     section = audit_section(config)
     read = _read(config, day, tmp / REQUESTS)
     judge = _judge(config, None)
-    sample = _draw(config, tmp / REQUESTS, judge)
-    out = AuditDay(config, day, tmp, read, sample, plan=DryRun())
+    sample, strata = _draw(config, tmp / REQUESTS, judge)
+    out = AuditDay(config, day, tmp, read, sample, strata=strata, plan=DryRun())
     rows = await fetch_missing_texts(config, sampled_rows(tmp / REQUESTS, sample))
     out.served = served_requests(rows, sample, section.k)
     plan = out.plan

@@ -181,17 +181,17 @@ def _dry_run(cfg: RunConfig, day: dt.date) -> None:
     plan = out.plan
     assert plan is not None
     table = Table(title=f"audit --dry-run {day.isoformat()}: the strata and the draw (no call)")
-    for col in ("segment", "band", "units", "requests", "drawn", "their requests", "represented"):
+    for col in ("segment", "band", "units", "requests", "expected", "drawn", "their requests"):
         table.add_column(col, justify="left" if col in ("segment", "band") else "right")
-    for s in strata_rows(out.sample):
+    for s in strata_rows(out.strata, out.sample):
         table.add_row(
             escape(str(s["segment"])),
             escape(str(s["band"])),
-            str(s["stratum_units"]),
-            str(s["stratum_requests"]),
+            str(s["units"]),
+            str(s["requests"]),
+            s["expected"],
             str(s["drawn"]),
             str(s["drawn_requests"]),
-            str(s["represented"]),
         )
     console.print(table)
     read = out.read
