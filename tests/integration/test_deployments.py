@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 import pytest
 import yaml
+from support.audit_logs import DAY, audit_yaml, write_log
 from support.paths import REPO_ROOT
 from support.prefect_server import PrefectServer
 
@@ -365,3 +366,40 @@ def test_tune_deployment_runs_on_a_process_worker(
     table = pl.read_parquet(folder / "tune.parquet")
     assert set(table["variant"]) == {"baseline", "hybrid"}
     assert (folder / "report.html").is_file() and (folder / "best.yaml").is_file()
+
+
+def test_audit_deployment_audits_a_day_on_a_process_worker(
+    prefect_server: PrefectServer, tmp_path: Path
+) -> None:
+    """prefect.yaml's daily ``audit`` deployment, run once by a process worker for one day."""
+    server = prefect_server
+    write_log(tmp_path)
+    config_path = audit_yaml(tmp_path)
+    project = yaml.safe_load((REPO / "prefect.yaml").read_text(encoding="utf-8"))
+    project["deployments"] = [d for d in project["deployments"] if d["name"] == "audit"]
+    [deployment_spec] = project["deployments"]
+    assert [s["cron"] for s in deployment_spec["schedules"]] == ["0 4 * * *"]
+    deployment_spec["parameters"]["config_path"] = str(config_path)
+    prefect_file = tmp_path / "prefect.yaml"
+    prefect_file.write_text(yaml.safe_dump(project, sort_keys=False), encoding="utf-8")
+    if not any(p["name"] == "ragaudit" for p in server.api("/work_pools/filter")):
+        server.prefect("work-pool", "create", "ragaudit", "--type", "process")
+    server.prefect("deploy", "--all", "--prefect-file", str(prefect_file), cwd=REPO)
+    deployment = next(d for d in server.api("/deployments/filter") if d["name"] == "audit")
+    assert deployment["entrypoint"] == "flows/audit.py:audit_config"
+    server.prefect("deployment", "run", "ragaudit-audit-config/audit", "--param", f"day={DAY}")
+    server.spawn(
+        [sys.executable, "-m", "prefect", "worker", "start", "--pool", "ragaudit", "--run-once"],
+        "audit-worker",
+        cwd=tmp_path,
+    )
+    done = server.wait(
+        lambda: [r for r in _flow_runs(server, deployment["id"]) if _final(r)],
+        300,
+        lambda: f"the audit deployment's run did not finish\n{server.logs()}",
+    )
+    assert done[0]["state_type"] == "COMPLETED", f"{done[0]['state']}\n{server.logs()}"
+    folder = tmp_path / "runs" / "audit-support-bot" / DAY
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["status"] == "completed"
+    assert pl.read_parquet(folder / "estimates.parquet").height > 0

@@ -1,0 +1,232 @@
+"""The audit's readers at scale: a day of request-log lines read into ``requests.parquet``.
+
+Goals (issue #45):
+- reading 100,000 lines: the time and the peak memory (printed);
+- 1,000,000 lines read in under 1.5 GB of peak memory (the read is streamed);
+- the same requests from the JSONL, OTLP and UBI forms of the same traffic.
+
+Each read runs in a child process, so its peak resident memory (``ru_maxrss``) is its own.
+The log lines have the layout of the audit config's example (``id``, ``ts``, ``request.q``,
+``retrieval.hits[*]``…): 6 collections, Zipf-distributed queries, 10 served documents each.
+
+    python bench/bench_audit_read.py                # 100,000 and 1,000,000 lines, the forms
+    python bench/bench_audit_read.py --lines 20000 --big 0   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import _util  # noqa: F401  (offline environment first)
+
+DAY = dt.date(2026, 11, 26)
+SEGMENTS = ["news", "finance", "sports", "tech", "health", "travel"]
+FIELDS = {
+    "request_id": "id",
+    "time": "ts",
+    "session": "session_id",
+    "query": "request.q",
+    "filters": "request.filters",
+    "docs": "retrieval.hits[*].{id: _id, text: _source.content, score: _score}",
+    "answer": "response.text",
+    "citations": "response.citations",
+    "feedback": "feedback.thumb",
+}
+GOAL_BYTES = 1.5 * 2**30
+
+
+def write_log(path: Path, n: int, seed: int = 7) -> None:
+    """``n`` log lines of one day; every 1,000th line carries an e-mail to redact."""
+    rng = random.Random(seed)
+    weights = [1 / (r + 1) ** 1.1 for r in range(20_000)]  # Zipf over 20,000 distinct queries
+    queries = rng.choices(range(20_000), weights=weights, k=n)
+    start = dt.datetime.combine(DAY, dt.time(), dt.UTC)
+    with path.open("w", encoding="utf-8") as fh:
+        for i, q in enumerate(queries):
+            seg = SEGMENTS[q % 6]
+            hits = [
+                {
+                    "_id": f"{seg}-{(q * 7 + r) % 5000}",
+                    "_score": round(10.0 - r * 0.7, 3),
+                    "_source": {"content": f"{seg} article {(q * 7 + r) % 5000} on topic {q % 97}"},
+                }
+                for r in range(10)
+            ]
+            question = f"what happened with {seg} topic {q}?"
+            if i % 1000 == 0:
+                question += " mail me at reader@example.com"
+            rec = {
+                "id": f"req-{i}",
+                "ts": (start + dt.timedelta(seconds=i * 86_400 / n)).isoformat(),
+                "session_id": f"s-{rng.randrange(n // 4 + 1)}",
+                "request": {"q": question, "filters": {"collection": seg}},
+                "retrieval": {"hits": hits},
+                "response": {"text": f"Answer about {seg} topic {q} [1].", "citations": [1]},
+                "feedback": {"thumb": rng.choice(["up", "down", None, None])},
+            }
+            fh.write(json.dumps(rec) + "\n")
+
+
+def child(fmt: str, pattern: str, out: str) -> None:
+    """Read one day in this process and print its report as JSON (run by :func:`measure`)."""
+    from ragaudit.audit import RedactOptions, SourceOptions, read_day
+
+    fields = FIELDS if fmt in ("jsonl", "parquet") else {}
+    ubi = {"events_path": pattern.replace("queries", "events")} if fmt == "ubi" else {}
+    src = SourceOptions(format=fmt, path=pattern, fields=fields, ubi=ubi)
+    t0 = time.perf_counter()
+    report = read_day(
+        src, RedactOptions(), DAY, segment="filters.collection", out=Path(out), max_bad_share=0.01
+    )
+    print(
+        json.dumps(
+            {
+                "seconds": time.perf_counter() - t0,
+                "records": report.records,
+                "bad": report.bad,
+                "redactions": report.redactions,
+                "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            }
+        )
+    )
+
+
+def measure(fmt: str, pattern: Path, out: Path) -> dict:
+    """One read in a child process: its report, time and peak memory."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", fmt, str(pattern), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode:
+        raise RuntimeError(f"{fmt} read failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def same_requests(paths: dict[str, Path]) -> tuple[bool, str]:
+    """Whether every form gave the same requests (query, session, time, segment, served ids)."""
+    import polars as pl
+
+    def key(path: Path) -> pl.DataFrame:
+        df = pl.read_parquet(path)
+        return df.select(
+            "query",
+            "session",
+            "time",
+            "segment",
+            pl.col("docs").list.eval(pl.element().struct.field("id")).alias("ids"),
+        ).sort("time", "query")
+
+    base_name, base = next(iter(paths.items()))
+    ref = key(base)
+    for name, path in paths.items():
+        other = key(path)
+        if not ref.equals(other):
+            return False, f"{name} differs from {base_name} ({other.height} vs {ref.height} rows)"
+    return True, f"{ref.height:,} requests alike in {', '.join(paths)}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=100_000)
+    parser.add_argument("--big", type=int, default=1_000_000)
+    parser.add_argument("--forms", type=int, default=20_000, help="requests in the forms check")
+    parser.add_argument("--child", nargs=3, metavar=("FORMAT", "PATTERN", "OUT"))
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _traffic_forms import parquet_rows, write_otlp, write_ubi
+    from _util import scratch, table
+
+    root = scratch("audit-read")
+    rows = []
+    results = {}
+    for n in [args.lines] + ([args.big] if args.big else []):
+        log = root / f"{n}" / "2026-11-26.jsonl"
+        log.parent.mkdir()
+        write_log(log, n)
+        r = measure("jsonl", log.parent / "{day}.jsonl", root / f"{n}" / "requests.parquet")
+        results[n] = r
+        rows.append(
+            (
+                f"{n:,}",
+                f"{log.stat().st_size / 2**20:,.0f}",
+                f"{r['seconds']:.1f}",
+                f"{n / r['seconds']:,.0f}",
+                f"{r['maxrss_kb'] / 2**10:,.0f}",
+                r["redactions"].get("email", 0),
+            )
+        )
+    print(table(rows, ("lines", "log MB", "read s", "lines/s", "peak MB", "e-mails")))
+
+    # The same traffic in the three forms, read side by side.
+    n = args.forms
+    base = root / "forms"
+    (base / "jsonl").mkdir(parents=True)
+    write_log(base / "jsonl" / "2026-11-26.jsonl", n, seed=11)
+    outs = {"jsonl": base / "jsonl.parquet"}
+    form_rows = [
+        ("jsonl", *_timing(measure("jsonl", base / "jsonl" / "{day}.jsonl", outs["jsonl"])))
+    ]
+    (base / "otlp").mkdir()
+    write_otlp(parquet_rows(outs["jsonl"]), base / "otlp" / "2026-11-26.jsonl")
+    (base / "ubi").mkdir()
+    write_ubi(
+        parquet_rows(outs["jsonl"]),
+        base / "ubi" / "queries-2026-11-26.jsonl",
+        base / "ubi" / "events-2026-11-26.jsonl",
+    )
+    for fmt, pattern in (
+        ("otlp", base / "otlp" / "{day}.jsonl"),
+        ("ubi", base / "ubi" / "queries-{day}.jsonl"),
+    ):
+        outs[fmt] = base / f"{fmt}.parquet"
+        form_rows.append((fmt, *_timing(measure(fmt, pattern, outs[fmt]))))
+    print()
+    print(table(form_rows, ("form", "requests", "read s", "requests/s", "peak MB")))
+    print()
+
+    first = results[args.lines]
+    print(
+        f"goal: reading {args.lines:,} lines — {first['seconds']:.1f} s, "
+        f"peak {first['maxrss_kb'] / 2**10:,.0f} MB: met (printed)"
+    )
+    if args.big:
+        big = results[args.big]
+        peak = big["maxrss_kb"] * 1024
+        verdict = (
+            "met"
+            if peak < GOAL_BYTES and big["records"] == args.big
+            else f"not met: peak {peak / 2**30:.2f} GB, {big['records']:,} of {args.big:,} read"
+        )
+        print(f"goal: {args.big:,} lines under 1.5 GB — peak {peak / 2**30:.2f} GB: {verdict}")
+    ok, why = same_requests(outs)
+    print(
+        f"goal: the same requests from the JSONL, OTLP and UBI forms — {why}: "
+        f"{'met' if ok else 'not met: ' + why}"
+    )
+
+
+def _timing(r: dict) -> tuple[str, str, str, str]:
+    return (
+        f"{r['records']:,}",
+        f"{r['seconds']:.1f}",
+        f"{r['records'] / r['seconds']:,.0f}",
+        f"{r['maxrss_kb'] / 2**10:,.0f}",
+    )
+
+
+if __name__ == "__main__":
+    main()
