@@ -430,3 +430,53 @@ def attribute(change: Change, evidence: Evidence) -> Change:
     return _replace(
         change, attribution=causes[0] if causes else "unexplained", reasons=tuple(reasons)
     )
+
+
+REGRESSION_EVENT = "ragaudit.audit.regression"
+"""The Prefect event a regression beyond noise emits (``automations/audit-regression.yaml``)."""
+
+
+def audit_resource(name: str) -> str:
+    """The Prefect resource id of an audit (what automations match on)."""
+    return f"ragaudit.audit.{name}"
+
+
+def regression_event(
+    name: str, day: str, day_dir: str, changes: Sequence[Change]
+) -> tuple[str, dict[str, str], dict[str, Any]] | None:
+    """The event, resource and payload for the day's regressions; None when nothing regressed.
+
+    One change per segment × metric is reported: against the baseline where both comparisons
+    regressed (the steadier reference), else the one that did.
+    """
+    regressed: dict[tuple[str, str], Change] = {}
+    for c in changes:
+        if not c.regressed:
+            continue
+        key = (c.segment, c.metric)
+        if key not in regressed or c.against == "baseline":
+            regressed[key] = c
+    if not regressed:
+        return None
+    rows = [regressed[k].to_row() for k in sorted(regressed)]
+    payload = {
+        "audit": name,
+        "day": day,
+        "day_dir": day_dir,
+        "regressed": [f"{r['segment']}/{r['metric']}" for r in rows],
+        "changes": rows,
+    }
+    resource = {
+        "prefect.resource.id": audit_resource(name),
+        "prefect.resource.name": name,
+        "ragaudit.audit.day": day,
+    }
+    return REGRESSION_EVENT, resource, payload
+
+
+def emit_regression(event: tuple[str, dict[str, str], dict[str, Any]]) -> Any:
+    """Send a :func:`regression_event` to Prefect (a no-op outside a Prefect API)."""
+    from prefect.events import emit_event
+
+    name, resource, payload = event
+    return emit_event(event=name, resource=resource, payload=payload)

@@ -182,3 +182,23 @@ def test_attribution_order_and_reasons():
         _strata([0.5, 0.3, 0.2], [0.9, 0.6, 0.3]), _strata([0.2, 0.3, 0.5], [0.9, 0.6, 0.3])
     )
     assert attribute(change, Evidence(mix={("b", "ndcg@10"): mix})).attribution == "mix"
+
+
+def test_regression_event_names_what_regressed_and_why():
+    from ragaudit.audit._drift import REGRESSION_EVENT, regression_event
+
+    series = _series(10, drop={(9, "b"): -0.05})
+    changes = [
+        attribute(c, Evidence(changed_docs={"b": 0.3}))
+        for c in day_changes(series, "2026-11-10")
+    ]
+    event = regression_event("support", "2026-11-10", "/runs/audit-support/2026-11-10", changes)
+    assert event is not None
+    name, resource, payload = event
+    assert name == REGRESSION_EVENT
+    assert resource["prefect.resource.id"] == "ragaudit.audit.support"
+    assert payload["regressed"] == ["b/ndcg@10"]
+    (row,) = payload["changes"]
+    assert row["against"] == "baseline" and row["attribution"] == "content"
+    quiet = day_changes(_series(10), "2026-11-10")
+    assert regression_event("support", "2026-11-10", "/x", quiet) is None
