@@ -370,14 +370,22 @@ def judge_check(stored: Sequence[int], asked: Sequence[int], *, bound: float = 0
     The bound is on κ itself, not on its interval: the check's size is fixed by the config, and
     a judge that disagrees with itself that much is not one to compare days with.
     """
-    from ragaudit.stats import weighted_kappa
+    from ragaudit.stats import kappa
 
     pairs = [(int(a), int(b)) for a, b in zip(stored, asked, strict=True)]
     if len(pairs) < 2:
         return JudgeCheck(len(pairs), None, bound, False)
-    kappa = weighted_kappa([a for a, _ in pairs], [b for _, b in pairs])
-    drifted = kappa is not None and math.isfinite(kappa) and kappa < bound
-    return JudgeCheck(len(pairs), kappa, bound, drifted)
+    value = float(
+        kappa(
+            [a for a, _ in pairs],
+            [b for _, b in pairs],
+            categories=(0, 1, 2, 3),
+            weights="quadratic",
+        )
+    )
+    if not math.isfinite(value):
+        return JudgeCheck(len(pairs), None, bound, False)
+    return JudgeCheck(len(pairs), value, bound, value < bound)
 
 
 @dataclass(frozen=True)
