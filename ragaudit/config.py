@@ -6,6 +6,7 @@ with ``__``, e.g. ``RAGAUDIT_MODELS__JUDGE``), then CLI flags. Every error names
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import tomllib
@@ -1046,6 +1047,9 @@ class RunConfig(_Frozen):
     scale: ScaleConfig = ScaleConfig()
     tune: TuneConfig = TuneConfig()
     """``ragaudit tune`` only: the collect variants compared (ignored by evaluation runs)."""
+    audit: Any = None
+    """``ragaudit audit`` only: the production traffic audited (``ragaudit.audit.AuditSection``;
+    None: no audit). Checked by that model when the config loads."""
 
     # Declared first, so that the plugins are imported before the sections naming their units
     # are validated (pydantic validates fields in the order they are declared).
@@ -1055,6 +1059,26 @@ class RunConfig(_Frozen):
         for module in value:
             load_module(module)
         return value
+
+    @field_validator("audit", mode="before")
+    @classmethod
+    def _audit_section(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        # The section lives beside its package (a library module, above this base one): it is
+        # reached the way the registry reaches the built-in metrics, by name at validation.
+        section = importlib.import_module("ragaudit.audit").AuditSection
+        if isinstance(value, section):
+            return value
+        try:
+            return section.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError(
+                "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or 'audit'}: {e['msg']}"
+                    for e in exc.errors()
+                )
+            ) from None
 
     @field_validator("run_id")
     @classmethod

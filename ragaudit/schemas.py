@@ -447,6 +447,113 @@ JUDGMENTS = _schema(
     ],
 )
 
+# The production audit's grades of one day (``ragaudit audit``): one row per sampled request and
+# served rank within the top k, whatever became of it.
+AUDIT_VERDICTS = _schema(
+    "verdicts",
+    [
+        ("audit", _str),
+        ("day", _str),  # YYYY-MM-DD
+        ("request_id", _str),
+        ("unit", _str),  # the sampled unit the request represents
+        ("rank", _i64),  # served order, from 1
+        ("doc_id", _str),
+        ("grade", _i64),  # 0-3; null unless status is ok
+        ("status", _str),  # ok | failed | skipped
+        ("reason", _str),  # the judge's reason, or why the grade failed or was skipped
+        ("source", _str),  # store (graded earlier) | memo | paid
+        ("changed", _bool),  # the document's text changed since it was served
+    ],
+)
+
+# One row per sampled request and metric: the served list's metrics from its grades and the
+# answer metrics, each ok, failed (with the error) or skipped (with the reason).
+AUDIT_SCORES = _schema(
+    "scores",
+    [
+        ("audit", _str),
+        ("day", _str),
+        ("request_id", _str),
+        ("unit", _str),
+        ("segment", _str),
+        ("metric", _str),
+        ("value", _f64),
+        ("status", _str),
+        ("error", _str),
+        ("reason", _str),
+        ("k_used", _i64),
+        ("judge", _str),
+        ("metric_args", _str),
+        ("samples", pa.list_(_f64)),
+        ("sample_judges", _strs),
+    ],
+)
+
+# The production audit's one normalised table of a day's traffic (``ragaudit.audit``): one row
+# per served request, whatever the source (request log, OTLP traces, UBI), every text redacted.
+AUDIT_DOC = pa.struct(
+    [
+        ("rank", pa.int32()),  # served order, from 1
+        ("id", _str),
+        ("text", _str),  # null: the log carried only the id (fetched by id later)
+        ("content_hash", _str),  # the hash the service logged of the text it served, if any
+        ("score", _f64),
+    ]
+)
+AUDIT_REQUESTS = _schema(
+    "requests",
+    [
+        ("request_id", _str),
+        ("time", pa.timestamp("us", tz="UTC")),
+        ("session", _str),
+        ("query", _str),
+        ("filters", _str),  # JSON object
+        ("segment", _str),  # audit.segment over the request; "(none)" when it finds nothing
+        ("docs", pa.list_(AUDIT_DOC)),
+        ("answer", _str),
+        ("citations", _str),  # JSON list
+        ("feedback", _str),
+        ("origin", _str),  # "<file>:<line>" or "ubi:<query id>": where the record came from
+    ],
+)
+
+# ``ragaudit audit``: the day's draw (one row per drawn unit: a segment's distinct normalised
+# query) and the population estimates made from it.
+AUDIT_SAMPLE = _schema(
+    "audit_sample",
+    [
+        ("unit", _str),  # hash of segment + normalised query, no salt: the same every day
+        ("request_id", _str),  # the request drawn to represent the unit
+        ("segment", _str),
+        ("band", _str),  # head | torso | tail, by the unit's requests that day
+        ("stratum", _str),  # "<segment>/<band>"
+        ("query_norm", _str),
+        ("count", _i64),  # requests of the unit that day
+        ("stratum_units", _i64),
+        ("stratum_requests", _i64),
+        ("pi", _f64),  # inclusion probability
+        ("weight", _f64),  # requests represented: count / pi
+    ],
+)
+
+AUDIT_ESTIMATES = _schema(
+    "audit_estimates",
+    [
+        ("segment", _str),  # "(all)" for the whole traffic
+        ("metric", _str),
+        ("estimate", _f64),  # design-weighted (Hajek) mean over requests
+        ("ci_low", _f64),  # 95 %, Taylor linearisation over the strata
+        ("ci_high", _f64),
+        ("n", _i64),  # sampled units with an ok value
+        ("requests", _f64),  # requests those units represent (sum of weights)
+        ("ess", _f64),  # Kish's effective sample size
+        ("method", _str),
+        ("ppi_estimate", _f64),  # null without people's labels
+        ("ppi_ci_low", _f64),
+        ("ppi_ci_high", _f64),
+    ],
+)
+
 TABLES: dict[str, pa.Schema] = {
     s.metadata[b"table"].decode(): s
     for s in (
@@ -497,6 +604,12 @@ def dumps(obj: Any) -> str:
 __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + [
     "AGREEMENT",
     "ANSWERS",
+    "AUDIT_DOC",
+    "AUDIT_ESTIMATES",
+    "AUDIT_REQUESTS",
+    "AUDIT_SAMPLE",
+    "AUDIT_SCORES",
+    "AUDIT_VERDICTS",
     "BATTLES",
     "CANDIDATES",
     "COMPARISONS",

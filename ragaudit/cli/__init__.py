@@ -13,6 +13,7 @@ from ragaudit.cli import (  # noqa: F401, I001  (importing registers the command
     _serve,
     _ablate,
     _tune,
+    _audit,
     _testset,
     _calibrate,
     _label,

@@ -15,6 +15,7 @@ from ragaudit.search import (  # noqa: F401  (register by name)
 from ragaudit.search._base import (
     Capabilities,
     Document,
+    FetchingBackend,
     Hit,
     IndexableBackend,
     SearchBackend,
@@ -52,6 +53,7 @@ __all__ = [
     "Chunking",
     "Document",
     "EngineBackend",
+    "FetchingBackend",
     "FieldMap",
     "Hit",
     "IndexReport",

@@ -63,6 +63,15 @@ class IndexableBackend(SearchBackend, Protocol):
         ...
 
 
+@runtime_checkable
+class FetchingBackend(SearchBackend, Protocol):
+    """A backend that also returns documents' current texts by id (the audit's served content)."""
+
+    async def fetch_texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """The text of each of ``ids`` the index holds now; ids it lacks are left out."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a search backend can do, asked by its callers instead of its name."""

@@ -23,7 +23,13 @@ from typing import Any
 from ragaudit.concurrency import PerLoop
 from ragaudit.errors import ConfigError
 from ragaudit.search._base import Document, Hit
-from ragaudit.search._query import FieldMap, QueryBuilder, SearchError, TemplateRenderError
+from ragaudit.search._query import (
+    FieldMap,
+    QueryBuilder,
+    SearchError,
+    TemplateRenderError,
+    get_path,
+)
 from ragaudit.secrets import redact, register, register_basic_auth
 
 log = logging.getLogger(__name__)
@@ -416,6 +422,31 @@ class EngineBackend:
             else:
                 raws = await self._pit_pages(client, body, top_n)
         return [self.builder.hit(raw, rank) for rank, raw in enumerate(raws, 1)]
+
+    async def fetch_texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """The current text of each of ``ids`` in the index (ids it lacks are left out).
+
+        Raises:
+            SearchError: With ``kind`` saying what failed.
+        """
+        fields = self.fields
+        client, sem = self._async_state()
+        out: dict[str, str] = {}
+        unique = list(dict.fromkeys(ids))
+        for i in range(0, len(unique), self.page_size):
+            chunk = unique[i : i + self.page_size]
+            # The engine's own _id, or the _source field the corpus keeps its ids in.
+            query = {"terms": {fields.id: chunk}} if fields.id else {"ids": {"values": chunk}}
+            body = {"query": query, "size": len(chunk)}
+            async with sem:
+                resp = await self._call(self._asearch, client, body, index=self.index_name)
+            for raw in _hits(resp):
+                source = raw.get("_source") or {}
+                cid = get_path(source, fields.id) if fields.id else raw.get("_id")
+                text = get_path(source, fields.text)
+                if cid is not None and isinstance(text, str):
+                    out[str(cid)] = text
+        return out
 
     async def _scroll_pages(self, client: Any, body: dict[str, Any], top_n: int) -> list[Any]:
         size = min(self.page_size, top_n)

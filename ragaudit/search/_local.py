@@ -474,6 +474,24 @@ class LocalBackend:
             vector = [float(x) for x in vectors[0]]
         return await asyncio.to_thread(self._search_sync, query, vector, filters, top_n)
 
+    async def fetch_texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored text of each of ``ids`` (ids not in the table are left out)."""
+        return await asyncio.to_thread(self._fetch_sync, list(ids))
+
+    def _fetch_sync(self, ids: list[str]) -> dict[str, str]:
+        table = self._open_existing()
+        out: dict[str, str] = {}
+        if table is None:
+            return out
+        for i in range(0, len(ids), _LOOKUP_BATCH):
+            chunk = ids[i : i + _LOOKUP_BATCH]
+            where = f"id IN ({', '.join(map(_sql_str, chunk))})"
+            rows = table.search().where(where).select(["id", "text"]).limit(len(chunk)).to_arrow()
+            out.update(
+                zip(rows.column("id").to_pylist(), rows.column("text").to_pylist(), strict=True)
+            )
+        return out
+
     def _search_sync(
         self,
         query: str,

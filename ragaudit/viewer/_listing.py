@@ -8,6 +8,8 @@ reason; it never hides the others.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import threading
 from dataclasses import dataclass
@@ -29,7 +31,8 @@ class Listed:
 
     run_id: str
     kind: str
-    """``run``, ``calibration``, ``foreign`` (not a run folder) or ``unreadable``."""
+    """``run``, ``calibration``, ``audit`` (an audit's days), ``foreign`` (not a run folder) or
+    ``unreadable``."""
     status: str
     """The run's state (``run_state``), or what the folder is when it holds no run."""
     note: str | None = None
@@ -39,7 +42,7 @@ class Listed:
     @property
     def openable(self) -> bool:
         """Whether a report page can be built from it."""
-        return self.kind in {"run", "calibration"} and self.status != "damaged"
+        return self.kind in {"run", "calibration", "audit"} and self.status != "damaged"
 
 
 Signature = tuple[int, tuple[tuple[str, int, int], ...]]
@@ -67,11 +70,32 @@ def _unreadable(run_id: str, why: str) -> Listed:
     return Listed(run_id, "unreadable", "unreadable", clip(redact(why), 300))
 
 
+def audit_days(folder: Path) -> list[str]:
+    """The days of an audit's folder (``audit-<name>/<day>/`` with a day's manifest), newest first.
+
+    Read by name rather than through ``ragaudit.audit``, which would load the judging gateway
+    into the viewer: a day's folder is a date holding ``manifest.json`` of ``kind: audit``.
+    """
+    days = []
+    for entry in folder.iterdir():
+        try:
+            dt.date.fromisoformat(entry.name)
+            manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue
+        if isinstance(manifest, dict) and manifest.get("kind") == "audit":
+            days.append(entry.name)
+    return sorted(days, reverse=True)
+
+
 def _read(folder: Path) -> Listed:
     run_id = folder.name
     if not (folder / "manifest.json").is_file():
         if (folder / CALIBRATION_META).is_file():
             return Listed(run_id, "calibration", "calibration")
+        days = audit_days(folder) if run_id.startswith("audit-") else []
+        if days:
+            return Listed(run_id, "audit", "audit", f"{len(days)} days, the last {days[0]}")
         return Listed(run_id, "foreign", "not a run folder", "no manifest.json")
     try:
         overview = run_overview(folder)
@@ -122,4 +146,4 @@ class Listing:
         return sorted(out, key=lambda r: (started(r), r.run_id), reverse=True)
 
 
-__all__ = ["Listed", "Listing", "signature"]
+__all__ = ["Listed", "Listing", "audit_days", "signature"]

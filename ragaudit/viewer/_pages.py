@@ -23,7 +23,7 @@ from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
 from ragaudit.reporting import Report, build_calibration, build_report, compare_runs, trend
 from ragaudit.secrets import redact
-from ragaudit.viewer._listing import Listed, Listing, Signature, signature
+from ragaudit.viewer._listing import Listed, Listing, Signature, audit_days, signature
 from ragaudit.viewer._paths import run_path
 
 if TYPE_CHECKING:
@@ -157,6 +157,10 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
     if not listed.openable:
         return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
 
+    if listed.kind == "audit":
+        days = audit_days(folder)
+        return _page("audit.html.j2", run=listed, days=days)
+
     def render() -> str:
         # The charts' packages load with the first report, not with the server (its list).
         from ragaudit.reporting import render_calibration_html, render_html
@@ -173,6 +177,19 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
     except Exception as exc:  # noqa: BLE001  (a folder from outside never takes the server down)
         return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 422, listed)
     return _framed(page, run=listed, sampled=(folder / labels.SAMPLE_FILE).is_file())
+
+
+@router.get("/runs/{run_id}/days/{day}", response_class=HTMLResponse)
+def audit_day_page(request: Request, run_id: str, day: str) -> HTMLResponse:
+    """One day of an audit: the report.html the audit wrote, under the reports' policy."""
+    v = viewer(request)
+    folder, listed, _ = v.run(run_id)
+    if listed.kind != "audit" or day not in audit_days(folder):
+        raise HTTPException(404, "no such audit day")
+    page = folder / day / "report.html"
+    if not page.is_file():
+        return _message(f"{listed.run_id} {day}: no report yet", "the day has not finished", 409)
+    return _framed(page.read_text(encoding="utf-8"), run=listed, sampled=False)
 
 
 @router.get("/runs/{run_id}/questions/{question_id}", response_class=HTMLResponse)

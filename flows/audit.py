@@ -1,0 +1,75 @@
+"""The ``audit`` flow: one day of production traffic read, sampled, graded, scored, estimated.
+
+One Prefect task for the day: its work is reading and judge calls under the gateway's own
+limits, and a task per request or per grade would cost more in Prefect's bookkeeping than the
+work. Nothing is cached by Prefect: a re-run finds every grade in the judgment store and every
+answer score in the memo, so a crashed day resumes without paying a call twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from ragaudit.audit import previous_day, run_audit_day, summary
+from ragaudit.cache import hold_gateway
+from ragaudit.config import RunConfig
+from ragaudit.flows.evaluate import retry_on_infrastructure
+
+__all__ = ["audit", "audit_config", "run_audit"]
+
+
+@task(
+    name="ragaudit-audit-day",
+    cache_policy=NO_CACHE,
+    # A retry's finished grades are in the store and its scores in the memo: it pays only for
+    # what was left.
+    retries=1,
+    retry_delay_seconds=[5],
+    retry_condition_fn=retry_on_infrastructure,
+)
+async def audit_task(config_json: str, day: str) -> dict[str, Any]:
+    """Read, sample, grade, score and estimate one day; write its folder."""
+    config = RunConfig.model_validate_json(config_json)
+    with hold_gateway(config) as gateway:
+        out = await run_audit_day(config, dt.date.fromisoformat(day), gateway=gateway)
+    result = summary(out)
+    get_run_logger().info(
+        "audit %s %s: %d sampled, grades %s, calls %s",
+        result["audit"],
+        result["day"],
+        result["sampled"],
+        result["grading"],
+        result["llm"],
+    )
+    return result
+
+
+@flow(name="ragaudit-audit", log_prints=False, persist_result=False)
+async def audit(config_json: str, day: str | None = None) -> dict[str, Any]:
+    """Audit one day of traffic (None: yesterday, UTC)."""
+    return await audit_task(config_json, day or previous_day().isoformat())
+
+
+@flow(name="ragaudit-audit-config", log_prints=False, persist_result=False)
+async def audit_config(config_path: str, day: str | None = None) -> dict[str, Any]:
+    """Deployment entry: the audit a config file describes, on the previous day's partition."""
+    from ragaudit.config import load_config
+
+    return await audit.fn(load_config(Path(config_path)).model_dump_json(), day)
+
+
+def run_audit(config: RunConfig, day: dt.date) -> dict[str, Any]:
+    """Run the ``audit`` flow for ``day``; returns its summary."""
+    return asyncio.run(audit(config.model_dump_json(), day.isoformat()))
+
+
+if __name__ == "__main__":
+    import sys
+
+    asyncio.run(audit_config(sys.argv[1] if len(sys.argv) > 1 else "audit.yaml"))

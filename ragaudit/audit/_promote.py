@@ -1,0 +1,151 @@
+"""Promote the audit's failures: the worst sampled requests as a question set for ``run``.
+
+A request the audit found bad (lowest nDCG@10, lowest faithfulness ...) becomes a question of
+a curated set, so the nightly keeps asking it after the traffic moves on. Each question keeps
+its provenance in ``metadata``: the audit, the day, the unit and its segment and band, the
+request ids that asked it (the one graded first), how many requests it stood for, and every
+score it got. Its id derives from the unit (segment + normalised query), so the same query
+promoted on two days is one question; a question already in the existing set (same id, or the
+same normalised text and filters) is left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ragaudit import atomic
+from ragaudit.audit._sample import normalise_query, normalised_query
+from ragaudit.dataset import Question
+from ragaudit.hashing import canonical_json
+from ragaudit.lang import detect_language
+from ragaudit.secrets import redact
+
+REQUEST_IDS = 10
+"""Request ids of a promoted unit kept in its provenance (the representative one first)."""
+
+
+def question_id(unit: str) -> str:
+    """The promoted question's id: stable per unit, so two days' promotions merge."""
+    return "audit-" + unit.split(":", 1)[-1][:16]
+
+
+def _same(question: str, filters: dict[str, Any]) -> tuple[str, str]:
+    return normalise_query(question), canonical_json(filters)
+
+
+def promote(
+    sample: pl.DataFrame,
+    scores: pl.DataFrame,
+    requests: pl.DataFrame | pl.LazyFrame,
+    *,
+    metric: str,
+    worst: int = 50,
+    higher_is_better: bool = True,
+    existing: Sequence[Question] = (),
+    audit: str | None = None,
+    day: str | None = None,
+) -> list[Question]:
+    """The ``worst`` sampled units by ``metric``, as questions not already in ``existing``.
+
+    Args:
+        sample: The day's draw (``sample.parquet``).
+        scores: Unit (or ``request_id``) × ``metric`` × ``value`` with ``status``; only ok
+            values rank, and every ok metric of a unit goes into its provenance.
+        requests: The day's requests (``requests.parquet``): the text, filters and ids.
+        metric: The metric to rank by.
+        worst: How many to promote (before dropping those already in ``existing``).
+        higher_is_better: Whether a high ``metric`` is good (the worst are then the lowest).
+        existing: The question set to deduplicate against.
+        audit: The audit's name, recorded in the provenance.
+        day: The audit day (``YYYY-MM-DD``), recorded in the provenance.
+
+    Raises:
+        ValueError: ``metric`` has no ok value in ``scores``.
+    """
+    key = "unit" if "unit" in scores.columns else "request_id"
+    ok = scores.filter(pl.col("status") == "ok", pl.col("value").is_not_null())
+    ranked = (
+        sample.join(ok.filter(pl.col("metric") == metric).select(key, "value"), on=key)
+        .sort(
+            ["value", "weight", "unit"],
+            descending=[not higher_is_better, True, False],
+        )
+        .head(worst)
+    )
+    if ranked.is_empty() and worst > 0:
+        known = sorted(set(ok["metric"].to_list()))
+        raise ValueError(f"no ok value of metric {metric!r} to promote by (metrics: {known})")
+    by_unit = {
+        u: dict(zip(m, v, strict=True))
+        for u, m, v in ok.group_by(key)
+        .agg("metric", "value")
+        .select(key, "metric", "value")
+        .iter_rows()
+    }
+    lazy = requests.lazy() if isinstance(requests, pl.DataFrame) else requests
+    asked = (
+        lazy.select(
+            "request_id", "segment", "query", "filters", normalised_query().alias("query_norm")
+        )
+        .join(ranked.lazy().select("segment", "query_norm"), on=["segment", "query_norm"])
+        .sort("request_id")
+        .collect()
+    )
+    ids_of: dict[tuple[str, str], list[str]] = {}
+    text_of: dict[str, tuple[str, str]] = {}
+    for rid, segment, query, filters, norm in asked.iter_rows():
+        ids_of.setdefault((segment, norm), []).append(rid)
+        text_of[rid] = (query, filters)
+    seen_ids = {q.question_id for q in existing}
+    seen_text = {_same(q.question, q.filters) for q in existing}
+    out: list[Question] = []
+    for row in ranked.iter_rows(named=True):
+        query, filters_text = text_of[row["request_id"]]
+        filters = json.loads(filters_text) if filters_text else {}
+        qid = question_id(row["unit"])
+        if qid in seen_ids or _same(query, filters) in seen_text:
+            continue
+        seen_ids.add(qid)
+        seen_text.add(_same(query, filters))
+        others = [r for r in ids_of[(row["segment"], row["query_norm"])] if r != row["request_id"]]
+        out.append(
+            Question(
+                question_id=qid,
+                question=query.strip(),
+                language=detect_language(query),
+                filters=filters,
+                metadata={
+                    "source": "audit",
+                    "audit": audit,
+                    "day": day,
+                    "unit": row["unit"],
+                    "segment": row["segment"],
+                    "band": row["band"],
+                    "request_ids": [row["request_id"], *others][:REQUEST_IDS],
+                    "requests": row["count"],
+                    "weight": row["weight"],
+                    "promoted_by": {"metric": metric, "value": row["value"]},
+                    "scores": by_unit.get(row[key], {}),
+                },
+            )
+        )
+    return out
+
+
+def write_question_set(questions: Sequence[Question], path: Path) -> Path:
+    """The questions as a JSONL question set (``ragaudit run`` reads it), atomically, redacted."""
+    lines = [
+        json.dumps(q.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+        for q in questions
+    ]
+    text = "\n".join(lines) + "\n" if lines else ""
+    atomic.write_bytes(redact(text).encode("utf-8"), Path(path))
+    return Path(path)
+
+
+__all__ = ["REQUEST_IDS", "promote", "question_id", "write_question_set"]

@@ -1,0 +1,180 @@
+"""An audit day's ``report.html``: estimates per segment, the strata, the worst requests.
+
+The estimates with their intervals per segment, the strata and what was drawn, the worst
+requests with their served documents and grades.
+
+One self-contained page under the same Content-Security-Policy as a run's ``report.html``
+(``default-src 'none'``, inline style only, no script): Jinja2 with autoescaping, so every query,
+document, answer and reason from the logs is escaped text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+import polars as pl
+
+from ragaudit.atomic import write_bytes
+from ragaudit.numbers import fixed
+from ragaudit.secrets import redact
+
+if TYPE_CHECKING:
+    from ragaudit.audit._run import AuditDay
+
+WORST = 20
+"""Requests shown in the worst list."""
+_TEXT = 600
+"""Characters of a served document shown (the whole text is in requests.parquet)."""
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return fixed(float(value), digits)
+
+
+def _estimate_rows(estimates: pl.DataFrame | None) -> list[dict[str, Any]]:
+    if estimates is None or estimates.is_empty():
+        return []
+    rows = []
+    for r in estimates.sort(["segment", "metric"]).iter_rows(named=True):
+        ppi = r.get("ppi_estimate")
+        rows.append(
+            {
+                "segment": r["segment"],
+                "metric": r["metric"],
+                "estimate": _num(r["estimate"]),
+                "ci": f"{_num(r['ci_low'])} – {_num(r['ci_high'])}",
+                "n": r.get("n"),
+                "requests": r.get("requests"),
+                "ess": _num(r.get("ess"), 1),
+                "method": r.get("method") or "",
+                "ppi": None
+                if ppi is None
+                else f"{_num(ppi)} ({_num(r.get('ppi_ci_low'))} – {_num(r.get('ppi_ci_high'))})",
+            }
+        )
+    return rows
+
+
+def strata_rows(sample: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per stratum: its units and requests that day, what was drawn, the weights."""
+    if sample.is_empty():
+        return []
+    grouped = (
+        sample.group_by("stratum")
+        .agg(
+            pl.col("segment").first(),
+            pl.col("band").first(),
+            pl.col("stratum_units").first(),
+            pl.col("stratum_requests").first(),
+            pl.len().alias("drawn"),
+            pl.col("count").sum().alias("drawn_requests"),
+            pl.col("weight").sum().alias("represented"),
+        )
+        .sort(["segment", "band"])
+    )
+    return [{**r, "represented": _num(r["represented"], 0)} for r in grouped.iter_rows(named=True)]
+
+
+def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
+    by_request: dict[str, dict[str, Any]] = {}
+    for r in day.scores:
+        by_request.setdefault(r["request_id"], {})[r["metric"]] = r
+    grades: dict[str, dict[int, Mapping[str, Any]]] = {}
+    for v in day.verdicts:
+        grades.setdefault(v["request_id"], {})[v["rank"]] = v
+    ranked = sorted(
+        (
+            s
+            for s in day.served
+            if by_request.get(s.request_id, {}).get(metric, {}).get("status") == "ok"
+        ),
+        key=lambda s: (by_request[s.request_id][metric]["value"], s.request_id),
+    )
+    out = []
+    for s in ranked[:WORST]:
+        scores = by_request[s.request_id]
+        out.append(
+            {
+                "request_id": s.request_id,
+                "segment": s.segment,
+                "query": s.query,
+                "answer": s.answer,
+                "value": _num(scores[metric]["value"]),
+                "scores": [
+                    (m, _num(r.get("value")) if r["status"] == "ok" else r["status"])
+                    for m, r in sorted(scores.items())
+                ],
+                "docs": [
+                    {
+                        "rank": d["rank"],
+                        "id": d["id"],
+                        "text": (d["text"] or "")[:_TEXT],
+                        "cut": len(d["text"] or "") > _TEXT,
+                        "grade": grades.get(s.request_id, {}).get(d["rank"], {}).get("grade"),
+                        "status": grades.get(s.request_id, {}).get(d["rank"], {}).get("status"),
+                        "reason": grades.get(s.request_id, {}).get(d["rank"], {}).get("reason"),
+                    }
+                    for d in s.docs
+                ],
+            }
+        )
+    return out
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("ragaudit.audit", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def primary_metric(day: AuditDay) -> str:
+    """The metric the worst requests are ranked by: nDCG@k within the served list."""
+    return f"ndcg@{day.section.k}"
+
+
+def render_report(day: AuditDay) -> str:
+    """The day's report page."""
+    read = day.read
+    metric = primary_metric(day)
+    redactions: Mapping[str, int] = getattr(read, "redactions", {}) or {}
+    bad_samples: Sequence[tuple[str, str]] = getattr(read, "bad_samples", []) or []
+    return (
+        _env()
+        .get_template("report.html.j2")
+        .render(
+            name=day.section.name,
+            day=day.day.isoformat(),
+            judge=day.config.models.judge_model,
+            records=getattr(read, "records", None),
+            bad=getattr(read, "bad", None),
+            bad_samples=list(bad_samples)[:10],
+            redactions=sorted(redactions.items()),
+            sampled=len(day.served),
+            grading=day.grading,
+            calls=day.calls,
+            k=day.section.k,
+            estimates=_estimate_rows(day.estimates),
+            strata=strata_rows(day.sample),
+            metric=metric,
+            worst=_worst(day, metric),
+        )
+    )
+
+
+def write_report(day: AuditDay, path: Path | None = None) -> Path:
+    """Write ``report.html`` into the day's folder (atomically)."""
+    target = path or day.folder / "report.html"
+    # Known secrets never reach a file, whatever a log carried (as every report is written).
+    write_bytes(redact(render_report(day)).encode("utf-8"), target)
+    return target
+
+
+__all__ = ["WORST", "primary_metric", "render_report", "strata_rows", "write_report"]

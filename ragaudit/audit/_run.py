@@ -1,0 +1,774 @@
+"""One audit day end to end as a library call: read, sample, grade, score, estimate, write.
+
+Explicit arguments (a config, a day, a gateway), no Prefect: the ``audit`` flow, the CLI's dry
+run and the bench call these functions.
+
+Nothing is paid twice. A served document's grade is looked up in the judgment store first (a
+query and text graded by a tune, a run or an earlier day is reused) and each batch of new grades
+is written to the store before the next is asked; the answer metrics go through the gateway's
+memo. So a crashed day re-run pays only what it had not yet been answered, and a finished day
+re-run pays nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ragaudit.atomic import write_json, write_table
+from ragaudit.audit._config import AuditSection, audit_section
+from ragaudit.audit._estimate import estimate
+from ragaudit.audit._listmetrics import list_metrics
+from ragaudit.audit._sample import draw_sample
+from ragaudit.audit._source import read_day
+from ragaudit.cache import Gateway, items_in_flight
+from ragaudit.config import RunConfig
+from ragaudit.dataset import Question
+from ragaudit.errors import ConfigError, RagauditError
+from ragaudit.judging import Judge, grade_candidates, grade_plan, plan_grades, sample_judges
+from ragaudit.lang import detect_language
+from ragaudit.metrics import Sample, resolve
+from ragaudit.prompts import RELEVANCE
+from ragaudit.schemas import (
+    AUDIT_ESTIMATES,
+    AUDIT_SAMPLE,
+    AUDIT_SCORES,
+    AUDIT_VERDICTS,
+    to_table,
+)
+from ragaudit.scoring import make_deps, make_panel, score_rows
+from ragaudit.secrets import redact
+
+# The judgment store: its one import here (it is moving to ``ragaudit.judging``).
+from ragaudit.tuning import STORE_DIR, JudgmentStore, grade_key
+
+REQUESTS = "requests.parquet"
+SAMPLE = "sample.parquet"
+VERDICTS = "verdicts.parquet"
+SCORES = "scores.parquet"
+ESTIMATES = "estimates.parquet"
+REPORT = "report.html"
+MANIFEST = "manifest.json"
+KIND = "audit"
+"""``manifest.json``'s ``kind``: what tells an audit day's folder from a run's."""
+
+_GRADE_BATCH = 128
+"""Grades per store part: a killed day loses at most this many (and the memo holds those)."""
+
+
+def audit_root(config: RunConfig) -> Path:
+    """``<runs_root>/audit-<name>/``: every day of one audit."""
+    return Path(config.runs_root) / f"audit-{audit_section(config).name}"
+
+
+def audit_dir(config: RunConfig, day: dt.date) -> Path:
+    """``<runs_root>/audit-<name>/<day>/``."""
+    return audit_root(config) / day.isoformat()
+
+
+def judgment_store(config: RunConfig) -> JudgmentStore:
+    """The runs root's judgment store: the one place an audit reaches the store's folder."""
+    return JudgmentStore(Path(config.runs_root) / STORE_DIR)
+
+
+@dataclass
+class Served:
+    """One sampled request with its served top-k."""
+
+    request_id: str
+    unit: str
+    segment: str
+    query: str
+    language: str
+    answer: str | None
+    citations: str | None
+    docs: list[dict[str, Any]]
+    """The top k served documents (``rank``, ``id``, ``text``, ``changed``), served order."""
+
+    def question(self) -> Question:
+        """The request as the judging library reads a question."""
+        return Question(question_id=self.request_id, question=self.query, language=self.language)
+
+
+@dataclass
+class Grading:
+    """What grading the served documents did."""
+
+    pairs: int = 0
+    from_store: int = 0
+    from_memo: int = 0
+    paid: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+
+@dataclass
+class AuditDay:
+    """Everything one audit day found, for its outputs, its console lines and the report."""
+
+    config: RunConfig
+    day: dt.date
+    folder: Path
+    read: Any
+    """The reader's report (records, bad, bad_samples, redactions)."""
+    sample: pl.DataFrame
+    served: list[Served] = field(default_factory=list)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    estimates: pl.DataFrame | None = None
+    grading: Grading = field(default_factory=Grading)
+    calls: dict[str, int] = field(default_factory=dict)
+    """``calls``, ``cache_hits``, ``provider_calls`` of the day's judge and embedder calls."""
+    plan: DryRun | None = None
+    """The dry run's plan (``dry_run=True`` only; nothing else is then filled in)."""
+
+    @property
+    def section(self) -> AuditSection:
+        """The config's audit section."""
+        return audit_section(self.config)
+
+
+@dataclass
+class DryRun:
+    """What a day would ask, counted from the algorithms' own plans, no call made."""
+
+    pairs: int = 0
+    """Served (request, document) pairs to grade in the top k."""
+    in_store: int = 0
+    grade_calls: int = 0
+    grade_tokens: int = 0
+    metric_calls: dict[str, float] = field(default_factory=dict)
+    metric_tokens: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def judge_tokens(self) -> int:
+        """Prompt tokens of every judge call the day would make."""
+        return self.grade_tokens + round(sum(self.metric_tokens.values()))
+
+
+# -- reading and sampling ------------------------------------------------------------------
+
+
+def _read(config: RunConfig, day: dt.date, out: Path) -> Any:
+    section = audit_section(config)
+    return read_day(
+        section.source,
+        section.redact,
+        day,
+        # No segment expression: a literal null, so every request is in "(none)".
+        segment=section.segment or "`null`",
+        out=out,
+        max_bad_share=section.max_bad_share,
+    )
+
+
+def _doc_rows(docs: Sequence[Mapping[str, Any]] | None, k: int) -> list[dict[str, Any]]:
+    ordered = sorted(docs or [], key=lambda d: d.get("rank") or 0)
+    return [
+        {
+            "rank": int(d.get("rank") or i),
+            "id": str(d.get("id") or ""),
+            "text": d.get("text"),
+            "changed": bool(d.get("changed") or False),
+        }
+        for i, d in enumerate(ordered[:k], start=1)
+    ]
+
+
+def served_requests(requests: Path, sample: pl.DataFrame, k: int) -> list[Served]:
+    """The sampled requests with their top ``k`` served documents, in the sample's order."""
+    ids = sample["request_id"].to_list()
+    rows = pl.scan_parquet(requests).filter(pl.col("request_id").is_in(ids)).collect()
+    by_id = {r["request_id"]: r for r in rows.iter_rows(named=True)}
+    out = []
+    for unit_row in sample.iter_rows(named=True):
+        r = by_id.get(unit_row["request_id"])
+        if r is None:
+            continue
+        out.append(
+            Served(
+                request_id=r["request_id"],
+                unit=unit_row["unit"],
+                segment=unit_row["segment"],
+                query=r["query"],
+                language=detect_language(r["query"]),
+                answer=r.get("answer"),
+                citations=r.get("citations"),
+                docs=_doc_rows(r.get("docs"), k),
+            )
+        )
+    return out
+
+
+def _tokens_per_request(config: RunConfig, requests: Path, judge: Judge, k: int) -> float:
+    """Mean judge prompt tokens of grading one request's top k (what a budget draws against).
+
+    Measured on the day's first 200 requests with the grading prompt as it is sent.
+    """
+    from ragaudit.tuning import prompt_tokens
+
+    head = pl.scan_parquet(requests).head(200).collect()
+    totals = []
+    for r in head.iter_rows(named=True):
+        q = Question(question_id=r["request_id"], question=r["query"])
+        totals.append(
+            sum(prompt_tokens(judge, q, d["text"]) for d in _doc_rows(r["docs"], k) if d["text"])
+        )
+    return sum(totals) / len(totals) if totals else 0.0
+
+
+def _draw(config: RunConfig, requests: Path, judge: Judge) -> pl.DataFrame:
+    section = audit_section(config)
+    per = (
+        _tokens_per_request(config, requests, judge, section.k)
+        if section.max_judge_tokens is not None
+        else None
+    )
+    return draw_sample(
+        pl.scan_parquet(requests), section.sampling(), salt=section.name, tokens_per_request=per
+    )
+
+
+# -- grading ------------------------------------------------------------------------------
+
+
+def _skip_reason(doc: Mapping[str, Any]) -> str | None:
+    if doc["changed"]:
+        return "the document's text changed since it was served: not graded against the new one"
+    if not doc["text"] or not str(doc["text"]).strip():
+        return "no text: the log carries only the id and the backend had none for it"
+    return None
+
+
+def _verdict(day: AuditDay, s: Served, doc: Mapping[str, Any], **values: Any) -> dict[str, Any]:
+    return {
+        "audit": day.section.name,
+        "day": day.day.isoformat(),
+        "request_id": s.request_id,
+        "unit": s.unit,
+        "rank": doc["rank"],
+        "doc_id": doc["id"],
+        "changed": doc["changed"],
+        **values,
+    }
+
+
+async def grade_served(day: AuditDay, judge: Judge, gateway: Gateway, source: str) -> None:
+    """Grade the served top-k of every sampled request: the store first, then the judge.
+
+    One grade per key (a text served to two requests of one query is asked once); each batch is
+    written to the store before the next is asked. A grade asked now is ``memo`` when its
+    batch reached no provider (the memo answered every call), else ``paid``.
+    """
+    store = judgment_store(day.config)
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    todo: dict[str, list[tuple[Served, dict[str, Any]]]] = {}
+    for s in day.served:
+        for doc in s.docs:
+            day.grading.pairs += 1
+            why = _skip_reason(doc)
+            if why is not None:
+                rows[(s.request_id, doc["rank"])] = _verdict(
+                    day, s, doc, grade=None, status="skipped", reason=why, source=None
+                )
+                day.grading.skipped += 1
+                continue
+            key = grade_key(judge.model, RELEVANCE.key, s.query, doc["text"])
+            todo.setdefault(key, []).append((s, doc))
+    for key, stored in store.lookup(todo).items():
+        for s, doc in todo.pop(key):
+            rows[(s.request_id, doc["rank"])] = _verdict(
+                day, s, doc, grade=stored.grade, status="ok", reason=stored.reason, source="store"
+            )
+            day.grading.from_store += 1
+    keys = list(todo)
+    for start in range(0, len(keys), _GRADE_BATCH):
+        batch = keys[start : start + _GRADE_BATCH]
+        asked: dict[str, list[dict[str, str]]] = {}
+        questions: dict[str, Question] = {}
+        by_ask: dict[tuple[str, str], str] = {}
+        for n, key in enumerate(batch):
+            s, doc = todo[key][0]
+            cid = f"{n}"
+            asked.setdefault(s.request_id, []).append({"context_id": cid, "text": doc["text"]})
+            questions[s.request_id] = s.question()
+            by_ask[(s.request_id, cid)] = key
+        with gateway.scope("audit-grade", run_id=source, calls_dir=day.folder / "llm_calls") as c:
+            graded = await grade_candidates(judge, questions, asked, per_call=1)
+        how = "memo" if c.provider_calls == 0 else "paid"
+        new = []
+        for g in graded.values():
+            for row in g.rows:
+                key = by_ask[(row["question_id"], row["context_id"])]
+                first_s, first_doc = todo[key][0]
+                ok = row["grade"] is not None
+                for s, doc in todo[key]:
+                    rows[(s.request_id, doc["rank"])] = _verdict(
+                        day,
+                        s,
+                        doc,
+                        grade=int(row["grade"]) if ok else None,
+                        status="ok" if ok else "failed",
+                        reason=(row.get("reason") or "") if ok else redact(str(row.get("error"))),
+                        source=how if ok else None,
+                    )
+                    if ok:
+                        day.grading.from_memo += how == "memo"
+                        day.grading.paid += how == "paid"
+                    else:
+                        day.grading.failed += 1
+                if ok:
+                    new.append(
+                        {
+                            **row,
+                            "key": key,
+                            "judge": judge.model,
+                            "prompt": RELEVANCE.key,
+                            "question": first_s.query,
+                            "text": first_doc["text"],
+                            "question_id": first_s.request_id,
+                            "context_id": first_doc["id"],
+                        }
+                    )
+        store.add(new, source)
+        _add(day.calls, c)
+    day.verdicts = [rows[k] for k in sorted(rows, key=_served_order(day))]
+
+
+def _served_order(day: AuditDay) -> Any:
+    place = {s.request_id: i for i, s in enumerate(day.served)}
+    return lambda k: (place[k[0]], k[1])
+
+
+def _add(total: dict[str, int], counts: Any) -> None:
+    for name, value in counts.as_dict().items():
+        total[name] = total.get(name, 0) + value
+
+
+# -- scoring ------------------------------------------------------------------------------
+
+
+def _citations(text: str | None) -> tuple[list[str] | None, list[list[str]] | None]:
+    """The log's citations: a list of ids (marker n → the n-th) or one list per sentence."""
+    if not text:
+        return None, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None, None
+    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+        return None, [[str(x) for x in v] for v in value]
+    if isinstance(value, list) and value:
+        return [str(v) for v in value], None
+    return None, None
+
+
+def samples_of(served: Sequence[Served]) -> tuple[list[Sample], dict[str, str]]:
+    """The sampled requests as metric samples, the graded documents as contexts.
+
+    A document whose text changed since it was served, or that has no text, is left out of the
+    contexts: the answer was written from what was served, which is then unknown.
+    """
+    out, no_answer = [], {}
+    for s in served:
+        docs = [d for d in s.docs if _skip_reason(d) is None]
+        ids, per_sentence = _citations(s.citations)
+        if not (s.answer or "").strip():
+            no_answer[s.request_id] = "no answer in the log for this request"
+        out.append(
+            Sample(
+                question_id=s.request_id,
+                question=s.query,
+                language=s.language,
+                response=s.answer,
+                reference=None,
+                contexts=[d["text"] for d in docs],
+                context_ids=[d["id"] for d in docs],
+                reference_contexts=None,
+                reference_context_ids=None,
+                citation_ids=ids,
+                citations=per_sentence,
+            )
+        )
+    return out, no_answer
+
+
+async def score_answers(day: AuditDay, judge: Judge, gateway: Gateway, run_id: str) -> None:
+    """Score every sampled request's answer with the audit's metrics (scoring.py, the memo)."""
+    config = day.config
+    samples, no_answer = samples_of(day.served)
+    place = {s.request_id: s for s in day.served}
+    deps = make_deps(config, judge)
+    for name in day.section.metrics:
+        try:
+            m = resolve(name, config.score.model_dump())
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"audit.metrics: {exc.args[0]}") from None
+        with gateway.scope(
+            f"audit-score:{name}", run_id=run_id, calls_dir=day.folder / "llm_calls"
+        ) as c:
+            rows = await score_rows(
+                m,
+                samples,
+                deps,
+                window=judge.window or 0,
+                no_answer=no_answer,
+                limit=items_in_flight(config),
+                panel=make_panel(config, judge, name),
+            )
+        _add(day.calls, c)
+        for row in rows:
+            s = place[row.pop("question_id")]
+            day.scores.append(_score_row(day, s, row))
+
+
+def _score_row(day: AuditDay, s: Served, row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "audit": day.section.name,
+        "day": day.day.isoformat(),
+        "request_id": s.request_id,
+        "unit": s.unit,
+        "segment": s.segment,
+        **row,
+    }
+
+
+def score_lists(day: AuditDay) -> None:
+    """The served list's metrics of every sampled request, from its grades (no call)."""
+    k = day.section.k
+    relevant = day.config.sort.relevant_grade
+    grades: dict[str, dict[int, dict[str, Any]]] = {}
+    for v in day.verdicts:
+        grades.setdefault(v["request_id"], {})[v["rank"]] = v
+    for s in day.served:
+        got = grades.get(s.request_id, {})
+        ranked = [got[d["rank"]] for d in s.docs]
+        missing = [v for v in ranked if v["status"] != "ok"]
+        values = list_metrics([v["grade"] for v in ranked], k, relevant)
+        for metric, value in values.items():
+            if value is not None:
+                status, error = "ok", None
+            elif not ranked:
+                status, error = "skipped", "nothing was served"
+            elif missing:
+                first = missing[0]
+                status = "failed" if first["status"] == "failed" else "skipped"
+                error = f"rank {first['rank']} has no grade: {first['reason']}"
+            else:
+                status, error = "skipped", "undefined for this list (every grade 0)"
+            day.scores.append(
+                _score_row(
+                    day,
+                    s,
+                    {
+                        "metric": metric,
+                        "value": value,
+                        "status": status,
+                        "error": error,
+                        "k_used": len(ranked),
+                        "metric_args": json.dumps({"k": k, "relevant_grade": relevant}),
+                    },
+                )
+            )
+
+
+def values_frame(scores: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """Unit × metric × value with status: what the estimator reads."""
+    return pl.DataFrame(
+        [
+            {
+                "unit": r["unit"],
+                "metric": r["metric"],
+                "value": r.get("value"),
+                "status": r["status"],
+            }
+            for r in scores
+        ],
+        schema={"unit": pl.String, "metric": pl.String, "value": pl.Float64, "status": pl.String},
+    )
+
+
+# -- the day ------------------------------------------------------------------------------
+
+
+def _judge(config: RunConfig, gateway: Gateway | None) -> Judge:
+    return Judge.from_config(config.models, gateway, items_in_flight(config))  # type: ignore[arg-type]
+
+
+async def run_audit_day(
+    config: RunConfig,
+    day: dt.date,
+    *,
+    dry_run: bool = False,
+    gateway: Gateway | None = None,
+) -> AuditDay:
+    """Audit one day: read, sample, grade (store first), score, estimate, write its folder.
+
+    With ``dry_run`` nothing is called and nothing is written under the runs root: the day is
+    read into a temporary folder, sampled, and the grading and scoring counted from their own
+    plans (``AuditDay.plan``).
+
+    Raises:
+        ConfigError: No audit section, or a metric that cannot be built.
+        InputError: The day's bad records pass ``audit.max_bad_share`` (from the reader).
+    """
+    section = audit_section(config)
+    if dry_run:
+        with tempfile.TemporaryDirectory(prefix="ragaudit-audit-") as tmp:
+            return await _dry_run(config, day, Path(tmp))
+    if gateway is None:
+        raise RagauditError("run_audit_day: a gateway is needed unless dry_run")
+    folder = audit_dir(config, day)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    manifest: dict[str, Any] = {
+        "kind": KIND,
+        "audit": section.name,
+        "day": day.isoformat(),
+        "status": "running",
+        "started_at": dt.datetime.now(dt.UTC).isoformat(),
+        "config": json.loads(config.model_dump_json()),
+        "judge": config.models.judge_model,
+    }
+    write_json(manifest, folder / MANIFEST)
+    read = _read(config, day, folder / REQUESTS)
+    judge = _judge(config, gateway)
+    sample = _draw(config, folder / REQUESTS, judge)
+    write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
+    out = AuditDay(config, day, folder, read, sample)
+    out.served = served_requests(folder / REQUESTS, sample, section.k)
+    source = f"audit:{section.name}:{day.isoformat()}"
+    await grade_served(out, judge, gateway, source)
+    write_table(to_table(out.verdicts, AUDIT_VERDICTS), folder / VERDICTS)
+    score_lists(out)
+    await score_answers(out, judge, gateway, source)
+    write_table(to_table(out.scores, AUDIT_SCORES), folder / SCORES)
+    out.estimates = estimate(values_frame(out.scores), sample)
+    write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
+    from ragaudit.audit._report import write_report
+
+    write_report(out)
+    manifest.update(
+        status=day_status(out),
+        finished_at=dt.datetime.now(dt.UTC).isoformat(),
+        seconds=round(time.perf_counter() - started, 3),
+        read=_read_summary(read),
+        sampled=len(out.served),
+        grading=vars(out.grading),
+        llm=out.calls,
+        failed_rows=failed_rows(out),
+        tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ESTIMATES, REPORT],
+    )
+    write_json(manifest, folder / MANIFEST)
+    return out
+
+
+def failed_rows(day: AuditDay) -> int:
+    """Grades and answer scores that failed (list metrics follow their grades: not counted)."""
+    answers = set(day.section.metrics)
+    return day.grading.failed + sum(
+        r["status"] == "failed" for r in day.scores if r["metric"] in answers
+    )
+
+
+def day_status(day: AuditDay) -> str:
+    """``completed``, or ``completed_with_failures`` when most judged rows failed (a run's rule)."""
+    answers = set(day.section.metrics)
+    judged = (
+        day.grading.paid
+        + day.grading.from_memo
+        + day.grading.failed
+        + sum(r["status"] != "skipped" for r in day.scores if r["metric"] in answers)
+    )
+    return "completed_with_failures" if judged and 2 * failed_rows(day) > judged else "completed"
+
+
+def previous_day(now: dt.datetime | None = None) -> dt.date:
+    """Yesterday in UTC: the partition a daily audit reads (a day's logs are complete then)."""
+    return ((now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC) - dt.timedelta(days=1)).date()
+
+
+def summary(day: AuditDay) -> dict[str, Any]:
+    """What the flow returns and the CLI prints: counts, calls, the overall estimates."""
+    overall = []
+    if day.estimates is not None and not day.estimates.is_empty():
+        overall = day.estimates.filter(pl.col("segment") == "(all)").to_dicts()
+    return {
+        "audit": day.section.name,
+        "day": day.day.isoformat(),
+        "folder": str(day.folder),
+        "read": _read_summary(day.read),
+        "sampled": len(day.served),
+        "grading": vars(day.grading),
+        "llm": dict(day.calls),
+        "status": day_status(day),
+        "failed_rows": failed_rows(day),
+        "overall": overall,
+    }
+
+
+def promote_day(
+    runs_root: Path,
+    name: str,
+    day: dt.date,
+    *,
+    output: Path,
+    worst: int = 50,
+    metric: str | None = None,
+    against: Path | None = None,
+) -> int:
+    """Write an audit day's worst sampled requests as a question set; returns how many.
+
+    Args:
+        runs_root: The runs root holding ``audit-<name>/<day>/``.
+        name: The audit's name.
+        day: The audit day.
+        output: The JSONL question set written (``ragaudit run --questions``).
+        worst: Requests promoted, before those already in ``against`` are left out.
+        metric: The metric ranked by (default: nDCG@k within the served list).
+        against: An existing question set whose questions are not promoted again.
+
+    Raises:
+        InputError: No finished audit day there, or no value of ``metric`` to rank by.
+    """
+    from ragaudit.audit._promote import promote, write_question_set
+    from ragaudit.dataset import load_questions
+    from ragaudit.directions import higher_is_better
+    from ragaudit.errors import InputError
+    from ragaudit.runlock import check_run_id
+
+    folder = Path(runs_root) / check_run_id(f"audit-{name}") / day.isoformat()
+    if not (folder / SCORES).is_file():
+        raise InputError(
+            f"{folder}: no finished audit day (no {SCORES}); run ragaudit audit --day "
+            f"{day.isoformat()} first"
+        )
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    k = manifest["config"]["audit"]["k"]
+    by = metric or f"ndcg@{k}"
+    try:
+        questions = promote(
+            pl.read_parquet(folder / SAMPLE),
+            pl.read_parquet(folder / SCORES),
+            pl.scan_parquet(folder / REQUESTS),
+            metric=by,
+            worst=worst,
+            higher_is_better=higher_is_better(by),
+            existing=load_questions(against) if against is not None else (),
+            audit=name,
+            day=day.isoformat(),
+        )
+    except ValueError as exc:
+        raise InputError(f"--metric {by}: {exc}") from None
+    write_question_set(questions, output)
+    return len(questions)
+
+
+def _read_summary(read: Any) -> dict[str, Any]:
+    return {
+        "records": getattr(read, "records", None),
+        "bad": getattr(read, "bad", None),
+        "bad_samples": [list(b) for b in getattr(read, "bad_samples", [])][:20],
+        "redactions": dict(getattr(read, "redactions", {}) or {}),
+    }
+
+
+async def _dry_run(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
+    """Read and sample the day into ``tmp``; count the grading and scoring plans; no call."""
+    from ragaudit.dryrun import Assumptions, Plan, estimate_score
+
+    section = audit_section(config)
+    read = _read(config, day, tmp / REQUESTS)
+    judge = _judge(config, None)
+    sample = _draw(config, tmp / REQUESTS, judge)
+    out = AuditDay(config, day, tmp, read, sample, plan=DryRun())
+    out.served = served_requests(tmp / REQUESTS, sample, section.k)
+    plan = out.plan
+    assert plan is not None
+    store = judgment_store(config)
+    todo: dict[str, tuple[Served, dict[str, Any]]] = {}
+    keys = []
+    for s in out.served:
+        for doc in s.docs:
+            plan.pairs += 1
+            if _skip_reason(doc) is None:
+                key = grade_key(judge.model, RELEVANCE.key, s.query, doc["text"])
+                keys.append(key)
+                todo.setdefault(key, (s, doc))
+    found = store.lookup(todo)
+    plan.in_store = sum(key in found for key in keys)
+    models = config.models
+    samples = grade_plan(
+        models.graders, models.judge_repeats, models.temperature, config.score.sampling_temperature
+    )
+    graders = sample_judges(judge, samples, models)
+    for key, (s, doc) in todo.items():
+        if key in found:
+            continue
+        for r in await plan_grades(
+            graders,
+            {s.request_id: s.question()},
+            {s.request_id: [{"context_id": doc["id"], "text": doc["text"]}]},
+        ):
+            plan.grade_calls += 1
+            plan.grade_tokens += _prompt_tokens(r.model, r.messages)
+    # The score stage's own estimator over the sampled requests, as a run of their metrics.
+    scored = config.model_copy(
+        update={"score": config.score.model_copy(update={"metrics": section.metrics})}
+    )
+    est = Plan(scored, Assumptions(), [s.question() for s in out.served])
+    est.candidates = {
+        s.request_id: [(d["id"], d["text"]) for d in s.docs if _skip_reason(d) is None]
+        for s in out.served
+    }
+    est.responses = {s.request_id: s.answer for s in out.served}
+    await estimate_score(est)
+    for line in est.lines:
+        name = line.stage.split(":", 1)[-1]
+        if line.kind == "completion":
+            plan.metric_calls[name] = plan.metric_calls.get(name, 0.0) + line.calls
+            plan.metric_tokens[name] = plan.metric_tokens.get(name, 0.0) + line.tokens_in
+    return out
+
+
+def _prompt_tokens(model: str, messages: list[dict[str, Any]]) -> int:
+    from ragaudit.cache import usage_counter
+
+    return usage_counter(model).prompt(messages)
+
+
+__all__ = [
+    "ESTIMATES",
+    "KIND",
+    "MANIFEST",
+    "REPORT",
+    "REQUESTS",
+    "SAMPLE",
+    "SCORES",
+    "VERDICTS",
+    "AuditDay",
+    "DryRun",
+    "Grading",
+    "Served",
+    "audit_dir",
+    "audit_root",
+    "grade_served",
+    "judgment_store",
+    "previous_day",
+    "promote_day",
+    "run_audit_day",
+    "samples_of",
+    "score_answers",
+    "score_lists",
+    "served_requests",
+    "summary",
+    "values_frame",
+]

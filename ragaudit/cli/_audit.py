@@ -1,0 +1,251 @@
+"""``ragaudit audit``: a day of production traffic sampled, graded and estimated; ``promote``."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ragaudit.cli._app import (
+    ConfigOpt,
+    DryRunOpt,
+    EmbedderOpt,
+    JudgeOpt,
+    RootOpt,
+    SetOpt,
+    _overrides,
+    app,
+    console,
+    err,
+    load_paid_config,
+    quiet_prefect_runs,
+)
+from ragaudit.config import RunConfig, load_config
+from ragaudit.errors import RagauditError
+from ragaudit.numbers import fixed
+from ragaudit.secrets import install_log_filter
+
+CONFIRM_ABOVE = 1_000
+"""Paid judge calls a day may plan without ``--yes``: a sample of 5,000 requests at k = 10 is
+50,000 grades, which must not start unasked."""
+
+audit_app = typer.Typer(
+    help="Audit a day of production traffic: sample it, grade what was served, estimate per "
+    "segment with intervals, write report.html (ragaudit audit -c audit.yaml --day 2026-11-26).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(audit_app, name="audit")
+
+DayOpt = Annotated[
+    str | None,
+    typer.Option("--day", help="The day audited, YYYY-MM-DD (default: yesterday, UTC)."),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help=f"Start over {CONFIRM_ABOVE:,} paid judge calls unasked."),
+]
+
+
+def parse_day(text: str | None) -> dt.date:
+    """``--day``'s date; yesterday (UTC) when not given."""
+    if text is None:
+        from ragaudit.audit import previous_day
+
+        return previous_day()
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise RagauditError(f"--day {text}: not a date; give YYYY-MM-DD") from None
+
+
+def _most_calls(cfg: RunConfig) -> int:
+    """The most judge calls a day can make: every sampled request's top k and its metrics."""
+    from ragaudit.audit import audit_section
+
+    section = audit_section(cfg)
+    return (section.sample or 0) * (section.k + len(section.metrics))
+
+
+def _confirm(cfg: RunConfig, yes: bool) -> None:
+    from ragaudit.cache.providers import provider_record
+
+    most = _most_calls(cfg)
+    judge = cfg.models.judge_model
+    if yes or most <= CONFIRM_ABOVE or provider_record(judge).free:
+        return
+    if not console.is_terminal:
+        err.print(
+            f"[bold red]audit:[/] up to {most:,} paid judge calls with {escape(judge)}, over "
+            f"{CONFIRM_ABOVE:,}: pass --yes to start them (--dry-run counts them first)"
+        )
+        raise typer.Exit(2)
+    if not typer.confirm(f"Start up to {most:,} paid judge calls with {judge}?"):
+        raise typer.Exit(1)
+
+
+@audit_app.callback()
+def audit(
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    day: DayOpt = None,
+    judge: JudgeOpt = None,
+    embedder: EmbedderOpt = None,
+    runs_root: RootOpt = None,
+    sets: SetOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+) -> None:
+    """How good the answers of one day were for the questions people asked, per segment."""
+    if ctx.invoked_subcommand is not None:
+        return
+    install_log_filter()
+    if config is None:
+        raise RagauditError("audit: give --config audit.yaml (with an audit: section)")
+    overrides = _overrides(judge=judge, embedder=embedder, runs_root=runs_root, sets=sets)
+    cfg = load_paid_config(config, overrides)
+    from ragaudit.audit import audit_section
+
+    section = audit_section(cfg)
+    when = parse_day(day)
+    if dry_run:
+        _dry_run(cfg, when)
+        return
+    _confirm(cfg, yes)
+    # The memo opened (an unreachable Redis, an unwritable cache folder) before Prefect starts.
+    from ragaudit.cache import memo_location, open_memo
+
+    open_memo(memo_location(cfg)).close()
+    err.print(f"audit {section.name} {when.isoformat()}: sample {section.sample}, top {section.k}")
+    from ragaudit.flows.audit import run_audit
+
+    quiet_prefect_runs()
+    out = run_audit(cfg, when)
+    _print(out)
+    if out["status"] == "completed_with_failures":
+        err.print(
+            f"[bold red]audit {escape(out['audit'])} {out['day']} completed with failures:[/] "
+            "most of its judge calls failed (see failed rows in verdicts.parquet and "
+            "scores.parquet)"
+        )
+        raise typer.Exit(3)
+
+
+def _print(out: dict[str, Any]) -> None:
+    g = out["grading"]
+    llm = out["llm"]
+    read = out["read"]
+    console.print(
+        f"\n[bold]ragaudit audit[/] {escape(out['audit'])} {out['day']}  ->  "
+        f"{escape(out['folder'])}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"read {read['records']} requests ({read['bad']} records did not map); "
+        f"sampled {out['sampled']}; grades: {g['from_store']} from the judgment store, "
+        f"{g['from_memo']} from the memo, {g['paid']} paid, {g['failed']} failed, "
+        f"{g['skipped']} skipped",
+        soft_wrap=True,
+    )
+    console.print(
+        f"LLM calls this invocation: {llm.get('calls', 0)} (memo hits "
+        f"{llm.get('cache_hits', 0)}, provider calls {llm.get('provider_calls', 0)})"
+    )
+    if out["overall"]:
+        table = Table(title="All segments (design-weighted, 95% CI)")
+        for col in ("metric", "estimate", "95% CI", "n", "requests", "ess"):
+            table.add_column(col, justify="left" if col == "metric" else "right")
+        for r in out["overall"]:
+            ci = "-" if r["ci_low"] is None else f"{fixed(r['ci_low'])}-{fixed(r['ci_high'])}"
+            table.add_row(
+                escape(r["metric"]),
+                fixed(r["estimate"]),
+                ci,
+                str(r["n"]),
+                str(r["requests"]),
+                fixed(r.get("ess"), 1),
+            )
+        console.print(table)
+    console.print(f"report.html: {escape(str(Path(out['folder']) / 'report.html'))}")
+
+
+def _dry_run(cfg: RunConfig, day: dt.date) -> None:
+    from ragaudit.audit import run_audit_day, strata_rows
+
+    out = asyncio.run(run_audit_day(cfg, day, dry_run=True))
+    plan = out.plan
+    assert plan is not None
+    table = Table(title=f"audit --dry-run {day.isoformat()}: the strata and the draw (no call)")
+    for col in ("segment", "band", "units", "requests", "drawn", "their requests", "represented"):
+        table.add_column(col, justify="left" if col in ("segment", "band") else "right")
+    for s in strata_rows(out.sample):
+        table.add_row(
+            escape(str(s["segment"])),
+            escape(str(s["band"])),
+            str(s["stratum_units"]),
+            str(s["stratum_requests"]),
+            str(s["drawn"]),
+            str(s["drawn_requests"]),
+            str(s["represented"]),
+        )
+    console.print(table)
+    read = out.read
+    console.print(
+        f"read {getattr(read, 'records', '?')} requests ({getattr(read, 'bad', '?')} records "
+        f"did not map); drew {out.sample.height} units",
+        soft_wrap=True,
+    )
+    calls = Table(title="judge calls and prompt tokens (counted from the plans; no call)")
+    for col in ("what", "calls", "prompt tokens"):
+        calls.add_column(col, justify="left" if col == "what" else "right")
+    calls.add_row(
+        f"grades: {plan.pairs} served pairs, {plan.in_store} in the judgment store",
+        str(plan.grade_calls),
+        f"{plan.grade_tokens:,}",
+    )
+    for name in out.section.metrics:
+        calls.add_row(
+            f"score:{escape(name)}",
+            f"{plan.metric_calls.get(name, 0.0):,.0f}",
+            f"{plan.metric_tokens.get(name, 0.0):,.0f}",
+        )
+    console.print(calls)
+    console.print(f"judge prompt tokens in all: {plan.judge_tokens:,}")
+
+
+@audit_app.command()
+def promote(
+    audit_name: Annotated[str, typer.Argument(metavar="AUDIT", help="The audit's name.")],
+    day: DayOpt = None,
+    worst: Annotated[int, typer.Option("--worst", min=1, help="Requests promoted.")] = 50,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Question set written (JSONL).")
+    ] = Path("promoted.jsonl"),
+    metric: Annotated[
+        str | None,
+        typer.Option("--metric", help="Worst by this metric (default: nDCG@k of the served list)."),
+    ] = None,
+    against: Annotated[
+        Path | None,
+        typer.Option("--against", help="An existing question set: its questions are not repeated."),
+    ] = None,
+    config: ConfigOpt = None,
+    runs_root: RootOpt = None,
+) -> None:
+    """Write the worst sampled requests of a day as a question set for ``ragaudit run``."""
+    from ragaudit.audit import promote_day
+
+    root = runs_root or load_config(config).runs_root
+    when = parse_day(day)
+    written = promote_day(
+        Path(root), audit_name, when, worst=worst, output=output, metric=metric, against=against
+    )
+    console.print(f"{written} questions -> {escape(str(output))}")
+
+
+__all__ = ["CONFIRM_ABOVE", "audit", "parse_day", "promote"]

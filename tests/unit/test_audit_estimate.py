@@ -1,0 +1,227 @@
+"""Design-weighted estimates: a hand-checked case, an independent Taylor variance, domains."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from ragaudit.audit import ALL, estimate, kish_ess, list_metrics, metric_names
+from ragaudit.audit._estimate import variance_strata
+from ragaudit.ranking import ndcg_at_k
+
+
+def _sample(
+    strata: list[str], weights: list[float], pis: list[float] | None = None
+) -> pl.DataFrame:
+    n = len(strata)
+    return pl.DataFrame(
+        {
+            "unit": [f"u{i}" for i in range(n)],
+            "request_id": [f"r{i}" for i in range(n)],
+            "segment": [s.split("/")[0] for s in strata],
+            "band": [s.split("/")[1] for s in strata],
+            "stratum": strata,
+            "count": [1] * n,
+            "pi": pis or [0.1] * n,
+            "weight": weights,
+        }
+    )
+
+
+def _values(values: list[float | None], metric: str = "m") -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "request_id": [f"r{i}" for i in range(len(values))],
+            "metric": [metric] * len(values),
+            "value": values,
+            "status": ["ok" if v is not None else "failed" for v in values],
+        }
+    )
+
+
+def _taylor(y: np.ndarray, ok: np.ndarray, w: np.ndarray, strata: list[str]) -> tuple[float, float]:
+    """The Hájek mean and its linearised variance, stratified, with replacement: by hand."""
+    wd = w * ok
+    mean = float((wd * y).sum() / wd.sum())
+    z = wd * (y - mean) / wd.sum()
+    var = 0.0
+    for h in set(strata):
+        zh = z[[s == h for s in strata]]
+        var += len(zh) / (len(zh) - 1) * float(((zh - zh.mean()) ** 2).sum())
+    return mean, var
+
+
+def test_hajek_mean_and_interval_by_hand() -> None:
+    # One stratum, four units: weights 1, 1, 2, 2 and values 0, 1, 1, 0.
+    sample = _sample(["a/tail"] * 4, [1.0, 1.0, 2.0, 2.0])
+    row = (
+        estimate(_values([0.0, 1.0, 1.0, 0.0]), sample)
+        .filter(pl.col("segment") == ALL)
+        .row(0, named=True)
+    )
+    assert row["estimate"] == pytest.approx(0.5)  # (0 + 1 + 2 + 0) / 6
+    # z_i = w_i (y_i - 0.5) / 6 = (-1, 1, 2, -2) / 12: mean 0, sum of squares 10 / 144;
+    # variance 4/3 × 10/144, t on 3 degrees of freedom.
+    se = math.sqrt(4 / 3 * 10 / 144)
+    t = stats.t.ppf(0.975, 3)
+    assert row["ci_low"] == pytest.approx(0.5 - t * se)
+    assert row["ci_high"] == pytest.approx(0.5 + t * se)
+    assert row["n"] == 4
+    assert row["requests"] == pytest.approx(6.0)
+    assert row["ess"] == pytest.approx(36 / 10)
+
+
+def test_interval_matches_an_independent_stratified_taylor_variance() -> None:
+    rng = np.random.default_rng(4)
+    strata = [f"s{h % 2}/{('head', 'torso', 'tail')[h % 3]}" for h in range(6) for _ in range(9)]
+    n = len(strata)
+    w = rng.uniform(1, 40, n)
+    y = rng.uniform(0, 1, n)
+    ok = rng.random(n) > 0.15  # some units failed: outside the domain, not zeros
+    values = _values([float(v) if o else None for v, o in zip(y, ok, strict=True)])
+    out = estimate(values, _sample(strata, list(w)))
+    for segment in [ALL, "s0", "s1"]:
+        keep = np.array([segment in (ALL, s.split("/")[0]) for s in strata])
+        part = [s for s, k in zip(strata, keep, strict=True) if k]
+        mean, var = _taylor(y[keep], ok[keep], w[keep], part)
+        df = keep.sum() - len(set(part))
+        half = stats.t.ppf(0.975, df) * math.sqrt(var)
+        row = out.filter(pl.col("segment") == segment).row(0, named=True)
+        assert row["estimate"] == pytest.approx(mean)
+        assert row["ci_low"] == pytest.approx(mean - half)
+        assert row["ci_high"] == pytest.approx(mean + half)
+        assert row["n"] == int(ok[keep].sum())
+        assert row["ess"] == pytest.approx(kish_ess(w[keep & ok]))
+
+
+def test_certainty_units_add_no_variance() -> None:
+    # Two certain units with very different values, and an uncertain stratum of equal values.
+    sample = _sample(
+        ["a/head", "a/head", "a/tail", "a/tail", "a/tail"],
+        [5, 5, 10, 10, 10],
+        pis=[1.0, 1.0, 0.1, 0.1, 0.1],
+    )
+    row = estimate(_values([0.0, 1.0, 0.3, 0.3, 0.3]), sample).row(0, named=True)
+    assert row["estimate"] == pytest.approx((5 * 0.0 + 5 * 1.0 + 30 * 0.3) / 40)
+    assert row["ci_low"] == pytest.approx(row["estimate"])
+    assert row["ci_high"] == pytest.approx(row["estimate"])
+
+
+def test_a_failed_value_is_outside_the_domain_not_a_zero() -> None:
+    sample = _sample(["a/tail"] * 4, [1.0] * 4)
+    row = estimate(_values([1.0, 1.0, 1.0, None]), sample).row(0, named=True)
+    assert row["estimate"] == pytest.approx(1.0)
+    assert row["n"] == 3
+    assert row["requests"] == pytest.approx(3.0)
+    nothing = estimate(_values([None] * 4), sample).row(0, named=True)
+    assert nothing["estimate"] is None and nothing["n"] == 0
+
+
+def test_a_lone_uncertain_unit_is_pooled_with_its_segment() -> None:
+    strata = ["a/head", "a/torso", "a/torso", "b/tail", "(c)/tail"]
+    pooled = variance_strata(strata, ["a", "a", "a", "b", "(c)"], [False] * 5, across_segments=True)
+    assert pooled[:3] == ["a/torso"] * 3
+    # b's and (c)'s lone units have no stratum of their own segment to join: the largest.
+    assert pooled[3:] == ["a/torso", "a/torso"]
+    alone = variance_strata(["b/tail"], ["b"], [False], across_segments=False)
+    assert alone == ["b/tail"]
+    assert variance_strata(["a/head"], ["a"], [True], across_segments=True) == ["(certain)"]
+
+
+def test_list_metrics_by_hand_and_against_ranking() -> None:
+    out = list_metrics([3, 2, 0, 1], k=4, relevant_grade=2)
+    dcg = 3 + 2 / math.log2(3) + 0 + 1 / math.log2(5)
+    ideal = 3 + 2 / math.log2(3) + 1 / math.log2(4)
+    assert out == {
+        "precision@4": 0.5,
+        "dcg@4": pytest.approx(dcg),
+        "ndcg@4": pytest.approx(dcg / ideal),
+        "relevant share": 0.5,
+    }
+    # The house nDCG with the served list's own grades as the only gains agrees.
+    order = ["a", "b", "c", "d"]
+    assert out["ndcg@4"] == pytest.approx(
+        ndcg_at_k(order, dict(zip(order, [3, 2, 0, 1], strict=True)), 4)
+    )
+
+
+def test_list_metrics_short_lists_failed_grades_and_all_zero() -> None:
+    short = list_metrics([2, 0], k=10, relevant_grade=2)
+    assert short["precision@10"] == pytest.approx(0.1)  # a short list is penalised
+    assert short["relevant share"] == pytest.approx(0.5)  # of what was served
+    assert short["ndcg@10"] == pytest.approx(1.0)
+    assert list_metrics([3, None, 2], k=3, relevant_grade=2) == dict.fromkeys(metric_names(3))
+    # Only the top k count: a failure below k does not matter.
+    assert list_metrics([3, 2, None], k=2, relevant_grade=2)["ndcg@2"] == pytest.approx(1.0)
+    zero = list_metrics([0, 0, 0], k=3, relevant_grade=2)
+    assert zero["ndcg@3"] is None and zero["dcg@3"] == 0.0 and zero["relevant share"] == 0.0
+    assert list_metrics([], k=3, relevant_grade=2) == dict.fromkeys(metric_names(3))
+    with pytest.raises(ValueError, match="k must be"):
+        list_metrics([1], k=0, relevant_grade=2)
+
+
+def _labels(values: dict[int, float], metric: str = "m") -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "request_id": [f"r{i}" for i in values],
+            "metric": [metric] * len(values),
+            "value": list(values.values()),
+        }
+    )
+
+
+def test_ppi_is_null_without_labels_and_equals_the_judge_when_people_agree() -> None:
+    rng = np.random.default_rng(1)
+    strata = ["a/tail"] * 10 + ["a/head"] * 10
+    w = list(rng.uniform(1, 5, 20))
+    y = list(rng.uniform(0, 1, 20))
+    plain = estimate(_values(y), _sample(strata, w)).row(0, named=True)
+    assert plain["ppi_estimate"] is None and plain["ppi_ci_low"] is None
+    agree = estimate(
+        _values(y), _sample(strata, w), labels=_labels({i: y[i] for i in range(0, 20, 3)})
+    )
+    row = agree.row(0, named=True)
+    assert row["ppi_estimate"] == pytest.approx(row["estimate"])
+    assert row["ppi_ci_low"] == pytest.approx(row["ci_low"])
+    assert row["ppi_ci_high"] == pytest.approx(row["ci_high"])
+
+
+def test_ppi_against_an_independent_linearisation() -> None:
+    rng = np.random.default_rng(2)
+    strata = [f"a/{b}" for b in ("head", "torso", "tail") for _ in range(12)]
+    n = len(strata)
+    w = rng.uniform(1, 20, n)
+    human_all = rng.uniform(0, 1, n)
+    judge = np.clip(human_all + 0.2 + rng.normal(0, 0.1, n), 0, 1.5)  # a judge that over-rates
+    labelled = rng.random(n) < 0.4
+    # Two people on one unit count as their mean.
+    people = {i: float(human_all[i]) for i in np.flatnonzero(labelled)}
+    labels = _labels(people)
+    first = int(np.flatnonzero(labelled)[0])
+    extra = pl.DataFrame(
+        {"request_id": [f"r{first}"], "metric": ["m"], "value": [people[first] + 0.2]}
+    )
+    labels = pl.concat([labels, extra])
+    human = human_all.copy()
+    human[first] += 0.1
+    row = estimate(_values(list(judge)), _sample(strata, list(w)), labels=labels).row(0, named=True)
+
+    theta = (w * judge).sum() / w.sum()
+    wl = w * labelled
+    delta = (wl * (human - judge)).sum() / wl.sum()
+    z = w * (judge - theta) / w.sum() + wl * (human - judge - delta) / wl.sum()
+    var = 0.0
+    for h in set(strata):
+        zh = z[[s == h for s in strata]]
+        var += len(zh) / (len(zh) - 1) * float(((zh - zh.mean()) ** 2).sum())
+    half = stats.t.ppf(0.975, n - 3) * math.sqrt(var)
+    assert row["ppi_estimate"] == pytest.approx(theta + delta)
+    assert row["ppi_ci_low"] == pytest.approx(theta + delta - half)
+    assert row["ppi_ci_high"] == pytest.approx(theta + delta + half)
+    # The judge alone is off by its bias; the correction moves toward the people's mean.
+    people_mean = (w * human).sum() / w.sum()
+    assert abs(row["ppi_estimate"] - people_mean) < abs(row["estimate"] - people_mean)

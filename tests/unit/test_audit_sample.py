@@ -1,0 +1,174 @@
+"""The audit's draw: normalisation, strata, the permanent hash sample, allocation, weights."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import polars as pl
+import pytest
+
+from ragaudit.audit import SampleOptions, draw_sample, normalise_query
+from ragaudit.audit._sample import (
+    MIN_PER_STRATUM,
+    inclusion_probabilities,
+    units_of_day,
+)
+from ragaudit.errors import ConfigError
+
+
+def _traffic(
+    counts: dict[tuple[str, str], int], *, prefix: str = "r", seed: int = 0
+) -> pl.LazyFrame:
+    """Requests asking each (segment, query) ``count`` times, shuffled, with fresh ids."""
+    rows = [(segment, query) for (segment, query), n in counts.items() for _ in range(n)]
+    random.Random(seed).shuffle(rows)
+    return pl.LazyFrame(
+        {
+            "request_id": [f"{prefix}{i}" for i in range(len(rows))],
+            "segment": [s for s, _ in rows],
+            "query": [q for _, q in rows],
+        }
+    )
+
+
+def _zipf_counts(segments: int = 3, queries: int = 400) -> dict[tuple[str, str], int]:
+    """A Zipf-shaped day: a few queries asked hundreds of times, most once."""
+    return {
+        (f"seg{s}", f"question number {q}"): max(1, int(600 / q))
+        for s in range(segments)
+        for q in range(1, queries + 1)
+    }
+
+
+def test_normalisation_folds_width_case_and_space() -> None:
+    assert normalise_query("  What\u3000is  RAG？\t１２３ ") == "what is rag? 123"
+    assert normalise_query("ﬁle") == "file"  # NFKC ligature
+
+
+def test_units_deduplicate_normalised_queries_with_counts() -> None:
+    requests = pl.LazyFrame(
+        {
+            "request_id": ["a", "b", "c", "d", "e"],
+            "segment": ["x", "x", "x", "y", "x"],
+            "query": ["Hello  World", "hello world", " HELLO WORLD ", "hello world", "other"],
+        }
+    )
+    units = units_of_day(requests, SampleOptions().bands)
+    counts = {(r["segment"], r["query_norm"]): r["count"] for r in units.iter_rows(named=True)}
+    # The same query in another segment is another unit.
+    assert counts == {("x", "hello world"): 3, ("y", "hello world"): 1, ("x", "other"): 1}
+    bands = dict(zip(units["query_norm"] + units["segment"], units["band"], strict=True))
+    assert bands == {"hello worldx": "torso", "hello worldy": "tail", "otherx": "tail"}
+
+
+def test_inclusion_probabilities_sum_to_the_budget_and_follow_requests() -> None:
+    units = units_of_day(_traffic(_zipf_counts()), SampleOptions().bands)
+    with_pi = inclusion_probabilities(units, 60)
+    pi = with_pi["pi"]
+    assert math.isclose(pi.sum(), 60.0, rel_tol=1e-9)
+    assert ((pi > 0) & (pi <= 1)).all()
+    per_stratum = with_pi.group_by("stratum").agg(pl.col("pi").sum(), pl.len())
+    for row in per_stratum.iter_rows(named=True):
+        assert row["pi"] >= min(MIN_PER_STRATUM, row["len"]) - 1e-9
+    # Within a stratum, uncertain units' probabilities are proportional to their requests.
+    head = with_pi.filter((pl.col("band") == "head") & (pl.col("pi") < 1))
+    ratio = (head["pi"] / head["count"]).to_list()
+    assert max(ratio) == pytest.approx(min(ratio))
+    # The most asked queries are taken with certainty.
+    assert with_pi.sort("count", descending=True)["pi"][0] == 1.0
+
+
+def test_the_hash_sample_is_stable_across_days_and_changes_with_the_salt() -> None:
+    opts = SampleOptions(sample=80)
+    counts = _zipf_counts()
+    day1 = draw_sample(_traffic(counts, prefix="d1-", seed=1), opts, salt="support-bot")
+    day2 = draw_sample(_traffic(counts, prefix="d2-", seed=2), opts, salt="support-bot")
+    # Same queries at the same rates on another day, other request ids, another order:
+    # the same units are drawn with the same probabilities.
+    assert day1["unit"].to_list() == day2["unit"].to_list()
+    assert day1["pi"].to_list() == day2["pi"].to_list()
+    assert set(day1["request_id"].str.slice(0, 3)) == {"d1-"}
+    assert set(day2["request_id"].str.slice(0, 3)) == {"d2-"}
+    other = draw_sample(_traffic(counts, prefix="d1-", seed=1), opts, salt="another-audit")
+    assert set(other["unit"]) != set(day1["unit"])
+    # Certainty units are drawn whatever the salt; the rest move.
+    certain = set(day1.filter(pl.col("pi") >= 1)["unit"])
+    assert certain <= set(other["unit"])
+
+
+def test_a_query_recurring_at_the_same_rate_is_drawn_again_when_the_rest_changes() -> None:
+    opts = SampleOptions(sample=80)
+    counts = _zipf_counts()
+    day1 = draw_sample(_traffic(counts), opts, salt="s")
+    # Day 2: a tail query vanishes and another appears; the other strata are unchanged.
+    changed = dict(counts)
+    gone = next(key for key, n in counts.items() if n == 1 and key[0] == "seg0")
+    del changed[gone]
+    changed[("seg0", "a brand new question")] = 1
+    day2 = draw_sample(_traffic(changed, seed=5), opts, salt="s")
+    untouched = day1.filter(pl.col("segment") != "seg0")
+    again = day2.filter(pl.col("segment") != "seg0")
+    assert untouched["unit"].to_list() == again["unit"].to_list()
+
+
+def test_the_representative_request_is_deterministic_and_one_of_the_units() -> None:
+    counts = _zipf_counts(segments=1, queries=50)
+    opts = SampleOptions(sample=20)
+    first = draw_sample(_traffic(counts, seed=1), opts, salt="s")
+    # The same requests (same ids) in another order: the same representative.
+    requests = _traffic(counts, seed=1).collect()
+    shuffled = requests.sample(fraction=1.0, shuffle=True, seed=3).lazy()
+    second = draw_sample(shuffled, opts, salt="s")
+    assert first["request_id"].to_list() == second["request_id"].to_list()
+    asked = requests.with_columns(pl.col("query").str.to_lowercase())
+    for row in first.iter_rows(named=True):
+        own = asked.filter(pl.col("request_id") == row["request_id"])
+        assert own["query"].item() == row["query_norm"]
+
+
+def test_weights_represent_the_day_and_a_census_has_weight_count() -> None:
+    counts = _zipf_counts(segments=2, queries=100)
+    everything = draw_sample(_traffic(counts), SampleOptions(sample=None), salt="s")
+    assert everything.height == len(counts)
+    assert (everything["pi"] == 1.0).all()
+    assert everything["weight"].to_list() == everything["count"].cast(pl.Float64).to_list()
+    drawn = draw_sample(_traffic(counts), SampleOptions(sample=40), salt="s")
+    assert (drawn["weight"] == drawn["count"] / drawn["pi"]).all()
+    assert drawn.columns == [
+        "unit",
+        "request_id",
+        "segment",
+        "band",
+        "stratum",
+        "query_norm",
+        "count",
+        "stratum_units",
+        "stratum_requests",
+        "pi",
+        "weight",
+    ]
+
+
+def test_a_token_budget_caps_the_draw() -> None:
+    units = units_of_day(_traffic(_zipf_counts()), SampleOptions().bands)
+    from ragaudit.audit import budget_units
+
+    tokens = SampleOptions(sample=None, max_judge_tokens=10_000)
+    assert budget_units(tokens, tokens_per_request=400.0) == 25
+    # Both caps: the smaller holds.
+    assert budget_units(SampleOptions(sample=10, max_judge_tokens=10_000), 400.0) == 10
+    drawn_pi = inclusion_probabilities(units, budget_units(tokens, 400.0))
+    assert math.isclose(drawn_pi["pi"].sum(), 25.0, rel_tol=1e-9)
+    with pytest.raises(ConfigError, match="max_judge_tokens"):
+        budget_units(tokens, tokens_per_request=None)
+
+
+def test_the_expected_draw_size_is_the_budget() -> None:
+    counts = _zipf_counts()
+    sizes = [
+        draw_sample(_traffic(counts), SampleOptions(sample=60), salt=f"salt{i}").height
+        for i in range(40)
+    ]
+    # A Poisson sample: its size varies, its mean is the budget (sd of the mean < 1.3 here).
+    assert abs(sum(sizes) / len(sizes) - 60) < 4
