@@ -12,6 +12,7 @@ from scipy import stats
 from ragaudit.audit import ALL, estimate, kish_ess, list_metrics, metric_names
 from ragaudit.audit._estimate import variance_strata
 from ragaudit.ranking import ndcg_at_k
+from ragaudit.schemas import AUDIT_ESTIMATES
 
 
 def _sample(
@@ -84,6 +85,8 @@ def test_interval_matches_an_independent_stratified_taylor_variance() -> None:
     ok = rng.random(n) > 0.15  # some units failed: outside the domain, not zeros
     values = _values([float(v) if o else None for v, o in zip(y, ok, strict=True)])
     out = estimate(values, _sample(strata, list(w)))
+    assert out.columns == AUDIT_ESTIMATES.names
+    out.to_arrow().cast(AUDIT_ESTIMATES)
     for segment in [ALL, "s0", "s1"]:
         keep = np.array([segment in (ALL, s.split("/")[0]) for s in strata])
         part = [s for s, k in zip(strata, keep, strict=True) if k]

@@ -15,6 +15,7 @@ from ragaudit.audit._sample import (
     units_of_day,
 )
 from ragaudit.errors import ConfigError
+from ragaudit.schemas import AUDIT_SAMPLE
 
 
 def _traffic(
@@ -135,19 +136,9 @@ def test_weights_represent_the_day_and_a_census_has_weight_count() -> None:
     assert everything["weight"].to_list() == everything["count"].cast(pl.Float64).to_list()
     drawn = draw_sample(_traffic(counts), SampleOptions(sample=40), salt="s")
     assert (drawn["weight"] == drawn["count"] / drawn["pi"]).all()
-    assert drawn.columns == [
-        "unit",
-        "request_id",
-        "segment",
-        "band",
-        "stratum",
-        "query_norm",
-        "count",
-        "stratum_units",
-        "stratum_requests",
-        "pi",
-        "weight",
-    ]
+    # The columns and types of sample.parquet, as the schema has them.
+    assert drawn.to_arrow().cast(AUDIT_SAMPLE).schema.names == AUDIT_SAMPLE.names
+    assert drawn.columns == AUDIT_SAMPLE.names
 
 
 def test_a_token_budget_caps_the_draw() -> None:
