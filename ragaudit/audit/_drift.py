@@ -170,6 +170,91 @@ def baseline(rows: pl.DataFrame) -> tuple[float, float] | None:
     return float(est.mean()), mean_var + max(spread, 0.0)
 
 
+@dataclass(frozen=True)
+class DayDesign:
+    """One day's drawn units and their values: what a paired change is computed from.
+
+    ``sample``: the day's draw (``unit``, ``segment``, ``stratum``, ``pi``, ``weight``);
+    ``values``: one row per drawn unit × metric (``unit``, ``metric``, ``value``, ``status``),
+    as :func:`ragaudit.audit.estimate` takes them.
+    """
+
+    sample: pl.DataFrame
+    values: pl.DataFrame
+
+
+def _linearised(design: DayDesign, segment: str, metric: str) -> tuple[float, dict[str, Any]]:
+    """The day's Hájek mean of ``metric`` in ``segment`` and each drawn unit's linearised score
+    (unit → (z, stratum, certain, segment)); a drawn unit outside the domain scores 0."""
+    ok = design.values.filter(
+        (pl.col("metric") == metric)
+        & (pl.col("status") == "ok")
+        & pl.col("value").is_not_null()
+        & pl.col("value").is_finite()
+    ).select(pl.col("unit").cast(pl.String), pl.col("value").cast(pl.Float64))
+    rows = design.sample.select("unit", "segment", "stratum", "pi", "weight").join(
+        ok, on="unit", how="left"
+    )
+    inside = rows["value"].is_not_null().to_numpy()
+    if segment != OVERALL:
+        inside &= (rows["segment"] == segment).to_numpy()
+    w = rows["weight"].to_numpy().astype(float)
+    y = rows["value"].fill_null(0.0).to_numpy().astype(float)
+    total = float(w[inside].sum())
+    if total <= 0:
+        return math.nan, {}
+    mean = float((w[inside] * y[inside]).sum() / total)
+    z = np.where(inside, w * (y - mean) / total, 0.0)
+    units = {
+        u: (float(zu), st, bool(pi >= 1.0), seg)
+        for u, zu, st, pi, seg in zip(
+            rows["unit"], z, rows["stratum"], rows["pi"], rows["segment"], strict=True
+        )
+    }
+    return mean, units
+
+
+def paired_change(
+    designs: Mapping[str, DayDesign], day: str, reference: Sequence[str], segment: str, metric: str
+) -> tuple[float, float, int] | None:
+    """The change of a segment's figure from the mean of the ``reference`` days to ``day``,
+    and its standard error, over the union of the days' draws.
+
+    The hash sample draws the same units on days they recur at the same rate, so the days'
+    estimates are correlated: their difference is linearised unit by unit
+    (z = z_day − mean of z_reference, 0 on a day a unit was not drawn) and its variance taken
+    over the strata with the audit's own estimator, so a query that is simply hard on both days
+    does not count as noise. Returns (difference, se, units) or None when a day has no value.
+    """
+    from ragaudit.audit._estimate import _linearised_se, variance_strata
+
+    if day not in designs or any(d not in designs for d in reference) or not reference:
+        return None
+    now, units_now = _linearised(designs[day], segment, metric)
+    refs = [_linearised(designs[d], segment, metric) for d in reference]
+    if not math.isfinite(now) or any(not math.isfinite(m) for m, _ in refs):
+        return None
+    ref_mean = float(np.mean([m for m, _ in refs]))
+    union: dict[str, list[Any]] = {}
+    for u, (zu, st, certain, seg) in units_now.items():
+        union[u] = [zu, st, certain, seg]
+    for _, units in refs:
+        for u, (zu, st, certain, seg) in units.items():
+            entry = union.setdefault(u, [0.0, st, certain, seg])
+            entry[0] -= zu / len(refs)
+            entry[2] = entry[2] and certain
+    names = sorted(union)
+    z = np.array([union[u][0] for u in names])
+    vstrata = variance_strata(
+        [union[u][1] for u in names],
+        [union[u][3] for u in names],
+        [union[u][2] for u in names],
+        across_segments=segment == OVERALL,
+    )
+    se, _ = _linearised_se(z, vstrata, names)
+    return now - ref_mean, se, len(names)
+
+
 def day_changes(
     series: pl.DataFrame,
     day: str,
@@ -177,12 +262,16 @@ def day_changes(
     alpha: float = 0.05,
     higher_is_better: Mapping[str, bool] | None = None,
     baseline_days: int = BASELINE_DAYS,
+    designs: Mapping[str, DayDesign] | None = None,
 ) -> list[Change]:
     """Every segment × metric of ``day`` against the day before and the trailing baseline.
 
-    ``series`` holds one series' rows (``SERIES_SCHEMA``). p-values are adjusted with
-    Benjamini–Hochberg across segments × metrics within each comparison (previous, baseline);
-    ``moved`` is the beyond-noise rule: adjusted p < α and the interval excludes 0.
+    ``series`` holds one series' rows (``SERIES_SCHEMA``). With the days' ``designs`` (drawn
+    units and values) a change is tested on the paired difference (:func:`paired_change`);
+    without them, on the two estimates as independent (with the baseline's day-to-day spread,
+    :func:`baseline`). p-values are adjusted with Benjamini–Hochberg across segments × metrics
+    within each comparison (previous, baseline); ``moved`` is the beyond-noise rule: adjusted
+    p < α and the interval excludes 0.
     """
     from ragaudit.stats import adjust, beyond_noise
 
@@ -203,19 +292,34 @@ def day_changes(
             mine = ref_rows.filter((pl.col("segment") == seg) & (pl.col("metric") == metric))
             if mine.is_empty() or row["estimate"] is None or row["se"] is None:
                 continue
-            ref = baseline(mine)
-            if ref is None:
-                continue
-            change = _compare(
-                seg, metric, against, tuple(days), (row["estimate"], row["se"]), ref, alpha
-            )
+            paired = paired_change(designs, day, days, seg, metric) if designs is not None else None
+            if paired is not None:
+                diff, se_diff, _ = paired
+                change = _compare(
+                    seg,
+                    metric,
+                    against,
+                    tuple(days),
+                    (row["estimate"], se_diff),
+                    (row["estimate"] - diff, 0.0),
+                    alpha,
+                )
+            else:
+                ref = baseline(mine)
+                if ref is None:
+                    continue
+                change = _compare(
+                    seg, metric, against, tuple(days), (row["estimate"], row["se"]), ref, alpha
+                )
             if change is not None:
                 found.append(change)
         adjusted = adjust([c.p_value for c in found])
         for c, p_adj in zip(found, adjusted, strict=True):
             moved = beyond_noise(p_adj, c.ci_low, c.ci_high, alpha=alpha)
             out.append(
-                _replace(c, p_adjusted=p_adj, moved=moved, higher_is_better=better.get(c.metric, True))
+                _replace(
+                    c, p_adjusted=p_adj, moved=moved, higher_is_better=better.get(c.metric, True)
+                )
             )
     return out
 
@@ -335,7 +439,9 @@ def probe_changes(
             groups.append((seg, metric, rows.filter(pl.col("segment") == seg)))
     tests = []
     for seg, metric, rows in groups:
-        t = paired_test(rows["ref"].to_numpy().astype(float), rows["value"].to_numpy().astype(float))
+        t = paired_test(
+            rows["ref"].to_numpy().astype(float), rows["value"].to_numpy().astype(float)
+        )
         tests.append((seg, metric, t))
     adjusted = adjust([t.p_value for _, _, t in tests])
     return [
