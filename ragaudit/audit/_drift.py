@@ -80,8 +80,10 @@ def _z(alpha: float) -> float:
 
 @dataclass(frozen=True)
 class Change:
-    """One segment × metric compared between a day and a reference (the day before, or the
-    trailing baseline)."""
+    """One segment × metric compared between a day and a reference.
+
+    The reference is the day before (``previous``) or the trailing baseline (``baseline``).
+    """
 
     segment: str
     metric: str
@@ -132,10 +134,12 @@ def _compare(
 ) -> Change | None:
     (est, se), (ref, ref_var) = today, reference
     var = se**2 + ref_var
-    if not (math.isfinite(est) and math.isfinite(ref) and math.isfinite(var)) or var <= 0:
+    if not (math.isfinite(est) and math.isfinite(ref) and math.isfinite(var)) or var < 0:
         return None
     diff = est - ref
     half = _z(alpha) * math.sqrt(var)
+    # With var 0 both days were taken whole (every unit with certainty): the difference is exact.
+    p = (1.0 if diff == 0 else 0.0) if var == 0 else _two_sided_p(diff / math.sqrt(var))
     return Change(
         segment=segment,
         metric=metric,
@@ -146,14 +150,14 @@ def _compare(
         diff=diff,
         ci_low=diff - half,
         ci_high=diff + half,
-        p_value=_two_sided_p(diff / math.sqrt(var)),
+        p_value=p,
     )
 
 
 def baseline(rows: pl.DataFrame) -> tuple[float, float] | None:
-    """The trailing baseline of earlier days' rows (``estimate``, ``se``): its mean and the
-    variance a new day's value has around it when nothing changed.
+    """The trailing baseline of earlier days' rows (``estimate``, ``se``): mean and variance.
 
+    The variance is the one a new day's value has around the mean when nothing changed.
     The variance is the mean's own sampling variance plus the true figure's day-to-day spread
     (the variance of the daily estimates beyond their mean sampling variance, never negative),
     so ordinary wandering is not a change.
@@ -184,8 +188,10 @@ class DayDesign:
 
 
 def _linearised(design: DayDesign, segment: str, metric: str) -> tuple[float, dict[str, Any]]:
-    """The day's Hájek mean of ``metric`` in ``segment`` and each drawn unit's linearised score
-    (unit → (z, stratum, certain, segment)); a drawn unit outside the domain scores 0."""
+    """The day's Hájek mean of ``metric`` in ``segment`` and each unit's linearised score.
+
+    Unit → (z, stratum, certain, segment); a drawn unit outside the domain scores 0.
+    """
     ok = design.values.filter(
         (pl.col("metric") == metric)
         & (pl.col("status") == "ok")
@@ -217,8 +223,7 @@ def _linearised(design: DayDesign, segment: str, metric: str) -> tuple[float, di
 def paired_change(
     designs: Mapping[str, DayDesign], day: str, reference: Sequence[str], segment: str, metric: str
 ) -> tuple[float, float, int] | None:
-    """The change of a segment's figure from the mean of the ``reference`` days to ``day``,
-    and its standard error, over the union of the days' draws.
+    """A segment's change from the ``reference`` days' mean to ``day``, paired over the draws.
 
     The hash sample draws the same units on days they recur at the same rate, so the days'
     estimates are correlated: their difference is linearised unit by unit
@@ -409,6 +414,8 @@ class ProbeChange:
     ci_high: float | None
     p_value: float | None
     moved: bool
+    p_adjusted: float | None = None
+    """Adjusted across the probe's segments × metrics (reported; ``moved`` uses ``p_value``)."""
 
 
 def probe_changes(
@@ -439,11 +446,12 @@ def probe_changes(
             groups.append((seg, metric, rows.filter(pl.col("segment") == seg)))
     tests = []
     for seg, metric, rows in groups:
-        t = paired_test(
-            rows["ref"].to_numpy().astype(float), rows["value"].to_numpy().astype(float)
-        )
+        ref = rows["ref"].to_numpy().astype(float)
+        t = paired_test(ref, rows["value"].to_numpy().astype(float))
         tests.append((seg, metric, t))
     adjusted = adjust([t.p_value for _, _, t in tests])
+    # ``moved`` is judged on the segment's own p: the probe is asked about one flagged change at
+    # a time (did the engine move where the traffic moved?), not searched across every cell.
     return [
         ProbeChange(
             segment=seg,
@@ -453,9 +461,10 @@ def probe_changes(
             ci_low=t.ci_low,
             ci_high=t.ci_high,
             p_value=t.p_value,
-            moved=beyond_noise(p, t.ci_low, t.ci_high, alpha=alpha),
+            p_adjusted=p_adj,
+            moved=beyond_noise(t.p_value, t.ci_low, t.ci_high, alpha=alpha),
         )
-        for (seg, metric, t), p in zip(tests, adjusted, strict=True)
+        for (seg, metric, t), p_adj in zip(tests, adjusted, strict=True)
     ]
 
 
@@ -511,12 +520,12 @@ class Evidence:
 
 
 def attribute(change: Change, evidence: Evidence) -> Change:
-    """The change with its most likely cause, in this order of evidence:
+    """The change with its most likely cause.
 
-    judge (the judge disagrees with its own stored grades: nothing else can be read), content
-    (the segment's documents were rewritten), engine (the probe moved with the same sign), mix
-    (the mix part excludes 0 while the within-strata part does not), else
-    ``unexplained``. Every reason that held is kept, so a day with two causes says both.
+    In this order of evidence: judge (the judge disagrees with its own stored grades: nothing
+    else can be read), content (the segment's documents were rewritten), engine (the probe
+    moved with the same sign), mix (the mix part excludes 0 while the within-strata part does
+    not), else ``unexplained``. Every reason that held is kept, so a day with two causes says both.
     """
     reasons: list[str] = []
     causes: list[str] = []
@@ -533,10 +542,14 @@ def attribute(change: Change, evidence: Evidence) -> Change:
         causes.append("content")
         reasons.append(f"{share:.0%} of served documents changed text")
     probe = evidence.probe.get((change.segment, change.metric))
-    if probe is not None and probe.moved and probe.diff is not None:
-        if (probe.diff < 0) == (change.diff < 0):
-            causes.append("engine")
-            reasons.append(f"probe {change.metric} moved {probe.diff:+.3f} over {probe.n} queries")
+    if (
+        probe is not None
+        and probe.moved
+        and probe.diff is not None
+        and (probe.diff < 0) == (change.diff < 0)
+    ):
+        causes.append("engine")
+        reasons.append(f"probe {change.metric} moved {probe.diff:+.3f} over {probe.n} queries")
     mix = evidence.mix.get((change.segment, change.metric))
     if mix is not None and mix.mix_moved and not mix.within_moved:
         causes.append("mix")

@@ -55,7 +55,9 @@ def _series(days: int, *, drop: dict[tuple[int, str], float] | None = None, seed
 def test_signature_changes_with_the_instrument():
     a = series_signature({"judge": "fake/judge", "prompts": {"grade": "v3"}, "sample": 400})
     assert a == series_signature({"sample": 400, "prompts": {"grade": "v3"}, "judge": "fake/judge"})
-    assert a != series_signature({"judge": "fake/judge2", "prompts": {"grade": "v3"}, "sample": 400})
+    assert a != series_signature(
+        {"judge": "fake/judge2", "prompts": {"grade": "v3"}, "sample": 400}
+    )
 
 
 def test_a_planted_drop_moves_only_its_segment():
@@ -78,7 +80,9 @@ def test_stable_days_raise_few_false_alarms():
     for seed in range(40):
         series = _series(10, seed=seed)
         for d in range(8, 11):
-            changes = [c for c in day_changes(series, f"2026-11-{d:02d}") if c.against == "baseline"]
+            changes = [
+                c for c in day_changes(series, f"2026-11-{d:02d}") if c.against == "baseline"
+            ]
             cells += len(changes)
             flagged += sum(c.moved for c in changes)
     assert cells == 40 * 3 * 8
@@ -171,9 +175,7 @@ def test_attribution_order_and_reasons():
     probe = ProbeChange("b", "ndcg@10", 17, -0.05, -0.08, -0.02, 0.001, True)
     engine = attribute(change, Evidence(probe={("b", "ndcg@10"): probe}))
     assert engine.attribution == "engine"
-    content = attribute(
-        change, Evidence(probe={("b", "ndcg@10"): probe}, changed_docs={"b": 0.4})
-    )
+    content = attribute(change, Evidence(probe={("b", "ndcg@10"): probe}, changed_docs={"b": 0.4}))
     assert content.attribution == "content" and len(content.reasons) == 2
     judge = attribute(change, Evidence(judge=JudgeCheck(40, 0.3, 0.7, True)))
     assert judge.attribution == "judge"
@@ -189,8 +191,7 @@ def test_regression_event_names_what_regressed_and_why():
 
     series = _series(10, drop={(9, "b"): -0.05})
     changes = [
-        attribute(c, Evidence(changed_docs={"b": 0.3}))
-        for c in day_changes(series, "2026-11-10")
+        attribute(c, Evidence(changed_docs={"b": 0.3})) for c in day_changes(series, "2026-11-10")
     ]
     event = regression_event("support", "2026-11-10", "/runs/audit-support/2026-11-10", changes)
     assert event is not None
