@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from ragaudit.battles import ORDERS, battle_stats
-from ragaudit.reporting import paired_test
+from ragaudit.stats import paired_test
 
 TIE, SKILL, BIAS = 0.10, 0.70, 0.15
 

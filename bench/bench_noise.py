@@ -36,8 +36,8 @@ import _util  # noqa: F401  (offline environment first)
 import numpy as np
 from scipy import stats
 
-from ragaudit.noise import aggregate, agreement, calibrate_grades
-from ragaudit.reporting import paired_test, two_level_test
+from ragaudit.noise import aggregate
+from ragaudit.stats import agreement, calibrate_grades, paired_test, two_level_test
 
 ALPHA = 0.05
 PRIOR = np.array([0.4, 0.3, 0.2, 0.1])

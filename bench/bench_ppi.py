@@ -4,13 +4,13 @@ Each seed plants a true relevance grade 0–3 for 2,000 candidates; a scripted j
 one higher than the truth with chance 0.3 (it over-rates 30 % of the candidates, as LLM judges
 lean); people label 100 candidates drawn at random with the true grade. The figure is the
 relevant share (grade ≥ 2). Per seed, three 95 % intervals of it, computed by the code the
-report uses (:func:`ragaudit.ppi.corrected_mean`): the judge's alone over the 2,000, the PPI
+report uses (:func:`ragaudit.stats.corrected_mean`): the judge's alone over the 2,000, the PPI
 one (judge + the 100 labels, ppi_py) and the labels' alone. Printed: how often each holds the
 planted share, and the PPI interval's width over the labels-only one on the same labels. The
 PPI interval is also drawn as ``ragaudit label`` draws its sample: the same number of items
 from each judge grade, weighted back by each grade's size over the items drawn from it.
 
-Then ``compare``'s PPI test (:func:`ragaudit.reporting.ppi_paired_test`) under "nothing
+Then ``compare``'s PPI test (:func:`ragaudit.stats.ppi_paired_test`) under "nothing
 changed": two runs of one system on the same 2,000 questions, each judged with its own noise
 and bias and each with its own 100 labels; the share of seeds it calls "moved" at α = 0.05 is
 its false-alarm rate. And one run folder of the same size through ``judge_vs_people``, the
@@ -29,9 +29,8 @@ import numpy as np
 from _util import scratch, table
 
 from ragaudit import labels as label_store
-from ragaudit.noise import share
-from ragaudit.ppi import RELEVANT_SHARE, corrected_mean, judge_vs_people
-from ragaudit.reporting import ppi_paired_test
+from ragaudit.ppi import RELEVANT_SHARE, judge_vs_people
+from ragaudit.stats import corrected_mean, ppi_paired_test, share
 
 RELEVANT = 2
 ALPHA = 0.05

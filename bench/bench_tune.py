@@ -47,9 +47,9 @@ from ragaudit.config import load_config
 from ragaudit.judging import Judge, grade_candidates
 from ragaudit.tuning import (
     BASELINE,
-    decide,
     prompt_tokens,
     question_metrics,
+    recommend,
     retrieve,
     run_tune,
     split_questions,
@@ -234,7 +234,7 @@ def equal_truth(seeds: int, n_questions: int, variants: int = 12) -> float:
                 v, _ = question_metrics(top, pooled, DEPTH, 2, ["ndcg"])
                 values[name]["ndcg"][qid] = v["ndcg"]
         splits = split_questions(list(per_q_docs), 0.3, seed)
-        d = decide(values, BASELINE, ["ndcg"], splits, resamples=1999, bootstrap_samples=0)
+        d = recommend(values, BASELINE, ["ndcg"], splits, resamples=1999, bootstrap_samples=0)
         kept += d.recommended == BASELINE
     return kept / seeds
 

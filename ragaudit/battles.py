@@ -6,7 +6,7 @@ cancels. A question's score for B is the mean over its verdicts (both orders, ev
 sample) of 1 for a B win, ½ for a tie (ties split), 0 for a loss; B's win rate is the mean of
 those scores over questions. Its 95 % interval is a percentile bootstrap over questions and its
 test against ½ a paired sign-flip permutation test over questions (the metric comparison's
-:func:`ragaudit.reporting.paired_test`, with A's side held at ½), so both account for the
+:func:`ragaudit.stats.paired_test`, with A's side held at ½), so both account for the
 questions as the unit of noise, not the individual calls.
 
 Over many runs, :func:`fit_davidson` fits the Bradley–Terry model with ties of Davidson (1970)
@@ -36,8 +36,9 @@ from ragaudit.errors import RagauditError
 from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sample_judges
 from ragaudit.lang import token_share
 from ragaudit.prompts import BATTLE, BattleInput
-from ragaudit.reporting import paired_test
+from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import BATTLES, LEADERBOARD, to_table
+from ragaudit.stats import beyond_noise, paired_test
 
 ORDERS = ("AB", "BA")
 """``AB``: A shown as answer 1; ``BA``: B shown as answer 1."""
@@ -180,9 +181,7 @@ async def play(
 
 def run_pairing(dir_a: Path, dir_b: Path) -> Pairing:
     """The questions runs in ``dir_a`` and ``dir_b`` can battle on (B's questions table)."""
-    from ragaudit.reporting import run_folder
-
-    fa, fb = run_folder(dir_a), run_folder(dir_b)
+    fa, fb = (RunFolder(Path(d).parent, Path(d).name) for d in (dir_a, dir_b))
     for folder in (fa, fb):
         for name in ("questions", "answers"):
             if not folder.has(name):
@@ -344,11 +343,8 @@ def battle_stats(
     low = None if test.ci_low is None else 0.5 + test.ci_low
     high = None if test.ci_high is None else 0.5 + test.ci_high
     verdict = "no difference"
-    if test.p_value is not None and test.p_value < alpha and low is not None and high is not None:
-        if low > 0.5:
-            verdict = "B better"
-        elif high < 0.5:
-            verdict = "B worse"
+    if beyond_noise(test.p_value, low, high, alpha, null=0.5):
+        verdict = "B better" if low is not None and low > 0.5 else "B worse"
     return BattleStats(
         n=len(s),
         wins=counts["B"],

@@ -1,25 +1,16 @@
-"""The judge's own noise as measured quantities: self-agreement, juries, per-grade calibration.
+"""The judge's own noise: self-agreement of its samples, juries, and a circular judge.
 
-Every figure ragaudit reports rests on an LLM judge, and the judge is noisy. Three
-measurements make that noise visible:
+Every figure ragaudit reports rests on an LLM judge, and the judge is noisy:
 
-- **Self-agreement**: the same request asked N times as independent samples. Krippendorff's
-  α over (samples × items) says how much of the spread between items is the items' and not
-  the judge's: α = 1 − observed disagreement within items / disagreement expected by chance.
-  Scores are compared at the ``interval`` level (for a judge whose score is the item's value
-  plus noise of variance σ², α estimates var(value) / (var(value) + σ²)); relevance grades at
-  the ``nominal`` level (a grade is right or wrong, as Cohen's and Fleiss' κ count them).
-  The interval is a bootstrap over items, since items, not samples, are the independent
-  units.
+- **Self-agreement**: the same request asked N times as independent samples; Krippendorff's α
+  over (samples × items) at the ``interval`` level (:func:`ragaudit.stats.agreement`) says how
+  much of the spread between items is the items' and not the judge's.
 - **Juries**: several judges' answers combined per item (mean, median, or majority for
   grades, ties to the lower grade so a split jury never over-rates), and the judges'
   agreement with each other, by the same α.
-- **Per-grade calibration** against human labels: for each judge grade, the share of items a
-  human calls relevant (a binomial proportion with its exact interval), and for each human
-  grade, the share the judge graded higher (its over-rating) and lower.
 
-The comparison that counts the judge's noise (two-level bootstrap) lives with the other
-paired tests in ``ragaudit.reporting``.
+The statistics themselves (α, per-grade calibration against people, the two-level test that
+counts the judge's noise in a comparison) live in :mod:`ragaudit.stats`.
 """
 
 from __future__ import annotations
@@ -30,119 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-Level = Literal["nominal", "interval"]
-CONFIDENCE = 0.95
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """Krippendorff's α over items, with its bootstrap interval."""
-
-    alpha: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n_items: int
-    """Items with at least two answers (the only ones α can use)."""
-    n_raters: int
-    """Samples (self-agreement) or judges (a jury) per item, at most."""
-    level: Level
-
-    @property
-    def text(self) -> str:
-        """``α 0.81 (95% CI 0.74–0.86, 120 items × 3)``, or why there is none."""
-        if self.alpha is None:
-            return f"α not measurable ({self.n_items} item(s) with two answers or more)"
-        ci = ""
-        if self.ci_low is not None and self.ci_high is not None:
-            ci = f", 95% CI {self.ci_low:.2f}–{self.ci_high:.2f}"
-        return f"α {self.alpha:.2f} ({self.level}{ci}, {self.n_items} items × {self.n_raters})"
-
-
-def _usable(matrix: np.ndarray) -> np.ndarray:
-    """The columns (items) with at least two answers."""
-    return matrix[:, np.sum(~np.isnan(matrix), axis=0) >= 2]
-
-
-def _unit_terms(matrix: np.ndarray, level: Level) -> tuple[np.ndarray, ...]:
-    """Per item: its answers m, and the sums α's disagreements add up over items.
-
-    Returned as (m, within, s1, s2) for ``interval`` (within = m·SS/(m−1), s1 = Σx,
-    s2 = Σx²) and (m, within, counts) for ``nominal`` (within = (m² − Σ n_c²)/(m−1),
-    counts = answers per category).
-    """
-    present = ~np.isnan(matrix)
-    m = present.sum(axis=0).astype(float)
-    x = np.where(present, matrix, 0.0)
-    if level == "interval":
-        s1 = x.sum(axis=0)
-        s2 = (x * x).sum(axis=0)
-        within = m * (s2 - s1 * s1 / m) / (m - 1)
-        return m, within, s1, s2
-    categories = np.unique(matrix[present])
-    counts = np.stack([((matrix == c) & present).sum(axis=0) for c in categories], axis=1)
-    within = (m * m - (counts * counts).sum(axis=1)) / (m - 1)
-    return m, within, counts.astype(float)
-
-
-def _alpha_weighted(terms: tuple[np.ndarray, ...], weights: np.ndarray, level: Level) -> np.ndarray:
-    """α of items taken ``weights`` times each (resamples × items): one α per resample.
-
-    The same sums as Krippendorff's coincidence matrices (α = 1 − D_o / D_e), added per item
-    so that a bootstrap of thousands of resamples is a few matrix products. The
-    ``krippendorff`` package builds a value-by-value distance matrix per call, which for
-    continuous scores made one interval take minutes; its value equals this one's for
-    weights of one (tested against it).
-    """
-    m, within = terms[0], terms[1]
-    n = weights @ m
-    observed = (weights @ within) / n
-    if level == "interval":
-        s1, s2 = terms[2], terms[3]
-        total_ss = weights @ s2 - (weights @ s1) ** 2 / n
-        expected = 2 * total_ss / (n - 1)
-        observed = 2 * observed
-    else:
-        per_category = weights @ terms[2]
-        expected = (n * n - (per_category * per_category).sum(axis=1)) / (n * (n - 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return 1 - observed / expected
-
-
-def agreement(
-    answers: np.ndarray | Sequence[Sequence[float | None]],
-    level: Level = "interval",
-    *,
-    resamples: int = 999,
-    seed: int = 0,
-) -> Agreement:
-    """Krippendorff's α of ``answers`` (raters or samples × items; NaN/None = no answer).
-
-    The interval is the percentile bootstrap over items. No spread at all (every answer
-    equal) leaves α undefined: it is reported as None, never as 1. Levels: ``interval``
-    (scores) and ``nominal`` (grades as categories).
-    """
-    matrix = np.array(answers, dtype=float)
-    if matrix.ndim != 2:
-        raise ValueError(f"answers must be raters × items, got shape {matrix.shape}")
-    usable = _usable(matrix)
-    raters, items = usable.shape
-    values = usable[~np.isnan(usable)]
-    if items < 2 or values.size == 0 or np.all(values == values[0]):
-        return Agreement(None, None, None, items, raters, level)
-    terms = _unit_terms(usable, level)
-    point = float(_alpha_weighted(terms, np.ones((1, items)), level)[0])
-    low = high = None
-    if items >= 5 and resamples > 0:
-        rng = np.random.default_rng(seed)
-        drawn = rng.integers(0, items, size=(resamples, items))
-        weights = np.zeros((resamples, items))
-        np.add.at(weights, (np.arange(resamples)[:, None], drawn), 1.0)
-        replicates = _alpha_weighted(terms, weights, level)
-        replicates = replicates[np.isfinite(replicates)]
-        if replicates.size:
-            tail = (1 - CONFIDENCE) / 2
-            low, high = (float(v) for v in np.quantile(replicates, [tail, 1 - tail]))
-    return Agreement(point, low, high, items, raters, level)
+from ragaudit.stats import Agreement, agreement
 
 
 def aggregate(
@@ -189,71 +68,6 @@ def combined_grade(grades: Sequence[int | None], how: GradeAggregate = "majority
         return got[(len(got) - 1) // 2]
     # One column of samples: the same majority rule as a jury's scores.
     return int(aggregate(np.array(got, dtype=float)[:, None], "majority")[0])
-
-
-@dataclass(frozen=True)
-class Share:
-    """A binomial share with its exact (Clopper–Pearson) interval."""
-
-    k: int
-    n: int
-    share: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-
-def share(k: int, n: int) -> Share:
-    """``k`` of ``n``, with scipy's exact binomial interval."""
-    if n == 0:
-        return Share(0, 0, None, None, None)
-    # scipy here, not at the top: the manifest's warnings import this module on every command.
-    from scipy import stats
-
-    ci = stats.binomtest(k, n).proportion_ci(confidence_level=CONFIDENCE, method="exact")
-    return Share(k, n, k / n, float(ci.low), float(ci.high))
-
-
-@dataclass(frozen=True)
-class GradeCalibration:
-    """How a judge's grades map onto a human's, per grade."""
-
-    relevant_given_grade: dict[int, Share]
-    """Judge grade → share of its items the human calls relevant."""
-    over_rated: dict[int, Share]
-    """Human grade → share of its items the judge graded higher."""
-    under_rated: dict[int, Share]
-    """Human grade → share of its items the judge graded lower."""
-    relevant_grade: int
-
-
-def calibrate_grades(
-    judge: Sequence[int], human: Sequence[int], relevant_grade: int = 2
-) -> GradeCalibration:
-    """Per-grade calibration of ``judge`` grades against ``human`` grades of the same items.
-
-    The human calls an item relevant at ``relevant_grade`` or above (TREC's cut is 2).
-    """
-    j = np.asarray(judge, dtype=int)
-    h = np.asarray(human, dtype=int)
-    if j.shape != h.shape:
-        raise ValueError(f"{j.size} judge grade(s) against {h.size} human grade(s)")
-    relevant = h >= relevant_grade
-    given = {int(g): share(int(relevant[j == g].sum()), int((j == g).sum())) for g in np.unique(j)}
-    over = {int(g): share(int((j[h == g] > g).sum()), int((h == g).sum())) for g in np.unique(h)}
-    under = {int(g): share(int((j[h == g] < g).sum()), int((h == g).sum())) for g in np.unique(h)}
-    return GradeCalibration(given, over, under, relevant_grade)
-
-
-def calibrated_grades(judge: Sequence[int], calibration: GradeCalibration) -> np.ndarray:
-    """Each judge grade replaced by the probability that a human calls its item relevant.
-
-    A grade the labels never saw keeps NaN: there is nothing to calibrate it with.
-    """
-    table = calibration.relevant_given_grade
-    return np.array(
-        [table[g].share if g in table and table[g].share is not None else np.nan for g in judge],
-        dtype=float,
-    )
 
 
 @dataclass(frozen=True)
@@ -348,18 +162,11 @@ def circular(generator: str | None, judges: Sequence[str]) -> str | None:
 
 
 __all__ = [
-    "Agreement",
     "GradeAggregate",
-    "GradeCalibration",
     "ScoreNoise",
-    "Share",
-    "agreement",
     "aggregate",
-    "calibrate_grades",
-    "calibrated_grades",
     "circular",
     "combined_grade",
     "judge_means",
     "score_noise",
-    "share",
 ]

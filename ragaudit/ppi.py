@@ -3,12 +3,11 @@
 A run's figures rest on its judge: every judged metric's mean, the share of candidates judged
 relevant, the engine's NDCG@k with the judge's grades as gains. People's labels of a sample of
 the run's items (``labels.parquet``, :mod:`ragaudit.labels`) measure how far the judge agrees
-with them (the calibration's agreement figures) and correct those figures by
-prediction-powered inference (``ppi_py``, the authors' library): the judge's mean over every
-judged item plus the mean of people's label minus the judge's on the labelled ones, with power
-tuning, whose 95 % interval stays valid however biased the judge is. Its width depends on how
-well the judge predicts the labels (the PPI correlation ρ); from ρ follows how many more labels
-of this run would halve it.
+with them (the agreement figures of :mod:`ragaudit.stats`) and correct those figures by
+prediction-powered inference (:func:`ragaudit.stats.corrected_mean`): the judge's mean over
+every judged item plus the mean of people's label minus the judge's on the labelled ones,
+whose 95 % interval stays valid however biased the judge is. This module reads the run's
+labels and judgments and pairs them item by item; the arithmetic is the statistics package's.
 
 Units: a judged metric's item is a question's answer; the relevant share's is a judged
 candidate; NDCG@k's is a question whose every judged candidate a person graded (the only ones
@@ -22,7 +21,6 @@ With no labels nothing here runs, and a run's outputs are those it had before.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -34,172 +32,23 @@ import numpy as np
 import polars as pl
 
 from ragaudit import labels as label_store
-from ragaudit.calibration import (
-    GradeLabel,
+from ragaudit.ranking import ndcg_at_k
+from ragaudit.runfolder import RunFolder
+from ragaudit.stats import (
+    Corrected,
+    calibrate_grades,
+    corrected_mean,
     engine_ndcg,
     grade_agreement,
     grade_confusion,
     rater_agreement,
     score_agreement,
 )
-from ragaudit.noise import calibrate_grades
-from ragaudit.ranking import ndcg_at_k
-from ragaudit.reporting import bootstrap_ci
-from ragaudit.runfolder import RunFolder
 
-CONFIDENCE = 0.95
 NDCG_K = 10
 GRADE = label_store.GRADE
 RELEVANT_SHARE = "relevant share"
 NDCG = f"NDCG@{NDCG_K}"
-# The cost of a judged item relative to a person's label, only to ask ppi_py's planner for the
-# PPI correlation: any small positive cost gives the same correlation.
-_JUDGE_COST = 1e-3
-
-
-@dataclass(frozen=True)
-class Corrected:
-    """One figure three ways: the judge's alone, corrected by the labels (PPI), labels alone."""
-
-    figure: str
-    """A judged metric's name, ``relevant share`` or ``NDCG@10``."""
-    judge_mean: float | None
-    judge_ci_low: float | None
-    judge_ci_high: float | None
-    n_judged: int
-    ppi_mean: float | None
-    ppi_ci_low: float | None
-    ppi_ci_high: float | None
-    n_labelled: int
-    labels_mean: float | None
-    labels_ci_low: float | None
-    labels_ci_high: float | None
-    ppi_corr: float | None
-    """How well the judge predicts the labels (ρ of ppi_py's power analysis)."""
-    labels_to_halve: int | None
-    """More labels of this run that would halve the PPI interval at the observed ρ; None when
-    this run's judged items are too few to get there."""
-    note: str = ""
-    residuals: tuple[float, ...] = ()
-    """People's label minus the judge's on each labelled item, times its weight scaled to a
-    mean of 1 (a per-stratum draw): their plain mean is the correction ``compare`` applies."""
-
-    @property
-    def width_ratio(self) -> float | None:
-        """The PPI interval's width over the labels-only interval's (below 1: PPI is tighter)."""
-        if None in (self.ppi_ci_low, self.ppi_ci_high, self.labels_ci_low, self.labels_ci_high):
-            return None
-        labels = self.labels_ci_high - self.labels_ci_low  # type: ignore[operator]
-        return None if labels <= 0 else (self.ppi_ci_high - self.ppi_ci_low) / labels  # type: ignore[operator]
-
-
-def labels_to_halve(n: int, total: int, rho: float) -> int | None:
-    """More labels, drawn from the same ``total`` judged items, that halve the PPI interval.
-
-    With n of N items labelled and PPI correlation ρ, PPI's effective sample size is
-    n·N / (n + (1 − ρ²)(N − n)) (ppi_py's power analysis); the interval's width goes as its
-    inverse square root, so halving it takes four times the effective size. Solved for n':
-    n' = 4E(1 − ρ²)N / (N − 4Eρ²). None when no n' ≤ N gets there.
-    """
-    if n <= 0 or total <= n:
-        return None
-    r2 = min(rho * rho, 1.0)
-    effective = n * total / (n + (1 - r2) * (total - n))
-    target = 4 * effective
-    denominator = total - target * r2
-    if denominator <= 0:
-        return None
-    needed = math.ceil(target * (1 - r2) * total / denominator)
-    return None if needed > total else max(needed - n, 0)
-
-
-def corrected_mean(
-    figure: str,
-    human: Sequence[float],
-    judge_labelled: Sequence[float],
-    judge_all: Sequence[float],
-    *,
-    weights: Sequence[float] | None = None,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Corrected:
-    """The judge-only mean, the PPI mean and the labels-only mean of one figure, with intervals.
-
-    The judge's side of PPI is its mean over every judged item, the labelled ones included (an
-    unbiased mean of the population whatever way the labelled ones were drawn); the
-    correction is the mean of label minus judge on the labelled items, weighted back to the
-    population when they were drawn per stratum.
-
-    Args:
-        figure: What the figure is (shown as is).
-        human: People's value of each labelled item.
-        judge_labelled: The judge's value of the same items, in the same order.
-        judge_all: The judge's value of every judged item, labelled or not.
-        weights: Each labelled item's inverse chance of being drawn (its stratum's size over
-            the items drawn from it); None for a uniform draw.
-        resamples: Bootstrap resamples of the judge-only interval.
-        seed: The bootstrap's seed.
-    """
-    # ppi_py here, not at the top: it loads statsmodels, pandas and scikit-learn (~1 s), which
-    # a run without labels never needs.
-    from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate, ppi_mean_power
-
-    y = np.asarray(human, dtype=float)
-    f = np.asarray(judge_labelled, dtype=float)
-    judged = np.asarray(judge_all, dtype=float)
-    w = None if weights is None else np.asarray(weights, dtype=float)
-    if y.shape != f.shape or (w is not None and w.shape != y.shape):
-        raise ValueError(f"{figure}: {y.size} label(s) against {f.size} judge value(s)")
-    judge_mean = float(judged.mean()) if judged.size else None
-    judge_low, judge_high = bootstrap_ci(judged, resamples, seed)
-    empty = Corrected(
-        figure, judge_mean, judge_low, judge_high, int(judged.size),
-        None, None, None, int(y.size), None, None, None, None, None,
-    )  # fmt: skip
-    if y.size < 2:
-        return _replace(empty, note=f"{y.size} labelled item(s): no interval")
-    alpha = 1 - CONFIDENCE
-    labels_low, labels_high = (float(v) for v in classical_mean_ci(y, w=w, alpha=alpha))
-    labels = {
-        "labels_mean": float(np.average(y, weights=w)),
-        "labels_ci_low": labels_low,
-        "labels_ci_high": labels_high,
-    }
-    if judged.size <= y.size:
-        return _replace(empty, note="every judged item is labelled: nothing to correct", **labels)
-    # ρ is undefined when the judge or the labels do not vary (no correlation to use).
-    rho: float | None = None
-    if np.ptp(y) > 0 and np.ptp(f) > 0:
-        planned = ppi_mean_power(
-            y, f, cost_Y=1.0, cost_Yhat=_JUDGE_COST, effective_n=int(y.size), w=w
-        )
-        rho = float(planned["ppi_corr"])
-    point = float(np.asarray(ppi_mean_pointestimate(y, f, judged, w=w)).ravel()[0])
-    found = ppi_mean_ci(y, f, judged, alpha=alpha, w=w)
-    low, high = (float(np.asarray(v).ravel()[0]) for v in found)
-    return Corrected(
-        figure,
-        judge_mean,
-        judge_low,
-        judge_high,
-        int(judged.size),
-        point,
-        low,
-        high,
-        int(y.size),
-        labels["labels_mean"],
-        labels_low,
-        labels_high,
-        rho,
-        None if rho is None else labels_to_halve(int(y.size), int(judged.size), rho),
-        ("" if rho is not None else "the judge or the labels do not vary: ρ is undefined")
-        + ("" if w is None else ("; " if rho is None else "") + "strata weighted back"),
-        tuple(float(v) for v in (y - f) * (1.0 if w is None else w * w.size / w.sum())),
-    )
-
-
-def _replace(c: Corrected, **changes: Any) -> Corrected:
-    return dataclasses.replace(c, **changes)
 
 
 @dataclass(frozen=True)
@@ -494,17 +343,17 @@ def _ndcg(
         if math.isfinite(v):
             judged_values[qid] = v
     lines: list[AgreementLine] = []
-    labels_list, rows = [], []
-    for qid in covered:
-        for cid in by_question[qid]:
-            for h in human[(qid, cid)]:
-                labels_list.append(GradeLabel(qid, "", cid, "", h, rank.get((qid, cid))))
-                rows.append({"judge_grade": by_question[qid][cid]})
+    graded = [
+        (qid, cid, rank.get((qid, cid)), h, by_question[qid][cid])
+        for qid in covered
+        for cid in by_question[qid]
+        for h in human[(qid, cid)]
+    ]
     note = f"{len(covered)} of {len(by_question)} question(s) have every judged candidate labelled"
     pairs = [(human[k][0], g) for k, g in judge.items() if k in human]
-    if labels_list and pairs:
+    if graded and pairs:
         calibration = calibrate_grades([p[1] for p in pairs], [p[0] for p in pairs], cut)
-        found, n = engine_ndcg(labels_list, rows, calibration)
+        found, n = engine_ndcg(graded, calibration, NDCG_K)
         for kind, (mean, low, high) in (found or {}).items():
             lines.append(AgreementLine(kind, "engine", NDCG, mean, low, high, n))
     human_values: dict[str, float] = {}
@@ -569,7 +418,6 @@ def write_corrected_summary(run_dir: Path | str, people: JudgeVsPeople | None = 
 
 
 __all__ = [
-    "CONFIDENCE",
     "GRADE",
     "NDCG",
     "NDCG_K",
@@ -577,12 +425,9 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "AgreementLine",
     "ConfusionRow",
-    "Corrected",
     "JudgeVsPeople",
-    "corrected_mean",
     "has_labels",
     "judge_vs_people",
-    "labels_to_halve",
     "summary_columns",
     "write_corrected_summary",
 ]

@@ -6,8 +6,8 @@ own report shows. The objective of a question is the weighted mean of its metric
 lower-is-better metric counted as 1 − value), defined where every objective metric is ``ok``;
 the default objective leaves out a metric no point scored (:func:`effective_objective`).
 A point is *indistinguishable* from the best one when the paired permutation test on the
-questions both answered (the one ``compare`` uses), adjusted across the points, does not put
-it below the best beyond noise.
+questions both answered (the one ``compare`` uses, :mod:`ragaudit.stats`), adjusted across the
+points, does not put it below the best beyond noise (:func:`ragaudit.stats.beyond_noise`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ragaudit.ablation._pipeline import IndexInfo, points_root
 from ragaudit.ablation._plan import PlannedPoint
 from ragaudit.config import DIMENSIONS, RunConfig
 from ragaudit.errors import ConfigError
-from ragaudit.reporting import Report, adjust, bootstrap_ci, build_report, paired_test
+from ragaudit.reporting import Report, build_report
+from ragaudit.stats import adjust, beyond_noise, bootstrap_ci, paired_test
 
 SCHEMA_VERSION = 1
 OBJECTIVE = "objective"
@@ -187,8 +188,7 @@ def findings(config: RunConfig, results: list[PointResult]) -> Findings:
         p_adj = adjusted.get(pid)
         below = (
             t is not None
-            and p_adj is not None
-            and p_adj < rep.alpha
+            and beyond_noise(p_adj, t.ci_low, t.ci_high, rep.alpha)
             and t.ci_high is not None
             and t.ci_high < 0
         )

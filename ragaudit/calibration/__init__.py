@@ -2,12 +2,6 @@
 
 # The pairwise calibration asks the judging package's pairwise prompt: its fake answer too.
 import ragaudit.judging  # noqa: F401
-from ragaudit.calibration._agreement import (
-    grade_agreement,
-    grade_confusion,
-    rater_agreement,
-    score_agreement,
-)
 from ragaudit.calibration._data import (
     WIKIEVAL_FILES,
     Labelled,
@@ -21,7 +15,6 @@ from ragaudit.calibration._grades import (
     GradeCalibrationResult,
     GradeLabel,
     calibrate_judge_grades,
-    engine_ndcg,
     load_grade_labels,
 )
 from ragaudit.calibration._run import (
@@ -34,7 +27,6 @@ from ragaudit.calibration._run import (
     score_jobs,
 )
 from ragaudit.calibration._scenarios import FAMILIES, FAMILY_METRICS, make_scenarios
-from ragaudit.calibration._stats import Figure, alignment_figures, detector_figures, share_ci
 from ragaudit.calibration._write import calibrate, gather_inputs, metric_deps
 
 __all__ = [
@@ -45,18 +37,12 @@ __all__ = [
     "WIKIEVAL_FILES",
     "Calibration",
     "CalibrationInputs",
-    "Figure",
     "GradeCalibrationResult",
     "GradeLabel",
     "Labelled",
-    "alignment_figures",
     "bundled_inputs",
     "calibrate",
     "calibrate_judge_grades",
-    "detector_figures",
-    "engine_ndcg",
-    "grade_agreement",
-    "grade_confusion",
     "gather_inputs",
     "load_grade_labels",
     "load_halueval",
@@ -65,10 +51,7 @@ __all__ = [
     "make_sample",
     "make_scenarios",
     "metric_deps",
-    "rater_agreement",
     "run_calibration",
     "score_jobs",
     "scenario_sample",
-    "score_agreement",
-    "share_ci",
 ]

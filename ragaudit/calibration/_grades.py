@@ -2,7 +2,7 @@
 
 A labels file gives a human grade for some (question, context) pairs. The judge grades every
 labelled context through the judging library (the same prompt, memo and limits as the sort
-stage), and :func:`ragaudit.noise.calibrate_grades` measures, for each judge grade, the share
+stage), and :func:`ragaudit.stats.calibrate_grades` measures, for each judge grade, the share
 of its contexts the human calls relevant, and for each human grade, the share the judge rated
 higher and lower. A judge that over-rates shows it at every human grade below the top.
 
@@ -15,7 +15,6 @@ relevant), so a user sees how far the judge-based figure a run reports sits from
 from __future__ import annotations
 
 import hashlib
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +22,11 @@ from typing import Any
 
 from ragaudit import labels as labels_store
 from ragaudit.calibration._data import _labels_records, text_field
-from ragaudit.calibration._stats import share_ci
 from ragaudit.dataset import Question
 from ragaudit.errors import InputError
 from ragaudit.judging import Judge, grade_candidates
 from ragaudit.lang import detect_language
-from ragaudit.noise import GradeCalibration, Share, calibrate_grades
-from ragaudit.ranking import ndcg_at_k
+from ragaudit.stats import NDCG_GAINS, GradeCalibration, Share, calibrate_grades, engine_ndcg
 
 GRADE_KIND = "grade_calibration"
 """The ``kind`` of the per-grade figures in ``calibration.parquet``."""
@@ -293,51 +290,14 @@ async def calibrate_judge_grades(
             judged.append(int(v["grade"]))
             human.append(label.human)
     calibration = calibrate_grades(judged, human, relevant_grade) if judged else None
-    ndcg, n = (None, 0) if calibration is None else engine_ndcg(labels, rows, calibration)
+    both = [
+        (label.question_id, label.context_id, label.rank, label.human, row["judge_grade"])
+        for label, row in zip(labels, rows, strict=True)
+    ]
+    ndcg, n = (None, 0) if calibration is None else engine_ndcg(both, calibration, NDCG_K)
     return GradeCalibrationResult(
         rows, calibration, judge.model, len(labels) - len(judged), ndcg, n
     )
-
-
-NDCG_GAINS = "human grade, judge grade, judge grade calibrated to P(human relevant)"
-
-
-def engine_ndcg(
-    labels: list[GradeLabel], rows: list[dict[str, Any]], calibration: GradeCalibration
-) -> tuple[dict[str, tuple[float | None, float | None, float | None]] | None, int]:
-    """The engine's NDCG@10 with human, judge and calibrated judge grades as gains.
-
-    Only questions whose every label has a rank and a judge grade count, and only those where
-    each of the three gains holds some gain (NDCG is undefined without one), so the three
-    means are over the same questions. Several labels of one context (several humans)
-    average their grades.
-    """
-    per_q: dict[str, dict[str, list[tuple[int, int, int | None]]]] = defaultdict(dict)
-    for label, row in zip(labels, rows, strict=True):
-        per_q[label.question_id].setdefault(label.context_id, []).append(
-            (label.rank or 0, label.human, row["judge_grade"])
-        )
-    table = calibration.relevant_given_grade
-    values: dict[str, list[float]] = {"human": [], "judge": [], "calibrated": []}
-    for contexts in per_q.values():
-        seen = [x for xs in contexts.values() for x in xs]
-        if any(rank == 0 or judged is None for rank, _, judged in seen):
-            continue
-        order = sorted(contexts, key=lambda c: min(r for r, _, _ in contexts[c]))
-        gains = {
-            "human": {c: sum(h for _, h, _ in xs) / len(xs) for c, xs in contexts.items()},
-            "judge": {c: float(xs[0][2] or 0) for c, xs in contexts.items()},
-            # Unjudged contexts were left out above: the judge's grade is there.
-            "calibrated": {c: table[xs[0][2] or 0].share or 0.0 for c, xs in contexts.items()},
-        }
-        scores = {name: ndcg_at_k(order, g, NDCG_K) for name, g in gains.items()}
-        if all(math.isfinite(v) for v in scores.values()):
-            for name, v in scores.items():
-                values[name].append(v)
-    n = len(values["human"])
-    if not n:
-        return None, 0
-    return {name: share_ci(v) for name, v in values.items()}, n
 
 
 __all__ = [
@@ -346,6 +306,5 @@ __all__ = [
     "GradeCalibrationResult",
     "GradeLabel",
     "calibrate_judge_grades",
-    "engine_ndcg",
     "load_grade_labels",
 ]

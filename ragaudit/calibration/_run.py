@@ -31,17 +31,17 @@ from ragaudit import progress
 from ragaudit.calibration._data import Labelled, load_halueval, load_wikieval, make_sample
 from ragaudit.calibration._grades import GradeCalibrationResult, GradeLabel
 from ragaudit.calibration._scenarios import FAMILY_METRICS
-from ragaudit.calibration._stats import (
+from ragaudit.dataset import Question
+from ragaudit.metrics import Deps, JudgeError, Sample, ask, resolve
+from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
+from ragaudit.scoring import score_rows
+from ragaudit.stats import (
     Figure,
     alignment_figures,
     detector_figures,
     preference_credit,
     share_figure,
 )
-from ragaudit.dataset import Question
-from ragaudit.metrics import Deps, JudgeError, Sample, ask, resolve
-from ragaudit.prompts import PAIRWISE, RELEVANCE, PairwiseInput, RelevanceInput
-from ragaudit.scoring import score_rows
 
 BUNDLED = Path(__file__).resolve().parents[2] / "data" / "calibration"
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     # Only for annotations: the command imports the calibration library when it runs, so
     # the CLI starts without it.
     from ragaudit.calibration import GradeCalibrationResult
-    from ragaudit.noise import Share
+    from ragaudit.stats import Share
 
 SMOKE_CALIBRATION_LIMIT = 2
 

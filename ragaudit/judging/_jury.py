@@ -18,7 +18,8 @@ import numpy as np
 
 from ragaudit.config import ModelsConfig
 from ragaudit.judging._judge import Judge
-from ragaudit.noise import Agreement, GradeAggregate, agreement, combined_grade
+from ragaudit.noise import GradeAggregate, combined_grade
+from ragaudit.stats import Agreement, agreement
 
 # The agreement rows' ``kind``: one judge's repeats, or the jury's members with each other.
 SELF = "self"

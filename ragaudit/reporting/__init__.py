@@ -36,19 +36,10 @@ from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._compare import (
     Comparison,
     Difference,
-    MetricChange,
-    PairedTest,
-    Power,
     QuestionMove,
-    adjust,
     compare_reports,
     compare_runs,
-    decide,
-    paired_test,
-    power,
-    ppi_paired_test,
     regressions,
-    two_level_test,
 )
 from ragaudit.reporting._model import (
     AgreementRow,
@@ -64,7 +55,7 @@ from ragaudit.reporting._model import (
     WorstQuestion,
 )
 from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
-from ragaudit.reporting._stats import bootstrap_ci, summarise, worst_questions
+from ragaudit.reporting._summary import summarise, worst_questions
 
 # The charts (altair, vl-convert) and the workbook (xlsxwriter) are slow to import: they are
 # imported when first asked for, so a command or page that only lists or compares runs
@@ -134,7 +125,6 @@ def write_calibration_report(run_dir: Path | str) -> tuple[Path, Path]:
 
 
 __all__ = [
-    "Power",
     "AgreementRow",
     "CALIBRATION_META",
     "CALIBRATION_XLSX",
@@ -151,10 +141,8 @@ __all__ = [
     "GradeNoiseRow",
     "Difference",
     "Figure",
-    "MetricChange",
     "MetricSummary",
     "NdcgPoint",
-    "PairedTest",
     "QuestionMove",
     "QuestionRow",
     "REPORT_FILE",
@@ -164,15 +152,12 @@ __all__ = [
     "ScoreCell",
     "StageCalls",
     "WorstQuestion",
-    "adjust",
     "artifact_key",
-    "bootstrap_ci",
     "chart_svg",
     "configure_chart",
     "build_report",
     "compare_reports",
     "compare_runs",
-    "decide",
     "directions",
     "failure_reason",
     "figures",
@@ -181,11 +166,7 @@ __all__ = [
     "runs_table",
     "stamp_completion",
     "ndcg_curve",
-    "paired_test",
-    "ppi_paired_test",
     "regressions",
-    "power",
-    "two_level_test",
     "publish_artifacts",
     "question_set_hash",
     "read_calls",

@@ -36,8 +36,9 @@ from ragaudit.reporting._model import (
     ScoreCell,
     WorstQuestion,
 )
-from ragaudit.reporting._stats import summarise, worst_questions
+from ragaudit.reporting._summary import summarise, worst_questions
 from ragaudit.runfolder import RunFolder, RunState, run_state
+from ragaudit.stats import Agreement
 
 # Reference answers the score stage reads instead of the question set's (tasks/score.py).
 USABLE_REFERENCE = frozenset({"ok", "partial"})
@@ -317,7 +318,7 @@ def _stored_noise(run: RunFolder) -> list[JudgeNoiseRow]:
     """The ``judge_noise`` table the report stage wrote, as report rows."""
     out = []
     for r in run.read("judge_noise").to_pylist():
-        found = noise.Agreement(
+        found = Agreement(
             r["alpha"], r["ci_low"], r["ci_high"], r["n_items"], r["n_raters"], "interval"
         )
         out.append(

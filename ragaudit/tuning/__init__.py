@@ -55,8 +55,8 @@ from ragaudit.tuning._runs import import_run_grades, single_judge, store_sort_gr
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
-    decide,
     question_metrics,
+    recommend,
     split_questions,
 )
 from ragaudit.tuning._store import STORE_DIR, JudgmentStore, StoredGrade, grade_key, text_hash
@@ -85,7 +85,6 @@ __all__ = [
     "collect_section",
     "console_lines",
     "ranked",
-    "decide",
     "dry_run",
     "grade_key",
     "grade_pairs",
@@ -99,6 +98,7 @@ __all__ = [
     "plan_variants",
     "prompt_tokens",
     "question_metrics",
+    "recommend",
     "render_html",
     "retrieve",
     "run_tune",

@@ -38,7 +38,7 @@ from ragaudit.tuning._pool import (
     retrieve,
 )
 from ragaudit.tuning._runs import import_run_grades
-from ragaudit.tuning._stats import Decision, Values, decide, question_metrics, split_questions
+from ragaudit.tuning._stats import Decision, Values, question_metrics, recommend, split_questions
 from ragaudit.tuning._store import STORE_DIR, JudgmentStore
 
 
@@ -233,7 +233,7 @@ async def run_tune(
         ([q for q in t if q in set(defined)], [q for q in h if q in set(defined)])
         for t, h in splits
     ]
-    decision = decide(
+    decision = recommend(
         values,
         BASELINE,
         tune.metrics,

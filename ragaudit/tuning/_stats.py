@@ -4,8 +4,8 @@ The winner is picked on the tuning questions; its gain over the baseline is meas
 questions that played no part in the choice (one holdout, or every question once across
 ``folds``), so the gain shown is not the winner's curse. Each variant is also tested against
 the baseline on the tuning questions (paired permutation test), adjusted across variants.
-The tests and intervals are the comparison's own (``reporting.paired_test``, ``adjust``,
-``bootstrap_ci``: scipy's ``permutation_test``, ``bootstrap``, ``false_discovery_control``).
+The tests, intervals and the beyond-noise rule are the comparison's own (:mod:`ragaudit.stats`:
+``paired_test``, ``adjust``, ``bootstrap_ci``, ``beyond_noise``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragaudit.ranking import mrr, ndcg_at_k, precision_at_k, recall_at_k
-from ragaudit.reporting import adjust, bootstrap_ci, paired_test
+from ragaudit.stats import adjust, beyond_noise, bootstrap_ci, paired_test
 
 Values = dict[str, float]
 """Question id → a metric's value (NaN where it is undefined: no relevant document pooled)."""
@@ -134,7 +134,7 @@ def _best(values: Mapping[str, Values], qids: Sequence[str], baseline: str) -> s
     return best
 
 
-def decide(
+def recommend(
     values: Mapping[str, Mapping[str, Values]],
     baseline: str,
     metrics: Sequence[str],
@@ -218,8 +218,7 @@ def decide(
         decision.recommended = baseline
         decision.why = "keep the baseline: no variant beat it on the tuning questions"
     elif (
-        test.p_value is not None
-        and test.p_value < alpha
+        beyond_noise(test.p_value, test.ci_low, test.ci_high, alpha)
         and test.ci_low is not None
         and test.ci_low > 0
     ):
@@ -241,4 +240,4 @@ def decide(
     return decision
 
 
-__all__ = ["Decision", "Values", "VariantStats", "decide", "question_metrics", "split_questions"]
+__all__ = ["Decision", "Values", "VariantStats", "question_metrics", "recommend", "split_questions"]

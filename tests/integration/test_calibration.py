@@ -18,11 +18,11 @@ from ragaudit.calibration import (
     make_scenarios,
     run_calibration,
 )
-from ragaudit.calibration._stats import share_ci
 from ragaudit.dataset import load_questions
 from ragaudit.errors import InputError
 from ragaudit.metrics import Deps
 from ragaudit.search import read_corpus
+from ragaudit.stats import share_ci
 
 REPO = REPO_ROOT
 DEMO = REPO / "data" / "demo"
@@ -298,13 +298,13 @@ def test_bootstrapped_statistics_equal_sklearns() -> None:
     import numpy as np
     from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
 
-    from ragaudit.calibration._stats import auc_score, balanced_accuracy, cohen_kappa
+    from ragaudit.stats import auc_score, balanced_accuracy, kappa
 
     rng = np.random.default_rng(0)
     for _ in range(100):
         y, other = rng.integers(0, 2, 20), rng.integers(0, 2, 20)
         s = rng.integers(0, 4, 20) / 3  # graded scores: ties on purpose
-        assert cohen_kappa(y, other) == pytest.approx(cohen_kappa_score(y, other), abs=1e-12)
+        assert kappa(y, other) == pytest.approx(cohen_kappa_score(y, other), abs=1e-12)
         if 0 < y.sum() < len(y):
             assert auc_score(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
             assert balanced_accuracy(y, s >= 0.5) == pytest.approx(

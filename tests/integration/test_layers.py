@@ -7,6 +7,7 @@ they fail when the graph breaks them.
 
 from __future__ import annotations
 
+import graphlib
 import os
 import shutil
 import subprocess
@@ -63,18 +64,22 @@ def _append(path: Path, code: str) -> str:
     return before
 
 
+def _lint_with_lazy_import(
+    scratch: Path, module: Path, imported: str, name: str
+) -> subprocess.CompletedProcess[str]:
+    """The contracts on ``scratch`` with ``from imported import name`` inside a function of
+    ``module`` (where it runs only when called: still an edge of the graph)."""
+    code = f"\n\ndef _lazy():\n    from {imported} import {name}\n\n    return {name}\n"
+    before = _append(module, code)
+    try:
+        return lint_imports(scratch)
+    finally:
+        module.write_text(before, encoding="utf-8")
+
+
 def test_a_lazy_upward_import_breaks_the_contract(scratch: Path) -> None:
     keys = scratch / "ragaudit" / "cache" / "_keys.py"
-    # Inside a function, where it runs only when called: still an edge of the graph.
-    before = _append(
-        keys,
-        "\n\ndef _stage_context():\n    from ragaudit.tasks import StageContext\n\n"
-        "    return StageContext\n",
-    )
-    try:
-        done = lint_imports(scratch)
-    finally:
-        keys.write_text(before, encoding="utf-8")
+    done = _lint_with_lazy_import(scratch, keys, "ragaudit.tasks", "StageContext")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ragaudit.cache is not allowed to import ragaudit.tasks" in done.stdout
     assert "ragaudit.cache._keys -> ragaudit.tasks" in done.stdout
@@ -110,3 +115,38 @@ def _private_imports_across_packages() -> set[tuple[str, str]]:
 def test_no_package_reaches_into_another_packages_private_modules() -> None:
     # No allow-list: a package's public names are what its __init__ re-exports.
     assert _private_imports_across_packages() == set()
+
+
+def test_no_import_circle_among_the_packages_of_ragaudit() -> None:
+    # Each of ragaudit's modules and packages taken whole, on the graph of imports that run: a
+    # type-only import (under TYPE_CHECKING) never executes, so it cannot close a circle.
+    graph = grimp.build_graph("ragaudit", cache_dir=None, exclude_type_checking_imports=True)
+    parts = sorted(graph.find_children("ragaudit"))
+    imports = {
+        a: [
+            b
+            for b in parts
+            if b != a and graph.direct_import_exists(importer=a, imported=b, as_packages=True)
+        ]
+        for a in parts
+    }
+    try:
+        order = tuple(graphlib.TopologicalSorter(imports).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"an import circle: {' → '.join(exc.args[1])}")
+    assert "ragaudit.stats" in order and "ragaudit.reporting" in order
+
+
+def test_the_circle_through_reporting_cannot_come_back(scratch: Path) -> None:
+    # The circle this contract broke: reporting → ppi → calibration → reporting.
+    ppi = scratch / "ragaudit" / "ppi.py"
+    done = _lint_with_lazy_import(scratch, ppi, "ragaudit.calibration", "calibrate")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ragaudit.ppi is not allowed to import ragaudit.calibration" in done.stdout
+
+
+def test_the_statistics_import_nothing_above_base(scratch: Path) -> None:
+    module = scratch / "ragaudit" / "stats" / "_resample.py"
+    done = _lint_with_lazy_import(scratch, module, "ragaudit.reporting", "summarise")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ragaudit.stats is not allowed to import ragaudit.reporting" in done.stdout

@@ -18,13 +18,8 @@ from support.reporting_runs import judged_share, statement_truth, write_run
 from typer.testing import CliRunner
 
 from ragaudit.cli import app
-from ragaudit.reporting import (
-    build_report,
-    compare_runs,
-    decide,
-    paired_test,
-    write_xlsx,
-)
+from ragaudit.reporting import build_report, compare_runs, write_xlsx
+from ragaudit.stats import decide, paired_test
 
 METRICS = ["faithfulness", "context_recall", "answer_relevancy"]
 

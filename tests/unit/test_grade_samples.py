@@ -8,7 +8,7 @@ from support.runs import make_config
 
 from ragaudit.judging import combined_grade, grade_noise, grade_plan
 from ragaudit.manifest import judge_warnings
-from ragaudit.noise import agreement
+from ragaudit.stats import agreement
 
 
 def test_the_plan_asks_each_grader_its_repeats_sample_zero_at_the_judges_temperature() -> None:

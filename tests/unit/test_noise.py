@@ -6,14 +6,15 @@ import krippendorff
 import numpy as np
 import pytest
 
-from ragaudit.noise import (
-    aggregate,
+from ragaudit.noise import aggregate, circular
+from ragaudit.stats import (
     agreement,
     calibrate_grades,
     calibrated_grades,
-    circular,
+    paired_test,
+    power,
+    two_level_test,
 )
-from ragaudit.reporting import paired_test, power, two_level_test
 
 SEEDS = range(50)
 

@@ -13,15 +13,12 @@ from sklearn.metrics import cohen_kappa_score
 from support.labelled_runs import labelled_run
 
 from ragaudit import labels, ppi
-from ragaudit.calibration._agreement import (
-    _kappa_batched,
-    grade_agreement,
-    score_agreement,
-    weighted_kappa,
-)
 from ragaudit.reporting import build_report, compare_runs, render_html, summarise, write_xlsx
 from ragaudit.runfolder import RunFolder, write_table
 from ragaudit.schemas import LABEL_SAMPLE, SUMMARY, schema_version, to_table
+from ragaudit.stats import corrected_mean, grade_agreement, kappa, labels_to_halve, score_agreement
+
+GRADES = [0, 1, 2, 3]
 
 
 def _page(run: Path) -> str:
@@ -37,20 +34,21 @@ def test_batched_weighted_kappa_is_scikit_learns() -> None:
     for _ in range(20):
         h = rng.integers(0, 4, 40)
         j = np.clip(h + rng.integers(-1, 3, 40), 0, 3)
-        expected = cohen_kappa_score(h, j, weights="quadratic", labels=[0, 1, 2, 3])
-        assert _kappa_batched(h, j) == pytest.approx(expected, abs=1e-12)
-        assert weighted_kappa(h, j) == pytest.approx(expected, abs=1e-12)
+        expected = cohen_kappa_score(h, j, weights="quadratic", labels=GRADES)
+        found = kappa(h, j, categories=GRADES, weights="quadratic")
+        assert found == pytest.approx(expected, abs=1e-12)
     stacked = np.stack([h, h])
-    assert _kappa_batched(stacked, np.stack([j, h])) == pytest.approx([expected, 1.0])
+    both = kappa(stacked, np.stack([j, h]), categories=GRADES, weights="quadratic")
+    assert both == pytest.approx([expected, 1.0])
 
 
 def test_grade_agreement_has_intervals_and_says_when_undefined() -> None:
     rng = np.random.default_rng(0)
     h = rng.integers(0, 4, 60)
     j = np.clip(h + (rng.random(60) < 0.3), 0, 3)
-    kappa, alpha = grade_agreement(h.tolist(), j.tolist())
-    assert (kappa.statistic, alpha.statistic) == ("weighted_kappa", "krippendorff_alpha")
-    for f in (kappa, alpha):
+    weighted, alpha = grade_agreement(h.tolist(), j.tolist())
+    assert (weighted.statistic, alpha.statistic) == ("weighted_kappa", "krippendorff_alpha")
+    for f in (weighted, alpha):
         assert f.n == 60
         assert f.ci_low is not None and f.ci_high is not None
         assert f.ci_low <= f.value <= f.ci_high  # type: ignore[operator]
@@ -60,10 +58,10 @@ def test_grade_agreement_has_intervals_and_says_when_undefined() -> None:
 
 def test_labels_to_halve_follows_the_effective_sample_size() -> None:
     # An uninformative judge: PPI is the labels alone, halving takes four times the labels.
-    assert ppi.labels_to_halve(100, 1_000_000, 0.0) == 300
+    assert labels_to_halve(100, 1_000_000, 0.0) == 300
     # A perfect judge needs no more labels than the run can give.
-    assert ppi.labels_to_halve(100, 2_000, 0.999) is None
-    assert ppi.labels_to_halve(100, 100, 0.5) is None
+    assert labels_to_halve(100, 2_000, 0.999) is None
+    assert labels_to_halve(100, 100, 0.5) is None
 
 
 def test_labels_to_halve_halves_ppi_py_s_interval() -> None:
@@ -71,10 +69,10 @@ def test_labels_to_halve_halves_ppi_py_s_interval() -> None:
     total, n = 20_000, 200
     truth = (rng.random(total) < 0.4).astype(float)
     judge = np.clip(truth * 0.6 + 0.3 + rng.normal(0, 0.2, total), 0, 1)
-    first = ppi.corrected_mean("m", truth[:n], judge[:n], judge, resamples=0)
+    first = corrected_mean("m", truth[:n], judge[:n], judge, resamples=0)
     assert first.labels_to_halve is not None
     more = n + first.labels_to_halve
-    second = ppi.corrected_mean("m", truth[:more], judge[:more], judge, resamples=0)
+    second = corrected_mean("m", truth[:more], judge[:more], judge, resamples=0)
     width = lambda c: c.ppi_ci_high - c.ppi_ci_low  # noqa: E731
     assert width(second) / width(first) == pytest.approx(0.5, abs=0.08)
 
@@ -84,7 +82,7 @@ def test_ppi_holds_the_truth_where_an_over_rating_judge_misses_it() -> None:
     total, n = 2000, 150
     truth = (rng.random(total) < 0.3).astype(float)
     judge = np.where(truth == 1, 1.0, (rng.random(total) < 0.3).astype(float))
-    c = ppi.corrected_mean("relevant share", truth[:n], judge[:n], judge)
+    c = corrected_mean("relevant share", truth[:n], judge[:n], judge)
     assert c.judge_ci_low > truth.mean()  # type: ignore[operator]
     assert c.ppi_ci_low <= truth.mean() <= c.ppi_ci_high  # type: ignore[operator]
     assert c.n_labelled == n and c.n_judged == total
@@ -107,8 +105,8 @@ def test_a_sample_drawn_per_stratum_is_weighted_back(tmp_path: Path) -> None:
         picked += drawn.tolist()
         weights += [len(stratum) / 100] * 100
     y, f = truth[picked], judge[picked]
-    plain = ppi.corrected_mean("share", y, f, judge, resamples=0)
-    weighted = ppi.corrected_mean("share", y, f, judge, weights=weights, resamples=0)
+    plain = corrected_mean("share", y, f, judge, resamples=0)
+    weighted = corrected_mean("share", y, f, judge, weights=weights, resamples=0)
     assert weighted.ppi_ci_low <= truth.mean() <= weighted.ppi_ci_high  # type: ignore[operator]
     assert abs(weighted.labels_mean - truth.mean()) < abs(plain.labels_mean - truth.mean())  # type: ignore[operator]
     assert "strata weighted back" in weighted.note

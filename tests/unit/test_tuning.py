@@ -14,11 +14,11 @@ from ragaudit.errors import ConfigError
 from ragaudit.tuning import (
     BASELINE,
     JudgmentStore,
-    decide,
     grade_key,
     judge_alone_notice,
     plan_variants,
     question_metrics,
+    recommend,
     split_questions,
 )
 
@@ -214,7 +214,7 @@ def _values(means: dict[str, float], n: int, seed: int, noise: float = 0.05) -> 
 def test_a_clear_winner_is_recommended_with_its_held_out_gain() -> None:
     values = _values({BASELINE: 0.0, "a": 0.01, "b": 0.15}, 40, seed=3)
     splits = split_questions(list(values[BASELINE]["ndcg"]), 0.3, seed=0)
-    d = decide(values, BASELINE, ["ndcg"], splits, resamples=999, bootstrap_samples=200)
+    d = recommend(values, BASELINE, ["ndcg"], splits, resamples=999, bootstrap_samples=200)
     assert d.winner == "b" and d.recommended == "b"
     assert d.n_heldout == 12
     assert d.heldout_gain is not None and 0.1 < d.heldout_gain < 0.2
@@ -226,7 +226,7 @@ def test_a_clear_winner_is_recommended_with_its_held_out_gain() -> None:
 def test_equal_variants_keep_the_baseline() -> None:
     values = _values({BASELINE: 0.0, "a": 0.0, "b": 0.0, "c": 0.0}, 30, seed=5)
     splits = split_questions(list(values[BASELINE]["ndcg"]), 0.3, seed=0)
-    d = decide(values, BASELINE, ["ndcg"], splits, resamples=999, bootstrap_samples=200)
+    d = recommend(values, BASELINE, ["ndcg"], splits, resamples=999, bootstrap_samples=200)
     assert d.recommended == BASELINE
     assert d.why.startswith("keep the baseline")
 
@@ -234,7 +234,7 @@ def test_equal_variants_keep_the_baseline() -> None:
 def test_folds_hold_every_question_out_once() -> None:
     values = _values({BASELINE: 0.0, "b": 0.2}, 20, seed=7)
     splits = split_questions(list(values[BASELINE]["ndcg"]), 0.3, seed=0, folds=4)
-    d = decide(values, BASELINE, ["ndcg"], splits, resamples=999, bootstrap_samples=200)
+    d = recommend(values, BASELINE, ["ndcg"], splits, resamples=999, bootstrap_samples=200)
     assert d.n_heldout == 20 and d.recommended == "b"
 
 

@@ -1,46 +1,16 @@
-"""The statistics of a report: means with bootstrap intervals, flags, the worst questions.
+"""The summary of a report: each metric's mean with its interval and flag, the worst questions.
 
-Every resampling method is scipy's (``scipy.stats.bootstrap``); nothing here re-implements one.
+The intervals are :func:`ragaudit.stats.bootstrap_ci`'s; this module only gathers them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import polars as pl
 
 from ragaudit.reporting._model import MetricSummary, WorstQuestion
-
-CONFIDENCE = 0.95
-
-
-def bootstrap_ci(
-    values: np.ndarray, samples: int, seed: int = 0, level: float = CONFIDENCE
-) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of the mean; (None, None) when it cannot be formed.
-
-    Percentile rather than BCa: BCa is undefined (NaN) when every value is equal, which a
-    metric scored 1.0 on every question often is.
-    """
-    if samples <= 0 or len(values) < 2:
-        return None, None
-    if np.all(values == values[0]):
-        # Every resample has the same mean: the interval is that point (scipy warns and
-        # returns NaN for degenerate data).
-        return float(values[0]), float(values[0])
-    # scipy is imported here: `ragaudit runs` reads stored summaries and never needs it.
-    from scipy import stats
-
-    res = stats.bootstrap(
-        (values,),
-        np.mean,
-        n_resamples=samples,
-        confidence_level=level,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+from ragaudit.stats import bootstrap_ci
 
 
 def summarise(
@@ -109,4 +79,4 @@ def worst_questions(
     return out
 
 
-__all__ = ["CONFIDENCE", "bootstrap_ci", "summarise", "worst_questions"]
+__all__ = ["summarise", "worst_questions"]

@@ -1,9 +1,16 @@
-"""The statistics of a calibration, each figure with a confidence interval.
+"""Figures of a judge against labels, each with a confidence interval.
 
 Intervals come from scipy's bootstrap over the independent units (a pair, a labelled row), so a
 figure resting on few units says so by its width. A bootstrap of data that are all equal has no
 spread to resample: the interval is then the Wilson interval of the same share (binomtest),
 which is what keeps an oracle's 1.0 from reading as certain on 10 pairs.
+
+Relevance grades (0–3) are ordinal: the judge against a person is Cohen's κ with quadratic
+weights and Krippendorff's α at the ordinal level (:mod:`ragaudit.stats._agreement`). A judged
+metric's score in [0, 1] against a person's yes/no is the alignment (MAE, Spearman, Kendall,
+κ at ½, AUC) plus α at the interval level. When two people labelled the same items, the same κ
+and α between them is the ceiling the judge can be held to. scipy is imported inside the
+functions: the manifest's warnings import this package on every command.
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
-from ragaudit.reporting import bootstrap_ci
+from ragaudit.stats._agreement import Level, kappa, krippendorff_alpha
+from ragaudit.stats._resample import CONFIDENCE, bootstrap, bootstrap_ci
 
-CONFIDENCE = 0.95
 RESAMPLES = 2000
+GRADES = (0, 1, 2, 3)
+METRIC_CUT = 0.5
+"""A score at or above this counts as a "yes" where a figure needs both sides binary."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,8 @@ class Figure:
 
 
 def _wilson(share: float, n: int, confidence: float) -> tuple[float, float]:
+    from scipy import stats
+
     ci = stats.binomtest(round(share * n), n).proportion_ci(confidence, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -83,6 +94,8 @@ def auc_score(labels: np.ndarray, scores: np.ndarray) -> float:
     n_neg = y.size - n_pos
     if n_pos == 0 or n_neg == 0:
         return float("nan")
+    from scipy import stats
+
     ranks = stats.rankdata(scores)
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
@@ -94,16 +107,6 @@ def balanced_accuracy(labels: np.ndarray, predicted: np.ndarray) -> float:
     if y.all() or not y.any():
         return float("nan")
     return float((p[y].mean() + (~p[~y]).mean()) / 2)
-
-
-def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
-    """Cohen's κ of two binary ratings; NaN when chance agreement is certain."""
-    x = np.asarray(a).astype(bool)
-    z = np.asarray(b).astype(bool)
-    observed = float((x == z).mean())
-    pa, pb = float(x.mean()), float(z.mean())
-    chance = pa * pb + (1 - pa) * (1 - pb)
-    return float("nan") if chance == 1.0 else (observed - chance) / (1 - chance)
 
 
 def _paired(
@@ -129,17 +132,15 @@ def _paired(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            res = stats.bootstrap(
+            res = bootstrap(
                 (y, s),
                 fn if vectorized else lambda a, b: fn(a, b),
+                resamples=RESAMPLES,
+                seed=seed,
                 paired=True,
                 vectorized=vectorized,
-                confidence_level=CONFIDENCE,
-                n_resamples=RESAMPLES,
-                method="percentile",
-                rng=np.random.default_rng(seed),
             )
-            low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+            low, high = res.low, res.high
         except ValueError:
             low = high = float("nan")
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -184,6 +185,8 @@ def alignment_figures(
     MAE, Spearman, Kendall, Cohen's κ with both sides cut at ``threshold``, and the AUC of the
     score for the human label cut at ``threshold``.
     """
+    from scipy import stats
+
     h = np.asarray(human, dtype=float)
     s = np.asarray(scores, dtype=float)
 
@@ -196,8 +199,8 @@ def alignment_figures(
     def kendall(a: np.ndarray, b: np.ndarray) -> float:
         return float(stats.kendalltau(a, b).statistic)
 
-    def kappa(a: np.ndarray, b: np.ndarray) -> float:
-        return cohen_kappa(a >= threshold, b >= threshold)
+    def cut_kappa(a: np.ndarray, b: np.ndarray) -> float:
+        return float(kappa(a >= threshold, b >= threshold))
 
     def auc(a: np.ndarray, b: np.ndarray) -> float:
         return auc_score(a >= threshold, b)
@@ -208,20 +211,73 @@ def alignment_figures(
             _paired(mae, h, s, "mae", seed),
             _paired(_safe(spearman), h, s, "spearman", seed),
             _paired(_safe(kendall), h, s, "kendall", seed),
-            _paired(kappa, h, s, "cohen_kappa", seed),
+            _paired(cut_kappa, h, s, "cohen_kappa", seed),
             _paired(auc, h, s, "auc", seed),
         ]
 
 
+def _alpha(level: Level) -> Callable[[np.ndarray, np.ndarray], float]:
+    def alpha(a: np.ndarray, b: np.ndarray) -> float:
+        return krippendorff_alpha(np.vstack([a, b]), level)
+
+    return alpha
+
+
+def _grade_kappa(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    return kappa(a, b, axis, categories=GRADES, weights="quadratic")
+
+
+def grade_agreement(human: Sequence[int], judge: Sequence[int], seed: int = 0) -> list[Figure]:
+    """Weighted κ (quadratic) and ordinal α of two raters' grades 0–3 of the same items."""
+    h = np.asarray(human, dtype=int)
+    j = np.asarray(judge, dtype=int)
+    return [
+        # κ computes every resample at once: 2,000 one by one took ~2 s each figure.
+        _paired(_grade_kappa, h, j, "weighted_kappa", seed, vectorized=True),  # type: ignore[arg-type]
+        _paired(_alpha("ordinal"), h, j, "krippendorff_alpha", seed),
+    ]
+
+
+def score_agreement(human: Sequence[float], scores: Sequence[float], seed: int = 0) -> list[Figure]:
+    """A metric's scores against people's labels in [0, 1]: alignment figures and interval α."""
+    h = np.asarray(human, dtype=float)
+    s = np.asarray(scores, dtype=float)
+    return [
+        *alignment_figures(human, scores, METRIC_CUT, seed),
+        _paired(_alpha("interval"), h, s, "krippendorff_alpha", seed),
+    ]
+
+
+def rater_agreement(
+    a: Sequence[float], b: Sequence[float], grades: bool, seed: int = 0
+) -> list[Figure]:
+    """Two people on the same items: κ and α as the judge is measured (the ceiling)."""
+    if grades:
+        return grade_agreement([int(x) for x in a], [int(x) for x in b], seed)
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+
+    def cut_kappa(p: np.ndarray, q: np.ndarray) -> float:
+        return float(kappa(p >= METRIC_CUT, q >= METRIC_CUT))
+
+    return [
+        _paired(cut_kappa, x, y, "cohen_kappa", seed),
+        _paired(_alpha("interval"), x, y, "krippendorff_alpha", seed),
+    ]
+
+
 __all__ = [
-    "CONFIDENCE",
+    "GRADES",
+    "METRIC_CUT",
     "Figure",
     "alignment_figures",
     "auc_score",
     "balanced_accuracy",
-    "cohen_kappa",
     "detector_figures",
+    "grade_agreement",
     "preference_credit",
+    "rater_agreement",
+    "score_agreement",
     "share_ci",
     "share_figure",
 ]

@@ -1,0 +1,111 @@
+"""Every figure's statistics in one room, under everything that computes or reports.
+
+Resampling and tests (:mod:`._resample`, :mod:`._tests`): the one call of scipy's bootstrap,
+paired and two-level tests of a change, their power, the adjustment across what was tested, and
+the one rule of a change beyond noise (:func:`beyond_noise`: p below α and the interval
+excludes the null). Agreement (:mod:`._agreement`, :mod:`._figures`, :mod:`._grades`): one
+Cohen's κ, one Krippendorff's α, figures of a judge against labels with intervals, per-grade
+confusion and the engine's NDCG under grades. Prediction-powered inference (:mod:`._ppi`).
+
+This package imports nothing of ragaudit but base modules (``ranking`` for NDCG): features
+(compare, tune, battles, ablation, calibration, PPI, the judge's noise) import it, and
+``reporting`` only presents what it computes. Heavy libraries (scipy, ppi_py) are imported
+inside the functions that need them.
+"""
+
+from ragaudit.stats._agreement import Agreement, Level, agreement, kappa, krippendorff_alpha
+from ragaudit.stats._figures import (
+    GRADES,
+    METRIC_CUT,
+    Figure,
+    alignment_figures,
+    auc_score,
+    balanced_accuracy,
+    detector_figures,
+    grade_agreement,
+    preference_credit,
+    rater_agreement,
+    score_agreement,
+    share_ci,
+    share_figure,
+)
+from ragaudit.stats._grades import (
+    NDCG_GAINS,
+    ConfusionCell,
+    GradeCalibration,
+    GradeConfusion,
+    Share,
+    calibrate_grades,
+    calibrated_grades,
+    engine_ndcg,
+    grade_confusion,
+    share,
+)
+from ragaudit.stats._ppi import (
+    PPI_NOISE,
+    Corrected,
+    corrected_mean,
+    labels_to_halve,
+    ppi_paired_test,
+)
+from ragaudit.stats._resample import CONFIDENCE, Interval, bootstrap, bootstrap_ci
+from ragaudit.stats._tests import (
+    MetricChange,
+    PairedTest,
+    Power,
+    adjust,
+    beyond_noise,
+    decide,
+    paired_test,
+    power,
+    two_level_test,
+)
+
+__all__ = [
+    "CONFIDENCE",
+    "GRADES",
+    "METRIC_CUT",
+    "NDCG_GAINS",
+    "PPI_NOISE",
+    "Agreement",
+    "ConfusionCell",
+    "Corrected",
+    "Figure",
+    "GradeCalibration",
+    "GradeConfusion",
+    "Interval",
+    "Level",
+    "MetricChange",
+    "PairedTest",
+    "Power",
+    "Share",
+    "adjust",
+    "agreement",
+    "alignment_figures",
+    "auc_score",
+    "balanced_accuracy",
+    "beyond_noise",
+    "bootstrap",
+    "bootstrap_ci",
+    "calibrate_grades",
+    "calibrated_grades",
+    "corrected_mean",
+    "decide",
+    "detector_figures",
+    "engine_ndcg",
+    "grade_agreement",
+    "grade_confusion",
+    "kappa",
+    "krippendorff_alpha",
+    "labels_to_halve",
+    "paired_test",
+    "power",
+    "ppi_paired_test",
+    "preference_credit",
+    "rater_agreement",
+    "score_agreement",
+    "share",
+    "share_ci",
+    "share_figure",
+    "two_level_test",
+]
