@@ -346,12 +346,15 @@ def main() -> None:
         d: service.truth(d)
         for d in (MIX_DAY - 1, MIX_DAY, ENGINE_DAY - 1, ENGINE_DAY, CONTENT_DAY - 1, CONTENT_DAY)
     }
+
+    def moved(day: int, segment: str, metric: str = "ndcg@10") -> str:
+        return f"{truth[day][(segment, metric)] - truth[day - 1][(segment, metric)]:+.3f}"
+
     print(
-        "planted: "
-        f"overall nDCG@10 day 9→10 {truth[MIX_DAY][(ALL, 'ndcg@10')] - truth[MIX_DAY - 1][(ALL, 'ndcg@10')]:+.3f}; "
-        f"{ENGINE_SEGMENT} nDCG@10 day 19→20 {truth[ENGINE_DAY][(ENGINE_SEGMENT, 'ndcg@10')] - truth[ENGINE_DAY - 1][(ENGINE_SEGMENT, 'ndcg@10')]:+.3f}; "
-        f"{CONTENT_SEGMENT} nDCG@10 day 24→25 {truth[CONTENT_DAY][(CONTENT_SEGMENT, 'ndcg@10')] - truth[CONTENT_DAY - 1][(CONTENT_SEGMENT, 'ndcg@10')]:+.3f}, "
-        f"relevant share {truth[CONTENT_DAY][(CONTENT_SEGMENT, 'relevant share')] - truth[CONTENT_DAY - 1][(CONTENT_SEGMENT, 'relevant share')]:+.3f}"
+        f"planted: overall nDCG@10 day 9→10 {moved(MIX_DAY, ALL)}; {ENGINE_SEGMENT} nDCG@10 "
+        f"day 19→20 {moved(ENGINE_DAY, ENGINE_SEGMENT)}; {CONTENT_SEGMENT} nDCG@10 day 24→25 "
+        f"{moved(CONTENT_DAY, CONTENT_SEGMENT)}, relevant share "
+        f"{moved(CONTENT_DAY, CONTENT_SEGMENT, 'relevant share')}"
     )
     print()
 
@@ -373,8 +376,9 @@ def main() -> None:
     split = mix_evidence(strata[MIX_DAY - 1], strata[MIX_DAY])[(ALL, "ndcg@10")]
     ok = not segs and split.mix_moved and all(c.attribution == "mix" for c in overall)
     print(
-        f"day-10 shift: overall nDCG@10 mix part {split.mix:+.3f} ({split.mix_ci[0]:+.3f}..{split.mix_ci[1]:+.3f}), "
-        f"within {split.within:+.3f}; overall flagged {[(c.metric, c.against, c.attribution) for c in overall]}; "
+        f"day-10 shift: overall nDCG@10 mix part {split.mix:+.3f} "
+        f"({split.mix_ci[0]:+.3f}..{split.mix_ci[1]:+.3f}), within {split.within:+.3f}; "
+        f"overall flagged {[(c.metric, c.against, c.attribution) for c in overall]}; "
         f"segments flagged {segs}: " + ("met" if ok else "not met")
     )
     content = said(CONTENT_DAY, CONTENT_SEGMENT)
@@ -384,7 +388,8 @@ def main() -> None:
         + (
             "met"
             if ok
-            else f"not met: {[(c.metric, c.against, c.attribution) for c in content] or 'not flagged'}"
+            else "not met: "
+            + str([(c.metric, c.against, c.attribution) for c in content] or "not flagged")
         )
     )
     clean = [
@@ -403,7 +408,8 @@ def main() -> None:
     )
     low = min(reuse[1:])
     print(
-        f"grades from the store from day 2 on, probe included: min {low:.0%}, mean {np.mean(reuse[1:]):.0%} "
+        f"grades from the store from day 2 on, probe included: min {low:.0%}, "
+        f"mean {np.mean(reuse[1:]):.0%} "
         f"(goal >= {MIN_STORED:.0%}): "
         + ("met" if low >= MIN_STORED else f"not met: day {reuse.index(low) + 1}")
     )

@@ -82,7 +82,7 @@ async def audit(config_json: str, day: str | None = None) -> State:
 
 
 @flow(name="ragaudit-audit-config", log_prints=False, persist_result=False)
-async def audit_config(config_path: str, day: str | None = None) -> dict[str, Any]:
+async def audit_config(config_path: str, day: str | None = None) -> State:
     """Deployment entry: the audit a config file describes, on the previous day's partition."""
     from ragaudit.config import load_config
 
