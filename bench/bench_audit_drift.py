@@ -28,7 +28,7 @@ cause (:func:`~ragaudit.audit._drift.attribute`). Printed, each met or not:
 - false alarms in <= 5 % of (clean day, segment) cells;
 - >= 70 % of grades from the store from day 2 on, the probe included.
 
-    python bench/bench_audit_drift.py [--days 30] [--sample 400] [--requests 100000]
+    python bench/bench_audit_drift.py [--days 30] [--sample 800] [--requests 100000]
 """
 
 from __future__ import annotations
@@ -265,7 +265,9 @@ def mix_evidence(before: pl.DataFrame, after: pl.DataFrame) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=30)
-    parser.add_argument("--sample", type=int, default=400, help="expected draws a day")
+    # 800 draws a day give each of the six segments ~130 units: what a 5-point drop in one
+    # segment needs to pass BH across 14 cells; the first day then grades ~8,000 documents.
+    parser.add_argument("--sample", type=int, default=800, help="expected draws a day")
     parser.add_argument("--requests", type=int, default=100_000, help="requests a day")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
@@ -279,7 +281,7 @@ def main() -> None:
     probe: pl.DataFrame | None = None
     designs: dict[str, DayDesign] = {}
     flagged: dict[tuple[int, str], list] = {}
-    log, reuse = [], []
+    log, reuse, paid_days = [], [], []
     for day in range(args.days):
         name = f"2026-11-{day + 1:02d}"
         requests = service.day(day)
@@ -299,6 +301,7 @@ def main() -> None:
         )
         paid, stored = store.paid - before[0], store.stored - before[1]
         reuse.append(stored / (paid + stored))
+        paid_days.append(paid)
         changed = content_share(service, day, sample, seen)
         est = estimate(values, sample)
         series = pl.concat([series, series_rows(name, est)])
@@ -405,6 +408,11 @@ def main() -> None:
         f"false alarms: {len(false)} of {len(clean)} clean (day, segment) cells, {rate:.1%} "
         f"(goal <= {FALSE_ALARM_GOAL:.0%}): "
         + ("met" if rate <= FALSE_ALARM_GOAL else f"not met: {false}")
+    )
+    print(
+        f"judge calls (no goal here; #45's bench holds the 2,000 a day at sample 160): day 1 "
+        f"{paid_days[0]:,}, from day 2 max {max(paid_days[1:]):,}, "
+        f"mean {np.mean(paid_days[1:]):,.0f}"
     )
     low = min(reuse[1:])
     print(
