@@ -8,7 +8,7 @@ from ragaudit.cache._config import (
     items_in_flight,
     memo_location,
 )
-from ragaudit.cache._context import current_repeat, judge_repeat
+from ragaudit.cache._context import current_repeat, judge_recheck, judge_repeat
 from ragaudit.cache._fake import FakeRequest, register_fake_answer
 from ragaudit.cache._global import ensure_global_limit
 from ragaudit.cache._keys import KEY_VERSION, canonical_hash, canonical_json, request_key
@@ -77,6 +77,7 @@ __all__ = [
     "FakeRequest",
     "current_repeat",
     "extract_json",
+    "judge_recheck",
     "judge_repeat",
     "forget_counts",
     "gateway_for",

@@ -81,6 +81,34 @@ def judge_repeat(index: int, temperature: float) -> Iterator[None]:
         _repeat.reset(token)
 
 
+# The re-check a request belongs to: a tag that makes an already memoised request a new call.
+_recheck: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "ragaudit_recheck", default=None
+)
+
+
+def current_recheck() -> str | None:
+    """The re-check tag of the caller's requests (None outside :func:`judge_recheck`)."""
+    return _recheck.get()
+
+
+@contextlib.contextmanager
+def judge_recheck(tag: str) -> Iterator[None]:
+    """Within the block, every completion is asked of the provider again under ``tag``.
+
+    A drift check asks the judge grades it gave before, to see whether the model behind the
+    name still answers the same: the memo would hand back the old answer, so the tag joins the
+    memo key (the request and its temperature are unchanged). The re-asked answer is memoised
+    under the tagged key, so a crashed check resumes without paying twice, and the next
+    check (another tag) asks afresh.
+    """
+    token = _recheck.set(tag or None)
+    try:
+        yield
+    finally:
+        _recheck.reset(token)
+
+
 def repeated(params: dict[str, Any]) -> dict[str, Any]:
     """``params`` as the current judge repeat asks them: a later repeat at its temperature."""
     found = _repeat.get()
@@ -91,9 +119,11 @@ def repeated(params: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "Scope",
+    "current_recheck",
     "current_repeat",
     "current_scope",
     "current_stage",
+    "judge_recheck",
     "judge_repeat",
     "repeated",
     "scope_var",

@@ -35,6 +35,7 @@ from ragaudit.cache._calllog import (
 )
 from ragaudit.cache._context import (
     Scope,
+    current_recheck,
     current_repeat,
     current_scope,
     repeated,
@@ -448,6 +449,9 @@ class GatewayCore:
         repeat = current_repeat()
         if repeat:
             keyed["judge_repeat"] = repeat
+        recheck = current_recheck()
+        if recheck:
+            keyed["judge_recheck"] = recheck
         return request_key(keyed)
 
     def memo_hit(

@@ -36,6 +36,7 @@ OUTPUT_FIELDS = frozenset(
         "prompt_version",
         "sample_index",
         "judge_repeat",
+        "judge_recheck",
     }
 )
 

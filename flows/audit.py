@@ -15,11 +15,15 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, Failed, State
 
 from ragaudit.audit import previous_day, run_audit_day, summary
+from ragaudit.audit._drift import emit_regression
 from ragaudit.cache import hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.flows.evaluate import retry_on_infrastructure
+from ragaudit.flows.nightly import rename_flow_run
+from ragaudit.reevaluation import REGRESSED_SUFFIX
 
 __all__ = ["audit", "audit_config", "run_audit"]
 
@@ -51,13 +55,34 @@ async def audit_task(config_json: str, day: str) -> dict[str, Any]:
 
 
 @flow(name="ragaudit-audit", log_prints=False, persist_result=False)
-async def audit(config_json: str, day: str | None = None) -> dict[str, Any]:
-    """Audit one day of traffic (None: yesterday, UTC)."""
-    return await audit_task(config_json, day or previous_day().isoformat())
+async def audit(config_json: str, day: str | None = None) -> State:
+    """Audit one day of traffic (None: yesterday, UTC), compare it with its series, alarm.
+
+    A regression beyond noise emits ``ragaudit.audit.regression`` and, per
+    ``audit.on_regression``, fails the flow run or appends "-regressed" to its name.
+    """
+    config = RunConfig.model_validate_json(config_json)
+    result = await audit_task(config_json, day or previous_day().isoformat())
+    event = result.pop("event", None)
+    if event is not None:
+        name, resource, payload = event
+        emit_regression((name, resource, payload))
+        result["event"] = name
+    regressed = result.get("regressed") or []
+    on_regression = config.audit.on_regression if config.audit is not None else "ignore"
+    if regressed and on_regression == "fail":
+        return Failed(
+            message=f"audit {result['audit']} {result['day']}: regression beyond noise in "
+            f"{', '.join(regressed)}",
+            data=result,
+        )
+    if regressed and on_regression == "name":
+        result["flow_run_name"] = await rename_flow_run(REGRESSED_SUFFIX)
+    return Completed(message=f"audit {result['audit']} {result['day']}", data=result)
 
 
 @flow(name="ragaudit-audit-config", log_prints=False, persist_result=False)
-async def audit_config(config_path: str, day: str | None = None) -> dict[str, Any]:
+async def audit_config(config_path: str, day: str | None = None) -> State:
     """Deployment entry: the audit a config file describes, on the previous day's partition."""
     from ragaudit.config import load_config
 
@@ -65,8 +90,17 @@ async def audit_config(config_path: str, day: str | None = None) -> dict[str, An
 
 
 def run_audit(config: RunConfig, day: dt.date) -> dict[str, Any]:
-    """Run the ``audit`` flow for ``day``; returns its summary."""
-    return asyncio.run(audit(config.model_dump_json(), day.isoformat()))
+    """Run the ``audit`` flow for ``day``; returns its summary.
+
+    ``failed`` holds the flow run's message when it failed on a regression (as
+    ``audit.on_regression: fail`` asks); the summary is the same either way.
+    """
+    state = asyncio.run(audit(config.model_dump_json(), day.isoformat(), return_state=True))
+    data = state.result(raise_on_failure=False)
+    result = dict(data) if isinstance(data, dict) else {}
+    if state.is_failed():
+        result["failed"] = state.message
+    return result
 
 
 if __name__ == "__main__":

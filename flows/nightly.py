@@ -35,10 +35,10 @@ from ragaudit.reporting import compare_runs, question_set_hash, regressions
 from ragaudit.runfolder import RunFolder
 from ragaudit.runids import new_run_id
 
-__all__ = ["compare_with_previous", "reevaluate"]
+__all__ = ["compare_with_previous", "reevaluate", "rename_flow_run"]
 
 
-async def _rename_flow_run(suffix: str) -> str | None:
+async def rename_flow_run(suffix: str) -> str | None:
     """Append ``suffix`` to the current flow run's name; returns the new name."""
     from prefect.client.orchestration import get_client
     from prefect.runtime import flow_run
@@ -113,7 +113,7 @@ async def reevaluate(config_path: str, run_id: str | None = None) -> State:
             data=outcome,
         )
     if regressed and config.nightly.on_regression == "name":
-        outcome["flow_run_name"] = await _rename_flow_run(REGRESSED_SUFFIX)
+        outcome["flow_run_name"] = await rename_flow_run(REGRESSED_SUFFIX)
     return Completed(message=outcome["verdict"], data=outcome)
 
 

@@ -463,6 +463,7 @@ AUDIT_VERDICTS = _schema(
         ("reason", _str),  # the judge's reason, or why the grade failed or was skipped
         ("source", _str),  # store (graded earlier) | memo | paid
         ("changed", _bool),  # the document's text changed since it was served
+        ("text_hash", _str),  # hash of the text graded: a later day tells a rewrite by it
     ],
 )
 

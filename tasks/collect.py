@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from ragaudit import progress
@@ -31,8 +30,7 @@ from ragaudit.search import (
     SearchBackend,
     SearchError,
     capabilities,
-    make_search_backend,
-    read_corpus,
+    ready_backend,
 )
 from ragaudit.secrets import redact
 from ragaudit.tasks._common import StageContext, dumps, gather_limited
@@ -43,29 +41,10 @@ _LOCAL_CONCURRENCY = 8
 
 
 def _backend(ctx: StageContext) -> SearchBackend:
-    cfg = ctx.config.collect
-
     async def embed(texts: list[str]) -> list[list[float]]:
         return await ctx.gateway.aembed(texts, model=ctx.config.models.embedder_model)
 
-    backend = make_search_backend(ctx.config, embed=embed)
-    if capabilities(cfg.backend).embedded or cfg.corpus is not None:
-        # An engine's emptiness is only asked when there is a corpus to fill it with: without
-        # one, the first search says what is wrong, naming its question.
-        try:
-            empty = backend.count() == 0
-        except SearchError as exc:
-            raise ConfigError(f"collect: {exc}") from None
-        if empty:
-            if cfg.corpus is None:
-                describe = getattr(backend, "describe", None)
-                where = describe() if describe is not None else f"backend '{cfg.backend}'"
-                raise ConfigError(f"collect.corpus: {where} is empty and collect.corpus is not set")
-            try:
-                backend.index(read_corpus(Path(cfg.corpus)))
-            except SearchError as exc:
-                raise ConfigError(f"collect.corpus: indexing {cfg.corpus} failed: {exc}") from None
-    return backend
+    return ready_backend(ctx.config, embed=embed)
 
 
 def _gold(q: Question, hit_id: str, text: str) -> bool | None:

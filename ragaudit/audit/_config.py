@@ -8,7 +8,7 @@ reads it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -54,6 +54,24 @@ class AuditSection(SampleOptions):
     metrics: tuple[str, ...] = DEFAULT_METRICS
     """Answer metrics scored on every sampled request, with its served documents as contexts.
     Reference-free ones only (``ragaudit metrics``): traffic has no reference answer."""
+    probe: int = Field(default=100, ge=0)
+    """Queries of a series' first day searched again through the configured engine every day
+    and graded through the store: when they move, the engine or the index moved, whatever the
+    traffic did. 0: no probe."""
+    judge_check_days: int = Field(default=7, ge=0)
+    """Every this many days of a series, stored grades of its first day are asked again with
+    the memo bypassed, to see whether the judge behind the model name changed. 0: never."""
+    judge_check_size: int = Field(default=50, ge=2)
+    """Stored grades a judge check asks again."""
+    judge_check_kappa: float = Field(default=0.7, gt=0.0, le=1.0)
+    """A judge check whose weighted κ against the stored grades is below this flags the judge."""
+    content_share: float = Field(default=0.05, gt=0.0, le=1.0)
+    """A segment whose share of graded documents rewritten since an earlier day reaches this
+    has had its content changed."""
+    on_regression: Literal["fail", "name", "ignore"] = "name"
+    """A regression beyond noise in a segment (after the ``ragaudit.audit.regression`` event):
+    ``fail`` fails the flow run, ``name`` appends "-regressed" to its name, ``ignore`` does
+    neither."""
 
     @field_validator("name")
     @classmethod

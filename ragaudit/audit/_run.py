@@ -31,6 +31,7 @@ from ragaudit.audit._estimate import estimate
 from ragaudit.audit._listmetrics import list_metrics
 from ragaudit.audit._sample import draw_sample, strata_table
 from ragaudit.audit._source import read_day
+from ragaudit.audit._watch import CHANGES, compare_day, day_series, instrument, watch_day
 from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
@@ -50,7 +51,7 @@ from ragaudit.scoring import make_deps, make_panel, score_rows
 from ragaudit.secrets import redact
 
 # The judgment store: its one import here (it is moving to ``ragaudit.judging``).
-from ragaudit.tuning import STORE_DIR, JudgmentStore, grade_key
+from ragaudit.tuning import STORE_DIR, JudgmentStore, grade_key, text_hash
 
 REQUESTS = "requests.parquet"
 SAMPLE = "sample.parquet"
@@ -133,6 +134,9 @@ class AuditDay:
     """``calls``, ``cache_hits``, ``provider_calls`` of the day's judge and embedder calls."""
     plan: DryRun | None = None
     """The dry run's plan (``dry_run=True`` only; nothing else is then filled in)."""
+    watch: Any = None
+    """The day against its series (:class:`ragaudit.audit._watch.Watch`): changes, probe,
+    judge check, the regression event."""
 
     @property
     def section(self) -> AuditSection:
@@ -302,18 +306,22 @@ def _verdict(day: AuditDay, s: Served, doc: Mapping[str, Any], **values: Any) ->
         "rank": doc["rank"],
         "doc_id": doc["id"],
         "changed": doc["changed"],
+        "text_hash": text_hash(doc["text"]) if doc["text"] else None,
         **values,
     }
 
 
-async def grade_served(day: AuditDay, judge: Judge, gateway: Gateway, source: str) -> None:
+async def grade_served(
+    day: AuditDay, judge: Judge, gateway: Gateway, source: str, *, store: bool = True
+) -> None:
     """Grade the served top-k of every sampled request: the store first, then the judge.
 
     One grade per key (a text served to two requests of one query is asked once); each batch is
     written to the store before the next is asked. A grade asked now is ``memo`` when its
-    batch reached no provider (the memo answered every call), else ``paid``.
+    batch reached no provider (the memo answered every call), else ``paid``. With ``store``
+    False the store is neither read nor written (a judge check re-asks stored grades).
     """
-    store = judgment_store(day.config)
+    kept = judgment_store(day.config) if store else None
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     todo: dict[str, list[tuple[Served, dict[str, Any]]]] = {}
     for s in day.served:
@@ -328,7 +336,7 @@ async def grade_served(day: AuditDay, judge: Judge, gateway: Gateway, source: st
                 continue
             key = grade_key(judge.model, RELEVANCE.key, s.query, doc["text"])
             todo.setdefault(key, []).append((s, doc))
-    for key, stored in store.lookup(todo).items():
+    for key, stored in (kept.lookup(todo) if kept is not None else {}).items():
         for s, doc in todo.pop(key):
             rows[(s.request_id, doc["rank"])] = _verdict(
                 day, s, doc, grade=stored.grade, status="ok", reason=stored.reason, source="store"
@@ -383,7 +391,8 @@ async def grade_served(day: AuditDay, judge: Judge, gateway: Gateway, source: st
                             "context_id": first_doc["id"],
                         }
                     )
-        store.add(new, source)
+        if kept is not None:
+            kept.add(new, source)
         _add(day.calls, c)
     day.verdicts = [rows[k] for k in sorted(rows, key=_served_order(day))]
 
@@ -582,6 +591,8 @@ async def run_audit_day(
         "started_at": dt.datetime.now(dt.UTC).isoformat(),
         "config": json.loads(config.model_dump_json()),
         "judge": config.models.judge_model,
+        "series": day_series(config),
+        "instrument": instrument(config),
     }
     write_json(manifest, folder / MANIFEST)
     read = _read(config, day, folder / REQUESTS)
@@ -601,6 +612,9 @@ async def run_audit_day(
     write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
     from ragaudit.audit._report import write_report
 
+    # The day against its series: the probe and the judge check are graded through the store
+    # and the memo like the day's own grades, so a resumed day pays for neither twice.
+    out.watch = compare_day(out, await watch_day(out, judge, gateway))
     write_report(out)
     manifest.update(
         status=day_status(out),
@@ -611,7 +625,10 @@ async def run_audit_day(
         grading=vars(out.grading),
         llm=out.calls,
         failed_rows=failed_rows(out),
-        tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ESTIMATES, REPORT],
+        tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ESTIMATES, CHANGES, REPORT],
+        regressed=out.watch.regressed,
+        watch_notes=out.watch.notes,
+        judge_check=None if out.watch.judge is None else vars(out.watch.judge),
     )
     write_json(manifest, folder / MANIFEST)
     return out
@@ -637,6 +654,17 @@ def day_status(day: AuditDay) -> str:
     return "completed_with_failures" if judged and 2 * failed_rows(day) > judged else "completed"
 
 
+def day_done(config: RunConfig, day: dt.date) -> bool:
+    """Whether ``day`` was audited to the end under this config's series (a backfill skips it)."""
+    try:
+        manifest = json.loads((audit_dir(config, day) / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return manifest.get("status") in ("completed", "completed_with_failures") and manifest.get(
+        "series"
+    ) == day_series(config)
+
+
 def previous_day(now: dt.datetime | None = None) -> dt.date:
     """Yesterday in UTC: the partition a daily audit reads (a day's logs are complete then)."""
     return ((now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC) - dt.timedelta(days=1)).date()
@@ -658,6 +686,10 @@ def summary(day: AuditDay) -> dict[str, Any]:
         "status": day_status(day),
         "failed_rows": failed_rows(day),
         "overall": overall,
+        "regressed": [] if day.watch is None else day.watch.regressed,
+        "changes": [] if day.watch is None else [c.to_row() for c in day.watch.changes if c.moved],
+        "notes": [] if day.watch is None else list(day.watch.notes),
+        "event": None if day.watch is None else day.watch.event,
     }
 
 

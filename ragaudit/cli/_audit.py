@@ -46,6 +46,18 @@ DayOpt = Annotated[
     str | None,
     typer.Option("--day", help="The day audited, YYYY-MM-DD (default: yesterday, UTC)."),
 ]
+FromOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--from",
+        help="Backfill: the first day of a range (YYYY-MM-DD); with --to, every missing day is "
+        "audited in order, a day already done is not redone.",
+    ),
+]
+ToOpt = Annotated[
+    str | None,
+    typer.Option("--to", help="Backfill: the last day of the range (default: yesterday, UTC)."),
+]
 YesOpt = Annotated[
     bool,
     typer.Option("--yes", "-y", help=f"Start over {CONFIRM_ABOVE:,} paid judge calls unasked."),
@@ -100,6 +112,8 @@ def audit(
     sets: SetOpt = None,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
+    start: FromOpt = None,
+    end: ToOpt = None,
 ) -> None:
     """How good the answers of one day were for the questions people asked, per segment."""
     if ctx.invoked_subcommand is not None:
@@ -112,28 +126,60 @@ def audit(
     from ragaudit.audit import audit_section
 
     section = audit_section(cfg)
-    when = parse_day(day)
+    if (start or end) and day:
+        raise RagauditError("audit: give --day, or a range with --from/--to, not both")
+    days = day_range(start, end) if (start or end) else [parse_day(day)]
     if dry_run:
-        _dry_run(cfg, when)
+        for when in days:
+            _dry_run(cfg, when)
         return
     _confirm(cfg, yes)
     # The memo opened (an unreachable Redis, an unwritable cache folder) before Prefect starts.
     from ragaudit.cache import memo_location, open_memo
 
     open_memo(memo_location(cfg)).close()
-    err.print(f"audit {section.name} {when.isoformat()}: sample {section.sample}, top {section.k}")
+    from ragaudit.audit import audit_dir, day_done
     from ragaudit.flows.audit import run_audit
 
     quiet_prefect_runs()
-    out = run_audit(cfg, when)
-    _print(out)
-    if out["status"] == "completed_with_failures":
+    status = 0
+    for when in days:
+        if len(days) > 1 and day_done(cfg, when):
+            err.print(f"audit {section.name} {when.isoformat()}: done already, not redone")
+            continue
         err.print(
-            f"[bold red]audit {escape(out['audit'])} {out['day']} completed with failures:[/] "
-            "most of its judge calls failed (see failed rows in verdicts.parquet and "
-            "scores.parquet)"
+            f"audit {section.name} {when.isoformat()}: sample {section.sample}, top {section.k}"
         )
-        raise typer.Exit(3)
+        out = run_audit(cfg, when)
+        if "grading" not in out:
+            raise RagauditError(
+                f"audit {section.name} {when.isoformat()}: "
+                f"{out.get('failed') or 'the flow run ended without a result'} "
+                f"(the day's folder: {audit_dir(cfg, when)})"
+            )
+        _print(out)
+        if out["status"] == "completed_with_failures":
+            err.print(
+                f"[bold red]audit {escape(out['audit'])} {out['day']} completed with failures:[/] "
+                "most of its judge calls failed (see failed rows in verdicts.parquet and "
+                "scores.parquet)"
+            )
+            status = max(status, 3)
+        if out.get("failed"):
+            err.print(f"[bold red]{escape(str(out['failed']))}[/] (audit.on_regression: fail)")
+            status = max(status, 1)
+    if status:
+        raise typer.Exit(status)
+
+
+def day_range(start: str | None, end: str | None) -> list[dt.date]:
+    """Every day from ``--from`` to ``--to`` (default: yesterday), in order."""
+    if start is None:
+        raise RagauditError("audit --to needs --from: the first day of the backfill")
+    first, last = parse_day(start), parse_day(end)
+    if last < first:
+        raise RagauditError(f"audit --from {first} --to {last}: the range ends before it starts")
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def _print(out: dict[str, Any]) -> None:
@@ -171,6 +217,18 @@ def _print(out: dict[str, Any]) -> None:
                 fixed(r.get("ess"), 1),
             )
         console.print(table)
+    for c in out.get("changes") or []:
+        word = "regressed" if c["regressed"] else "moved"
+        console.print(
+            f"{escape(c['segment'])} {escape(c['metric'])} {word} beyond noise against the "
+            f"{c['against']}: {fixed(c['reference'])} -> {fixed(c['estimate'])} "
+            f"({fixed(c['diff'], sign=True)}, 95% CI {fixed(c['ci_low'], sign=True)} .. "
+            f"{fixed(c['ci_high'], sign=True)}, adjusted p {c['p_adjusted']:.4f}); "
+            f"{escape(c['attribution'] or 'unexplained')}: {escape('; '.join(c['reasons']))}",
+            soft_wrap=True,
+        )
+    for note in out.get("notes") or []:
+        console.print(escape(note), soft_wrap=True)
     console.print(f"report.html: {escape(str(Path(out['folder']) / 'report.html'))}")
 
 
@@ -248,4 +306,4 @@ def promote(
     console.print(f"{written} questions -> {escape(str(output))}")
 
 
-__all__ = ["CONFIRM_ABOVE", "audit", "parse_day", "promote"]
+__all__ = ["CONFIRM_ABOVE", "audit", "day_range", "parse_day", "promote"]

@@ -38,6 +38,7 @@ from ragaudit.search._indexing import (
     index_corpus,
     index_target,
     make_search_backend,
+    ready_backend,
 )
 from ragaudit.search._query import (
     DEFAULT_QUERY_TEMPLATE,
@@ -70,6 +71,7 @@ __all__ = [
     "index_documents",
     "index_target",
     "make_search_backend",
+    "ready_backend",
     "make_backend",
     "check_corpus",
     "read_corpus",

@@ -24,6 +24,7 @@ from ragaudit.search._base import (
     capabilities,
 )
 from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.search._query import SearchError
 from ragaudit.secrets import resolve_secret
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
@@ -100,6 +101,36 @@ def make_search_backend(config: RunConfig, *, embed: Any = None) -> SearchBacken
     if not capabilities(name).searches:
         raise ConfigError(f"collect.backend: '{name}' is not a search backend")
     backend: SearchBackend = factory.from_config(config, options, embed=embed)
+    return backend
+
+
+def ready_backend(config: RunConfig, *, embed: Any = None) -> SearchBackend:
+    """The configured search backend, filled from ``collect.corpus`` when it is empty.
+
+    An embedded backend is always asked whether it is empty; an engine only when there is a
+    corpus to fill it with (without one, the first search says what is wrong).
+
+    Raises:
+        ConfigError: What :func:`make_search_backend` raises; an empty backend without
+            ``collect.corpus``; a corpus that does not index.
+    """
+    cfg = config.collect
+    backend = make_search_backend(config, embed=embed)
+    if not (capabilities(cfg.backend).embedded or cfg.corpus is not None):
+        return backend
+    try:
+        empty = backend.count() == 0
+    except SearchError as exc:
+        raise ConfigError(f"collect: {exc}") from None
+    if empty:
+        if cfg.corpus is None:
+            describe = getattr(backend, "describe", None)
+            where = describe() if describe is not None else f"backend '{cfg.backend}'"
+            raise ConfigError(f"collect.corpus: {where} is empty and collect.corpus is not set")
+        try:
+            backend.index(read_corpus(Path(cfg.corpus)))
+        except SearchError as exc:
+            raise ConfigError(f"collect.corpus: indexing {cfg.corpus} failed: {exc}") from None
     return backend
 
 

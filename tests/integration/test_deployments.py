@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 import pytest
 import yaml
-from support.audit_logs import DAY, audit_yaml, write_log
+from support.audit_days import BROKEN, FIRST, audit_config, write_logs
 from support.paths import REPO_ROOT
 from support.prefect_server import PrefectServer
 
@@ -135,8 +135,10 @@ def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         httpd.server_close()
 
 
-def create_regression_automation(server: PrefectServer, hook_url: str, root: Path) -> None:
-    """automations/regression.yaml as shipped, notifying a webhook block on ``hook_url``."""
+def create_regression_automation(
+    server: PrefectServer, hook_url: str, root: Path, name: str = "regression.yaml"
+) -> None:
+    """``automations/<name>`` as shipped, notifying a webhook block on ``hook_url``."""
     saved = server.run(
         [
             sys.executable,
@@ -148,9 +150,9 @@ def create_regression_automation(server: PrefectServer, hook_url: str, root: Pat
         ]
     )
     block_id = saved.stdout.strip().splitlines()[-1]
-    automation = yaml.safe_load((REPO / "automations" / "regression.yaml").read_text("utf-8"))
+    automation = yaml.safe_load((REPO / "automations" / name).read_text("utf-8"))
     automation["actions"][0]["block_document_id"] = block_id
-    path = root / "automation.yaml"
+    path = root / f"automation-{name}"
     path.write_text(yaml.safe_dump(automation), encoding="utf-8")
     server.prefect("automation", "create", "--from-file", str(path))
 
@@ -368,18 +370,35 @@ def test_tune_deployment_runs_on_a_process_worker(
     assert (folder / "report.html").is_file() and (folder / "best.yaml").is_file()
 
 
-def test_audit_deployment_audits_a_day_on_a_process_worker(
-    prefect_server: PrefectServer, tmp_path: Path
+@pytest.mark.slow
+def test_audit_deployment_flags_a_regression_and_notifies(
+    prefect_server: PrefectServer, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    """prefect.yaml's daily ``audit`` deployment, run once by a process worker for one day."""
+    """prefect.yaml's ``audit`` deployment audits a day on a process worker; the day the account
+    collection's engine broke, the ``ragaudit.audit.regression`` event reaches the server, the
+    run is named "-regressed" (``audit.on_regression: name``) and the automation notifies."""
     server = prefect_server
-    write_log(tmp_path)
-    config_path = audit_yaml(tmp_path)
+    hook_url, notifications = webhook
+    config = audit_config(tmp_path, write_logs(tmp_path), on_regression="name")
+    # The quiet week through the CLI against the same server: the series the day joins.
+    server.run(
+        [
+            sys.executable,
+            "-m",
+            "ragaudit",
+            "audit",
+            "-c",
+            str(config),
+            "--from",
+            str(FIRST),
+            "--to",
+            str(BROKEN - dt.timedelta(days=1)),
+        ],
+        cwd=tmp_path,
+    )
     project = yaml.safe_load((REPO / "prefect.yaml").read_text(encoding="utf-8"))
     project["deployments"] = [d for d in project["deployments"] if d["name"] == "audit"]
-    [deployment_spec] = project["deployments"]
-    assert [s["cron"] for s in deployment_spec["schedules"]] == ["0 4 * * *"]
-    deployment_spec["parameters"]["config_path"] = str(config_path)
+    project["deployments"][0]["parameters"] = {"config_path": str(config), "day": str(BROKEN)}
     prefect_file = tmp_path / "prefect.yaml"
     prefect_file.write_text(yaml.safe_dump(project, sort_keys=False), encoding="utf-8")
     if not any(p["name"] == "ragaudit" for p in server.api("/work_pools/filter")):
@@ -387,7 +406,9 @@ def test_audit_deployment_audits_a_day_on_a_process_worker(
     server.prefect("deploy", "--all", "--prefect-file", str(prefect_file), cwd=REPO)
     deployment = next(d for d in server.api("/deployments/filter") if d["name"] == "audit")
     assert deployment["entrypoint"] == "flows/audit.py:audit_config"
-    server.prefect("deployment", "run", "ragaudit-audit-config/audit", "--param", f"day={DAY}")
+    assert [s["schedule"].get("cron") for s in deployment["schedules"]] == ["0 4 * * *"]
+    create_regression_automation(server, hook_url, tmp_path, "audit-regression.yaml")
+    server.prefect("deployment", "run", "ragaudit-audit-config/audit")
     server.spawn(
         [sys.executable, "-m", "prefect", "worker", "start", "--pool", "ragaudit", "--run-once"],
         "audit-worker",
@@ -399,7 +420,29 @@ def test_audit_deployment_audits_a_day_on_a_process_worker(
         lambda: f"the audit deployment's run did not finish\n{server.logs()}",
     )
     assert done[0]["state_type"] == "COMPLETED", f"{done[0]['state']}\n{server.logs()}"
-    folder = tmp_path / "runs" / "audit-support-bot" / DAY
+    assert done[0]["name"].endswith("-regressed"), done[0]["name"]
+    folder = tmp_path / "runs" / "audit-bot" / str(BROKEN)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["status"] == "completed"
     assert pl.read_parquet(folder / "estimates.parquet").height > 0
+    changes = pl.read_parquet(folder / "changes.parquet")
+    assert "account" in set(changes.filter(pl.col("regressed"))["segment"])
+    events = server.wait(
+        lambda: server.api(
+            "/events/filter", {"filter": {"event": {"name": ["ragaudit.audit.regression"]}}}
+        )["events"],
+        60,
+        lambda: f"no ragaudit.audit.regression event reached the server\n{server.logs()}",
+    )
+    (event,) = events
+    assert event["resource"]["prefect.resource.id"] == "ragaudit.audit.bot"
+    assert event["payload"]["day"] == str(BROKEN)
+    assert any(r.startswith("account/") for r in event["payload"]["regressed"])
+    server.wait(
+        lambda: notifications,
+        90,
+        lambda: f"the audit automation sent no notification\n{server.logs()}",
+    )
+    (note,) = notifications
+    assert note["subject"].startswith("ragaudit audit bot: ")
+    assert "account" in note["subject"] and str(BROKEN) in note["subject"]

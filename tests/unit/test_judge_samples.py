@@ -170,3 +170,26 @@ def test_score_noise_measures_each_judge_and_the_jury() -> None:
     assert found[("jury", None)].n_raters == 2 and found[("jury", None)].n_items == 200
     # One judge, one sample per row: nothing to measure.
     assert score_noise([([0.5], ["j"]), ([0.7], ["j"])]) == []
+
+
+def test_a_recheck_asks_the_provider_again_at_the_same_temperature(
+    gateway: Gateway, fake: Any
+) -> None:
+    from ragaudit.cache import judge_recheck
+
+    async def ask(tag: str | None) -> Any:
+        if tag is None:
+            return await gateway.astructured(**ASK)
+        with judge_recheck(tag):
+            return await gateway.astructured(**ASK)
+
+    asyncio.run(ask(None))
+    asyncio.run(ask(None))
+    assert fake.stats.calls == 1
+    asyncio.run(ask("2026-11-20"))  # a drift check: the memoised answer is not the answer
+    assert fake.stats.calls == 2
+    asyncio.run(ask("2026-11-20"))  # the same check resumed: its own answer is memoised
+    assert fake.stats.calls == 2
+    asyncio.run(ask("2026-11-27"))
+    assert fake.stats.calls == 3
+    assert {req.params.get("temperature") for req in fake.stats.requests} == {0.0}

@@ -1,0 +1,486 @@
+"""Watching an audit day after day: its series, the probe, the content, the judge, the alarm.
+
+:mod:`._drift` holds the statistics; this module reads and writes the audit's folders around a
+finished day (:func:`watch_day`):
+
+- the day's **instrument** (judge, temperature, prompt versions, metrics, sampling design) is
+  hashed into a series id kept in its manifest; ``<audit>/series.parquet`` is rebuilt from every
+  completed day's ``estimates.parquet``, each row under its day's series;
+- the **probe**: on a series' first day, ``audit.probe`` of the day's drawn units are kept in
+  ``<audit>/probe-<series>.parquet``; every day they are searched again through the configured
+  engine, their top k graded through the judgment store (so a probe costs a call only for a
+  document it has not seen), and their list metrics written to the day's ``probe.parquet``;
+- the **content**: a served document whose id was graded on an earlier day of the series under
+  another text counts as rewritten (``verdicts.parquet`` keeps each graded text's hash);
+- the **judge**: every ``audit.judge_check_days`` days of a series, ``audit.judge_check_size``
+  grades of its first day are asked again with the memo bypassed (:func:`judge_recheck`);
+- the day against the day before and the trailing week (:func:`._drift.day_changes`, paired
+  over the draws), each change attributed, written to ``changes.parquet``; a regression gives
+  the Prefect event the flow emits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from ragaudit.atomic import write_table
+from ragaudit.audit._config import audit_section
+from ragaudit.audit._drift import (
+    OVERALL,
+    SERIES_SCHEMA,
+    Change,
+    DayDesign,
+    Evidence,
+    JudgeCheck,
+    attribute,
+    day_changes,
+    judge_check,
+    probe_changes,
+    regression_event,
+    series_signature,
+    shift_share,
+)
+from ragaudit.audit._estimate import estimate
+from ragaudit.audit._sample import permanent_random
+from ragaudit.cache import Gateway, judge_recheck
+from ragaudit.config import RunConfig
+from ragaudit.directions import higher_is_better
+from ragaudit.judging import Judge
+from ragaudit.prompts import RELEVANCE
+
+if TYPE_CHECKING:
+    from ragaudit.audit._run import AuditDay
+
+SERIES = "series.parquet"
+CHANGES = "changes.parquet"
+PROBE = "probe.parquet"
+
+_Z95 = 1.959963984540054
+
+
+def instrument(config: RunConfig) -> dict[str, Any]:
+    """What measures a day: two days are comparable only when these are equal."""
+    section = audit_section(config)
+    return {
+        "judge": config.models.judge_model,
+        "temperature": config.models.temperature,
+        "jury": list(config.models.jury or []),
+        "repeats": config.models.judge_repeats,
+        "grade_prompt": RELEVANCE.key,
+        "relevant_grade": config.sort.relevant_grade,
+        "metrics": list(section.metrics),
+        "score": json.loads(config.score.model_dump_json()),
+        "sampling": json.loads(section.sampling().model_dump_json()),
+        "segment": section.segment,
+        "redact": json.loads(section.redact.model_dump_json()),
+    }
+
+
+def _days(root: Path) -> list[tuple[str, Path, dict[str, Any]]]:
+    """Every completed day folder of an audit with its manifest, in day order."""
+    out = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        if manifest.get("status") in ("completed", "completed_with_failures") and manifest.get(
+            "series"
+        ):
+            out.append((folder.name, folder, manifest))
+    return out
+
+
+def _se(frame: pl.DataFrame) -> pl.Expr:
+    """A row's standard error: stored, else from its 95 % interval's half width."""
+    half = (pl.col("ci_high") - pl.col("ci_low")) / (2 * _Z95)
+    return pl.col("se").fill_null(half) if "se" in frame.columns else half
+
+
+def build_series(root: Path, also: Sequence[tuple[str, Path, dict[str, Any]]] = ()) -> pl.DataFrame:
+    """``series.parquet``'s rows from every completed day's estimates, each under its series.
+
+    The days in ``also`` are added (a day being finished: its manifest is not written yet).
+    """
+    frames = []
+    named = {d for d, _, _ in also}
+    for day, folder, manifest in [*(x for x in _days(root) if x[0] not in named), *also]:
+        try:
+            est = pl.read_parquet(folder / "estimates.parquet")
+        except OSError:
+            continue
+        frames.append(
+            est.select(
+                pl.lit(manifest["series"]).alias("series"),
+                pl.lit(day).alias("day"),
+                "segment",
+                "metric",
+                "estimate",
+                _se(est).alias("se"),
+                "ci_low",
+                "ci_high",
+                "n",
+                "requests",
+            ).cast(SERIES_SCHEMA)
+        )
+    return pl.concat(frames) if frames else pl.DataFrame(schema=SERIES_SCHEMA)
+
+
+def _design(folder: Path) -> DayDesign | None:
+    try:
+        sample = pl.read_parquet(folder / "sample.parquet")
+        scores = pl.read_parquet(folder / "scores.parquet")
+    except OSError:
+        return None
+    values = scores.select(
+        pl.col("unit").cast(pl.String), "metric", pl.col("value").cast(pl.Float64), "status"
+    )
+    return DayDesign(sample, values)
+
+
+def _strata(design: DayDesign) -> pl.DataFrame:
+    """Per stratum × metric: the estimate, its se and its share of the day's requests."""
+    sample = design.sample
+    by_stratum = estimate(design.values, sample.with_columns(pl.col("stratum").alias("segment")))
+    total = float(sample.group_by("stratum").agg(pl.col("stratum_requests").first()).sum()[0, 1])
+    shares = sample.group_by("stratum").agg(
+        pl.col("segment").first().alias("home"),
+        (pl.col("stratum_requests").first() / total).alias("share"),
+    )
+    return (
+        by_stratum.filter(pl.col("segment") != OVERALL)
+        .rename({"segment": "stratum"})
+        .join(shares, on="stratum")
+        .with_columns(_se(by_stratum).alias("se"))
+    )
+
+
+def mix_splits(before: DayDesign, after: DayDesign) -> dict[tuple[str, str], Any]:
+    """(segment, metric) → the shift-share split, overall and within each segment's bands."""
+    a, b = _strata(before), _strata(after)
+    out: dict[tuple[str, str], Any] = {}
+    for metric in sorted(set(a["metric"]) & set(b["metric"])):
+        ma, mb = a.filter(pl.col("metric") == metric), b.filter(pl.col("metric") == metric)
+        out[(OVERALL, metric)] = shift_share(ma, mb)
+        for seg in sorted(set(ma["home"]) & set(mb["home"])):
+            sa, sb = ma.filter(pl.col("home") == seg), mb.filter(pl.col("home") == seg)
+            out[(seg, metric)] = shift_share(
+                sa.with_columns(pl.col("share") / pl.col("share").sum()),
+                sb.with_columns(pl.col("share") / pl.col("share").sum()),
+            )
+    return out
+
+
+def content_changes(days: Sequence[Path], today: Path) -> dict[str, float]:
+    """Segment → the share of today's graded documents rewritten since an earlier day.
+
+    A document is rewritten when an earlier day of the series graded its id under another text.
+    """
+    seen: dict[str, str] = {}
+    for folder in days:
+        try:
+            frame = pl.read_parquet(folder / "verdicts.parquet", columns=["doc_id", "text_hash"])
+        except (OSError, pl.exceptions.ColumnNotFoundError):
+            continue
+        for doc, digest in frame.drop_nulls().iter_rows():
+            seen[doc] = digest
+    try:
+        now = pl.read_parquet(today / "verdicts.parquet")
+        sample = pl.read_parquet(today / "sample.parquet", columns=["unit", "segment"])
+    except OSError:
+        return {}
+    if "text_hash" not in now.columns:
+        return {}
+    rows = now.drop_nulls("text_hash").join(sample, on="unit", how="left")
+    out: dict[str, list[int]] = {}
+    for seg, doc, digest in rows.select("segment", "doc_id", "text_hash").iter_rows():
+        before = seen.get(doc)
+        tally = out.setdefault(seg or OVERALL, [0, 0])
+        tally[0] += before is not None and before != digest
+        tally[1] += 1
+    return {s: c / n for s, (c, n) in out.items() if n}
+
+
+@dataclass
+class Watch:
+    """What watching one day found."""
+
+    series: str
+    first_day: str
+    changes: list[Change] = field(default_factory=list)
+    judge: JudgeCheck | None = None
+    probe: pl.DataFrame | None = None
+    changed_docs: dict[str, float] = field(default_factory=dict)
+    event: tuple[str, dict[str, str], dict[str, Any]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> list[str]:
+        """``segment/metric`` of every regression beyond noise."""
+        return sorted({f"{c.segment}/{c.metric}" for c in self.changes if c.regressed})
+
+
+def probe_set(root: Path, series: str, first_day: Path, size: int) -> pl.DataFrame | None:
+    """The series' probe: ``size`` units of its first day's draw, kept for the series.
+
+    The units with the smallest permanent random numbers under the salt "probe", written to
+    ``<audit>/probe-<series>.parquet``.
+    """
+    path = root / f"probe-{series.replace(':', '-')}.parquet"
+    if path.exists():
+        return pl.read_parquet(path)
+    try:
+        sample = pl.read_parquet(first_day / "sample.parquet")
+        requests = pl.read_parquet(
+            first_day / "requests.parquet", columns=["request_id", "query", "filters"]
+        )
+    except OSError:
+        return None
+    # As many queries from each segment (the smallest permanent random numbers under the salt
+    # "probe"): a segment's probe is as able to move as another's, whatever its traffic share.
+    segments = sorted(set(sample["segment"].to_list()))
+    per_segment = -(-size // max(len(segments), 1))
+    chosen = (
+        sample.with_columns(
+            pl.col("unit")
+            .map_elements(lambda u: permanent_random("probe", u), return_dtype=pl.Float64)
+            .alias("_u")
+        )
+        .sort("_u")
+        .group_by("segment", maintain_order=True)
+        .head(per_segment)
+        .sort("_u")
+        .head(size)
+        .join(requests, on="request_id", how="left")
+        .select("unit", "segment", "query", "filters")
+    )
+    write_table(chosen.to_arrow(), path)
+    return chosen
+
+
+async def run_probe(
+    day: AuditDay, probe: pl.DataFrame, judge: Judge, gateway: Gateway
+) -> pl.DataFrame:
+    """The probe's queries searched through today's engine, graded, and their list metrics.
+
+    The top k of each is graded through the store; returns ``probe``, ``segment``, ``metric``,
+    ``value`` rows (also written to the day's ``probe.parquet``).
+    """
+    from ragaudit.audit._run import AuditDay as Day
+    from ragaudit.audit._run import Served, grade_served, score_lists
+    from ragaudit.lang import detect_language
+    from ragaudit.search import ready_backend
+
+    k = day.section.k
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return await gateway.aembed(texts, model=day.config.models.embedder_model)
+
+    backend = ready_backend(day.config, embed=embed)
+    served = []
+    for unit, segment, query, filters in probe.iter_rows():
+        hits = await backend.search(query, filters=json.loads(filters or "{}"), top_n=k)
+        served.append(
+            Served(
+                request_id=f"probe:{unit}",
+                unit=unit,
+                segment=segment,
+                query=query,
+                language=detect_language(query),
+                answer=None,
+                citations=None,
+                docs=[
+                    {"rank": i, "id": h.id, "text": h.text, "changed": False}
+                    for i, h in enumerate(hits[:k], start=1)
+                ],
+            )
+        )
+    probe_day = Day(day.config, day.day, day.folder, None, probe, served=served)
+    await grade_served(probe_day, judge, gateway, f"audit-probe:{day.section.name}")
+    score_lists(probe_day)
+    day.grading.from_store += probe_day.grading.from_store
+    day.grading.paid += probe_day.grading.paid
+    day.grading.from_memo += probe_day.grading.from_memo
+    frame = pl.DataFrame(
+        [
+            {
+                "probe": r["unit"],
+                "segment": r["segment"],
+                "metric": r["metric"],
+                "value": r["value"],
+            }
+            for r in probe_day.scores
+            if r["status"] == "ok"
+        ],
+        schema={"probe": pl.String, "segment": pl.String, "metric": pl.String, "value": pl.Float64},
+    )
+    write_table(frame.to_arrow(), day.folder / PROBE)
+    return frame
+
+
+async def recheck_judge(
+    day: AuditDay, first_day: Path, judge: Judge, gateway: Gateway
+) -> JudgeCheck | None:
+    """``audit.judge_check_size`` of the series' first day's grades asked again, memo bypassed."""
+    from ragaudit.audit._run import AuditDay as Day
+    from ragaudit.audit._run import Served, grade_served
+
+    section = day.section
+    try:
+        verdicts = pl.read_parquet(first_day / "verdicts.parquet")
+        requests = pl.read_parquet(first_day / "requests.parquet")
+    except OSError:
+        return None
+    ok = verdicts.filter(pl.col("status") == "ok").with_columns(
+        pl.struct("request_id", "rank")
+        .map_elements(
+            lambda r: permanent_random("judge-check", f"{r['request_id']}#{r['rank']}"),
+            return_dtype=pl.Float64,
+        )
+        .alias("_u")
+    )
+    chosen = ok.sort("_u").head(section.judge_check_size)
+    by_id = {r["request_id"]: r for r in requests.iter_rows(named=True)}
+    served, stored = [], []
+    for row in chosen.iter_rows(named=True):
+        req = by_id.get(row["request_id"])
+        doc = next((d for d in (req or {}).get("docs") or [] if d.get("rank") == row["rank"]), None)
+        if req is None or doc is None or not doc.get("text"):
+            continue
+        served.append(
+            Served(
+                request_id=f"check:{row['request_id']}#{row['rank']}",
+                unit=row["unit"],
+                segment="",
+                query=req["query"],
+                language="en",
+                answer=None,
+                citations=None,
+                docs=[{"rank": 1, "id": doc["id"], "text": doc["text"], "changed": False}],
+            )
+        )
+        stored.append(int(row["grade"]))
+    check_day = Day(day.config, day.day, day.folder, None, pl.DataFrame(), served=served)
+    # Asked again under the check's tag: neither the store nor the memo answers.
+    with judge_recheck(f"audit-check:{day.day.isoformat()}"):
+        await grade_served(check_day, judge, gateway, f"audit-check:{section.name}", store=False)
+    asked = {v["request_id"]: v["grade"] for v in check_day.verdicts}
+    pairs = [
+        (g, asked[s.request_id])
+        for s, g in zip(served, stored, strict=True)
+        if asked.get(s.request_id) is not None
+    ]
+    return judge_check(
+        [a for a, _ in pairs], [b for _, b in pairs], bound=section.judge_check_kappa
+    )
+
+
+def _index(days: Sequence[tuple[str, Path, dict[str, Any]]], series: str) -> list[tuple[str, Path]]:
+    return [(d, f) for d, f, m in days if m.get("series") == series]
+
+
+async def watch_day(day: AuditDay, judge: Judge, gateway: Gateway) -> Watch:
+    """The finished ``day``'s evidence: the probe run, the judge check, rewritten content."""
+    section = day.section
+    root = day.folder.parent
+    series = day_series(day.config)
+    name = day.day.isoformat()
+    days = [(d, f, m) for d, f, m in _days(root) if d != name]
+    mine = [(d, f) for d, f in _index(days, series) if d < name]
+    first_day = mine[0][1] if mine else day.folder
+    watch = Watch(series=series, first_day=first_day.name)
+    if any(m.get("series") != series for d, _, m in days if d < name) and not mine:
+        watch.notes.append(
+            "a new series starts today: the judge, prompts, metrics or sampling differ from "
+            "the days before, which are not compared with it"
+        )
+    if section.probe:
+        probe = probe_set(root, series, first_day, section.probe)
+        if probe is not None and not probe.is_empty():
+            watch.probe = await run_probe(day, probe, judge, gateway)
+    if section.judge_check_days and mine and len(mine) % section.judge_check_days == 0:
+        watch.judge = await recheck_judge(day, first_day, judge, gateway)
+    watch.changed_docs = content_changes([f for _, f in mine], day.folder)
+    return watch
+
+
+def day_series(config: RunConfig) -> str:
+    """The series id of a config's audit days."""
+    return series_signature(instrument(config))
+
+
+def compare_day(day: AuditDay, watch: Watch) -> Watch:
+    """The day's changes against its series, attributed; the event when something regressed.
+
+    Writes ``series.parquet`` (every series of the audit) and the day's ``changes.parquet``.
+    """
+    root = day.folder.parent
+    name = day.day.isoformat()
+    today = (name, day.folder, {"series": watch.series})
+    series_all = build_series(root, also=[today]).sort("day", "segment", "metric")
+    write_table(series_all.to_arrow(), root / SERIES)
+    mine = series_all.filter(pl.col("series") == watch.series)
+    folders = {**dict(_index(_days(root), watch.series)), name: day.folder}
+    designs = {d: des for d, f in folders.items() if (des := _design(f)) is not None}
+    better = {m: higher_is_better(m) for m in set(mine["metric"].to_list())}
+    changes = day_changes(
+        mine, name, alpha=day.config.report.alpha, higher_is_better=better, designs=designs
+    )
+    evidence: dict[str, Evidence] = {}
+    out = []
+    for c in changes:
+        ref = c.reference_days[0]
+        if ref not in evidence:
+            probes = {}
+            ref_probe = folders.get(ref, Path()) / PROBE
+            if watch.probe is not None and ref_probe.exists():
+                probes = {
+                    (p.segment, p.metric): p
+                    for p in probe_changes(watch.probe, pl.read_parquet(ref_probe))
+                }
+            mix = (
+                mix_splits(designs[ref], designs[name])
+                if ref in designs and name in designs
+                else {}
+            )
+            evidence[ref] = Evidence(
+                probe=probes,
+                changed_docs=watch.changed_docs,
+                mix=mix,
+                judge=watch.judge,
+                content_share=day.section.content_share,
+            )
+        out.append(attribute(c, evidence[ref]))
+    watch.changes = out
+    write_table(
+        pl.DataFrame([c.to_row() for c in out], infer_schema_length=None).to_arrow()
+        if out
+        else pl.DataFrame(schema={"segment": pl.String, "metric": pl.String}).to_arrow(),
+        day.folder / CHANGES,
+    )
+    watch.event = regression_event(day.section.name, name, str(day.folder.resolve()), out)
+    return watch
+
+
+__all__ = [
+    "CHANGES",
+    "PROBE",
+    "SERIES",
+    "Watch",
+    "build_series",
+    "compare_day",
+    "content_changes",
+    "day_series",
+    "instrument",
+    "mix_splits",
+    "probe_set",
+    "recheck_judge",
+    "run_probe",
+    "watch_day",
+]
