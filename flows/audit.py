@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -95,7 +96,9 @@ def run_audit(config: RunConfig, day: dt.date) -> dict[str, Any]:
     ``failed`` holds the flow run's message when it failed on a regression (as
     ``audit.on_regression: fail`` asks); the summary is the same either way.
     """
-    state = asyncio.run(audit(config.model_dump_json(), day.isoformat(), return_state=True))
+    # Prefect types a flow called with return_state=True as its return value; it is a State.
+    call = audit(config.model_dump_json(), day.isoformat(), return_state=True)
+    state = asyncio.run(cast(Coroutine[Any, Any, State[Any]], call))
     data = state.result(raise_on_failure=False)
     result = dict(data) if isinstance(data, dict) else {}
     if state.is_failed():

@@ -49,18 +49,20 @@ OVERALL = "(all)"
 BASELINE_DAYS = 7
 """How many earlier days of a series the trailing baseline averages."""
 
-SERIES_SCHEMA = {
-    "series": pl.Utf8,
-    "day": pl.Utf8,
-    "segment": pl.Utf8,
-    "metric": pl.Utf8,
-    "estimate": pl.Float64,
-    "se": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "n": pl.Int64,
-    "requests": pl.Float64,
-}
+SERIES_SCHEMA = pl.Schema(
+    {
+        "series": pl.Utf8,
+        "day": pl.Utf8,
+        "segment": pl.Utf8,
+        "metric": pl.Utf8,
+        "estimate": pl.Float64,
+        "se": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "n": pl.Int64,
+        "requests": pl.Float64,
+    }
+)
 """Columns of ``series.parquet``: one row per day × segment × metric."""
 
 
@@ -379,9 +381,10 @@ def shift_share(before: pl.DataFrame, after: pl.DataFrame, *, alpha: float = 0.0
         & pl.col("se_1").is_not_null()
     )
     unmatched = joined.join(valid.select("stratum"), on="stratum", how="anti")
-    lost = float(
-        (unmatched["share"].fill_null(0).sum() + unmatched["share_1"].fill_null(0).sum()) / 2
-    )
+    lost = (
+        float(unmatched["share"].fill_null(0).sum())
+        + float(unmatched["share_1"].fill_null(0).sum())
+    ) / 2
     w0 = valid["share"].fill_null(0).to_numpy().astype(float)
     w1 = valid["share_1"].fill_null(0).to_numpy().astype(float)
     m0 = valid["estimate"].to_numpy().astype(float)
