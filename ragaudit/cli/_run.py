@@ -91,10 +91,13 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
 
     from ragaudit import stopping
     from ragaudit._server import ephemeral_server
-    from ragaudit.runfolder import RunFolder
+    from ragaudit.runfolder import RunFolder, RunsRoot
     from ragaudit.runlock import RunLock
 
     run_id = config.run_id or new_run_id()
+    # Before anything is written: a tune's, a round robin's, an audit's folder or the judgment
+    # store taken as a run would get a run's files mixed into its own.
+    RunsRoot(config.runs_root).claim(run_id, "run")
     try:
         with (
             stopping.sigterm_as_sigint(),
@@ -218,6 +221,10 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
     )
     if text:
         console.print(f"Ranking agreement (mean over questions): {text}")
+    judged = report.judge_cost
+    if judged is not None and judged.fresh_notes:
+        # Why the heads cost what they did: a previous run not built on says why here.
+        console.print(f"Sort stage, {judged.line()}", soft_wrap=True, markup=False)
     if report.judge_noise:
         console.print(
             "Judge noise (Krippendorff's α):\n"
