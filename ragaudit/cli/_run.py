@@ -91,13 +91,10 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
 
     from ragaudit import stopping
     from ragaudit._server import ephemeral_server
-    from ragaudit.runfolder import RunFolder, RunsRoot
+    from ragaudit.runfolder import RunFolder
     from ragaudit.runlock import RunLock
 
     run_id = config.run_id or new_run_id()
-    # Before anything is written: a tune's, a round robin's, an audit's folder or the judgment
-    # store taken as a run would get a run's files mixed into its own.
-    RunsRoot(config.runs_root).claim(run_id, "run")
     try:
         with (
             stopping.sigterm_as_sigint(),
@@ -254,6 +251,12 @@ def _evaluate(
     import ragaudit.metrics  # noqa: F401
 
     config = load_paid_config(config_path, overrides)
+    if config.run_id is not None:
+        from ragaudit.runfolder import RunsRoot
+
+        # Before anything is written (the memo's folder included): a tune's, a round robin's,
+        # an audit's folder or the judgment store taken as a run would get a run's files.
+        RunsRoot(config.runs_root).claim(config.run_id, "run")
     if stages is None or "collect" in stages:
         # Check the collect stage's inputs before Prefect starts: a malformed question set or
         # a missing corpus then fails at once with one clean message, not after the server

@@ -157,10 +157,11 @@ def _two_tunes_at_once(tmp_path: Path) -> list[int]:
     return paid
 
 
-def test_two_tunes_at_once_on_one_store_pay_each_grade_once(tmp_path: Path) -> None:
+def test_two_tunes_at_once_on_one_store_pay_each_grade_once(tmp_path: Path, fake: Any) -> None:
     """Round 5 #7: two tunes at once paid 809 of 824 grades twice (no lock)."""
     paid = _two_tunes_at_once(tmp_path)
-    assert sum(paid) == 40, paid  # 4 questions × 10 documents, each paid by one tune only
+    # 4 questions × 10 documents, each paid by one tune only: the provider saw 40 calls.
+    assert fake.stats.calls == 40 and sum(paid) == 40, paid
     assert len(JudgmentStore(tmp_path / "judgments")) == 40
 
 
