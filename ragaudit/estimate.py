@@ -20,10 +20,8 @@ import polars as pl
 from ragaudit.cache import usage_counter
 from ragaudit.cache.providers import provider_record
 from ragaudit.errors import ConfigError
-from ragaudit.runfolder import COMPLETE_STATUSES, RunsRoot
+from ragaudit.runfolder import RunsRoot
 
-FINISHED = COMPLETE_STATUSES
-"""Statuses of an earlier run whose tables count as the judge's record (``run_state``'s)."""
 HISTORY_RUNS = 20
 """The newest runs read for the record (reading one costs its tables and call log)."""
 
@@ -267,7 +265,6 @@ def price(model: str, tokens_in: float, tokens_out: float) -> float | None:
 
 __all__ = [
     "BUNDLED_RECORDS",
-    "FINISHED",
     "HISTORY_RUNS",
     "RECORD_FORMAT",
     "History",
