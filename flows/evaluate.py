@@ -45,7 +45,7 @@ from ragaudit.flows._stages import BY_NAME, COMMANDS, STAGES, Stage, code_digest
 from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.reevaluation import ordering_manifest
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import RunFolder, RunsRoot
 from ragaudit.runids import new_run_id
 from ragaudit.runlock import RunLock
 from ragaudit.stopping import reclaim_sigterm
@@ -342,6 +342,8 @@ async def evaluate(
     reclaim_sigterm()
     config = RunConfig.model_validate_json(config_json)
     run = RunFolder(config.runs_root, run_id)
+    # A tune's, a round robin's, an audit's folder or the judgment store is never a run's.
+    RunsRoot(config.runs_root).claim(run_id, "run")
     selected = [s for s in STAGES if s.requested(stages) and s.enabled(config)]
     started = time.perf_counter()
     # One writer per run: a second process on this id is refused before it touches the run.

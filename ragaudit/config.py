@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from ragaudit.errors import ConfigError, clip
 from ragaudit.registry import ANSWER_SOURCES, METRICS, ORDERINGS, SEARCH_BACKENDS, load_module
-from ragaudit.runlock import check_run_id
+from ragaudit.runlock import COMPLETE_STATUSES, check_run_id
 from ragaudit.secrets import url_password
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
@@ -926,7 +926,7 @@ class NightlyConfig(_Frozen):
     """What a metric that regressed beyond noise does to the flow run besides the
     ``ragaudit.regression`` event: ``fail``, a Failed state naming the metrics; ``name``, a
     ``-regressed`` suffix on the run's name (state Completed); ``ignore``, nothing."""
-    baseline_statuses: tuple[str, ...] = ("completed", "completed_with_failures")
+    baseline_statuses: tuple[str, ...] = COMPLETE_STATUSES
     """Manifest statuses a previous run may have to be the baseline (failed and interrupted
     runs never are)."""
 

@@ -109,6 +109,34 @@ def jsonl_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
+def read_jsonl(path: Path | str) -> list[tuple[int, dict[str, Any]]]:
+    """Each JSON object of a JSONL file with its line number; blank lines skipped.
+
+    The one JSONL reader of input files (question sets, labels, calibration sets).
+
+    Raises:
+        InputError: The file cannot be read or is not UTF-8, or a line is not valid JSON or
+            not a JSON object (naming the file and the line).
+    """
+    path = Path(path)
+    try:
+        text = _decode(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    rows = []
+    for n, line in enumerate(jsonl_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}")
+        rows.append((n, obj))
+    return rows
+
+
 def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
     """Raw records and the word for a record's position ('line' or 'row')."""
     suffix = path.suffix.lower()
@@ -119,22 +147,9 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
             return pl.read_parquet(path).to_dicts(), "row"
         except Exception as exc:
             raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    text = _decode(path)
     if suffix == ".jsonl":
-        rows = []
-        for n, line in enumerate(jsonl_lines(text), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise InputError(
-                    f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}"
-                )
-            rows.append({**obj, "__pos": n})
-        return rows, "line"
+        return [{**obj, "__pos": n} for n, obj in read_jsonl(path)], "line"
+    text = _decode(path)
     if suffix == ".json":
         try:
             obj = json.loads(text)
@@ -449,6 +464,7 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
 
 
 __all__ = [
+    "read_jsonl",
     "ALIASES",
     "MAX_GRADE",
     "Qrels",

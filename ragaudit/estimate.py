@@ -20,9 +20,8 @@ import polars as pl
 from ragaudit.cache import usage_counter
 from ragaudit.cache.providers import provider_record
 from ragaudit.errors import ConfigError
+from ragaudit.runfolder import RunsRoot
 
-FINISHED = ("completed", "completed_with_failures")
-"""Statuses of an earlier run whose tables count as the judge's record."""
 HISTORY_RUNS = 20
 """The newest runs read for the record (reading one costs its tables and call log)."""
 
@@ -170,28 +169,21 @@ def _frame(paths: list[Path], columns: list[str]) -> pl.DataFrame | None:
 def judge_history(runs_root: Path, judge: str, limit: int = HISTORY_RUNS) -> History:
     """The record of ``judge`` in the newest ``limit`` finished runs under ``runs_root``.
 
-    A run counts when its manifest names ``judge`` and says it finished (:data:`FINISHED`).
+    A run counts when its manifest names ``judge`` and :func:`ragaudit.runfolder.run_state`
+    calls it complete (:meth:`ragaudit.runfolder.RunsRoot.finished`).
     Read: ``verdicts`` (``ok`` rows: relevant or not), ``comparisons`` (``ok`` rows: tied or
     not), ``ground_truth`` (references asked of it, and those it wrote, counted in its tokens)
     and the call log (completion rows of ``judge`` without error). No model is called.
     """
-    found: list[tuple[str, str, Path]] = []
-    for manifest_path in Path(runs_root).glob("*/manifest.json"):
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if manifest.get("status") not in FINISHED:
-            continue
-        if (manifest.get("models") or {}).get("judge") != judge:
-            continue
-        found.append(
-            (str(manifest.get("started_at") or ""), manifest_path.parent.name, manifest_path.parent)
-        )
-    found = sorted(found)[-limit:]
+    # The one rule of a finished run (runfolder.run_state), oldest first by start.
+    found = [
+        r
+        for r in RunsRoot(runs_root).finished()
+        if (r.manifest.get("models") or {}).get("judge") == judge
+    ][-limit:]
     if not found:
         return History(judge)
-    dirs = [d for _, _, d in found]
+    dirs = [r.path for r in found]
     verdicts = _frame(
         [d / "verdicts.parquet" for d in dirs if (d / "verdicts.parquet").is_file()],
         ["relevant", "status"],
@@ -238,7 +230,7 @@ def judge_history(runs_root: Path, judge: str, limit: int = HISTORY_RUNS) -> His
             replies[(row["stage"], row["prompt_version"])] = Reply(row["calls"], row["mean"])
     return History(
         judge,
-        runs=tuple(run_id for _, run_id, _ in found),
+        runs=tuple(r.run_id for r in found),
         verdicts=0 if ok is None else ok.height,
         relevant=0 if ok is None else int(ok["relevant"].sum()),
         comparisons=0 if decided is None else decided.height,
@@ -273,7 +265,6 @@ def price(model: str, tokens_in: float, tokens_out: float) -> float | None:
 
 __all__ = [
     "BUNDLED_RECORDS",
-    "FINISHED",
     "HISTORY_RUNS",
     "RECORD_FORMAT",
     "History",

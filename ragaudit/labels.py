@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import fcntl
 import io
 import math
 import random
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,28 +27,16 @@ import pyarrow.compute as pc
 from ragaudit import atomic, schemas
 from ragaudit.errors import InputError
 from ragaudit.runfolder import DamagedRunFile, RunFolder, read_parquet_file
+from ragaudit.runlock import file_lock
 from ragaudit.trec import qrels_text
 
 FILE = "labels.parquet"
 _LOCK = ".labels.lock"
-# One writer per process as well as per file: flock is per open file description, and two
-# threads of one server would otherwise each hold "the" lock.
-_THREAD_LOCK = threading.Lock()
 
 
 def item_id(kind: str, question_id: str, candidate_id: str | None = None) -> str:
     """The id of a labelled item: a candidate's grade or an answer's metric verdict."""
     return f"{kind}:{question_id}" + (f":{candidate_id}" if candidate_id is not None else "")
-
-
-@contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
-    with _THREAD_LOCK, open(run_dir / _LOCK, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def read_labels(run_dir: Path) -> pa.Table:
@@ -84,7 +68,7 @@ def append_labels(run_dir: Path, rows: list[dict[str, Any]]) -> None:
     run_dir = Path(run_dir)
     now = dt.datetime.now(dt.UTC)
     new = schemas.to_table([{"time": now, **row} for row in rows], schemas.LABELS)
-    with _locked(run_dir):
+    with file_lock(run_dir / _LOCK):
         table = pa.concat_tables([read_labels(run_dir).cast(schemas.LABELS), new])
         atomic.write_table(table, run_dir / FILE)
 
@@ -272,7 +256,7 @@ def ensure_sample(run_dir: Path, n: int, *, seed: int = 0) -> tuple[pa.Table, bo
     A sample once written is kept whatever ``n`` says: every annotator must get the same items.
     """
     run_dir = Path(run_dir)
-    with _locked(run_dir):
+    with file_lock(run_dir / _LOCK):
         kept = read_sample(run_dir)
         if kept is not None:
             return kept, False

@@ -10,30 +10,31 @@ and the ``ragaudit.regression`` event that a Prefect automation turns into a not
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from ragaudit.cache import canonical_hash
 from ragaudit.config import RunConfig
-from ragaudit.errors import StageError
-from ragaudit.judging import PreviousHead, head_signature
+from ragaudit.judging import config_signature
 from ragaudit.reporting import (
     Comparison,
     RunOverview,
     artifact_key,
     judge_cost,
     list_runs,
-    read_calls,
     regressions,
     run_overview,
 )
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import (
+    COMPLETE_STATUSES,
+    RunFolder,
+    RunsRoot,
+    config_key,
+    measured_config,
+    stored_config,
+)
 
 REGRESSION_EVENT = "ragaudit.regression"
 """Name of the event emitted when a metric regressed beyond noise against the baseline."""
@@ -41,65 +42,10 @@ REGRESSION_EVENT = "ragaudit.regression"
 REGRESSED_SUFFIX = "-regressed"
 """Suffix of a flow run's name when ``nightly.on_regression`` is ``name``."""
 
-# Settings that change how a run is carried out, not what it measures: two runs differing
-# only here are still the same configuration.
-_OPERATIONAL = (
-    "run_id",
-    "runs_root",
-    "cache_dir",
-    "cache",
-    "nightly",
-    "scale",
-    "ablate",
-    "tune",
-    "models.concurrency",
-    "models.global_limit",
-    "models.max_retries",
-    "models.max_repairs",
-    "models.backoff_s",
-    "models.timeout_s",
-    "collect.answers.concurrency",
-    "collect.answers.retries",
-    "collect.answers.backoff_s",
-    "collect.answers.timeout_s",
-    # Which run the sort stage builds its head order on: the order it reuses was judged under
-    # this same configuration, so a run that reuses one is still like one that did not.
-    "sort.previous",
-)
-
-
-def _measured(config: RunConfig) -> dict[str, Any]:
-    """The configuration as JSON, less the operational settings."""
-    data = config.model_dump(mode="json")
-    for dotted in _OPERATIONAL:
-        *parents, last = dotted.split(".")
-        node: Any = data
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(last, None)
-    return data
-
-
-def config_key(config: RunConfig) -> str:
-    """Hash of what in the configuration changes a score (operational settings left out)."""
-    return canonical_hash(_measured(config))
-
 
 def _stored_config(run_dir: Path) -> RunConfig | None:
     """A stored run's config (None when it does not load in this version)."""
-    stored = RunFolder(run_dir.parent, run_dir.name).read_manifest().get("config")
-    if not isinstance(stored, dict):
-        return None
-    with contextlib.suppress(ValidationError):
-        return RunConfig.model_validate(stored)
-    return None
-
-
-def _stored_key(run_dir: Path) -> str | None:
-    """The config key of a stored run (None when its config does not load in this version)."""
-    config = _stored_config(run_dir)
-    return None if config is None else config_key(config)
+    return stored_config(RunFolder(run_dir.parent, run_dir.name))
 
 
 def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -118,7 +64,7 @@ def _shown(value: Any, width: int = 60) -> str:
 
 def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
     """What differs between two configurations, operational settings aside: ``field: a → b``."""
-    a, b = _leaves(_measured(before)), _leaves(_measured(now))
+    a, b = _leaves(measured_config(before)), _leaves(measured_config(now))
     return [
         f"{field}: {_shown(a.get(field))} → {_shown(b.get(field))}"
         for field in sorted(a.keys() | b.keys())
@@ -137,7 +83,7 @@ class UnlikeRun:
 
 def unlike_runs(
     run_dir: Path,
-    statuses: tuple[str, ...] = ("completed", "completed_with_failures"),
+    statuses: tuple[str, ...] = COMPLETE_STATUSES,
     limit: int = 3,
 ) -> list[UnlikeRun]:
     """The newest earlier finished runs of ``run_dir``'s question set whose config differs.
@@ -185,59 +131,18 @@ def no_baseline_verdict(unlike: Sequence[UnlikeRun]) -> str:
 
 def previous_run(
     run_dir: Path,
-    statuses: tuple[str, ...] = ("completed", "completed_with_failures"),
+    statuses: tuple[str, ...] = COMPLETE_STATUSES,
 ) -> RunOverview | None:
     """The newest run before ``run_dir`` under its root with its question set and config.
 
-    "Before" is by start time; the run must have finished with one of ``statuses``.
+    "Before" is by start time; the run must have finished with one of ``statuses``
+    (:meth:`ragaudit.runfolder.RunsRoot.previous_like`).
     """
     run_dir = Path(run_dir)
-    current = run_overview(run_dir)
-    if current.question_set_hash is None:
-        return None
-    key = _stored_key(run_dir)
-    candidates = [
-        r
-        for r in list_runs(run_dir.parent)
-        if r.run_id != current.run_id
-        and r.status in statuses
-        and r.question_set_hash == current.question_set_hash
-        and (r.started_at or "") < (current.started_at or "\uffff")
-    ]
-    for r in reversed(candidates):  # newest first; reading a manifest's config is the cost
-        if _stored_key(r.run_dir) == key:
-            return r
-    return None
-
-
-def config_signature(config: RunConfig) -> dict[str, object]:
-    """The judge and prompt versions a run's judged heads rest on (see ``head_signature``)."""
-    return head_signature(
-        config.models.judge_model, config.models.temperature, config.sort.head_method
+    found = RunsRoot(run_dir.parent).previous_like(
+        RunFolder(run_dir.parent, run_dir.name), statuses
     )
-
-
-def _stored_signature(run: RunFolder) -> dict[str, Any] | None:
-    """The judge and head prompt versions a stored run ordered with (None: not known).
-
-    From its manifest's ``ordering`` section; a run written before that section has its judge
-    from its stored config and its prompt versions from its call log.
-    """
-    manifest = run.read_manifest()
-    recorded = (manifest.get("ordering") or {}).get("signature")
-    if isinstance(recorded, dict):
-        return recorded
-    config = _stored_config(run.path)
-    calls = read_calls(run.calls_dir)
-    if config is None or calls is None or "prompt_version" not in calls.columns:
-        return None
-    wanted = {str(v).split("@")[0] for v in config_signature(config)["prompt_versions"]}  # type: ignore[attr-defined]
-    logged = sorted(
-        v for v in calls["prompt_version"].drop_nulls().unique() if v.split("@")[0] in wanted
-    )
-    if not logged:
-        return None
-    return {**config_signature(config), "prompt_versions": logged}
+    return None if found is None else run_overview(found.path)
 
 
 def ordering_manifest(config: RunConfig, run: RunFolder) -> dict[str, Any]:
@@ -253,80 +158,10 @@ def ordering_manifest(config: RunConfig, run: RunFolder) -> dict[str, Any]:
         "previous": config.sort.previous,
         "head_source": counts,
         "reused_share": None if cost is None else cost.reused_share,
+        # Why heads were ordered afresh (no earlier run like this one, another judge, a
+        # question whose text changed): what a night's ordering cost rests on.
+        "fresh_because": {} if cost is None else dict(cost.fresh_notes),
     }
-
-
-@dataclass(frozen=True)
-class OrderingBaseline:
-    """The earlier run whose judged heads the sort stage builds on, and those heads.
-
-    ``heads`` holds only the questions whose previous ranking may be reused (status ``ok``,
-    the same method); ``note`` says why there is no baseline or why it was not used.
-    """
-
-    run_id: str | None
-    heads: dict[str, PreviousHead]
-    note: str | None = None
-
-
-def ordering_baseline(
-    run: RunFolder, config: RunConfig, ids: frozenset[str] | None = None
-) -> OrderingBaseline:
-    """The previous heads ``sort.previous`` points at, for ``run``'s questions (``ids``).
-
-    ``auto``: the nightly's baseline (:func:`previous_run`); a run id: that run, which must
-    exist under the runs root; ``none``: no baseline. A baseline judged with another judge or
-    other prompt versions gives no heads; per question only an ``ok`` ranking made by the same
-    method is given.
-    """
-    cfg = config.sort
-    if cfg.previous == "none" or cfg.order != "head":
-        return OrderingBaseline(None, {})
-    if cfg.previous == "auto":
-        if _stored_config(run.path) is None:
-            # Without its own config stored a run cannot say which runs are like it.
-            return OrderingBaseline(None, {}, "this run's configuration is not stored yet")
-        found = previous_run(run.path)
-        if found is None:
-            return OrderingBaseline(None, {}, "no earlier completed run of this configuration")
-        prev = RunFolder(run.path.parent, found.run_id)
-    else:
-        prev = RunFolder(run.path.parent, cfg.previous)
-        if prev.run_id == run.run_id or not prev.manifest_path.is_file():
-            raise StageError(
-                f"sort.previous: run {cfg.previous!r} is not a run under {run.path.parent}"
-            )
-    if not prev.has("ranking") or not prev.has("candidates") or not prev.has("verdicts"):
-        return OrderingBaseline(prev.run_id, {}, f"run {prev.run_id} has no judged ranking")
-    then, now = _stored_signature(prev), config_signature(config)
-    if then != now:
-        what = "not recorded" if then is None else _shown(then, 120)
-        return OrderingBaseline(
-            prev.run_id,
-            {},
-            f"run {prev.run_id} ordered with another judge or prompts ({what}; now "
-            f"{_shown(now, 120)})",
-        )
-    method = f"head:{cfg.head_method}"
-    texts: dict[str, dict[str, str]] = {}
-    for c in prev.rows("candidates", ids):
-        texts.setdefault(c["question_id"], {})[c["context_id"]] = c["text"]
-    grades: dict[str, dict[str, int]] = {}
-    for v in prev.rows("verdicts", ids):
-        if v["grade"] is not None:
-            grades.setdefault(v["question_id"], {})[v["context_id"]] = v["grade"]
-    heads = {}
-    for qid, row in prev.ranking(ids).items():
-        if row.get("status") != "ok" or row.get("method") != method or row.get("exact_k") is None:
-            continue
-        ordered = tuple(row["ordered_ids"] or ())
-        heads[qid] = PreviousHead(
-            head=ordered[: row["exact_k"]],
-            ordered=ordered,
-            texts=texts.get(qid, {}),
-            grades=grades.get(qid, {}),
-        )
-    return OrderingBaseline(prev.run_id, heads)
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -527,17 +362,14 @@ async def publish_comparison(
 __all__ = [
     "REGRESSED_SUFFIX",
     "REGRESSION_EVENT",
-    "OrderingBaseline",
     "RegressionEvent",
     "UnlikeRun",
     "comparison_markdown",
     "comparison_table",
     "config_differences",
     "config_key",
-    "config_signature",
     "no_baseline_markdown",
     "no_baseline_verdict",
-    "ordering_baseline",
     "ordering_manifest",
     "previous_run",
     "publish_comparison",

@@ -2,27 +2,36 @@
 
 Every write goes to a temporary file in the same folder and is renamed into place, so a
 crash never leaves a half-written table or manifest behind.
+
+:class:`RunsRoot` is the one keeper of what lies under a runs root: the one scanner of its run
+folders, the one rule of a finished run (:func:`run_state`), a previous like-for-like run, the
+judgment store's place, and which kind of folder (run, tune, battles, audit, the store) a name
+belongs to, so that one kind never writes into another's folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from cachetools import LRUCache
+from pydantic import ValidationError
 
 from ragaudit.atomic import redact_table, write_bytes, write_json, write_table
+from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
-from ragaudit.errors import StageError, clip
-from ragaudit.runlock import check_run_id, is_held
+from ragaudit.errors import ConfigError, StageError, clip
+from ragaudit.hashing import canonical_hash
+from ragaudit.runlock import COMPLETE_STATUSES, check_run_id, is_held
 from ragaudit.schemas import SCHEMA_VERSION, TABLES, schema_version
 
 _READ_CACHE_BYTES = 64 << 20
@@ -96,10 +105,6 @@ def _read_parquet(path: Path) -> pa.Table:
         with _READ_CACHE_LOCK:
             _READ_CACHE.setdefault(key, (table, size))
     return table
-
-
-COMPLETE_STATUSES = ("completed", "completed_with_failures")
-"""Manifest statuses of a run that ran every stage it was asked for to its end."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,25 @@ class RunFolder:
     def has(self, name: str) -> bool:
         """Whether table ``name`` was written."""
         return self.table_path(name).is_file()
+
+    def prompt_versions(self, *names: str) -> set[str]:
+        """The prompt versions (``name@version``) of ``names`` the run's call log holds.
+
+        A part of the log that cannot be read is left out: what it logged is then unknown.
+        """
+        versions: set[str] = set()
+        parts = sorted(self.calls_dir.glob("*.parquet")) if self.calls_dir.is_dir() else []
+        for part in parts:
+            try:
+                logged = read_parquet_file(part, columns=["prompt_version"])
+            except DamagedRunFile:
+                continue
+            versions.update(
+                v
+                for v in logged["prompt_version"].unique().to_pylist()
+                if v and v.split("@", 1)[0] in names
+            )
+        return versions
 
     def write(self, name: str, table: pa.Table) -> Path:
         """Write table ``name`` (its schema must be the registered one).
@@ -316,9 +340,247 @@ class RunFolder:
         write_json(manifest, self.manifest_path)
 
 
+def question_set_hash(questions: pa.Table) -> str:
+    """Hash of a question set as evaluated: ids, texts, filters and given references.
+
+    The identity a previous like-for-like run, the nightly's baseline and a trend share.
+    """
+    cols = [
+        c
+        for c in ("question_id", "question", "filters", "reference")
+        if c in questions.column_names
+    ]
+    rows = questions.select(cols).sort_by("question_id").to_pylist()
+    return canonical_hash({"questions": [[r[c] for c in cols] for r in rows]})
+
+
+# Settings that change how a run is carried out, not what it measures: two runs differing
+# only here are still the same configuration.
+OPERATIONAL = (
+    "run_id",
+    "runs_root",
+    "cache_dir",
+    "cache",
+    "nightly",
+    "scale",
+    "ablate",
+    "tune",
+    "models.concurrency",
+    "models.global_limit",
+    "models.max_retries",
+    "models.max_repairs",
+    "models.backoff_s",
+    "models.timeout_s",
+    "collect.answers.concurrency",
+    "collect.answers.retries",
+    "collect.answers.backoff_s",
+    "collect.answers.timeout_s",
+    # Which run the sort stage builds its head order on: the order it reuses was judged under
+    # this same configuration, so a run that reuses one is still like one that did not.
+    "sort.previous",
+)
+
+
+def measured_config(config: RunConfig) -> dict[str, Any]:
+    """The configuration as JSON, less the operational settings (:data:`OPERATIONAL`)."""
+    data = config.model_dump(mode="json")
+    for dotted in OPERATIONAL:
+        *parents, last = dotted.split(".")
+        node: Any = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return data
+
+
+def config_key(config: RunConfig) -> str:
+    """Hash of what in the configuration changes a score (operational settings left out)."""
+    return canonical_hash(measured_config(config))
+
+
+def stored_config(run: RunFolder) -> RunConfig | None:
+    """A stored run's config (None when it has none or it does not load in this version)."""
+    try:
+        stored = run.read_manifest().get("config")
+    except DamagedRunFile:
+        return None
+    if not isinstance(stored, dict):
+        return None
+    with contextlib.suppress(ValidationError):
+        return RunConfig.model_validate(stored)
+    return None
+
+
+STORE_DIR = "judgments"
+"""The judgment store's folder under a runs root."""
+
+AUDIT_PREFIX = "audit-"
+"""Every folder named ``audit-<name>`` is an audit's (``ragaudit.audit``)."""
+
+FolderKind = Literal["run", "tune", "battles", "audit", "judgments"]
+"""The kinds of folder under a runs root."""
+
+# What marks a folder as each kind (a name alone marks the store and the audits).
+_MARKERS: tuple[tuple[FolderKind, str], ...] = (
+    ("run", "manifest.json"),
+    ("tune", "tune.json"),
+    ("tune", "tune.parquet"),
+    ("battles", "leaderboard.parquet"),
+)
+
+_KIND_NAMES = {
+    "run": "a run folder",
+    "tune": "a tune folder",
+    "battles": "a battles folder",
+    "audit": "an audit folder (the audit-<name> folders are the audit's)",
+    "judgments": "the judgment store's folder",
+}
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One run folder under a runs root, as the scanner found it."""
+
+    run_id: str
+    path: Path
+    state: RunState
+    manifest: dict[str, Any]
+    """The manifest ({} when it cannot be read: the state is then ``damaged``)."""
+
+    @property
+    def started_at(self) -> str:
+        """The manifest's start time ("" when it has none)."""
+        return str(self.manifest.get("started_at") or "")
+
+    @property
+    def folder(self) -> RunFolder:
+        """The run's :class:`RunFolder`."""
+        return RunFolder(self.path.parent, self.run_id)
+
+
+class RunsRoot:
+    """Everything under one runs root: its runs, its other folders and the judgment store."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.path = Path(root)
+
+    @property
+    def judgments_dir(self) -> Path:
+        """The judgment store's folder."""
+        return self.path / STORE_DIR
+
+    def kind_of(self, name: str) -> FolderKind | None:
+        """The kind of folder ``name`` is under the root, or its name reserves (None: neither)."""
+        if name == STORE_DIR:
+            return "judgments"
+        if name.startswith(AUDIT_PREFIX):
+            return "audit"
+        folder = self.path / name
+        for kind, marker in _MARKERS:
+            if (folder / marker).exists():
+                return kind
+        return None
+
+    def claim(self, name: str, kind: FolderKind, option: str = "--run-id") -> Path:
+        """The folder ``name`` for a ``kind``, refused when it is another kind's; nothing written.
+
+        Raises:
+            ConfigError: ``name`` is not a folder name, or names (or its folder is) another
+                kind's folder.
+        """
+        check_run_id(name)
+        found = self.kind_of(name)
+        if found is not None and found != kind:
+            raise ConfigError(
+                f"{option}: '{clip(name)}' is {_KIND_NAMES[found]}; give a folder of its own "
+                f"(under {self.path}), nothing was written"
+            )
+        return self.path / name
+
+    def run_dirs(self) -> list[Path]:
+        """Every run folder (one with a manifest), in name order: the one scan of the root."""
+        if not self.path.is_dir():
+            return []
+        return sorted(p.parent for p in self.path.glob("*/manifest.json"))
+
+    def runs(self) -> list[RunEntry]:
+        """Every run folder with its state and manifest, oldest first (by start, then id)."""
+        out = []
+        for path in self.run_dirs():
+            run = RunFolder(self.path, path.name)
+            try:
+                manifest = run.read_manifest()
+            except DamagedRunFile:
+                manifest = {}
+            out.append(RunEntry(path.name, path, run_state(path), manifest))
+        return sorted(out, key=lambda r: (r.started_at, r.run_id))
+
+    def finished(self, statuses: Collection[str] = COMPLETE_STATUSES) -> list[RunEntry]:
+        """The runs :func:`run_state` calls complete (with one of ``statuses``), oldest first."""
+        return [r for r in self.runs() if r.state.complete and r.state.status in statuses]
+
+    def previous(
+        self,
+        run: RunFolder,
+        like: Callable[[RunEntry], bool],
+        statuses: Collection[str] = COMPLETE_STATUSES,
+    ) -> RunEntry | None:
+        """The newest finished run started before ``run`` on its question set that is ``like`` it.
+
+        ``like`` is asked newest first and only of runs of the same question set (reading a
+        stored config is its cost).
+        """
+        if not run.has("questions"):
+            return None
+        mine = question_set_hash(read_parquet_file(run.table_path("questions")))
+        started = str(run.read_manifest().get("started_at") or "\uffff")
+        for entry in reversed(self.finished(statuses)):
+            if entry.run_id == run.run_id or entry.started_at >= started:
+                continue
+            if not entry.folder.has("questions"):
+                continue
+            try:
+                theirs = question_set_hash(read_parquet_file(entry.folder.table_path("questions")))
+            except DamagedRunFile:
+                continue
+            if theirs == mine and like(entry):
+                return entry
+        return None
+
+    def previous_like(
+        self, run: RunFolder, statuses: Collection[str] = COMPLETE_STATUSES
+    ) -> RunEntry | None:
+        """The newest earlier finished run of ``run``'s question set and configuration.
+
+        The configuration compared is what changes a score (:func:`config_key`); a run whose
+        config does not load in this version is like none.
+        """
+        config = stored_config(run)
+        if config is None:
+            return None
+        key = config_key(config)
+
+        def like(entry: RunEntry) -> bool:
+            then = stored_config(entry.folder)
+            return then is not None and config_key(then) == key
+
+        return self.previous(run, like, statuses)
+
+
 __all__ = [
+    "AUDIT_PREFIX",
     "COMPLETE_STATUSES",
+    "OPERATIONAL",
+    "STORE_DIR",
     "DamagedRunFile",
+    "FolderKind",
+    "RunEntry",
+    "RunsRoot",
+    "config_key",
+    "measured_config",
+    "question_set_hash",
+    "stored_config",
     "RunState",
     "run_state",
     "RunFolder",

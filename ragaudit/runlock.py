@@ -10,10 +10,16 @@ killed with ``kill -9`` leaves no lock that blocks its resume. The file's conten
 start time, command line) only names the holder in the message a second writer gets. Two
 processes writing one run both pay for every call and leave a manifest and call logs that
 disagree, so the second is refused at once rather than queued behind the first.
+
+:func:`file_lock` (and :func:`afile_lock` for a coroutine) is the one way ragaudit takes a file
+lock: the run's lock above, the labels store's and the append-only part stores' (``partstore``).
+Each acquisition opens the lock file anew: ``flock`` belongs to an open file description, so two
+acquisitions exclude each other across processes *and* across threads of one process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import errno
@@ -23,7 +29,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,10 @@ from ragaudit.errors import ConfigError, RagauditError, clip, os_error_message
 
 LOCK_NAME = ".lock"
 """The lock file inside a run folder."""
+
+COMPLETE_STATUSES = ("completed", "completed_with_failures")
+"""Manifest statuses of a run that ran every stage it was asked for to its end (the statuses
+``runfolder.run_state`` calls complete; here, under the config, for its defaults)."""
 
 _NAME_MAX_BYTES = 200
 """Longest run id in UTF-8 bytes: a folder name (255 at most) with room for temp suffixes."""
@@ -61,6 +71,61 @@ def check_run_id(run_id: str) -> str:
 
 class RunLocked(RagauditError):
     """Another live process is writing the run."""
+
+
+class LockBusy(RagauditError):
+    """A lock taken without waiting is held by another open of its file."""
+
+
+def _open_lock(path: Path) -> int:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        # A read-only or full runs root: one line, before anything else is tried.
+        raise RagauditError(os_error_message(exc, path)) from None
+
+
+def _flock(fd: int, path: Path, wait: bool) -> None:
+    """Lock ``fd`` exclusively; without ``wait`` a held lock is :class:`LockBusy`."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+        raise LockBusy(f"{path}: locked by another process") from None
+
+
+@contextlib.contextmanager
+def file_lock(path: Path | str, *, wait: bool = True) -> Iterator[int]:
+    """Hold an exclusive lock on the file ``path`` (created when missing) for the block.
+
+    Waits for the holder to let go, or raises :class:`LockBusy` at once without ``wait``. The
+    kernel drops the lock when its process dies, however it dies.
+    """
+    path = Path(path)
+    fd = _open_lock(path)
+    try:
+        _flock(fd, path, wait)
+        yield fd
+    finally:
+        os.close(fd)  # closing the only open of the description drops the lock
+
+
+@contextlib.asynccontextmanager
+async def afile_lock(path: Path | str) -> AsyncIterator[int]:
+    """:func:`file_lock` for a coroutine: the wait happens in a thread, the loop keeps running.
+
+    The lock belongs to the open file, not to the thread that waited for it, so it is held by
+    the coroutine's block wherever the wait ran.
+    """
+    path = Path(path)
+    fd = _open_lock(path)
+    try:
+        await asyncio.to_thread(_flock, fd, path, True)
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _holder(path: Path) -> dict[str, Any]:
@@ -114,23 +179,19 @@ class RunLock:
                 self._held[key] = (fd, count + 1)
                 return
             while True:
+                fd = _open_lock(self.path)
                 try:
-                    self.run_dir.mkdir(parents=True, exist_ok=True)
-                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                except OSError as exc:
-                    # A read-only or full runs root: one line, before anything else is tried.
-                    raise RagauditError(os_error_message(exc, self.path)) from None
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError as exc:
+                    _flock(fd, self.path, wait=False)
+                except LockBusy:
                     os.close(fd)
-                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                        raise
                     raise RunLocked(
                         f"run {self.run_dir.name} is already running: "
                         f"{describe_holder(_holder(self.path))}; wait for it to finish or stop "
                         "it, then re-run to resume"
                     ) from None
+                except BaseException:
+                    os.close(fd)
+                    raise
                 # The file may have been replaced between the open and the lock (a holder that
                 # finished and a third process): lock the file that is at the path now.
                 try:
@@ -201,11 +262,15 @@ def hold_run(run_dir: Path | str) -> Iterator[RunLock]:
 
 
 __all__ = [
+    "COMPLETE_STATUSES",
     "LOCK_NAME",
+    "LockBusy",
     "RunLock",
     "RunLocked",
     "check_run_id",
+    "afile_lock",
     "describe_holder",
+    "file_lock",
     "hold_run",
     "is_held",
 ]

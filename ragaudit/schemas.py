@@ -164,8 +164,11 @@ RANKING = _schema(
         # (new candidates placed into the previous run's head), fresh; null without a judged
         # order. Absent from tables of version 2 (read as null).
         ("head_source", _str),
+        # Version 4: why a head was ordered afresh rather than built on the previous run's
+        # (no such run, another judge, the question's text changed, ...); null otherwise.
+        ("head_note", _str),
     ],
-    version=3,
+    version=4,
 )
 
 AGREEMENT = _schema(
@@ -433,7 +436,9 @@ TUNE = _schema(
 JUDGMENTS = _schema(
     "judgments",
     [
-        ("key", _str),  # hash of judge, prompt, question text, document text
+        # Hash of everything that changes the grade: the judge (model, temperature, window,
+        # answer budget), the prompt, the question's language and text, the document's text.
+        ("key", _str),
         ("judge", _str),
         ("prompt", _str),  # name@version
         ("question_hash", _str),
@@ -444,7 +449,14 @@ JUDGMENTS = _schema(
         ("reason", _str),
         ("source", _str),  # what paid for it: ``tune:<name>``
         ("created_at", _str),
+        # Version 2: the rest of the key's inputs, kept readable beside it (absent from
+        # version 1 parts, whose keys left them out and so match no version 2 key).
+        ("temperature", _f64),
+        ("window", _i64),
+        ("max_tokens", _i64),
+        ("language", _str),
     ],
+    version=2,
 )
 
 # The production audit's grades of one day (``ragaudit audit``): one row per sampled request and

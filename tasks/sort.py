@@ -17,6 +17,7 @@ without any LLM call.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -25,20 +26,25 @@ from ragaudit.dataset import Question
 from ragaudit.judging import (
     Graded,
     Judge,
+    JudgmentStore,
     Ordered,
     OrderOptions,
     PreviousHead,
     grade_candidates,
     grade_noise,
     grade_plan,
+    grade_through_store,
     order_questions,
+    ordering_baseline,
     sample_judges,
+    single_judge,
 )
-from ragaudit.reevaluation import ordering_baseline
+from ragaudit.runfolder import RunsRoot
 from ragaudit.schemas import AGREEMENT, COMPARISONS, GRADE_NOISE, RANKING, VERDICTS, to_table
 from ragaudit.tasks._common import StageContext, combine_parts
 from ragaudit.trec import export_trec
-from ragaudit.tuning import single_judge, store_sort_grades
+
+_log = logging.getLogger(__name__)
 
 
 def judge_of(ctx: StageContext) -> Judge:
@@ -71,8 +77,26 @@ def order_options(ctx: StageContext) -> OrderOptions:
 async def judge_relevance(
     ctx: StageContext, questions: dict[str, Question], candidates: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Graded]:
-    """A relevance grade per candidate, under the gateway's limit."""
-    cfg = ctx.config.sort
+    """A relevance grade per candidate, under the gateway's limit.
+
+    The judge's own grades, one candidate per call, go through the runs root's judgment store
+    (a grade a tune or an earlier run paid for is not paid again, and what this run pays is
+    stored for them); a jury's or repeats' grade is an aggregate no single call gives, and a
+    batch of candidates per call is graded beside the others it shared the call with: those
+    are graded outside the store.
+    """
+    cfg, models = ctx.config.sort, ctx.config.models
+    if single_judge(models.jury, models.judge_repeats, cfg.grade_batch):
+        got = await grade_through_store(
+            graders_of(ctx)[0],
+            questions,
+            candidates,
+            JudgmentStore(RunsRoot(ctx.run.path.parent).judgments_dir),
+            source=f"run:{ctx.run.run_id}",
+            relevant_grade=cfg.relevant_grade,
+            run_id=ctx.run.run_id,
+        )
+        return got.graded
     return await grade_candidates(
         graders_of(ctx),
         questions,
@@ -91,30 +115,6 @@ def write_grade_noise(ctx: StageContext) -> None:
     rows = grade_noise(verdicts, relevant_grade=cfg.relevant_grade, how=cfg.grade_aggregate)
     ctx.run.write(
         "grade_noise", to_table([{"run_id": ctx.run.run_id, **r} for r in rows], GRADE_NOISE)
-    )
-
-
-def share_grades(
-    ctx: StageContext,
-    questions: dict[str, Question],
-    candidates: dict[str, list[dict[str, Any]]],
-    verdicts: list[dict[str, Any]],
-) -> int:
-    """Append the run's grades to the judgment store, when a tune may reuse them.
-
-    Only the judge's own grades, one candidate per call: a jury's or repeats' grade is an
-    aggregate of several samples, which no single call of the judge would give.
-    """
-    models = ctx.config.models
-    if not single_judge(models.jury, models.judge_repeats, ctx.config.sort.grade_batch):
-        return 0
-    return store_sort_grades(
-        ctx.run.path.parent,
-        ctx.run.run_id,
-        models.judge_model,
-        {qid: q.question for qid, q in questions.items()},
-        {(qid, c["context_id"]): c["text"] for qid, rows in candidates.items() for c in rows},
-        verdicts,
     )
 
 
@@ -165,11 +165,15 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     candidates = ctx.run.candidates(cfg.max_candidates, ctx.ids)
     # Before any call: a sort.previous naming no run is refused before money is spent.
     baseline = ordering_baseline(ctx.run, ctx.config, ctx.ids)
+    if cfg.order == "head" and baseline.note is not None:
+        # What a night pays for its heads depends on it: said where the run's log is read.
+        _log.warning("sort: heads ordered afresh: %s", baseline.note)
+    for qid, why in sorted(baseline.skipped.items()):
+        _log.warning("sort: question %s: its head is ordered afresh: %s", qid, why)
     started = time.perf_counter()
     relevance = await judge_relevance(ctx, questions, candidates)
     verdict_rows = [r for rel in relevance.values() for r in rel.rows]
     ctx.run.write(ctx.out("verdicts"), to_table(verdict_rows, VERDICTS))
-    share_grades(ctx, questions, candidates, verdict_rows)
     judged = time.perf_counter()
     results = await order_relevant(ctx, questions, candidates, relevance, baseline.heads)
     if timings is not None:
@@ -216,6 +220,9 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
                 "ordering_tokens": res.spend.prompt_tokens,
                 "ordering_failed": res.failed,
                 "head_source": res.source,
+                "head_note": (res.note or baseline.why_fresh(qid))
+                if res.source == "fresh" and cfg.order == "head"
+                else None,
             }
         )
         agreement_rows += question_rows(

@@ -36,10 +36,22 @@ from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import ConfigError, RagauditError
-from ragaudit.judging import Judge, grade_candidates, grade_plan, plan_grades, sample_judges
+from ragaudit.judging import (
+    Grader,
+    Judge,
+    JudgmentStore,
+    grade_candidates,
+    grade_key,
+    grade_plan,
+    grade_through_store,
+    plan_grades,
+    sample_judges,
+    text_hash,
+)
 from ragaudit.lang import detect_language
 from ragaudit.metrics import Sample, resolve
 from ragaudit.prompts import RELEVANCE
+from ragaudit.runfolder import RunsRoot
 from ragaudit.schemas import (
     AUDIT_ESTIMATES,
     AUDIT_SAMPLE,
@@ -51,7 +63,6 @@ from ragaudit.scoring import make_deps, make_panel, score_rows
 from ragaudit.secrets import redact
 
 # The judgment store: its one import here (it is moving to ``ragaudit.judging``).
-from ragaudit.tuning import STORE_DIR, JudgmentStore, grade_key, text_hash
 
 REQUESTS = "requests.parquet"
 SAMPLE = "sample.parquet"
@@ -62,9 +73,6 @@ REPORT = "report.html"
 MANIFEST = "manifest.json"
 KIND = "audit"
 """``manifest.json``'s ``kind``: what tells an audit day's folder from a run's."""
-
-_GRADE_BATCH = 128
-"""Grades per store part: a killed day loses at most this many (and the memo holds those)."""
 
 
 def audit_root(config: RunConfig) -> Path:
@@ -79,7 +87,12 @@ def audit_dir(config: RunConfig, day: dt.date) -> Path:
 
 def judgment_store(config: RunConfig) -> JudgmentStore:
     """The runs root's judgment store: the one place an audit reaches the store's folder."""
-    return JudgmentStore(Path(config.runs_root) / STORE_DIR)
+    return JudgmentStore(RunsRoot(config.runs_root).judgments_dir)
+
+
+def store_key(judge: Judge, s: Served, text: str) -> str:
+    """The judgment store's key of one served document's grade (what the store looks up)."""
+    return grade_key(Grader.of(judge), RELEVANCE.key, s.language, s.query, text)
 
 
 @dataclass
@@ -316,14 +329,20 @@ async def grade_served(
 ) -> None:
     """Grade the served top-k of every sampled request: the store first, then the judge.
 
-    One grade per key (a text served to two requests of one query is asked once); each batch is
-    written to the store before the next is asked. A grade asked now is ``memo`` when its
-    batch reached no provider (the memo answered every call), else ``paid``. With ``store``
-    False the store is neither read nor written (a judge check re-asks stored grades).
+    One grade per (query, text): a text served to several requests of one query is asked once.
+    Grading goes through :func:`ragaudit.judging.grade_through_store` (the store's lock held per
+    batch from the look-up to the append, so a second process pays none of the same grades). A
+    grade the store held is ``store``; one asked now is ``memo`` when no call reached a provider,
+    else ``paid`` (the manifest's ``llm`` block has the exact counts). With ``store`` False the
+    store is neither read nor written (a judge check re-asks stored grades).
     """
     kept = judgment_store(day.config) if store else None
     rows: dict[tuple[str, int], dict[str, Any]] = {}
-    todo: dict[str, list[tuple[Served, dict[str, Any]]]] = {}
+    questions: dict[str, Question] = {}
+    asked: dict[str, list[dict[str, str]]] = {}
+    keys: dict[tuple[str, str], str] = {}
+    served_as: dict[tuple[str, str], list[tuple[Served, dict[str, Any]]]] = {}
+    qid_of: dict[tuple[str, str], str] = {}
     for s in day.served:
         for doc in s.docs:
             day.grading.pairs += 1
@@ -334,66 +353,46 @@ async def grade_served(
                 )
                 day.grading.skipped += 1
                 continue
-            key = grade_key(judge.model, RELEVANCE.key, s.query, doc["text"])
-            todo.setdefault(key, []).append((s, doc))
-    for key, stored in (kept.lookup(todo) if kept is not None else {}).items():
-        for s, doc in todo.pop(key):
-            rows[(s.request_id, doc["rank"])] = _verdict(
-                day, s, doc, grade=stored.grade, status="ok", reason=stored.reason, source="store"
-            )
-            day.grading.from_store += 1
-    keys = list(todo)
-    for start in range(0, len(keys), _GRADE_BATCH):
-        batch = keys[start : start + _GRADE_BATCH]
-        asked: dict[str, list[dict[str, str]]] = {}
-        questions: dict[str, Question] = {}
-        by_ask: dict[tuple[str, str], str] = {}
-        for n, key in enumerate(batch):
-            s, doc = todo[key][0]
-            cid = f"{n}"
-            asked.setdefault(s.request_id, []).append({"context_id": cid, "text": doc["text"]})
-            questions[s.request_id] = s.question()
-            by_ask[(s.request_id, cid)] = key
-        with gateway.scope("audit-grade", run_id=source, calls_dir=day.folder / "llm_calls") as c:
-            graded = await grade_candidates(judge, questions, asked, per_call=1)
-        how = "memo" if c.provider_calls == 0 else "paid"
-        new = []
-        for g in graded.values():
-            for row in g.rows:
-                key = by_ask[(row["question_id"], row["context_id"])]
-                first_s, first_doc = todo[key][0]
-                ok = row["grade"] is not None
-                for s, doc in todo[key]:
-                    rows[(s.request_id, doc["rank"])] = _verdict(
-                        day,
-                        s,
-                        doc,
-                        grade=int(row["grade"]) if ok else None,
-                        status="ok" if ok else "failed",
-                        reason=(row.get("reason") or "") if ok else redact(str(row.get("error"))),
-                        source=how if ok else None,
-                    )
-                    if ok:
-                        day.grading.from_memo += how == "memo"
-                        day.grading.paid += how == "paid"
-                    else:
-                        day.grading.failed += 1
-                if ok:
-                    new.append(
-                        {
-                            **row,
-                            "key": key,
-                            "judge": judge.model,
-                            "prompt": RELEVANCE.key,
-                            "question": first_s.query,
-                            "text": first_doc["text"],
-                            "question_id": first_s.request_id,
-                            "context_id": first_doc["id"],
-                        }
-                    )
+            qid = qid_of.setdefault((s.query, s.language), f"q{len(qid_of)}")
+            questions.setdefault(qid, s.question().model_copy(update={"question_id": qid}))
+            cid = f"d{text_hash(doc['text'])}"
+            if (qid, cid) not in served_as:
+                asked.setdefault(qid, []).append({"context_id": cid, "text": doc["text"]})
+                keys[(qid, cid)] = store_key(judge, s, doc["text"])
+            served_as.setdefault((qid, cid), []).append((s, doc))
+    held = set(kept.lookup(keys.values())) if kept is not None else set()
+    with gateway.scope("audit-grade", run_id=source, calls_dir=day.folder / "llm_calls") as c:
         if kept is not None:
-            kept.add(new, source)
-        _add(day.calls, c)
+            graded = (
+                await grade_through_store(judge, questions, asked, kept, source=source)
+            ).graded
+        else:
+            graded = await grade_candidates(judge, questions, asked, per_call=1)
+    asked_how = "memo" if c.provider_calls == 0 else "paid"
+    for qid, g in graded.items():
+        for row in g.rows:
+            pair = (qid, row["context_id"])
+            ok = row["grade"] is not None
+            how = "store" if keys[pair] in held else asked_how
+            for s, doc in served_as[pair]:
+                rows[(s.request_id, doc["rank"])] = _verdict(
+                    day,
+                    s,
+                    doc,
+                    grade=int(row["grade"]) if ok else None,
+                    status="ok" if ok else "failed",
+                    reason=(row.get("reason") or "") if ok else redact(str(row.get("error"))),
+                    source=how if ok else None,
+                )
+                if not ok:
+                    day.grading.failed += 1
+                elif how == "store":
+                    day.grading.from_store += 1
+                elif how == "memo":
+                    day.grading.from_memo += 1
+                else:
+                    day.grading.paid += 1
+    _add(day.calls, c)
     day.verdicts = [rows[k] for k in sorted(rows, key=_served_order(day))]
 
 
@@ -779,7 +778,7 @@ async def _dry_run(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
         for doc in s.docs:
             plan.pairs += 1
             if _skip_reason(doc) is None:
-                key = grade_key(judge.model, RELEVANCE.key, s.query, doc["text"])
+                key = store_key(judge, s, doc["text"])
                 keys.append(key)
                 todo.setdefault(key, (s, doc))
     found = store.lookup(todo)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit import labels as labels_store
-from ragaudit.dataset import jsonl_lines
+from ragaudit.dataset import read_jsonl
 from ragaudit.errors import InputError
 from ragaudit.lang import detect_language
 from ragaudit.metrics import METRICS, Sample
@@ -110,17 +110,12 @@ def load_halueval(path: Path | str, limit: int | None = None) -> list[Labelled]:
     """
     path = Path(path)
     out: list[Labelled] = []
-    try:
-        lines = jsonl_lines(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
-    items = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
-    for i, (n, line) in enumerate(items[:limit] if limit else items):
+    items = read_jsonl(path)
+    for i, (n, item) in enumerate(items[:limit] if limit else items):
         try:
-            item = json.loads(line)
             knowledge, question = item["knowledge"], item["question"]
             answers = {1: item["right_answer"], 0: item["hallucinated_answer"]}
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise InputError(f"{path}, line {n}: not a HaluEval QA item ({exc})") from None
         for label, answer in answers.items():
             sample = make_sample(
@@ -139,22 +134,7 @@ def _labels_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
                 raise InputError(f"{path}, row {n}: more fields than the header names")
             out.append((f"{path}, row {n}", dict(row)))
         return out
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
-    records = []
-    for n, line in enumerate(jsonl_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}, line {n}: invalid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise InputError(f"{path}, line {n}: {_a(record)}, not a JSON object of fields")
-        records.append((f"{path}, line {n}", record))
-    return records
+    return [(f"{path}, line {n}", record) for n, record in read_jsonl(path)]
 
 
 def _a(value: object) -> str:

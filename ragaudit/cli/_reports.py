@@ -271,6 +271,7 @@ def battles_cmd(
     )
     from ragaudit.cache import hold_gateway
     from ragaudit.reporting import run_folder
+    from ragaudit.runfolder import RunsRoot
     from ragaudit.runids import new_run_id
 
     dirs = [_run_dir(r, runs_root) for r in runs_]
@@ -280,9 +281,9 @@ def battles_cmd(
     cfg = RunConfig.model_validate(run_folder(dirs[-1]).read_manifest().get("config", {}))
     # Checked before any battle is played.
     folder = out or (runs_root or Path("data/runs")) / new_run_id("battles")
-    if (folder / "manifest.json").exists():
-        # A run's own battles.parquet is compare's (B against A); a round robin has its own.
-        raise RagauditError(f"battles --out {folder}: a run folder; give a folder of its own")
+    # A run's own battles.parquet is compare's (B against A); a round robin has its own folder,
+    # never a run's, a tune's, an audit's or the judgment store.
+    RunsRoot(folder.resolve().parent).claim(folder.resolve().name, "battles", "battles --out")
 
     async def play() -> Any:
         with hold_gateway(cfg) as gateway:

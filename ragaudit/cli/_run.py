@@ -218,6 +218,10 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
     )
     if text:
         console.print(f"Ranking agreement (mean over questions): {text}")
+    judged = report.judge_cost
+    if judged is not None and judged.fresh_notes:
+        # Why the heads cost what they did: a previous run not built on says why here.
+        console.print(f"Sort stage, {judged.line()}", soft_wrap=True, markup=False)
     if report.judge_noise:
         console.print(
             "Judge noise (Krippendorff's α):\n"
@@ -247,6 +251,12 @@ def _evaluate(
     import ragaudit.metrics  # noqa: F401
 
     config = load_paid_config(config_path, overrides)
+    if config.run_id is not None:
+        from ragaudit.runfolder import RunsRoot
+
+        # Before anything is written (the memo's folder included): a tune's, a round robin's,
+        # an audit's folder or the judgment store taken as a run would get a run's files.
+        RunsRoot(config.runs_root).claim(config.run_id, "run")
     if stages is None or "collect" in stages:
         # Check the collect stage's inputs before Prefect starts: a malformed question set or
         # a missing corpus then fails at once with one clean message, not after the server

@@ -1,10 +1,18 @@
 """Judging candidates: graded relevance, then an order where it counts.
 
 Library functions with explicit arguments (a :class:`Judge`: gateway, model, window): the
-``sort`` stage (``ragaudit.tasks.sort``) adapts the run folder's tables to them.
+``sort`` stage (``ragaudit.tasks.sort``) adapts the run folder's tables to them. The judgment
+store (:class:`JudgmentStore`, :func:`grade_through_store`) keeps every single-judge grade
+across runs, tunes and audits; :func:`ordering_baseline` finds the previous run's heads.
 """
 
 from ragaudit.judging import _fake  # noqa: F401  (the fake judge's answers)
+from ragaudit.judging._baseline import (
+    OrderingBaseline,
+    config_signature,
+    ordering_baseline,
+    stored_signature,
+)
 from ragaudit.judging._grades import Graded, grade_candidates, plan_grades
 from ragaudit.judging._head import (
     HEAD_METHODS,
@@ -49,9 +57,36 @@ from ragaudit.judging._order import (
     plan_order,
 )
 from ragaudit.judging._pairwise import PairwiseJudge
+from ragaudit.judging._runs import import_run_grades, single_judge
+from ragaudit.judging._store import (
+    STORE_DIR,
+    Grader,
+    JudgmentStore,
+    StoredGrade,
+    StoreError,
+    StoreGrading,
+    grade_key,
+    grade_through_store,
+    text_hash,
+)
 
 __all__ = [
     "HEAD_METHODS",
+    "STORE_DIR",
+    "Grader",
+    "JudgmentStore",
+    "OrderingBaseline",
+    "StoreError",
+    "StoreGrading",
+    "StoredGrade",
+    "config_signature",
+    "grade_key",
+    "grade_through_store",
+    "import_run_grades",
+    "ordering_baseline",
+    "single_judge",
+    "stored_signature",
+    "text_hash",
     "CountingJudge",
     "GradeAggregate",
     "GradeSample",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,27 @@ class Graded:
     unjudged: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     spend: Spend = field(default_factory=Spend)
+
+    @classmethod
+    def from_rows(
+        cls, rows: Sequence[dict[str, Any]], relevant_grade: int, spend: Spend | None = None
+    ) -> Graded:
+        """One question's grades from its ``verdicts`` rows (engine order), however they came.
+
+        ``relevant`` keeps engine order; ``irrelevant`` is best grade first, engine order
+        inside a grade; a row without a grade is ``unjudged``.
+        """
+        g = cls(rows=list(rows), spend=spend or Spend())
+        for row in rows:
+            cid, grade = row["context_id"], row["grade"]
+            if grade is None:
+                g.unjudged.append(cid)
+                continue
+            g.grades[cid] = grade
+            (g.relevant if grade >= relevant_grade else g.irrelevant).append(cid)
+        # sorted() is stable: engine order inside a grade.
+        g.irrelevant.sort(key=lambda cid: -g.grades[cid])
+        return g
 
 
 @dataclass
@@ -187,6 +209,7 @@ async def grade_candidates(
     per_call: int = 1,
     run_id: str = "",
     aggregate: GradeAggregate = "majority",
+    bar: progress.Bar | None = None,
 ) -> dict[str, Graded]:
     """A grade (0–3) for every candidate, under the gateway's limit.
 
@@ -205,6 +228,7 @@ async def grade_candidates(
             (and each sample asks the same groups).
         run_id: Written in every row.
         aggregate: How several samples' grades become one (``majority``, ``median``).
+        bar: A progress bar the caller holds (one of its own otherwise).
     """
     judges = [judge] if isinstance(judge, Judge) else list(judge)
     if not judges:
@@ -222,7 +246,9 @@ async def grade_candidates(
     # Candidate-major: a jury's members (often different providers) are asked side by side.
     units = [(s, qid, chunk) for qid, chunk in chunks for s in range(len(judges))]
     total = sum(len(chunk) for _, _, chunk in units)
-    with progress.bar("sort: relevance", total) as bar:
+    with (
+        contextlib.nullcontext(bar) if bar is not None else progress.bar("sort: relevance", total)
+    ) as shown:
 
         async def grade(unit: tuple[int, str, list[tuple[str, str]]]) -> dict[str, _Verdict]:
             s, qid, chunk = unit
@@ -231,7 +257,7 @@ async def grade_candidates(
                 out = {chunk[0][0]: await _grade_one(one, q, chunk[0][1], spend)}
             else:
                 out = await _grade_batch(one, q, chunk, spend)
-            bar.advance(len(chunk))
+            shown.advance(len(chunk))
             return out
 
         done = await gather_limited(units, grade, limit=judges[0].in_flight)
@@ -244,11 +270,11 @@ async def grade_candidates(
     models = [j.model for j in judges]
     result = {}
     for qid, rows in candidates.items():
-        g = Graded(spend=spends[qid])
+        verdict_rows = []
         for c in rows:
             cid = c["context_id"]
             v, samples = _combined([per[qid][cid] for per in verdicts], aggregate)
-            g.rows.append(
+            verdict_rows.append(
                 {
                     "run_id": run_id,
                     "question_id": qid,
@@ -263,14 +289,7 @@ async def grade_candidates(
                     "grade_judges": models if several else None,
                 }
             )
-            if v.grade is None:
-                g.unjudged.append(cid)
-                continue
-            g.grades[cid] = v.grade
-            (g.relevant if v.grade >= relevant_grade else g.irrelevant).append(cid)
-        # sorted() is stable: engine order inside a grade.
-        g.irrelevant.sort(key=lambda cid: -g.grades[cid])
-        result[qid] = g
+        result[qid] = Graded.from_rows(verdict_rows, relevant_grade, spends[qid])
     return result
 
 

@@ -239,9 +239,11 @@ class Spend:
     """What one phase of one question asked of the judge."""
 
     calls: int = 0
-    """Judge answers asked (a prompt over the window is not asked)."""
+    """Judge answers asked (a prompt over the window is not asked); memo hits and grades the
+    judgment store held count as answers."""
     prompt_tokens: int = 0
-    """Prompt tokens of those answers, as the gateway counts them (memo hits included)."""
+    """Prompt tokens of those answers, as the gateway counts them (memo and store hits
+    included)."""
     failed: int = 0
     """Answers that came back without a usable value."""
 

@@ -13,11 +13,10 @@ from typing import Any
 
 import polars as pl
 
-from ragaudit import noise
+from ragaudit import noise, runfolder
 from ragaudit.agreement import JudgeOrder, gold_grades, ndcg_at_k
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
-from ragaudit.hashing import canonical_hash
 from ragaudit.labels import FILE as LABELS_FILE
 from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
@@ -70,6 +69,10 @@ def judge_cost(run: RunFolder) -> JudgeCost | None:
         head_sources=tuple(
             sorted(Counter(r["head_source"] for r in rows if r.get("head_source")).items())
         ),
+        # Version 3 tables have no head_note: nothing said of why heads were ordered afresh.
+        fresh_notes=tuple(
+            Counter(r["head_note"] for r in rows if r.get("head_note")).most_common()
+        ),
     )
 
 
@@ -86,9 +89,7 @@ def directions(metrics: list[str] | tuple[str, ...]) -> dict[str, bool]:
 
 def question_set_hash(questions: pl.DataFrame) -> str:
     """Hash of the question set as evaluated: ids, texts, filters and given references."""
-    cols = [c for c in ("question_id", "question", "filters", "reference") if c in questions]
-    rows = questions.select(cols).sort("question_id").rows()
-    return canonical_hash({"questions": rows})
+    return runfolder.question_set_hash(questions.to_arrow())
 
 
 def _warnings(manifest: dict[str, Any], run: RunFolder, state: RunState) -> tuple[str, ...]:

@@ -277,6 +277,9 @@ class JudgeCost:
     head_sources: tuple[tuple[str, int], ...] = ()
     """Questions per head source (``reused``, ``inserted``, ``fresh``); empty before the
     ``ranking`` table recorded it."""
+    fresh_notes: tuple[tuple[str, int], ...] = ()
+    """Why heads were ordered afresh rather than built on a previous run's, with how many
+    questions each, most frequent first (empty: none, or a table before it recorded why)."""
 
     @property
     def reused_share(self) -> float | None:
@@ -301,6 +304,10 @@ class JudgeCost:
                 f"; heads reused from the previous run {counts.get('reused', 0)} of {total} "
                 f"({share:.0%}), inserted into {counts.get('inserted', 0)}, "
                 f"ordered afresh {counts.get('fresh', 0)}"
+            )
+        if self.fresh_notes:
+            text += "; ordered afresh because " + "; ".join(
+                f"{why} ({n})" for why, n in self.fresh_notes[:3]
             )
         return text
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ragaudit.numbers import fixed
 from ragaudit.reporting._build import _read, judge_cost, question_set_hash, run_folder
 from ragaudit.reporting._model import JudgeCost
-from ragaudit.runfolder import run_state
+from ragaudit.runfolder import RunsRoot, run_state
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -60,7 +60,7 @@ def run_overview(run_dir: Path) -> RunOverview:
 
 def list_runs(root: Path) -> list[RunOverview]:
     """Every run folder under ``root`` (one with a manifest), oldest first."""
-    dirs = sorted(p.parent for p in Path(root).glob("*/manifest.json"))
+    dirs = RunsRoot(root).run_dirs()
     runs = [run_overview(d) for d in dirs]
     return sorted(runs, key=lambda r: (r.started_at or "", r.run_id))
 

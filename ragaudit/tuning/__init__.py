@@ -38,7 +38,6 @@ from ragaudit.tuning._pool import (
     Pool,
     Retrieved,
     VariantRun,
-    grade_pairs,
     grade_pool,
     prompt_tokens,
     retrieve,
@@ -51,7 +50,6 @@ from ragaudit.tuning._run import (
     run_tune,
     tune_dir,
 )
-from ragaudit.tuning._runs import import_run_grades, single_judge, store_sort_grades
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
@@ -59,22 +57,18 @@ from ragaudit.tuning._stats import (
     recommend,
     split_questions,
 )
-from ragaudit.tuning._store import STORE_DIR, JudgmentStore, StoredGrade, grade_key, text_hash
 
 __all__ = [
     "BASELINE",
     "BEST",
     "QRELS",
     "REPORT",
-    "STORE_DIR",
     "TABLE",
     "Decision",
     "DryRunLine",
     "GradeReport",
-    "JudgmentStore",
     "Pool",
     "Retrieved",
-    "StoredGrade",
     "TuneOutcome",
     "Variant",
     "VariantRun",
@@ -86,13 +80,8 @@ __all__ = [
     "console_lines",
     "ranked",
     "dry_run",
-    "grade_key",
-    "grade_pairs",
     "grade_pool",
-    "import_run_grades",
     "judge_alone_notice",
-    "single_judge",
-    "store_sort_grades",
     "judgment_store",
     "moves",
     "plan_variants",
@@ -106,7 +95,6 @@ __all__ = [
     "summary",
     "sweep_chart",
     "table_rows",
-    "text_hash",
     "tune_dir",
     "variant_config",
     "write_outputs",

@@ -10,7 +10,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,8 +17,8 @@ from pydantic import ValidationError
 from ragaudit.ablation import expand
 from ragaudit.config import CollectConfig, RunConfig, format_validation_error
 from ragaudit.errors import ConfigError, clip
+from ragaudit.runfolder import RunsRoot
 from ragaudit.search import capabilities
-from ragaudit.tuning._store import STORE_DIR
 
 BASELINE = "baseline"
 """The name of the variant that is the run's own ``collect`` section."""
@@ -121,14 +120,8 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
             ``yes``.
     """
     tune = config.tune
-    folder = Path(config.runs_root) / tune.name
-    if tune.name == STORE_DIR or (folder / "manifest.json").exists():
-        # The tune's outputs (report.html among them) would land in that folder.
-        raise ConfigError(
-            f"tune.name: '{tune.name}' is "
-            + ("the judgment store's folder" if tune.name == STORE_DIR else "a run folder")
-            + f" under {config.runs_root}; give the tune a name of its own"
-        )
+    # The tune's outputs (report.html among them) would land in another kind's folder.
+    RunsRoot(config.runs_root).claim(tune.name, "tune", "tune.name")
     base_params = baseline_params(config)
     known = set(base_params)
     backend = config.collect.backend

@@ -3,7 +3,8 @@
 Variants and questions are searched concurrently, bounded per engine; the pool of a question
 is the union of its variants' top-k. Each pooled document is looked up in the judgment store
 and only the missing ones are graded, one candidate per call with the sort stage's graded
-prompt, through :func:`grade_pairs` (the one place a tune asks the judge).
+prompt, through :func:`ragaudit.judging.grade_through_store` (the one place a tune, a run's
+sort stage and an audit grade through the store).
 """
 
 from __future__ import annotations
@@ -20,18 +21,18 @@ from ragaudit.cache import Gateway, structured_prompt_tokens
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import RagauditError
-from ragaudit.judging import Judge, grade_candidates
+from ragaudit.judging import Grader, Judge, JudgmentStore, grade_key, grade_through_store
 from ragaudit.prompts import RELEVANCE, RelevanceInput
 from ragaudit.search import SearchBackend, capabilities, make_search_backend, read_corpus
 from ragaudit.secrets import redact
 from ragaudit.tuning._plan import BASELINE, Variant
-from ragaudit.tuning._store import JudgmentStore, grade_key
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 
 _LOCAL_CONCURRENCY = 8
 _GRADE_BATCH = 128
-"""Grades per store part: a killed tune loses at most this many (and the memo holds those)."""
+"""Grades per store part and per hold of its lock: a killed tune loses at most this many (and
+the memo holds those); another tune on the store waits at most this many grades."""
 
 
 @dataclass
@@ -188,6 +189,10 @@ def prompt_tokens(judge: Judge, question: Question, text: str) -> int:
     return structured_prompt_tokens(judge.model, RELEVANCE.output_model, messages)
 
 
+def _key(judge: Judge, q: Question, text: str) -> str:
+    return grade_key(Grader.of(judge), RELEVANCE.key, q.language, q.question, text)
+
+
 def from_store(
     pool: Pool, store: JudgmentStore, judge: Judge, questions: Mapping[str, Question]
 ) -> int:
@@ -198,7 +203,7 @@ def from_store(
         # Two ids holding one text (a duplicated paragraph) share one grade.
         keys: dict[str, list[str]] = {}
         for cid, t in docs.items():
-            keys.setdefault(grade_key(judge.model, RELEVANCE.key, q.question, t), []).append(cid)
+            keys.setdefault(_key(judge, q, t), []).append(cid)
         for key, stored in store.lookup(keys).items():
             for cid in keys[key]:
                 if cid not in pool.grades.get(qid, {}):
@@ -206,28 +211,6 @@ def from_store(
                     pool.reasons[(qid, cid)] = stored.reason
                     found += 1
     return found
-
-
-async def grade_pairs(
-    judge: Judge,
-    questions: Mapping[str, Question],
-    todo: Mapping[str, Sequence[Mapping[str, str]]],
-) -> list[dict[str, Any]]:
-    """Grade documents, one candidate per call with the sort stage's graded prompt.
-
-    The one place a tune asks the judge (so a change of how judging is called is one edit).
-
-    Args:
-        judge: The judge.
-        questions: Question id → question.
-        todo: Question id → documents (``context_id``, ``text``) to grade.
-
-    Returns:
-        One row per document: ``question_id``, ``context_id``, ``grade`` (None when the
-        answer failed), ``reason``, ``status``, ``error``.
-    """
-    graded = await grade_candidates(judge, questions, todo, per_call=1)
-    return [row for g in graded.values() for row in g.rows]
 
 
 @dataclass
@@ -255,7 +238,8 @@ async def grade_pool(
     """Grade the pool's ungraded pairs (store first), the baseline's first, within ``budget``.
 
     Each batch of grades is written to the store before the next is asked, so a killed tune
-    re-pays nothing: finished batches are in the store, the batch in flight in the memo.
+    re-pays nothing: finished batches are in the store, the batch in flight in the memo. A
+    grade another tune stored meanwhile is found under the store's lock, not paid again.
     """
     report = GradeReport(found_in_store=from_store(pool, store, judge, questions))
     todo = pool.ungraded()
@@ -273,38 +257,25 @@ async def grade_pool(
     # One grade per key: a text pooled under two ids (or two questions of one text) is asked once.
     same: dict[str, list[tuple[str, str]]] = {}
     for qid, cid in todo:
-        key = grade_key(judge.model, RELEVANCE.key, questions[qid].question, pool.texts[qid][cid])
-        same.setdefault(key, []).append((qid, cid))
-    unique = [pairs[0] for pairs in same.values()]
-    for start in range(0, len(unique), _GRADE_BATCH):
-        batch = unique[start : start + _GRADE_BATCH]
-        asked: dict[str, list[dict[str, str]]] = {}
-        for qid, cid in batch:
-            asked.setdefault(qid, []).append({"context_id": cid, "text": pool.texts[qid][cid]})
-        rows = await grade_pairs(judge, questions, asked)
-        stored = []
-        for row in rows:
-            qid, cid = row["question_id"], row["context_id"]
-            report.graded += 1
+        same.setdefault(_key(judge, questions[qid], pool.texts[qid][cid]), []).append((qid, cid))
+    asked: dict[str, list[dict[str, str]]] = {}
+    for qid, cid in (pairs[0] for pairs in same.values()):
+        asked.setdefault(qid, []).append({"context_id": cid, "text": pool.texts[qid][cid]})
+    got = await grade_through_store(
+        judge, questions, asked, store, source=source, batch=_GRADE_BATCH
+    )
+    report.found_in_store += got.found
+    report.graded += got.paid
+    report.failed += got.failed
+    for qid in asked:
+        q = questions[qid]
+        for row in got.graded[qid].rows:
             if row["grade"] is None:
-                report.failed += 1
                 continue
-            text, q = pool.texts[qid][cid], questions[qid]
-            key = grade_key(judge.model, RELEVANCE.key, q.question, text)
-            for oq, oc in same[key]:
+            cid = row["context_id"]
+            for oq, oc in same[_key(judge, q, pool.texts[qid][cid])]:
                 pool.grades.setdefault(oq, {})[oc] = int(row["grade"])
                 pool.reasons[(oq, oc)] = row.get("reason") or ""
-            stored.append(
-                {
-                    **row,
-                    "key": key,
-                    "judge": judge.model,
-                    "prompt": RELEVANCE.key,
-                    "question": q.question,
-                    "text": text,
-                }
-            )
-        store.add(stored, source)
     return report
 
 
@@ -333,7 +304,6 @@ __all__ = [
     "VariantRun",
     "baseline_cost",
     "from_store",
-    "grade_pairs",
     "grade_pool",
     "judge_for",
     "prompt_tokens",

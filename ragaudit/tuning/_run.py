@@ -18,6 +18,8 @@ from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
+from ragaudit.judging import Grader, JudgmentStore, import_run_grades
+from ragaudit.runfolder import RunsRoot
 from ragaudit.tuning._plan import (
     BASELINE,
     Variant,
@@ -37,9 +39,7 @@ from ragaudit.tuning._pool import (
     prompt_tokens,
     retrieve,
 )
-from ragaudit.tuning._runs import import_run_grades
 from ragaudit.tuning._stats import Decision, Values, question_metrics, recommend, split_questions
-from ragaudit.tuning._store import STORE_DIR, JudgmentStore
 
 
 def tune_dir(config: RunConfig) -> Path:
@@ -49,7 +49,7 @@ def tune_dir(config: RunConfig) -> Path:
 
 def judgment_store(config: RunConfig) -> JudgmentStore:
     """The runs root's judgment store."""
-    return JudgmentStore(Path(config.runs_root) / STORE_DIR)
+    return JudgmentStore(RunsRoot(config.runs_root).judgments_dir)
 
 
 @dataclass
@@ -194,7 +194,7 @@ async def run_tune(
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
     judge = judge_for(config, gateway, items_in_flight(config))
     store = judgment_store(config)
-    from_runs = import_run_grades(config.runs_root, store, judge.model)
+    from_runs = import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
     if tune.max_judge_tokens is not None:
         from_store(pool, store, judge, by_id)
         need = baseline_cost(pool, runs, judge, by_id)
@@ -298,7 +298,7 @@ async def dry_run(
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
     judge = judge_for(config, gateway, items_in_flight(config))
     store = judgment_store(config)
-    import_run_grades(config.runs_root, store, judge.model)
+    import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
     stored = from_store(pool, store, judge, by_id)
     seen: set[tuple[str, str]] = {(q, c) for q, g in pool.grades.items() for c in g}
     lines = []

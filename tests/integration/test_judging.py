@@ -206,7 +206,9 @@ async def test_partial_only_when_some_candidates_were_judged(config_factory, fak
     ranking = table(ctx.run, "ranking")[0]
     assert ranking["status"] == "partial" and "2 relevance verdicts failed" in ranking["error"]
 
-    ctx = context(config_factory(models__max_retries=0, cache_dir=str(ctx.run.path / "c")), "none")
+    # A fresh memo and a fresh runs root: the judgment store of the first root holds its grades.
+    fresh = {"cache_dir": str(ctx.run.path / "c"), "runs_root": str(ctx.run.path / "r")}
+    ctx = context(config_factory(models__max_retries=0, **fresh), "none")
     write_question(ctx.run, texts)
     with fake.script(lambda r: "garbage" if r.title == "RelevanceGrade" else None):
         await sort(ctx)

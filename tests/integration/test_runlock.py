@@ -134,3 +134,45 @@ def test_the_cli_refuses_a_run_id_that_is_running(tmp_path: Path) -> None:
     # Refused before the Prefect server started or anything was written to the run.
     assert not (tmp_path / "runs" / "busy" / "manifest.json").exists()
     assert not list((tmp_path / "home").rglob("*.db")), "a Prefect server was started"
+
+
+@pytest.mark.parametrize(
+    ("name", "marker", "words"),
+    [
+        ("tune-demo", "tune.json", "a tune folder"),
+        ("judgments", None, "the judgment store's folder"),
+        ("battles-1", "leaderboard.parquet", "a battles folder"),
+        ("audit-weekly", None, "an audit folder"),
+    ],
+)
+def test_a_run_id_of_another_kinds_folder_is_refused_before_writing(
+    tmp_path: Path, name: str, marker: str | None, words: str
+) -> None:
+    """Round 5 #8: ``--run-id <a tune's name>`` overwrote the tune's report and mixed its
+    files in; ``--run-id judgments`` wrote a run into the store."""
+    folder = tmp_path / "runs" / name
+    if marker is not None:
+        folder.mkdir(parents=True)
+        (folder / marker).write_text("{}")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    result = CliRunner().invoke(app, run_args(tmp_path, "--run-id", name))
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_every_kind_refuses_the_others_folders(tmp_path: Path) -> None:
+    from ragaudit.runfolder import RunsRoot
+
+    root = RunsRoot(tmp_path)
+    (tmp_path / "night-1").mkdir()
+    (tmp_path / "night-1" / "manifest.json").write_text("{}")
+    for kind in ("tune", "battles", "audit"):
+        with pytest.raises(ConfigError, match="a run folder"):
+            root.claim("night-1", kind)
+    assert root.claim("night-1", "run") == tmp_path / "night-1"
+    with pytest.raises(ConfigError, match="audit folder"):
+        root.claim("audit-x", "tune")
+    assert root.claim("audit-x", "audit") == tmp_path / "audit-x"
+    with pytest.raises(ConfigError, match="judgment store"):
+        root.claim("judgments", "audit")

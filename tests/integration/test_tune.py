@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from support.html_runs import CHROMIUM, offline_page
@@ -440,4 +442,32 @@ def test_tune_with_repeats_says_it_grades_with_the_judge_alone_before_any_call(
     [line] = [x for x in out.splitlines() if "judge alone" in x]
     assert "ignores models.judge_repeats (2)" in line
     assert out.index("judge alone") < out.index("tune --dry-run")
+    assert fake.stats.calls == 0
+
+
+def test_a_store_part_with_a_string_grade_refuses_the_dry_run_in_one_line(
+    tmp_path: Path, fake: Any
+) -> None:
+    """Round 5 #7: a part with a string grade crashed even ``--dry-run``."""
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+    from ragaudit.schemas import JUDGMENTS
+
+    config = make_config(
+        tmp_path, collect__top_n=10, tune={"depth": 5, "variants": {"v": {"top_n": 3}}}
+    )
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
+    store = tmp_path / "runs" / "judgments"
+    store.mkdir(parents=True)
+    cols = {
+        f.name: pa.array(["x"], f.type) if f.type == pa.string() else pa.nulls(1, f.type)
+        for f in JUDGMENTS
+    }
+    cols["grade"] = pa.array(["3"])
+    pq.write_table(pa.table(cols), store / "part-1-1-1.parquet")
+    result = CliRunner().invoke(app, ["tune", "-c", str(path), "--dry-run"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "part-1-1-1.parquet" in result.output and "grade is string" in result.output
     assert fake.stats.calls == 0

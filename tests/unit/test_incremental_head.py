@@ -30,8 +30,13 @@ def passage(cid: str, version: int = 0) -> str:
     return f"Passage {cid} (edition {version}) about the harbour and its trade in grain."
 
 
-def write_run(run: RunFolder, pools: dict[str, dict[str, str]]) -> None:
-    """Questions ``pools``'s keys, each with its candidates (id → text) in engine order."""
+def write_run(
+    run: RunFolder, pools: dict[str, dict[str, str]], asked: dict[str, str] | None = None
+) -> None:
+    """Questions ``pools``'s keys, each with its candidates (id → text) in engine order.
+
+    ``asked``: a question's text where it is not the default one.
+    """
     run.write(
         "questions",
         to_table(
@@ -39,7 +44,7 @@ def write_run(run: RunFolder, pools: dict[str, dict[str, str]]) -> None:
                 {
                     "run_id": run.run_id,
                     "question_id": qid,
-                    "question": f"What does {qid} ask?",
+                    "question": (asked or {}).get(qid, f"What does {qid} ask?"),
                     "language": "en",
                     "filters": "{}",
                     "metadata": "{}",
@@ -104,10 +109,11 @@ async def night(
     fake: Any,
     quality: dict[str, float],
     started: str,
+    asked: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """One run of the sort stage; its manifest then says it completed. Ranking by question."""
     ctx = context(config, run_id)
-    write_run(ctx.run, pools)
+    write_run(ctx.run, pools, asked)
     manifest = {
         "config": config.model_dump(mode="json"),
         "status": "running",
@@ -332,3 +338,47 @@ def test_a_night_that_reused_every_head_still_compares_like_for_like(tmp_path) -
     unlike = compare_runs(a, c, resamples=99)
     assert not unlike.comparable
     assert [d.what for d in unlike.differences] == ["prompt versions of sort"]
+
+
+async def test_a_question_whose_text_changed_is_ordered_afresh_saying_why(
+    head_config, fake, caplog
+) -> None:
+    """Round 5 #11: one question's words reversed, same id: all 5 heads reused with 0 calls."""
+    pools = pools_of(2)
+    quality = quality_of(pools)
+    await night(head_config(), "n1", pools, fake, quality, "2026-11-01T00:00:00")
+    reversed_q0 = " ".join(reversed(["What", "does", "q0", "ask?"]))
+    with caplog.at_level("WARNING"):
+        second = await night(
+            head_config(sort__previous="n1"),
+            "n2",
+            pools,
+            fake,
+            quality,
+            "2026-11-02T00:00:00",
+            asked={"q0": reversed_q0},
+        )
+    assert second["q0"]["head_source"] == "fresh" and second["q0"]["ordering_calls"] > 0
+    assert second["q0"]["head_note"] == "its text changed since run n1"
+    assert second["q1"]["head_source"] == "reused" and second["q1"]["head_note"] is None
+    assert "question q0" in caplog.text and "its text changed since run n1" in caplog.text
+
+
+async def test_why_a_night_orders_every_head_afresh_reaches_log_manifest_and_report(
+    head_config, fake, caplog
+) -> None:
+    """Round 5 #15: ordering_baseline's reason was dropped by the sort stage."""
+    config = head_config()
+    pools = pools_of(2)
+    why = "no earlier completed run of this question set and configuration"
+    with caplog.at_level("WARNING"):
+        first = await night(config, "n1", pools, fake, quality_of(pools), "2026-11-01T00:00:00")
+    assert {r["head_note"] for r in first.values()} == {why}
+    assert why in caplog.text
+    run = RunFolder(config.runs_root, "n1")
+    assert ordering_manifest(config, run)["fresh_because"] == {why: 2}
+    cost = judge_cost(run)
+    assert cost is not None and f"ordered afresh because {why} (2)" in cost.line()
+    from ragaudit.reporting import build_report, render_html
+
+    assert why in render_html(build_report(run.path))

@@ -1,4 +1,4 @@
-"""The tune's config checks, statistics and judgment store (no search, no judge)."""
+"""The tune's config checks and statistics (no search, no judge)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from ragaudit.config import load_config
 from ragaudit.errors import ConfigError
 from ragaudit.tuning import (
     BASELINE,
-    JudgmentStore,
-    grade_key,
     judge_alone_notice,
     plan_variants,
     question_metrics,
@@ -236,29 +234,6 @@ def test_folds_hold_every_question_out_once() -> None:
     splits = split_questions(list(values[BASELINE]["ndcg"]), 0.3, seed=0, folds=4)
     d = recommend(values, BASELINE, ["ndcg"], splits, resamples=999, bootstrap_samples=200)
     assert d.n_heldout == 20 and d.recommended == "b"
-
-
-def test_the_store_reads_back_every_part_and_keys_on_the_text(tmp_path: Path) -> None:
-    store = JudgmentStore(tmp_path / "judgments")
-    key = grade_key("fake/judge", "relevance@3", "q?", "a text")
-    row = {
-        "key": key,
-        "judge": "fake/judge",
-        "prompt": "relevance@3",
-        "question": "q?",
-        "text": "a text",
-        "question_id": "q1",
-        "context_id": "d1",
-        "grade": 2,
-        "reason": "because",
-    }
-    assert store.add([row, {**row, "key": "k1:other", "grade": None}], "tune:t") == 1
-    again = JudgmentStore(tmp_path / "judgments")
-    assert len(again) == 1 and again.get(key) is not None and again.get(key).grade == 2
-    assert grade_key("fake/judge", "relevance@3", "q?", "a changed text") != key
-    assert grade_key("other/judge", "relevance@3", "q?", "a text") != key
-    (tmp_path / "judgments" / "part-0-0-0.parquet").write_bytes(b"not parquet")
-    assert len(JudgmentStore(tmp_path / "judgments")) == 1
 
 
 def test_a_tune_never_writes_into_a_run_folder_or_the_store(tmp_path: Path) -> None:

@@ -1,0 +1,412 @@
+"""The judgment store: every relevance grade paid for, reusable by any later run or tune.
+
+A grade given one candidate per call depends on the judge (its model, its temperature, its
+window and answer budget, which decide whether a long text is graded in parts), on the prompt
+(name and version), on the question's language (the prompt's language) and text, and on the
+document's text, and on nothing else: those are the key (:func:`grade_key`), so a grade is
+never paid twice and a changed document, question or judge setting is graded anew.
+
+Why Parquet part files under ``<runs_root>/judgments/`` rather than a second diskcache: the
+store is read by any Parquet tool (``pool.qrels.txt`` is one query away); it is a
+:class:`~ragaudit.partstore.PartStore`, so each batch of new grades is one new part written
+atomically under the store's lock, a process killed mid-batch loses at most that batch (whose
+answers the gateway's memo still holds), and :func:`grade_through_store` holds the lock from
+its look-up to its append, so two tunes (or a tune and a run) on one store pay each grade once.
+The LLM memo stays what it is, the per-request cache; the store is the per-grade record that
+outlives a memo cleared or moved.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ragaudit import progress
+from ragaudit.cache import structured_prompt_tokens
+from ragaudit.dataset import Question
+from ragaudit.hashing import canonical_hash
+from ragaudit.judging._grades import Graded, grade_candidates
+from ragaudit.judging._judge import Judge, Spend
+from ragaudit.partstore import ForeignPart, PartStore
+from ragaudit.prompts import RELEVANCE, RelevanceInput
+from ragaudit.runfolder import STORE_DIR
+from ragaudit.schemas import JUDGMENTS, to_table
+
+_log = logging.getLogger(__name__)
+
+
+GRADES = range(0, 4)
+"""The grades the relevance prompt gives; any other value in a part is refused."""
+
+_ADDED = ("temperature", "window", "max_tokens", "language")
+"""Columns of version 2 of the store's schema, absent from version 1 parts."""
+
+BATCH = 200
+"""Pairs looked up and paid per hold of the store's lock: another writer waits at most one."""
+
+
+class StoreError(ForeignPart):
+    """A part of the judgment store holds a row that is not a grade (another type or range)."""
+
+
+def text_hash(text: str) -> str:
+    """The hash of a question's or a document's text, as the store keys it."""
+    return canonical_hash(["text", text])
+
+
+@dataclass(frozen=True)
+class Grader:
+    """What of a judge changes the grade it gives: the store's key holds all of it."""
+
+    model: str
+    temperature: float
+    window: int | None
+    max_tokens: int
+
+    @classmethod
+    def of(cls, judge: Judge) -> Grader:
+        """The grader ``judge`` is."""
+        return cls(judge.model, float(judge.temperature), judge.window, judge.max_tokens)
+
+
+def grade_key(grader: Grader, prompt: str, language: str, question: str, text: str) -> str:
+    """The store's key of one grade (``grade/2``: version 1 keys left the judge's settings out)."""
+    return canonical_hash(
+        [
+            "grade/2",
+            grader.model,
+            grader.temperature,
+            grader.window,
+            grader.max_tokens,
+            prompt,
+            language,
+            text_hash(question),
+            text_hash(text),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class StoredGrade:
+    """One grade from the store."""
+
+    grade: int
+    reason: str
+
+
+class JudgmentStore:
+    """Grades by key, read from the part files of one folder and appended as new parts.
+
+    A key two parts give different grades is reported (:attr:`problems`, and a logged
+    warning naming both parts); the first written is kept, as every reader before the second
+    part saw it.
+    """
+
+    def __init__(self, folder: Path | str) -> None:
+        """Open the store in ``folder`` (created on the first write)."""
+        self.folder = Path(folder)
+        self.parts = PartStore(self.folder, JUDGMENTS, added=_ADDED)
+        self._grades: dict[str, tuple[StoredGrade, str]] = {}
+        self._sources: set[str] = set()
+        self.conflicts: dict[str, tuple[str, str]] = {}
+        """Keys two parts grade differently: key → (the part kept, the part disagreeing)."""
+
+    @property
+    def problems(self) -> list[str]:
+        """Damaged parts skipped, and keys whose parts disagree, one line each."""
+        return list(self.parts.problems)
+
+    def refresh(self) -> None:
+        """Read the parts written since the last read (by this process or any other).
+
+        Raises:
+            StoreError: A part holds a grade that is not an integer 0–3, or other columns.
+        """
+        try:
+            new = self.parts.read_new()
+        except ForeignPart as exc:
+            raise StoreError(str(exc)) from None
+        for path, table in new:
+            self._take(path, table)
+
+    def _take(self, path: Path, table: pa.Table) -> None:
+        self._sources.update(s for s in table["source"].unique().to_pylist() if s)
+        keys, grades = table["key"].to_pylist(), table["grade"].to_pylist()
+        bad = sorted({g for g in grades if g is not None and g not in GRADES})
+        if bad:
+            raise StoreError(
+                f"{path}: grade {', '.join(map(str, bad[:3]))} outside 0–3; move the part out "
+                f"of {self.folder} and re-run"
+            )
+        disagree: list[str] = []
+        for key, grade, reason in zip(keys, grades, table["reason"].to_pylist(), strict=True):
+            if grade is None or not key:
+                continue
+            held = self._grades.get(key)
+            if held is None:
+                self._grades[key] = (StoredGrade(grade, reason or ""), path.name)
+            elif held[0].grade != grade and key not in self.conflicts:
+                self.conflicts[key] = (held[1], path.name)
+                disagree.append(key)
+        if disagree:
+            first = self.conflicts[disagree[0]][0]
+            line = (
+                f"{path}: {len(disagree)} grade(s) differ from those an earlier part gives the "
+                f"same key (first: {first}); the earlier grades are kept"
+            )
+            self.parts.problems.append(line)
+            _log.warning(line)
+
+    def sources(self) -> set[str]:
+        """What paid for the stored grades (``tune:<name>``, ``run:<id>``)."""
+        self.refresh()
+        return set(self._sources)
+
+    def __len__(self) -> int:
+        self.refresh()
+        return len(self._grades)
+
+    def get(self, key: str) -> StoredGrade | None:
+        """The stored grade of ``key``, if any."""
+        self.refresh()
+        held = self._grades.get(key)
+        return None if held is None else held[0]
+
+    def lookup(self, keys: Iterable[str]) -> dict[str, StoredGrade]:
+        """The stored grades of those ``keys`` the store holds."""
+        self.refresh()
+        return {k: self._grades[k][0] for k in keys if k in self._grades}
+
+    def add(self, rows: Sequence[Mapping[str, Any]], source: str, *, locked: bool = False) -> int:
+        """Append the graded rows the store lacks as one new part.
+
+        A row holds ``key``, ``grader`` (a :class:`Grader`), ``prompt``, ``language``,
+        ``question``, ``text``, ``question_id``, ``context_id``, ``grade`` and ``reason``; rows
+        without a grade, and keys the store already holds, are not written. ``locked``: the
+        caller holds the store's lock (:meth:`PartStore.alock`).
+
+        Returns:
+            The grades written.
+
+        Raises:
+            ValueError: A grade outside 0–3.
+        """
+        now = dt.datetime.now(dt.UTC).isoformat()
+        self.refresh()
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            if r.get("grade") is None or r["key"] in self._grades or r["key"] in out:
+                continue
+            if r["grade"] not in GRADES:
+                raise ValueError(f"grade {r['grade']!r} of {r['context_id']!r}: not 0–3")
+            grader: Grader = r["grader"]
+            out[r["key"]] = {
+                "key": r["key"],
+                "judge": grader.model,
+                "temperature": grader.temperature,
+                "window": grader.window,
+                "max_tokens": grader.max_tokens,
+                "prompt": r["prompt"],
+                "language": r["language"],
+                "question_hash": text_hash(r["question"]),
+                "text_hash": text_hash(r["text"]),
+                "question_id": r["question_id"],
+                "context_id": r["context_id"],
+                "grade": int(r["grade"]),
+                "reason": r.get("reason") or "",
+                "source": source,
+                "created_at": now,
+            }
+        if not out:
+            return 0
+        path = self.parts.append(to_table(list(out.values()), JUDGMENTS), locked=locked)
+        for key, r in out.items():
+            self._grades[key] = (StoredGrade(r["grade"], r["reason"]), path.name)
+        self._sources.add(source)
+        return len(out)
+
+    def mark(self, source: str) -> None:
+        """Record that ``source`` was read and gave no grade (so it is not read again)."""
+        now = dt.datetime.now(dt.UTC).isoformat()
+        self.parts.append(to_table([{"key": "", "source": source, "created_at": now}], JUDGMENTS))
+        self._sources.add(source)
+
+
+def _prompt_tokens(judge: Judge, q: Question, text: str) -> int:
+    """The prompt tokens the judge's answer for ``text`` reports (0 without a window)."""
+    if judge.budget is None:
+        return 0
+    messages = RELEVANCE.messages(RelevanceInput(question=q.question, context=text), q.language)
+    return structured_prompt_tokens(judge.model, RELEVANCE.output_model, messages)
+
+
+@dataclass
+class StoreGrading:
+    """What :func:`grade_through_store` did.
+
+    Attributes:
+        graded: Question id → its candidates' grades (as :func:`grade_candidates` gives them).
+        found: Pairs whose grade the store held.
+        paid: Pairs graded by the judge now (memo hits included; failed ones too).
+        failed: Of those, pairs left without a grade.
+        added: Grades appended to the store.
+    """
+
+    graded: dict[str, Graded] = field(default_factory=dict)
+    found: int = 0
+    paid: int = 0
+    failed: int = 0
+    added: int = 0
+
+
+async def grade_through_store(
+    judge: Judge,
+    questions: Mapping[str, Question],
+    candidates: Mapping[str, Sequence[Mapping[str, Any]]],
+    store: JudgmentStore,
+    *,
+    source: str,
+    relevant_grade: int = 2,
+    run_id: str = "",
+    batch: int = BATCH,
+) -> StoreGrading:
+    """Grade (question, document) pairs through the store: look up, pay only the missing, append.
+
+    Signature::
+
+        await grade_through_store(judge, questions, candidates, store, *, source,
+                                  relevant_grade=2, run_id="", batch=BATCH) -> StoreGrading
+
+    One candidate per call, ``judge`` alone (a jury's or repeats' grade is an aggregate no
+    single call gives, so it never enters the store). Per batch of ``batch`` pairs the store's
+    lock is held from the look-up to the append: a second process grading the same pairs waits,
+    then finds them stored and pays none. Only grades paid now are appended, and only those one
+    call gave (a text over the judge's window, graded in parts, is left to the memo). A stored
+    grade counts in the question's spend as a memo hit does (one answer, its prompt's tokens),
+    so a re-run's tables are the same whichever cache answered.
+
+    Args:
+        judge: The judge (its model, temperature, window and answer budget are in the key).
+        questions: Question id → question (its text and language are in the key).
+        candidates: Question id → documents (``context_id``, ``text``), in the order the
+            result's rows keep.
+        store: The runs root's store (:meth:`RunsRoot.judgments`).
+        source: What pays for new grades: ``run:<id>``, ``tune:<name>``, ``audit:<name>``.
+        relevant_grade: The lowest grade that counts as relevant (the result's split).
+        run_id: Written in every row.
+        batch: Pairs per hold of the store's lock.
+
+    Returns:
+        The grades per question (``verdicts`` rows, a stored grade's row with status ``ok``
+        and its stored reason) and the counts.
+
+    Raises:
+        StoreError: A part of the store holds a value that is not a grade (before any call).
+    """
+    grader = Grader.of(judge)
+    pairs = [(qid, c["context_id"], c["text"]) for qid, rows in candidates.items() for c in rows]
+    keys = {
+        (qid, cid): grade_key(
+            grader, RELEVANCE.key, questions[qid].language, questions[qid].question, text
+        )
+        for qid, cid, text in pairs
+    }
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    spends = {qid: Spend() for qid in candidates}
+    out = StoreGrading()
+    store.refresh()  # a part that is not the store's is refused before any call
+    with progress.bar("sort: relevance", len(pairs)) as bar:
+        for start in range(0, len(pairs), batch):
+            chunk = pairs[start : start + batch]
+            async with store.parts.alock():
+                stored = store.lookup(keys[(q, c)] for q, c, _ in chunk)
+                todo: dict[str, list[dict[str, str]]] = {}
+                for qid, cid, text in chunk:
+                    held = stored.get(keys[(qid, cid)])
+                    if held is None:
+                        todo.setdefault(qid, []).append({"context_id": cid, "text": text})
+                        continue
+                    out.found += 1
+                    bar.advance()
+                    # Counted as a memo hit is: the answer used, the prompt it answered. So a
+                    # re-run writes the same ``ranking`` table whichever cache answered it.
+                    spends[qid].calls += 1
+                    spends[qid].prompt_tokens += _prompt_tokens(judge, questions[qid], text)
+                    rows[(qid, cid)] = {
+                        "run_id": run_id,
+                        "question_id": qid,
+                        "context_id": cid,
+                        "grade": held.grade,
+                        "relevant": held.grade >= relevant_grade,
+                        "reason": held.reason,
+                        "status": "ok",
+                        "error": None,
+                        "note": None,
+                        "grade_samples": None,
+                        "grade_judges": None,
+                    }
+                if not todo:
+                    continue
+                graded = await grade_candidates(
+                    judge,
+                    questions,
+                    todo,
+                    relevant_grade=relevant_grade,
+                    per_call=1,
+                    run_id=run_id,
+                    bar=bar,
+                )
+                new = []
+                for qid, g in graded.items():
+                    q = questions[qid]
+                    spends[qid].calls += g.spend.calls
+                    spends[qid].prompt_tokens += g.spend.prompt_tokens
+                    spends[qid].failed += g.spend.failed
+                    texts = {d["context_id"]: d["text"] for d in todo[qid]}
+                    for row in g.rows:
+                        cid = row["context_id"]
+                        rows[(qid, cid)] = row
+                        out.paid += 1
+                        out.failed += row["grade"] is None
+                        if row["note"] is not None:
+                            # Graded in parts (over the window): not one call's grade, and its
+                            # note would be lost on reuse; the memo still holds its parts.
+                            continue
+                        new.append(
+                            {
+                                **row,
+                                "key": keys[(qid, cid)],
+                                "grader": grader,
+                                "prompt": RELEVANCE.key,
+                                "language": q.language,
+                                "question": q.question,
+                                "text": texts[cid],
+                            }
+                        )
+                out.added += store.add(new, source, locked=True)
+    for qid, docs in candidates.items():
+        out.graded[qid] = Graded.from_rows(
+            [rows[(qid, d["context_id"])] for d in docs], relevant_grade, spends[qid]
+        )
+    return out
+
+
+__all__ = [
+    "BATCH",
+    "GRADES",
+    "STORE_DIR",
+    "Grader",
+    "JudgmentStore",
+    "StoreError",
+    "StoreGrading",
+    "StoredGrade",
+    "grade_key",
+    "grade_through_store",
+    "text_hash",
+]
