@@ -46,7 +46,6 @@ from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.reevaluation import ordering_manifest
 from ragaudit.runfolder import RunFolder
-from ragaudit.runids import new_run_id
 from ragaudit.runlock import RunLock
 from ragaudit.stopping import reclaim_sigterm
 from ragaudit.tasks import (
@@ -477,7 +476,7 @@ async def evaluate_config(config_path: str, run_id: str | None = None) -> dict[s
     from ragaudit.config import load_config
 
     config = load_config(Path(config_path))
-    rid = run_id or config.run_id or new_run_id()
+    rid = config.resolved_run_id(run_id)
     return await flow_for(config)(config.model_dump_json(), rid)
 
 

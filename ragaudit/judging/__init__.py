@@ -8,7 +8,9 @@ from ragaudit.judging import _fake  # noqa: F401  (the fake judge's answers)
 from ragaudit.judging._grades import Graded, grade_candidates, plan_grades
 from ragaudit.judging._head import (
     HEAD_METHODS,
+    HeadMethod,
     SetJudge,
+    head_method,
     setwise_calls,
     setwise_heap,
     sliding_window,
@@ -52,6 +54,7 @@ from ragaudit.judging._pairwise import PairwiseJudge
 
 __all__ = [
     "HEAD_METHODS",
+    "HeadMethod",
     "CountingJudge",
     "GradeAggregate",
     "GradeSample",
@@ -74,6 +77,7 @@ __all__ = [
     "grade_noise",
     "grade_plan",
     "head_pool",
+    "head_method",
     "head_signature",
     "incremental_head",
     "order_one",
