@@ -161,8 +161,8 @@ class Registry(Generic[T]):
         Raises:
             NameClash: another module's unit holds the name; the message names both modules.
         """
-        name = self.qualify(name)
         module = module or str(getattr(unit, "__module__", "") or "?")
+        name = self.qualify(name, module)
         holder = self.modules.get(name)
         if holder is not None and holder != module:
             raise NameClash(
@@ -174,11 +174,17 @@ class Registry(Generic[T]):
         self.modules[name] = module
         return name
 
-    def qualify(self, name: str) -> str:
-        """The name a unit registered now as ``name`` gets (namespaced while a package loads)."""
-        if _namespace is not None and not name.startswith(f"{_namespace}/"):
-            return f"{_namespace}/{name}"
-        return name
+    def qualify(self, name: str, module: str) -> str:
+        """The name a unit of ``module`` registered now as ``name`` gets.
+
+        ``<package>/<name>`` while an installed package's modules are imported; a built-in
+        module imported on the way (the package's own ``import ragaudit.metrics``) keeps its
+        plain names.
+        """
+        builtin = module == BUILTIN_PACKAGE or module.startswith(f"{BUILTIN_PACKAGE}.")
+        if _namespace is None or builtin or name.startswith(f"{_namespace}/"):
+            return name
+        return f"{_namespace}/{name}"
 
     def register(self, name: str, *, options: type[BaseModel] | None = None) -> Callable[[F], F]:
         """Decorator: register the decorated factory (or class) under ``name``."""

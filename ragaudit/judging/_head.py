@@ -87,7 +87,7 @@ def head_method(
     """
 
     def deco(fn: OrderFn) -> OrderFn:
-        qualified = REGISTRY.qualify(name)
+        qualified = REGISTRY.qualify(name, fn.__module__)
         REGISTRY.add(
             qualified, HeadMethod(qualified, fn, calls, shown, prompt), module=fn.__module__
         )

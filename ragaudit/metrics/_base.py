@@ -306,7 +306,7 @@ def metric(
     def deco(fn: Scorer) -> Scorer:
         doc = (fn.__doc__ or "").strip().splitlines()
         # An installed package's metric is named <package>/<name>: its rows carry that name.
-        qualified = REGISTRY.qualify(name)
+        qualified = REGISTRY.qualify(name, fn.__module__)
         unit = Metric(
             qualified,
             inputs,

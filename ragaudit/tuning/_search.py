@@ -47,9 +47,9 @@ def search_strategy(name: str, *, grid: bool = True) -> Callable[[Draw], Draw]:
     """Register the decorated draw as search strategy ``name`` (built-in or a plugin's)."""
 
     def deco(draw: Draw) -> Draw:
-        REGISTRY.add(
-            name, SearchStrategy(REGISTRY.qualify(name), grid, draw), module=draw.__module__
-        )
+        module = draw.__module__
+        unit = SearchStrategy(REGISTRY.qualify(name, module), grid, draw)
+        REGISTRY.add(name, unit, module=module)
         return draw
 
     return deco
