@@ -112,8 +112,13 @@ def viewer(request: Request) -> Viewer:
     return state.viewer
 
 
+def _render(template: str, **context: Any) -> str:
+    """``template`` of the viewer's templates rendered (autoescaped) with ``context``."""
+    return _env.get_template(template).render(**context)
+
+
 def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    body = _env.get_template(template).render(**context)
+    body = _render(template, **context)
     return HTMLResponse(body, status_code=status, headers={"Content-Security-Policy": _STRICT_CSP})
 
 
