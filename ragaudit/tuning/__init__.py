@@ -8,6 +8,8 @@ against the baseline, adjusted across variants; the winner is picked on tuning q
 recommended only if it beats the baseline beyond noise on held-out ones.
 """
 
+from ragaudit.tuning._config import TuneConfig, TuneRange
+from ragaudit.tuning._metrics import Judged, TuneMetric, tune_metric
 from ragaudit.tuning._outputs import (
     BEST,
     QRELS,
@@ -52,6 +54,7 @@ from ragaudit.tuning._run import (
     tune_dir,
 )
 from ragaudit.tuning._runs import import_run_grades, single_judge, store_sort_grades
+from ragaudit.tuning._search import SearchStrategy, search_strategy
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
@@ -75,7 +78,12 @@ __all__ = [
     "Pool",
     "Retrieved",
     "StoredGrade",
+    "TuneConfig",
+    "TuneMetric",
     "TuneOutcome",
+    "TuneRange",
+    "Judged",
+    "SearchStrategy",
     "Variant",
     "VariantRun",
     "VariantStats",
@@ -102,6 +110,8 @@ __all__ = [
     "render_html",
     "retrieve",
     "run_tune",
+    "search_strategy",
+    "tune_metric",
     "split_questions",
     "summary",
     "sweep_chart",
