@@ -67,7 +67,7 @@ def load_module(module: str) -> None:
     """
     try:
         importlib.import_module(module)
-    except ValueError:
+    except NameClash:
         raise
     except ImportError as exc:
         raise ValueError(f"plugin module '{module}' cannot be imported: {exc}") from None

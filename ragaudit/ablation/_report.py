@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import polars as pl
 
 from ragaudit.ablation._charts import LABELS, describe, dimension_chart, fixed_values
@@ -19,7 +18,7 @@ from ragaudit.ablation._plan import PlannedPoint
 from ragaudit.ablation._results import OBJECTIVE, Findings, findings, load_results, write_parquet
 from ragaudit.atomic import atomic_path
 from ragaudit.config import RunConfig
-from ragaudit.reporting import text_workbook
+from ragaudit.reporting import template_env, text_workbook
 from ragaudit.runfolder import write_bytes, write_json
 
 
@@ -99,14 +98,7 @@ def _table(df: pl.DataFrame, cols: list[str], mark: str | None = None) -> dict[s
     return {"columns": cols, "rows": rows}
 
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("ragaudit.ablation", "templates"),
-    # Names, paths, warnings and question ids are the run's text: escaped, always.
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_ENV = template_env("ragaudit.ablation")
 _POINT_COLUMNS = [
     "point_id",
     *DIMENSIONS,
