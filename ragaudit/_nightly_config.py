@@ -1,14 +1,14 @@
 """The ``nightly`` section of the config: how a scheduled re-evaluation reacts.
 
-It sits beside ``reevaluation.py`` (the nightly's library module). Base-safe: it imports
-pydantic and ragaudit's base modules only (see ``ragaudit.config.section``).
+Beside ``reevaluation.py`` (the nightly's library module), in the base layer: it imports
+pydantic and base modules only, so that ``config.py`` composes it (``config.py`` says why).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ragaudit.config import Section
+from ragaudit._section import Section
 
 
 class NightlyConfig(Section):

@@ -3,27 +3,29 @@
 Precedence, lowest first: defaults, the file, ``RAGAUDIT_*`` environment variables (nested
 with ``__``, e.g. ``RAGAUDIT_MODELS__JUDGE``), then CLI flags. Every error names the field.
 
-This module holds the run's core (models, the five stages, scale, cache). A command's own
-section (``tune``, ``ablate``, ``nightly``) is defined beside its package, in a small
-base-safe module (``ragaudit/tuning/_config.py`` …), and joins :class:`RunConfig` as one field
-naming that module (:func:`section`); see :func:`section` for why.
+This module holds the run's core (models, the five stages, scale, cache) and composes it with
+the sections of single commands, each defined beside its package in a small module of the base
+layer (``_tune_config.py`` beside ``tuning/``, ``_ablate_config.py`` beside ``ablation/``,
+``_nightly_config.py`` beside ``reevaluation.py``). Why there and not inside the packages: this
+module is a base module (``make layers``) that every package imports, so it can import a
+section only from the base layer; and a module inside ``tuning/`` would run the package's
+``__init__`` (the gateway, litellm, polars) on every config load. A section module imports only
+pydantic and base modules; a new one joins by its import and one field of :class:`RunConfig`
+(and its name in the base layer of the layers contract).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import regex
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -31,6 +33,10 @@ from pydantic import (
     model_validator,
 )
 
+from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
+from ragaudit._nightly_config import NightlyConfig
+from ragaudit._section import Section
+from ragaudit._tune_config import TuneConfig, TuneRange
 from ragaudit.errors import ConfigError, clip
 from ragaudit.registry import (
     ANSWER_SOURCES,
@@ -44,24 +50,11 @@ from ragaudit.runids import new_run_id
 from ragaudit.runlock import check_run_id
 from ragaudit.secrets import url_password
 
-if TYPE_CHECKING:
-    # The sections beside their packages, for the type checker only: at run time they are
-    # named as text (:func:`section`) and imported when RunConfig is first used.
-    from ragaudit._nightly_config import NightlyConfig
-    from ragaudit.ablation._config import AblateConfig
-    from ragaudit.tuning._config import TuneConfig
-
 OFFLINE_JUDGE = "local/gemma-3-270m"
 OFFLINE_EMBEDDER = "local/multilingual-e5-small"
 ENGLISH_ONLY_EMBEDDERS = frozenset({"local/all-minilm-l6-v2"})
 """Embedders that cannot read Chinese: their scores of Chinese rows are skipped, saying why."""
 ENV_PREFIX = "RAGAUDIT_"
-
-
-class Section(BaseModel):
-    """The base of every config section: frozen, an unknown field refused naming it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 _Frozen = Section
@@ -830,35 +823,6 @@ class CacheConfig(_Frozen):
         return self
 
 
-class _SectionDefault:
-    """The default of a section defined beside its package: an empty section, and its module."""
-
-    def __init__(self, module: str) -> None:
-        self.module = module
-
-    def __call__(self) -> dict[str, Any]:
-        return {}
-
-
-def section(module: str) -> Any:
-    """A :class:`RunConfig` field whose section model is defined in ``module``, beside its package.
-
-    Why not import it: this module is in the base layer (``make layers``), below the packages
-    whose sections these are, and every one of those packages imports this module, so an
-    import here would be both an upward edge and a cycle. The field's type is named in its
-    annotation (imported for the type checker only) and its module as text here; the section
-    models are imported and the annotations resolved when RunConfig is first used
-    (:meth:`RunConfig.model_rebuild`), as the registry imports its built-in units. A section
-    module imports only pydantic and base modules, so resolving it never needs more than its
-    package's ``__init__``.
-
-    A new section joins by one field, ``audit: AuditSection = section("ragaudit.audit._config")``,
-    with its type under ``TYPE_CHECKING`` above and its edge in the layers contract's
-    ``ignore_imports``.
-    """
-    return Field(default_factory=_SectionDefault(module), validate_default=True)
-
-
 class RunConfig(_Frozen):
     """Everything one evaluation run needs; stored whole in the run's manifest."""
 
@@ -891,26 +855,12 @@ class RunConfig(_Frozen):
     score: ScoreConfig = Field(default_factory=ScoreConfig)
     report: ReportConfig = ReportConfig()
     gold: GoldConfig = GoldConfig()
-    ablate: AblateConfig = section("ragaudit.ablation._config")
+    ablate: AblateConfig = AblateConfig()
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
-    nightly: NightlyConfig = section("ragaudit._nightly_config")
+    nightly: NightlyConfig = NightlyConfig()
     scale: ScaleConfig = ScaleConfig()
-    tune: TuneConfig = section("ragaudit.tuning._config")
+    tune: TuneConfig = TuneConfig()
     """``ragaudit tune`` only: the collect variants compared (ignored by evaluation runs)."""
-
-    @classmethod
-    def model_rebuild(cls, **kwargs: Any) -> bool | None:
-        """Resolve the sections defined beside their packages (:func:`section`), then rebuild.
-
-        pydantic calls this itself the first time the model is used.
-        """
-        names = dict(kwargs.pop("_types_namespace", None) or {})
-        for field_name, info in cls.model_fields.items():
-            default = info.default_factory
-            if isinstance(default, _SectionDefault):
-                type_name = str(cls.__annotations__[field_name])
-                names[type_name] = getattr(importlib.import_module(default.module), type_name)
-        return super().model_rebuild(**kwargs, _types_namespace=names)
 
     def resolved_run_id(self, given: str | None = None, prefix: str | None = None) -> str:
         """The run's id: ``given`` (a flow's argument), else ``run_id``, else a new one.
@@ -1101,6 +1051,14 @@ def load_config(
 
 
 __all__ = [
+    # The sections beside their packages, composed here (importable from here as before).
+    "DIMENSIONS",
+    "AblateConfig",
+    "AblationPoint",
+    "NightlyConfig",
+    "TuneConfig",
+    "TuneRange",
+    "parse_size",
     "migrate_score_options",
     "ENGLISH_ONLY_EMBEDDERS",
     "OFFLINE_EMBEDDER",
@@ -1125,6 +1083,5 @@ __all__ = [
     "SortConfig",
     "deep_merge",
     "load_config",
-    "section",
     "set_path",
 ]

@@ -6,9 +6,9 @@ point × metric table, one chart per swept dimension, the best combination with 
 statistically indistinguishable from it, and the questions whose scores swing most.
 """
 
+from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
 from ragaudit.ablation import _fake  # noqa: F401  (registers the fake generator's answer)
 from ragaudit.ablation._charts import dimension_chart, fixed_values
-from ragaudit.ablation._config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
 from ragaudit.ablation._pipeline import (
     PIPELINE_FILE,
     Evaluate,

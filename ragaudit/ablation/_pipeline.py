@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.ablation._config import AblationPoint
+from ragaudit._ablate_config import AblationPoint
 from ragaudit.ablation._plan import chunk_tokenizer, chunking, index_group, point_id
 from ragaudit.cache import canonical_hash, gateway_for
 from ragaudit.config import RunConfig, set_path

@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
+from ragaudit._ablate_config import DIMENSIONS
 from ragaudit.ablation._charts import LABELS, describe, dimension_chart, fixed_values
-from ragaudit.ablation._config import DIMENSIONS
 from ragaudit.ablation._pipeline import IndexInfo, ablation_dir
 from ragaudit.ablation._plan import PlannedPoint
 from ragaudit.ablation._results import OBJECTIVE, Findings, findings, load_results, write_parquet

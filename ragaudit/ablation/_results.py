@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragaudit.ablation._config import DIMENSIONS
+from ragaudit._ablate_config import DIMENSIONS
 from ragaudit.ablation._pipeline import IndexInfo, points_root
 from ragaudit.ablation._plan import PlannedPoint
 from ragaudit.config import RunConfig

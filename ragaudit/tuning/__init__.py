@@ -8,7 +8,7 @@ against the baseline, adjusted across variants; the winner is picked on tuning q
 recommended only if it beats the baseline beyond noise on held-out ones.
 """
 
-from ragaudit.tuning._config import TuneConfig, TuneRange
+from ragaudit._tune_config import TuneConfig, TuneRange
 from ragaudit.tuning._metrics import Judged, TuneMetric, tune_metric
 from ragaudit.tuning._outputs import (
     BEST,

@@ -1,54 +1,44 @@
-"""The sections defined beside their packages: resolved by module name, base-safe, one rule
-for a run's id."""
+"""Sections beside their packages, composed without loading them; one rule for a run's id."""
 
 from __future__ import annotations
 
-import tomllib
-
-import grimp
-from support.paths import REPO_ROOT
+import json
+import subprocess
+import sys
 
 from ragaudit.ablation import AblateConfig
-from ragaudit.config import RunConfig, _SectionDefault, load_config
+from ragaudit.config import RunConfig, load_config
 from ragaudit.tuning import TuneConfig
 
-
-def _sections() -> dict[str, str]:
-    return {
-        name: info.default_factory.module
-        for name, info in RunConfig.model_fields.items()
-        if isinstance(info.default_factory, _SectionDefault)
-    }
-
-
-def _base_modules() -> set[str]:
-    settings = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    [layers] = [c for c in settings["tool"]["importlinter"]["contracts"] if c["id"] == "layers"]
-    return {f"ragaudit.{m.strip()}" for m in layers["layers"][-1].split(":")}
+_LOAD = """
+import json, sys
+from ragaudit.config import load_config
+load_config(None, {"tune": {"depth": 3}, "ablate": {"name": "a"}}, environ={})
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("ragaudit."))))
+"""
 
 
-def test_the_sections_resolve_to_the_models_beside_their_packages() -> None:
-    assert {"tune", "ablate", "nightly"} <= set(_sections())
-    config = RunConfig()
+def test_the_sections_are_the_models_their_packages_export() -> None:
+    config = load_config(None, {"tune": {"depth": 3}, "nightly": {"on_regression": "name"}})
     assert type(config.tune) is TuneConfig and type(config.ablate) is AblateConfig
-    assert type(config.nightly).__module__ == _sections()["nightly"]
-    loaded = load_config(None, {"tune": {"depth": 3}, "nightly": {"on_regression": "name"}})
-    assert loaded.tune.depth == 3 and loaded.nightly.on_regression == "name"
-    assert RunConfig.model_validate_json(loaded.model_dump_json()) == loaded
+    assert config.tune.depth == 3 and config.nightly.on_regression == "name"
+    assert RunConfig.model_validate_json(config.model_dump_json()) == config
 
 
-def test_a_section_module_imports_nothing_above_the_base_layer() -> None:
-    # What lets the config name them without importing the library (config.section).
-    graph = grimp.build_graph("ragaudit", include_external_packages=False)
-    base = _base_modules()
-    for module in _sections().values():
-        imported = graph.find_modules_directly_imported_by(module)
-        assert imported <= base, f"{module} imports {sorted(imported - base)}"
+def test_a_config_loads_without_the_packages_of_its_sections() -> None:
+    # What placing the sections beside their packages buys: loading a config never runs the
+    # tuning or ablation package (the gateway, litellm, polars), as before they moved.
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert "ragaudit._tune_config" in loaded and "ragaudit._ablate_config" in loaded
+    assert not {"ragaudit.tuning", "ragaudit.ablation", "ragaudit.cache"} & set(loaded)
 
 
 def test_a_run_gets_its_id_in_one_place() -> None:
     assert RunConfig().resolved_run_id("given") == "given"
     named = RunConfig(run_id="named")
     assert named.resolved_run_id() == "named" and named.resolved_run_id("given") == "given"
-    fresh = RunConfig().resolved_run_id(prefix="calibrate")
-    assert fresh.startswith("calibrate-")
+    assert RunConfig().resolved_run_id(prefix="calibrate").startswith("calibrate-")

@@ -1,8 +1,8 @@
-"""The ``ablate`` section of the config: what ``ragaudit ablate`` sweeps, beside the package.
+"""The ``ablate`` section of the config: what ``ragaudit ablate`` sweeps.
 
-Base-safe: it imports pydantic and ragaudit's base modules only, so that the config (a base
-module) can name it as its ``ablate`` section without importing the ablation (see
-``ragaudit.config.section``).
+Beside ``ablation/``, in the base layer: it imports pydantic and base modules only, so that
+``config.py`` composes it without loading the ablation package (``config.py`` says why);
+``ragaudit.ablation`` exports this section.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ragaudit.config import Section
+from ragaudit._section import Section
 
 DIMENSIONS = ("file_size", "chunk_size", "overlap", "context", "top_k")
 """What an ablation may vary: corpus bytes, chunk tokens, overlap tokens, paragraph context, k."""

@@ -1,9 +1,9 @@
 """The ``tune`` section of the config: which collect variants ``ragaudit tune`` compares.
 
-Base-safe: it imports pydantic and ragaudit's base modules only, so that the config (a base
-module) can name it as its ``tune`` section without importing the tuning package (see
-``ragaudit.config.section``). Search strategies and metrics are registered kinds
-(``ragaudit.registry.TUNE_SEARCHES``, ``TUNE_METRICS``), checked by name here.
+Beside ``tuning/``, in the base layer: it imports pydantic and base modules only, so that
+``config.py`` composes it without loading the tuning package (``config.py`` says why). Search
+strategies and metrics are registered kinds (``ragaudit.registry.TUNE_SEARCHES``,
+``TUNE_METRICS``), checked by name here; ``ragaudit.tuning`` exports this section.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ragaudit.config import Section
+from ragaudit._section import Section
 from ragaudit.errors import ConfigError
 from ragaudit.registry import TUNE_METRICS, TUNE_SEARCHES
 from ragaudit.runlock import check_run_id
