@@ -130,12 +130,18 @@ class Registry(Generic[T]):
         kind: What a unit is, in words (``search backend``); error messages use it.
         group: The entry-point group whose modules register units of this kind.
         builtins: Modules that register the built-in units (also named under ``group``).
+        declared: The names the built-in modules register, where importing those modules is
+            costly (a package that loads the gateway): a config naming one is checked without
+            importing anything. A test holds them equal to what the modules register.
     """
 
-    def __init__(self, kind: str, group: str, builtins: tuple[str, ...]) -> None:
+    def __init__(
+        self, kind: str, group: str, builtins: tuple[str, ...], declared: tuple[str, ...] = ()
+    ) -> None:
         self.kind = kind
         self.group = group
         self.builtins = builtins
+        self.declared = declared
         self.units: dict[str, T] = {}
         self.options: dict[str, type[BaseModel]] = {}
         self.modules: dict[str, str] = {}
@@ -248,6 +254,8 @@ class Registry(Generic[T]):
         Raises:
             ValueError: no such unit; the message lists the known ones.
         """
+        if name in self.declared:
+            return name
         try:
             self.get(name)
         except KeyError as exc:
@@ -289,18 +297,26 @@ ORDERINGS: Registry[Any] = Registry(
 )
 """Pairwise ordering strategies, registered with ``ragaudit.ordering.strategy``."""
 
+# These three kinds' built-ins live in packages that load the gateway (litellm): their names are
+# declared, so that loading a config (or a run's manifest, for a report) imports none of them.
 HEAD_METHODS: Registry[Any] = Registry(
-    "head method", "ragaudit.head_methods", ("ragaudit.judging._head",)
+    "head method", "ragaudit.head_methods", ("ragaudit.judging._head",), ("setwise", "window")
 )
 """Head ordering methods (``sort.head_method``), registered with
 ``ragaudit.judging.head_method``."""
 TUNE_SEARCHES: Registry[Any] = Registry(
-    "tune search strategy", "ragaudit.tune_searches", ("ragaudit.tuning._search",)
+    "tune search strategy",
+    "ragaudit.tune_searches",
+    ("ragaudit.tuning._search",),
+    ("grid", "ofat", "optuna"),
 )
 """How a tune finds its variants (``tune.search``), registered with
 ``ragaudit.tuning.search_strategy``."""
 TUNE_METRICS: Registry[Any] = Registry(
-    "tune metric", "ragaudit.tune_metrics", ("ragaudit.tuning._metrics",)
+    "tune metric",
+    "ragaudit.tune_metrics",
+    ("ragaudit.tuning._metrics",),
+    ("ndcg", "precision", "recall", "mrr"),
 )
 """Metrics of a tune's variants at its depth (``tune.metrics``), registered with
 ``ragaudit.tuning.tune_metric``."""

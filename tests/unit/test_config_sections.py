@@ -8,6 +8,7 @@ import sys
 
 from ragaudit.ablation import AblateConfig
 from ragaudit.config import RunConfig, load_config
+from ragaudit.registry import HEAD_METHODS, TUNE_METRICS, TUNE_SEARCHES
 from ragaudit.tuning import TuneConfig
 
 _LOAD = """
@@ -42,3 +43,30 @@ def test_a_run_gets_its_id_in_one_place() -> None:
     named = RunConfig(run_id="named")
     assert named.resolved_run_id() == "named" and named.resolved_run_id("given") == "given"
     assert RunConfig().resolved_run_id(prefix="calibrate").startswith("calibrate-")
+
+
+def test_declared_builtin_names_are_what_their_modules_register() -> None:
+    # A config naming a declared built-in is checked without importing its module; the
+    # declaration must not drift from the registrations.
+    for registry in (HEAD_METHODS, TUNE_SEARCHES, TUNE_METRICS):
+        registry.load()
+        builtin = {n for n, m in registry.modules.items() if m.startswith("ragaudit.")}
+        assert set(registry.declared) == builtin, registry.kind
+
+
+def test_a_stored_config_validates_without_the_packages_that_use_it() -> None:
+    # A report or the viewer validates every run's stored config: that loads no gateway.
+    done = subprocess.run(
+        [sys.executable, "-c", _STORED], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert not {"ragaudit.tuning", "ragaudit.judging", "ragaudit.cache"} & loaded
+
+
+_STORED = """
+import json, sys
+from ragaudit.config import RunConfig
+RunConfig.model_validate(RunConfig().model_dump(mode="json"))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("ragaudit."))))
+"""
