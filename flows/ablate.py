@@ -19,6 +19,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from ragaudit.ablation import (
+    AblationPoint,
     IndexInfo,
     build_index,
     drop_index,
@@ -28,7 +29,7 @@ from ragaudit.ablation import (
     write_outputs,
 )
 from ragaudit.cache import hold_gateway
-from ragaudit.config import AblationPoint, RunConfig
+from ragaudit.config import RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.flows.evaluate import evaluate, retry_on_infrastructure
 from ragaudit.secrets import redact

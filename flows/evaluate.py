@@ -479,7 +479,7 @@ async def evaluate_config(config_path: str, run_id: str | None = None) -> dict[s
     from ragaudit.config import load_config
 
     config = load_config(Path(config_path))
-    rid = run_id or config.run_id or new_run_id()
+    rid = config.resolved_run_id(run_id)
     return await flow_for(config)(config.model_dump_json(), rid)
 
 

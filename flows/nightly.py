@@ -33,7 +33,6 @@ from ragaudit.reevaluation import (
 )
 from ragaudit.reporting import compare_runs, question_set_hash, regressions
 from ragaudit.runfolder import RunFolder
-from ragaudit.runids import new_run_id
 
 __all__ = ["compare_with_previous", "reevaluate", "rename_flow_run"]
 
@@ -96,7 +95,7 @@ async def compare_with_previous(config: RunConfig, run_id: str) -> dict[str, Any
 async def reevaluate(config_path: str, run_id: str | None = None) -> State:
     """Evaluate with a config file, then compare with the previous run like this one."""
     config = load_config(Path(config_path))
-    rid = run_id or config.run_id or new_run_id()
+    rid = config.resolved_run_id(run_id)
     manifest = await evaluate(config.model_dump_json(), rid)
     outcome = await compare_with_previous(config, rid)
     outcome["run_id"] = rid

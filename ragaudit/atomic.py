@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,23 @@ from ragaudit.secrets import known_secrets, redact
 def _atomic_target(path: Path) -> tuple[int, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for a writer that wants a file name (a workbook, Parquet).
+
+    Renamed into place when the block ends, removed when it raises: the caller's writer
+    redacts what it writes (text goes through :func:`redact` or :func:`redact_table` first).
+    """
+    fd, tmp = _atomic_target(path)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_bytes(data: bytes, path: Path) -> None:
@@ -83,14 +102,8 @@ def redact_table(table: pa.Table) -> pa.Table:
 def write_table(table: pa.Table, path: Path) -> None:
     """Write a Parquet table atomically (zstd-compressed), with every known secret redacted."""
     table = redact_table(table)
-    fd, tmp = _atomic_target(path)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
-__all__ = ["redact_table", "write_bytes", "write_json", "write_table"]
+__all__ = ["atomic_path", "redact_table", "write_bytes", "write_json", "write_table"]

@@ -2,6 +2,16 @@
 
 Precedence, lowest first: defaults, the file, ``RAGAUDIT_*`` environment variables (nested
 with ``__``, e.g. ``RAGAUDIT_MODELS__JUDGE``), then CLI flags. Every error names the field.
+
+This module holds the run's core (models, the five stages, scale, cache) and composes it with
+the sections of single commands, each defined beside its package in a small module of the base
+layer (``_tune_config.py`` beside ``tuning/``, ``_ablate_config.py`` beside ``ablation/``,
+``_nightly_config.py`` beside ``reevaluation.py``). Why there and not inside the packages: this
+module is a base module (``make layers``) that every package imports, so it can import a
+section only from the base layer; and a module inside ``tuning/`` would run the package's
+``__init__`` (the gateway, litellm, polars) on every config load. A section module imports only
+pydantic and base modules; a new one joins by its import and one field of :class:`RunConfig`
+(and its name in the base layer of the layers contract).
 """
 
 from __future__ import annotations
@@ -10,14 +20,13 @@ import importlib
 import json
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import regex
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -26,9 +35,21 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
+from ragaudit._nightly_config import NightlyConfig
+from ragaudit._section import Section
+from ragaudit._tune_config import TuneConfig, TuneRange
 from ragaudit.errors import ConfigError, clip
-from ragaudit.registry import ANSWER_SOURCES, METRICS, ORDERINGS, SEARCH_BACKENDS, load_module
-from ragaudit.runlock import COMPLETE_STATUSES, check_run_id
+from ragaudit.registry import (
+    ANSWER_SOURCES,
+    HEAD_METHODS,
+    METRICS,
+    ORDERINGS,
+    SEARCH_BACKENDS,
+    load_plugins,
+)
+from ragaudit.runids import new_run_id
+from ragaudit.runlock import check_run_id
 from ragaudit.secrets import url_password
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
@@ -38,8 +59,7 @@ ENGLISH_ONLY_EMBEDDERS = frozenset({"local/all-minilm-l6-v2"})
 ENV_PREFIX = "RAGAUDIT_"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Frozen = Section
 
 
 class ModelsConfig(_Frozen):
@@ -425,9 +445,10 @@ class SortConfig(_Frozen):
     the rest by grade; ``none``, by grade alone (tied inside a grade)."""
     head_k: int = Field(default=10, ge=1, le=1000)
     """``order: head``: positions ordered exactly from the top."""
-    head_method: Literal["window", "setwise"] = "window"
-    """``order: head``: ``window``, listwise windows slid from the bottom up (RankGPT's
-    method); ``setwise``, a heap whose sifts choose the best of ``set_size`` candidates."""
+    head_method: str = "window"
+    """``order: head``: a registered head method (``ragaudit.judging.head_method``):
+    ``window``, listwise windows slid from the bottom up (RankGPT's method); ``setwise``, a
+    heap whose sifts choose the best of ``set_size`` candidates; or a plugin's."""
     window: int = Field(default=20, ge=2, le=100)
     """``head_method: window``: candidates per listwise call (the window moves by half)."""
     head_votes: int = Field(default=2, ge=0, le=10)
@@ -471,6 +492,11 @@ class SortConfig(_Frozen):
     @classmethod
     def _known_strategy(cls, value: str) -> str:
         return ORDERINGS.check(value)
+
+    @field_validator("head_method")
+    @classmethod
+    def _known_head_method(cls, value: str) -> str:
+        return HEAD_METHODS.check(value)
 
 
 class GroundTruthConfig(_Frozen):
@@ -717,220 +743,6 @@ class GoldConfig(_Frozen):
     either is refused at load, naming them, as a qrels of another set or a bad merge."""
 
 
-DIMENSIONS = ("file_size", "chunk_size", "overlap", "context", "top_k")
-"""What an ablation may vary: corpus bytes, chunk tokens, overlap tokens, paragraph context, k."""
-
-_SIZE_UNITS = {"b": 1, "kb": 1_000, "mb": 1_000_000, "gb": 1_000_000_000}
-
-
-def parse_size(value: Any) -> int:
-    """Bytes from ``5000000``, ``"5MB"`` or ``"500 KB"`` (decimal units, as file sizes are shown).
-
-    Raises:
-        ValueError: Not a positive size.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size")
-    if isinstance(value, int | float):
-        size = int(value)
-    else:
-        text = str(value).strip().lower().replace(" ", "")
-        unit = next((u for u in ("gb", "mb", "kb", "b") if text.endswith(u)), "")
-        try:
-            size = int(float(text[: len(text) - len(unit)]) * _SIZE_UNITS.get(unit, 1))
-        except ValueError:
-            raise ValueError(f"{value!r} is not a size (say 5MB, 500KB or bytes)") from None
-    if size <= 0:
-        raise ValueError(f"{value!r}: a size must be positive")
-    return size
-
-
-class AblationPoint(_Frozen):
-    """One setting of the reference RAG pipeline."""
-
-    file_size: int = 5_000_000
-    """Corpus bytes (UTF-8 text of whole documents); ``"5MB"`` style text is accepted."""
-    chunk_size: int = Field(default=500, ge=1)
-    """Tokens per chunk, in the unit ``ablate.chunk_unit`` names (the generator's by default)."""
-    overlap: int = Field(default=50, ge=0)
-    """Tokens shared by neighbouring chunks (capped below the chunk size)."""
-    context: bool = True
-    """Start each chunk with its document's title and heading path."""
-    top_k: int = Field(default=5, ge=1)
-    """Chunks retrieved and given to the generator."""
-
-    @field_validator("file_size", mode="before")
-    @classmethod
-    def _size(cls, value: Any) -> int:
-        return parse_size(value)
-
-
-class AblateConfig(_Frozen):
-    """``ragaudit ablate``: one-factor sweeps of the reference RAG pipeline around a baseline."""
-
-    name: str = "ablation"
-    """Folder under ``runs_root`` holding the ablation (indexes, one run folder per point)."""
-    corpus: Path | None = None
-    """The corpus (JSONL, Parquet or a folder of text) the pipeline indexes."""
-    questions: Path | None = None
-    """The question set the sweep asks, used as is: a hand-made one with references, or one
-    ``ragaudit testset`` generated from ``corpus``. None: the run's ``questions``."""
-    id_field: str = "id"
-    """Id field of a JSONL or Parquet corpus."""
-    text_field: str = "text"
-    """Text field of a JSONL or Parquet corpus."""
-    baseline: AblationPoint = AblationPoint()
-    """The fixed values every one-factor sweep varies one dimension of."""
-    sweeps: dict[str, list[Any]] = {
-        "file_size": ["1MB", "5MB", "10MB"],
-        "chunk_size": [100, 300, 500, 700, 1000],
-        "context": [True, False],
-        "top_k": [3, 5, 7, 10, 15],
-    }
-    """Dimension → values; each value is tried with the baseline's other values."""
-    grid: bool = False
-    """Try every combination of the swept values instead (the product grows fast)."""
-    chunk_unit: Literal["generator", "words"] = "generator"
-    """What ``chunk_size`` and ``overlap`` count: ``generator``, tokens of ``models.generator``'s
-    tokenizer (litellm's counter; cl100k for the fake and local models), context line included;
-    ``words``, a CJK character or a Latin word each (``ragaudit index --chunk-unit tokens``)."""
-    parallel: int = Field(default=4, ge=1, le=64)
-    """Points evaluated at once, concurrently in the flow's event loop."""
-    objective: dict[str, float] = {}
-    """Metric → weight of the objective the best point maximises (a lower-is-better metric
-    counts as 1 − value); empty: the plain mean of every scored metric."""
-    outliers: int = Field(default=10, ge=0)
-    """Questions listed whose objective swings most across the points."""
-    drop_indexes: bool = False
-    """Drop the engine indexes (elasticsearch/opensearch) after the sweep; local ones stay."""
-
-    @field_validator("sweeps")
-    @classmethod
-    def _sweeps(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        for dim, values in value.items():
-            if dim not in DIMENSIONS:
-                raise ValueError(f"unknown dimension '{dim}' (known: {', '.join(DIMENSIONS)})")
-            if not values:
-                raise ValueError(f"{dim}: no values")
-            for v in values:  # each value must make a valid point
-                AblationPoint.model_validate({dim: v})
-        return value
-
-
-class TuneRange(_Frozen):
-    """A numeric range Optuna draws a template parameter from (``tune.search: optuna``)."""
-
-    low: float
-    """Smallest value."""
-    high: float
-    """Largest value."""
-    log: bool = False
-    """Draw on a log scale (boosts, weights spanning orders of magnitude)."""
-    integer: bool = False
-    """Draw whole numbers."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> TuneRange:
-        if not self.low < self.high:
-            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
-        if self.log and self.low <= 0:
-            raise ValueError("a log range needs low > 0")
-        return self
-
-
-TUNE_METRICS = ("ndcg", "precision", "recall", "mrr")
-"""What ``tune.metrics`` may name: NDCG@depth (graded gains), P@depth, R@depth, MRR."""
-
-
-class TuneConfig(_Frozen):
-    """``ragaudit tune``: which collect settings retrieve better, judged on one pooled grading.
-
-    The run's ``collect`` section is the baseline; every variant is that section with some
-    fields replaced. Checked again, with the backend's knowledge, before any judge call.
-    """
-
-    name: str = "tune"
-    """Folder under ``runs_root`` holding the tune's outputs (a name, not a path)."""
-    variants: dict[str, dict[str, Any]] = {}
-    """Variant name → ``collect`` fields it replaces (``top_n``, ``mode``, ``options`` …; an
-    engine section's ``query_template`` or ``fields`` as ``opensearch: {query_template: …}``),
-    and optionally ``params``, template parameters over :attr:`baseline_params`."""
-    params: dict[str, list[Any]] = {}
-    """Template parameter → values (``boost: [1, 4, 8]``), read by the query template as
-    ``{{ params.boost }}``; each combination is a variant (see :attr:`expand`)."""
-    baseline_params: dict[str, Any] = {}
-    """The baseline's template parameters; a swept one defaults to its first value."""
-    expand: Literal["grid", "one_at_a_time"] = "grid"
-    """``grid``: every combination of :attr:`params`; ``one_at_a_time``: each parameter varied
-    alone around :attr:`baseline_params` (as ``ablate`` sweeps)."""
-    search: Literal["grid", "optuna"] = "grid"
-    """``grid``: the variants listed and expanded; ``optuna``: also :attr:`trials` points drawn
-    by Optuna's TPE sampler from :attr:`ranges` (and :attr:`params` as choices)."""
-    trials: int = Field(default=20, ge=1, le=1000)
-    """``search: optuna``: parameter settings tried."""
-    ranges: dict[str, TuneRange] = {}
-    """``search: optuna``: template parameter → numeric range."""
-    collect_ranges: dict[str, TuneRange] = {}
-    """``search: optuna``: numeric ``collect`` field (``top_n``, the local backend's ``rrf_k``
-    and ``vector_weight``) → range; a whole-number field is drawn as whole numbers."""
-    depth: int = Field(default=10, ge=1, le=1000)
-    """k: the top-k of each variant that is pooled, graded and scored."""
-    metrics: tuple[str, ...] = ("ndcg",)
-    """Metrics at ``depth`` (``ndcg``, ``precision``, ``recall``, ``mrr``); the first one
-    picks the winner."""
-    holdout: float = Field(default=0.3, gt=0.0, lt=1.0)
-    """Share of questions kept out of the choice, on which the winner's gain is measured."""
-    folds: int | None = Field(default=None, ge=2, le=20)
-    """Cross-validation instead of one holdout: each fold's winner, chosen on the other folds,
-    is measured on it, so every question is held out once."""
-    max_judge_tokens: int | None = Field(default=None, ge=1)
-    """Budget of judge prompt tokens for grading the pool (None: grade all of it); under it the
-    shallowest documents are graded first and metrics use judged documents only."""
-    max_variants: int = Field(default=50, ge=1)
-    """More variants than this need ``--yes``."""
-    seed: int = 0
-    """Seed of the holdout split, the sampler and the resampling."""
-
-    @field_validator("name")
-    @classmethod
-    def _name_is_a_name(cls, value: str) -> str:
-        try:
-            return check_run_id(value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-
-    @field_validator("metrics")
-    @classmethod
-    def _known_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [m for m in value if m not in TUNE_METRICS]
-        if unknown or not value:
-            raise ValueError(
-                f"unknown metric {', '.join(unknown) or '(none given)'} "
-                f"(known: {', '.join(TUNE_METRICS)})"
-            )
-        return value
-
-    @field_validator("params")
-    @classmethod
-    def _non_empty(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        for name, values in value.items():
-            if not values:
-                raise ValueError(f"{name}: no values (an empty grid)")
-        return value
-
-
-class NightlyConfig(_Frozen):
-    """Scheduled re-evaluation: each run is compared with the previous run like it."""
-
-    on_regression: Literal["fail", "name", "ignore"] = "fail"
-    """What a metric that regressed beyond noise does to the flow run besides the
-    ``ragaudit.regression`` event: ``fail``, a Failed state naming the metrics; ``name``, a
-    ``-regressed`` suffix on the run's name (state Completed); ``ignore``, nothing."""
-    baseline_statuses: tuple[str, ...] = COMPLETE_STATUSES
-    """Manifest statuses a previous run may have to be the baseline (failed and interrupted
-    runs never are)."""
-
-
 ONE_BATCH = 100_000
 """The default ``scale.batch_size``: a run's questions in one batch."""
 
@@ -1017,11 +829,14 @@ class RunConfig(_Frozen):
     """Everything one evaluation run needs; stored whole in the run's manifest."""
 
     plugins: tuple[str, ...] = ()
-    """Python modules imported when the config loads, before any name in it is checked: each
-    registers its own units (search backends with ``ragaudit.search.register_backend``, answer
-    sources with ``ragaudit.answers.register_source``, ordering strategies with
+    """The allow-list of plugins loaded when the config loads, before any name in it is
+    checked: an installed package naming its modules under the ``ragaudit.*`` entry-point
+    groups (its units are then ``<package>/<name>``), or a Python module, imported as it is,
+    that registers plain names (search backends with ``ragaudit.search.register_backend``,
+    answer sources with ``ragaudit.answers.register_source``, ordering strategies with
     ``ragaudit.ordering.strategy``, metrics with ``ragaudit.metrics.metric``). An installed
-    package may name its modules under the ``ragaudit.*`` entry-point groups instead."""
+    package not listed is never imported. ``RAGAUDIT_PLUGINS=pkg-a,pkg-b`` sets it from the
+    environment. A name another module already registered is refused, naming both modules."""
     questions: Path = Path("data/demo/questions.jsonl")
     """Question set: JSONL, CSV or Parquet (ragaudit or RAGAS field names)."""
     run_id: str | None = None
@@ -1052,13 +867,27 @@ class RunConfig(_Frozen):
     """``ragaudit audit`` only: the production traffic audited (``ragaudit.audit.AuditSection``;
     None: no audit). Checked by that model when the config loads."""
 
+    def resolved_run_id(self, given: str | None = None, prefix: str | None = None) -> str:
+        """The run's id: ``given`` (a flow's argument), else ``run_id``, else a new one.
+
+        The one place a run without an id gets one (from the time, :func:`new_run_id`).
+        """
+        return given or self.run_id or new_run_id(prefix)
+
     # Declared first, so that the plugins are imported before the sections naming their units
     # are validated (pydantic validates fields in the order they are declared).
+    @field_validator("plugins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        # RAGAUDIT_PLUGINS=a,b (as LLM_LOAD_PLUGINS): a list in one variable.
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
     @field_validator("plugins")
     @classmethod
     def _load_plugins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for module in value:
-            load_module(module)
+        load_plugins(value)
         return value
 
     @field_validator("audit", mode="before")
@@ -1190,11 +1019,16 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` laid on it: a mapping in both is merged key by key.
+
+    Anything else in ``over`` replaces what ``base`` holds (the config's layers over each
+    other; a tune variant's changes over its collect section).
+    """
     merged = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -1227,8 +1061,8 @@ def load_config(
 ) -> RunConfig:
     """Build the run configuration from a file, the environment and CLI overrides."""
     data: dict[str, Any] = _read_file(path) if path else {}
-    data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
-    data = _merge(data, overrides or {})
+    data = deep_merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
+    data = deep_merge(data, overrides or {})
     origin = f"config ({path})" if path else "config"
     if _expanded_size(data, MAX_CONFIG_SIZE) > MAX_CONFIG_SIZE:
         # The file passed its own check: the environment or a --set value is the large one.
@@ -1243,14 +1077,19 @@ def load_config(
 
 
 __all__ = [
-    "migrate_score_options",
+    # The sections beside their packages, composed here (importable from here as before).
     "DIMENSIONS",
+    "AblateConfig",
+    "AblationPoint",
+    "NightlyConfig",
+    "TuneConfig",
+    "TuneRange",
+    "parse_size",
+    "migrate_score_options",
     "ENGLISH_ONLY_EMBEDDERS",
     "OFFLINE_EMBEDDER",
     "OFFLINE_JUDGE",
     "ONE_BATCH",
-    "AblateConfig",
-    "AblationPoint",
     "AnswerConfig",
     "CacheConfig",
     "CollectConfig",
@@ -1259,7 +1098,6 @@ __all__ = [
     "HttpAnswerConfig",
     "GroundTruthConfig",
     "ModelsConfig",
-    "NightlyConfig",
     "ReportConfig",
     "RunConfig",
     "ScaleConfig",
@@ -1267,11 +1105,9 @@ __all__ = [
     "SAMPLING_TEMPERATURE",
     "ScoreConfig",
     "SecretRef",
+    "Section",
     "SortConfig",
-    "TUNE_METRICS",
-    "TuneConfig",
-    "TuneRange",
+    "deep_merge",
     "load_config",
-    "parse_size",
     "set_path",
 ]

@@ -1,13 +1,21 @@
-"""One registry for every kind of unit a config names (metrics, backends, sources, orderings).
+"""One registry for every kind of unit a config names.
 
-A unit is registered under a name with a typed options model (a frozen pydantic model whose
-fields carry the defaults and their documentation). Built-in units register exactly as a
-plugin's do: their modules are named under an entry-point group (``ragaudit.metrics``,
-``ragaudit.search_backends``, ``ragaudit.answer_sources``, ``ragaudit.orderings`` in
-``[project.entry-points]``) and imported, when a config is validated, by :func:`load_module`,
-the same function that imports a module named in ``score.plugins``. Each registry also lists
-its built-in modules itself, so that a checkout whose installed metadata predates a group
-still finds them.
+Metrics, search backends, answer sources, orderings, head methods, tune search strategies and
+tune metrics: a unit is registered under a name with a typed options model (a frozen pydantic
+model whose fields carry the defaults and their documentation). Built-in units register exactly as a
+plugin's do: their modules are named under an entry-point group (``ragaudit.metrics`` …, in
+``[project.entry-points]``) and imported, when a registry is first asked, by
+:func:`load_module`, the same function that imports a module named in ``plugins``. Each
+registry also lists its built-in modules itself, so that a checkout whose installed metadata
+predates a group still finds them.
+
+Plugins load only when allow-listed (``plugins:`` in the config, or ``RAGAUDIT_PLUGINS``, as
+simonw/llm's ``LLM_LOAD_PLUGINS``): an installed package that names modules under a
+``ragaudit.*`` group is never imported unless named, so one broken package in the environment
+cannot fail every run, and the tests load the built-ins only whatever is installed. The units
+of an installed package are namespaced ``<package>/<name>`` (inspect_ai's ``registry_name``);
+a module named directly registers plain names, and a name already taken by another module is
+refused, naming both modules: a plugin never replaces a built-in silently.
 
 Nothing here imports the modules it loads: they are named as text, so this base module stays
 below the library that registers into it, and a registry costs nothing until it is asked.
@@ -16,6 +24,7 @@ below the library that registers into it, and a registry costs nothing until it 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -32,16 +41,86 @@ class NoOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class NameClash(ValueError):
+    """A unit registered under a name another module's unit already holds."""
+
+
+_REGISTRIES: list[Registry[Any]] = []
+_namespace: str | None = None
+"""The installed package whose entry points are being imported: its units are ``<it>/<name>``."""
+_loaded_packages: set[str] = set()
+
+BUILTIN_PACKAGE = "ragaudit"
+
+
+def package_key(name: str) -> str:
+    """A distribution's name as pip compares names (PEP 503: ``Ragaudit_Foo``, ``ragaudit-foo``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def load_module(module: str) -> None:
     """Import ``module`` so that it registers its units (a plugin's module or a built-in one).
 
     Raises:
-        ValueError: the module cannot be imported; the message names it.
+        NameClash: the module registers a name another module's unit holds; names both.
+        ValueError: the module cannot be imported, or fails on import; the message names it.
     """
     try:
         importlib.import_module(module)
+    except NameClash:
+        raise
     except ImportError as exc:
         raise ValueError(f"plugin module '{module}' cannot be imported: {exc}") from None
+    except Exception as exc:  # a plugin's own bug: one message naming it, no traceback
+        raise ValueError(
+            f"plugin module '{module}' failed on import: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def installed_plugins() -> dict[str, list[metadata.EntryPoint]]:
+    """Installed packages (other than ragaudit) naming modules under a ragaudit group, by name.
+
+    Listed, never imported: only :func:`load_plugins` imports the ones allow-listed.
+    """
+    found: dict[str, list[metadata.EntryPoint]] = {}
+    for registry in _REGISTRIES:
+        for point in metadata.entry_points(group=registry.group):
+            dist = package_key(point.dist.name) if point.dist is not None else ""
+            if dist and dist != BUILTIN_PACKAGE:
+                found.setdefault(dist, []).append(point)
+    return found
+
+
+def load_plugins(names: Iterable[str]) -> None:
+    """Load the allow-listed plugins: each an installed package or a module.
+
+    An installed package's modules (its ``ragaudit.*`` entry points) are imported with its
+    units namespaced ``<package>/<name>``; any other name is a module, imported as it is.
+
+    Raises:
+        NameClash: a plugin registers a name another module's unit holds; names both.
+        ValueError: a plugin cannot be imported or fails on import; the message names it.
+    """
+    global _namespace
+    installed: dict[str, list[metadata.EntryPoint]] | None = None
+    for name in names:
+        key = package_key(name)
+        if key in _loaded_packages:
+            continue
+        if installed is None:
+            installed = installed_plugins()
+        if key not in installed:
+            load_module(name)
+            continue
+        for point in installed[key]:
+            _namespace = key
+            try:
+                load_module(point.module)
+            except ValueError as exc:
+                raise ValueError(f"plugin package '{key}': {exc}") from None
+            finally:
+                _namespace = None
+        _loaded_packages.add(key)
 
 
 class Registry(Generic[T]):
@@ -51,23 +130,67 @@ class Registry(Generic[T]):
         kind: What a unit is, in words (``search backend``); error messages use it.
         group: The entry-point group whose modules register units of this kind.
         builtins: Modules that register the built-in units (also named under ``group``).
+        declared: The names the built-in modules register, where importing those modules is
+            costly (a package that loads the gateway): a config naming one is checked without
+            importing anything. A test holds them equal to what the modules register.
     """
 
-    def __init__(self, kind: str, group: str, builtins: tuple[str, ...]) -> None:
+    def __init__(
+        self, kind: str, group: str, builtins: tuple[str, ...], declared: tuple[str, ...] = ()
+    ) -> None:
         self.kind = kind
         self.group = group
         self.builtins = builtins
+        self.declared = declared
         self.units: dict[str, T] = {}
         self.options: dict[str, type[BaseModel]] = {}
+        self.modules: dict[str, str] = {}
+        """The module that registered each unit (named when another module claims its name)."""
         self._loaded = False
         self.section_check: Callable[[dict[str, Any]], Any] | None = None
         """The check of a config section naming several units with their options (the
         metrics' ``check_score``), installed by a built-in module when it is loaded."""
 
-    def add(self, name: str, unit: T, options: type[BaseModel] | None = None) -> None:
-        """Register ``unit`` under ``name`` (a later registration of a name replaces it)."""
+        _REGISTRIES.append(self)
+
+    def add(
+        self, name: str, unit: T, options: type[BaseModel] | None = None, *, module: str = ""
+    ) -> str:
+        """Register ``unit`` under ``name`` (``<package>/<name>`` from an installed package).
+
+        ``module`` is the module registering it (the unit's own ``__module__`` when not given).
+        The same module registering a name again (a reload) replaces its unit.
+
+        Returns:
+            The name it is registered under.
+
+        Raises:
+            NameClash: another module's unit holds the name; the message names both modules.
+        """
+        module = module or str(getattr(unit, "__module__", "") or "?")
+        name = self.qualify(name, module)
+        holder = self.modules.get(name)
+        if holder is not None and holder != module:
+            raise NameClash(
+                f"{self.kind} '{name}' of module '{module}' clashes with the one of module "
+                f"'{holder}': a plugin cannot replace a registered unit; give it another name"
+            )
         self.units[name] = unit
         self.options[name] = options or NoOptions
+        self.modules[name] = module
+        return name
+
+    def qualify(self, name: str, module: str) -> str:
+        """The name a unit of ``module`` registered now as ``name`` gets.
+
+        ``<package>/<name>`` while an installed package's modules are imported; a built-in
+        module imported on the way (the package's own ``import ragaudit.metrics``) keeps its
+        plain names.
+        """
+        builtin = module == BUILTIN_PACKAGE or module.startswith(f"{BUILTIN_PACKAGE}.")
+        if _namespace is None or builtin or name.startswith(f"{_namespace}/"):
+            return name
+        return f"{_namespace}/{name}"
 
     def register(self, name: str, *, options: type[BaseModel] | None = None) -> Callable[[F], F]:
         """Decorator: register the decorated factory (or class) under ``name``."""
@@ -78,19 +201,25 @@ class Registry(Generic[T]):
 
         return deco
 
-    def load(self, modules: Iterable[str] = ()) -> Registry[T]:
-        """Import the built-in modules and the group's entry points (once), then ``modules``.
+    def load(self, plugins: Iterable[str] = ()) -> Registry[T]:
+        """Import the built-in modules (once), then the allow-listed ``plugins``.
+
+        The built-ins are this registry's own list and ragaudit's entry points of its group;
+        other packages' entry points load only when allow-listed (:func:`load_plugins`).
 
         Raises:
             ValueError: a module cannot be imported; the message names it.
         """
         if not self._loaded:
             self._loaded = True
-            points = [p.module for p in metadata.entry_points(group=self.group)]
+            points = [
+                p.module
+                for p in metadata.entry_points(group=self.group)
+                if p.dist is not None and package_key(p.dist.name) == BUILTIN_PACKAGE
+            ]
             for module in dict.fromkeys((*self.builtins, *points)):
                 load_module(module)
-        for module in modules:
-            load_module(module)
+        load_plugins(plugins)
         return self
 
     def names(self) -> list[str]:
@@ -125,6 +254,8 @@ class Registry(Generic[T]):
         Raises:
             ValueError: no such unit; the message lists the known ones.
         """
+        if name in self.declared:
+            return name
         try:
             self.get(name)
         except KeyError as exc:
@@ -166,12 +297,44 @@ ORDERINGS: Registry[Any] = Registry(
 )
 """Pairwise ordering strategies, registered with ``ragaudit.ordering.strategy``."""
 
+# These three kinds' built-ins live in packages that load the gateway (litellm): their names are
+# declared, so that loading a config (or a run's manifest, for a report) imports none of them.
+HEAD_METHODS: Registry[Any] = Registry(
+    "head method", "ragaudit.head_methods", ("ragaudit.judging._head",), ("setwise", "window")
+)
+"""Head ordering methods (``sort.head_method``), registered with
+``ragaudit.judging.head_method``."""
+TUNE_SEARCHES: Registry[Any] = Registry(
+    "tune search strategy",
+    "ragaudit.tune_searches",
+    ("ragaudit.tuning._search",),
+    ("grid", "ofat", "optuna"),
+)
+"""How a tune finds its variants (``tune.search``), registered with
+``ragaudit.tuning.search_strategy``."""
+TUNE_METRICS: Registry[Any] = Registry(
+    "tune metric",
+    "ragaudit.tune_metrics",
+    ("ragaudit.tuning._metrics",),
+    ("ndcg", "precision", "recall", "mrr"),
+)
+"""Metrics of a tune's variants at its depth (``tune.metrics``), registered with
+``ragaudit.tuning.tune_metric``."""
+
 __all__ = [
     "ANSWER_SOURCES",
+    "BUILTIN_PACKAGE",
+    "HEAD_METHODS",
     "METRICS",
     "ORDERINGS",
     "SEARCH_BACKENDS",
+    "TUNE_METRICS",
+    "TUNE_SEARCHES",
+    "NameClash",
     "NoOptions",
     "Registry",
+    "installed_plugins",
     "load_module",
+    "load_plugins",
+    "package_key",
 ]

@@ -16,6 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support.paths import REPO_ROOT  # noqa: E402
 
 os.environ.setdefault("RAGAUDIT_HOME", str(REPO_ROOT / "data" / "test-home"))
+# The tests load the built-in units only, whatever plugins the environment has installed or
+# a developer's shell allow-lists (ragaudit.registry).
+os.environ.pop("RAGAUDIT_PLUGINS", None)
 
 from support.runs import REPO, make_config  # noqa: E402
 

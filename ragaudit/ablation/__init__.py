@@ -6,6 +6,7 @@ point × metric table, one chart per swept dimension, the best combination with 
 statistically indistinguishable from it, and the questions whose scores swing most.
 """
 
+from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
 from ragaudit.ablation import _fake  # noqa: F401  (registers the fake generator's answer)
 from ragaudit.ablation._charts import dimension_chart, fixed_values
 from ragaudit.ablation._pipeline import (
@@ -46,6 +47,9 @@ from ragaudit.ablation._results import (
 )
 
 __all__ = [
+    "DIMENSIONS",
+    "AblateConfig",
+    "AblationPoint",
     "Evaluate",
     "OBJECTIVE",
     "PIPELINE_FILE",
@@ -69,6 +73,7 @@ __all__ = [
     "index_key",
     "load_results",
     "objective_weights",
+    "parse_size",
     "plan",
     "point_id",
     "points_root",

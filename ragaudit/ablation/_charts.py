@@ -13,7 +13,7 @@ import altair as alt
 import polars as pl
 import vl_convert as vlc
 
-from ragaudit.config import DIMENSIONS, AblationPoint
+from ragaudit._ablate_config import DIMENSIONS, AblationPoint
 
 FONT = (
     'system-ui, -apple-system, "Segoe UI", "Noto Sans CJK SC", "Noto Sans SC", '

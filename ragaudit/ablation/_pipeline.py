@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragaudit._ablate_config import AblationPoint
 from ragaudit.ablation._plan import chunk_tokenizer, chunking, index_group, point_id
 from ragaudit.cache import canonical_hash, gateway_for
-from ragaudit.config import AblationPoint, RunConfig, set_path
+from ragaudit.config import RunConfig, set_path
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.prompts.rag_answer import RAG_ANSWER, RagAnswer, RagAnswerInput

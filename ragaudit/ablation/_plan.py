@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint
 from ragaudit.cache import canonical_hash
-from ragaudit.config import DIMENSIONS, AblateConfig, AblationPoint, RunConfig
+from ragaudit.config import RunConfig
 from ragaudit.search import Chunking
 
 

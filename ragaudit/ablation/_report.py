@@ -6,20 +6,19 @@
 
 from __future__ import annotations
 
-import html
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from ragaudit._ablate_config import DIMENSIONS
 from ragaudit.ablation._charts import LABELS, describe, dimension_chart, fixed_values
 from ragaudit.ablation._pipeline import IndexInfo, ablation_dir
 from ragaudit.ablation._plan import PlannedPoint
 from ragaudit.ablation._results import OBJECTIVE, Findings, findings, load_results, write_parquet
-from ragaudit.config import DIMENSIONS, RunConfig
-from ragaudit.reporting import text_workbook
+from ragaudit.atomic import atomic_path
+from ragaudit.config import RunConfig
+from ragaudit.reporting import template_env, text_workbook
 from ragaudit.runfolder import write_bytes, write_json
 
 
@@ -83,31 +82,37 @@ def _cell(v: Any) -> str:
         return "–"
     if isinstance(v, float):
         return f"{v:.3f}"
-    return html.escape(str(v))
+    return str(v)
 
 
-def _table(df: pl.DataFrame, cols: list[str], mark: str | None = None) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = []
+def _table(df: pl.DataFrame, cols: list[str], mark: str | None = None) -> dict[str, Any]:
+    """A table for the template: its columns and, per row, its class and its cells as text."""
+    rows = []
     for r in df.iter_rows(named=True):
         cls = ""
         if mark and r.get("is_best"):
-            cls = ' class="best"'
+            cls = "best"
         elif mark and r.get(mark):
-            cls = ' class="tie"'
-        body.append(f"<tr{cls}>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in cols) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            cls = "tie"
+        rows.append((cls, [_cell(r.get(c)) for c in cols]))
+    return {"columns": cols, "rows": rows}
 
 
-_STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Microsoft YaHei",sans-serif;
-margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
-table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1.5rem}
-td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}
-th{background:#f4f4f4} tr.best td{background:#d8f0d8;font-weight:600} tr.tie td{background:#eef7ee}
-td:first-child,th:first-child{text-align:left} .note{color:#555;font-size:.9rem}
-figure{margin:1rem 0} .warn{background:#fff4e0;border-left:4px solid #e8a33d;padding:.5rem 1rem}
-"""
+_ENV = template_env("ragaudit.ablation")
+_POINT_COLUMNS = [
+    "point_id",
+    *DIMENSIONS,
+    "objective",
+    "objective_low",
+    "objective_high",
+    "n_ok",
+    "diff_vs_best",
+    "p_vs_best",
+    "provider_calls",
+    "cost_usd",
+    "chunks",
+    "status",
+]
 
 
 def render_html(
@@ -116,115 +121,46 @@ def render_html(
     """The self-contained report: charts inline as SVG, no script, no external resource."""
     pts = _points(found)
     base = config.ablate.baseline
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>Ablation {html.escape(config.ablate.name)}</title>",
-        f"<style>{_STYLE}</style></head><body>",
-        f"<h1>Ablation: {html.escape(config.ablate.name)}</h1>",
-        "<p class='note'>Judge "
-        f"<code>{html.escape(config.models.judge_model)}</code>, generator "
-        f"<code>{html.escape(config.models.generator_model)}</code>, corpus "
-        f"<code>{html.escape(str(config.ablate.corpus))}</code>, backend "
-        f"<code>{html.escape(config.collect.backend)}</code>. Baseline: "
-        + ", ".join(f"{d}={describe(d, getattr(base, d))}" for d in DIMENSIONS)
-        + ".</p>",
-    ]
-    warnings = {w for r in found.results for w in r.report.warnings}
-    if warnings:
-        parts.append("".join(f"<p class='warn'>{html.escape(w)}</p>" for w in sorted(warnings)))
-    if failed:
-        parts.append(
-            "<p class='warn'>Points that failed: "
-            + "; ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in failed.items())
-            + "</p>"
-        )
-    weights = ", ".join(f"{m}×{w:g}" for m, w in found.weights.items())
-    parts.append("<h2>Recommendation</h2>")
+    best: dict[str, Any] | None = None
     if found.best:
-        best = pts.filter(pl.col("is_best")).row(0, named=True)
-        ties = pts.filter(pl.col("indistinguishable") & ~pl.col("is_best"))["point_id"].to_list()
-        parts.append(
-            "<p><b>Best combination:</b> "
-            + ", ".join(f"{d}={describe(d, best[d])}" for d in DIMENSIONS)
-            + f" (objective {best['objective']:.3f}, "
-            + f"the weighted mean of {html.escape(weights)}).</p>"
-            + "<p>"
-            + (
-                f"{len(ties)} other point(s) are statistically indistinguishable from it "
-                f"(paired permutation test over shared questions, adjusted across points, "
-                f"α={config.report.alpha:g}): {html.escape(', '.join(ties))}. Among those, prefer "
-                "the cheapest (smaller top-k, smaller corpus)."
-                if ties
-                else "Every other point is worse beyond noise."
-            )
-            + "</p>"
-        )
-    else:
-        parts.append(
-            "<p>No point has an objective value (no question scored ok on every metric).</p>"
-        )
-    if found.left_out:
-        parts.append(
-            "<p class='warn'>Left out of the objective, as no point scored them: "
-            + "; ".join(
-                f"{html.escape(m)} ({html.escape(why)})" for m, why in found.left_out.items()
-            )
-            + ". Name the metrics in <code>ablate.objective</code> to decide it yourself.</p>"
-        )
-    parts.append("<h2>Sweeps</h2>")
-    for dim, svg in charts.items():
-        parts.append(
-            f"<figure><figcaption>{html.escape(LABELS[dim])} — fixed: "
-            f"{html.escape(fixed_values(dim, base))}</figcaption>{svg}</figure>"
-        )
-    parts.append(
-        "<h2>Points</h2><p class='note'>Green: best; light green: indistinguishable from it.</p>"
-    )
-    parts.append(
-        _table(
-            pts,
-            [
-                "point_id",
-                *DIMENSIONS,
-                "objective",
-                "objective_low",
-                "objective_high",
-                "n_ok",
-                "diff_vs_best",
-                "p_vs_best",
-                "provider_calls",
-                "cost_usd",
-                "chunks",
-                "status",
-            ],
-            mark="indistinguishable",
-        )
-    )
+        row = pts.filter(pl.col("is_best")).row(0, named=True)
+        best = {
+            "point": ", ".join(f"{d}={describe(d, row[d])}" for d in DIMENSIONS),
+            "objective": f"{row['objective']:.3f}",
+            "ties": pts.filter(pl.col("indistinguishable") & ~pl.col("is_best"))[
+                "point_id"
+            ].to_list(),
+        }
     wide = found.table.pivot(on="metric", index="point_id", values="mean")
-    parts.append("<h2>Means per metric</h2>")
-    parts.append(_table(wide, wide.columns))
-    parts.append(
-        "<h2>Outliers</h2><p class='note'>Questions whose objective swings most across points.</p>"
+    return _ENV.get_template("ablation.html.j2").render(
+        name=config.ablate.name,
+        judge=config.models.judge_model,
+        generator=config.models.generator_model,
+        corpus=str(config.ablate.corpus),
+        backend=config.collect.backend,
+        baseline=", ".join(f"{d}={describe(d, getattr(base, d))}" for d in DIMENSIONS),
+        warnings=sorted({w for r in found.results for w in r.report.warnings}),
+        failed=failed,
+        best=best,
+        weights=", ".join(f"{m}×{w:g}" for m, w in found.weights.items()),
+        alpha=f"{config.report.alpha:g}",
+        left_out=found.left_out,
+        charts=[
+            {"label": LABELS[dim], "fixed": fixed_values(dim, base), "svg": svg}
+            for dim, svg in charts.items()
+        ],
+        points=_table(pts, _POINT_COLUMNS, mark="indistinguishable"),
+        means=_table(wide, wide.columns),
+        outliers=_table(found.outliers, found.outliers.columns),
     )
-    parts.append(_table(found.outliers, found.outliers.columns))
-    parts.append("</body></html>")
-    return "\n".join(parts)
 
 
 def write_xlsx(found: Findings, path: Path) -> None:
     """``ablation.xlsx``: points, the point × metric table and the outliers (atomically)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".xlsx.tmp")
-    os.close(fd)
-    try:
-        with text_workbook(tmp) as book:
-            _points(found).write_excel(book, worksheet="points")
-            found.table.write_excel(book, worksheet="metrics")
-            found.outliers.write_excel(book, worksheet="outliers")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, text_workbook(str(tmp)) as book:
+        _points(found).write_excel(book, worksheet="points")
+        found.table.write_excel(book, worksheet="metrics")
+        found.outliers.write_excel(book, worksheet="outliers")
 
 
 __all__ = ["render_html", "summary", "write_outputs", "write_xlsx"]

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragaudit._ablate_config import DIMENSIONS
 from ragaudit.ablation._pipeline import IndexInfo, points_root
 from ragaudit.ablation._plan import PlannedPoint
-from ragaudit.config import DIMENSIONS, RunConfig
+from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError
 from ragaudit.reporting import Report, build_report
 from ragaudit.stats import adjust, beyond_noise, bootstrap_ci, paired_test

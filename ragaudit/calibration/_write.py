@@ -22,7 +22,6 @@ from ragaudit.manifest import base_manifest, judge_warnings
 from ragaudit.metrics import Deps
 from ragaudit.reporting import CALIBRATION_META, write_calibration_report
 from ragaudit.runfolder import RunFolder, write_json
-from ragaudit.runids import new_run_id
 from ragaudit.schemas import CALIBRATION, CALIBRATION_GRADES, CALIBRATION_SCORES, to_table
 from ragaudit.scoring import make_deps
 from ragaudit.search import read_corpus
@@ -88,7 +87,7 @@ async def calibrate(
         gateway: the gateway to call through; None holds the config's own for the run.
         limit: items scored at once; None keeps the gateway's call limit busy.
     """
-    run_id = config.run_id or new_run_id("calibrate")
+    run_id = config.resolved_run_id(prefix="calibrate")
     run = RunFolder(config.runs_root, run_id)
     started = time.perf_counter()
     # The scope writes the call log into the run folder as the calls are made.

@@ -45,7 +45,6 @@ from ragaudit.config import ModelsConfig, RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.flows import STAGES
 from ragaudit.numbers import fixed
-from ragaudit.runids import new_run_id
 from ragaudit.secrets import install_log_filter
 
 DEMO_CONFIG = Path("data/demo/config.yaml")
@@ -94,7 +93,7 @@ def _run_flow(config: RunConfig, stages: list[str] | None) -> dict[str, Any]:
     from ragaudit.runfolder import RunFolder
     from ragaudit.runlock import RunLock
 
-    run_id = config.run_id or new_run_id()
+    run_id = config.resolved_run_id()
     try:
         with (
             stopping.sigterm_as_sigint(),

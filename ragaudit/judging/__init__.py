@@ -16,7 +16,9 @@ from ragaudit.judging._baseline import (
 from ragaudit.judging._grades import Graded, grade_candidates, plan_grades
 from ragaudit.judging._head import (
     HEAD_METHODS,
+    HeadMethod,
     SetJudge,
+    head_method,
     setwise_calls,
     setwise_heap,
     sliding_window,
@@ -87,6 +89,7 @@ __all__ = [
     "single_judge",
     "stored_signature",
     "text_hash",
+    "HeadMethod",
     "CountingJudge",
     "GradeAggregate",
     "GradeSample",
@@ -109,6 +112,7 @@ __all__ = [
     "grade_noise",
     "grade_plan",
     "head_pool",
+    "head_method",
     "head_signature",
     "incremental_head",
     "order_one",

@@ -1,6 +1,7 @@
 """Ordering only the head: the top k of the graded candidates, with setwise or listwise calls.
 
-Two methods, registered by name (``sort.head_method``):
+Two built-in methods, registered by name in ``ragaudit.registry.HEAD_METHODS`` (a plugin's
+registers the same way, with :func:`head_method`; ``sort.head_method`` names one):
 
 - ``setwise``: a heap whose every sift is one call choosing the best of a node and its
   children (``sort.set_size`` candidates a call); the top k are taken off the heap one by one.
@@ -17,22 +18,79 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ragaudit.dataset import Question
 from ragaudit.judging._judge import Judge, Spend, parsed, shown_order
 from ragaudit.prompts import LISTWISE, SETWISE, ListwiseInput, Passage, Prompt, SetwiseInput
+from ragaudit.registry import HEAD_METHODS as REGISTRY
 from ragaudit.windowing import fit_text
 
-HeadMethod = Callable[..., Awaitable[list[str]]]
-HEAD_METHODS: dict[str, HeadMethod] = {}
+
+class HeadSettings(Protocol):
+    """The ``sort`` settings a head method reads (``OrderOptions`` carries them)."""
+
+    @property
+    def window(self) -> int:
+        """Candidates per listwise call."""
+        ...
+
+    @property
+    def votes(self) -> int:
+        """Further listwise answers on the top window."""
+        ...
+
+    @property
+    def set_size(self) -> int:
+        """Candidates per setwise call."""
+        ...
 
 
-def head_method(name: str) -> Callable[[HeadMethod], HeadMethod]:
-    """Register a head ordering method under ``name``."""
+OrderFn = Callable[[list[str], "SetJudge", int, HeadSettings], Awaitable[list[str]]]
 
-    def deco(fn: HeadMethod) -> HeadMethod:
-        HEAD_METHODS[name] = fn
+
+@dataclass(frozen=True)
+class HeadMethod:
+    """A registered head method: how it orders a pool, and what that asks (for the dry run).
+
+    Attributes:
+        name: Its name (``sort.head_method``; the ``ranking`` table records ``head:<name>``).
+        order: Puts the top ``k`` of a pool first, asking the judge.
+        calls: The calls it asks for a pool of ``n`` and a head of ``k``.
+        shown: The passages one call shows.
+        prompt: The prompt its calls use: its version is part of what a stored head rests on.
+    """
+
+    name: str
+    order: OrderFn
+    calls: Callable[[int, int, HeadSettings], int]
+    shown: Callable[[HeadSettings], int]
+    prompt: Prompt[Any, Any]
+
+
+HEAD_METHODS: dict[str, HeadMethod] = REGISTRY.units
+"""The registered head methods by name: the registry's own table (``ragaudit.registry``)."""
+
+
+def head_method(
+    name: str,
+    *,
+    prompt: Prompt[Any, Any],
+    calls: Callable[[int, int, HeadSettings], int],
+    shown: Callable[[HeadSettings], int],
+) -> Callable[[OrderFn], OrderFn]:
+    """Register the decorated ordering function as head method ``name`` (built-in or a plugin's).
+
+    It is called as ``order(pool, judge, k, settings)`` and returns the pool with its top ``k``
+    first.
+    """
+
+    def deco(fn: OrderFn) -> OrderFn:
+        qualified = REGISTRY.qualify(name, fn.__module__)
+        REGISTRY.add(
+            qualified, HeadMethod(qualified, fn, calls, shown, prompt), module=fn.__module__
+        )
         return fn
 
     return deco
@@ -133,7 +191,6 @@ class SetJudge:
         return ranked
 
 
-@head_method("setwise")
 async def setwise_heap(pool: list[str], judge: SetJudge, k: int, *, set_size: int = 4) -> list[str]:
     """The top ``k`` of ``pool`` by a heap with ``set_size - 1`` children a node.
 
@@ -175,7 +232,6 @@ async def setwise_heap(pool: list[str], judge: SetJudge, k: int, *, set_size: in
     return head + [c for c in pool if c not in set(head)]
 
 
-@head_method("window")
 async def sliding_window(
     pool: list[str], judge: SetJudge, k: int, *, window: int = 20, votes: int = 2
 ) -> list[str]:
@@ -241,17 +297,42 @@ def setwise_calls(n: int, k: int, set_size: int = 4) -> int:
     return (n - 2) // d + 1 + min(k, n) * depth
 
 
+@head_method(
+    "setwise",
+    prompt=SETWISE,
+    calls=lambda n, k, s: setwise_calls(n, k, s.set_size),
+    shown=lambda s: s.set_size,
+)
+async def _setwise(pool: list[str], judge: SetJudge, k: int, s: HeadSettings) -> list[str]:
+    return await setwise_heap(pool, judge, k, set_size=s.set_size)
+
+
+@head_method(
+    "window",
+    prompt=LISTWISE,
+    calls=lambda n, k, s: window_calls(n, k, s.window, s.votes),
+    shown=lambda s: s.window,
+)
+async def _window(pool: list[str], judge: SetJudge, k: int, s: HeadSettings) -> list[str]:
+    return await sliding_window(pool, judge, k, window=s.window, votes=s.votes)
+
+
 def plan_head(
-    method: str, n: int, k: int, *, window: int = 20, votes: int = 2, set_size: int = 4
+    method: str, n: int, k: int, settings: HeadSettings
 ) -> tuple[int, int, Prompt[Any, Any]]:
-    """The head's plan for a pool of ``n``: (calls, passages shown per call, the prompt)."""
-    if method == "window":
-        return window_calls(n, k, window, votes), window, LISTWISE
-    return setwise_calls(n, k, set_size), set_size, SETWISE
+    """The head's plan for a pool of ``n``: (calls, passages shown per call, the prompt).
+
+    Raises:
+        KeyError: no such head method; the message lists the known ones.
+    """
+    unit: HeadMethod = REGISTRY.get(method)
+    return unit.calls(n, k, settings), unit.shown(settings), unit.prompt
 
 
 __all__ = [
     "HEAD_METHODS",
+    "HeadMethod",
+    "HeadSettings",
     "SetJudge",
     "head_method",
     "plan_head",

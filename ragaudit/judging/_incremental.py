@@ -27,14 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ragaudit.judging._head import SetJudge
-from ragaudit.prompts import LISTWISE, SETWISE
+from ragaudit.judging._head import HeadMethod, SetJudge
+from ragaudit.prompts import LISTWISE
+from ragaudit.registry import HEAD_METHODS
 
 HeadSource = Literal["reused", "inserted", "fresh"]
-
-# The prompts a head ordered by each method may rest on: its own, and the listwise call that
-# inserts new candidates into it.
-_HEAD_PROMPTS = {"window": (LISTWISE,), "setwise": (SETWISE, LISTWISE)}
 
 
 def head_signature(judge_model: str, temperature: float, head_method: str) -> dict[str, object]:
@@ -43,10 +40,13 @@ def head_signature(judge_model: str, temperature: float, head_method: str) -> di
     Two runs' heads of one question are interchangeable only when these are equal (and the
     method, which the ``ranking`` table records per question).
     """
+    method: HeadMethod = HEAD_METHODS.get(head_method)
     return {
         "judge": judge_model,
         "temperature": temperature,
-        "prompt_versions": sorted(p.key for p in _HEAD_PROMPTS.get(head_method, ())),
+        # The prompts a head may rest on: its method's own, and the listwise call that
+        # inserts new candidates into it.
+        "prompt_versions": sorted({method.prompt.key, LISTWISE.key}),
     }
 
 

@@ -22,20 +22,18 @@ from typing import Any, Literal
 from ragaudit import progress
 from ragaudit.dataset import Question
 from ragaudit.judging._grades import Graded
-from ragaudit.judging._head import HEAD_METHODS, SetJudge, plan_head
+from ragaudit.judging._head import SetJudge, plan_head
 from ragaudit.judging._incremental import HeadSource, PreviousHead, incremental_head
 from ragaudit.judging._judge import Judge, Spend, gather_limited, stable_key
 from ragaudit.judging._pairwise import PairwiseJudge
 from ragaudit.ordering import STRATEGIES, options_for, simulated_comparisons
 from ragaudit.prompts import (
-    LISTWISE,
     PAIRWISE,
-    ListwiseInput,
     PairwiseInput,
     Passage,
     Prompt,
-    SetwiseInput,
 )
+from ragaudit.registry import HEAD_METHODS
 
 OrderMode = Literal["full", "head", "none"]
 
@@ -191,12 +189,8 @@ async def order_one(
         if head is not None:
             source = placed.source
     if head is None:
-        method = HEAD_METHODS[options.head_method]
-        extra = {
-            "setwise": {"set_size": options.set_size},
-            "window": {"window": options.window, "votes": options.votes},
-        }
-        result = await method(pool, sj, options.head_k, **extra.get(options.head_method, {}))
+        method = HEAD_METHODS.get(options.head_method)
+        result = await method.order(pool, sj, options.head_k, options)
         head = result[: min(options.head_k, len(result))]
     rest, rest_groups = by_grade([c for c in relevant if c not in set(head)], grades)
     if bar is not None:
@@ -284,17 +278,9 @@ async def plan_order(
     if options.order == "head":
         if not n:
             return []
-        calls, size, prompt = plan_head(
-            options.head_method,
-            n,
-            options.head_k,
-            window=options.window,
-            votes=options.votes,
-            set_size=options.set_size,
-        )
-        model: Any = ListwiseInput if prompt is LISTWISE else SetwiseInput
+        calls, size, prompt = plan_head(options.head_method, n, options.head_k, options)
         shown = [Passage(id=i, text=t) for i, t in enumerate(relevant[: min(n, size)], 1)]
-        one = tokens(prompt, model(question=question.question, passages=shown))
+        one = tokens(prompt, prompt.input_model(question=question.question, passages=shown))
         return [
             PlannedCalls(f"head ordering ({options.head_method})", calls, calls * one, prompt.key)
         ]

@@ -305,20 +305,22 @@ def metric(
 
     def deco(fn: Scorer) -> Scorer:
         doc = (fn.__doc__ or "").strip().splitlines()
+        # An installed package's metric is named <package>/<name>: its rows carry that name.
+        qualified = REGISTRY.qualify(name, fn.__module__)
         unit = Metric(
-            name,
+            qualified,
             inputs,
             llm,
             embeddings,
             doc[0] if doc else "",
             fn,
-            directions.higher_is_better(name),
+            directions.higher_is_better(qualified),
             window,
             options or NoOptions,
             None,
             cost,
         )
-        REGISTRY.add(name, unit, unit.options_model)
+        REGISTRY.add(qualified, unit, unit.options_model, module=fn.__module__)
         return fn
 
     return deco

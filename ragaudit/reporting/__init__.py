@@ -56,6 +56,7 @@ from ragaudit.reporting._model import (
 )
 from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
 from ragaudit.reporting._summary import summarise, worst_questions
+from ragaudit.reporting._templates import template_env
 
 # The charts (altair, vl-convert) and the workbook (xlsxwriter) are slow to import: they are
 # imported when first asked for, so a command or page that only lists or compares runs
@@ -176,6 +177,7 @@ __all__ = [
     "run_folder",
     "run_overview",
     "summarise",
+    "template_env",
     "judge_cost",
     "judge_noise",
     "score_cells",

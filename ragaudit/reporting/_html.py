@@ -36,6 +36,7 @@ from ragaudit.reporting._charts import (
     monotonicity_chart,
 )
 from ragaudit.reporting._model import QuestionRow, Report
+from ragaudit.reporting._templates import template_env
 from ragaudit.runfolder import write_bytes
 from ragaudit.secrets import redact
 
@@ -43,13 +44,7 @@ REPORT_FILE = "report.html"
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("ragaudit.reporting", "templates"),
-        autoescape=jinja2.select_autoescape(["html", "j2"], default_for_string=True),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = template_env("ragaudit.reporting")
     # Chinese as itself (3 bytes a character) rather than \\uXXXX escapes (6); ``tojson`` still
     # escapes <, >, & and ' so the blob cannot close its <script> element.
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}

@@ -91,6 +91,10 @@ class Capabilities:
     index_setting: str | None = None
     """The config path naming the index it searches (``collect.table``), which ``ragaudit index
     --index`` and the ablation set."""
+    template_section: str | None = None
+    """The ``collect`` sub-section holding the query template it renders (``opensearch`` for
+    ``collect.opensearch.query_template``), whose ``template_params`` a tune's variants set;
+    None: it reads no template."""
 
 
 NO_CAPABILITIES = Capabilities()

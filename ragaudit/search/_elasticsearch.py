@@ -25,7 +25,11 @@ class ElasticsearchBackend(EngineBackend):
     """Elasticsearch 8.x/9.x through the official client."""
 
     name = "elasticsearch"
-    capabilities = Capabilities(indexable=True, index_setting="collect.elasticsearch.index")
+    capabilities = Capabilities(
+        indexable=True,
+        index_setting="collect.elasticsearch.index",
+        template_section="elasticsearch",
+    )
     product = "Elasticsearch"
     default_paging = "pit"
 

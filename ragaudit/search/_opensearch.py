@@ -22,7 +22,9 @@ class OpenSearchBackend(EngineBackend):
     """OpenSearch (1.x-3.x, or a compatible server) through opensearch-py."""
 
     name = "opensearch"
-    capabilities = Capabilities(indexable=True, index_setting="collect.opensearch.index")
+    capabilities = Capabilities(
+        indexable=True, index_setting="collect.opensearch.index", template_section="opensearch"
+    )
     product = "OpenSearch"
     default_paging = "scroll"
 

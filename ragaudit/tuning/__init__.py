@@ -8,6 +8,8 @@ against the baseline, adjusted across variants; the winner is picked on tuning q
 recommended only if it beats the baseline beyond noise on held-out ones.
 """
 
+from ragaudit._tune_config import TuneConfig, TuneRange
+from ragaudit.tuning._metrics import Judged, TuneMetric, tune_metric
 from ragaudit.tuning._outputs import (
     BEST,
     QRELS,
@@ -50,6 +52,7 @@ from ragaudit.tuning._run import (
     run_tune,
     tune_dir,
 )
+from ragaudit.tuning._search import SearchStrategy, search_strategy
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
@@ -69,7 +72,12 @@ __all__ = [
     "GradeReport",
     "Pool",
     "Retrieved",
+    "TuneConfig",
+    "TuneMetric",
     "TuneOutcome",
+    "TuneRange",
+    "Judged",
+    "SearchStrategy",
     "Variant",
     "VariantRun",
     "VariantStats",
@@ -91,6 +99,8 @@ __all__ = [
     "render_html",
     "retrieve",
     "run_tune",
+    "search_strategy",
+    "tune_metric",
     "split_questions",
     "summary",
     "sweep_chart",

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
-import jinja2
 import numpy as np
 import yaml
 
 from ragaudit.atomic import write_bytes, write_json, write_table
 from ragaudit.numbers import fixed
-from ragaudit.reporting import chart_svg, configure_chart
+from ragaudit.reporting import chart_svg, configure_chart, template_env
 from ragaudit.schemas import TUNE, dumps, to_table
 from ragaudit.trec import qrels_text, run_text
 from ragaudit.tuning._plan import BASELINE, collect_section
@@ -270,37 +269,36 @@ def render_html(out: TuneOutcome) -> str:
         for m in moves(out)
     ]
     n_tuning = len({q for t, _ in out.splits for q in t}) if len(out.splits) == 1 else 0
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("ragaudit.tuning", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template("tune.html.j2").render(
-        name=cfg.name,
-        judge=out.config.models.judge_model,
-        prompt="relevance (graded 0–3, one candidate per call)",
-        depth=cfg.depth,
-        n_questions=len(out.questions),
-        n_tuning=n_tuning if len(out.splits) == 1 else len(out.questions),
-        n_heldout=len(out.splits[0][1]) if len(out.splits) == 1 else len(out.questions),
-        folds=cfg.folds,
-        excluded=out.excluded,
-        pool_size=out.pool.size,
-        calls_line=calls_line(out),
-        keep=d.recommended == BASELINE,
-        recommended=d.recommended,
-        winner=d.winner,
-        metric=primary,
-        gain=fixed(d.heldout_gain, 3, sign=True) if d.heldout_gain is not None else "n/a",
-        gain_ci=_ci(*d.heldout_ci),
-        gain_p=fixed(d.heldout_p, 3) if d.heldout_p is not None else "n/a",
-        n_gain=d.n_heldout,
-        why=d.why,
-        adjustment=out.config.report.adjustment,
-        metrics=cfg.metrics,
-        variants=variants,
-        charts=charts,
-        moved=moved,
+    return (
+        template_env("ragaudit.tuning", trim=False)
+        .get_template("tune.html.j2")
+        .render(
+            name=cfg.name,
+            judge=out.config.models.judge_model,
+            prompt="relevance (graded 0–3, one candidate per call)",
+            depth=cfg.depth,
+            n_questions=len(out.questions),
+            n_tuning=n_tuning if len(out.splits) == 1 else len(out.questions),
+            n_heldout=len(out.splits[0][1]) if len(out.splits) == 1 else len(out.questions),
+            folds=cfg.folds,
+            excluded=out.excluded,
+            pool_size=out.pool.size,
+            calls_line=calls_line(out),
+            keep=d.recommended == BASELINE,
+            recommended=d.recommended,
+            winner=d.winner,
+            metric=primary,
+            gain=fixed(d.heldout_gain, 3, sign=True) if d.heldout_gain is not None else "n/a",
+            gain_ci=_ci(*d.heldout_ci),
+            gain_p=fixed(d.heldout_p, 3) if d.heldout_p is not None else "n/a",
+            n_gain=d.n_heldout,
+            why=d.why,
+            adjustment=out.config.report.adjustment,
+            metrics=cfg.metrics,
+            variants=variants,
+            charts=charts,
+            moved=moved,
+        )
     )
 
 

@@ -15,17 +15,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragaudit.ablation import expand
-from ragaudit.config import CollectConfig, RunConfig, format_validation_error
+from ragaudit.config import RunConfig, deep_merge, format_validation_error
 from ragaudit.errors import ConfigError, clip
+from ragaudit.registry import TUNE_SEARCHES
 from ragaudit.runfolder import RunsRoot
 from ragaudit.search import capabilities
+from ragaudit.tuning._search import SearchStrategy, numeric_collect_fields
 
 BASELINE = "baseline"
 """The name of the variant that is the run's own ``collect`` section."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=,+-]{0,99}")
 _PARAM_REF = re.compile(r"params\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)|params\s*\[\s*['\"]([^'\"]+)['\"]")
-_ENGINES = ("elasticsearch", "opensearch")
 
 
 @dataclass(frozen=True)
@@ -52,16 +53,6 @@ class Variant:
         return "run." + re.sub(r"[^A-Za-z0-9._=,+-]", "_", self.name) + ".txt"
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def baseline_params(config: RunConfig) -> dict[str, Any]:
     """The baseline's template parameters: ``tune.baseline_params``, a swept one's first value."""
     tune = config.tune
@@ -72,10 +63,14 @@ def baseline_params(config: RunConfig) -> dict[str, Any]:
     return out
 
 
+def _template_section(backend: str) -> str | None:
+    """The collect sub-section holding the backend's query template (None: it has none)."""
+    return capabilities(backend).template_section
+
+
 def _template_of(config: RunConfig) -> Any:
-    backend = config.collect.backend
-    section = getattr(config.collect, backend, None) if backend in _ENGINES else None
-    return None if section is None else section.query_template
+    name = _template_section(config.collect.backend)
+    return None if name is None else getattr(config.collect, name).query_template
 
 
 def _referenced(template: Any) -> set[str]:
@@ -92,11 +87,11 @@ def variant_config(
     Raises:
         ConfigError: The changed section is not a valid collect section (naming ``where``).
     """
-    collect = _merge(config.collect.model_dump(mode="json"), changes)
+    collect = deep_merge(config.collect.model_dump(mode="json"), changes)
     if params:
-        backend = collect.get("backend", config.collect.backend)
-        if backend in _ENGINES:
-            collect[backend] = {**collect.get(backend, {}), "template_params": dict(params)}
+        name = _template_section(collect.get("backend", config.collect.backend))
+        if name is not None:
+            collect[name] = {**collect.get(name, {}), "template_params": dict(params)}
     data = config.model_dump(mode="json")
     data["collect"] = collect
     try:
@@ -120,29 +115,32 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
             ``yes``.
     """
     tune = config.tune
+    strategy: SearchStrategy = TUNE_SEARCHES.get(tune.search)
     # The tune's outputs (report.html among them) would land in another kind's folder.
     RunsRoot(config.runs_root).claim(tune.name, "tune", "tune.name")
     base_params = baseline_params(config)
     known = set(base_params)
     backend = config.collect.backend
-    if (tune.params or tune.ranges or tune.baseline_params) and backend not in _ENGINES:
+    templated = _template_section(backend) is not None
+    if (tune.params or tune.ranges or tune.baseline_params) and not templated:
         raise ConfigError(
             f"tune.params: backend '{backend}' has no query template to read template "
             "parameters; vary its collect fields in tune.variants instead (mode, options, top_n)"
         )
     template = _template_of(config)
-    if backend in _ENGINES:
+    if templated:
+        section = _template_section(backend)
         reads = _referenced(template)
         for name in list(tune.params) + list(tune.ranges):
             if name not in reads:
                 raise ConfigError(
-                    f"tune.params.{name}: the query template (collect.{backend}.query_template) "
+                    f"tune.params.{name}: the query template (collect.{section}.query_template) "
                     f"never reads params.{name}, so every value would search alike"
                 )
         missing = sorted(reads - known)
         if missing:
             raise ConfigError(
-                f"collect.{backend}.query_template: reads params.{missing[0]}, which neither "
+                f"collect.{section}.query_template: reads params.{missing[0]}, which neither "
                 "tune.params nor tune.baseline_params sets"
             )
     variants = [
@@ -178,7 +176,7 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
                 f"{where}.params.{stray[0]}: unknown template parameter "
                 f"(known: {', '.join(sorted(known)) or 'none'})"
             )
-        if own and backend not in _ENGINES:
+        if own and not templated:
             raise ConfigError(f"{where}.params: backend '{backend}' has no query template")
         params = {**base_params, **own}
         vconfig = variant_config(config, changes, params, where)
@@ -195,7 +193,7 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
         add(Variant(name, vconfig, changes, params), where)
 
     if tune.params:
-        points = expand(base_params, tune.params, grid=tune.expand == "grid")
+        points = expand(base_params, tune.params, grid=strategy.grid)
         swept = list(tune.params)
         for values, dims in points[1:]:  # the first is the baseline itself
             add(
@@ -210,16 +208,17 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
             )
         # The baseline is on every sweep's chart.
         variants[0] = Variant(BASELINE, variants[0].config, {}, variants[0].params, tuple(swept))
-    if len(variants) < 2 and tune.search != "optuna":
+    if len(variants) < 2 and not strategy.draws:
         raise ConfigError(
             "tune: nothing to compare with the baseline; give tune.variants or tune.params"
         )
-    if tune.search == "optuna" and not (tune.ranges or tune.params or tune.collect_ranges):
+    if strategy.draws and not (tune.ranges or tune.params or tune.collect_ranges):
         raise ConfigError(
-            "tune.ranges: search 'optuna' needs ranges, collect_ranges or params to draw from"
+            f"tune.ranges: search '{tune.search}' needs ranges, collect_ranges or params to "
+            "draw from"
         )
-    _check_collect_ranges(config)
-    total = len(variants) + (tune.trials if tune.search == "optuna" else 0)
+    _check_collect_ranges(config, strategy)
+    total = len(variants) + (tune.trials if strategy.draws else 0)
     if total > tune.max_variants and not yes:
         raise ConfigError(
             f"tune.max_variants: {total} variants, more than {tune.max_variants}; each searches "
@@ -257,30 +256,28 @@ _FUSION = ("rrf_k", "vector_weight")
 """Collect fields read only by the local backend's hybrid fusion."""
 
 
-def numeric_collect_fields() -> dict[str, type]:
-    """The collect fields a ``tune.collect_ranges`` entry may draw: name → int or float."""
-    return {
-        name: field.annotation
-        for name, field in CollectConfig.model_fields.items()
-        if field.annotation in (int, float)
-    }
-
-
-def _check_collect_ranges(config: RunConfig) -> None:
+def _check_collect_ranges(config: RunConfig, strategy: SearchStrategy) -> None:
     """Refuse a collect range no trial could use, before any search or judge call."""
     tune, collect = config.tune, config.collect
     numeric = numeric_collect_fields()
+    drawing = [n for n in TUNE_SEARCHES.names() if TUNE_SEARCHES.get(n).draws]
     for name, rng in tune.collect_ranges.items():
         where = f"tune.collect_ranges.{name}"
-        if tune.search != "optuna":
-            raise ConfigError(f"{where}: ranges are drawn by search 'optuna' only (set it)")
+        if not strategy.draws:
+            raise ConfigError(
+                f"{where}: ranges are drawn by a search that draws ({', '.join(drawing)}), "
+                f"not '{tune.search}' (set tune.search)"
+            )
         if name not in numeric:
             raise ConfigError(
                 f"{where}: not a numeric collect field (numeric: {', '.join(sorted(numeric))})"
             )
-        if name in _FUSION and (collect.backend != "local" or collect.mode != "hybrid"):
+        # Fusion weighs a keyword list against a vector list, so only a backend that embeds
+        # (its capabilities say so), in hybrid mode, reads these fields.
+        fuses = capabilities(collect.backend).embeds and collect.mode == "hybrid"
+        if name in _FUSION and not fuses:
             raise ConfigError(
-                f"{where}: only the local backend's hybrid mode reads {name} "
+                f"{where}: only a backend that embeds, in hybrid mode, reads {name} "
                 f"(collect.backend is '{collect.backend}', collect.mode '{collect.mode}'), "
                 "so every value would search alike"
             )

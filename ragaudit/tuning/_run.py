@@ -20,11 +20,11 @@ from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.judging import Grader, JudgmentStore, import_run_grades
 from ragaudit.runfolder import RunsRoot
+from ragaudit.registry import TUNE_SEARCHES
 from ragaudit.tuning._plan import (
     BASELINE,
     Variant,
     check_backend,
-    numeric_collect_fields,
     plan_variants,
     variant_config,
 )
@@ -39,6 +39,7 @@ from ragaudit.tuning._pool import (
     prompt_tokens,
     retrieve,
 )
+from ragaudit.tuning._search import SearchStrategy
 from ragaudit.tuning._stats import Decision, Values, question_metrics, recommend, split_questions
 
 
@@ -109,64 +110,42 @@ def _values(
     return values, judged
 
 
-async def _optuna_trials(
+async def _draw(
     config: RunConfig,
     runs: list[VariantRun],
     pool: Pool,
     questions: list[Question],
-    by_id: dict[str, Question],
     embed: Any,
     texts: dict[tuple[str, str], str],
     grade: Callable[[], Any],
     tuning: list[str],
 ) -> None:
-    """``search: optuna``: TPE draws template parameters and numeric collect fields.
+    """The search strategy's drawn points, if it draws.
 
-    Each trial is a pooled variant, scored on the tuning questions only.
+    Each is a pooled variant, scored on the tuning questions only.
     """
-    import optuna
-
+    strategy: SearchStrategy = TUNE_SEARCHES.get(config.tune.search)
+    if strategy.draw is None:
+        return
     tune = config.tune
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        direction="maximize", sampler=optuna.samplers.TPESampler(seed=tune.seed)
-    )
     base = next(r for r in runs if r.variant.name == BASELINE).variant
     primary = tune.metrics[0]
-    numeric = numeric_collect_fields()
-    for n in range(1, tune.trials + 1):
-        trial = study.ask()
-        params = dict(base.params)
-        for name, rng in tune.ranges.items():
-            params[name] = (
-                trial.suggest_int(name, int(rng.low), int(rng.high), log=rng.log)
-                if rng.integer
-                else trial.suggest_float(name, rng.low, rng.high, log=rng.log)
-            )
-        for name, choices in tune.params.items():
-            if name not in tune.ranges:
-                params[name] = trial.suggest_categorical(name, choices)
-        changes: dict[str, Any] = {}
-        for name, rng in tune.collect_ranges.items():
-            # The collect field's own type decides: top_n and rrf_k are counts.
-            changes[name] = (
-                trial.suggest_int(f"collect.{name}", int(rng.low), int(rng.high), log=rng.log)
-                if numeric[name] is int
-                else trial.suggest_float(f"collect.{name}", rng.low, rng.high, log=rng.log)
-            )
+
+    async def trial(n: int, changes: dict[str, Any], params: dict[str, Any]) -> float | None:
         name = f"trial-{n}"
         vconfig = variant_config(config, changes, params, f"tune trial {n}")
         variant = Variant(name, vconfig, changes, params)
         [run] = await retrieve([variant], questions, tune.depth, embed, texts)
         runs.append(run)
         if run.status != "ok":
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            continue
+            return None
         pool.add(run, baseline=False, texts=texts)
         await grade()
         values, _ = _values([run], pool, config)
         xs = [v for q, v in values[name][primary].items() if q in tuning and math.isfinite(v)]
-        study.tell(trial, float(np.mean(xs)) if xs else 0.0)
+        return float(np.mean(xs)) if xs else 0.0
+
+    await strategy.draw(config, dict(base.params), trial)
 
 
 async def run_tune(
@@ -221,10 +200,7 @@ async def run_tune(
 
     with gateway.scope("tune", run_id=tune.name) as counts:
         await grade()
-        if tune.search == "optuna":
-            await _optuna_trials(
-                config, runs, pool, questions, by_id, embed, texts, grade, splits[0][0]
-            )
+        await _draw(config, runs, pool, questions, embed, texts, grade, splits[0][0])
     values, judged = _values(runs, pool, config)
     primary = tune.metrics[0]
     defined = [q for q in by_id if math.isfinite(values[BASELINE][primary].get(q, math.nan))]

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragaudit.ranking import mrr, ndcg_at_k, precision_at_k, recall_at_k
+from ragaudit.registry import TUNE_METRICS
 from ragaudit.stats import adjust, beyond_noise, bootstrap_ci, paired_test
+from ragaudit.tuning._metrics import Judged
 
 Values = dict[str, float]
 """Question id → a metric's value (NaN where it is undefined: no relevant document pooled)."""
@@ -42,19 +43,8 @@ def question_metrics(
     shown = list(top[:depth])
     judged = [c for c in shown if c in grades]
     share = len(judged) / len(shown) if shown else math.nan
-    relevant = {c for c, g in grades.items() if g >= relevant_grade}
-    gains = {c: float(g) for c, g in grades.items() if g > 0}
-    out: dict[str, float] = {}
-    for m in metrics:
-        if m == "ndcg":
-            out[m] = ndcg_at_k(judged, gains, depth)
-        elif m == "precision":
-            out[m] = precision_at_k(judged, relevant, depth)
-        elif m == "recall":
-            out[m] = recall_at_k(judged, relevant, depth)
-        elif m == "mrr":
-            out[m] = mrr(judged[:depth], relevant) if relevant else math.nan
-    return out, share
+    question = Judged(judged, grades, depth, relevant_grade)
+    return {m: TUNE_METRICS.get(m)(question) for m in metrics}, share
 
 
 def split_questions(

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import jinja2
 from cachetools import LRUCache
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
@@ -21,7 +20,14 @@ from fastapi.responses import HTMLResponse, Response
 from ragaudit import labels
 from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
-from ragaudit.reporting import Report, build_calibration, build_report, compare_runs, trend
+from ragaudit.reporting import (
+    Report,
+    build_calibration,
+    build_report,
+    compare_runs,
+    template_env,
+    trend,
+)
 from ragaudit.secrets import redact
 from ragaudit.viewer._listing import Listed, Listing, Signature, audit_days, signature
 from ragaudit.viewer._paths import run_path
@@ -41,14 +47,8 @@ _STRICT_CSP = (
 )
 _REPORT_CSP = _STRICT_CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline'")
 
-_env = jinja2.Environment(
-    loader=jinja2.PackageLoader("ragaudit.viewer", "templates"),
-    # Every text on these pages came from a run folder: escaped, whatever the file name.
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+# Every text on these pages came from a run folder: escaped, whatever the file name.
+_env = template_env("ragaudit.viewer")
 _env.filters["num"] = lambda v, digits=3: fixed(v, digits, missing="–")
 
 
@@ -112,8 +112,13 @@ def viewer(request: Request) -> Viewer:
     return state.viewer
 
 
+def _render(template: str, **context: Any) -> str:
+    """``template`` of the viewer's templates rendered (autoescaped) with ``context``."""
+    return _env.get_template(template).render(**context)
+
+
 def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    body = _env.get_template(template).render(**context)
+    body = _render(template, **context)
     return HTMLResponse(body, status_code=status, headers={"Content-Security-Policy": _STRICT_CSP})
 
 

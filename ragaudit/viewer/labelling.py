@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragaudit import labels
 from ragaudit.errors import InputError
-from ragaudit.viewer._pages import _message
+from ragaudit.viewer._pages import _message, _render
 from ragaudit.viewer._paths import run_path
 
 router = APIRouter()
@@ -29,49 +29,6 @@ router = APIRouter()
 STATIC = Path(__file__).parent / "static"
 _STATIC_FILES = {"labelling.js": "text/javascript", "labelling.css": "text/css"}
 MAX_ANNOTATOR = 80
-
-# No run text in it: the script fetches the items and writes them with textContent.
-_PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Label - ragaudit</title>
-<link rel="stylesheet" href="/labelling/static/labelling.css">
-<script src="/labelling/static/labelling.js" defer></script>
-</head>
-<body>
-<header>
-  <h1>Label <span id="run"></span></h1>
-  <p id="progress" aria-live="polite"></p>
-  <p id="who"></p>
-  <p><a id="run-page">The run's report: the judge against these labels</a></p>
-</header>
-<form id="name-form" hidden>
-  <label for="name">Your name (kept with every label you give):</label>
-  <input id="name" name="name" maxlength="80" autocomplete="name" required>
-  <button type="submit">Start</button>
-</form>
-<main id="item" hidden>
-  <p id="instruction" class="instruction"></p>
-  <section><h2>Question</h2><p id="question" class="text"></p></section>
-  <section id="candidate-box" hidden><h2>Passage</h2><p id="candidate" class="text"></p></section>
-  <section id="answer-box" hidden><h2>Answer</h2><p id="answer" class="text"></p></section>
-  <section id="contexts-box" hidden><h2>Contexts</h2><ol id="contexts"></ol></section>
-  <div id="choices" class="choices"></div>
-  <p class="keys">s skip · b or Backspace back</p>
-  <p id="given"></p>
-</main>
-<section id="done" hidden>
-  <h2>All items labelled</h2>
-  <p id="done-count"></p>
-  <p><a id="export-csv">labels.csv</a> · <a id="export-qrels">qrels (your grades)</a></p>
-  <button id="review" type="button">Back to the last item</button>
-</section>
-<p id="status" role="status"></p>
-</body>
-</html>
-"""
 
 
 def _run_dir(request: Request, run_id: str) -> Path:
@@ -114,7 +71,7 @@ def label_page(request: Request, run_id: str) -> HTMLResponse:
     """The labelling page of a run (404 for a run outside the root)."""
     _run_dir(request, run_id)
     return HTMLResponse(
-        _PAGE,
+        _render("labelling.html.j2"),
         headers={
             # The page loads its own files only: an injected script or a remote fetch would be
             # refused by the browser even if some text escaped escaping.

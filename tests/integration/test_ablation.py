@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from support.paths import REPO_ROOT
 
-from ragaudit.ablation import index_group, plan, point_id, select_subset
-from ragaudit.config import AblateConfig, load_config
+from ragaudit.ablation import AblateConfig, index_group, plan, point_id, select_subset
+from ragaudit.config import load_config
 from ragaudit.search import Document
 
 REPO = REPO_ROOT
@@ -77,9 +77,9 @@ def test_default_plan_is_baseline_plus_one_factor_sweeps() -> None:
 def test_chunks_never_exceed_the_size_in_the_generators_tokens(
     model: str, size: int, context: bool
 ) -> None:
-    from ragaudit.ablation import chunk_tokenizer, chunking
+    from ragaudit.ablation import AblationPoint, chunk_tokenizer, chunking
     from ragaudit.cache import count_tokens
-    from ragaudit.config import AblationPoint, RunConfig
+    from ragaudit.config import RunConfig
     from ragaudit.search import chunk_documents, read_corpus
 
     docs = read_corpus(DEMO / "corpus.jsonl")[:40]

@@ -33,6 +33,7 @@ def plugin_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for registry, name in ((SEARCH_BACKENDS, "keyword"), (ANSWER_SOURCES, "canned")):
         registry.units.pop(name, None)
         registry.options.pop(name, None)
+        registry.modules.pop(name, None)
     for module in MODULES:
         sys.modules.pop(module, None)
 

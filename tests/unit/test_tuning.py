@@ -69,13 +69,25 @@ def test_grid_expands_and_names_each_point(tmp_path: Path) -> None:
     assert variants[0].config.collect.opensearch.template_params == {"boost": 1, "operator": "or"}
 
 
-def test_one_at_a_time_reuses_the_ablation_expansion(tmp_path: Path) -> None:
-    cfg = _config(
-        tmp_path,
-        {"params": {"boost": [1, 4, 8], "operator": ["or", "and"]}, "expand": "one_at_a_time"},
-    )
+@pytest.mark.parametrize(
+    "how", [{"search": "ofat"}, {"expand": "one_at_a_time"}], ids=["search-ofat", "old-expand"]
+)
+def test_one_at_a_time_reuses_the_ablation_expansion(tmp_path: Path, how: dict[str, str]) -> None:
+    # ``expand: one_at_a_time``, from before the search strategies were registered, still
+    # means search ``ofat``.
+    cfg = _config(tmp_path, {"params": {"boost": [1, 4, 8], "operator": ["or", "and"]}, **how})
+    assert cfg.tune.search == "ofat"
     names = [v.name for v in plan_variants(cfg)]
     assert names == [BASELINE, "boost=4,operator=or", "boost=8,operator=or", "boost=1,operator=and"]
+
+
+def test_an_old_expand_that_contradicts_the_search_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="expand: one_at_a_time is search 'ofat'"):
+        _config(
+            tmp_path, {"params": {"boost": [1, 4]}, "expand": "one_at_a_time", "search": "optuna"}
+        )
+    with pytest.raises(ConfigError, match="unknown tune search strategy 'random'"):
+        _config(tmp_path, {"params": {"boost": [1, 4]}, "search": "random"})
 
 
 def test_named_variants_override_collect_fields_and_params(tmp_path: Path) -> None:
@@ -172,7 +184,7 @@ def test_template_parameters_on_the_local_backend_are_refused(tmp_path: Path) ->
 
 
 def test_unknown_metric_and_bad_range_fail_at_load(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"tune\.metrics.*unknown metric map"):
+    with pytest.raises(ConfigError, match=r"tune\.metrics.*unknown tune metric 'map'"):
         _config(tmp_path, {"metrics": ["map"]})
     with pytest.raises(ConfigError, match=r"tune\.ranges\.boost.*low"):
         _config(tmp_path, {"ranges": {"boost": {"low": 5, "high": 1}}})
@@ -249,9 +261,9 @@ def test_a_tune_never_writes_into_a_run_folder_or_the_store(tmp_path: Path) -> N
     ("ranges", "search", "words"),
     [
         ({"mode": {"low": 1, "high": 2}}, "optuna", "not a numeric collect field"),
-        ({"rrf_k": {"low": 1, "high": 50}}, "optuna", "only the local backend's hybrid mode"),
+        ({"rrf_k": {"low": 1, "high": 50}}, "optuna", "only a backend that embeds, in hybrid mode"),
         ({"top_n": {"low": 1, "high": 20_000}}, "optuna", "less than or equal to 10000"),
-        ({"top_n": {"low": 1, "high": 20}}, "grid", "search 'optuna' only"),
+        ({"top_n": {"low": 1, "high": 20}}, "grid", "a search that draws (optuna), not 'grid'"),
     ],
     ids=["not-numeric", "fusion-outside-hybrid", "out-of-bounds", "grid-search"],
 )
