@@ -46,7 +46,6 @@ from ragaudit.flows._workers import use_forkserver, warm_dask, warm_ray
 from ragaudit.manifest import base_manifest, failure_warnings, judge_warnings
 from ragaudit.reevaluation import ordering_manifest
 from ragaudit.runfolder import RunFolder, RunsRoot
-from ragaudit.runids import new_run_id
 from ragaudit.runlock import RunLock
 from ragaudit.stopping import reclaim_sigterm
 from ragaudit.tasks import (

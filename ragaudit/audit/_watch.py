@@ -51,6 +51,7 @@ from ragaudit.audit._sample import permanent_random
 from ragaudit.cache import Gateway, judge_recheck
 from ragaudit.config import RunConfig
 from ragaudit.directions import higher_is_better
+from ragaudit.errors import RagauditError
 from ragaudit.judging import Judge
 from ragaudit.prompts import RELEVANCE
 
@@ -403,7 +404,15 @@ async def watch_day(day: AuditDay, judge: Judge, gateway: Gateway) -> Watch:
     if section.probe:
         probe = probe_set(root, series, first_day, section.probe)
         if probe is not None and not probe.is_empty():
-            watch.probe = await run_probe(day, probe, judge, gateway)
+            try:
+                watch.probe = await run_probe(day, probe, judge, gateway)
+            except RagauditError as exc:
+                # The day's own estimates stand without the probe; what it could not tell (an
+                # engine's move) is said on the console and in the manifest, every day.
+                watch.notes.append(
+                    f"probe not run ({exc}): a move cannot be told from the engine's; set "
+                    "collect: to the service's engine, or audit.probe: 0"
+                )
     if section.judge_check_days and mine and len(mine) % section.judge_check_days == 0:
         watch.judge = await recheck_judge(day, first_day, judge, gateway)
     watch.changed_docs = content_changes([f for _, f in mine], day.folder)

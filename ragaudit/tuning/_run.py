@@ -19,8 +19,8 @@ from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.judging import Grader, JudgmentStore, import_run_grades
-from ragaudit.runfolder import RunsRoot
 from ragaudit.registry import TUNE_SEARCHES
+from ragaudit.runfolder import RunsRoot
 from ragaudit.tuning._plan import (
     BASELINE,
     Variant,
