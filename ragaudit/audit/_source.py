@@ -386,18 +386,38 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
+def _id(red: Redactor, value: str | None) -> str | None:
+    """An id through the redactor: one it would change becomes a hash of itself instead.
+
+    An id that looks like personal data (an e-mail as a session id) must not land as it is, but
+    a placeholder would make many ids one (``2026-11-01-000001`` reads as a phone number):
+    requests would collide in the sample and documents in the store. A hash keeps them apart
+    and joinable, and says nothing of what was hashed beyond equality.
+    """
+    if value is None:
+        return None
+    if red(value) == value:
+        return value
+    return "id:" + hashlib.blake2b(value.encode("utf-8"), digest_size=12).hexdigest()
+
+
 def _row(req: Request, segment: str, red: Redactor) -> dict[str, Any]:
     # Every text that reaches the file passes the redactor, ids included: a session id or a
     # document id can be an e-mail address as well as a query can.
     return {
-        "request_id": red(req.request_id),
+        "request_id": _id(red, req.request_id),
         "time": req.time,
-        "session": red(req.session),
+        "session": _id(red, req.session),
         "query": red(req.query),
         "filters": red(_dumps(req.filters)),
         "segment": red(segment),
         "docs": [
-            {**d, "id": red(d["id"]), "text": red(d["text"]), "content_hash": d["content_hash"]}
+            {
+                **d,
+                "id": _id(red, d["id"]),
+                "text": red(d["text"]),
+                "content_hash": d["content_hash"],
+            }
             for d in req.docs
         ],
         "answer": red(req.answer),

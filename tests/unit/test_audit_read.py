@@ -316,3 +316,19 @@ def test_plain_paths_give_what_jmespath_gives() -> None:
             except jmespath.exceptions.JMESPathError:
                 continue  # a function on a wrong type: jmespath's own error either way
             assert fn(rec) == want, (expr, rec)
+
+
+def test_ids_that_look_like_personal_data_stay_apart(tmp_path: Path) -> None:
+    # Dated request ids read as phone or card numbers; a placeholder would make them one id.
+    ids = [f"2026-11-26-{i:06d}" for i in range(5)] + ["ana.lee@example.com"]
+    write_jsonl(
+        tmp_path / "logs" / "2026-11-26" / "a.jsonl",
+        [record(i, id=rid, session_id=rid) for i, rid in enumerate(ids)],
+    )
+    out = tmp_path / "requests.parquet"
+    read(source(tmp_path / "logs" / "{day}" / "*.jsonl"), out)
+    rows = pq.read_table(out).to_pylist()
+    got = [r["request_id"] for r in rows]
+    assert len(set(got)) == len(ids)
+    assert all(g.startswith("id:") for g in got)
+    assert "ana.lee@example.com" not in out.read_bytes().decode("utf-8", "replace")
