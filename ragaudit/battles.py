@@ -36,7 +36,7 @@ from ragaudit.errors import RagauditError
 from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sample_judges
 from ragaudit.lang import token_share
 from ragaudit.prompts import BATTLE, BattleInput
-from ragaudit.reporting import paired_test
+from ragaudit.reporting import paired_test, power
 from ragaudit.schemas import BATTLES, LEADERBOARD, to_table
 
 ORDERS = ("AB", "BA")
@@ -311,6 +311,9 @@ class BattleStats:
     alpha: float = 0.05
     verdict: str = field(default="no difference")
     """``B better``, ``B worse`` (beyond noise) or ``no difference``."""
+    power_note: str | None = None
+    """Why the questions are too few to show a difference at ``alpha`` (the metric table's
+    sentence), else None: "no difference" over them is no evidence that nothing changed."""
 
 
 def battle_stats(
@@ -350,6 +353,7 @@ def battle_stats(
         elif high < 0.5:
             verdict = "B worse"
     return BattleStats(
+        power_note=power(s - 0.5, alpha).text(alpha) if len(s) else None,
         n=len(s),
         wins=counts["B"],
         ties=counts["tie"],
@@ -417,8 +421,8 @@ class Leaderboard:
     tie_param: float
     """ν: how often close runs tie (0: never)."""
     unbounded: list[str] = field(default_factory=list)
-    """Runs that won (or lost) every battle: their likelihood grows without end, so their
-    strength is only a lower (upper) bound where the optimiser stopped."""
+    """Runs that never lost (or never won) where no finite fit exists: their likelihood grows
+    without end, so their strength is only a lower (upper) bound where the fit stopped."""
 
 
 def _counts(
@@ -447,12 +451,29 @@ def _nll(theta: np.ndarray, i: np.ndarray, j: np.ndarray, w: np.ndarray, m: int)
     return float(-np.sum(w[:, 0] * (a - denom) + w[:, 1] * (b - denom) + w[:, 2] * (tie - denom)))
 
 
-def _fit(i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int) -> tuple[np.ndarray, float]:
+LOG_BOUND = 15.0
+"""Bound on each log-strength (against the first run's) and on log ν in the fit. Where no finite
+maximum exists (a run that never wins, or never loses) the likelihood keeps rising along a ridge
+(strengths ±30 and ν 1e13 were seen): the fit stops at the bound, a ratio of e¹⁵ no finite set of
+battles could tell from a larger one, and :attr:`Leaderboard.unbounded` names the runs."""
+
+
+def _fit(
+    i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int
+) -> tuple[np.ndarray, float, bool]:
+    """Centred log-strengths, ν, and whether the fit stopped at :data:`LOG_BOUND`."""
     from scipy import optimize
 
-    res = optimize.minimize(_nll, np.zeros(m), args=(i, j, wins, m), method="L-BFGS-B")
+    res = optimize.minimize(
+        _nll,
+        np.zeros(m),
+        args=(i, j, wins, m),
+        method="L-BFGS-B",
+        bounds=[(-LOG_BOUND, LOG_BOUND)] * m,
+    )
     lp = np.concatenate(([0.0], res.x[: m - 1]))
-    return lp - lp.mean(), float(math.exp(res.x[m - 1]))
+    at_bound = bool(np.any(np.abs(res.x) >= LOG_BOUND - 1e-3))
+    return lp - lp.mean(), float(math.exp(res.x[m - 1])), at_bound
 
 
 def fit_davidson(
@@ -475,7 +496,7 @@ def fit_davidson(
         raise ValueError("a leaderboard needs battles between at least two runs")
     i, j, w1, rest = _counts(battles, runs)
     wins = np.column_stack([w1, rest])
-    strength, nu = _fit(i, j, wins, m)
+    strength, nu, at_bound = _fit(i, j, wins, m)
     qids = battles["question_id"].unique().sort().to_list()
     by_q = battles.partition_by("question_id", as_dict=True)
     rng = np.random.default_rng(seed)
@@ -492,7 +513,11 @@ def fit_davidson(
     won = np.bincount(i, w1, m) + np.bincount(j, rest[:, 0], m)
     lost = np.bincount(i, rest[:, 0], m) + np.bincount(j, w1, m)
     tied = np.bincount(i, rest[:, 1], m) + np.bincount(j, rest[:, 1], m)
-    unbounded = [runs[k] for k in order if tied[k] == 0 and (won[k] == 0 or lost[k] == 0)]
+    # Never winning (or never losing) has no finite fit without ties; with ties it may have
+    # one, or run off along the tie parameter: the fit stopping at its bound tells.
+    unbounded = [
+        runs[k] for k in order if (won[k] == 0 or lost[k] == 0) and (tied[k] == 0 or at_bound)
+    ]
     return Leaderboard(
         unbounded=unbounded,
         runs=[runs[k] for k in order],

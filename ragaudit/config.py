@@ -37,7 +37,10 @@ ENV_PREFIX = "RAGAUDIT_"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # ``allow_inf_nan``: ``.inf`` and ``.nan`` are floats to YAML and passed every range check
+    # (``.inf > 0``), then crashed a run or a tune; every float field of every section refuses
+    # them at load, naming the field.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ModelsConfig(_Frozen):
@@ -833,6 +836,11 @@ class TuneRange(_Frozen):
             raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
         if self.log and self.low <= 0:
             raise ValueError("a log range needs low > 0")
+        if self.integer and not (self.low.is_integer() and self.high.is_integer()):
+            # Optuna would round 0.5 down to 0 and fail on it (a log range) after grading.
+            raise ValueError(
+                f"an integer range needs whole-number bounds (low {self.low:g}, high {self.high:g})"
+            )
         return self
 
 
@@ -1195,11 +1203,12 @@ def format_validation_error(exc: ValidationError, origin: str) -> str:
 
 
 def load_config(
-    path: Path | None = None,
+    path: Path | str | None = None,
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
 ) -> RunConfig:
     """Build the run configuration from a file, the environment and CLI overrides."""
+    path = Path(path) if path else None
     data: dict[str, Any] = _read_file(path) if path else {}
     data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
     data = _merge(data, overrides or {})

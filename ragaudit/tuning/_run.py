@@ -18,6 +18,7 @@ from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
+from ragaudit.judging import Judge
 from ragaudit.tuning._plan import (
     BASELINE,
     Variant,
@@ -169,6 +170,25 @@ async def _optuna_trials(
         study.tell(trial, float(np.mean(xs)) if xs else 0.0)
 
 
+def _check_budget(
+    config: RunConfig,
+    pool: Pool,
+    runs: list[VariantRun],
+    judge: Judge,
+    by_id: dict[str, Question],
+) -> None:
+    """Refuse a budget below the baseline's own ungraded top-k (the pool's store grades in)."""
+    budget = config.tune.max_judge_tokens
+    if budget is None:
+        return
+    need = baseline_cost(pool, runs, judge, by_id)
+    if need > budget:
+        raise ConfigError(
+            f"tune.max_judge_tokens: {budget:,} tokens cannot grade even the baseline's own "
+            f"top {config.tune.depth} ({need:,} tokens not yet in the store); raise it"
+        )
+
+
 async def run_tune(
     config: RunConfig, gateway: Gateway, *, yes: bool = False, source: str | None = None
 ) -> TuneOutcome:
@@ -197,12 +217,7 @@ async def run_tune(
     from_runs = import_run_grades(config.runs_root, store, judge.model)
     if tune.max_judge_tokens is not None:
         from_store(pool, store, judge, by_id)
-        need = baseline_cost(pool, runs, judge, by_id)
-        if need > tune.max_judge_tokens:
-            raise ConfigError(
-                f"tune.max_judge_tokens: {tune.max_judge_tokens:,} tokens cannot grade even the "
-                f"baseline's own top {tune.depth} ({need:,} tokens not yet in the store); raise it"
-            )
+        _check_budget(config, pool, runs, judge, by_id)
     splits = split_questions(list(by_id), tune.holdout, tune.seed, tune.folds)
     total = GradeReport()
     budget = [tune.max_judge_tokens]
@@ -300,6 +315,9 @@ async def dry_run(
     store = judgment_store(config)
     import_run_grades(config.runs_root, store, judge.model)
     stored = from_store(pool, store, judge, by_id)
+    base = next(r for r in runs if r.variant.name == BASELINE)
+    if base.status == "ok":
+        _check_budget(config, pool, runs, judge, by_id)
     seen: set[tuple[str, str]] = {(q, c) for q, g in pool.grades.items() for c in g}
     lines = []
     for run in runs:
