@@ -421,8 +421,9 @@ class Leaderboard:
     tie_param: float
     """ν: how often close runs tie (0: never)."""
     unbounded: list[str] = field(default_factory=list)
-    """Runs that never lost (or never won) where no finite fit exists: their likelihood grows
-    without end, so their strength is only a lower (upper) bound where the fit stopped."""
+    """Runs whose strength has no finite fit (:func:`_unbounded`: one that won every battle
+    without a tie, or never won but tied): the likelihood grows without end, so their figures
+    are where the fit stopped at its bound, an order only."""
 
 
 def _counts(
@@ -452,16 +453,13 @@ def _nll(theta: np.ndarray, i: np.ndarray, j: np.ndarray, w: np.ndarray, m: int)
 
 
 LOG_BOUND = 15.0
-"""Bound on each log-strength (against the first run's) and on log ν in the fit. Where no finite
-maximum exists (a run that never wins, or never loses) the likelihood keeps rising along a ridge
-(strengths ±30 and ν 1e13 were seen): the fit stops at the bound, a ratio of e¹⁵ no finite set of
-battles could tell from a larger one, and :attr:`Leaderboard.unbounded` names the runs."""
+"""Bound on each log-strength (against the first run's) and on log ν in the fit: where no finite
+maximum exists the likelihood keeps rising along a ridge (strengths ±30 and ν 1e13 were seen),
+and the fit stops at the bound (a ratio of e¹⁵ no finite set of battles could tell from a larger
+one); :func:`_unbounded` names the runs whose figures are then only an order."""
 
 
-def _fit(
-    i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int
-) -> tuple[np.ndarray, float, bool]:
-    """Centred log-strengths, ν, and whether the fit stopped at :data:`LOG_BOUND`."""
+def _fit(i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int) -> tuple[np.ndarray, float]:
     from scipy import optimize
 
     res = optimize.minimize(
@@ -472,8 +470,53 @@ def _fit(
         bounds=[(-LOG_BOUND, LOG_BOUND)] * m,
     )
     lp = np.concatenate(([0.0], res.x[: m - 1]))
-    at_bound = bool(np.any(np.abs(res.x) >= LOG_BOUND - 1e-3))
-    return lp - lp.mean(), float(math.exp(res.x[m - 1])), at_bound
+    return lp - lp.mean(), float(math.exp(res.x[m - 1]))
+
+
+def _unbounded(i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int) -> list[int]:
+    """The runs whose centred strength has no finite maximum-likelihood value.
+
+    Each verdict's log-likelihood is its score less the log-sum-exp of the three outcomes'
+    scores (i: log πᵢ, j: log πⱼ, tie: log ν + (log πᵢ + log πⱼ)/2). Along a direction d of
+    (log π, log ν) it never falls when every observed outcome's score rises at least as fast as
+    the pair's other two: then the likelihood climbs (or stays) to infinity along d. Those
+    directions form a cone given by linear inequalities (one pair at a time), so a linear
+    program per run finds whether its centred strength moves along one: a run that never wins
+    but ties (ν and its gap grow together), or wins every battle without a tie.
+    """
+    from scipy import optimize
+
+    rows = []
+
+    def unit(k: int) -> np.ndarray:
+        e = np.zeros(m + 1)
+        e[k] = 1.0
+        return e
+
+    nu = unit(m)
+    for a, b, (a_won, b_won, tied) in zip(i, j, wins, strict=True):
+        half = (unit(a) - unit(b)) / 2
+        if a_won:  # a's score rises fastest: past b's and past the tie's
+            rows += [-2 * half, nu - half]
+        if b_won:
+            rows += [2 * half, nu + half]
+        if tied:
+            rows += [half - nu, -half - nu]
+    if not rows:
+        return []
+    bounds = [(-1.0, 1.0)] * (m + 1)
+    centre = np.concatenate((np.full(m, -1.0 / m), [0.0]))
+    out = []
+    for k in range(m):
+        objective = unit(k) + centre  # the run's centred log-strength
+        for sign in (1.0, -1.0):
+            res = optimize.linprog(
+                -sign * objective, A_ub=np.array(rows), b_ub=np.zeros(len(rows)), bounds=bounds
+            )
+            if res.status == 0 and -res.fun > 1e-9:
+                out.append(k)
+                break
+    return out
 
 
 def fit_davidson(
@@ -496,7 +539,7 @@ def fit_davidson(
         raise ValueError("a leaderboard needs battles between at least two runs")
     i, j, w1, rest = _counts(battles, runs)
     wins = np.column_stack([w1, rest])
-    strength, nu, at_bound = _fit(i, j, wins, m)
+    strength, nu = _fit(i, j, wins, m)
     qids = battles["question_id"].unique().sort().to_list()
     by_q = battles.partition_by("question_id", as_dict=True)
     rng = np.random.default_rng(seed)
@@ -510,14 +553,8 @@ def fit_davidson(
     low = np.percentile(draws, tail, axis=0)
     high = np.percentile(draws, 100 - tail, axis=0)
     order = np.argsort(-strength)
-    won = np.bincount(i, w1, m) + np.bincount(j, rest[:, 0], m)
-    lost = np.bincount(i, rest[:, 0], m) + np.bincount(j, w1, m)
-    tied = np.bincount(i, rest[:, 1], m) + np.bincount(j, rest[:, 1], m)
-    # Never winning (or never losing) has no finite fit without ties; with ties it may have
-    # one, or run off along the tie parameter: the fit stopping at its bound tells.
-    unbounded = [
-        runs[k] for k in order if (won[k] == 0 or lost[k] == 0) and (tied[k] == 0 or at_bound)
-    ]
+    diverging = set(_unbounded(i, j, wins, m))
+    unbounded = [runs[k] for k in order if k in diverging]
     return Leaderboard(
         unbounded=unbounded,
         runs=[runs[k] for k in order],

@@ -329,8 +329,10 @@ def battles_cmd(
     console.print(table)
     if board.unbounded:
         console.print(
-            f"note: {', '.join(board.unbounded)} won or lost every battle without a tie: no "
-            "finite strength fits, the figures are where the optimiser stopped (order only)"
+            f"note: {', '.join(board.unbounded)}: no finite strength fits these verdicts (a "
+            "run that wins every battle without a tie, or never wins but ties, has none, nor "
+            "has a run between two such gaps): the figures are where the fit stopped at its "
+            "bound (order only)"
         )
     if failed:
         console.print(f"{failed} battle answer(s) failed and were left out")
