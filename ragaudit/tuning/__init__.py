@@ -10,6 +10,7 @@ recommended only if it beats the baseline beyond noise on held-out ones.
 
 from ragaudit.tuning._outputs import (
     BEST,
+    POOL_NOTE,
     QRELS,
     REPORT,
     TABLE,
@@ -18,6 +19,7 @@ from ragaudit.tuning._outputs import (
     moves,
     ranked,
     render_html,
+    shared_texts,
     summary,
     sweep_chart,
     table_rows,
@@ -56,6 +58,8 @@ from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
     decide,
+    fold_tally,
+    holdout_note,
     question_metrics,
     split_questions,
 )
@@ -64,6 +68,7 @@ from ragaudit.tuning._store import STORE_DIR, JudgmentStore, StoredGrade, grade_
 __all__ = [
     "BASELINE",
     "BEST",
+    "POOL_NOTE",
     "QRELS",
     "REPORT",
     "STORE_DIR",
@@ -87,9 +92,11 @@ __all__ = [
     "ranked",
     "decide",
     "dry_run",
+    "fold_tally",
     "grade_key",
     "grade_pairs",
     "grade_pool",
+    "holdout_note",
     "import_run_grades",
     "judge_alone_notice",
     "single_judge",
@@ -102,6 +109,7 @@ __all__ = [
     "render_html",
     "retrieve",
     "run_tune",
+    "shared_texts",
     "split_questions",
     "summary",
     "sweep_chart",

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ragaudit.ablation import expand
 from ragaudit.cache import canonical_hash
-from ragaudit.config import CollectConfig, RunConfig, format_validation_error
+from ragaudit.config import CollectConfig, RunConfig, TuneConfig, format_validation_error
 from ragaudit.errors import ConfigError, clip
 from ragaudit.search import capabilities
 from ragaudit.tuning._store import STORE_DIR
@@ -217,8 +217,8 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
         add(Variant(name, vconfig, changes, params), where)
 
     if tune.params:
-        for name, values in tune.params.items():
-            for value in values:
+        for name, swept_values in tune.params.items():
+            for value in swept_values:
                 if not _GRID_VALUE.fullmatch(str(value)):
                     raise ConfigError(
                         f"tune.params.{name}: value '{clip(str(value), 80)}' cannot be part of a "
@@ -256,9 +256,11 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
     return variants
 
 
-def _points(base: Mapping[str, Any], sweeps: Mapping[str, list[Any]], tune: Any) -> int:
-    """The points :func:`expand` makes of ``sweeps`` around ``base`` (baseline included),
-    counted from the distinct values of each parameter without building any."""
+def _points(base: Mapping[str, Any], sweeps: Mapping[str, list[Any]], tune: TuneConfig) -> int:
+    """The points :func:`expand` makes of ``sweeps`` around ``base``, the baseline included.
+
+    Counted from the distinct values of each parameter, without building any.
+    """
     distinct = {
         name: {canonical_hash(v): v for v in values}.values() for name, values in sweeps.items()
     }
@@ -270,7 +272,10 @@ def _points(base: Mapping[str, Any], sweeps: Mapping[str, list[Any]], tune: Any)
         )
         return math.prod(len(d) for d in distinct.values()) + (0 if in_grid else 1)
     moved = sum(
-        1 for n, d in distinct.items() for v in d if canonical_hash(v) != canonical_hash(base.get(n))
+        1
+        for n, d in distinct.items()
+        for v in d
+        if canonical_hash(v) != canonical_hash(base.get(n))
     )
     return 1 + moved
 

@@ -23,7 +23,9 @@ from ragaudit.tuning import plan_variants
 TEMPLATE = {"query": {"match": {"text": {"query": "{{ question }}", "boost": "{{ params.b }}"}}}}
 
 
-def _float_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+def _float_fields(
+    model: type[BaseModel], prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
     """Dotted paths of every float field of ``model`` and its sections (a mapping: key ``x``)."""
     for name, info in model.model_fields.items():
         path = (*prefix, name)
@@ -107,7 +109,7 @@ def test_a_huge_grid_is_counted_and_refused_before_it_is_built(
     template = {"query": {"match": {"text": {"query": "{{ question }}"}}}}
     params = {f"p{k}": list(range(10)) for k in range(round(math.log10(points)))}
     for name in params:  # the template reads every parameter
-        template["query"]["match"]["text"][name] = "{{ params.%s }}" % name
+        template["query"]["match"]["text"][name] = "{{ params." + name + " }}"
     collect = {"backend": "opensearch", "opensearch": {"query_template": template}}
     config = load_config(
         None,

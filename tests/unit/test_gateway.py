@@ -952,7 +952,11 @@ async def test_a_shared_failure_reaches_every_waiter(tmp_path, fake) -> None:
     ids=["the 50th row", "the timer"],
 )
 async def test_every_paid_call_keeps_its_tokens_and_cost_when_its_part_is_written_at_once(
-    make_gateway: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int, interval_s: float
+    make_gateway: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    every: int,
+    interval_s: float,
 ) -> None:
     """A part written as a row arrives (the 50th row; a timer already due) holds it whole."""
     # litellm's own scripted answers under priced model names: tokens and a price, no network.
