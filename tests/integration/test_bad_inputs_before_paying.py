@@ -11,13 +11,11 @@ from typing import Any
 import pytest
 import yaml
 from support.cli import cli_command, cli_env
-from support.reporting_runs import write_run
+from support.reporting_runs import write_answers, write_run
 from support.runs import make_config
 from typer.testing import CliRunner
 
 from ragaudit.cli import app
-from ragaudit.runfolder import RunFolder
-from ragaudit.schemas import ANSWERS, to_table
 
 
 def _budget_yaml(tmp_path: Path) -> Path:
@@ -59,17 +57,7 @@ def test_an_error_inside_the_tune_flow_is_one_line_without_prefects_traceback(
 
 def _answered(root: Path, run_id: str, ids: list[str], good: bool) -> None:
     write_run(root, run_id, {"faithfulness": [0.5] * len(ids)}, question_ids=ids)
-    rows = [
-        {
-            "run_id": run_id,
-            "question_id": q,
-            # The fake judge prefers the answer sharing more of the question's words.
-            "response": f"the question {q} is answered here" if good else "no idea at all",
-            "status": "ok",
-        }
-        for q in ids
-    ]
-    RunFolder(root, run_id).write("answers", to_table(rows, ANSWERS))
+    write_answers(root, run_id, ids, good)
 
 
 def test_battles_out_that_cannot_be_written_is_refused_before_any_battle(
