@@ -418,14 +418,19 @@ class GatewayCore:
             return response
         assert claim is not None and claim.owned is not None
         try:
+            # The row is logged before the answer is memoised (a crash in between leaves a
+            # paid call in the log, never one that only the memo knows of), and after its
+            # usage is filled in: the log may write the row at once (a part, its journal), and
+            # a later change to the record would never reach the file.
             try:
                 response = await self._call_provider(record, params=found.request)
-            finally:
+            except BaseException:
                 record.latency_s = time.perf_counter() - started
-                # The row is logged before the answer is memoised: a crash in between leaves a
-                # paid call in the log, never one that only the memo knows of.
                 self._record(scope, record)
+                raise
+            record.latency_s = time.perf_counter() - started
             self._fill_usage(record, response, cost=True)
+            self._record(scope, record)
             dumped = self._stored(response)
             self._memo_set(key, dumped)
         except BaseException as exc:
@@ -647,11 +652,11 @@ class GatewayCore:
                     response = await self._call_provider(
                         record, params={"model": model, "input": [texts[i] for i in ask]}
                     )
+                    # Before the row is logged, as for a completion (:meth:`_complete`).
+                    self._fill_usage(record, response, cost=True)
                 finally:
                     record.latency_s = time.perf_counter() - started
                     self._record(scope, record)
-                usage = getattr(response, "usage", None)
-                record.tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
                 items = sorted(
                     response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index
                 )

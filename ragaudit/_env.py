@@ -27,8 +27,32 @@ def project_home() -> Path:
     return Path(os.environ.get("RAGAUDIT_HOME", "data")).resolve()
 
 
+_PREFECT_HOME_OURS = False
+"""Whether ``PREFECT_HOME`` is this module's default (neither it nor ``RAGAUDIT_HOME`` given)."""
+
+
+def follow_runs_root(runs_root: Path) -> None:
+    """Keep Prefect's database beside the runs root: ``<runs_root>/../prefect``.
+
+    Only where neither ``PREFECT_HOME`` nor ``RAGAUDIT_HOME`` was given, and only before Prefect
+    is imported (it reads its settings once, at import). The default runs root, ``data/runs``,
+    keeps ``data/prefect``; without this a run under ``--runs-root /srv/evals/runs`` put its
+    flow-run database in ``./data/prefect`` of whatever folder the command ran from.
+    """
+    import sys
+
+    global _PREFECT_HOME_OURS
+    if not _PREFECT_HOME_OURS or "prefect" in sys.modules:
+        return
+    home = Path(runs_root).expanduser().resolve().parent / "prefect"
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["PREFECT_HOME"] = str(home)
+
+
 def apply_defaults() -> None:
     """Set the offline environment, leaving any variable the user set untouched."""
+    global _PREFECT_HOME_OURS
+    _PREFECT_HOME_OURS = "PREFECT_HOME" not in os.environ and "RAGAUDIT_HOME" not in os.environ
     defaults = {
         # ragas posts analytics on every LLM call, blocking the event loop for up to 1 s.
         "RAGAS_DO_NOT_TRACK": "true",

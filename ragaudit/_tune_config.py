@@ -36,6 +36,11 @@ class TuneRange(Section):
             raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
         if self.log and self.low <= 0:
             raise ValueError("a log range needs low > 0")
+        if self.integer and not (self.low.is_integer() and self.high.is_integer()):
+            # Optuna would round 0.5 down to 0 and fail on it (a log range) after grading.
+            raise ValueError(
+                f"an integer range needs whole-number bounds (low {self.low:g}, high {self.high:g})"
+            )
         return self
 
 

@@ -38,7 +38,7 @@ from ragaudit.lang import token_share
 from ragaudit.prompts import BATTLE, BattleInput
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import BATTLES, LEADERBOARD, to_table
-from ragaudit.stats import beyond_noise, paired_test
+from ragaudit.stats import beyond_noise, paired_test, power
 
 ORDERS = ("AB", "BA")
 """``AB``: A shown as answer 1; ``BA``: B shown as answer 1."""
@@ -310,6 +310,9 @@ class BattleStats:
     alpha: float = 0.05
     verdict: str = field(default="no difference")
     """``B better``, ``B worse`` (beyond noise) or ``no difference``."""
+    power_note: str | None = None
+    """Why the questions are too few to show a difference at ``alpha`` (the metric table's
+    sentence), else None: "no difference" over them is no evidence that nothing changed."""
 
 
 def battle_stats(
@@ -346,6 +349,7 @@ def battle_stats(
     if beyond_noise(test.p_value, low, high, alpha, null=0.5):
         verdict = "B better" if low is not None and low > 0.5 else "B worse"
     return BattleStats(
+        power_note=power(s - 0.5, alpha).text(alpha) if len(s) else None,
         n=len(s),
         wins=counts["B"],
         ties=counts["tie"],
@@ -413,8 +417,9 @@ class Leaderboard:
     tie_param: float
     """ν: how often close runs tie (0: never)."""
     unbounded: list[str] = field(default_factory=list)
-    """Runs that won (or lost) every battle: their likelihood grows without end, so their
-    strength is only a lower (upper) bound where the optimiser stopped."""
+    """Runs whose strength has no finite fit (:func:`_unbounded`: one that won every battle
+    without a tie, or never won but tied): the likelihood grows without end, so their figures
+    are where the fit stopped at its bound, an order only."""
 
 
 def _counts(
@@ -443,12 +448,71 @@ def _nll(theta: np.ndarray, i: np.ndarray, j: np.ndarray, w: np.ndarray, m: int)
     return float(-np.sum(w[:, 0] * (a - denom) + w[:, 1] * (b - denom) + w[:, 2] * (tie - denom)))
 
 
+LOG_BOUND = 15.0
+"""Bound on each log-strength (against the first run's) and on log ν in the fit: where no finite
+maximum exists the likelihood keeps rising along a ridge (strengths ±30 and ν 1e13 were seen),
+and the fit stops at the bound (a ratio of e¹⁵ no finite set of battles could tell from a larger
+one); :func:`_unbounded` names the runs whose figures are then only an order."""
+
+
 def _fit(i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int) -> tuple[np.ndarray, float]:
     from scipy import optimize
 
-    res = optimize.minimize(_nll, np.zeros(m), args=(i, j, wins, m), method="L-BFGS-B")
+    res = optimize.minimize(
+        _nll,
+        np.zeros(m),
+        args=(i, j, wins, m),
+        method="L-BFGS-B",
+        bounds=[(-LOG_BOUND, LOG_BOUND)] * m,
+    )
     lp = np.concatenate(([0.0], res.x[: m - 1]))
     return lp - lp.mean(), float(math.exp(res.x[m - 1]))
+
+
+def _unbounded(i: np.ndarray, j: np.ndarray, wins: np.ndarray, m: int) -> list[int]:
+    """The runs whose centred strength has no finite maximum-likelihood value.
+
+    Each verdict's log-likelihood is its score less the log-sum-exp of the three outcomes'
+    scores (i: log πᵢ, j: log πⱼ, tie: log ν + (log πᵢ + log πⱼ)/2). Along a direction d of
+    (log π, log ν) it never falls when every observed outcome's score rises at least as fast as
+    the pair's other two: then the likelihood climbs (or stays) to infinity along d. Those
+    directions form a cone given by linear inequalities (one pair at a time), so a linear
+    program per run finds whether its centred strength moves along one: a run that never wins
+    but ties (ν and its gap grow together), or wins every battle without a tie.
+    """
+    from scipy import optimize
+
+    rows = []
+
+    def unit(k: int) -> np.ndarray:
+        e = np.zeros(m + 1)
+        e[k] = 1.0
+        return e
+
+    nu = unit(m)
+    for a, b, (a_won, b_won, tied) in zip(i, j, wins, strict=True):
+        half = (unit(a) - unit(b)) / 2
+        if a_won:  # a's score rises fastest: past b's and past the tie's
+            rows += [-2 * half, nu - half]
+        if b_won:
+            rows += [2 * half, nu + half]
+        if tied:
+            rows += [half - nu, -half - nu]
+    if not rows:
+        return []
+    bounds = [(-1.0, 1.0)] * (m + 1)
+    centre = np.concatenate((np.full(m, -1.0 / m), [0.0]))
+    out = []
+    for k in range(m):
+        objective = unit(k) + centre  # the run's centred log-strength
+        for sign in (1.0, -1.0):
+            res = optimize.linprog(
+                -sign * objective, A_ub=np.array(rows), b_ub=np.zeros(len(rows)), bounds=bounds
+            )
+            if res.status == 0 and -res.fun > 1e-9:
+                out.append(k)
+                break
+    return out
 
 
 def fit_davidson(
@@ -485,10 +549,8 @@ def fit_davidson(
     low = np.percentile(draws, tail, axis=0)
     high = np.percentile(draws, 100 - tail, axis=0)
     order = np.argsort(-strength)
-    won = np.bincount(i, w1, m) + np.bincount(j, rest[:, 0], m)
-    lost = np.bincount(i, rest[:, 0], m) + np.bincount(j, w1, m)
-    tied = np.bincount(i, rest[:, 1], m) + np.bincount(j, rest[:, 1], m)
-    unbounded = [runs[k] for k in order if tied[k] == 0 and (won[k] == 0 or lost[k] == 0)]
+    diverging = set(_unbounded(i, j, wins, m))
+    unbounded = [runs[k] for k in order if k in diverging]
     return Leaderboard(
         unbounded=unbounded,
         runs=[runs[k] for k in order],

@@ -1055,11 +1055,12 @@ def format_validation_error(exc: ValidationError, origin: str) -> str:
 
 
 def load_config(
-    path: Path | None = None,
+    path: Path | str | None = None,
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
 ) -> RunConfig:
     """Build the run configuration from a file, the environment and CLI overrides."""
+    path = Path(path) if path else None
     data: dict[str, Any] = _read_file(path) if path else {}
     data = deep_merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
     data = deep_merge(data, overrides or {})

@@ -155,6 +155,11 @@ RANKING = _schema(
         ("error", _str),
         ("order_mode", _str),  # full | head | none
         ("method", _str),  # pairwise:<strategy> | head:<method> | grades
+        # What the question's grading and ordering asked of the judge: answers used and the
+        # first prompt of each as the gateway counts it before sending, memo hits and answers
+        # shared with an identical call included, repairs and retries not: what the question
+        # costs on an empty memo. What was paid is in llm_calls (rows with cache_hit false:
+        # tokens_in as the provider reports it, repairs included, cost_usd).
         ("relevance_calls", _i64),
         ("relevance_tokens", _i64),
         ("ordering_calls", _i64),

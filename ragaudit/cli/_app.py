@@ -202,10 +202,13 @@ def load_paid_config(path: Path | None, overrides: dict[str, Any]) -> RunConfig:
     A judge, juror or generator no provider can route would fail every one of its calls
     after the others were paid: every command that spends loads its config here.
     """
+    from ragaudit._env import follow_runs_root
     from ragaudit.cache.providers import check_judges
 
     config = load_config(path, overrides)
     check_judges(config.models)
+    # Before any flow module imports Prefect: its database goes beside the runs.
+    follow_runs_root(config.runs_root)
     return config
 
 

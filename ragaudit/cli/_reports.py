@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app, console, err
@@ -236,6 +238,12 @@ def compare(
             err.print(f"[bold red]gate failed:[/] {why}", soft_wrap=True)
         raise typer.Exit(1)
     regressed = regressions(cmp, battle)
+    if fail_on_regression and battle is not None and battle.power_note and not regressed:
+        # A gate that cannot fail on the battles must not look like one the battles passed.
+        err.print(
+            f"[bold yellow]gate passed without the battles:[/] {escape(battle.power_note)}",
+            soft_wrap=True,
+        )
     if fail_on_regression and regressed:
         err.print(f"[bold red]regression beyond noise:[/] {', '.join(regressed)}")
         raise typer.Exit(1)
@@ -284,12 +292,19 @@ def battles_cmd(
     # A run's own battles.parquet is compare's (B against A); a round robin has its own folder,
     # never a run's, a tune's, an audit's or the judgment store.
     RunsRoot(folder.resolve().parent).claim(folder.resolve().name, "battles", "battles --out")
+    made = _writable_folder(folder, "battles --out")
 
     async def play() -> Any:
         with hold_gateway(cfg) as gateway:
             return await round_robin(dirs, cfg, gateway)
 
-    rows, pairings = asyncio.run(play())
+    try:
+        rows, pairings = asyncio.run(play())
+    except BaseException:
+        if made:  # an empty folder of this command's own would only mislead
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     for (a, b), p in pairings.items():
         console.print(
             f"{a} vs {b}: {len(p.pairs)} shared question(s) answered ok in both "
@@ -315,8 +330,10 @@ def battles_cmd(
     console.print(table)
     if board.unbounded:
         console.print(
-            f"note: {', '.join(board.unbounded)} won or lost every battle without a tie: no "
-            "finite strength fits, the figures are where the optimiser stopped (order only)"
+            f"note: {', '.join(board.unbounded)}: no finite strength fits these verdicts (a "
+            "run that wins every battle without a tie, or never wins but ties, has none, nor "
+            "has a run between two such gaps): the figures are where the fit stopped at its "
+            "bound (order only)"
         )
     if failed:
         console.print(f"{failed} battle answer(s) failed and were left out")
@@ -324,6 +341,25 @@ def battles_cmd(
     write_battles(rows, folder)
     write_leaderboard(board, frame.height - failed, folder)
     console.print(f"leaderboard and verdicts: {folder}")
+
+
+def _writable_folder(folder: Path, where: str) -> bool:
+    """Make ``folder`` and check a file can be written in it, before anything is paid.
+
+    Returns whether the folder was made here. Raises one line naming ``where`` when the path
+    is a file, lies under one, or cannot be written.
+    """
+    import tempfile
+
+    made = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise RagauditError(f"{where} {folder}: cannot write there ({reason})") from None
+    return made
 
 
 def _count_battles(dir_a: Path, dir_b: Path, cfg: RunConfig) -> None:
@@ -369,6 +405,8 @@ def _battles(dir_a: Path, dir_b: Path, cfg: RunConfig, alpha: float) -> tuple[An
         f"against 0.5, alpha {st.alpha}); position consistency {cons}: {verdict}",
         soft_wrap=True,
     )
+    if st.power_note:
+        console.print(f"[bold yellow]WARNING:[/] battles: {escape(st.power_note)}", soft_wrap=True)
     console.print(f"battles.parquet: {dir_b / 'battles.parquet'}")
     return st, duels(pairing, rows)
 

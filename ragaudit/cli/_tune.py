@@ -77,9 +77,12 @@ def tune(
         _dry_run(cfg, yes)
         return
     err.print(f"tune {cfg.tune.name}: {len(variants)} variants, depth {cfg.tune.depth}")
-    quiet_prefect_runs()
     from ragaudit.flows.tune import run_tuning
 
+    # Once the flow's module is imported: importing Prefect's flow API configures its logging,
+    # and an error inside the flow (a budget, a baseline the engine rejects) would come after
+    # Prefect's traceback of it.
+    quiet_prefect_runs()
     out = run_tuning(cfg, yes=yes)
     _ranked(cfg, out["ranked"])
     for line in out["lines"]:

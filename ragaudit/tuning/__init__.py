@@ -12,6 +12,7 @@ from ragaudit._tune_config import TuneConfig, TuneRange
 from ragaudit.tuning._metrics import Judged, TuneMetric, tune_metric
 from ragaudit.tuning._outputs import (
     BEST,
+    POOL_NOTE,
     QRELS,
     REPORT,
     TABLE,
@@ -20,6 +21,7 @@ from ragaudit.tuning._outputs import (
     moves,
     ranked,
     render_html,
+    shared_texts,
     summary,
     sweep_chart,
     table_rows,
@@ -56,6 +58,8 @@ from ragaudit.tuning._search import SearchStrategy, search_strategy
 from ragaudit.tuning._stats import (
     Decision,
     VariantStats,
+    fold_tally,
+    holdout_note,
     question_metrics,
     recommend,
     split_questions,
@@ -64,6 +68,7 @@ from ragaudit.tuning._stats import (
 __all__ = [
     "BASELINE",
     "BEST",
+    "POOL_NOTE",
     "QRELS",
     "REPORT",
     "TABLE",
@@ -88,7 +93,9 @@ __all__ = [
     "console_lines",
     "ranked",
     "dry_run",
+    "fold_tally",
     "grade_pool",
+    "holdout_note",
     "judge_alone_notice",
     "judgment_store",
     "moves",
@@ -101,6 +108,7 @@ __all__ = [
     "run_tune",
     "search_strategy",
     "tune_metric",
+    "shared_texts",
     "split_questions",
     "summary",
     "sweep_chart",

@@ -24,11 +24,20 @@ from ragaudit.schemas import TUNE, dumps, to_table
 from ragaudit.trec import qrels_text, run_text
 from ragaudit.tuning._plan import BASELINE, collect_section
 from ragaudit.tuning._run import TuneOutcome, tune_dir
+from ragaudit.tuning._stats import fold_tally
 
 REPORT = "report.html"
 TABLE = "tune.parquet"
 QRELS = "pool.qrels.txt"
 BEST = "best.yaml"
+
+POOL_NOTE = (
+    "Figures are over this tune's pool: a document no variant here retrieved was never graded "
+    "and counts as not relevant, so a variant's NDCG depends on which variants were pooled "
+    "with it (the same variant scores otherwise in another tune); compare variants within one "
+    "tune, not figures across tunes."
+)
+"""Said on the page, the console and ``tune.json``: figures are relative to the pool."""
 
 
 def _finite(v: Any) -> bool:
@@ -54,6 +63,9 @@ def table_rows(out: TuneOutcome) -> list[dict[str, Any]]:
         key=lambda s: -(s.mean if s.mean is not None else -math.inf),
     )
     rank = {s.variant: i for i, s in enumerate(order, start=1)}
+    # With folds no variant has a held-out gain of its own: the gain pools each fold's winner
+    # (tune.json, the recommendation), so the columns stay empty rather than show it as one.
+    own = d.winner if len(out.splits) == 1 else None
     rows: list[dict[str, Any]] = []
     for s in d.stats:
         p50, p95 = _latency(out, s.variant)
@@ -73,18 +85,18 @@ def table_rows(out: TuneOutcome) -> list[dict[str, Any]]:
                 "diff": s.diff,
                 "p_value": s.p_value,
                 "p_adjusted": s.p_adjusted,
-                "n_heldout": s.n_heldout or (d.n_heldout if s.variant == d.winner else 0),
+                "n_heldout": s.n_heldout or (d.n_heldout if s.variant == own else 0),
                 "heldout_gain": s.heldout_gain
-                if s.variant != d.winner or s.metric != primary
+                if s.variant != own or s.metric != primary
                 else d.heldout_gain,
                 "heldout_ci_low": s.heldout_ci_low
-                if s.variant != d.winner or s.metric != primary
+                if s.variant != own or s.metric != primary
                 else d.heldout_ci[0],
                 "heldout_ci_high": s.heldout_ci_high
-                if s.variant != d.winner or s.metric != primary
+                if s.variant != own or s.metric != primary
                 else d.heldout_ci[1],
                 "heldout_p": s.heldout_p
-                if s.variant != d.winner or s.metric != primary
+                if s.variant != own or s.metric != primary
                 else d.heldout_p,
                 "judged_at_k": judged,
                 "condensed": bool(judged is not None and _finite(judged) and judged < 1.0),
@@ -201,18 +213,38 @@ def _ci(low: float | None, high: float | None, sign: bool = True) -> str:
     return f"{fixed(low, 3, sign=sign)} to {fixed(high, 3, sign=sign)}"
 
 
+def _ci_short(low: float | None, high: float | None) -> str:
+    """A table cell's interval, ``0.700–0.900``: narrow enough for 15 columns on one line."""
+    if low is None or high is None:
+        return "n/a"
+    return f"{fixed(low, 3)}–{fixed(high, 3)}"
+
+
+def shared_texts(out: TuneOutcome) -> int:
+    """Pooled ids whose (question, text) another pooled id has: graded once, for both."""
+    keys = {
+        (out.questions[qid].question, text)
+        for qid, docs in out.pool.texts.items()
+        for text in docs.values()
+    }
+    return out.pool.size - len(keys)
+
+
 def calls_line(out: TuneOutcome) -> str:
     """``12 judge calls (30 grades from the store, 0 from the memo)`` — what grading paid."""
     c, g = out.calls, out.grading
     paid = c.get("provider_calls", 0)
+    shared = shared_texts(out)
+    # Why the calls are fewer than the pool, when some ids hold one text.
+    same = f"; {shared} pooled ids share a text with another and take its grade" if shared else ""
     if paid == 0:
         return (
             f"0 judge calls (all from the store/memo: {g.found_in_store} grades from the store, "
-            f"{c.get('cache_hits', 0)} memo hits)"
+            f"{c.get('cache_hits', 0)} memo hits{same})"
         )
     return (
         f"{paid} judge calls ({g.found_in_store} grades from the store, "
-        f"{c.get('cache_hits', 0)} memo hits)"
+        f"{c.get('cache_hits', 0)} memo hits{same})"
     )
 
 
@@ -245,7 +277,7 @@ def render_html(out: TuneOutcome) -> str:
         }
         if not v["failed"]:
             cells = [by[(name, m)] for m in cfg.metrics]
-            v["cells"] = [f"{fixed(c.mean, 3)} [{_ci(c.ci_low, c.ci_high, False)}]" for c in cells]
+            v["cells"] = [(fixed(c.mean, 3), _ci_short(c.ci_low, c.ci_high)) for c in cells]
             v["n"] = r["n_tuning"]
             v["diff"] = fixed(r["diff"], 3, sign=True) if r["diff"] is not None else "—"
             v["p"] = fixed(r["p_value"], 3) if r["p_value"] is not None else "—"
@@ -269,36 +301,46 @@ def render_html(out: TuneOutcome) -> str:
         for m in moves(out)
     ]
     n_tuning = len({q for t, _ in out.splits for q in t}) if len(out.splits) == 1 else 0
-    return (
-        template_env("ragaudit.tuning", trim=False)
-        .get_template("tune.html.j2")
-        .render(
-            name=cfg.name,
-            judge=out.config.models.judge_model,
-            prompt="relevance (graded 0–3, one candidate per call)",
-            depth=cfg.depth,
-            n_questions=len(out.questions),
-            n_tuning=n_tuning if len(out.splits) == 1 else len(out.questions),
-            n_heldout=len(out.splits[0][1]) if len(out.splits) == 1 else len(out.questions),
-            folds=cfg.folds,
-            excluded=out.excluded,
-            pool_size=out.pool.size,
-            calls_line=calls_line(out),
-            keep=d.recommended == BASELINE,
-            recommended=d.recommended,
-            winner=d.winner,
-            metric=primary,
-            gain=fixed(d.heldout_gain, 3, sign=True) if d.heldout_gain is not None else "n/a",
-            gain_ci=_ci(*d.heldout_ci),
-            gain_p=fixed(d.heldout_p, 3) if d.heldout_p is not None else "n/a",
-            n_gain=d.n_heldout,
-            why=d.why,
-            adjustment=out.config.report.adjustment,
-            metrics=cfg.metrics,
-            variants=variants,
-            charts=charts,
-            moved=moved,
+    # What the page says once, below the gain's figures: the figures are in the sentence above.
+    if d.recommended != BASELINE:
+        conclusion = "Better than the baseline beyond noise on questions it was not chosen on."
+    elif d.winner == BASELINE:
+        conclusion = "No variant beat the baseline on the " + (
+            "tuning questions." if len(out.splits) == 1 else "questions."
         )
+    else:
+        conclusion = f"Not better beyond noise (α {out.config.report.alpha:g}): keep the baseline."
+    env = template_env("ragaudit.tuning", trim=False)
+    return env.get_template("tune.html.j2").render(
+        name=cfg.name,
+        judge=out.config.models.judge_model,
+        prompt="relevance (graded 0–3, one candidate per call)",
+        depth=cfg.depth,
+        n_questions=len(out.questions),
+        n_tuning=n_tuning,
+        n_heldout=len(out.splits[0][1]) if len(out.splits) == 1 else len(out.questions),
+        folds=len(out.splits) if len(out.splits) > 1 else 0,
+        fold_winners=fold_tally(d.fold_winners) if d.fold_winners else "",
+        conclusion=conclusion,
+        holdout_note=d.holdout_note,
+        pool_note=POOL_NOTE,
+        excluded=out.excluded,
+        pool_size=out.pool.size,
+        calls_line=calls_line(out),
+        keep=d.recommended == BASELINE,
+        recommended=d.recommended,
+        winner=d.winner,
+        metric=primary,
+        gain=fixed(d.heldout_gain, 3, sign=True) if d.heldout_gain is not None else "n/a",
+        gain_ci=_ci(*d.heldout_ci),
+        gain_p=fixed(d.heldout_p, 3) if d.heldout_p is not None else "n/a",
+        n_gain=d.n_heldout,
+        why=d.why,
+        adjustment=out.config.report.adjustment,
+        metrics=cfg.metrics,
+        variants=variants,
+        charts=charts,
+        moved=moved,
     )
 
 
@@ -307,13 +349,28 @@ def write_outputs(out: TuneOutcome) -> Path:
     folder = tune_dir(out.config)
     folder.mkdir(parents=True, exist_ok=True)
     write_table(to_table(table_rows(out), TUNE), folder / TABLE)
-    write_bytes(qrels_text(out.pool.grades).encode(), folder / QRELS)
+    # In the question set's order, each question's documents in pooling order: the searches
+    # and grades finish in any order, the files come out the same on every rerun.
+    order = [qid for qid in out.questions if qid in out.pool.texts]
+    grades = {
+        qid: {c: out.pool.grades[qid][c] for c in out.pool.texts[qid] if c in out.pool.grades[qid]}
+        for qid in order
+        if qid in out.pool.grades
+    }
+    write_bytes(qrels_text(grades).encode(), folder / QRELS)
+    written = set()
     for run in out.runs:
         if run.status == "ok":
-            tops = {qid: got.ids for qid, got in run.questions.items()}
+            tops = {qid: run.questions[qid].ids for qid in out.questions if qid in run.questions}
             write_bytes(
                 run_text(tops, tag=run.variant.name).encode(), folder / run.variant.file_name
             )
+            written.add(run.variant.file_name)
+    for stale in folder.glob("run.*.txt"):
+        # A rerun with fewer variants (or one that failed now): its old run would be read as
+        # this tune's.
+        if stale.name not in written:
+            stale.unlink(missing_ok=True)
     best = _variant(out, out.decision.recommended)
     header = (
         f"# ragaudit tune {out.config.tune.name}: {out.decision.why}\n"
@@ -348,6 +405,10 @@ def summary(out: TuneOutcome) -> dict[str, Any]:
         "variants": len(out.runs),
         "failed": {r.variant.name: r.error for r in out.runs if r.status != "ok"},
         "judged_at_k": {k: v for k, v in out.judged.items()},
+        "fold_winners": list(d.fold_winners),
+        "holdout_note": d.holdout_note,
+        "shared_texts": shared_texts(out),
+        "pool_note": POOL_NOTE,
     }
 
 
@@ -368,6 +429,7 @@ def console_lines(out: TuneOutcome, folder: Path) -> list[str]:
         d.why if d.recommended == BASELINE else f"recommended: {d.recommended} — {d.why}",
         f"report: {folder / REPORT}  best: {folder / BEST}  table: {folder / TABLE}",
     ]
+    lines.append(POOL_NOTE)
     condensed = [k for k, v in out.judged.items() if _finite(v) and v < 1.0]
     if condensed:
         lines.append(
@@ -379,6 +441,7 @@ def console_lines(out: TuneOutcome, folder: Path) -> list[str]:
 
 __all__ = [
     "BEST",
+    "POOL_NOTE",
     "QRELS",
     "REPORT",
     "TABLE",
@@ -387,6 +450,7 @@ __all__ = [
     "ranked",
     "moves",
     "render_html",
+    "shared_texts",
     "summary",
     "sweep_chart",
     "table_rows",

@@ -7,6 +7,7 @@ here, each failure one message naming the field, so a bad config costs nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragaudit.ablation import expand
+from ragaudit.cache import canonical_hash
 from ragaudit.config import RunConfig, deep_merge, format_validation_error
 from ragaudit.errors import ConfigError, clip
 from ragaudit.registry import TUNE_SEARCHES
@@ -26,6 +28,9 @@ BASELINE = "baseline"
 """The name of the variant that is the run's own ``collect`` section."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=,+-]{0,99}")
+_GRID_VALUE = re.compile(r"[^\s\x00-\x1f\x7f]{1,100}")
+"""A swept value as it shows in its variant's name: ``75%`` and ``title^2`` are fine; no space
+or control character, as the name is a TREC run file's tag (one whitespace-free column)."""
 _PARAM_REF = re.compile(r"params\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)|params\s*\[\s*['\"]([^'\"]+)['\"]")
 
 
@@ -153,15 +158,25 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
     ]
     seen = {BASELINE: "the baseline"}
 
-    def add(v: Variant, where: str) -> None:
-        if not _NAME.fullmatch(v.name):
+    files = {variants[0].file_name: BASELINE}
+
+    def add(v: Variant, where: str, *, named: bool = True) -> None:
+        # A name the config gives is checked here; a grid point's is made of values checked
+        # (naming the value) before the grid is expanded.
+        if named and not _NAME.fullmatch(v.name):
             raise ConfigError(
                 f"{where}: variant name '{clip(v.name, 80)}' must be letters, digits and "
                 ". _ = , + - (it names a file)"
             )
         if v.name in seen:
             raise ConfigError(f"{where}: duplicate variant name '{v.name}' (also {seen[v.name]})")
+        if v.file_name in files:
+            raise ConfigError(
+                f"{where}: variants '{clip(v.name, 80)}' and '{clip(files[v.file_name], 80)}' "
+                f"would write one run file ({clip(v.file_name, 120)}); rename one"
+            )
         seen[v.name] = where
+        files[v.file_name] = v.name
         variants.append(v)
 
     for name, over in tune.variants.items():
@@ -193,6 +208,17 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
         add(Variant(name, vconfig, changes, params), where)
 
     if tune.params:
+        for name, swept_values in tune.params.items():
+            for value in swept_values:
+                if not _GRID_VALUE.fullmatch(str(value)):
+                    raise ConfigError(
+                        f"tune.params.{name}: value '{clip(str(value), 80)}' cannot be part of a "
+                        "variant's name (1 to 100 characters, no spaces or control characters)"
+                    )
+        # Counted before it is built: a grid of 10^5 points would take minutes and gigabytes
+        # to expand only to be refused.
+        points_count = _points(base_params, tune.params, strategy.grid)
+        _check_count(config, len(variants) - 1 + points_count, yes, strategy)
         points = expand(base_params, tune.params, grid=strategy.grid)
         swept = list(tune.params)
         for values, dims in points[1:]:  # the first is the baseline itself
@@ -205,6 +231,7 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
                     dims,
                 ),
                 "tune.params",
+                named=False,
             )
         # The baseline is on every sweep's chart.
         variants[0] = Variant(BASELINE, variants[0].config, {}, variants[0].params, tuple(swept))
@@ -218,13 +245,44 @@ def plan_variants(config: RunConfig, *, yes: bool = False) -> list[Variant]:
             "draw from"
         )
     _check_collect_ranges(config, strategy)
-    total = len(variants) + (tune.trials if strategy.draws else 0)
+    _check_count(config, len(variants), yes, strategy)
+    return variants
+
+
+def _points(base: Mapping[str, Any], sweeps: Mapping[str, list[Any]], grid: bool) -> int:
+    """The points :func:`expand` makes of ``sweeps`` around ``base``, the baseline included.
+
+    Counted from the distinct values of each parameter, without building any.
+    """
+    distinct = {
+        name: {canonical_hash(v): v for v in values}.values() for name, values in sweeps.items()
+    }
+    if grid:
+        # The baseline is a grid point when each of its values is among its parameter's.
+        in_grid = all(
+            canonical_hash(base.get(n)) in {canonical_hash(v) for v in d}
+            for n, d in distinct.items()
+        )
+        return math.prod(len(d) for d in distinct.values()) + (0 if in_grid else 1)
+    moved = sum(
+        1
+        for n, d in distinct.items()
+        for v in d
+        if canonical_hash(v) != canonical_hash(base.get(n))
+    )
+    return 1 + moved
+
+
+def _check_count(config: RunConfig, variants: int, yes: bool, strategy: SearchStrategy) -> None:
+    """Refuse more than ``tune.max_variants`` variants (with the trials) without ``yes``."""
+    tune = config.tune
+    total = variants + (tune.trials if strategy.draws else 0)
     if total > tune.max_variants and not yes:
         raise ConfigError(
-            f"tune.max_variants: {total} variants, more than {tune.max_variants}; each searches "
-            "every question and adds to the pool. Pass --yes, or raise tune.max_variants"
+            f"tune.max_variants: {total:,} variants, more than {tune.max_variants}; each "
+            "searches every question and adds to the pool. Pass --yes, or raise "
+            "tune.max_variants"
         )
-    return variants
 
 
 def judge_alone_notice(config: RunConfig) -> str | None:

@@ -155,20 +155,21 @@ async def retrieve(
         cfg = run.variant.config.collect
         field_ = cfg.filter_field
         filters = {field_: q.filters[field_]} if field_ and field_ in q.filters else {}
-        started = time.perf_counter()
         try:
             async with limits[cfg.backend]:
-                hits = await backend.search(
-                    q.question, filters=filters, top_n=min(depth, cfg.top_n)
-                )
+                # Timed once a slot is held: the wait for one is the tune's queue, not the
+                # engine's latency (a variant later in the config would wait longest).
+                started = time.perf_counter()
+                # ``top_n`` as the run asks it, cut to ``depth`` after: a hybrid variant fuses
+                # lists as deep as the ones ``run`` fuses, so what is tuned is what is served.
+                hits = await backend.search(q.question, filters=filters, top_n=cfg.top_n)
+                took = time.perf_counter() - started
         except Exception as exc:  # one variant's failure must not stop the others
             if run.status == "ok":
                 run.status = "failed"
                 run.error = redact(f"question '{q.question_id}': {type(exc).__name__}: {exc}")
             return
-        run.questions[q.question_id] = Retrieved(
-            [h.id for h in hits[:depth]], time.perf_counter() - started
-        )
+        run.questions[q.question_id] = Retrieved([h.id for h in hits[:depth]], took)
         for h in hits[:depth]:
             texts[(q.question_id, h.id)] = h.text
 

@@ -18,7 +18,7 @@ from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
-from ragaudit.judging import Grader, JudgmentStore, import_run_grades
+from ragaudit.judging import Grader, Judge, JudgmentStore, import_run_grades
 from ragaudit.registry import TUNE_SEARCHES
 from ragaudit.runfolder import RunsRoot
 from ragaudit.tuning._plan import (
@@ -148,6 +148,25 @@ async def _draw(
     await strategy.draw(config, dict(base.params), trial)
 
 
+def _check_budget(
+    config: RunConfig,
+    pool: Pool,
+    runs: list[VariantRun],
+    judge: Judge,
+    by_id: dict[str, Question],
+) -> None:
+    """Refuse a budget below the baseline's own ungraded top-k (the pool's store grades in)."""
+    budget = config.tune.max_judge_tokens
+    if budget is None:
+        return
+    need = baseline_cost(pool, runs, judge, by_id)
+    if need > budget:
+        raise ConfigError(
+            f"tune.max_judge_tokens: {budget:,} tokens cannot grade even the baseline's own "
+            f"top {config.tune.depth} ({need:,} tokens not yet in the store); raise it"
+        )
+
+
 async def run_tune(
     config: RunConfig, gateway: Gateway, *, yes: bool = False, source: str | None = None
 ) -> TuneOutcome:
@@ -176,12 +195,7 @@ async def run_tune(
     from_runs = import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
     if tune.max_judge_tokens is not None:
         from_store(pool, store, judge, by_id)
-        need = baseline_cost(pool, runs, judge, by_id)
-        if need > tune.max_judge_tokens:
-            raise ConfigError(
-                f"tune.max_judge_tokens: {tune.max_judge_tokens:,} tokens cannot grade even the "
-                f"baseline's own top {tune.depth} ({need:,} tokens not yet in the store); raise it"
-            )
+        _check_budget(config, pool, runs, judge, by_id)
     splits = split_questions(list(by_id), tune.holdout, tune.seed, tune.folds)
     total = GradeReport()
     budget = [tune.max_judge_tokens]
@@ -276,6 +290,9 @@ async def dry_run(
     store = judgment_store(config)
     import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
     stored = from_store(pool, store, judge, by_id)
+    base = next(r for r in runs if r.variant.name == BASELINE)
+    if base.status == "ok":
+        _check_budget(config, pool, runs, judge, by_id)
     seen: set[tuple[str, str]] = {(q, c) for q, g in pool.grades.items() for c in g}
     lines = []
     for run in runs:

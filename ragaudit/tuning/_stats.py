@@ -99,6 +99,11 @@ class Decision:
     heldout_p: float | None = None
     n_heldout: int = 0
     why: str = ""
+    fold_winners: list[str] = field(default_factory=list)
+    """With folds: each fold's winner, chosen on the other folds (the gain pools them)."""
+    holdout_note: str | None = None
+    """With one holdout: the smallest gain it can show (and, when the tuning questions' gain is
+    below it, the advice to use folds)."""
 
 
 def _paired(base: Values, other: Values, qids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -200,34 +205,120 @@ def recommend(
             pb.append(y)
         a, b = np.concatenate(pa), np.concatenate(pb)
         decision.winner = _best(primary_values, tuning_all, baseline)
+        decision.fold_winners = chosen
     test = paired_test(a, b, resamples, seed)
     decision.n_heldout = test.n
     decision.heldout_gain, decision.heldout_p = test.diff, test.p_value
     decision.heldout_ci = (test.ci_low, test.ci_high)
+    # Who was measured on the held-out questions: the winner, or each fold's own.
+    measured = (
+        f"the tuning questions' winner, {decision.winner},"
+        if len(splits) == 1
+        else f"each fold's winner ({fold_tally(decision.fold_winners)}), measured on its own fold,"
+    )
+    if len(splits) == 1 and decision.winner != baseline:
+        a_t, b_t = _paired(primary_values[baseline], primary_values[decision.winner], splits[0][0])
+        decision.holdout_note = holdout_note(b_t - a_t, test.n, alpha)
     if decision.winner == baseline:
         decision.recommended = baseline
-        decision.why = "keep the baseline: no variant beat it on the tuning questions"
+        decision.why = (
+            "keep the baseline: no variant beat it on the tuning questions"
+            if len(splits) == 1
+            else "keep the baseline: no variant beat it over all the questions (fold winners: "
+            f"{fold_tally(decision.fold_winners)})"
+        )
     elif (
         beyond_noise(test.p_value, test.ci_low, test.ci_high, alpha)
         and test.ci_low is not None
         and test.ci_low > 0
     ):
         decision.recommended = decision.winner
+        figures = (
+            f"gain {test.diff:+.3f}, 95% CI {test.ci_low:+.3f} to {test.ci_high:+.3f}, "
+            f"p {test.p_value:.3g}"
+        )
         decision.why = (
-            f"{decision.winner} beats the baseline on {test.n} held-out questions "
-            f"(gain {test.diff:+.3f}, 95% CI {test.ci_low:+.3f} to {test.ci_high:+.3f}, "
-            f"p {test.p_value:.3g})"
+            f"{decision.winner} beats the baseline on {test.n} held-out questions ({figures})"
+            if len(splits) == 1
+            else f"{measured} beats the baseline over the {test.n} questions ({figures}); "
+            f"{decision.winner} scores best over all of them"
         )
     else:
         gain = "n/a" if test.diff is None else f"{test.diff:+.3f}"
         shown_p = "n/a" if test.p_value is None else f"{test.p_value:.3g}"
         decision.recommended = baseline
-        decision.why = (
-            f"keep the baseline: the tuning questions' winner, {decision.winner}, is not better "
-            f"beyond noise on {test.n} held-out questions (gain {gain}, p {shown_p}, "
-            f"α {alpha:g})"
+        where = (
+            f"on {test.n} held-out questions"
+            if len(splits) == 1
+            else f"over the {test.n} questions"
         )
+        decision.why = (
+            f"keep the baseline: {measured} is not better beyond noise {where} "
+            f"(gain {gain}, p {shown_p}, α {alpha:g})"
+        )
+    if decision.holdout_note:
+        decision.why += f"; {decision.holdout_note}"
     return decision
 
 
-__all__ = ["Decision", "Values", "VariantStats", "question_metrics", "recommend", "split_questions"]
+def fold_tally(names: Sequence[str]) -> str:
+    """``bm25 in 3 of 5 folds, hybrid in 2``."""
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(ranked) == 1:
+        return f"{ranked[0][0]} in all {len(names)} folds"
+    first, *rest = ranked
+    return ", ".join(
+        [f"{first[0]} in {first[1]} of {len(names)} folds", *(f"{n} in {c}" for n, c in rest)]
+    )
+
+
+def holdout_note(tuning_diffs: np.ndarray, n_heldout: int, alpha: float) -> str | None:
+    """What a holdout of ``n_heldout`` questions can show, judged by the winner's spread.
+
+    The gain a paired test over n questions detects with 80 % power is about
+    (z(1 − α/2) + z(0.8)) · s / √n, s the spread of per-question differences (taken from the
+    tuning questions, which the held-out test does not see); and over n questions a permutation
+    test cannot go below p = 2/2ⁿ at all. When the gain seen on the tuning questions is below
+    what the holdout detects, folds (every question held out once) are the better measure.
+    """
+    from scipy import stats as sstats  # only when deciding
+
+    if n_heldout == 0 or len(tuning_diffs) < 2:
+        return None
+    if 2.0 / 2.0**n_heldout >= alpha:
+        return (
+            f"{n_heldout} held-out questions can never show a gain at α {alpha:g} (a permutation "
+            "test over them cannot go below that p): set tune.folds (e.g. 5) to hold every "
+            "question out once"
+        )
+    spread = float(np.std(tuning_diffs, ddof=1))
+    if spread == 0:
+        return None
+    z = sstats.norm.ppf(1 - alpha / 2) + sstats.norm.ppf(0.8)
+    smallest = z * spread / math.sqrt(n_heldout)
+    seen = float(np.mean(tuning_diffs))
+    text = (
+        f"{n_heldout} held-out questions detect a gain of about {smallest:+.3f} or more "
+        f"(80% power at α {alpha:g}, from the spread of the tuning questions' differences)"
+    )
+    if seen < smallest:
+        text += (
+            f"; the tuning questions' gain, {seen:+.3f}, is below it: set tune.folds (e.g. 5) "
+            "to measure on every question"
+        )
+    return text
+
+
+__all__ = [
+    "Decision",
+    "Values",
+    "VariantStats",
+    "fold_tally",
+    "holdout_note",
+    "question_metrics",
+    "recommend",
+    "split_questions",
+]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from support.html_runs import CHROMIUM, UNREADABLE, offline_page
-from support.reporting_runs import write_run
+from support.reporting_runs import write_answers, write_run
 from typer.testing import CliRunner
 
 from ragaudit.cli import app
@@ -17,26 +17,12 @@ from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import ANSWERS, BATTLES, schema_version, to_table
 
 
-def _answers(root: Path, run_id: str, good: bool, ids: list[str]) -> None:
-    # The fake judge prefers the answer sharing more of the question's words.
-    rows = [
-        {
-            "run_id": run_id,
-            "question_id": q,
-            "response": f"the question {q} is answered here" if good else "no idea at all",
-            "status": "ok",
-        }
-        for q in ids
-    ]
-    RunFolder(root, run_id).write("answers", to_table(rows, ANSWERS))
-
-
 def _runs(root: Path, b_good: bool, extra: list[str]) -> None:
     ids = [f"q{i:04d}" for i in range(24)]
     write_run(root, "A", {"faithfulness": [0.5] * 24}, question_ids=ids)
     write_run(root, "B", {"faithfulness": [0.5] * (24 + len(extra))}, question_ids=ids + extra)
-    _answers(root, "A", not b_good, ids)
-    _answers(root, "B", b_good, ids + extra)
+    write_answers(root, "A", ids, not b_good)
+    write_answers(root, "B", ids + extra, b_good)
 
 
 def test_compare_battles_finds_the_better_run_and_writes_battles(tmp_path: Path) -> None:
@@ -96,14 +82,15 @@ def test_battles_command_ranks_three_runs(tmp_path: Path) -> None:
     board = result.output[result.output.index("Leaderboard") :]
     ranked = [c.strip() for line in board.splitlines() for c in line.split("│")[2:3] if c.strip()]
     assert ranked == ["good", "mid", "bad"], result.output
-    # The fake judge is decisive: good never loses and bad never wins, so no finite fit exists.
-    assert "good, bad won or lost every battle" in result.output
+    # The fake judge is decisive: good never loses and bad never wins, so no finite fit exists,
+    # for mid either (it sits between two gaps that both grow without end).
+    assert "note: good, mid, bad: no finite strength fits" in result.output
     # The leaderboard and every verdict are kept on disk, in the order the console printed.
     out = Path(result.output.split("leaderboard and verdicts: ")[1].split()[0])
     assert out.parent == tmp_path and out.name.startswith("battles-")
     board_rows = pq.read_table(out / "leaderboard.parquet").to_pylist()
     assert [r["run"] for r in board_rows] == ["good", "mid", "bad"]
-    assert [r["unbounded"] for r in board_rows] == [True, False, True]
+    assert [r["unbounded"] for r in board_rows] == [True, True, True]
     verdicts = pq.read_table(out / "battles.parquet")
     # Three pairs of runs, 20 questions, both orders.
     assert verdicts.num_rows == 3 * 20 * 2 and board_rows[0]["verdicts"] == 120

@@ -136,3 +136,20 @@ def write_run(
             run.calls_dir / "score-1.parquet",
         )
     return run.path
+
+
+def write_answers(root: Path, run_id: str, ids: list[str], good: bool) -> None:
+    """Answers of ``run_id`` that the fake battle judge prefers (``good``) or not.
+
+    The fake judge prefers the answer sharing more of the question's words.
+    """
+    rows = [
+        {
+            "run_id": run_id,
+            "question_id": q,
+            "response": f"the question {q} is answered here" if good else "no idea at all",
+            "status": "ok",
+        }
+        for q in ids
+    ]
+    RunFolder(root, run_id).write("answers", to_table(rows, ANSWERS))

@@ -163,3 +163,49 @@ def test_duels_put_b_losses_first_and_unscored_questions_last() -> None:
     # Each question's verdicts in a fixed order (judge, sample, order), not as they came back.
     assert [v["order"] for v in got[0].verdicts] == ["AB", "BA"]
     assert len(duels(pairing, rows, limit=2)) == 2
+
+
+def _battles(pairs: dict[tuple[str, str], list[str]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            {"run_a": a, "run_b": b, "question_id": f"q{k}", "verdict": v}
+            for (a, b), verdicts in pairs.items()
+            for k, v in enumerate(verdicts)
+        ]
+    )
+
+
+def test_a_run_that_ties_but_never_wins_is_flagged_and_its_fit_bounded() -> None:
+    # b never wins against a, only ties or loses: no finite (strength, ν) fits, the likelihood
+    # climbs along a ridge where ν and the gap grow together.
+    board = fit_davidson(_battles({("a", "b"): ["A", "tie"] * 5}), resamples=20)
+    assert board.unbounded == ["a", "b"]
+    assert all(abs(s) <= 15.0 for s in board.strength + board.ci_low + board.ci_high)
+    assert math.isfinite(board.tie_param) and board.tie_param <= math.exp(15.0)
+
+
+def test_a_never_winning_run_among_mixed_ones_has_a_finite_fit() -> None:
+    # The same ties and losses for c, but a and b win and lose against each other: ν is held
+    # by their decisive battles, so c's strength is finite and nothing is flagged.
+    board = fit_davidson(
+        _battles(
+            {
+                ("a", "b"): ["A", "A", "B"] * 4,
+                ("a", "c"): ["A", "tie"] * 6,
+                ("b", "c"): ["A", "tie"] * 6,
+            }
+        ),
+        resamples=20,
+    )
+    assert board.unbounded == []
+    assert board.runs[-1] == "c" and all(abs(s) < 5 for s in board.strength)
+
+
+def test_b_losing_every_verdict_on_five_questions_says_it_can_never_move() -> None:
+    st = battle_stats(_verdicts([("A", "A")] * 5), alpha=0.05, resamples=2000)
+    assert (st.wins, st.ties, st.losses) == (0, 0, 10)
+    assert st.verdict == "no difference"
+    assert st.power_note is not None
+    assert st.power_note.startswith("5 paired question(s) can never move at α = 0.05")
+    # Enough questions: no note.
+    assert battle_stats(_verdicts([("A", "A")] * 30), resamples=2000).power_note is None

@@ -944,3 +944,38 @@ async def test_a_shared_failure_reaches_every_waiter(tmp_path, fake) -> None:
     assert all(isinstance(r, litellm.RateLimitError) for r in results)
     rows = gw.log.rows()
     assert len(rows) == 3 and all(r.error for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("every", "interval_s"),
+    [(50, 3600.0), (10_000, 0.0)],
+    ids=["the 50th row", "the timer"],
+)
+async def test_every_paid_call_keeps_its_tokens_and_cost_when_its_part_is_written_at_once(
+    make_gateway: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    every: int,
+    interval_s: float,
+) -> None:
+    """A part written as a row arrives (the 50th row; a timer already due) holds it whole."""
+    # litellm's own scripted answers under priced model names: tokens and a price, no network.
+    real_embedding = litellm.aembedding
+
+    async def embedding(**kw: Any) -> Any:
+        return await real_embedding(**kw, mock_response=[0.1, 0.2])
+
+    monkeypatch.setattr(litellm, "aembedding", embedding)
+    gateway = make_gateway(log_every=every, log_interval_s=interval_s)
+    calls = tmp_path / "llm_calls"
+    with gateway.scope("sort", run_id="r", calls_dir=calls):
+        for n in range(50):
+            await gateway.acompletion(
+                model="openai/gpt-4o-mini", messages=user(f"question {n}"), mock_response="ok"
+            )
+        await gateway.aembed(["a passage"], model="openai/text-embedding-3-small")
+    rows = [r for part in sorted(calls.glob("*.parquet")) for r in pq.read_table(part).to_pylist()]
+    paid = [r for r in rows if not r["cache_hit"]]
+    assert len(paid) == 51
+    assert all(r["tokens_in"] and r["tokens_out"] is not None for r in paid), paid
+    assert all(r["cost_usd"] and r["cost_usd"] > 0 for r in paid), paid
