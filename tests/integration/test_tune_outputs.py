@@ -180,7 +180,9 @@ def test_the_gain_sentence_is_said_once(tuned: Any) -> None:
 def test_folds_header_and_table_name_what_was_measured(tuned: Any) -> None:
     out = copy.copy(tuned)
     out.splits = split_questions(list(out.questions), 0.3, 0, 5)
-    out.decision = recommend(out.values, "baseline", out.config.tune.metrics, out.splits, resamples=99)
+    out.decision = recommend(
+        out.values, "baseline", out.config.tune.metrics, out.splits, resamples=99
+    )
     html = render_html(out)
     assert "5 questions in 5 folds (each held out once; each fold" in html
     assert "tuning, 5 held out" not in html
