@@ -73,7 +73,7 @@ _LAZY = {
         "write_compare_html",
         "write_html",
     ),
-    "_trend": ("trend_chart",),
+    "_trend": ("audit_series_chart", "trend_chart"),
     "_xlsx": ("CALIBRATION_XLSX", "text_workbook", "write_calibration_xlsx", "write_xlsx"),
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
@@ -96,7 +96,7 @@ if TYPE_CHECKING:
         write_compare_html,
         write_html,
     )
-    from ragaudit.reporting._trend import trend_chart
+    from ragaudit.reporting._trend import audit_series_chart, trend_chart
     from ragaudit.reporting._xlsx import (
         CALIBRATION_XLSX,
         text_workbook,
@@ -183,6 +183,7 @@ __all__ = [
     "score_cells",
     "summary_table",
     "trend",
+    "audit_series_chart",
     "trend_chart",
     "worst_questions",
     "write_compare_html",

@@ -56,4 +56,43 @@ def trend_chart(metric: str, series: list[RunOverview]) -> Figure | None:
     )
 
 
-__all__ = ["trend_chart"]
+def audit_series_chart(metric: str, rows: list[dict[str, Any]]) -> Figure | None:
+    """An audit's daily estimates of ``metric`` per segment, and the probe's mean beside them.
+
+    None when no day has the metric. ``rows``: ``day``, ``segment``, ``estimate``, ``ci_low``,
+    ``ci_high`` (the traffic's, from ``series.parquet``) and rows whose segment is ``probe``
+    (the fixed probe queries' mean, no interval): a traffic line that moves while the probe's
+    stays is the traffic's doing.
+    """
+    kept = [
+        {
+            **r,
+            "low": r["ci_low"] if _finite(r.get("ci_low")) else r["estimate"],
+            "high": r["ci_high"] if _finite(r.get("ci_high")) else r["estimate"],
+        }
+        for r in rows
+        if _finite(r.get("estimate"))
+    ]
+    if not kept:
+        return None
+    data = alt.NamedData(name="series")
+    x = alt.X("day:O", title=None, axis=alt.Axis(labelAngle=-30))
+    colour = alt.Color("segment:N", legend=alt.Legend(title="segment", orient="bottom"))
+    base = alt.Chart(data).encode(x=x, color=colour)
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("estimate:Q", title=f"{metric} (95% CI)", scale=alt.Scale(zero=False)),
+        strokeDash=alt.condition("datum.segment == 'probe'", alt.value([4, 3]), alt.value([1, 0])),
+        tooltip=["day:O", "segment:N", alt.Tooltip("estimate:Q", format=".3f")],
+    )
+    ci = base.mark_rule(strokeWidth=1.5, opacity=0.5).encode(y="low:Q", y2="high:Q")
+    chart = alt.layer(line, ci).properties(width=_WIDTH, height=280)
+    return Figure(
+        "audit-series",
+        f"{metric} day by day, per segment",
+        "Line: the day's design-weighted estimate per segment, bar: its 95% interval; dashed: "
+        "the probe's mean (the same queries searched again every day through the engine).",
+        _svg(_configure(chart), {"series": kept}),
+    )
+
+
+__all__ = ["audit_series_chart", "trend_chart"]

@@ -122,6 +122,57 @@ def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers={"Content-Security-Policy": _STRICT_CSP})
 
 
+def _parquet(path: Path) -> Any:
+    """A table of an audit's folder as polars, or None when it is not there."""
+    import polars as pl
+
+    from ragaudit.runfolder import read_parquet_file
+
+    return pl.from_arrow(read_parquet_file(path)) if path.is_file() else None
+
+
+def _audit_watch(folder: Path, days: list[str], metric: str | None) -> dict[str, Any]:
+    """An audit's series (its newest), the probe's daily mean and every day's moves."""
+    import polars as pl
+
+    from ragaudit.reporting import audit_series_chart
+
+    series = _parquet(folder / "series.parquet")
+    out: dict[str, Any] = {"metrics": [], "metric": None, "figure": None, "changes": []}
+    if series is None or series.is_empty() or not days:
+        return out
+    newest = series.filter(pl.col("day") == days[0])["series"]
+    if newest.is_empty():
+        return out
+    mine = series.filter(pl.col("series") == newest[0])
+    metrics = sorted(set(mine["metric"].to_list()))
+    chosen = (
+        metric
+        if metric in metrics
+        else next((m for m in metrics if m.startswith("ndcg")), metrics[0])
+    )
+    rows = mine.filter(pl.col("metric") == chosen).sort("day", "segment").to_dicts()
+    for day in sorted(set(mine["day"].to_list())):
+        probe = _parquet(folder / day / "probe.parquet")
+        if probe is not None and not probe.is_empty():
+            values = probe.filter(pl.col("metric") == chosen)["value"].drop_nulls()
+            if values.len():
+                rows.append({"day": day, "segment": "probe", "estimate": float(values.mean())})
+        changes = _parquet(folder / day / "changes.parquet")
+        if changes is not None and "moved" in changes.columns:
+            out["changes"] += [
+                {**c, "day": day} for c in changes.filter(pl.col("moved")).to_dicts()
+            ]
+    out.update(
+        metrics=metrics,
+        metric=chosen,
+        figure=audit_series_chart(chosen, rows),
+        series=newest[0],
+        changes=sorted(out["changes"], key=lambda c: c["day"], reverse=True),
+    )
+    return out
+
+
 def _message(title: str, text: str, status: int, run: Listed | None = None) -> HTMLResponse:
     return _page("message.html.j2", status, title=title, text=text, run=run)
 
@@ -164,7 +215,8 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
 
     if listed.kind == "audit":
         days = audit_days(folder)
-        return _page("audit.html.j2", run=listed, days=days)
+        watch = _audit_watch(folder, days, request.query_params.get("metric"))
+        return _page("audit.html.j2", run=listed, days=days, **watch)
 
     def render() -> str:
         # The charts' packages load with the first report, not with the server (its list).

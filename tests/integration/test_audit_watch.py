@@ -104,3 +104,19 @@ def test_another_judge_starts_a_new_series(watched: dict[str, Any]) -> None:
     assert (
         series.filter(pl.col("day") == str(BROKEN))["series"].n_unique() == 1
     )  # the day's folder now holds the new judge's figures only
+
+
+def test_the_viewer_shows_the_series_the_moves_and_the_probe(watched: dict[str, Any]) -> None:
+    from fastapi.testclient import TestClient
+
+    from ragaudit.viewer.app import create_app
+
+    client = TestClient(create_app(watched["tmp"] / "runs"), base_url="http://127.0.0.1")
+    page = client.get("/runs/audit-bot?metric=ndcg@3")
+    assert page.status_code == 200
+    html = page.text
+    assert 'id="series-figure"' in html and "<svg" in html
+    assert "probe" in html  # the probe's dashed line in the legend
+    table = html.split('id="changes"', 1)[1].split("</table>", 1)[0]
+    assert str(BROKEN) in table and "account" in table and "regressed" in table
+    assert "billing" not in table

@@ -147,8 +147,7 @@ def test_the_count_is_what_the_expansion_makes(
 ) -> None:
     from ragaudit.tuning._plan import _points
 
-    tune = types.SimpleNamespace(expand="grid" if grid else "one_at_a_time")
-    assert _points(base, sweeps, tune) == len(expand(base, sweeps, grid=grid))
+    assert _points(base, sweeps, grid) == len(expand(base, sweeps, grid=grid))
 
 
 def test_grid_values_name_their_variants_or_are_refused_naming_the_value(tmp_path: Path) -> None:
