@@ -100,16 +100,23 @@ class _File:
             raise ValueError(f"tensor {name} is not float32")
         return np.frombuffer(self.buf, dtype="<f4", count=count, offset=offset).copy()
 
-    def q4(self, name: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
-        """A 4-bit matrix as (scales [rows, blocks], nibbles [rows, blocks, 32] in order)."""
+    def blocks(self, name: str, rows: int) -> np.ndarray:
+        """A 4-bit matrix's blocks [rows, blocks], still in the mapped file."""
         dtype, count, offset = self.tensors[name]
         if dtype != 1:
             raise ValueError(f"tensor {name} is not 4-bit")
         blocks = np.frombuffer(self.buf, dtype=_BLOCK, count=count // _QK, offset=offset)
-        blocks = blocks.reshape(rows, -1)
-        qs = blocks["qs"]
-        # Byte j of a block holds weight j in its low nibble and weight j + 16 in its high one.
-        return blocks["d"].astype(np.float32), np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
+        return blocks.reshape(rows, -1)
+
+    def q4(self, name: str, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """A 4-bit matrix as (scales [rows, blocks], nibbles [rows, blocks, 32] in order)."""
+        return _unpack(self.blocks(name, rows))
+
+
+def _unpack(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    qs = blocks["qs"]
+    # Byte j of a block holds weight j in its low nibble and weight j + 16 in its high one.
+    return blocks["d"].astype(np.float32), np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
 
 
 def _dequantize(scales: np.ndarray, nibbles: np.ndarray) -> np.ndarray:
@@ -224,7 +231,8 @@ class E5Onnx:
         vocab = list(zip(f.pieces, f.scores.tolist(), strict=True))
         self._tokenizer = Tokenizer(Unigram(vocab, unk_id=f.unk, byte_fallback=False))
         self._table = str.maketrans({chr(k): v for k, v in f.norm.items()})
-        self._word = f.q4("emb.word", f.VOC)
+        # The 250k-row token table stays in the mapped file; a batch unpacks its own rows.
+        self._word = f.blocks("emb.word", f.VOC)
         self._position = f.f32("emb.pos").reshape(f.MAXP, f.H)
         self._type = f.f32("emb.type")[: f.H]
 
@@ -282,7 +290,7 @@ class E5Onnx:
             ids[r, : len(row)] = row
             mask[r, : len(row)] = 1
         flat = ids.ravel()
-        emb = _dequantize(self._word[0][flat], self._word[1][flat]).reshape(len(rows), length, -1)
+        emb = _dequantize(*_unpack(self._word[flat])).reshape(len(rows), length, -1)
         emb += self._position[:length] + self._type
         (hidden,) = self._session.run(None, {"emb": emb.astype(np.float32), "mask": mask})
         return (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
