@@ -85,7 +85,7 @@ class _File:
             self.tensors[name] = (dtype, count, offset)
 
     def _read(self, fmt: str) -> tuple[Any, ...]:
-        out = struct.unpack_from(fmt, self.buf, self.pos)
+        out = struct.unpack_from(fmt, self.buf.data, self.pos)
         self.pos += struct.calcsize(fmt)
         return out
 
