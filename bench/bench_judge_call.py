@@ -54,13 +54,14 @@ async def main() -> None:
 
     async def call(i: int) -> None:
         row = rows[i % len(rows)]
+        passage = row.get("reference") or row["response"]
         await litellm.acompletion(
             model=MODEL,
             messages=[
                 {"role": "system", "content": "Judge whether the passage answers the question."},
                 {
                     "role": "user",
-                    "content": f"Question: {row['question']}\nPassage: {row['reference']}",
+                    "content": f"Question: {row['question']}\nPassage: {passage}",
                 },
             ],
             response_format=Verdict,
