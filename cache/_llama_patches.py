@@ -18,6 +18,37 @@ from typing import Any
 # `LazyGrammar`); RAGAUDIT_LOCAL_LAZY_GRAMMAR=0 switches back to llama-cpp-python's own.
 GRAMMAR_TOP_K = 64
 LAZY_GRAMMAR = os.environ.get("RAGAUDIT_LOCAL_LAZY_GRAMMAR", "1") != "0"
+# llama.cpp's extra CPU buffer types (AMX tiles, weight repacking); see `without_extra_buffers`.
+EXTRA_BUFFERS = os.environ.get("RAGAUDIT_LOCAL_EXTRA_BUFFERS", "0") == "1"
+
+
+@contextlib.contextmanager
+def without_extra_buffers() -> Iterator[None]:
+    """Models loaded in this block keep their weights in llama.cpp's plain CPU buffers.
+
+    A build from source on a CPU that reports AMX compiles ggml's AMX kernels and uses them
+    through an extra buffer type; where the kernel does not hand the process AMX tile state
+    (these machines), the first tile instruction kills the process with SIGILL ("Illegal
+    instruction"), judge and run with it. Without extra buffer types the judge runs on the
+    AVX-512 kernels. ``RAGAUDIT_LOCAL_EXTRA_BUFFERS=1`` keeps llama.cpp's default.
+    """
+    import llama_cpp.llama_cpp as raw
+
+    default = raw.llama_model_default_params
+    if EXTRA_BUFFERS or not hasattr(default(), "use_extra_bufts"):
+        yield
+        return
+
+    def params() -> Any:
+        out = default()
+        out.use_extra_bufts = False
+        return out
+
+    raw.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        raw.llama_model_default_params = default
 
 
 class LazyGrammar:
@@ -263,4 +294,5 @@ __all__ = [
     "patch",
     "quiet_fd2",
     "slim_state",
+    "without_extra_buffers",
 ]

@@ -68,7 +68,12 @@ from ragaudit.cache._gbnf import (
     message_text,
     schema_grammars,
 )
-from ragaudit.cache._llama_patches import grammar_is_valid, patch, quiet_fd2
+from ragaudit.cache._llama_patches import (
+    grammar_is_valid,
+    patch,
+    quiet_fd2,
+    without_extra_buffers,
+)
 
 __all__ = [
     "COMPLETION_MODEL",
@@ -246,7 +251,7 @@ def _load_llama() -> Any:
         ) from exc
     # llama.cpp's C code prints a few lines to fd 2 while loading even with verbose=False;
     # they would break into the CLI's progress bars.
-    with quiet_fd2():
+    with quiet_fd2(), without_extra_buffers():
         llm = llama_cpp.Llama(
             model_path=str(gguf_path()),
             n_ctx=LOCAL_CONTEXT_WINDOW,

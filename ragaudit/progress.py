@@ -61,10 +61,13 @@ class LineReporter:
         write: Callable[[str], None],
         every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        rate: bool = False,
     ) -> None:
         self.write = write
         self.every_s = every_s
         self.clock = clock
+        # Items a second and the time left, for long uniform work (``ragaudit index``).
+        self.rate = rate
         self._lock = threading.Lock()
         self._bars: dict[int, list] = {}
         self._next = 0
@@ -85,7 +88,17 @@ class LineReporter:
         if now - bar[4] < self.every_s:
             return None
         bar[4] = now
-        return f"{bar[0]}: {bar[2]}/{bar[1]}, {now - bar[3]:.0f} s"
+        line = f"{bar[0]}: {bar[2]}/{bar[1]}, {now - bar[3]:.0f} s"
+        return line + self._pace(bar, now)
+
+    def _pace(self, bar: list, now: float) -> str:
+        """``, 12.5/s, about 40 s left`` when asked for and measurable, else nothing."""
+        elapsed = now - bar[3]
+        if not self.rate or bar[2] <= 0 or elapsed <= 0:
+            return ""
+        per_s = bar[2] / elapsed
+        left = max(bar[1] - bar[2], 0) / per_s
+        return f", {per_s:.1f}/s, about {left:.0f} s left"
 
     def advance(self, handle: int, n: int = 1) -> None:
         """Count ``n`` more done; print a line when ``every_s`` passed since the last one."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -12,8 +15,10 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
+from ragaudit import progress
 from ragaudit.cli._app import ConfigOpt, SetOpt, _overrides, app, console, err
 from ragaudit.config import load_config, set_path
 from ragaudit.errors import RagauditError
@@ -107,14 +112,8 @@ def index_cmd(
         )
     except ValueError as exc:
         raise RagauditError(f"--chunk-*: {exc}") from None
-    with Progress(
-        TextColumn("{task.description:<32}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-    ) as bar:
-        task = bar.add_task(f"index: {cfg.collect.backend}", total=1)
+    started = time.monotonic()
+    with _progress(f"index: {cfg.collect.backend}") as (on_start, on_batch):
         report = index_corpus(
             cfg,
             corpus,
@@ -127,12 +126,61 @@ def index_cmd(
             make_gateway=lambda: gateway_for(cfg),
             # Embedding calls are logged beside the runs, where `cache stats` finds them.
             calls_dir=RunFolder(cfg.runs_root, "index").calls_dir,
-            on_start=lambda n: bar.update(task, total=max(n, 1)),
-            on_batch=lambda n: bar.advance(task, n),
+            on_start=on_start,
+            on_batch=on_batch,
         )
+    seconds = time.monotonic() - started
     chunked = f" as {report.chunks} chunks" if chunking.size else ""
+    size = f", {report.size_bytes / 1e6:.1f} MB on disk" if report.size_bytes is not None else ""
     console.print(
-        f"indexed {report.documents} documents{chunked} into {report.target}: "
-        f"{report.written} written, {report.total} in the index",
+        f"indexed {report.documents} documents{chunked} into {report.target} in {seconds:.0f} s: "
+        f"{report.written} written, {report.total} in the index{size}",
         soft_wrap=True,
     )
+
+
+@contextlib.contextmanager
+def _progress(
+    label: str,
+) -> Iterator[tuple[Callable[[int], None], Callable[[int], None]]]:
+    """``on_start(total)`` and ``on_batch(n)`` that show documents done, rate and time left.
+
+    A terminal gets a live bar; a log gets a plain line every few seconds (and one while a
+    batch is still embedding), since a bar prints nothing off a terminal until it ends.
+    """
+    if err.is_terminal:
+        with Progress(
+            TextColumn("{task.description:<24}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=err,
+        ) as bar:
+            task = bar.add_task(label, total=1, rate="")
+
+            def advance(n: int) -> None:
+                bar.advance(task, n)
+                speed = bar.tasks[task].speed
+                bar.update(task, rate=f"{speed:.1f}/s" if speed else "")
+
+            yield (lambda n: bar.update(task, total=max(n, 1))), advance
+        return
+    reporter = progress.LineReporter(
+        lambda line: err.print(line, markup=False, highlight=False), every_s=5.0, rate=True
+    )
+    handle: list[int] = []
+    with reporter.heartbeat():
+        try:
+            yield (
+                (lambda n: handle.append(reporter.start(label, n))),
+                (lambda n: reporter.advance(handle[0], n)),
+            )
+        except BaseException:
+            if handle:
+                reporter.finish(handle[0], stopped=True)
+            raise
+        if handle:
+            reporter.finish(handle[0])

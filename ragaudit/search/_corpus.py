@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -192,7 +193,14 @@ def check_corpus(path: Path | str) -> None:
 def read_corpus(
     path: Path | str, *, id_field: str = "id", text_field: str = "text"
 ) -> list[Document]:
-    """The documents of a corpus.
+    """The documents of a corpus, as a list (see :func:`iter_corpus`)."""
+    return list(iter_corpus(path, id_field=id_field, text_field=text_field))
+
+
+def iter_corpus(
+    path: Path | str, *, id_field: str = "id", text_field: str = "text"
+) -> Iterator[Document]:
+    """The documents of a corpus, one at a time: a large corpus is indexed in bounded memory.
 
     Args:
         path: A ``.jsonl`` file (one object per line), a ``.parquet`` file, or a folder of
@@ -200,7 +208,7 @@ def read_corpus(
         id_field: Field or column holding the id; when absent, ``<file stem>-<line/row>``.
         text_field: Field or column holding the text.
 
-    Returns:
+    Yields:
         Documents; a ``metadata`` object and every other field become the metadata.
 
     Raises:
@@ -229,14 +237,12 @@ def read_corpus(
         )
     else:
         raise InputError(f"{path}: use a .jsonl or .parquet file, or a folder of .txt/.md files")
-    docs: list[Document] = []
     first_seen: dict[str, str] = {}
     for where, doc in rows:
         if doc.id in first_seen:
             raise InputError(f"{where}: id '{doc.id}' already used at {first_seen[doc.id]}")
         first_seen[doc.id] = where.rsplit(": ", 1)[-1]
-        docs.append(doc)
-    return docs
+        yield doc
 
 
 # ---------------------------------------------------------------------------- chunking
@@ -491,17 +497,23 @@ def chunk_documents(
     return out
 
 
+def batches(items: Iterable[Document], size: int) -> Iterator[list[Document]]:
+    """``items`` in lists of ``size`` (the last one shorter), read as they are needed."""
+    it = iter(items)
+    while batch := list(itertools.islice(it, size)):
+        yield batch
+
+
 def index_documents(
     backend: SearchBackend,
-    docs: list[Document],
+    docs: Iterable[Document],
     *,
     batch_size: int = 500,
     on_batch: Callable[[int], None] | None = None,
 ) -> int:
     """Write ``docs`` into ``backend`` in batches; returns how many were written."""
     written = 0
-    for i in range(0, len(docs), batch_size):
-        batch = docs[i : i + batch_size]
+    for batch in batches(docs, batch_size):
         written += backend.index(batch)
         if on_batch is not None:
             on_batch(len(batch))
@@ -511,8 +523,10 @@ def index_documents(
 __all__ = [
     "TEXT_SUFFIXES",
     "Chunking",
+    "batches",
     "chunk_document",
     "chunk_documents",
     "index_documents",
+    "iter_corpus",
     "read_corpus",
 ]

