@@ -43,17 +43,21 @@ import polars as pl
 from _traffic import RELEVANT, SEGMENTS, SHARES, Service, truth_metrics
 from _util import table
 
-from ragaudit.audit import ALL, SampleOptions, draw_sample, estimate, list_metrics
-from ragaudit.audit._drift import (
+from ragaudit.audit import (
+    ALL,
     SERIES_SCHEMA,
     DayDesign,
     Evidence,
+    SampleOptions,
     attribute,
     day_changes,
+    draw_sample,
+    estimate,
+    list_metrics,
+    permanent_random,
     probe_changes,
     shift_share,
 )
-from ragaudit.audit._sample import permanent_random
 
 MIX_DAY, ENGINE_DAY, CONTENT_DAY = 9, 19, 24  # 0-based: days 10, 20 and 25
 MIX_SHARES = (0.15, 0.20, 0.15, 0.15, 0.10, 0.25)

@@ -18,8 +18,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
-from ragaudit.audit import previous_day, run_audit_day, summary
-from ragaudit.audit._drift import emit_regression
+from ragaudit.audit import emit_regression, previous_day, run_audit_day, summary
 from ragaudit.cache import hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.flows.evaluate import retry_on_infrastructure

@@ -95,17 +95,6 @@ def test_the_judge_check_asks_again_every_third_day(watched: dict[str, Any]) -> 
     assert checked[3]["kappa"] == pytest.approx(1.0) and not checked[3]["drifted"]
 
 
-def test_another_judge_starts_a_new_series(watched: dict[str, Any]) -> None:
-    path = watched["path"]
-    out = ragaudit("audit", "-c", str(path), "--day", str(BROKEN), "--judge", "fake/judge2")
-    assert "a new series starts today" in out
-    series = pl.read_parquet(_root(watched) / "series.parquet")
-    assert series["series"].n_unique() == 2
-    assert (
-        series.filter(pl.col("day") == str(BROKEN))["series"].n_unique() == 1
-    )  # the day's folder now holds the new judge's figures only
-
-
 def test_the_viewer_shows_the_series_the_moves_and_the_probe(watched: dict[str, Any]) -> None:
     from fastapi.testclient import TestClient
 
@@ -120,3 +109,14 @@ def test_the_viewer_shows_the_series_the_moves_and_the_probe(watched: dict[str, 
     table = html.split('id="changes"', 1)[1].split("</table>", 1)[0]
     assert str(BROKEN) in table and "account" in table and "regressed" in table
     assert "billing" not in table
+
+
+def test_another_judge_starts_a_new_series(watched: dict[str, Any]) -> None:
+    path = watched["path"]
+    out = ragaudit("audit", "-c", str(path), "--day", str(BROKEN), "--judge", "fake/judge2")
+    assert "a new series starts today" in out
+    series = pl.read_parquet(_root(watched) / "series.parquet")
+    assert series["series"].n_unique() == 2
+    assert (
+        series.filter(pl.col("day") == str(BROKEN))["series"].n_unique() == 1
+    )  # the day's folder now holds the new judge's figures only
