@@ -146,9 +146,9 @@ def _audit_watch(folder: Path, days: list[str], metric: str | None) -> dict[str,
         return out
     mine = series.filter(pl.col("series") == newest[0])
     metrics = sorted(set(mine["metric"].to_list()))
-    chosen = (
+    chosen: str = (
         metric
-        if metric in metrics
+        if metric is not None and metric in metrics
         else next((m for m in metrics if m.startswith("ndcg")), metrics[0])
     )
     rows = mine.filter(pl.col("metric") == chosen).sort("day", "segment").to_dicts()
