@@ -3,7 +3,8 @@
 Goals (issue #45):
 - reading 100,000 lines: the time and the peak memory (printed);
 - 1,000,000 lines read in under 1.5 GB of peak memory (the read is streamed);
-- the same requests from the JSONL, OTLP and UBI forms of the same traffic.
+- the same requests, and the same estimates through the audit's draw and estimator, from the
+  JSONL, OTLP and UBI forms of the same traffic.
 
 Each read runs in a child process, so its peak resident memory (``ru_maxrss``) is its own.
 The log lines have the layout of the audit config's example (``id``, ``ts``, ``request.q``,
@@ -135,6 +136,58 @@ def same_requests(paths: dict[str, Path]) -> tuple[bool, str]:
     return True, f"{ref.height:,} requests alike in {', '.join(paths)}"
 
 
+def same_estimates(paths: dict[str, Path]) -> tuple[bool, str]:
+    """Whether every form gives the same day's estimates through the audit's own draw and
+    estimator, each drawn request's top 10 graded by one fixed rule of its query and document
+    (a stand-in for the judge that any form's request gets alike)."""
+    import hashlib
+
+    import polars as pl
+
+    from ragaudit.audit import SampleOptions, draw_sample, estimate, list_metrics
+
+    def grade(query: str, doc: str) -> int:
+        return hashlib.blake2b(f"{query}\x1f{doc}".encode(), digest_size=2).digest()[0] % 4
+
+    def day(path: Path) -> pl.DataFrame:
+        requests = pl.read_parquet(path)
+        sample = draw_sample(requests.lazy(), SampleOptions(sample=400), salt="bench")
+        docs = dict(requests.select("request_id", "docs").iter_rows())
+        rows = []
+        for unit, rid, query in sample.select("unit", "request_id", "query_norm").iter_rows():
+            grades = [grade(query, d["id"]) for d in docs[rid][:10]]
+            for metric, value in list_metrics(grades, 10, 2).items():
+                ok = "ok" if value is not None else "skipped"
+                rows.append({"unit": unit, "metric": metric, "value": value, "status": ok})
+        values = pl.DataFrame(
+            rows,
+            schema={
+                "unit": pl.String,
+                "metric": pl.String,
+                "value": pl.Float64,
+                "status": pl.String,
+            },
+        )
+        return estimate(values, sample).select("segment", "metric", "estimate", "ci_low", "ci_high")
+
+    base_name, base = next(iter(paths.items()))
+    ref = day(base)
+    for name, path in paths.items():
+        other = day(path)
+        if other.shape != ref.shape or not all(
+            ref[c].to_list() == other[c].to_list() for c in ("segment", "metric")
+        ):
+            return False, f"{name}'s estimates are other cells than {base_name}'s"
+        worst = max(
+            abs(a - b)
+            for c in ("estimate", "ci_low", "ci_high")
+            for a, b in zip(ref[c].fill_null(0), other[c].fill_null(0), strict=True)
+        )
+        if worst > 1e-12:
+            return False, f"{name} differs from {base_name} by up to {worst:.3g}"
+    return True, f"{ref.height} segment × metric estimates alike in {', '.join(paths)}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=100_000)
@@ -215,6 +268,11 @@ def main() -> None:
     ok, why = same_requests(outs)
     print(
         f"goal: the same requests from the JSONL, OTLP and UBI forms — {why}: "
+        f"{'met' if ok else 'not met: ' + why}"
+    )
+    ok, why = same_estimates(outs)
+    print(
+        f"goal: the same estimates from the JSONL, OTLP and UBI forms — {why}: "
         f"{'met' if ok else 'not met: ' + why}"
     )
 

@@ -637,7 +637,7 @@ class ScoreConfig(_Frozen):
     """User-defined aspect critiques: name → definition, a yes/no question (1 = yes), either one
     text or one per language (``{en: …, zh: …}``). Scored by listing ``aspect_<name>`` in
     ``metrics``; a built-in aspect's name (harmlessness, maliciousness, coherence, correctness,
-    conciseness) redefines it."""
+    refusal, conciseness) redefines it."""
     aggregate: dict[str, Literal["mean", "median", "majority"]] = {}
     """How several samples of a row's score (``models.judge_repeats``, ``models.jury``) become
     its score, by metric name: ``mean`` (the default for a metric not listed), ``median``, or

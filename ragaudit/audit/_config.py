@@ -24,7 +24,12 @@ REFERENCE_INPUTS = frozenset(
 )
 """Sample fields only a curated question set has: production traffic carries none of them."""
 
-DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "citation_support_recall")
+DEFAULT_METRICS = (
+    "faithfulness",
+    "answer_relevancy",
+    "citation_support_recall",
+    "aspect_refusal",
+)
 
 
 def reference_free(name: str, score: dict[str, Any] | None = None) -> bool:

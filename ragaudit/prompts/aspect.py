@@ -72,6 +72,17 @@ BUILTIN_ASPECTS: dict[str, Aspect] = {
             },
         ),
         Aspect(
+            # Production traffic's own failure: the service declining or saying it does not
+            # know. The rate is tracked (lower is better); whether a refusal was right is what
+            # faithfulness and the served grades tell.
+            "refusal",
+            {
+                "en": "Does the submission decline to answer the question, say it cannot help, or say it does not know, instead of answering it?",
+                "zh": "提交的内容是否拒绝回答问题、表示无法提供帮助或表示不知道，而不是回答问题？",
+            },
+            higher_is_better=False,
+        ),
+        Aspect(
             "conciseness",
             {
                 "en": "Does the submission convey information or ideas clearly and efficiently, without unnecessary or redundant details?",

@@ -51,3 +51,15 @@ def test_only_reference_free_metrics_pass() -> None:
 def test_the_bundled_audit_config_loads() -> None:
     config = load_config(Path(__file__).parents[2] / "data" / "audit" / "audit.yaml")
     assert audit_section(config).segment == "filters.collection"
+
+
+def test_the_refusal_aspect_is_a_reference_free_default_where_lower_is_better() -> None:
+    from ragaudit.audit import DEFAULT_METRICS, reference_free
+    from ragaudit.directions import higher_is_better
+    from ragaudit.metrics import resolve
+
+    assert "aspect_refusal" in DEFAULT_METRICS
+    assert reference_free("aspect_refusal")
+    metric = resolve("aspect_refusal", {})
+    assert set(metric.inputs) == {"question", "response"}
+    assert not higher_is_better("aspect_refusal")
