@@ -173,14 +173,14 @@ def _progress(
     )
     handle: list[int] = []
     with reporter.heartbeat():
+        finished = False
         try:
             yield (
                 (lambda n: handle.append(reporter.start(label, n))),
                 (lambda n: reporter.advance(handle[0], n)),
             )
-        except BaseException:
+            finished = True
+        finally:
+            # An error or Ctrl-C still ends the line as stopped; the error is the boundary's.
             if handle:
-                reporter.finish(handle[0], stopped=True)
-            raise
-        if handle:
-            reporter.finish(handle[0])
+                reporter.finish(handle[0], stopped=not finished)

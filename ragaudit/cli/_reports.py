@@ -298,13 +298,14 @@ def battles_cmd(
         with hold_gateway(cfg) as gateway:
             return await round_robin(dirs, cfg, gateway)
 
+    played = False
     try:
         rows, pairings = asyncio.run(play())
-    except BaseException:
-        if made:  # an empty folder of this command's own would only mislead
+        played = True
+    finally:
+        if made and not played:  # an empty folder of this command's own would only mislead
             with contextlib.suppress(OSError):
                 folder.rmdir()
-        raise
     for (a, b), p in pairings.items():
         console.print(
             f"{a} vs {b}: {len(p.pairs)} shared question(s) answered ok in both "
