@@ -43,7 +43,7 @@ EMBEDDER_WARNING = (
     "offline multilingual local/multilingual-e5-small, or name another multilingual embedder."
 )
 OFFLINE_EMBEDDER_NOTE = (
-    "The embedder is the offline multilingual-e5-small (4-bit, 384 dimensions; Chinese and "
+    "The embedder is the offline multilingual-e5-small (int8, 384 dimensions; Chinese and "
     "English): good enough to rank answers by relevance, but a small model; for numbers you "
     "report, name a stronger embedder with --embedder (any litellm embedding model)."
 )
