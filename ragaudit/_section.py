@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from ragaudit.errors import ConfigError
+from ragaudit.runlock import check_run_id
+
 
 class Section(BaseModel):
     """A config section: frozen, an unknown field refused naming it."""
@@ -18,4 +21,16 @@ class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-__all__ = ["Section"]
+def folder_name(value: str) -> str:
+    """``value`` when it is a plain folder name (a run id, a tune's or an audit's name).
+
+    A field validator's form of :func:`ragaudit.runlock.check_run_id`: its error becomes the
+    ``ValueError`` pydantic reports under the field's name.
+    """
+    try:
+        return check_run_id(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+__all__ = ["Section", "folder_name"]

@@ -12,10 +12,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ragaudit._section import Section
-from ragaudit.errors import ConfigError
+from ragaudit._section import Section, folder_name
 from ragaudit.registry import TUNE_METRICS, TUNE_SEARCHES
-from ragaudit.runlock import check_run_id
 
 
 class TuneRange(Section):
@@ -122,10 +120,7 @@ class TuneConfig(Section):
     @field_validator("name")
     @classmethod
     def _name_is_a_name(cls, value: str) -> str:
-        try:
-            return check_run_id(value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
+        return folder_name(value)
 
     @field_validator("metrics")
     @classmethod

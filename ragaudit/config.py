@@ -37,7 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
 from ragaudit._nightly_config import NightlyConfig
-from ragaudit._section import Section
+from ragaudit._section import Section, folder_name
 from ragaudit._tune_config import TuneConfig, TuneRange
 from ragaudit.errors import ConfigError, clip
 from ragaudit.registry import (
@@ -916,10 +916,7 @@ class RunConfig(_Frozen):
     def _run_id_is_a_name(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        try:
-            return check_run_id(value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
+        return folder_name(value)
 
 
 MAX_CONFIG_BYTES = 1 << 20

@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ragaudit._section import folder_name
 from ragaudit.audit._redact import RedactOptions
 from ragaudit.audit._sample import SampleOptions
 from ragaudit.audit._source import SourceOptions
 from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError
-from ragaudit.runlock import check_run_id
 
 REFERENCE_INPUTS = frozenset(
     {"reference", "reference_contexts", "reference_context_ids", "nuggets"}
@@ -81,10 +81,7 @@ class AuditSection(SampleOptions):
     @field_validator("name")
     @classmethod
     def _name_is_a_folder(cls, value: str) -> str:
-        try:
-            return check_run_id(value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
+        return folder_name(value)
 
     @field_validator("metrics")
     @classmethod
