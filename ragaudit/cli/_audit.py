@@ -224,7 +224,8 @@ def _print(out: dict[str, Any]) -> None:
             f"{c['against']}: {fixed(c['reference'])} -> {fixed(c['estimate'])} "
             f"({fixed(c['diff'], sign=True)}, 95% CI {fixed(c['ci_low'], sign=True)} .. "
             f"{fixed(c['ci_high'], sign=True)}, adjusted p {c['p_adjusted']:.4f}); "
-            f"{escape(c['attribution'] or 'unexplained')}: {escape('; '.join(c['reasons']))}",
+            f"{escape(c['attribution'] or 'unexplained')}"
+            + (f": {escape('; '.join(c['reasons']))}" if c["reasons"] else ""),
             soft_wrap=True,
         )
     for note in out.get("notes") or []:
