@@ -54,9 +54,9 @@ from ragaudit.audit import (
     draw_sample,
     estimate,
     list_metrics,
+    mix_splits,
     permanent_random,
     probe_changes,
-    shift_share,
 )
 
 MIX_DAY, ENGINE_DAY, CONTENT_DAY = 9, 19, 24  # 0-based: days 10, 20 and 25
@@ -237,35 +237,6 @@ def series_rows(day: str, estimates: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def strata_estimates(values: pl.DataFrame, sample: pl.DataFrame, total: int) -> pl.DataFrame:
-    """Per stratum × metric: the estimate, its se and the stratum's share of the day's requests."""
-    by_stratum = estimate(values, sample.with_columns(pl.col("stratum").alias("segment")))
-    shares = sample.group_by("stratum").agg(
-        pl.col("segment").first().alias("home"),
-        (pl.col("stratum_requests").first() / total).alias("share"),
-    )
-    return (
-        by_stratum.filter(pl.col("segment") != ALL, pl.col("metric").is_in(METRICS))
-        .rename({"segment": "stratum"})
-        .join(shares, on="stratum")
-        .with_columns(((pl.col("ci_high") - pl.col("ci_low")) / (2 * Z95)).alias("se"))
-    )
-
-
-def mix_evidence(before: pl.DataFrame, after: pl.DataFrame) -> dict:
-    """(segment, metric) → the shift-share split, overall and within each segment."""
-    out = {}
-    for metric in METRICS:
-        a, b = (f.filter(pl.col("metric") == metric) for f in (before, after))
-        out[(ALL, metric)] = shift_share(a, b)
-        for seg in SEGMENTS:
-            sa, sb = (f.filter(pl.col("home") == seg) for f in (a, b))
-            sa = sa.with_columns(pl.col("share") / pl.col("share").sum())
-            sb = sb.with_columns(pl.col("share") / pl.col("share").sum())
-            out[(seg, metric)] = shift_share(sa, sb)
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=30)
@@ -280,7 +251,6 @@ def main() -> None:
     opts = SampleOptions(sample=args.sample, k=service.k)
     store, seen = Store(), {}
     series = pl.DataFrame(schema=SERIES_SCHEMA)
-    strata: dict[int, pl.DataFrame] = {}
     probe_values: dict[int, pl.DataFrame] = {}
     probe: pl.DataFrame | None = None
     designs: dict[str, DayDesign] = {}
@@ -309,7 +279,6 @@ def main() -> None:
         changed = content_share(service, day, sample, seen)
         est = estimate(values, sample)
         series = pl.concat([series, series_rows(name, est)])
-        strata[day] = strata_estimates(values, sample, requests.height)
         designs[name] = DayDesign(sample, values)
         changes = day_changes(
             series, name, higher_is_better=dict.fromkeys(METRICS, True), designs=designs
@@ -324,7 +293,7 @@ def main() -> None:
                         for p in probe_changes(probe_values[day], probe_values[ref_day])
                     },
                     changed_docs=changed,
-                    mix=mix_evidence(strata[ref_day], strata[day]),
+                    mix=mix_splits(designs[f"2026-11-{ref_day + 1:02d}"], designs[name]),
                 )
             c = attribute(c, evidence[ref_day])
             if c.moved:
@@ -380,7 +349,9 @@ def main() -> None:
     )
     segs = [s for s in SEGMENTS if said(MIX_DAY, s)]
     overall = said(MIX_DAY, ALL)
-    split = mix_evidence(strata[MIX_DAY - 1], strata[MIX_DAY])[(ALL, "ndcg@10")]
+    split = mix_splits(designs[f"2026-11-{MIX_DAY:02d}"], designs[f"2026-11-{MIX_DAY + 1:02d}"])[
+        (ALL, "ndcg@10")
+    ]
     ok = not segs and split.mix_moved and all(c.attribution == "mix" for c in overall)
     print(
         f"day-10 shift: overall nDCG@10 mix part {split.mix:+.3f} "

@@ -122,6 +122,7 @@ from ragaudit.audit._watch import (
     compare_day,
     day_series,
     instrument,
+    mix_splits,
     watch_day,
 )
 
@@ -153,6 +154,7 @@ __all__ = [
     "day_series",
     "instrument",
     "watch_day",
+    "mix_splits",
     "ALL",
     "AuditDay",
     "AuditSection",
