@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,28 +109,59 @@ def jsonl_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
-def read_jsonl(path: Path | str) -> list[tuple[int, dict[str, Any]]]:
-    """Each JSON object of a JSONL file with its line number; blank lines skipped.
+def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:
+    r"""Each JSON value of a JSONL file with its line number, read line by line; blanks skipped.
 
-    The one JSONL reader of input files (question sets, labels, calibration sets).
+    The one JSONL reader of input files (question sets, labels, calibration sets, corpora). It
+    holds one line at a time, so a corpus of any size reads in bounded memory. Lines break at
+    "\n" only (a trailing "\r" dropped), as :func:`jsonl_lines` says why. What a value must be
+    is the caller's to say: a corpus names the field it misses, a question set the row.
 
     Raises:
-        InputError: The file cannot be read or is not UTF-8, or a line is not valid JSON or
-            not a JSON object (naming the file and the line).
+        InputError: The file cannot be read, a line is not UTF-8 or holds a NUL byte (naming
+            the line and byte), or a line is not valid JSON (naming the file and the line).
     """
     path = Path(path)
     try:
-        text = _decode(path)
+        handle = path.open("rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
+    with handle:
+        # Binary iteration splits at b"\n" only, like jsonl_lines; the BOM may open line 1.
+        for n, raw in enumerate(handle, start=1):
+            data = raw.removeprefix(b"\xef\xbb\xbf") if n == 1 else raw
+            line = _utf8_line(path, data, n)
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
+
+
+def _utf8_line(path: Path, data: bytes, n: int) -> str:
+    """One line's text, or the InputError :func:`read_utf8` gives for the same byte."""
+    bad = data.find(b"\x00")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.start if bad < 0 else min(bad, exc.start)
+    if bad >= 0:
+        raise InputError(
+            f"{path}: not UTF-8 text (byte 0x{data[bad]:02x} at line {n}, byte {bad + 1} of "
+            "the line); re-save the file as UTF-8 text"
+        )
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def read_jsonl(path: Path | str) -> list[tuple[int, dict[str, Any]]]:
+    """Each JSON object of a JSONL file with its line number; blank lines skipped.
+
+    Raises:
+        InputError: As :func:`iter_jsonl`, or a line is not a JSON object.
+    """
     rows = []
-    for n, line in enumerate(jsonl_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
+    for n, obj in iter_jsonl(path):
         if not isinstance(obj, dict):
             raise InputError(f"{path}: line {n}: expected a JSON object, got {type(obj).__name__}")
         rows.append((n, obj))

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.dataset import jsonl_lines, read_utf8
+from ragaudit.dataset import iter_jsonl, read_utf8
 from ragaudit.errors import InputError
 from ragaudit.search._base import Document, SearchBackend
 
@@ -79,8 +79,9 @@ def _document(obj: Any, n: int, stem: str, id_field: str, text_field: str, where
 
 
 def _read_jsonl(path: Path, id_field: str, text_field: str) -> Iterator[tuple[str, Document]]:
-    content = read_utf8(path)
-    if path.suffix.lower() == ".json" and content.lstrip().startswith("["):
+    # A .json file may be one array (read whole: JSON has no streaming form of it) or JSONL.
+    content = read_utf8(path) if path.suffix.lower() == ".json" else ""
+    if content.lstrip().startswith("["):
         try:
             items = json.loads(content)
         except json.JSONDecodeError as exc:
@@ -89,14 +90,8 @@ def _read_jsonl(path: Path, id_field: str, text_field: str) -> Iterator[tuple[st
             where = f"{path}: item {n}"
             yield where, _document(obj, n, path.stem, id_field, text_field, where)
         return
-    for n, line in enumerate(jsonl_lines(content), start=1):
-        if not line.strip():
-            continue
+    for n, obj in iter_jsonl(path):
         where = f"{path}: line {n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not JSON ({exc.msg})") from None
         yield where, _document(obj, n, path.stem, id_field, text_field, where)
 
 

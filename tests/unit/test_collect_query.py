@@ -220,7 +220,7 @@ def test_corpus_jsonl_keeps_unicode_line_separators_inside_strings(tmp_path: Pat
             '{"id": "a", "text": "x", "metadata": [1]}\n',
             "line 1: 'metadata' must be an object",
         ),
-        ("bad.jsonl", "{nope\n", "line 1: not JSON"),
+        ("bad.jsonl", "{nope\n", "line 1: not valid JSON"),
         ("bad.csv", "id,text\n", "use a .jsonl or .parquet file, or a folder of .txt/.md files"),
     ],
 )

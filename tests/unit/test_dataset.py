@@ -311,3 +311,19 @@ def test_broken_parquet(tmp_path: Path) -> None:
     path = tmp_path / "q.parquet"
     path.write_bytes(b"PAR1 this is not parquet")
     assert load_error(path).startswith(f"{path}: not a readable Parquet file")
+
+
+def test_iter_jsonl_reads_line_by_line_naming_a_bad_byte_and_keeping_u2028(tmp_path: Path) -> None:
+    from ragaudit.dataset import iter_jsonl
+
+    good = tmp_path / "good.jsonl"
+    # A BOM before line 1, a CRLF line end, a blank line and U+2028 inside a string (which
+    # str.splitlines would cut) all read as the records they are.
+    good.write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n\n{"b": "x\xe2\x80\xa8y"}\n')
+    assert list(iter_jsonl(good)) == [(1, {"a": 1}), (3, {"b": "x\u2028y"})]
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"a": 1}\n{"b": "\xff"}\n')
+    with pytest.raises(InputError) as info:
+        list(iter_jsonl(bad))
+    assert str(info.value).startswith(f"{bad}: not UTF-8 text (byte 0xff at line 2, byte 8 ")
