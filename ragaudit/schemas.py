@@ -560,6 +560,7 @@ AUDIT_ESTIMATES = _schema(
         ("segment", _str),  # "(all)" for the whole traffic
         ("metric", _str),
         ("estimate", _f64),  # design-weighted (Hajek) mean over requests
+        ("se", _f64),  # its standard error (the interval is estimate +- t se)
         ("ci_low", _f64),  # 95 %, Taylor linearisation over the strata
         ("ci_high", _f64),
         ("n", _i64),  # sampled units with an ok value
@@ -567,8 +568,10 @@ AUDIT_ESTIMATES = _schema(
         ("ess", _f64),  # Kish's effective sample size
         ("method", _str),
         ("ppi_estimate", _f64),  # null without people's labels
+        ("ppi_se", _f64),
         ("ppi_ci_low", _f64),
         ("ppi_ci_high", _f64),
+        ("ppi_n", _i64),  # sampled units people labelled (with a judge value too)
     ],
 )
 
