@@ -113,29 +113,9 @@ def add_label(request: Request, run_id: str, day: str, given: LabelIn) -> dict[s
     """Append one label to the day's store; 409 when the item is not the day's there."""
     folder = _day_dir(request, run_id, day)
     name = _annotator(given.annotator)
-    items = _items(folder)
-    row = _row(items, given.position)
-    if row["item_id"] != given.item_id:
-        raise HTTPException(status_code=409, detail="the item at this position changed: reload")
-    if given.label is not None and given.label not in labels.allowed_values(row["kind"]):
-        allowed = ", ".join(f"{v:g}" for v in labels.allowed_values(row["kind"]))
-        raise HTTPException(
-            status_code=422, detail=f"label {given.label:g} for {row['kind']}: one of {allowed}"
-        )
-    labels.append_labels(
-        folder,
-        [
-            {
-                "item_id": row["item_id"],
-                "kind": row["kind"],
-                "question_id": row["request_id"],
-                "candidate_id": row["doc_id"],
-                "annotator": name,
-                "label": given.label,
-            }
-        ],
+    return labelling.append_checked(
+        folder, _items(folder), given, name, question="request_id", candidate="doc_id"
     )
-    return {"position": given.position, "next": given.position + 1, "total": items.num_rows}
 
 
 @router.get(_DAY + "/labels.csv")
