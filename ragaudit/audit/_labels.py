@@ -156,8 +156,8 @@ def people_values(folder: Path, k: int, relevant_grade: int) -> pl.DataFrame:
             ranked = [mine.get(d) for d in docs.get(request_id, [])]
             if not ranked or any(g is None for g in ranked):
                 continue  # a document of the list not graded by this person: no list value
-            grades = [int(g) for g in ranked if g is not None]
-            for metric, value in list_metrics(grades, k, relevant_grade).items():
+            person = [int(g) for g in ranked if g is not None]
+            for metric, value in list_metrics(person, k, relevant_grade).items():
                 if value is not None:
                     rows.append({"unit": unit_of[request_id], "metric": metric, "value": value})
     return pl.DataFrame(rows, schema=out.schema) if rows else out
