@@ -387,3 +387,16 @@ def test_a_huge_label_post_is_refused_before_it_is_read(run_dir: Path) -> None:
     )
     assert unsized.status_code == 411
     assert not labels.has_labels(run_dir)
+
+
+def test_a_foreign_part_in_the_labels_store_is_one_409_line(run_dir: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    client = _client(run_dir.parent)
+    assert _post(client, 0, 1.0).status_code == 200
+    pq.write_table(pa.table({"x": [1]}), run_dir / labels.STORE / "labels-0-foreign.parquet")
+    answer = client.get("/runs/r1/label/api/start", params={"annotator": "ann"})
+    assert answer.status_code == 409
+    assert answer.text.startswith("r1/labels/labels-0-foreign.parquet: not a part of this store")
+    assert str(run_dir.parent.resolve()) not in answer.text
