@@ -282,3 +282,14 @@ def test_a_day_audited_before_labelling_says_how_to_get_items(tmp_path: Path) ->
     client = _client(tmp_path / "runs")
     answer = client.get(f"/runs/audit-bot/days/{DAY}/label/api/start", params={"annotator": "a"})
     assert answer.status_code == 404 and "ragaudit audit --day" in answer.json()["detail"]
+
+
+def test_audit_label_names_a_day_without_items_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
+    args = ["audit", "label", "bot", "--day", DAY, "--runs-root", str(tmp_path), "--no-browser"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "no items to label" in result.output and "Traceback" not in result.output
