@@ -1,9 +1,14 @@
 """The labels store: what people said about a run's items, one Parquet file beside its tables.
 
-``<run>/labels.parquet`` (schema ``schemas.LABELS``) holds one row per label, appended. Each
-append rewrites the file atomically under a lock, so a killed server loses at most the label
-being written and two writers (two annotators' tabs, two servers) never lose each other's rows.
-Labels are small (hundreds to a few thousand rows), so a whole-file rewrite stays cheap.
+``<run>/labels/`` (schema ``schemas.LABELS``) holds one row per label, appended: a
+:class:`~ragaudit.partstore.PartStore`, the one append-only design of the judgment store and
+the audit, so each answer is one part file written atomically under the store's lock. A killed
+server loses at most the label being written, two writers (two annotators' tabs, two servers)
+never lose each other's rows, and an append costs its own row only. Any folder holds one: a
+run's, or an audit day's (``<runs_root>/audit-<name>/<day>/labels/``).
+
+Runs labelled before kept every row in one file, ``<run>/labels.parquet``: it is still read
+(its rows first) and never rewritten; new labels go to the part files beside it.
 
 ``<run>/labels.sample.parquet`` (schema ``schemas.LABEL_SAMPLE``) holds the items to label:
 drawn once, stratified by the judge's verdict, in one order every annotator follows. What a
@@ -17,20 +22,26 @@ import datetime as dt
 import io
 import math
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+from cachetools import LRUCache
 
 from ragaudit import atomic, schemas
 from ragaudit.errors import InputError
+from ragaudit.partstore import PartStore
 from ragaudit.runfolder import DamagedRunFile, RunFolder, read_parquet_file
 from ragaudit.runlock import file_lock
 from ragaudit.trec import qrels_text
 
 FILE = "labels.parquet"
+"""The single labels file of runs labelled before the part store: read, never written."""
+STORE = "labels"
+"""The labels store's folder inside a run (or audit day) folder: its part files and lock."""
 _LOCK = ".labels.lock"
 
 
@@ -39,12 +50,74 @@ def item_id(kind: str, question_id: str, candidate_id: str | None = None) -> str
     return f"{kind}:{question_id}" + (f":{candidate_id}" if candidate_id is not None else "")
 
 
-def read_labels(run_dir: Path) -> pa.Table:
-    """Every label row of the run (an empty table of the schema when there are none)."""
-    path = Path(run_dir) / FILE
-    if not path.exists():
-        return schemas.LABELS.empty_table()
+def _store(run_dir: Path) -> PartStore:
+    return PartStore(Path(run_dir) / STORE, schemas.LABELS, prefix="labels")
+
+
+class _Reader:
+    """One store's rows as read so far: a later read opens only the parts written since.
+
+    A store holds a part per answer, and the labelling page reads every label at each item:
+    opening a thousand parts each time would cost seconds.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.store = _store(run_dir)
+        self.names: set[str] = set()
+        self.tables: list[pa.Table] = []
+        self.lock = threading.Lock()
+
+    def read(self) -> pa.Table:
+        with self.lock:
+            if not self.names <= {p.name for p in self.store.parts()}:
+                # A part went away (the store moved aside, cleaned by hand): read it anew.
+                self.store, self.names, self.tables = _store(self.store.folder.parent), set(), []
+            for path, table in self.store.read_new():
+                self.names.add(path.name)
+                self.tables.append(table)
+            if len(self.tables) > 1:
+                self.tables = [pa.concat_tables(self.tables)]
+            return self.tables[0] if self.tables else schemas.LABELS.empty_table()
+
+
+_readers: LRUCache[Path, _Reader] = LRUCache(64)
+_readers_lock = threading.Lock()
+
+
+def _parts_table(run_dir: Path) -> pa.Table:
+    key = (Path(run_dir) / STORE).resolve()
+    with _readers_lock:
+        reader = _readers.get(key)
+        if reader is None:
+            reader = _readers[key] = _Reader(Path(run_dir))
+    return reader.read()
+
+
+def has_labels(run_dir: Path | str) -> bool:
+    """Whether the folder holds any label (the cheap test before anything is read)."""
+    run_dir = Path(run_dir)
+    return (run_dir / FILE).is_file() or bool(_store(run_dir).parts())
+
+
+def _legacy(run_dir: Path) -> pa.Table | None:
+    """The rows of the single file of older runs, or None when there is none."""
+    path = run_dir / FILE
+    if not path.is_file():
+        return None
     return _of_schema(read_parquet_file(path), schemas.LABELS, path)
+
+
+def read_labels(run_dir: Path) -> pa.Table:
+    """Every label row of the folder, oldest first (an empty table of the schema when none).
+
+    Raises:
+        DamagedRunFile: the older single file cannot be read or holds other columns.
+        ForeignPart: a part file holds other columns (a damaged part is skipped and logged).
+    """
+    run_dir = Path(run_dir)
+    legacy = _legacy(run_dir)
+    parts = _parts_table(run_dir)
+    return parts if legacy is None else pa.concat_tables([legacy, parts])
 
 
 def _of_schema(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
@@ -64,13 +137,17 @@ def _of_schema(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
 
 
 def append_labels(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    """Append label rows (``time`` defaults to now, UTC) to the run's store, atomically."""
+    """Append label rows (``time`` defaults to now, UTC) to the folder's store as one part.
+
+    Raises:
+        DamagedRunFile: the older single file beside the store cannot be read: a label saved
+            now could not be read back with it, so none is saved until it is moved away.
+    """
     run_dir = Path(run_dir)
     now = dt.datetime.now(dt.UTC)
     new = schemas.to_table([{"time": now, **row} for row in rows], schemas.LABELS)
-    with file_lock(run_dir / _LOCK):
-        table = pa.concat_tables([read_labels(run_dir).cast(schemas.LABELS), new])
-        atomic.write_table(table, run_dir / FILE)
+    _legacy(run_dir)
+    _store(run_dir).append(new)
 
 
 def latest_labels(table: pa.Table) -> pa.Table:
@@ -314,17 +391,19 @@ def item_texts(run_dir: Path, items: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def store_dir(path: Path) -> Path | None:
-    """The run folder whose labels store ``path`` names (the folder or its ``labels.parquet``).
+    """The folder whose labels ``path`` names (it, its ``labels/`` or its ``labels.parquet``).
 
-    None when ``path`` is neither (a labels file of another format).
+    None when ``path`` is none of these (a labels file of another format).
 
     Raises:
-        InputError: a folder without a labels store.
+        InputError: a folder without labels.
     """
     path = Path(path)
     if path.is_dir():
-        if not (path / FILE).is_file():
-            raise InputError(f"{path}: no {FILE} in this folder (label the run first)")
+        if path.name == STORE and has_labels(path.parent):
+            return path.parent
+        if not has_labels(path):
+            raise InputError(f"{path}: no labels in this folder (label the run first)")
         return path
     if path.name == FILE and path.is_file():
         return path.parent

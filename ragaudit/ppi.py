@@ -2,7 +2,7 @@
 
 A run's figures rest on its judge: every judged metric's mean, the share of candidates judged
 relevant, the engine's NDCG@k with the judge's grades as gains. People's labels of a sample of
-the run's items (``labels.parquet``, :mod:`ragaudit.labels`) measure how far the judge agrees
+the run's items (its labels store, :mod:`ragaudit.labels`) measure how far the judge agrees
 with them (the agreement figures of :mod:`ragaudit.stats`) and correct those figures by
 prediction-powered inference (:func:`ragaudit.stats.corrected_mean`): the judge's mean over
 every judged item plus the mean of people's label minus the judge's on the labelled ones,
@@ -119,7 +119,7 @@ def _labels(run_dir: Path) -> tuple[pl.DataFrame, int]:
 
 def has_labels(run_dir: Path | str) -> bool:
     """Whether the run has a labels store at all (the cheap test before anything is read)."""
-    return (Path(run_dir) / label_store.FILE).exists()
+    return label_store.has_labels(run_dir)
 
 
 def _drawn(run_dir: Path) -> dict[str, float]:

@@ -560,6 +560,7 @@ AUDIT_ESTIMATES = _schema(
         ("segment", _str),  # "(all)" for the whole traffic
         ("metric", _str),
         ("estimate", _f64),  # design-weighted (Hajek) mean over requests
+        ("se", _f64),  # its standard error (the interval is estimate +- t se)
         ("ci_low", _f64),  # 95 %, Taylor linearisation over the strata
         ("ci_high", _f64),
         ("n", _i64),  # sampled units with an ok value
@@ -567,8 +568,29 @@ AUDIT_ESTIMATES = _schema(
         ("ess", _f64),  # Kish's effective sample size
         ("method", _str),
         ("ppi_estimate", _f64),  # null without people's labels
+        ("ppi_se", _f64),
         ("ppi_ci_low", _f64),
         ("ppi_ci_high", _f64),
+        ("ppi_n", _i64),  # sampled units people labelled (with a judge value too)
+    ],
+)
+
+# The items people may label of an audit day, in the one order every annotator follows: each
+# sampled request's served documents (a grade 0-3) and its answer (yes/no per answer metric),
+# with the texts shown, never the judge's grade or score (the labelling is blind).
+AUDIT_LABEL_ITEMS = _schema(
+    "audit_label_items",
+    [
+        ("position", _i64),  # 0-based place in the labelling order
+        ("item_id", _str),  # "<kind>:<request_id>[:<doc_id>]"
+        ("kind", _str),  # "grade" or an answer metric's name
+        ("unit", _str),  # the sampled unit the request represents
+        ("request_id", _str),
+        ("doc_id", _str),  # null for an answer item
+        ("query", _str),
+        ("text", _str),  # the served document's text (grade items)
+        ("answer", _str),  # the answer served (answer items)
+        ("contexts", _strs),  # the served documents' texts the answer's judge read
     ],
 )
 
@@ -624,6 +646,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "ANSWERS",
     "AUDIT_DOC",
     "AUDIT_ESTIMATES",
+    "AUDIT_LABEL_ITEMS",
     "AUDIT_REQUESTS",
     "AUDIT_SAMPLE",
     "AUDIT_SCORES",

@@ -6,7 +6,8 @@ the texts of documents logged by id and flags those whose content changed since 
 ``draw_sample`` draws the day's hash sample by segment and frequency band; ``run_audit_day``
 grades the served top-k of each sampled request through the judgment store, scores the answers
 with reference-free metrics, estimates every metric per segment with ``estimate`` and writes
-``<runs_root>/audit-<name>/<day>/`` with its ``report.html``.
+``<runs_root>/audit-<name>/<day>/`` with its ``report.html``. People label the day's items
+(``label_items``) in the viewer; their values (``people_values``) give the PPI figures.
 """
 
 from ragaudit.audit._config import (
@@ -44,6 +45,16 @@ from ragaudit.audit._estimate import (
     ALL,
     estimate,
     kish_ess,
+)
+from ragaudit.audit._labels import (
+    ITEMS,
+    day_design,
+    label_items,
+    label_kinds,
+    people_estimates,
+    people_values,
+    read_label_items,
+    write_label_items,
 )
 from ragaudit.audit._listmetrics import (
     list_metrics,
@@ -156,6 +167,14 @@ __all__ = [
     "watch_day",
     "mix_splits",
     "ALL",
+    "ITEMS",
+    "day_design",
+    "label_items",
+    "label_kinds",
+    "people_estimates",
+    "people_values",
+    "read_label_items",
+    "write_label_items",
     "AuditDay",
     "AuditSection",
     "Bands",

@@ -20,14 +20,17 @@ Two adjustments make the textbook formula fit a Poisson sample with certainty un
 Within a stratum the units are treated as drawn with replacement (no finite-population
 correction), which overstates the variance where a stratum's sampling fraction is large.
 
-Also reported: ``n`` (units with an ok value), ``requests`` (the requests they represent) and
-Kish's effective sample size ``(sum w)^2 / sum w^2``.
+Also reported: the standard error ``se`` (the interval is ``estimate`` ± t × ``se``, t on the
+design's degrees of freedom, so a later test reads ``se`` rather than undoing the interval),
+``n`` (units with an ok value), ``requests`` (the requests they represent) and Kish's effective
+sample size ``(sum w)^2 / sum w^2``.
 
 Where people gave their own value of some drawn units' metrics (``labels``), the
 prediction-powered figure stands beside the judge's: the judge's weighted mean plus the
 weighted mean of people minus judge over the labelled units (plain PPI, the same design
-weights), its interval linearised over every drawn unit with the same strata. It assumes the
-labelled units are a random subsample of the drawn ones.
+weights), its interval linearised over every drawn unit with the same strata (``ppi_se``;
+``ppi_n`` the units labelled). It assumes the labelled units are a random subsample of the
+drawn ones.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ ESTIMATE_COLUMNS = (
     "segment",
     "metric",
     "estimate",
+    "se",
     "ci_low",
     "ci_high",
     "n",
@@ -57,8 +61,10 @@ ESTIMATE_COLUMNS = (
     "ess",
     "method",
     "ppi_estimate",
+    "ppi_se",
     "ppi_ci_low",
     "ppi_ci_high",
+    "ppi_n",
 )
 
 
@@ -140,6 +146,10 @@ def _linearised_se(z: np.ndarray, vstrata: list[str], units: list[str]) -> tuple
     return float(est.stderror), int(est.degree_of_freedom)
 
 
+Figures = tuple[float | None, float | None, float | None, float | None]
+"""A point estimate, its standard error and its 95 % interval (None where unknown)."""
+
+
 def _ppi(
     judge: np.ndarray,
     judge_ok: np.ndarray,
@@ -148,8 +158,8 @@ def _ppi(
     weight: np.ndarray,
     vstrata: list[str],
     units: list[str],
-) -> tuple[float | None, float | None, float | None]:
-    """The prediction-powered mean and its interval (None where it cannot be computed).
+) -> Figures:
+    """The prediction-powered mean, its se and its interval (None where it cannot be computed).
 
     The judge's Hájek mean plus the people-minus-judge Hájek mean over the labelled units,
     both with the design weights (plain PPI, no power tuning); the interval linearises the sum
@@ -157,7 +167,7 @@ def _ppi(
     """
     both = labelled & judge_ok
     if both.sum() < 2:
-        return None, None, None
+        return None, None, None, None
     wd, wl = weight * judge_ok, weight * both
     theta = float((wd * judge).sum() / wd.sum())
     delta = float((wl * (human - judge)).sum() / wl.sum())
@@ -165,9 +175,9 @@ def _ppi(
     se, df = _linearised_se(np.where(both | judge_ok, z, 0.0), vstrata, units)
     point = theta + delta
     if df < 1 or not math.isfinite(se):
-        return point, None, None
+        return point, None, None, None
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
-    return point, point - half, point + half
+    return point, se, point - half, point + half
 
 
 def _hajek(
@@ -176,16 +186,16 @@ def _hajek(
     weight: np.ndarray,
     vstrata: list[str],
     units: list[str],
-) -> tuple[float | None, float | None, float | None]:
-    """The Hájek mean over the ok units and its interval (None where it cannot be computed)."""
+) -> Figures:
+    """The Hájek mean over the ok units, its se and its interval (None where unknown)."""
     if not ok.any():
-        return None, None, None
+        return None, None, None, None
     w_ok = weight[ok]
     point = float((w_ok * y[ok]).sum() / w_ok.sum())
     if all(s == _CERTAIN for s, o in zip(vstrata, ok, strict=True) if o):
-        return point, point, point  # every unit with a value was taken: a census, no error
+        return point, 0.0, point, point  # every unit with a value was taken: a census, no error
     if ok.sum() < 2:
-        return point, None, None
+        return point, None, None, None
     samplics = _samplics()
     fpc = {s: 0.0 if s == _CERTAIN else 1.0 for s in sorted(set(vstrata))}
     # samplics divides by each domain's mean (its coefficient of variation), so a mean of 0
@@ -206,10 +216,10 @@ def _hajek(
             fpc=fpc,
             single_psu=samplics.SinglePSUEst.skip,
         )
-    low, high = est.lower_ci.get(True), est.upper_ci.get(True)
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return point, None, None
-    return point, float(low) - shift, float(high) - shift
+    low, high, se = est.lower_ci.get(True), est.upper_ci.get(True), est.stderror.get(True)
+    if any(v is None or not math.isfinite(v) for v in (low, high, se)):
+        return point, None, None, None
+    return point, float(se), float(low) - shift, float(high) - shift
 
 
 def _key(values: pl.DataFrame) -> str:
@@ -293,12 +303,13 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
         across_segments=across_segments,
     )
     units = part["unit"].to_list()
-    point, low, high = _hajek(y, ok, weight, vstrata, units)
+    point, se, low, high = _hajek(y, ok, weight, vstrata, units)
     human = part["human"].fill_null(0.0).to_numpy()
     labelled = part["human"].is_not_null().to_numpy()
     ppi = _ppi(y, ok, human, labelled, weight, vstrata, units)
     return {
         "estimate": point,
+        "se": se,
         "ci_low": low,
         "ci_high": high,
         "n": int(ok.sum()),
@@ -306,8 +317,10 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
         "ess": kish_ess(weight[ok]),
         "method": METHOD,
         "ppi_estimate": ppi[0],
-        "ppi_ci_low": ppi[1],
-        "ppi_ci_high": ppi[2],
+        "ppi_se": ppi[1],
+        "ppi_ci_low": ppi[2],
+        "ppi_ci_high": ppi[3],
+        "ppi_n": int((labelled & ok).sum()),
     }
 
 
@@ -315,6 +328,7 @@ _DTYPES: dict[str, pl.DataType] = {
     "segment": pl.String(),
     "metric": pl.String(),
     "estimate": pl.Float64(),
+    "se": pl.Float64(),
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
     "n": pl.Int64(),
@@ -322,8 +336,10 @@ _DTYPES: dict[str, pl.DataType] = {
     "ess": pl.Float64(),
     "method": pl.String(),
     "ppi_estimate": pl.Float64(),
+    "ppi_se": pl.Float64(),
     "ppi_ci_low": pl.Float64(),
     "ppi_ci_high": pl.Float64(),
+    "ppi_n": pl.Int64(),
 }
 
 __all__ = [

@@ -42,7 +42,7 @@ def _estimate_rows(estimates: pl.DataFrame | None) -> list[dict[str, Any]]:
         return []
     rows = []
     for r in estimates.sort(["segment", "metric"]).iter_rows(named=True):
-        ppi = r.get("ppi_estimate")
+        ppi, labelled = r.get("ppi_estimate"), r.get("ppi_n") or 0
         rows.append(
             {
                 "segment": r["segment"],
@@ -56,6 +56,7 @@ def _estimate_rows(estimates: pl.DataFrame | None) -> list[dict[str, Any]]:
                 "ppi": None
                 if ppi is None
                 else f"{_num(ppi)} ({_num(r.get('ppi_ci_low'))} – {_num(r.get('ppi_ci_high'))})",
+                "ppi_n": labelled,
             }
         )
     return rows

@@ -607,7 +607,13 @@ async def run_audit_day(
     score_lists(out)
     await score_answers(out, judge, gateway, source)
     write_table(to_table(out.scores, AUDIT_SCORES), folder / SCORES)
-    out.estimates = estimate(values_frame(out.scores), sample)
+    from ragaudit.audit._labels import ITEMS, people_values, write_label_items
+
+    # People's labels given since the day was first audited fill the PPI columns: a re-run of
+    # the day pays nothing and reads them again.
+    write_label_items(folder, out.served, section.metrics, section.name)
+    people = people_values(folder, section.k, config.sort.relevant_grade)
+    out.estimates = estimate(values_frame(out.scores), sample, labels=people)
     write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
     from ragaudit.audit._report import write_report
 
@@ -624,7 +630,7 @@ async def run_audit_day(
         grading=vars(out.grading),
         llm=out.calls,
         failed_rows=failed_rows(out),
-        tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ESTIMATES, CHANGES, REPORT],
+        tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ITEMS, ESTIMATES, CHANGES, REPORT],
         regressed=out.watch.regressed,
         watch_notes=out.watch.notes,
         judge_check=None if out.watch.judge is None else vars(out.watch.judge),

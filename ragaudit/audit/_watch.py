@@ -99,9 +99,15 @@ def _days(root: Path) -> list[tuple[str, Path, dict[str, Any]]]:
 
 
 def _se(frame: pl.DataFrame) -> pl.Expr:
-    """A row's standard error: stored, else from its 95 % interval's half width."""
-    half = (pl.col("ci_high") - pl.col("ci_low")) / (2 * _Z95)
-    return pl.col("se").fill_null(half) if "se" in frame.columns else half
+    """A row's standard error as the estimator gave it (``estimates.parquet``'s ``se``).
+
+    Only a day written before ``se`` was stored falls back to its interval's half width over
+    the normal quantile: that interval used t on the design's degrees of freedom, so the
+    fallback overstates a small stratum's se a little.
+    """
+    if "se" in frame.columns:
+        return pl.col("se")
+    return (pl.col("ci_high") - pl.col("ci_low")) / (2 * _Z95)
 
 
 def build_series(root: Path, also: Sequence[tuple[str, Path, dict[str, Any]]] = ()) -> pl.DataFrame:

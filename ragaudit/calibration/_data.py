@@ -183,7 +183,7 @@ def load_labels(path: Path | str) -> list[Labelled]:
 
     JSONL with ``labels: {metric: value}`` or ``label_<metric>`` fields, or CSV with
     ``label_<metric>`` columns and ``contexts`` as a JSON list. Labels lie in [0, 1]. A run
-    folder or its ``labels.parquet`` is read as it is: each person's latest yes/no label of
+    folder or its labels store is read as it is: each person's latest yes/no label of
     an answer (skipped items left out).
     """
     path = Path(path)

@@ -106,7 +106,7 @@ def load_grade_labels(path: Path | str) -> list[GradeLabel]:
     optionally ``question_id``, ``context_id`` and ``rank`` (the engine's rank of the context,
     1 first, for the engine's NDCG). Missing ids are derived from the texts, so
     the same question or context always gets the same id. A run folder or its
-    ``labels.parquet`` gives each person's latest grade (skipped items left out) with the
+    labels store gives each person's latest grade (skipped items left out) with the
     passage's text and engine rank from the run.
 
     Raises:

@@ -25,6 +25,7 @@ from ragaudit.cli._app import (
     load_paid_config,
     quiet_prefect_runs,
 )
+from ragaudit.cli._label import DEFAULT_PORT
 from ragaudit.config import RunConfig, load_config
 from ragaudit.errors import RagauditError
 from ragaudit.numbers import fixed
@@ -307,4 +308,45 @@ def promote(
     console.print(f"{written} questions -> {escape(str(output))}")
 
 
-__all__ = ["CONFIRM_ABOVE", "audit", "day_range", "parse_day", "promote"]
+@audit_app.command("label")
+def label(
+    audit_name: Annotated[str, typer.Argument(metavar="AUDIT", help="The audit's name.")],
+    day: DayOpt = None,
+    annotator: Annotated[
+        str | None, typer.Option("--annotator", help="Your name (else the page asks once).")
+    ] = None,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="0: any free port.")
+    ] = DEFAULT_PORT,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Print the address; open no browser.")
+    ] = False,
+    config: ConfigOpt = None,
+    runs_root: RootOpt = None,
+) -> None:
+    """Label a day's sampled requests in the browser: their served documents and answers.
+
+    The labels fill the day's PPI figures when the day is audited again (nothing is paid).
+    """
+    from urllib.parse import quote
+
+    from ragaudit.audit import read_label_items
+    from ragaudit.runlock import check_run_id
+
+    root = Path(runs_root or load_config(config).runs_root)
+    when = parse_day(day)
+    folder = root / check_run_id(f"audit-{audit_name}") / when.isoformat()
+    if read_label_items(folder) is None:
+        raise RagauditError(
+            f"{folder}: no items to label (no finished audit day, or one audited before "
+            f"labelling: ragaudit audit --day {when.isoformat()} again pays nothing)"
+        )
+    open_path = f"/runs/{quote(folder.parent.name)}/days/{when.isoformat()}/label"
+    if annotator:
+        open_path += f"?annotator={quote(annotator.strip())}"
+    from ragaudit.viewer.server import open_in_browser, serve
+
+    serve(root, port=port, open_path=open_path, on_ready=None if no_browser else open_in_browser)
+
+
+__all__ = ["CONFIRM_ABOVE", "audit", "day_range", "label", "parse_day", "promote"]

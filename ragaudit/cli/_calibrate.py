@@ -120,7 +120,7 @@ def calibrate_cmd(
         typer.Option(
             "--labels",
             help="Your labels: question, answer, contexts, labels (JSONL/CSV), or a run folder "
-            "/ its labels.parquet (ragaudit label).",
+            "/ its labels store (ragaudit label).",
         ),
     ] = None,
     scenarios: Annotated[
@@ -134,7 +134,7 @@ def calibrate_cmd(
         typer.Option(
             "--grade-labels",
             help="Human relevance grades 0-3 (JSONL/CSV: question, context, grade, or a run "
-            "folder / its labels.parquet): calibrate the judge's grades per grade.",
+            "folder / its labels store): calibrate the judge's grades per grade.",
         ),
     ] = None,
     threshold: Annotated[

@@ -65,7 +65,7 @@ def label_cmd(
             raise InputError("--export needs --output FILE")
         table = labels.read_labels(folder)
         if table.num_rows == 0:
-            raise InputError(f"run {folder.name}: no labels yet ({folder / labels.FILE})")
+            raise InputError(f"run {folder.name}: no labels yet ({folder / labels.STORE})")
         text = (
             labels.labels_csv(table)
             if export == "csv"

@@ -17,7 +17,7 @@ from ragaudit import noise, runfolder
 from ragaudit.agreement import JudgeOrder, gold_grades, ndcg_at_k
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
-from ragaudit.labels import FILE as LABELS_FILE
+from ragaudit.labels import has_labels
 from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
@@ -434,7 +434,7 @@ def build_report(run_dir: Path | str) -> Report:
         summary = []
 
     people = None
-    if (run.path / LABELS_FILE).exists():
+    if has_labels(run.path):
         # People's labels may be newer than the stored summary: their figures are recomputed.
         from ragaudit.ppi import judge_vs_people, summary_columns
 

@@ -216,7 +216,10 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
     if listed.kind == "audit":
         days = audit_days(folder)
         watch = _audit_watch(folder, days, request.query_params.get("metric"))
-        return _page("audit.html.j2", run=listed, days=days, **watch)
+        from ragaudit.viewer._audit_labels import people_figures
+
+        people = people_figures(folder, days)
+        return _page("audit.html.j2", run=listed, days=days, people=people, **watch)
 
     def render() -> str:
         # The charts' packages load with the first report, not with the server (its list).

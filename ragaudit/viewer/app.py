@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ragaudit.errors import RagauditError
-from ragaudit.viewer import labelling
+from ragaudit.viewer import _audit_labels, labelling
 from ragaudit.viewer._pages import router
 
 TOKEN_COOKIE = "ragaudit_view_token"
@@ -46,6 +46,7 @@ def create_app(
     app.state.runs_root = Path(runs_root)
     app.include_router(router)
     app.include_router(labelling.router)
+    app.include_router(_audit_labels.router)
     app.mount(
         "/static",
         StaticFiles(directory=Path(__file__).with_name("static")),

@@ -170,10 +170,30 @@ def add_label(request: Request, run_id: str, given: LabelIn) -> dict[str, Any]:
     """Append one label to the store at once; 409 when the item is not the sample's there."""
     run_dir = _run_dir(request, run_id)
     name = _annotator(given.annotator)
-    sample = _sample(run_dir)
-    row = _row(sample, given.position)
+    return append_checked(run_dir, _sample(run_dir), given, name)
+
+
+def append_checked(
+    folder: Path,
+    items: pa.Table,
+    given: LabelIn,
+    annotator: str,
+    *,
+    question: str = "question_id",
+    candidate: str = "candidate_id",
+) -> dict[str, Any]:
+    """Append ``given`` to ``folder``'s labels store, checked against the items people label.
+
+    ``question`` and ``candidate`` name the item's columns filed as the label's question and
+    candidate ids (an audit day's items name them ``request_id`` and ``doc_id``).
+
+    Raises:
+        HTTPException: 409 when the item at the position is not the one the page showed, 422
+            for a label its kind does not take.
+    """
+    row = _row(items, given.position)
     if row["item_id"] != given.item_id:
-        # The sample on disk is not the one the page loaded (drawn again): refuse rather than
+        # The items on disk are not the ones the page loaded (drawn again): refuse rather than
         # file a label under the wrong item.
         raise HTTPException(status_code=409, detail="the item at this position changed: reload")
     if given.label is not None and given.label not in labels.allowed_values(row["kind"]):
@@ -182,19 +202,19 @@ def add_label(request: Request, run_id: str, given: LabelIn) -> dict[str, Any]:
             status_code=422, detail=f"label {given.label:g} for {row['kind']}: one of {allowed}"
         )
     labels.append_labels(
-        run_dir,
+        folder,
         [
             {
                 "item_id": row["item_id"],
                 "kind": row["kind"],
-                "question_id": row["question_id"],
-                "candidate_id": row["candidate_id"],
-                "annotator": name,
+                "question_id": row[question],
+                "candidate_id": row[candidate],
+                "annotator": annotator,
                 "label": given.label,
             }
         ],
     )
-    return {"position": given.position, "next": given.position + 1, "total": sample.num_rows}
+    return {"position": given.position, "next": given.position + 1, "total": items.num_rows}
 
 
 @router.get("/runs/{run_id}/labels.csv")

@@ -216,3 +216,40 @@ def test_failed_grades_and_scores_are_marked_and_the_day_goes_on(
     assert manifest["grading"]["failed"] == failed.height
     assert manifest["status"] == "completed_with_failures"
     assert (folder / "report.html").is_file() and (folder / "estimates.parquet").is_file()
+
+
+def test_people_label_the_day_in_the_viewer_and_the_next_audit_fills_ppi(
+    audited: dict[str, Any],
+) -> None:
+    # Last in this module: it adds labels to the shared day and audits it once more.
+    from fastapi.testclient import TestClient
+
+    from ragaudit.viewer.app import create_app
+
+    folder = audited["folder"]
+    assert (folder / "labels.sample.parquet").is_file()
+    before = pl.read_parquet(folder / "estimates.parquet")
+    assert before["ppi_estimate"].is_null().all() and (before["ppi_n"] == 0).all()
+    client = TestClient(create_app(audited["tmp"] / "runs"), base_url="http://127.0.0.1")
+    api = f"/runs/audit-support-bot/days/{DAY}/label/api"
+    start = client.get(api + "/start", params={"annotator": "ann"}).json()
+    assert start["total"] > 0
+    for position in range(start["total"]):
+        item = client.get(f"{api}/items/{position}", params={"annotator": "ann"}).json()
+        # Every document as good as it gets; every answer faithful.
+        label = 3.0 if item["kind"] == "grade" else 1.0
+        post = {"position": position, "item_id": item["item_id"], "annotator": "ann"}
+        assert client.post(api + "/labels", json={**post, "label": label}).status_code == 200
+    out = ragaudit("audit", "-c", str(audited["path"]), "--day", DAY)
+    assert "provider calls 0" in out
+    after = pl.read_parquet(folder / "estimates.parquet")
+    sample = pl.read_parquet(folder / "sample.parquet")
+    overall = after.filter(pl.col("segment") == "(all)")
+    for metric in ("precision@3", "relevant share", "ndcg@3", "faithfulness"):
+        row = overall.filter(pl.col("metric") == metric).row(0, named=True)
+        # Every drawn unit labelled: the corrected figure is the people's own mean.
+        assert row["ppi_n"] == row["n"] == sample.height, metric
+        assert row["ppi_estimate"] == pytest.approx(1.0), metric
+        assert row["se"] is not None and row["se"] >= 0
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert f"1.000 (1.000 – 1.000), {sample.height} labelled" in page

@@ -47,7 +47,7 @@ def test_calibrate_reads_the_labels_store_of_a_run(fake, tmp_path: Path) -> None
         return {"grade": human_of[pair], "reason": "scripted"}
 
     args = ["calibrate", "--judge", "fake/judge", "--embedder", "fake/embed"]
-    args += ["--grade-labels", str(run_dir), "--labels", str(run_dir / labels.FILE)]
+    args += ["--grade-labels", str(run_dir), "--labels", str(run_dir / labels.STORE)]
     args += ["--runs-root", str(tmp_path / "cal"), "--run-id", "cal"]
     args += ["--set", f"cache_dir={tmp_path / 'cache'}"]
     with fake.script(agreeing_judge):

@@ -192,5 +192,5 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
     # The viewer wrote the sample and the labels into the run (and the labels' lock), nothing
     # else; no half-written file is left.
     added = {f.name for f in run_dir.iterdir()} - before
-    assert added - {".labels.lock"} == {labels.SAMPLE_FILE, labels.FILE}
-    assert not any(run_dir.glob(".*.tmp"))
+    assert added - {".labels.lock"} == {labels.SAMPLE_FILE, labels.STORE}
+    assert not any(run_dir.glob(".*.tmp")) and not any((run_dir / labels.STORE).glob(".*.tmp"))

@@ -203,3 +203,38 @@ def test_regression_event_names_what_regressed_and_why():
     assert row["against"] == "baseline" and row["attribution"] == "content"
     quiet = day_changes(_series(10), "2026-11-10")
     assert regression_event("support", "2026-11-10", "/x", quiet) is None
+
+
+def test_the_mix_split_reads_each_strata_se_as_estimated_not_from_its_interval():
+    import math
+
+    from scipy import stats
+
+    from ragaudit.audit._drift import DayDesign
+    from ragaudit.audit._watch import _strata
+
+    # Two strata of four units each: weights 1, 1, 2, 2 and values 0, 1, 1, 0 in both.
+    strata = ["a/head"] * 4 + ["a/tail"] * 4
+    sample = pl.DataFrame(
+        {
+            "unit": [f"u{i}" for i in range(8)],
+            "segment": ["a"] * 8,
+            "stratum": strata,
+            "stratum_requests": [10] * 4 + [30] * 4,
+            "pi": [0.5] * 8,
+            "weight": [1.0, 1.0, 2.0, 2.0] * 2,
+        }
+    )
+    values = pl.DataFrame(
+        {
+            "unit": [f"u{i}" for i in range(8)],
+            "metric": ["m"] * 8,
+            "value": [0.0, 1.0, 1.0, 0.0] * 2,
+            "status": ["ok"] * 8,
+        }
+    )
+    got = _strata(DayDesign(sample, values)).sort("stratum")
+    se = math.sqrt(4 / 3 * 10 / 144)  # by hand, as test_audit_estimate's one-stratum case
+    assert got["se"].to_list() == pytest.approx([se, se])
+    # What undoing the t(3) interval at z = 1.96 gave: too wide by t(3) / z.
+    assert got["se"][0] < se * stats.t.ppf(0.975, 3) / 1.96 - 0.05

@@ -231,3 +231,32 @@ def test_ppi_against_an_independent_linearisation() -> None:
     # The judge alone is off by its bias; the correction moves toward the people's mean.
     people_mean = (w * human).sum() / w.sum()
     assert abs(row["ppi_estimate"] - people_mean) < abs(row["estimate"] - people_mean)
+
+
+def test_the_standard_error_is_stored_and_the_interval_is_t_times_it() -> None:
+    # The hand-checked case above: se = sqrt(4/3 × 10/144), the interval t(3) × se wide.
+    sample = _sample(["a/tail"] * 4, [1.0, 1.0, 2.0, 2.0])
+    row = estimate(_values([0.0, 1.0, 1.0, 0.0]), sample).row(0, named=True)
+    se = math.sqrt(4 / 3 * 10 / 144)
+    assert row["se"] == pytest.approx(se)
+    assert row["ci_high"] - row["estimate"] == pytest.approx(stats.t.ppf(0.975, 3) * se)
+    # Undoing the interval at z = 1.96 would overstate se by t(3) / z, about 1.6 times.
+    assert (row["ci_high"] - row["ci_low"]) / (2 * 1.959964) > 1.5 * row["se"]
+    census = estimate(_values([0.7]), _sample(["a/head"], [3.0], pis=[1.0])).row(0, named=True)
+    assert census["se"] == 0.0
+
+
+def test_ppi_se_and_the_units_labelled() -> None:
+    rng = np.random.default_rng(3)
+    strata = ["a/tail"] * 10 + ["a/head"] * 10
+    w, y = list(rng.uniform(1, 5, 20)), list(rng.uniform(0, 1, 20))
+    plain = estimate(_values(y), _sample(strata, w)).row(0, named=True)
+    assert plain["ppi_n"] == 0 and plain["ppi_se"] is None
+    given = {i: y[i] for i in range(0, 20, 4)}  # five units, people agreeing with the judge
+    row = estimate(_values(y), _sample(strata, w), labels=_labels(given)).row(0, named=True)
+    assert row["ppi_n"] == 5
+    assert row["ppi_se"] == pytest.approx(row["se"])
+    # A labelled unit whose judge value failed is no PPI pair.
+    failed = [None if i == 0 else v for i, v in enumerate(y)]
+    row = estimate(_values(failed), _sample(strata, w), labels=_labels(given)).row(0, named=True)
+    assert row["ppi_n"] == 4

@@ -323,7 +323,7 @@ def test_calibrate_reads_the_labels_store_as_it_is(run_dir: Path) -> None:
     assert _post(client, grade[1]["position"], None).status_code == 200
     assert _post(client, faith["position"], 1.0).status_code == 200
     assert _post(client, faith["position"], 0.0, "bob").status_code == 200
-    for path in (run_dir, run_dir / labels.FILE):
+    for path in (run_dir, run_dir / labels.STORE):
         grades = load_grade_labels(path)
         assert [(g.question_id, g.context_id, g.human) for g in grades] == [
             (grade[0]["question_id"], grade[0]["candidate_id"], 3)
@@ -337,7 +337,7 @@ def test_calibrate_reads_the_labels_store_as_it_is(run_dir: Path) -> None:
             ("faithfulness", 1.0),
         ]
         assert all(len(m.sample.contexts) == 3 and m.sample.response for m in metric)
-    with pytest.raises(InputError, match="no labels.parquet"):
+    with pytest.raises(InputError, match="no labels in this folder"):
         load_labels(run_dir.parent)
 
 
@@ -386,4 +386,17 @@ def test_a_huge_label_post_is_refused_before_it_is_read(run_dir: Path) -> None:
         headers={"content-type": "application/json"},
     )
     assert unsized.status_code == 411
-    assert not (run_dir / labels.FILE).exists()
+    assert not labels.has_labels(run_dir)
+
+
+def test_a_foreign_part_in_the_labels_store_is_one_409_line(run_dir: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    client = _client(run_dir.parent)
+    assert _post(client, 0, 1.0).status_code == 200
+    pq.write_table(pa.table({"x": [1]}), run_dir / labels.STORE / "labels-0-foreign.parquet")
+    answer = client.get("/runs/r1/label/api/start", params={"annotator": "ann"})
+    assert answer.status_code == 409
+    assert answer.text.startswith("r1/labels/labels-0-foreign.parquet: not a part of this store")
+    assert str(run_dir.parent.resolve()) not in answer.text
