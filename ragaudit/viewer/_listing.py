@@ -12,6 +12,7 @@ reason; it never hides the others. The judgment store is not listed: it holds no
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -20,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachetools import LRUCache
-from fastapi import HTTPException
 
-from ragaudit.errors import clip
+from ragaudit.atomic import write_json
+from ragaudit.errors import ConfigError, clip
 from ragaudit.reporting import CALIBRATION_META, RunOverview, run_overview
 from ragaudit.runfolder import COMPLETE_STATUSES, RunsRoot, run_state
+from ragaudit.runlock import check_run_id
 from ragaudit.secrets import redact
-from ragaudit.viewer._paths import run_path
 
 PAGE_SIZE = 50
 """Rows of the runs list a page shows."""
@@ -98,6 +99,37 @@ class Page:
 Signature = tuple[int, tuple[tuple[str, int, int], ...]]
 _HeadKey = tuple[int, int, int]
 
+INDEX_FILE = ".ragaudit-view-index.json"
+"""The heads of a root's folders by their keys, kept in the root for the next server.
+
+Hidden (a name no run id can take) and only a cache: a head whose key no longer matches its
+folder is read again, and a missing, damaged or unwritable index only costs that read."""
+_INDEX_VERSION = 1
+_KINDS = frozenset({"run", "tune", "battles", "audit", "judgments", "calibration", "foreign"})
+
+
+def _load_index(root: Path) -> dict[str, tuple[_HeadKey, Head]]:
+    """The heads kept in ``root``'s index; {} when there is none or it cannot be trusted."""
+    try:
+        kept = json.loads((root / INDEX_FILE).read_text(encoding="utf-8"))
+        if kept.get("version") != _INDEX_VERSION:
+            return {}
+        out = {}
+        for name, (mtime, m_mtime, m_size, kind, started) in kept["heads"].items():
+            check_run_id(name)
+            key = (int(mtime), int(m_mtime), int(m_size))
+            if kind in _KINDS and isinstance(started, str):
+                out[name] = (key, Head(name, kind, started))
+        return out
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError):
+        return {}
+
+
+def _save_index(root: Path, heads: dict[str, tuple[_HeadKey, Head]]) -> None:
+    rows = {name: [*key, h.kind, h.started_at] for name, (key, h) in heads.items()}
+    with contextlib.suppress(OSError):  # a read-only root: the next server reads the folders
+        write_json({"version": _INDEX_VERSION, "heads": rows}, root / INDEX_FILE)
+
 
 def signature(folder: Path) -> Signature:
     """What changes whenever anything in the folder is written.
@@ -116,15 +148,15 @@ def signature(folder: Path) -> Signature:
     return folder.stat().st_mtime_ns, tuple(sorted(found))
 
 
-def _head_key(folder: Path) -> _HeadKey:
+def _head_key(folder: str) -> _HeadKey:
     """The folder's mtime and its manifest's (mtime, size).
 
     A marker or a manifest renamed into place changes the first, a manifest rewritten in
-    place the second.
+    place the second. Plain ``os.stat`` on strings: this runs for every folder of the root.
     """
-    mtime = folder.stat().st_mtime_ns
+    mtime = os.stat(folder).st_mtime_ns
     try:
-        st = (folder / "manifest.json").stat()
+        st = os.stat(os.path.join(folder, "manifest.json"))
     except OSError:
         return mtime, 0, -1
     return mtime, st.st_mtime_ns, st.st_size
@@ -209,7 +241,8 @@ class Listing:
         self._runs_root = RunsRoot(root)
         self._kept: LRUCache[str, tuple[Signature, Listed]] = LRUCache(size)
         # One small head per folder: the whole root's, however many (no LRU would keep a page).
-        self._heads: dict[str, tuple[_HeadKey, Head]] = {}
+        self._heads: dict[str, tuple[_HeadKey, Head]] = _load_index(root)
+        self._changed = False
         self._lock = threading.Lock()
 
     def folder(self, folder: Path) -> Listed:
@@ -224,30 +257,39 @@ class Listing:
             self._kept[folder.name] = (sig, listed)
         return listed
 
-    def _head(self, folder: Path) -> Head:
-        key = _head_key(folder)
+    def _head(self, name: str, path: str) -> Head:
+        key = _head_key(path)
         with self._lock:
-            kept = self._heads.get(folder.name)
+            kept = self._heads.get(name)
         if kept is not None and kept[0] == key:
             return kept[1]
+        folder = Path(path)
         kind = _kind(self._runs_root, folder)
-        head = Head(folder.name, kind, _started(folder, kind))
+        head = Head(name, kind, _started(folder, kind))
         with self._lock:
-            self._heads[folder.name] = (key, head)
+            self._heads[name] = (key, head)
+            self._changed = True
         return head
 
     def heads(self) -> list[Head]:
-        """Every listed folder's head, newest first (the store left out)."""
+        """Every listed folder's head, newest first (the store left out).
+
+        A folder is listed when its name is a run id (``check_run_id``: no hidden folder) and
+        it is a folder of its own: a symlink is not (one to a folder of the root would list
+        that folder twice, one out of the root is never the viewer's).
+        """
         out: list[Head] = []
         seen = set()
         with os.scandir(self.root) as entries:
             for entry in entries:
                 try:
-                    folder = run_path(self.root, entry.name)
-                    head = self._head(folder)
-                except HTTPException:
-                    # Not a run id, a file, or a symlink out of the root: not the viewer's.
+                    check_run_id(entry.name)
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                except (ConfigError, OSError):
                     continue
+                try:
+                    head = self._head(entry.name, entry.path)
                 except OSError:
                     # Listed as unreadable, with its reason, when its page is read.
                     head = Head(entry.name, "unreadable", "")
@@ -257,6 +299,11 @@ class Listing:
         with self._lock:
             for gone in self._heads.keys() - seen:
                 del self._heads[gone]
+                self._changed = True
+            changed, self._changed = self._changed, False
+            kept = dict(self._heads) if changed else None
+        if kept is not None:
+            _save_index(self.root, kept)
         return sorted(out, key=lambda h: (h.started_at, h.name), reverse=True)
 
     def _entry(self, head: Head) -> Listed:
@@ -284,4 +331,13 @@ class Listing:
         return [self._entry(h) for h in self.heads()]
 
 
-__all__ = ["PAGE_SIZE", "Head", "Listed", "Listing", "Page", "audit_days", "signature"]
+__all__ = [
+    "INDEX_FILE",
+    "PAGE_SIZE",
+    "Head",
+    "Listed",
+    "Listing",
+    "Page",
+    "audit_days",
+    "signature",
+]

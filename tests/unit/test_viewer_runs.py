@@ -246,3 +246,32 @@ def test_the_list_is_paged_newest_first_and_reads_only_its_page(
     os.utime(root / "r000", ns=(1, 1))
     assert _listed(client.get("/").text)[0] == "r000"
     assert read == ["r000"]
+
+
+def test_a_new_server_reads_only_the_folders_changed_since_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "runs"
+    for i in range(3):
+        _run(root, f"r{i}", started_at=f"2026-11-0{i + 1}T00:00:00")
+    heads: list[str] = []
+    real = listing_module._started
+
+    def counted(folder: Path, kind: str) -> str:
+        heads.append(folder.name)
+        return real(folder, kind)
+
+    monkeypatch.setattr(listing_module, "_started", counted)
+    assert _listed(_client(root).get("/").text) == ["r2", "r1", "r0"]
+    assert sorted(heads) == ["r0", "r1", "r2"]
+    assert (root / listing_module.INDEX_FILE).is_file()
+    # A fresh server: the index holds every unchanged folder's head.
+    heads.clear()
+    _run(root, "r3", started_at="2026-11-04T00:00:00")
+    assert _listed(_client(root).get("/").text) == ["r3", "r2", "r1", "r0"]
+    assert heads == ["r3"]
+    # A damaged index (or one from elsewhere) is only a cache: every folder is read again.
+    (root / listing_module.INDEX_FILE).write_text('{"version": 1, "heads": {"../x": [1]}}')
+    heads.clear()
+    assert _listed(_client(root).get("/").text) == ["r3", "r2", "r1", "r0"]
+    assert sorted(heads) == ["r0", "r1", "r2", "r3"]
