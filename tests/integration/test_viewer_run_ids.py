@@ -7,10 +7,6 @@ httpx, and by headless Chromium, which labels as "Ana Lee" through the page).
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -19,40 +15,16 @@ import pyarrow.parquet as pq
 import pytest
 from support.html_runs import CHROMIUM, chromium_page, served_from
 from support.label_runs import write_label_run
+from support.viewer_runs import serving
 
 from ragaudit import labels
 
 
-@contextlib.contextmanager
-def _label_server(run_dir: Path, *args: str) -> Iterator[str]:
+def _label_server(run_dir: Path, *args: str) -> contextlib.AbstractContextManager[str]:
     """``python -m ragaudit label RUN_DIR ARGS --port 0 --no-browser``; yields the printed URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ragaudit", "label", str(run_dir), *args]
-        + ["--port", "0", "--no-browser", "--sample", "5"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "400"},
+    return serving(
+        "label", str(run_dir), *args, "--port", "0", "--no-browser", "--sample", "5", wait=False
     )
-    try:
-        assert proc.stdout is not None
-        url = None
-        for _ in range(5):
-            line = proc.stdout.readline()
-            if " at http://" in line:
-                url = line.rsplit(" at ", 1)[1].strip()
-                break
-        if url is None:
-            proc.kill()
-            raise RuntimeError(f"ragaudit label printed no address: {proc.communicate()}")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.parametrize("run_id", ["测试运行", "nightly 01", "a+b"])
