@@ -63,12 +63,14 @@ class Listed:
     """Why the run is incomplete or could not be read, or what the folder holds (None:
     nothing to say)."""
     overview: RunOverview | None = None
+    has_report: bool = False
+    """A tune folder holds the ``report.html`` the tune wrote (its page in the viewer)."""
 
     @property
     def openable(self) -> bool:
         """Whether the viewer has a page for it."""
         if self.kind == "tune":
-            return self.note is not None and self.note.startswith(TUNE_REPORT)
+            return self.has_report
         return self.kind in {"run", "calibration", "audit"} and self.status != "damaged"
 
 
@@ -215,9 +217,9 @@ def _read(root: RunsRoot, folder: Path) -> Listed:
             return Listed(run_id, "audit", "audit", f"{len(days)} days, the last {days[0]}")
         return Listed(run_id, "audit", "audit", "no finished day yet")
     if kind == "tune":
-        has_page = (folder / TUNE_REPORT).is_file()
-        note = f"{TUNE_REPORT} (ragaudit tune)" if has_page else "no report.html yet"
-        return Listed(run_id, "tune", "tune", note)
+        has_report = (folder / TUNE_REPORT).is_file()
+        note = f"{TUNE_REPORT} (ragaudit tune)" if has_report else f"no {TUNE_REPORT} yet"
+        return Listed(run_id, "tune", "tune", note, has_report=has_report)
     if kind == "battles":
         return Listed(run_id, "battles", "battles", "leaderboard.parquet (ragaudit battles)")
     if kind in ("judgments", "calibration"):

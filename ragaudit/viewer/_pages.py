@@ -233,7 +233,10 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
 
     if listed.kind == "tune":
         # The tune's own page, as it wrote it (under the reports' policy, like an audit day).
-        tune_page = (folder / TUNE_REPORT).read_text(encoding="utf-8")
+        try:
+            tune_page = (folder / TUNE_REPORT).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # rewritten or removed since it was listed
+            return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 409, listed)
         return _framed(tune_page, run=listed, sampled=False)
 
     if listed.kind == "audit":
