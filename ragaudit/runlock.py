@@ -50,14 +50,17 @@ def check_run_id(run_id: str) -> str:
     """Return ``run_id`` when it is a plain folder name; else raise one clear error.
 
     Raises:
-        ConfigError: The id is empty, ``.``/``..``, absolute, holds a path separator or a
-            control character, or is too long for a folder name.
+        ConfigError: The id is empty, ``.``/``..``, starts with ``.``, absolute, holds a path
+            separator or a control character, or is too long for a folder name.
     """
     problem = None
     if not isinstance(run_id, str) or not run_id.strip():
         problem = "it is empty"
     elif run_id in {".", ".."}:
         problem = "it names a folder outside the runs root"
+    elif run_id.startswith("."):
+        # A hidden folder: no listing (``ls``, the viewer) would show the run.
+        problem = "it starts with '.' (a hidden folder)"
     elif os.path.isabs(run_id) or "/" in run_id or "\\" in run_id:
         problem = "it is a path (a run id is one folder name under runs_root: no '/' or '\\')"
     elif not run_id.isprintable():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import quote
 
 import typer
 
@@ -84,10 +83,12 @@ def label_cmd(
             f"only to a new one: delete {labels.SAMPLE_FILE} to draw again)",
             soft_wrap=True,
         )
-    open_path = f"/runs/{quote(folder.name)}/label"
-    if annotator:
-        open_path += f"?annotator={quote(annotator.strip())}"
+    from ragaudit.viewer import run_url
     from ragaudit.viewer.server import open_in_browser, serve
+
+    # Encoded once, here: the page reads the name back exactly as given.
+    who = {"annotator": annotator.strip()} if annotator and annotator.strip() else {}
+    open_path = run_url(folder.name, "label", **who)
 
     # The viewer's server: the same loopback host check and cross-origin refusal as `view`.
     serve(

@@ -1,13 +1,18 @@
 """The folders under a runs root as the viewer lists them: every folder, whatever state it is in.
 
-A folder is read through the library (``runfolder.run_state``, ``reporting.run_overview``) and
-kept until any of its entries changes, so a list of 50 runs is read once and a run written
+Listing a page of a large root reads only what that page shows. Every folder has a *head*
+(its kind, from ``runfolder.RunsRoot.kind_of``, and its start time, from its manifest) kept
+until the folder or its manifest changes (two ``stat`` calls a folder per request); the heads
+order the list, newest first, and cut it into pages. A folder's full entry (its state and
+overview, read through the library: ``runfolder.run_state``, ``reporting.run_overview``) is
+read only for the rows shown and kept until any of its entries changes, so a run written
 meanwhile shows up at the next request. One folder that cannot be read is listed with its
-reason; it never hides the others.
+reason; it never hides the others. The judgment store is not listed: it holds no run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -16,13 +21,32 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachetools import LRUCache
-from fastapi import HTTPException
 
-from ragaudit.errors import clip
+from ragaudit.atomic import write_json
+from ragaudit.errors import ConfigError, clip
 from ragaudit.reporting import CALIBRATION_META, RunOverview, run_overview
-from ragaudit.runfolder import COMPLETE_STATUSES, run_state
+from ragaudit.runfolder import COMPLETE_STATUSES, RunsRoot, run_state
+from ragaudit.runlock import check_run_id
 from ragaudit.secrets import redact
-from ragaudit.viewer._paths import run_path
+
+PAGE_SIZE = 50
+"""Rows of the runs list a page shows."""
+
+TUNE_REPORT = "report.html"
+"""The page a tune writes into its folder (``tuning``), shown as the tune's page."""
+
+HIDDEN_KINDS = frozenset({"judgments"})
+"""Kinds of folder the list leaves out: the judgment store is the runs' shared memo, no run."""
+
+# What the list says a folder is when it holds no run of its own.
+_WHAT = {
+    "tune": "tune",
+    "battles": "battles",
+    "audit": "audit",
+    "judgments": "judgment store",
+    "calibration": "calibration",
+    "foreign": "not a run folder",
+}
 
 
 @dataclass(frozen=True)
@@ -31,21 +55,82 @@ class Listed:
 
     run_id: str
     kind: str
-    """``run``, ``calibration``, ``audit`` (an audit's days), ``foreign`` (not a run folder) or
-    ``unreadable``."""
+    """``run``, ``calibration``, ``tune``, ``battles``, ``audit`` (an audit's days),
+    ``judgments`` (the store), ``foreign`` (not a run folder) or ``unreadable``."""
     status: str
     """The run's state (``run_state``), or what the folder is when it holds no run."""
     note: str | None = None
-    """Why the run is incomplete or could not be read (None: nothing to say)."""
+    """Why the run is incomplete or could not be read, or what the folder holds (None:
+    nothing to say)."""
     overview: RunOverview | None = None
+    has_report: bool = False
+    """A tune folder holds the ``report.html`` the tune wrote (its page in the viewer)."""
 
     @property
     def openable(self) -> bool:
-        """Whether a report page can be built from it."""
+        """Whether the viewer has a page for it."""
+        if self.kind == "tune":
+            return self.has_report
         return self.kind in {"run", "calibration", "audit"} and self.status != "damaged"
 
 
+@dataclass(frozen=True)
+class Head:
+    """What orders a folder in the list, read once per change of the folder or its manifest."""
+
+    name: str
+    kind: str
+    """A :data:`ragaudit.runfolder.FolderKind`, ``calibration`` or ``foreign``."""
+    started_at: str
+    """The run's start (its manifest's ``started_at``), else the folder's last change (UTC)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of the runs list."""
+
+    rows: list[Listed]
+    number: int
+    """1 for the newest rows."""
+    pages: int
+    total: int
+    """Folders listed on every page together (after the filter)."""
+    query: str
+
+
 Signature = tuple[int, tuple[tuple[str, int, int], ...]]
+_HeadKey = tuple[int, int, int]
+
+INDEX_FILE = ".ragaudit-view-index.json"
+"""The heads of a root's folders by their keys, kept in the root for the next server.
+
+Hidden (a name no run id can take) and only a cache: a head whose key no longer matches its
+folder is read again, and a missing, damaged or unwritable index only costs that read."""
+_INDEX_VERSION = 1
+_KINDS = frozenset({"run", "tune", "battles", "audit", "judgments", "calibration", "foreign"})
+
+
+def _load_index(root: Path) -> dict[str, tuple[_HeadKey, Head]]:
+    """The heads kept in ``root``'s index; {} when there is none or it cannot be trusted."""
+    try:
+        kept = json.loads((root / INDEX_FILE).read_text(encoding="utf-8"))
+        if kept.get("version") != _INDEX_VERSION:
+            return {}
+        out = {}
+        for name, (mtime, m_mtime, m_size, kind, started) in kept["heads"].items():
+            check_run_id(name)
+            key = (int(mtime), int(m_mtime), int(m_size))
+            if kind in _KINDS and isinstance(started, str):
+                out[name] = (key, Head(name, kind, started))
+        return out
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError):
+        return {}
+
+
+def _save_index(root: Path, heads: dict[str, tuple[_HeadKey, Head]]) -> None:
+    rows = {name: [*key, h.kind, h.started_at] for name, (key, h) in heads.items()}
+    with contextlib.suppress(OSError):  # a read-only root: the next server reads the folders
+        write_json({"version": _INDEX_VERSION, "heads": rows}, root / INDEX_FILE)
 
 
 def signature(folder: Path) -> Signature:
@@ -63,6 +148,20 @@ def signature(folder: Path) -> Signature:
                 continue
             found.append((e.name, st.st_mtime_ns, st.st_size))
     return folder.stat().st_mtime_ns, tuple(sorted(found))
+
+
+def _head_key(folder: str) -> _HeadKey:
+    """The folder's mtime and its manifest's (mtime, size).
+
+    A marker or a manifest renamed into place changes the first, a manifest rewritten in
+    place the second. Plain ``os.stat`` on strings: this runs for every folder of the root.
+    """
+    mtime = os.stat(folder).st_mtime_ns
+    try:
+        st = os.stat(os.path.join(folder, "manifest.json"))
+    except OSError:
+        return mtime, 0, -1
+    return mtime, st.st_mtime_ns, st.st_size
 
 
 def _unreadable(run_id: str, why: str) -> Listed:
@@ -88,15 +187,45 @@ def audit_days(folder: Path) -> list[str]:
     return sorted(days, reverse=True)
 
 
-def _read(folder: Path) -> Listed:
+def _kind(root: RunsRoot, folder: Path) -> str:
+    """The folder's kind as the runs root names it (a calibration run has no manifest)."""
+    kind = root.kind_of(folder.name)
+    if kind is not None:
+        return kind
+    return "calibration" if (folder / CALIBRATION_META).is_file() else "foreign"
+
+
+def _started(folder: Path, kind: str) -> str:
+    """The run's start from its manifest; else (or unreadable) the folder's last change."""
+    if kind == "run":
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            started = manifest.get("started_at") if isinstance(manifest, dict) else None
+            if isinstance(started, str) and started:
+                return started
+        except (OSError, ValueError):
+            pass
+    return dt.datetime.fromtimestamp(folder.stat().st_mtime, dt.UTC).isoformat()
+
+
+def _read(root: RunsRoot, folder: Path) -> Listed:
     run_id = folder.name
-    if not (folder / "manifest.json").is_file():
-        if (folder / CALIBRATION_META).is_file():
-            return Listed(run_id, "calibration", "calibration")
-        days = audit_days(folder) if run_id.startswith("audit-") else []
+    kind = _kind(root, folder)
+    if kind == "audit":
+        days = audit_days(folder)
         if days:
             return Listed(run_id, "audit", "audit", f"{len(days)} days, the last {days[0]}")
-        return Listed(run_id, "foreign", "not a run folder", "no manifest.json")
+        return Listed(run_id, "audit", "audit", "no finished day yet")
+    if kind == "tune":
+        has_report = (folder / TUNE_REPORT).is_file()
+        note = f"{TUNE_REPORT} (ragaudit tune)" if has_report else f"no {TUNE_REPORT} yet"
+        return Listed(run_id, "tune", "tune", note, has_report=has_report)
+    if kind == "battles":
+        return Listed(run_id, "battles", "battles", "leaderboard.parquet (ragaudit battles)")
+    if kind in ("judgments", "calibration"):
+        return Listed(run_id, kind, _WHAT[kind])
+    if kind == "foreign":
+        return Listed(run_id, "foreign", _WHAT["foreign"], "no manifest.json")
     try:
         overview = run_overview(folder)
         # The overview holds the state's status; its reason is read only where there is one.
@@ -111,7 +240,11 @@ class Listing:
 
     def __init__(self, root: Path, size: int = 4096) -> None:
         self.root = root
+        self._runs_root = RunsRoot(root)
         self._kept: LRUCache[str, tuple[Signature, Listed]] = LRUCache(size)
+        # One small head per folder: the whole root's, however many (no LRU would keep a page).
+        self._heads: dict[str, tuple[_HeadKey, Head]] = _load_index(root)
+        self._changed = False
         self._lock = threading.Lock()
 
     def folder(self, folder: Path) -> Listed:
@@ -121,29 +254,92 @@ class Listing:
             kept = self._kept.get(folder.name)
         if kept is not None and kept[0] == sig:
             return kept[1]
-        listed = _read(folder)
+        listed = _read(self._runs_root, folder)
         with self._lock:
             self._kept[folder.name] = (sig, listed)
         return listed
 
+    def _head(self, name: str, path: str) -> Head:
+        key = _head_key(path)
+        with self._lock:
+            kept = self._heads.get(name)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        folder = Path(path)
+        kind = _kind(self._runs_root, folder)
+        head = Head(name, kind, _started(folder, kind))
+        with self._lock:
+            self._heads[name] = (key, head)
+            self._changed = True
+        return head
+
+    def heads(self) -> list[Head]:
+        """Every listed folder's head, newest first (the store left out).
+
+        A folder is listed when its name is a run id (``check_run_id``: no hidden folder) and
+        it is a folder of its own: a symlink is not (one to a folder of the root would list
+        that folder twice, one out of the root is never the viewer's).
+        """
+        out: list[Head] = []
+        seen = set()
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                try:
+                    check_run_id(entry.name)
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                except (ConfigError, OSError):
+                    continue
+                try:
+                    head = self._head(entry.name, entry.path)
+                except OSError:
+                    # Listed as unreadable, with its reason, when its page is read.
+                    head = Head(entry.name, "unreadable", "")
+                seen.add(entry.name)
+                if head.kind not in HIDDEN_KINDS:
+                    out.append(head)
+        with self._lock:
+            for gone in self._heads.keys() - seen:
+                del self._heads[gone]
+                self._changed = True
+            changed, self._changed = self._changed, False
+            kept = dict(self._heads) if changed else None
+        if kept is not None:
+            _save_index(self.root, kept)
+        return sorted(out, key=lambda h: (h.started_at, h.name), reverse=True)
+
+    def _entry(self, head: Head) -> Listed:
+        try:
+            return self.folder(self.root / head.name)
+        except OSError as exc:
+            return _unreadable(head.name, str(exc))
+
+    def page(self, number: int = 1, query: str = "", size: int = PAGE_SIZE) -> Page:
+        """Page ``number`` (1: the newest) of the folders whose name holds ``query``.
+
+        Only the page's folders are read beyond their heads.
+        """
+        heads = self.heads()
+        if query:
+            wanted = query.casefold()
+            heads = [h for h in heads if wanted in h.name.casefold()]
+        pages = max(1, -(-len(heads) // size))
+        number = min(max(number, 1), pages)
+        shown = heads[(number - 1) * size : number * size]
+        return Page([self._entry(h) for h in shown], number, pages, len(heads), query)
+
     def all(self) -> list[Listed]:
-        """Every folder under the root whose name is a run id, newest run first."""
-        out = []
-        for entry in sorted(os.scandir(self.root), key=lambda e: e.name):
-            try:
-                folder = run_path(self.root, entry.name)
-            except HTTPException:
-                # A hidden folder, a file, or a symlink out of the root: not the viewer's.
-                continue
-            try:
-                out.append(self.folder(folder))
-            except OSError as exc:
-                out.append(_unreadable(entry.name, str(exc)))
-
-        def started(listed: Listed) -> str:
-            return (listed.overview.started_at or "") if listed.overview else ""
-
-        return sorted(out, key=lambda r: (started(r), r.run_id), reverse=True)
+        """Every listed folder's full entry, newest first (reads every folder: the trend's)."""
+        return [self._entry(h) for h in self.heads()]
 
 
-__all__ = ["Listed", "Listing", "audit_days", "signature"]
+__all__ = [
+    "INDEX_FILE",
+    "PAGE_SIZE",
+    "Head",
+    "Listed",
+    "Listing",
+    "Page",
+    "audit_days",
+    "signature",
+]

@@ -8,13 +8,14 @@ folders are unchanged: a label or a resumed stage written since shows at the nex
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from cachetools import LRUCache
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from ragaudit import labels
@@ -29,7 +30,14 @@ from ragaudit.reporting import (
     trend,
 )
 from ragaudit.secrets import redact
-from ragaudit.viewer._listing import Listed, Listing, Signature, audit_days, signature
+from ragaudit.viewer._listing import (
+    TUNE_REPORT,
+    Listed,
+    Listing,
+    Signature,
+    audit_days,
+    signature,
+)
 from ragaudit.viewer._paths import run_path
 
 if TYPE_CHECKING:
@@ -63,6 +71,8 @@ def _pretty(text: str | None) -> str:
 
 
 _env.filters["pretty"] = _pretty
+# A run id in a command shown to copy: ``nightly 01`` must stay one argument in the shell.
+_env.filters["shell"] = shlex.quote
 
 T = TypeVar("T")
 
@@ -197,12 +207,20 @@ def favicon() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def runs_page(request: Request) -> HTMLResponse:
-    """Every folder under the runs root: runs with their means, and what the others are."""
+def runs_page(
+    request: Request,
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    q: Annotated[str, Query(max_length=200)] = "",
+) -> HTMLResponse:
+    """The folders under the runs root, newest first, a page at a time.
+
+    Runs with their means, and what the others are (a tune, battles, an audit); ``q`` keeps
+    the folders whose name holds it.
+    """
     v = viewer(request)
-    listed = v.listing.all()
-    metrics = sorted({m for r in listed if r.overview for m in r.overview.means})
-    return _page("runs.html.j2", root=str(v.root), runs=listed, metrics=metrics)
+    shown = v.listing.page(page, q.strip())
+    metrics = sorted({m for r in shown.rows if r.overview for m in r.overview.means})
+    return _page("runs.html.j2", root=str(v.root), runs=shown.rows, metrics=metrics, page=shown)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -212,6 +230,14 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
     folder, listed, sig = v.run(run_id)
     if not listed.openable:
         return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
+
+    if listed.kind == "tune":
+        # The tune's own page, as it wrote it (under the reports' policy, like an audit day).
+        try:
+            tune_page = (folder / TUNE_REPORT).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # rewritten or removed since it was listed
+            return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 409, listed)
+        return _framed(tune_page, run=listed, sampled=False)
 
     if listed.kind == "audit":
         days = audit_days(folder)

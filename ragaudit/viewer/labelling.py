@@ -12,7 +12,6 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import pyarrow as pa
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragaudit import labels
 from ragaudit.errors import InputError
 from ragaudit.viewer._pages import _message, _render
-from ragaudit.viewer._paths import run_path
+from ragaudit.viewer._paths import attachment, run_path, run_url
 
 router = APIRouter()
 
@@ -46,8 +45,14 @@ def _sample(run_dir: Path) -> pa.Table:
 
 
 def _annotator(name: str) -> str:
-    """The annotator's name, trimmed; 422 for an empty, overlong or control-character name."""
-    name = name.strip()
+    """The annotator's name as stored: one person, one name.
+
+    Taken as given (the server decoded the address or the body once; a ``%`` in it is a
+    character of the name), in Unicode's composed form with its spaces collapsed, so that
+    ``Ana Lee`` typed twice, or pasted with a doubled space, is one annotator. 422 for an
+    empty, overlong or control-character name.
+    """
+    name = " ".join(unicodedata.normalize("NFC", name).split())
     if not name or len(name) > MAX_ANNOTATOR:
         raise HTTPException(status_code=422, detail=f"annotator: 1 to {MAX_ANNOTATOR} characters")
     if any(unicodedata.category(ch).startswith("C") for ch in name):
@@ -106,7 +111,7 @@ def draw_and_label(
         # A form's answer is a page a person reads (the API's JSON would show raw in the tab).
         return _message("Nothing to label", str(exc), 409)
     # 303: the browser follows with a GET, so a reload of the page never draws again.
-    return RedirectResponse(f"/runs/{quote(run_dir.name)}/label", status_code=303)
+    return RedirectResponse(run_url(run_dir.name, "label"), status_code=303)
 
 
 @router.get("/runs/{run_id}/label/api/start")
@@ -224,7 +229,7 @@ def export_csv(request: Request, run_id: str) -> PlainTextResponse:
     return PlainTextResponse(
         labels.labels_csv(labels.read_labels(run_dir)),
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{run_dir.name}.labels.csv"'},
+        headers={"Content-Disposition": attachment(f"{run_dir.name}.labels.csv")},
     )
 
 
@@ -242,5 +247,5 @@ def export_qrels(
         raise HTTPException(status_code=409, detail=str(exc)) from None
     return PlainTextResponse(
         text,
-        headers={"Content-Disposition": f'attachment; filename="{run_dir.name}.qrels.txt"'},
+        headers={"Content-Disposition": attachment(f"{run_dir.name}.qrels.txt")},
     )

@@ -8,7 +8,7 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from ragaudit.errors import RagauditError
 
@@ -53,7 +53,8 @@ def serve(
         host: The address to bind (loopback by default).
         port: The port (0: any free one).
         token: The secret every request must carry (None: loopback only, or a random one).
-        open_path: The page the printed address points at.
+        open_path: The page the printed address points at, percent-encoded
+            (``viewer._paths.run_url``).
         on_ready: Called with the address once the socket listens (opens a browser).
     """
     import uvicorn
@@ -73,7 +74,10 @@ def serve(
         raise RagauditError(f"view: cannot listen on {host}:{port} ({exc.strerror})") from None
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    url = f"http://{shown}:{bound}{quote(open_path, safe='/?=&')}"
+    # ``open_path`` comes encoded (``_paths.run_url``): encoding it again turned a run id's
+    # ``%E6`` into ``%25E6`` and ``Ana%20Lee`` into ``Ana%2520Lee``, an address that 404s and a
+    # second name for one annotator.
+    url = f"http://{shown}:{bound}{open_path}"
     if token is not None:
         url += ("&" if "?" in url else "?") + urlencode({"token": token})
     print(f"ragaudit view: serving {runs_root} at {url}", flush=True)

@@ -20,7 +20,7 @@ from ragaudit.errors import ConfigError
 from ragaudit.runfolder import RunFolder
 from ragaudit.runlock import RunLock, RunLocked, check_run_id
 
-BAD_IDS = ["../escaped", "a/b", "/tmp/absolute", "..", ".", "", "x\\y", "tab\there"]
+BAD_IDS = ["../escaped", "a/b", "/tmp/absolute", "..", ".", "", "x\\y", "tab\there", ".hidden"]
 
 
 @pytest.mark.parametrize("run_id", BAD_IDS)
@@ -33,7 +33,9 @@ def test_a_run_id_that_is_a_path_is_refused_everywhere(tmp_path: Path, run_id: s
         load_config(None, {"run_id": run_id}, environ={})
 
 
-@pytest.mark.parametrize("run_id", ["demo", "2026-11-25_a.b", "评测-1", "x" * 200])
+@pytest.mark.parametrize(
+    "run_id", ["demo", "2026-11-25_a.b", "评测-1", "x" * 200, "nightly 01", "a+b"]
+)
 def test_a_plain_name_is_a_run_id(run_id: str) -> None:
     assert check_run_id(run_id) == run_id
 

@@ -57,29 +57,32 @@ _URL = re.compile(r"at (http://\S+)")
 
 
 @contextlib.contextmanager
-def running_view(
-    root: Path, *args: str, timeout_s: float = 60.0, wait: bool = True
-) -> Iterator[str]:
-    """``python -m ragaudit view ROOT --port 0 --no-browser`` as a real server; yields its URL.
+def serving(*args: str, timeout_s: float = 60.0, wait: bool = True) -> Iterator[str]:
+    """``python -m ragaudit ARGS`` serving the viewer (``view``, ``label``); yields its URL.
 
-    With ``wait``, once its address answers (the socket listens before the address is printed,
-    so a request made then waits for the server rather than failing).
+    The URL is the address the command printed, as printed. With ``wait``, once it answers (the
+    socket listens before the address is printed, so a request made then waits for the server
+    rather than failing).
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ragaudit", "view", str(root), "--port", "0", "--no-browser", *args],
+        [sys.executable, "-m", "ragaudit", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ},
+        env={**os.environ, "COLUMNS": "400"},
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        found = _URL.search(line)
+        found = None
+        for _ in range(5):  # `label` says what it drew before the address
+            line = proc.stdout.readline()
+            found = _URL.search(line)
+            if found is not None or not line:
+                break
         if found is None:
             proc.kill()
             _, err = proc.communicate(timeout=10)
-            raise RuntimeError(f"ragaudit view printed no address: {line!r} {err[-2000:]}")
+            raise RuntimeError(f"ragaudit {args[0]} printed no address: {line!r} {err[-2000:]}")
         url = found.group(1)
         if wait:
             httpx.get(url, timeout=timeout_s).raise_for_status()
@@ -93,4 +96,15 @@ def running_view(
             proc.wait()
 
 
-__all__ = ["METRICS", "running_view", "write_runs", "write_summary"]
+@contextlib.contextmanager
+def running_view(
+    root: Path, *args: str, timeout_s: float = 60.0, wait: bool = True
+) -> Iterator[str]:
+    """``python -m ragaudit view ROOT --port 0 --no-browser`` as a real server; yields its URL."""
+    with serving(
+        "view", str(root), "--port", "0", "--no-browser", *args, timeout_s=timeout_s, wait=wait
+    ) as url:
+        yield url
+
+
+__all__ = ["METRICS", "running_view", "serving", "write_runs", "write_summary"]
