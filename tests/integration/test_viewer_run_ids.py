@@ -11,7 +11,6 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import httpx
-import pyarrow.parquet as pq
 import pytest
 from support.html_runs import CHROMIUM, chromium_page, served_from
 from support.label_runs import write_label_run
@@ -58,5 +57,5 @@ def test_a_label_given_through_the_page_is_filed_under_the_name_as_typed(tmp_pat
                 timeout=30_000,
             )
             assert found["errors"] == [] and found["outside"] == []
-    stored = pq.read_table(run_dir / labels.FILE)["annotator"].to_pylist()
+    stored = labels.read_labels(run_dir)["annotator"].to_pylist()
     assert stored == ["Ana Lee"]

@@ -157,7 +157,7 @@ def test_the_annotator_is_stored_as_named(tmp_path: Path) -> None:
             },
         )
         assert saved.status_code == 200, saved.text
-    stored = set(pq.read_table(run_dir / labels.FILE)["annotator"].to_pylist())
+    stored = set(labels.read_labels(run_dir)["annotator"].to_pylist())
     assert stored == {"Ana Lee"}
 
 
