@@ -54,7 +54,15 @@ from ragaudit.reporting._model import (
     StageCalls,
     WorstQuestion,
 )
-from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
+from ragaudit.reporting._runs import (
+    CorrectedMean,
+    RunOverview,
+    corrected_text,
+    list_runs,
+    run_overview,
+    runs_table,
+    trend,
+)
 from ragaudit.reporting._summary import summarise, worst_questions
 from ragaudit.reporting._templates import template_env
 
@@ -139,6 +147,7 @@ __all__ = [
     "build_calibration",
     "Comparison",
     "ContextRow",
+    "CorrectedMean",
     "GradeNoiseRow",
     "Difference",
     "Figure",
@@ -159,6 +168,7 @@ __all__ = [
     "build_report",
     "compare_reports",
     "compare_runs",
+    "corrected_text",
     "directions",
     "failure_reason",
     "figures",

@@ -69,23 +69,40 @@ def answers_frame(report: Report) -> pl.DataFrame:
 
 
 def summary_frame(report: Report) -> pl.DataFrame:
-    """One row per metric, as in ``summary.parquet`` plus the metric's direction."""
+    """One row per metric, as in ``summary.parquet`` plus the metric's direction.
+
+    With people's labels, each metric's mean corrected by them (PPI) and, in rows of kind
+    ``figure``, the judged candidates' figures (the relevant share, NDCG@10): the judge's
+    mean beside the corrected one, as ``summary.parquet`` keeps them.
+    """
+    from ragaudit.ppi import corrected_note, figure_rows
+
+    people = report.people
+    rows = [
+        {
+            "metric": s.metric,
+            "mean": s.mean,
+            "ci_low": s.ci_low,
+            "ci_high": s.ci_high,
+            "n_ok": s.n_ok,
+            "n_failed": s.n_failed,
+            "n_skipped": s.n_skipped,
+            "threshold": s.threshold,
+            "flagged": s.flagged,
+            "higher_is_better": s.higher_is_better,
+            "kind": "metric",
+            "ppi_mean": s.ppi_mean,
+            "ppi_ci_low": s.ppi_ci_low,
+            "ppi_ci_high": s.ppi_ci_high,
+            "n_labels": s.n_labels,
+            "labels_to_halve": s.labels_to_halve,
+            "ppi_note": corrected_note(people, s.metric),
+        }
+        for s in report.summary
+    ]
+    rows += [{**r, "higher_is_better": True} for r in figure_rows(people)]
     return pl.DataFrame(
-        [
-            {
-                "metric": s.metric,
-                "mean": s.mean,
-                "ci_low": s.ci_low,
-                "ci_high": s.ci_high,
-                "n_ok": s.n_ok,
-                "n_failed": s.n_failed,
-                "n_skipped": s.n_skipped,
-                "threshold": s.threshold,
-                "flagged": s.flagged,
-                "higher_is_better": s.higher_is_better,
-            }
-            for s in report.summary
-        ],
+        rows,
         schema={
             "metric": pl.String,
             "mean": pl.Float64,
@@ -97,6 +114,13 @@ def summary_frame(report: Report) -> pl.DataFrame:
             "threshold": pl.Float64,
             "flagged": pl.Boolean,
             "higher_is_better": pl.Boolean,
+            "kind": pl.String,
+            "ppi_mean": pl.Float64,
+            "ppi_ci_low": pl.Float64,
+            "ppi_ci_high": pl.Float64,
+            "n_labels": pl.Int64,
+            "labels_to_halve": pl.Int64,
+            "ppi_note": pl.String,
         },
     )
 

@@ -15,6 +15,9 @@ from ragaudit import ppi
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import SUMMARY, schema_version
 
+# The columns summary.parquet gained in schema version 3: kept out of an older table.
+_V3 = ("kind", "ppi_note")
+
 
 def _v1_summary(run: Path) -> None:
     """A summary as ragaudit wrote it before its PPI columns (schema version 1)."""
@@ -33,7 +36,7 @@ def _v1_summary(run: Path) -> None:
         }
     ]
     v1 = pa.schema(
-        [SUMMARY.field(n) for n in SUMMARY.names if n not in ppi.SUMMARY_COLUMNS],
+        [SUMMARY.field(n) for n in SUMMARY.names if n not in (*ppi.SUMMARY_COLUMNS, *_V3)],
         metadata={"schema_version": "1", "table": "summary"},
     )
     pq.write_table(pa.Table.from_pylist(rows, schema=v1), run / "summary.parquet")
@@ -47,7 +50,7 @@ def test_report_and_compare_of_labelled_runs(tmp_path: Path) -> None:
     out = ragaudit("report", str(a))
     assert "report.html" in out and "Traceback" not in out
     table = RunFolder(tmp_path, "A").read("summary")
-    assert schema_version(table.schema) == 2
+    assert schema_version(table.schema) == 3
     (row,) = table.to_pylist()
     assert row["mean"] == 0.5  # the judge's own figures are kept as they were
     assert row["n_labels"] == 15 and row["ppi_ci_low"] <= row["ppi_mean"] <= row["ppi_ci_high"]
