@@ -51,13 +51,32 @@ def test_report_and_compare_of_labelled_runs(tmp_path: Path) -> None:
     assert "report.html" in out and "Traceback" not in out
     table = RunFolder(tmp_path, "A").read("summary")
     assert schema_version(table.schema) == 3
-    (row,) = table.to_pylist()
+    (row,) = [r for r in table.to_pylist() if r["kind"] == "metric"]
+    # The grade labels' corrected figures follow the metric's row (schema version 3).
+    assert [r["metric"] for r in table.to_pylist() if r["kind"] == "figure"] == [
+        ppi.RELEVANT_SHARE,
+        ppi.NDCG,
+    ]
     assert row["mean"] == 0.5  # the judge's own figures are kept as they were
     assert row["n_labels"] == 15 and row["ppi_ci_low"] <= row["ppi_mean"] <= row["ppi_ci_high"]
     page = (a / "report.html").read_text(encoding="utf-8")
     assert 'id="people-ppi"' in page and 'id="people-agreement"' in page
-    out = ragaudit("compare", str(a), str(b))
+    out = ragaudit("compare", str(a), str(b), "--html")
     assert "PPI" in out
     found = json.loads((b / "compare.json").read_text(encoding="utf-8"))
     assert found["metrics"][0]["noise"] == "questions and people's labels (PPI)"
     assert any("corrected by them (PPI" in n for n in found["notes"])
+    # The judged candidates' figures, corrected by both runs' grade labels, beside the metric.
+    figures = [ppi.RELEVANT_SHARE, ppi.NDCG]
+    assert "corrected by people's labels (PPI): faithfulness, relevant share, NDCG@10" in out
+    rows = {m["metric"]: m for m in found["metrics"]}
+    for figure in figures:
+        assert rows[figure]["noise"] == "questions and people's labels (PPI)"
+        assert rows[figure]["ci_low"] <= rows[figure]["diff"] <= rows[figure]["ci_high"]
+    assert found["corrected"] == ["faithfulness", *figures] and found["labels_unused"] == []
+    page = (b / "compare.html").read_text(encoding="utf-8")
+    assert 'id="labels-corrected"' in page and "NDCG@10" in page
+    # Both summaries corrected: `runs --trend` shows the corrected figure beside the judge's.
+    ragaudit("report", str(b))
+    trend = ragaudit("runs", "--runs-root", str(tmp_path), "--trend", ppi.NDCG)
+    assert "corrected by people's labels" in trend and trend.count("PPI") == 2, trend
