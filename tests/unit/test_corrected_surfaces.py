@@ -244,3 +244,21 @@ def test_xlsx_summary_sheet_carries_the_corrected_figures(
     # Every string cell is text: nothing in the sheet is a formula.
     cells = openpyxl.load_workbook(book)["summary"].iter_rows()
     assert not any(c.data_type == "f" for row in cells for c in row)
+
+
+def test_ratio_values_give_the_pooled_share_and_the_cluster_bootstrap_spread() -> None:
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(1, 11, 400)
+    # Candidates of one question share its difficulty: clustered, not independent.
+    totals = rng.binomial(sizes, rng.beta(2, 3, 400)).astype(float)
+    z = ratio_values(totals, sizes)
+    assert z.mean() == pytest.approx(totals.sum() / sizes.sum())
+    pick = rng.integers(0, 400, (4000, 400))
+    ratios = totals[pick].sum(axis=1) / sizes[pick].sum(axis=1)
+    se_linearised = z.std(ddof=1) / np.sqrt(400)
+    assert se_linearised / ratios.std() == pytest.approx(1.0, abs=0.08)
+    # Candidates drawn as if independent would understate it.
+    share = totals.sum() / sizes.sum()
+    assert np.sqrt(share * (1 - share) / sizes.sum()) < 0.8 * ratios.std()
+    ones = np.ones(5)
+    assert ratio_values([0.2, 0.4, 0.9, 0.1, 0.5], ones) == pytest.approx([0.2, 0.4, 0.9, 0.1, 0.5])
