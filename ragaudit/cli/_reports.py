@@ -188,6 +188,9 @@ def compare(
     run_b: Annotated[str, typer.Argument(help="The later run: a folder or a run id.")],
     runs_root: RootOpt = None,
     html: Annotated[bool, typer.Option("--html", help="Also write compare.html.")] = False,
+    xlsx: Annotated[
+        bool, typer.Option("--xlsx", help="Also write compare.xlsx (every row, the notes).")
+    ] = False,
     fail_on_regression: Annotated[
         bool,
         typer.Option(
@@ -239,6 +242,10 @@ def compare(
 
         page = write_compare_html(cmp, dir_b / "compare.html", battle, duels)
         console.print(f"compare.html: {page}")
+    if xlsx:
+        from ragaudit.reporting import write_compare_xlsx
+
+        console.print(f"compare.xlsx: {write_compare_xlsx(cmp, dir_b / 'compare.xlsx')}")
     if fail_on_regression and cmp.gate_failures:
         # Checked before comparability: a crashed run must never pass a gate by its absence.
         for why in cmp.gate_failures:

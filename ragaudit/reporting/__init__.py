@@ -82,7 +82,13 @@ _LAZY = {
         "write_html",
     ),
     "_trend": ("audit_series_chart", "trend_chart"),
-    "_xlsx": ("CALIBRATION_XLSX", "text_workbook", "write_calibration_xlsx", "write_xlsx"),
+    "_xlsx": (
+        "CALIBRATION_XLSX",
+        "text_workbook",
+        "write_calibration_xlsx",
+        "write_compare_xlsx",
+        "write_xlsx",
+    ),
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -109,6 +115,7 @@ if TYPE_CHECKING:
         CALIBRATION_XLSX,
         text_workbook,
         write_calibration_xlsx,
+        write_compare_xlsx,
         write_xlsx,
     )
 
@@ -199,5 +206,6 @@ __all__ = [
     "write_compare_html",
     "write_html",
     "text_workbook",
+    "write_compare_xlsx",
     "write_xlsx",
 ]

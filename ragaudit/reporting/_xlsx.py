@@ -451,6 +451,66 @@ def write_xlsx(report: Report, path: Path) -> Path:
     return path
 
 
+def compare_frames(comparison: Any) -> dict[str, pl.DataFrame]:
+    """A ``Comparison``'s sheets: every row B − A with whether labels corrected it, the notes.
+
+    ``labels`` says per row ``corrected`` (people's labels of both runs, PPI), ``unused``
+    (labelled in a run but not used: the notes say why) or nothing (no labels of it).
+    """
+    corrected, unused = set(comparison.corrected), set(comparison.labels_unused)
+    schema: dict[str, type[pl.DataType]] = {
+        "metric": pl.String,
+        "higher_is_better": pl.Boolean,
+        "n_paired": pl.Int64,
+        "mean_a": pl.Float64,
+        "mean_b": pl.Float64,
+        "diff": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "p_value": pl.Float64,
+        "p_adjusted": pl.Float64,
+        "moved": pl.Boolean,
+        "verdict": pl.String,
+        "noise": pl.String,
+    }
+    rows = [
+        {
+            **{k: getattr(m, k) for k in schema},
+            "labels": "corrected"
+            if m.metric in corrected
+            else "unused"
+            if m.metric in unused
+            else None,
+        }
+        for m in comparison.metrics
+    ]
+    changes = pl.DataFrame(rows, schema=schema | {"labels": pl.String})
+    items = [
+        ("run_a", comparison.run_a),
+        ("run_b", comparison.run_b),
+        ("judge_a", comparison.judge_a),
+        ("judge_b", comparison.judge_b),
+        ("verdict", comparison.verdict),
+        *(("note", n) for n in comparison.notes),
+        *(("warning", w) for w in comparison.warnings),
+    ]
+    about = pl.DataFrame(
+        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
+    )
+    return {"compare": changes, "run": about}
+
+
+def write_compare_xlsx(comparison: Any, path: Path | str) -> Path:
+    """Write ``compare.xlsx`` (the rows B − A and the notes) atomically at ``path``."""
+    buffer = io.BytesIO()
+    wb = text_workbook(buffer)
+    for name, frame in compare_frames(comparison).items():
+        _write(frame, wb, name, {"metric": 28, "noise": 36, "field": 12, "value": 120})
+    wb.close()
+    write_bytes(buffer.getvalue(), Path(path))
+    return Path(path)
+
+
 CALIBRATION_XLSX = "calibration.xlsx"
 
 
@@ -501,6 +561,7 @@ def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None 
 __all__ = [
     "CALIBRATION_XLSX",
     "calibration_frame",
+    "compare_frames",
     "grade_noise_frame",
     "write_calibration_xlsx",
     "answers_frame",
@@ -510,5 +571,6 @@ __all__ = [
     "people_frame",
     "summary_frame",
     "text_workbook",
+    "write_compare_xlsx",
     "write_xlsx",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import openpyxl
 import pyarrow as pa
 import pyarrow.parquet as pq
 from support.labelled_runs import labelled_run
@@ -61,7 +62,7 @@ def test_report_and_compare_of_labelled_runs(tmp_path: Path) -> None:
     assert row["n_labels"] == 15 and row["ppi_ci_low"] <= row["ppi_mean"] <= row["ppi_ci_high"]
     page = (a / "report.html").read_text(encoding="utf-8")
     assert 'id="people-ppi"' in page and 'id="people-agreement"' in page
-    out = ragaudit("compare", str(a), str(b), "--html")
+    out = ragaudit("compare", str(a), str(b), "--html", "--xlsx")
     assert "PPI" in out
     found = json.loads((b / "compare.json").read_text(encoding="utf-8"))
     assert found["metrics"][0]["noise"] == "questions and people's labels (PPI)"
@@ -76,6 +77,12 @@ def test_report_and_compare_of_labelled_runs(tmp_path: Path) -> None:
     assert found["corrected"] == ["faithfulness", *figures] and found["labels_unused"] == []
     page = (b / "compare.html").read_text(encoding="utf-8")
     assert 'id="labels-corrected"' in page and "NDCG@10" in page
+    sheet = openpyxl.load_workbook(b / "compare.xlsx")["compare"]
+    header, *cells = list(sheet.iter_rows(values_only=True))
+    book = {r[0]: dict(zip(header, r, strict=True)) for r in cells}
+    for figure in figures:
+        assert book[figure]["labels"] == "corrected"
+        assert book[figure]["diff"] == rows[figure]["diff"]  # numbers stay numbers
     # Both summaries corrected: `runs --trend` shows the corrected figure beside the judge's.
     ragaudit("report", str(b))
     trend = ragaudit("runs", "--runs-root", str(tmp_path), "--trend", ppi.NDCG)
