@@ -311,8 +311,13 @@ def run_frame(report: Report) -> pl.DataFrame:
         ("started_at", report.started_at),
         ("finished_at", report.finished_at),
     ] + [("warning", w) for w in report.warnings]
+    return _fields(items)
+
+
+def _fields(items: list[tuple[str, Any]]) -> pl.DataFrame:
+    """A ``field``/``value`` sheet, every value as text (None stays empty)."""
     return pl.DataFrame(
-        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for k, v in items]}
+        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
     )
 
 
@@ -494,10 +499,7 @@ def compare_frames(comparison: Any) -> dict[str, pl.DataFrame]:
         *(("note", n) for n in comparison.notes),
         *(("warning", w) for w in comparison.warnings),
     ]
-    about = pl.DataFrame(
-        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
-    )
-    return {"compare": changes, "run": about}
+    return {"compare": changes, "run": _fields(items)}
 
 
 def write_compare_xlsx(comparison: Any, path: Path | str) -> Path:
@@ -546,9 +548,7 @@ def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None 
         *((f"items {status}", n) for status, n in section.items),
         *(("warning", w) for w in section.warnings),
     ]
-    run = pl.DataFrame(
-        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
-    )
+    run = _fields(items)
     buffer = io.BytesIO()
     wb = text_workbook(buffer)
     _write(calibration_frame(section), wb, "calibration", {"statistic": 20, "note": 60})
