@@ -378,6 +378,10 @@ def _ndcg(
 SUMMARY_COLUMNS = ("ppi_mean", "ppi_ci_low", "ppi_ci_high", "n_labels", "labels_to_halve")
 """The summary table's PPI columns (schema version 2), null for a metric without labels."""
 
+FIGURES = (RELEVANT_SHARE, NDCG)
+"""The judge's figures over the judged candidates that grade labels correct (not metrics): the
+summary's rows of kind ``figure`` and the rows ``compare`` adds to the score metrics."""
+
 
 def summary_columns(people: JudgeVsPeople | None, metric: str) -> dict[str, Any]:
     """A metric's PPI columns of ``summary.parquet`` (all null without its labels)."""
@@ -393,12 +397,53 @@ def summary_columns(people: JudgeVsPeople | None, metric: str) -> dict[str, Any]
     }
 
 
+def uncorrected_reason(people: JudgeVsPeople, found: Corrected) -> str:
+    """The corrected figure's note (why it has no PPI interval, or how labels were weighted).
+
+    For NDCG@10 without a labelled question: how many questions have every candidate labelled.
+    """
+    if found.figure == NDCG and found.ppi_mean is None and found.n_labelled == 0:
+        return people.ndcg_note
+    return found.note
+
+
+def figure_rows(people: JudgeVsPeople | None) -> list[dict[str, Any]]:
+    """The summary rows of kind ``figure`` (schema version 3): each of :data:`FIGURES` corrected.
+
+    The judge's mean and interval over its judged items beside the PPI columns; [] without
+    grade labels.
+    """
+    if people is None:
+        return []
+    rows = []
+    for figure in FIGURES:
+        found = people.corrected_for(figure)
+        if found is None:
+            continue
+        rows.append(
+            {
+                "metric": figure,
+                "kind": "figure",
+                "mean": found.judge_mean,
+                "ci_low": found.judge_ci_low,
+                "ci_high": found.judge_ci_high,
+                "n_ok": found.n_judged,
+                "flagged": False,
+                **summary_columns(people, figure),
+                "ppi_note": corrected_note(people, figure),
+            }
+        )
+    return rows
+
+
 def write_corrected_summary(run_dir: Path | str, people: JudgeVsPeople | None = None) -> bool:
-    """Fill ``summary.parquet``'s PPI columns from the run's labels (rewritten atomically).
+    """Fill ``summary.parquet``'s PPI columns and figure rows from the run's labels (atomically).
 
     ``people`` is :func:`judge_vs_people` of the run when the caller has it already. A summary
-    of schema version 1 is rewritten as version 2. False, and nothing written, when the run has
-    no summary or no labels.
+    of schema version 1 or 2 is rewritten as version 3: its metric rows keep the judge's
+    figures, gain the PPI columns, and the corrected figures of the judged candidates
+    (:func:`figure_rows`) follow them. False, and nothing written, when the run has no summary
+    or no labels.
     """
     from ragaudit.schemas import SUMMARY, to_table
 
@@ -409,15 +454,74 @@ def write_corrected_summary(run_dir: Path | str, people: JudgeVsPeople | None = 
     people = people if people is not None else judge_vs_people(path)
     if people is None:
         return False
+    metrics = [r for r in run.read("summary").to_pylist() if r.get("kind") in (None, "metric")]
     rows = [
-        {**{n: r.get(n) for n in SUMMARY.names}, **summary_columns(people, r["metric"])}
-        for r in run.read("summary").to_pylist()
+        {
+            **{n: r.get(n) for n in SUMMARY.names},
+            "kind": "metric",
+            **summary_columns(people, r["metric"]),
+            "ppi_note": corrected_note(people, r["metric"]),
+        }
+        for r in metrics
     ]
+    rows += [{"run_id": run.run_id, **r} for r in figure_rows(people)]
     run.write("summary", to_table(rows, SUMMARY))
     return True
 
 
+def corrected_note(people: JudgeVsPeople | None, name: str) -> str | None:
+    """The summary's ``ppi_note`` of a metric or figure: :func:`uncorrected_reason`, or None."""
+    found = people.corrected_for(name) if people is not None else None
+    return None if found is None or people is None else uncorrected_reason(people, found) or None
+
+
+def judged_by_question(run_dir: Path | str) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per figure of :data:`FIGURES`, each question's judge total and the items it sums.
+
+    The relevant share's is (candidates the judge graded relevant, candidates it graded) — a
+    question's candidates are one unit, as they are not independent; NDCG@10's is (the judge's
+    NDCG@10 with its grades as gains, 1). ``compare`` pairs two runs' questions on these. {}
+    without judged candidates.
+    """
+    path = Path(run_dir)
+    run = RunFolder(path.parent, path.name)
+    if not run.has("verdicts"):
+        return {}
+    verdicts = pl.from_arrow(run.read("verdicts"))
+    assert isinstance(verdicts, pl.DataFrame)
+    ok = verdicts.filter((pl.col("status") == "ok") & pl.col("grade").is_not_null())
+    cut = _relevant_grade(run)
+    grades: dict[str, dict[str, int]] = defaultdict(dict)
+    for r in ok.iter_rows(named=True):
+        grades[r["question_id"]][r["context_id"]] = int(r["grade"])
+    share = {
+        qid: (float(sum(g >= cut for g in found.values())), len(found))
+        for qid, found in grades.items()
+    }
+    out: dict[str, dict[str, tuple[float, int]]] = {RELEVANT_SHARE: share} if share else {}
+    if not run.has("candidates") or not grades:
+        return out
+    candidates = pl.from_arrow(run.read("candidates"))
+    assert isinstance(candidates, pl.DataFrame)
+    rank = {
+        (r["question_id"], r["context_id"]): r["engine_rank"]
+        for r in candidates.iter_rows(named=True)
+    }
+    ndcg: dict[str, tuple[float, int]] = {}
+    for qid, found in grades.items():
+        # The engine's order of the judged candidates, gains the judge's grades: as the
+        # judge-only NDCG@10 of judge_vs_people.
+        order = sorted(found, key=lambda c: rank.get((qid, c)) or math.inf)  # noqa: B023
+        value = ndcg_at_k(order, {c: float(g) for c, g in found.items() if g > 0}, NDCG_K)
+        if math.isfinite(value):
+            ndcg[qid] = (value, 1)
+    if ndcg:
+        out[NDCG] = ndcg
+    return out
+
+
 __all__ = [
+    "FIGURES",
     "GRADE",
     "NDCG",
     "NDCG_K",
@@ -426,8 +530,12 @@ __all__ = [
     "AgreementLine",
     "ConfusionRow",
     "JudgeVsPeople",
+    "corrected_note",
+    "figure_rows",
     "has_labels",
     "judge_vs_people",
+    "judged_by_question",
     "summary_columns",
+    "uncorrected_reason",
     "write_corrected_summary",
 ]

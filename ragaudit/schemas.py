@@ -272,8 +272,16 @@ SUMMARY = _schema(
         ("ppi_ci_high", _f64),
         ("n_labels", _i64),  # labelled answers the correction rests on
         ("labels_to_halve", _i64),  # more labels that would halve its interval
+        # Version 3: rows of kind ``figure`` beside the ``metric`` rows, one per figure of the
+        # judged candidates people's grade labels correct (``ragaudit.ppi.FIGURES``: the
+        # relevant share, NDCG@10): ``metric`` names it, ``mean``/``ci_*`` are the judge's,
+        # ``n_ok`` counts its judged items (candidates, or questions for NDCG@10) and
+        # ``n_labels`` its labelled ones. Written only with grade labels; an older table reads
+        # as metric rows with a null note.
+        ("kind", _str),  # metric | figure
+        ("ppi_note", _str),  # why the PPI columns are null, or how the labels were weighted
     ],
-    version=2,
+    version=3,
 )
 
 JUDGE_NOISE = _schema(

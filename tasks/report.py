@@ -25,6 +25,7 @@ def write_summary(ctx: StageContext) -> None:
     rows = [
         {
             "run_id": ctx.run.run_id,
+            "kind": "metric",
             **{k: v for k, v in dataclasses.asdict(s).items() if k != "higher_is_better"},
         }
         for s in summarise(scores, cfg.thresholds, cfg.bootstrap_samples, up)

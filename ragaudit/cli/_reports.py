@@ -137,6 +137,13 @@ def _print_comparison(cmp: Any) -> None:
             console.print(f"  [red]{d.what}[/]: A {d.a!r}  B {d.b!r}", soft_wrap=True)
     for note in cmp.notes:
         console.print(f"note: {note}")
+    if cmp.corrected:
+        console.print(f"corrected by people's labels (PPI): {', '.join(cmp.corrected)}")
+    if cmp.labels_unused:
+        console.print(
+            f"people's labels unused (the judge's figures compared; notes say why): "
+            f"{', '.join(cmp.labels_unused)}"
+        )
     table = Table(
         title=f"B - A per metric, paired by question (permutation test, {cmp.adjustment.upper()}"
         f"-adjusted, alpha {cmp.alpha})"
@@ -181,6 +188,9 @@ def compare(
     run_b: Annotated[str, typer.Argument(help="The later run: a folder or a run id.")],
     runs_root: RootOpt = None,
     html: Annotated[bool, typer.Option("--html", help="Also write compare.html.")] = False,
+    xlsx: Annotated[
+        bool, typer.Option("--xlsx", help="Also write compare.xlsx (every row, the notes).")
+    ] = False,
     fail_on_regression: Annotated[
         bool,
         typer.Option(
@@ -232,6 +242,10 @@ def compare(
 
         page = write_compare_html(cmp, dir_b / "compare.html", battle, duels)
         console.print(f"compare.html: {page}")
+    if xlsx:
+        from ragaudit.reporting import write_compare_xlsx
+
+        console.print(f"compare.xlsx: {write_compare_xlsx(cmp, dir_b / 'compare.xlsx')}")
     if fail_on_regression and cmp.gate_failures:
         # Checked before comparability: a crashed run must never pass a gate by its absence.
         for why in cmp.gate_failures:
@@ -427,7 +441,7 @@ def runs(
     ] = None,
 ) -> None:
     """The runs under the runs root: date, question set, judge and key means."""
-    from ragaudit.reporting import list_runs
+    from ragaudit.reporting import corrected_text, list_runs
     from ragaudit.reporting import trend as metric_trend
 
     root = runs_root or Path("data/runs")
@@ -444,13 +458,18 @@ def runs(
     if not series:
         raise RagauditError(f"--trend {trend}: no run under {root} scored it for that set")
     table = Table(title=f"{trend} over the runs of question set {chosen}")
-    for col in ("run", "started", "judge", "mean", "95% CI"):
+    # The mean corrected by people's labels beside the judge's, when a run of the set has one.
+    labelled = any(trend in r.corrected for r in series)
+    for col in ("run", "started", "judge", "mean", "95% CI") + (
+        ("corrected by people's labels",) if labelled else ()
+    ):
         table.add_column(col)
     for r in series:
         low, high = r.ci.get(trend, (None, None))
         ci = "-" if low is None else f"{fixed(low)}-{fixed(high)}"
         started = (r.started_at or "")[:19].replace("T", " ")
-        table.add_row(r.run_id, started, r.judge or "", _num(r.means[trend]), ci)
+        people = (corrected_text(r.corrected.get(trend)) or "-",) if labelled else ()
+        table.add_row(r.run_id, started, r.judge or "", _num(r.means[trend]), ci, *people)
     console.print(table)
 
 

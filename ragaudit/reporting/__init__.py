@@ -54,7 +54,15 @@ from ragaudit.reporting._model import (
     StageCalls,
     WorstQuestion,
 )
-from ragaudit.reporting._runs import RunOverview, list_runs, run_overview, runs_table, trend
+from ragaudit.reporting._runs import (
+    CorrectedMean,
+    RunOverview,
+    corrected_text,
+    list_runs,
+    run_overview,
+    runs_table,
+    trend,
+)
 from ragaudit.reporting._summary import summarise, worst_questions
 from ragaudit.reporting._templates import template_env
 
@@ -74,7 +82,13 @@ _LAZY = {
         "write_html",
     ),
     "_trend": ("audit_series_chart", "trend_chart"),
-    "_xlsx": ("CALIBRATION_XLSX", "text_workbook", "write_calibration_xlsx", "write_xlsx"),
+    "_xlsx": (
+        "CALIBRATION_XLSX",
+        "text_workbook",
+        "write_calibration_xlsx",
+        "write_compare_xlsx",
+        "write_xlsx",
+    ),
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -101,6 +115,7 @@ if TYPE_CHECKING:
         CALIBRATION_XLSX,
         text_workbook,
         write_calibration_xlsx,
+        write_compare_xlsx,
         write_xlsx,
     )
 
@@ -139,6 +154,7 @@ __all__ = [
     "build_calibration",
     "Comparison",
     "ContextRow",
+    "CorrectedMean",
     "GradeNoiseRow",
     "Difference",
     "Figure",
@@ -159,6 +175,7 @@ __all__ = [
     "build_report",
     "compare_reports",
     "compare_runs",
+    "corrected_text",
     "directions",
     "failure_reason",
     "figures",
@@ -189,5 +206,6 @@ __all__ = [
     "write_compare_html",
     "write_html",
     "text_workbook",
+    "write_compare_xlsx",
     "write_xlsx",
 ]

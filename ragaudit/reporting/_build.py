@@ -35,7 +35,7 @@ from ragaudit.reporting._model import (
     ScoreCell,
     WorstQuestion,
 )
-from ragaudit.reporting._summary import summarise, worst_questions
+from ragaudit.reporting._summary import stored_rows, summarise, worst_questions
 from ragaudit.runfolder import RunFolder, RunState, run_state
 from ragaudit.stats import Agreement
 
@@ -420,11 +420,8 @@ def build_report(run_dir: Path | str) -> Report:
     summary: list[MetricSummary]
     if run.has("summary"):
         summary = [
-            MetricSummary(
-                **{k: v for k, v in r.items() if k != "run_id"},
-                higher_is_better=up.get(r["metric"], True),
-            )
-            for r in run.read("summary").to_pylist()
+            MetricSummary(**r, higher_is_better=up.get(r["metric"], True))
+            for r in stored_rows(run.read("summary").to_pylist())[0]
         ]
     elif scores is not None:
         summary = summarise(

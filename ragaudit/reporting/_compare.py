@@ -7,6 +7,13 @@ Per metric, the questions scored ``ok`` in both runs are paired and tested
 adjusted across metrics and each metric's verdict is :func:`~ragaudit.stats.decide`'s. This
 module pairs the questions, says whether the runs are like for like, and lists the questions
 that moved most.
+
+Where either run has people's grade labels, the judge's figures over the judged candidates
+(:data:`ragaudit.ppi.FIGURES`: the relevant share and NDCG@10, the figures a biased judge
+moves most) are compared beside the metrics, in the same adjusted family: paired by question
+(a question's candidates are one unit: its relevant share enters as its linearised ratio,
+:func:`~ragaudit.stats.ratio_values`; its NDCG@10 as is), corrected by both runs' labels when
+both reach the figure, else the judge's, with the reason the labels went unused.
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ import numpy as np
 
 from ragaudit.reporting._model import Report, ScoreCell, _jsonable
 from ragaudit.stats import (
+    Corrected,
     MetricChange,
     PairedTest,
     decide,
     paired_test,
     power,
     ppi_paired_test,
+    ratio_values,
     two_level_test,
 )
 
@@ -84,6 +93,12 @@ class Comparison:
     """One sentence per run that did not complete (``ragaudit.runfolder.run_state``)."""
     missing_in_b: tuple[str, ...] = field(default_factory=tuple)
     """Metrics run A scored that run B did not: a gate cannot pass on what it never saw."""
+    corrected: tuple[str, ...] = field(default_factory=tuple)
+    """The metrics and figures whose means and difference people's labels of both runs
+    corrected (PPI); every other row is the judge's."""
+    labels_unused: tuple[str, ...] = field(default_factory=tuple)
+    """The metrics and figures people labelled in a run whose labels were not used (labels in
+    one run only, or too few to correct it): the notes say why."""
 
     @property
     def gate_failures(self) -> tuple[str, ...]:
@@ -234,6 +249,86 @@ def _paired(
     )
 
 
+def _usable(found: Corrected | None) -> bool:
+    return found is not None and found.ppi_mean is not None and len(found.residuals) >= 2
+
+
+def _labels_for(
+    name: str, a: Report, b: Report
+) -> tuple[Corrected | None, Corrected | None, str | None]:
+    """Both runs' corrected ``name`` when both can correct it, else why labels went unused.
+
+    (None, None, None) when neither run has labels of it: nothing to say.
+    """
+    from ragaudit.ppi import uncorrected_reason
+
+    found = [r.people.corrected_for(name) if r.people is not None else None for r in (a, b)]
+    ca, cb = found
+    if ca is None and cb is None:
+        return None, None, None
+    if _usable(ca) and _usable(cb):
+        return ca, cb, None
+    if (ca is None) != (cb is None):
+        only = a.run_id if ca is not None else b.run_id
+        return None, None, f"people's labels unused: only one run has people's labels ({only})"
+    reasons = [
+        f"run {r.run_id}'s {uncorrected_reason(r.people, c) or 'do not correct it'}"
+        for r, c in ((a, ca), (b, cb))
+        if c is not None and r.people is not None and not _usable(c)
+    ]
+    return None, None, "people's labels unused: " + "; ".join(reasons)
+
+
+def _figure_tests(
+    a: Report, b: Report, resamples: int, seed: int
+) -> list[tuple[str, PairedTest, str, bool, np.ndarray]]:
+    """The judged candidates' figures between the runs when either has grade labels.
+
+    Per figure: its test, a note saying how it was paired and whether labels corrected it,
+    whether they did, and the per-question differences (for the power check).
+    """
+    from ragaudit.ppi import FIGURES, RELEVANT_SHARE, judged_by_question
+
+    graded = [r.people is not None and r.people.corrected_for(RELEVANT_SHARE) for r in (a, b)]
+    if not any(graded):
+        return []
+    judged = [judged_by_question(r.run_dir) for r in (a, b)]
+    out = []
+    for figure in FIGURES:
+        qa, qb = (j.get(figure, {}) for j in judged)
+        if not qa or not qb:
+            continue
+        ids = [q for q in qa if q in qb]
+        va = ratio_values([qa[q][0] for q in ids], [qa[q][1] for q in ids])
+        vb = ratio_values([qb[q][0] for q in ids], [qb[q][1] for q in ids])
+        unit = (
+            "a question's judged candidates as one unit, its relevant share entering as its "
+            "linearised ratio"
+            if figure == RELEVANT_SHARE
+            else f"a question's {figure} under the judge's grades"
+        )
+        paired = (
+            f"paired by question over the {len(ids)} question(s) both runs judged "
+            f"({len(qa)} in {a.run_id}, {len(qb)} in {b.run_id}; {unit})"
+        )
+        ca, cb, why = _labels_for(figure, a, b)
+        if ca is not None and cb is not None:
+            test = ppi_paired_test(
+                va, vb, np.array(ca.residuals), np.array(cb.residuals), resamples, seed
+            )
+            note = (
+                f"{figure}: corrected by people's labels in both runs ({ca.n_labelled} and "
+                f"{cb.n_labelled}; PPI with λ = 1, so a mean may differ a little from the run "
+                f"page's power-tuned one); {paired}"
+            )
+        else:
+            test = paired_test(va, vb, resamples, seed)
+            why = why or "no people's labels of it in either run"
+            note = f"{figure}: {why}: the judge's figures compared; {paired}"
+        out.append((figure, test, note, ca is not None and cb is not None, vb - va))
+    return out
+
+
 def compare_reports(
     a: Report,
     b: Report,
@@ -264,16 +359,18 @@ def compare_reports(
     ]
     tests: dict[str, PairedTest] = {}
     moves: list[QuestionMove] = []
+    corrected: list[str] = []
+    unused: list[str] = []
     text_b = {q.question_id: q for q in b.questions}
     text_a = {q.question_id: q for q in a.questions}
     for metric in shared:
         ids, va, vb, sa, sb = _paired(a, b, metric)
-        labelled = [r.people.corrected_for(metric) if r.people else None for r in (a, b)]
-        ca, cb = (c if c is not None and c.ppi_mean is not None else None for c in labelled)
+        ca, cb, why = _labels_for(metric, a, b)
         if ca is not None and cb is not None:
             tests[metric] = ppi_paired_test(
                 va, vb, np.array(ca.residuals), np.array(cb.residuals), resamples, seed
             )
+            corrected.append(metric)
             notes.append(
                 f"{metric}: both runs have people's labels ({ca.n_labelled} and "
                 f"{cb.n_labelled}): means and difference corrected by them (PPI; bootstrap "
@@ -285,8 +382,9 @@ def compare_reports(
             tests[metric] = two_level_test(sa, sb, resamples, seed)
         else:
             tests[metric] = paired_test(va, vb, resamples, seed)
-        if (ca is None) != (cb is None):
-            notes.append(f"{metric}: only one run has people's labels: the judge's means compared")
+        if why is not None:
+            unused.append(metric)
+            notes.append(f"{metric}: {why}: the judge's means compared")
         if len(ids):
             too_few = power(vb - va, alpha).text(alpha)
             if too_few:
@@ -308,6 +406,14 @@ def compare_reports(
                     reason_b=text_b[qid].scores[metric].reason,
                 )
             )
+    for figure, test, note, used, diffs in _figure_tests(a, b, resamples, seed):
+        # The figures' names are not metric names (a metric cannot be called "relevant share").
+        tests[figure] = test
+        notes.append(note)
+        (corrected if used else unused).append(figure)
+        too_few = power(diffs, alpha).text(alpha) if len(diffs) else None
+        if too_few:
+            notes.append(f"{figure}: {too_few}")
     directions = {s.metric: s.higher_is_better for s in b.summary}
     directions |= {s.metric: s.higher_is_better for s in a.summary if s.metric not in directions}
     changes = decide(tests, directions, alpha, adjustment)
@@ -329,6 +435,8 @@ def compare_reports(
         warnings=tuple(dict.fromkeys(a.warnings + b.warnings)),
         incomplete=tuple(r.incomplete for r in (a, b) if r.incomplete),
         missing_in_b=tuple(m for m in a.metrics if m not in shared),
+        corrected=tuple(corrected),
+        labels_unused=tuple(unused),
     )
 
 

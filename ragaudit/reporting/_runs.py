@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragaudit.numbers import fixed
 from ragaudit.reporting._build import _read, judge_cost, question_set_hash, run_folder
 from ragaudit.reporting._model import JudgeCost
+from ragaudit.reporting._summary import stored_rows
 from ragaudit.runfolder import RunsRoot, run_state
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+
+@dataclass(frozen=True)
+class CorrectedMean:
+    """A metric's or figure's mean corrected by people's labels (PPI), as the summary keeps it."""
+
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_labels: int | None
+    note: str | None = None
+    """Why there is no interval, or how the labels were weighted."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,10 @@ class RunOverview:
     ci: dict[str, tuple[float | None, float | None]]
     judge_cost: JudgeCost | None = None
     """The sort stage's judge calls and prompt tokens per question (None: none recorded)."""
+    corrected: dict[str, CorrectedMean] = field(default_factory=dict)
+    """Per metric or figure people labelled, its mean corrected by their labels. The judged
+    candidates' figures (the relevant share, NDCG@10) are in ``means`` and ``ci`` too, as the
+    judge's, once labels corrected them."""
 
 
 def run_overview(run_dir: Path) -> RunOverview:
@@ -42,7 +59,10 @@ def run_overview(run_dir: Path) -> RunOverview:
         return RunOverview(run.run_id, run.path, None, state.status, None, None, 0, None, {}, {})
     manifest = run.read_manifest()
     questions = _read(run, "questions")
-    summary = run.read("summary").to_pylist() if run.has("summary") else []
+    metric_rows, figure_rows = stored_rows(
+        run.read("summary").to_pylist() if run.has("summary") else []
+    )
+    summary = metric_rows + figure_rows
     return RunOverview(
         run_id=run.run_id,
         run_dir=run.path,
@@ -55,6 +75,17 @@ def run_overview(run_dir: Path) -> RunOverview:
         means={r["metric"]: r["mean"] for r in summary},
         ci={r["metric"]: (r["ci_low"], r["ci_high"]) for r in summary},
         judge_cost=judge_cost(run),
+        corrected={
+            r["metric"]: CorrectedMean(
+                r.get("ppi_mean"),
+                r.get("ppi_ci_low"),
+                r.get("ppi_ci_high"),
+                r.get("n_labels"),
+                r.get("ppi_note"),
+            )
+            for r in summary
+            if r.get("n_labels") is not None
+        },
     )
 
 
@@ -93,11 +124,29 @@ def trend(
     return chosen, [r for r in scored if chosen is not None and r.question_set_hash == chosen]
 
 
-__all__ = ["RunOverview", "list_runs", "run_overview", "trend"]
+__all__ = ["CorrectedMean", "RunOverview", "list_runs", "run_overview", "trend"]
 
 
 def _mean(value: float | None) -> str:
     return fixed(value)
+
+
+def corrected_text(found: CorrectedMean | None) -> str:
+    """``PPI 0.397 (0.352-0.441, 100 labelled)``; the note when labels gave no interval."""
+    if found is None:
+        return ""
+    if found.mean is None:
+        return f"PPI - ({found.n_labels} labelled: {found.note or 'no interval'})"
+    return (
+        f"PPI {fixed(found.mean)} ({fixed(found.ci_low)}-{fixed(found.ci_high)}, "
+        f"{found.n_labels} labelled)"
+    )
+
+
+def _means_line(r: RunOverview, metric: str, value: float | None) -> str:
+    """A metric's mean, and beside it its mean corrected by people's labels when it has one."""
+    people = corrected_text(r.corrected.get(metric))
+    return f"{metric} {_mean(value)}" + (f" · {people}" if people else "")
 
 
 WIDE = 170
@@ -134,7 +183,7 @@ def runs_table(runs: list[RunOverview], title: str, width: int = WIDE) -> Table:
         started = (r.started_at or "")[:16].replace("T", " ")
         short = (r.question_set_hash or "").removeprefix("k1:")[:10]
         question_set = f"{Path(r.questions_file or '').name} {short}".strip()
-        means = "\n".join(f"{m} {_mean(v)}" for m, v in r.means.items()) or "-"
+        means = "\n".join(_means_line(r, m, v) for m, v in r.means.items()) or "-"
         c = r.judge_cost
         cost = (
             "-"

@@ -1,11 +1,13 @@
 """The summary of a report: each metric's mean with its interval and flag, the worst questions.
 
-The intervals are :func:`ragaudit.stats.bootstrap_ci`'s; this module only gathers them.
+The intervals are :func:`ragaudit.stats.bootstrap_ci`'s; this module only gathers them, and
+reads ``summary.parquet`` back whatever its schema version (:func:`stored_rows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
@@ -79,4 +81,23 @@ def worst_questions(
     return out
 
 
-__all__ = ["summarise", "worst_questions"]
+# The table's columns that are not a MetricSummary's: which run, which kind of row, the note.
+_TABLE_ONLY = ("run_id", "kind", "ppi_note")
+
+
+def stored_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``summary.parquet``'s rows as (metric rows, figure rows), any schema version.
+
+    A metric row keeps a ``MetricSummary``'s fields only; a figure row (version 3, the judged
+    candidates' figures corrected by grade labels) keeps every column. A row of an older
+    table is a metric row.
+    """
+    metrics = [
+        {k: v for k, v in r.items() if k not in _TABLE_ONLY}
+        for r in rows
+        if r.get("kind") in (None, "metric")
+    ]
+    return metrics, [r for r in rows if r.get("kind") == "figure"]
+
+
+__all__ = ["stored_rows", "summarise", "worst_questions"]

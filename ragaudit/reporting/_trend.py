@@ -45,14 +45,46 @@ def trend_chart(metric: str, series: list[RunOverview]) -> Figure | None:
         color=alt.Color("judge:N", legend=alt.Legend(title="judge", orient="bottom")),
         tooltip=["run:N", "started:N", "judge:N", alt.Tooltip("mean:Q", format=".3f")],
     )
-    chart = alt.layer(line, ci, point).properties(width=_WIDTH, height=260)
+    layers = [line, ci, point]
+    caption = (
+        "Dot: the run's mean over its ok rows, coloured by judge; bar: its 95% percentile "
+        "bootstrap interval. Runs in the order they started; a change of judge changes what a "
+        "mean measures."
+    )
+    # People's labels of a run correct its judge's mean: drawn beside it, never instead.
+    people = [
+        {"run": r.run_id, "mean": c.mean, "low": c.ci_low, "high": c.ci_high, "labels": c.n_labels}
+        for r in series
+        if r.run_id in order
+        and (c := r.corrected.get(metric)) is not None
+        and _finite(c.mean)
+        and _finite(c.ci_low)
+        and _finite(c.ci_high)
+    ]
+    if people:
+        shown = alt.Chart(alt.NamedData(name="people")).encode(x=x)
+        layers += [
+            shown.mark_rule(strokeWidth=2, color="#e6550d", xOffset=6).encode(
+                y="low:Q", y2="high:Q"
+            ),
+            shown.mark_point(
+                shape="diamond", filled=True, size=70, color="#e6550d", xOffset=6
+            ).encode(
+                y="mean:Q",
+                tooltip=["run:N", alt.Tooltip("mean:Q", format=".3f"), "labels:Q"],
+            ),
+        ]
+        caption += (
+            " Orange diamond: the mean corrected by people's labels of that run (PPI), with its "
+            "95% interval."
+        )
+    chart = alt.layer(*layers).properties(width=_WIDTH, height=260)
+    datasets = {"trend": rows} | ({"people": people} if people else {})
     return Figure(
         "trend",
         f"{metric} over the runs of one question set",
-        "Dot: the run's mean over its ok rows, coloured by judge; bar: its 95% percentile "
-        "bootstrap interval. Runs in the order they started; a change of judge changes what a "
-        "mean measures.",
-        _svg(_configure(chart), {"trend": rows}),
+        caption,
+        _svg(_configure(chart), datasets),
     )
 
 

@@ -69,23 +69,40 @@ def answers_frame(report: Report) -> pl.DataFrame:
 
 
 def summary_frame(report: Report) -> pl.DataFrame:
-    """One row per metric, as in ``summary.parquet`` plus the metric's direction."""
+    """One row per metric, as in ``summary.parquet`` plus the metric's direction.
+
+    With people's labels, each metric's mean corrected by them (PPI) and, in rows of kind
+    ``figure``, the judged candidates' figures (the relevant share, NDCG@10): the judge's
+    mean beside the corrected one, as ``summary.parquet`` keeps them.
+    """
+    from ragaudit.ppi import corrected_note, figure_rows
+
+    people = report.people
+    rows = [
+        {
+            "metric": s.metric,
+            "mean": s.mean,
+            "ci_low": s.ci_low,
+            "ci_high": s.ci_high,
+            "n_ok": s.n_ok,
+            "n_failed": s.n_failed,
+            "n_skipped": s.n_skipped,
+            "threshold": s.threshold,
+            "flagged": s.flagged,
+            "higher_is_better": s.higher_is_better,
+            "kind": "metric",
+            "ppi_mean": s.ppi_mean,
+            "ppi_ci_low": s.ppi_ci_low,
+            "ppi_ci_high": s.ppi_ci_high,
+            "n_labels": s.n_labels,
+            "labels_to_halve": s.labels_to_halve,
+            "ppi_note": corrected_note(people, s.metric),
+        }
+        for s in report.summary
+    ]
+    rows += [{**r, "higher_is_better": True} for r in figure_rows(people)]
     return pl.DataFrame(
-        [
-            {
-                "metric": s.metric,
-                "mean": s.mean,
-                "ci_low": s.ci_low,
-                "ci_high": s.ci_high,
-                "n_ok": s.n_ok,
-                "n_failed": s.n_failed,
-                "n_skipped": s.n_skipped,
-                "threshold": s.threshold,
-                "flagged": s.flagged,
-                "higher_is_better": s.higher_is_better,
-            }
-            for s in report.summary
-        ],
+        rows,
         schema={
             "metric": pl.String,
             "mean": pl.Float64,
@@ -97,6 +114,13 @@ def summary_frame(report: Report) -> pl.DataFrame:
             "threshold": pl.Float64,
             "flagged": pl.Boolean,
             "higher_is_better": pl.Boolean,
+            "kind": pl.String,
+            "ppi_mean": pl.Float64,
+            "ppi_ci_low": pl.Float64,
+            "ppi_ci_high": pl.Float64,
+            "n_labels": pl.Int64,
+            "labels_to_halve": pl.Int64,
+            "ppi_note": pl.String,
         },
     )
 
@@ -287,8 +311,13 @@ def run_frame(report: Report) -> pl.DataFrame:
         ("started_at", report.started_at),
         ("finished_at", report.finished_at),
     ] + [("warning", w) for w in report.warnings]
+    return _fields(items)
+
+
+def _fields(items: list[tuple[str, Any]]) -> pl.DataFrame:
+    """A ``field``/``value`` sheet, every value as text (None stays empty)."""
     return pl.DataFrame(
-        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for k, v in items]}
+        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
     )
 
 
@@ -427,6 +456,63 @@ def write_xlsx(report: Report, path: Path) -> Path:
     return path
 
 
+def compare_frames(comparison: Any) -> dict[str, pl.DataFrame]:
+    """A ``Comparison``'s sheets: every row B − A with whether labels corrected it, the notes.
+
+    ``labels`` says per row ``corrected`` (people's labels of both runs, PPI), ``unused``
+    (labelled in a run but not used: the notes say why) or nothing (no labels of it).
+    """
+    corrected, unused = set(comparison.corrected), set(comparison.labels_unused)
+    schema: dict[str, type[pl.DataType]] = {
+        "metric": pl.String,
+        "higher_is_better": pl.Boolean,
+        "n_paired": pl.Int64,
+        "mean_a": pl.Float64,
+        "mean_b": pl.Float64,
+        "diff": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "p_value": pl.Float64,
+        "p_adjusted": pl.Float64,
+        "moved": pl.Boolean,
+        "verdict": pl.String,
+        "noise": pl.String,
+    }
+    rows = [
+        {
+            **{k: getattr(m, k) for k in schema},
+            "labels": "corrected"
+            if m.metric in corrected
+            else "unused"
+            if m.metric in unused
+            else None,
+        }
+        for m in comparison.metrics
+    ]
+    changes = pl.DataFrame(rows, schema=schema | {"labels": pl.String})
+    items = [
+        ("run_a", comparison.run_a),
+        ("run_b", comparison.run_b),
+        ("judge_a", comparison.judge_a),
+        ("judge_b", comparison.judge_b),
+        ("verdict", comparison.verdict),
+        *(("note", n) for n in comparison.notes),
+        *(("warning", w) for w in comparison.warnings),
+    ]
+    return {"compare": changes, "run": _fields(items)}
+
+
+def write_compare_xlsx(comparison: Any, path: Path | str) -> Path:
+    """Write ``compare.xlsx`` (the rows B − A and the notes) atomically at ``path``."""
+    buffer = io.BytesIO()
+    wb = text_workbook(buffer)
+    for name, frame in compare_frames(comparison).items():
+        _write(frame, wb, name, {"metric": 28, "noise": 36, "field": 12, "value": 120})
+    wb.close()
+    write_bytes(buffer.getvalue(), Path(path))
+    return Path(path)
+
+
 CALIBRATION_XLSX = "calibration.xlsx"
 
 
@@ -462,9 +548,7 @@ def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None 
         *((f"items {status}", n) for status, n in section.items),
         *(("warning", w) for w in section.warnings),
     ]
-    run = pl.DataFrame(
-        {"field": [k for k, _ in items], "value": [None if v is None else str(v) for _, v in items]}
-    )
+    run = _fields(items)
     buffer = io.BytesIO()
     wb = text_workbook(buffer)
     _write(calibration_frame(section), wb, "calibration", {"statistic": 20, "note": 60})
@@ -477,6 +561,7 @@ def write_calibration_xlsx(section: CalibrationSection, path: Path | str | None 
 __all__ = [
     "CALIBRATION_XLSX",
     "calibration_frame",
+    "compare_frames",
     "grade_noise_frame",
     "write_calibration_xlsx",
     "answers_frame",
@@ -486,5 +571,6 @@ __all__ = [
     "people_frame",
     "summary_frame",
     "text_workbook",
+    "write_compare_xlsx",
     "write_xlsx",
 ]

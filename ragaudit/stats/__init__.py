@@ -48,6 +48,7 @@ from ragaudit.stats._ppi import (
     labels_to_halve,
     ppi_paired_test,
 )
+from ragaudit.stats._ratio import ratio_values
 from ragaudit.stats._resample import CONFIDENCE, Interval, bootstrap, bootstrap_ci
 from ragaudit.stats._tests import (
     MetricChange,
@@ -103,6 +104,7 @@ __all__ = [
     "ppi_paired_test",
     "preference_credit",
     "rater_agreement",
+    "ratio_values",
     "score_agreement",
     "share",
     "share_ci",

@@ -341,7 +341,10 @@ def trend_page(
     if metric is not None:
         chosen, series = trend(runs, metric, question_set or None)
         if series:
-            shown = tuple((r.run_id, r.means[metric], r.ci.get(metric), r.judge) for r in series)
+            shown = tuple(
+                (r.run_id, r.means[metric], r.ci.get(metric), r.judge, r.corrected.get(metric))
+                for r in series
+            )
             key = ("trend", metric, chosen, shown)
             figure = v.pages.get(key, None, lambda: trend_chart(metric, series))
     return _page(
