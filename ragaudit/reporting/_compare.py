@@ -281,11 +281,12 @@ def _labels_for(
 
 def _figure_tests(
     a: Report, b: Report, resamples: int, seed: int
-) -> list[tuple[str, PairedTest, str, bool, np.ndarray]]:
+) -> list[tuple[str, PairedTest | None, str, bool, np.ndarray]]:
     """The judged candidates' figures between the runs when either has grade labels.
 
-    Per figure: its test, a note saying how it was paired and whether labels corrected it,
-    whether they did, and the per-question differences (for the power check).
+    Per figure: its test (None when labels do not correct it in both runs: the judge alone
+    is not a row), a note saying how it was paired and whether labels corrected it, whether
+    they did, and the per-question differences (for the power check).
     """
     from ragaudit.ppi import FIGURES, RELEVANT_SHARE, judged_by_question
 
@@ -322,10 +323,20 @@ def _figure_tests(
                 f"page's power-tuned one); {paired}"
             )
         else:
-            test = paired_test(va, vb, resamples, seed)
+            # Judged alone, the figure is the judge's view on both sides: shown in the notes,
+            # never a row of the adjusted family, so labelling one run cannot change the gate.
             why = why or "no people's labels of it in either run"
-            note = f"{figure}: {why}: the judge's figures compared; {paired}"
-        out.append((figure, test, note, ca is not None and cb is not None, vb - va))
+            out.append(
+                (
+                    figure,
+                    None,
+                    f"{figure}: {why}: not compared (labels in both runs correct it); {paired}",
+                    False,
+                    vb - va,
+                )
+            )
+            continue
+        out.append((figure, test, note, True, vb - va))
     return out
 
 
@@ -408,9 +419,11 @@ def compare_reports(
             )
     for figure, test, note, used, diffs in _figure_tests(a, b, resamples, seed):
         # The figures' names are not metric names (a metric cannot be called "relevant share").
-        tests[figure] = test
         notes.append(note)
         (corrected if used else unused).append(figure)
+        if test is None:
+            continue
+        tests[figure] = test
         too_few = power(diffs, alpha).text(alpha) if len(diffs) else None
         if too_few:
             notes.append(f"{figure}: {too_few}")
