@@ -10,10 +10,10 @@ that moved most.
 
 Where either run has people's grade labels, the judge's figures over the judged candidates
 (:data:`ragaudit.ppi.FIGURES`: the relevant share and NDCG@10, the figures a biased judge
-moves most) are compared beside the metrics, in the same adjusted family: paired by question
-(a question's candidates are one unit: its relevant share enters as its linearised ratio,
-:func:`~ragaudit.stats.ratio_values`; its NDCG@10 as is), corrected by both runs' labels when
-both reach the figure, else the judge's, with the reason the labels went unused.
+moves most) are compared beside the metrics, in the same adjusted family, when both runs'
+labels correct them: paired by question (a question's candidates are one unit: its relevant
+share enters as its linearised ratio, :func:`~ragaudit.stats.ratio_values`; its NDCG@10 as is).
+Otherwise a note gives the reason the labels went unused and no row is added.
 """
 
 from __future__ import annotations
