@@ -120,10 +120,14 @@ class Viewer:
         """A run's report page: its frame kept while the rest is unchanged, people's parts new."""
         from ragaudit.reporting import fill_people, render_frame
 
-        report = self.report(folder, sig)
-        rest, _ = split(sig[1])
-        frame = self.frames.get(folder.name, rest, lambda: render_frame(report))
-        return fill_people(frame, report)
+        rest, labelled = split(sig[1])
+
+        def fill() -> str:
+            report = self.report(folder, sig)
+            frame = self.frames.get(folder.name, rest, lambda: render_frame(report))
+            return fill_people(frame, report)
+
+        return self.pages.get(("run", folder.name), (rest, labelled), fill)
 
 
 def viewer(request: Request) -> Viewer:
