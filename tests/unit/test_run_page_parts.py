@@ -151,3 +151,19 @@ def test_a_label_re_renders_only_peoples_part_and_compare_json_nothing(
     write_json({"compared": True}, run / "compare.json")
     assert client.get("/runs/r").status_code == 200
     assert calls == {"base": 1, "people": 2, "frame": 1}
+
+
+def test_the_viewers_question_page_shows_peoples_labels(tmp_path: Path) -> None:
+    run, truth = labelled_run(tmp_path, "r", questions=4, candidates=3, annotators=("ann",))
+    client = TestClient(create_app(tmp_path), base_url="http://127.0.0.1")
+    page = client.get("/runs/r/questions/q0001").text
+    table = re.search(r'<table id="people-labels">(.*?)</table>', page, re.S)
+    assert table is not None
+    rows = re.findall(
+        r"<tr[^>]*><td>grade</td><td><span class=\"qid\">(c\d)</span>.*?<td>ann</td>"
+        r"<td class=\"n\">(\d)</td>",
+        table.group(1),
+    )
+    assert {cid: int(g) for cid, g in rows} == {
+        cid: g for (q, cid), g in truth["grades"].items() if q == "q0001"
+    }
