@@ -105,7 +105,7 @@ def main() -> None:
             [
                 ("before: full rebuild (build_report + render_html)", f"{b:.3f}"),
                 ("after: Viewer.page (rest kept, people's part new)", f"{a:.3f}"),
-                ("  of which people_section (alpha bootstrap inside)", f"{p:.3f}"),
+                ("  people_section alone, timed apart (alpha inside)", f"{p:.3f}"),
                 ("removed by the split (before - after)", f"{b - a:.3f}"),
                 ("after compare.json lands (nothing rebuilt)", f"{t_compare:.3f}"),
             ],
