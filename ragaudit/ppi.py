@@ -382,7 +382,7 @@ class PersonLabel:
     annotator: str
     label: float
     time: str
-    """ISO 8601, UTC."""
+    """ISO 8601, UTC ("" when the store holds none)."""
 
 
 @dataclass(frozen=True)
@@ -425,7 +425,11 @@ def people_labels(run_dir: Path | str) -> list[LabelledItem]:
         return []
     run = RunFolder(path.parent, path.name)
     ids = set(frame["question_id"].to_list())
-    questions = {r["question_id"]: r["question"] for r in run.rows("questions", ids)}
+    questions = (
+        {r["question_id"]: r["question"] for r in run.rows("questions", ids)}
+        if run.has("questions")
+        else {}
+    )
     pool = run.candidates(ids=ids) if run.has("candidates") else {}
     texts = {(q, c["context_id"]): c for q, cands in pool.items() for c in cands}
     judge: dict[tuple[str, str, str | None], float] = {}
@@ -453,7 +457,12 @@ def people_labels(run_dir: Path | str) -> list[LabelledItem]:
                 cand["engine_rank"] if cand else None,
                 judge.get((kind, qid, cid)),
                 tuple(
-                    PersonLabel(r["annotator"], float(r["label"]), r["time"].isoformat())
+                    # A store copied in from elsewhere may lack a time: said as unknown.
+                    PersonLabel(
+                        r["annotator"],
+                        float(r["label"]),
+                        r["time"].isoformat() if r["time"] is not None else "",
+                    )
                     for r in part.iter_rows(named=True)
                 ),
             )
