@@ -375,6 +375,106 @@ def _ndcg(
     return lines, note, figure
 
 
+@dataclass(frozen=True)
+class PersonLabel:
+    """One person's latest label of an item: who, what, when."""
+
+    annotator: str
+    label: float
+    time: str
+    """ISO 8601, UTC ("" when the store holds none)."""
+
+
+@dataclass(frozen=True)
+class LabelledItem:
+    """An item people labelled, with the judge's value of it and its texts."""
+
+    kind: str
+    """``grade`` (a candidate's relevance, 0–3) or a judged metric's name (yes/no)."""
+    question_id: str
+    candidate_id: str | None
+    question: str | None
+    candidate: str | None
+    """The candidate's text (a grade item), None for an answer's."""
+    engine_rank: int | None
+    judge: float | None
+    """The judge's grade, or its score of the answer (None: no ``ok`` verdict)."""
+    people: tuple[PersonLabel, ...]
+    """Each person's latest label, skips left out, by name."""
+
+    @property
+    def disagrees(self) -> bool:
+        """Some person's latest label differs from the judge's.
+
+        A grade differs when it is another grade; a metric's score in [0, 1] is the judge's
+        "yes" at ½ and over, the cut the agreement figures take for yes/no labels.
+        """
+        if self.judge is None:
+            return False
+        judged = self.judge if self.kind == GRADE else float(self.judge >= 0.5)
+        return any(p.label != judged for p in self.people)
+
+
+def people_labels(run_dir: Path | str) -> list[LabelledItem]:
+    """Every item some person labelled (not skipped), with the judge's value, in item order."""
+    path = Path(run_dir)
+    if not has_labels(path):
+        return []
+    frame, _ = _labels(path)
+    if frame.is_empty():
+        return []
+    run = RunFolder(path.parent, path.name)
+    ids = set(frame["question_id"].to_list())
+    questions = (
+        {r["question_id"]: r["question"] for r in run.rows("questions", ids)}
+        if run.has("questions")
+        else {}
+    )
+    pool = run.candidates(ids=ids) if run.has("candidates") else {}
+    texts = {(q, c["context_id"]): c for q, cands in pool.items() for c in cands}
+    judge: dict[tuple[str, str, str | None], float] = {}
+    if run.has("verdicts"):
+        for r in run.rows("verdicts", ids):
+            if r["status"] == "ok" and r.get("grade") is not None:
+                judge[(GRADE, r["question_id"], r["context_id"])] = float(r["grade"])
+    if run.has("scores"):
+        for r in run.rows("scores", ids):
+            if r["status"] == "ok" and r["value"] is not None:
+                judge[(r["metric"], r["question_id"], None)] = float(r["value"])
+    out = []
+    for part in frame.sort("item_id", "annotator").partition_by("item_id", maintain_order=True):
+        first = part.row(0, named=True)
+        kind, qid = first["kind"], first["question_id"]
+        cid = first["candidate_id"] if kind == GRADE else None
+        cand = texts.get((qid, cid)) if cid is not None else None
+        out.append(
+            LabelledItem(
+                kind,
+                qid,
+                cid,
+                questions.get(qid),
+                cand["text"] if cand else None,
+                cand["engine_rank"] if cand else None,
+                judge.get((kind, qid, cid)),
+                tuple(
+                    # A store copied in from elsewhere may lack a time: said as unknown.
+                    PersonLabel(
+                        r["annotator"],
+                        float(r["label"]),
+                        r["time"].isoformat() if r["time"] is not None else "",
+                    )
+                    for r in part.iter_rows(named=True)
+                ),
+            )
+        )
+    return out
+
+
+def disagreements(run_dir: Path | str) -> list[LabelledItem]:
+    """The labelled items where some person's latest label differs from the judge's."""
+    return [item for item in people_labels(run_dir) if item.disagrees]
+
+
 SUMMARY_COLUMNS = ("ppi_mean", "ppi_ci_low", "ppi_ci_high", "n_labels", "labels_to_halve")
 """The summary table's PPI columns (schema version 2), null for a metric without labels."""
 
@@ -530,11 +630,15 @@ __all__ = [
     "AgreementLine",
     "ConfusionRow",
     "JudgeVsPeople",
+    "LabelledItem",
+    "PersonLabel",
     "corrected_note",
+    "disagreements",
     "figure_rows",
     "has_labels",
     "judge_vs_people",
     "judged_by_question",
+    "people_labels",
     "summary_columns",
     "uncorrected_reason",
     "write_corrected_summary",

@@ -17,14 +17,19 @@ from ragaudit.reporting._artifacts import (
     summary_table,
 )
 from ragaudit.reporting._build import (
+    NO_PEOPLE,
+    PeopleSection,
+    build_base,
     build_report,
     directions,
     judge_cost,
     judge_noise,
     ndcg_curve,
+    people_section,
     question_set_hash,
     run_folder,
     score_cells,
+    with_people,
 )
 from ragaudit.reporting._calibration import (
     CALIBRATION_META,
@@ -73,8 +78,10 @@ _LAZY = {
     "_charts": ("Figure", "calibration_figures", "chart_svg", "configure_chart", "figures"),
     "_html": (
         "REPORT_FILE",
+        "fill_people",
         "render_calibration_html",
         "render_compare_html",
+        "render_frame",
         "render_html",
         "stamp_completion",
         "write_calibration_html",
@@ -102,8 +109,10 @@ if TYPE_CHECKING:
     )
     from ragaudit.reporting._html import (
         REPORT_FILE,
+        fill_people,
         render_calibration_html,
         render_compare_html,
+        render_frame,
         render_html,
         stamp_completion,
         write_calibration_html,
@@ -141,6 +150,13 @@ def write_calibration_report(run_dir: Path | str) -> tuple[Path, Path]:
 
 
 __all__ = [
+    "NO_PEOPLE",
+    "PeopleSection",
+    "build_base",
+    "fill_people",
+    "people_section",
+    "render_frame",
+    "with_people",
     "AgreementRow",
     "CALIBRATION_META",
     "CALIBRATION_XLSX",

@@ -8,8 +8,9 @@ import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -38,6 +39,10 @@ from ragaudit.reporting._model import (
 from ragaudit.reporting._summary import stored_rows, summarise, worst_questions
 from ragaudit.runfolder import RunFolder, RunState, run_state
 from ragaudit.stats import Agreement
+
+if TYPE_CHECKING:
+    # Only the annotations: ragaudit.ppi imports the calibration, which imports this package.
+    from ragaudit.ppi import JudgeVsPeople, LabelledItem
 
 # Reference answers the score stage reads instead of the question set's (tasks/score.py).
 USABLE_REFERENCE = frozenset({"ok", "partial"})
@@ -394,12 +399,66 @@ def judge_noise(
     return rows, apart
 
 
+@dataclass(frozen=True)
+class PeopleSection:
+    """What people's labels add to a report: the judge against them, and the items labelled."""
+
+    people: JudgeVsPeople | None
+    labelled: tuple[LabelledItem, ...]
+
+
+NO_PEOPLE = PeopleSection(None, ())
+
+
+def people_section(run_dir: Path | str) -> PeopleSection:
+    """The run's labels against its judge (:data:`NO_PEOPLE` without a labels store).
+
+    The costly part of a report after a label (the agreement figures' bootstrap): the viewer
+    keeps it per labels signature and puts it on a report built without it
+    (:func:`with_people`), so a label never rebuilds the rest.
+    """
+    path = Path(run_dir)
+    if not has_labels(path):
+        return NO_PEOPLE
+    from ragaudit.ppi import judge_vs_people, people_labels
+
+    return PeopleSection(judge_vs_people(path), tuple(people_labels(path)))
+
+
+def with_people(base: Report, section: PeopleSection) -> Report:
+    """``base`` (built with :data:`NO_PEOPLE`) with ``section``'s figures and labels.
+
+    People's labels may be newer than the stored summary: their PPI columns are recomputed.
+    """
+    if section.people is None and not section.labelled:
+        return base
+    summary = base.summary
+    if section.people is not None:
+        from ragaudit.ppi import summary_columns
+
+        summary = tuple(
+            dataclasses.replace(s, **summary_columns(section.people, s.metric)) for s in summary
+        )
+    return dataclasses.replace(
+        base, summary=summary, people=section.people, labelled=section.labelled
+    )
+
+
 def build_report(run_dir: Path | str) -> Report:
-    """The report model of the run folder ``run_dir``.
+    """The report model of the run folder ``run_dir``, people's labels included.
 
     The summary is read from ``summary.parquet`` when the report stage wrote it (so every
     rendering shows the same digits), else computed from ``scores`` with the run's report
     config.
+
+    Raises:
+        StageError: ``run_dir`` is not a run folder (no manifest and no tables).
+    """
+    return with_people(build_base(run_dir), people_section(run_dir))
+
+
+def build_base(run_dir: Path | str) -> Report:
+    """The report model of ``run_dir`` without people's labels (:func:`build_report`'s rest).
 
     Raises:
         StageError: ``run_dir`` is not a run folder (no manifest and no tables).
@@ -429,15 +488,6 @@ def build_report(run_dir: Path | str) -> Report:
         )
     else:
         summary = []
-
-    people = None
-    if has_labels(run.path):
-        # People's labels may be newer than the stored summary: their figures are recomputed.
-        from ragaudit.ppi import judge_vs_people, summary_columns
-
-        people = judge_vs_people(run.path)
-        if people is not None:
-            summary = [dataclasses.replace(s, **summary_columns(people, s.metric)) for s in summary]
 
     questions = _read(run, "questions")
     answers = _read(run, "answers")
@@ -593,19 +643,23 @@ def build_report(run_dir: Path | str) -> Report:
         judge_cost=judge_cost(run),
         judge_noise=tuple(noise_rows),
         judge_disagreements=tuple(disagreements),
-        people=people,
     )
 
 
 __all__ = [
     "CURVE_MAX_K",
     "DISAGREEMENTS",
+    "NO_PEOPLE",
     "USABLE_REFERENCE",
+    "PeopleSection",
+    "build_base",
     "build_report",
     "directions",
     "judge_noise",
     "ndcg_curve",
+    "people_section",
     "score_cells",
+    "with_people",
     "question_set_hash",
     "run_folder",
 ]

@@ -198,8 +198,69 @@ def unpack(blob: str) -> list[dict[str, Any]]:
     return json.loads(gzip.decompress(base64.b64decode(blob)))
 
 
+# Where the parts that people's labels change go in the page (comments: a run's texts are
+# escaped, so no text of theirs can hold one; the drill-down blob is base64).
+_SLOTS = ("top", "people", "labels")
+
+
+def _slot(name: str) -> str:
+    return f"<!--ragaudit:slot:{name}-->"
+
+
 def render_html(report: Report) -> str:
     """The report page of ``report`` as one self-contained HTML document."""
+    return fill_people(render_frame(report), report)
+
+
+def _people_labels(report: Report) -> dict[str, list[Any]]:
+    """Each question's labelled items for the drill-down (short lists: the page's own JSON)."""
+    out: dict[str, list[Any]] = {}
+    for item in report.labelled:
+        out.setdefault(item.question_id, []).append(
+            [
+                item.kind,
+                item.candidate_id,
+                item.judge,
+                [[p.annotator, p.label, p.time] for p in item.people],
+            ]
+        )
+    return out
+
+
+def fill_people(frame: str, report: Report) -> str:
+    """``frame`` (:func:`render_frame`) with the parts people's labels change, from ``report``.
+
+    The summary table (its PPI column and the corrected figures on top), the judge against
+    people section with its disagreements, and the drill-down's labels: milliseconds, where
+    the frame (charts, the drill-down blob) takes seconds, so a new label re-renders only these.
+    """
+    module = _env().get_template("_people.html.j2").module
+    parts = {
+        "top": str(module.top(report)),  # type: ignore[attr-defined]
+        "people": str(module.section(report)),  # type: ignore[attr-defined]
+        "labels": _labels_script(_people_labels(report)),
+    }
+    for name in _SLOTS:
+        frame = frame.replace(_slot(name), parts[name], 1)
+    return frame
+
+
+def _labels_script(labelled: dict[str, list[Any]]) -> str:
+    if not labelled:
+        return ""
+    # ``htmlsafe_json_dumps`` escapes <, >, & and ': a label's text cannot close the element.
+    body = jinja2.utils.htmlsafe_json_dumps(
+        labelled, dumps=json.dumps, ensure_ascii=False, separators=(",", ":")
+    )
+    return f'<script type="application/json" id="people-labels">{body}</script>'
+
+
+def render_frame(report: Report) -> str:
+    """The report page without what people's labels change (slots :func:`fill_people` fills).
+
+    Everything costly (the charts, the drill-down blob) is here and reads nothing of the labels:
+    ``report`` may be :func:`~ragaudit.reporting.build_base`'s.
+    """
     started = time.perf_counter()
     figs = figures(report)
     charts_s = time.perf_counter() - started
@@ -393,6 +454,8 @@ def write_calibration_html(section: CalibrationSection, path: Path | str | None 
 
 __all__ = [
     "REPORT_FILE",
+    "fill_people",
+    "render_frame",
     "pack",
     "unpack",
     "render_calibration_html",

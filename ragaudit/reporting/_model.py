@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Only the annotation: ragaudit.ppi imports the calibration, which imports this package.
-    from ragaudit.ppi import JudgeVsPeople
+    from ragaudit.ppi import JudgeVsPeople, LabelledItem
 
 Status = str
 """A row's status: ``ok``, ``failed`` (with the error) or ``skipped`` (with the reason)."""
@@ -360,6 +360,8 @@ class Report:
     """Per metric, the rows whose judges disagree most (with a jury)."""
     people: JudgeVsPeople | None = None
     """The judge against people's labels of the run (``ragaudit.ppi``); None without labels."""
+    labelled: tuple[LabelledItem, ...] = ()
+    """Every item people labelled, with each person's latest label and the judge's value."""
     incomplete: str | None = None
     """Why the run is not complete (``ragaudit.runfolder.run_state``'s warning, a live run
     included); None when it completed. Read once, when the report is built."""
@@ -367,6 +369,11 @@ class Report:
     def summary_for(self, metric: str) -> MetricSummary | None:
         """The summary row of ``metric``, or None."""
         return next((s for s in self.summary if s.metric == metric), None)
+
+    @property
+    def label_disagreements(self) -> tuple[LabelledItem, ...]:
+        """The labelled items where some person's latest label differs from the judge's."""
+        return tuple(i for i in self.labelled if i.disagrees)
 
     @property
     def flagged(self) -> tuple[MetricSummary, ...]:

@@ -23,13 +23,16 @@ from ragaudit.errors import StageError, clip
 from ragaudit.numbers import fixed
 from ragaudit.reporting import (
     Report,
+    build_base,
     build_calibration,
-    build_report,
     compare_runs,
+    people_section,
     template_env,
     trend,
+    with_people,
 )
 from ragaudit.secrets import redact
+from ragaudit.viewer._incremental import split
 from ragaudit.viewer._listing import (
     TUNE_REPORT,
     Listed,
@@ -101,8 +104,11 @@ class Viewer:
     def __init__(self, runs_root: Path) -> None:
         self.root = runs_root
         self.listing = Listing(runs_root)
-        self.reports = _Kept(8)
         self.pages = _Kept(16)
+        # A run's page in two parts (``_incremental``): a label re-renders only people's part.
+        self.bases = _Kept(8)
+        self.frames = _Kept(8)
+        self.people = _Kept(8)
 
     def run(self, run_id: str) -> tuple[Path, Listed, Signature]:
         """The folder of ``run_id`` (404 outside the root), its entry and signature."""
@@ -110,8 +116,28 @@ class Viewer:
         return folder, self.listing.folder(folder), signature(folder)
 
     def report(self, folder: Path, sig: Signature) -> Report:
-        """The report model of a run folder, built again only when the folder changed."""
-        return self.reports.get(folder.name, sig, lambda: build_report(folder))
+        """The report model of a run folder, built again in the part that changed.
+
+        The rest is built again only when the rest changed, people's figures only when the
+        labels did: a label or ``compare.json`` never rebuilds the whole report.
+        """
+        rest, labelled = split(sig[1])
+        base = self.bases.get(folder.name, rest, lambda: build_base(folder))
+        section = self.people.get(folder.name, (rest, labelled), lambda: people_section(folder))
+        return with_people(base, section)
+
+    def page(self, folder: Path, sig: Signature) -> str:
+        """A run's report page: its frame kept while the rest is unchanged, people's parts new."""
+        from ragaudit.reporting import fill_people, render_frame
+
+        rest, labelled = split(sig[1])
+
+        def fill() -> str:
+            report = self.report(folder, sig)
+            frame = self.frames.get(folder.name, rest, lambda: render_frame(report))
+            return fill_people(frame, report)
+
+        return self.pages.get(("run", folder.name), (rest, labelled), fill)
 
 
 def viewer(request: Request) -> Viewer:
@@ -247,19 +273,20 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
         people = people_figures(folder, days)
         return _page("audit.html.j2", run=listed, days=days, people=people, **watch)
 
-    def render() -> str:
+    def calibration() -> str:
         # The charts' packages load with the first report, not with the server (its list).
-        from ragaudit.reporting import render_calibration_html, render_html
+        from ragaudit.reporting import render_calibration_html
 
-        if listed.kind == "calibration":
-            section = build_calibration(folder)
-            if section is None:
-                raise StageError(f"{folder.name}: a calibration folder without its table")
-            return render_calibration_html(section)
-        return render_html(v.report(folder, sig))
+        section = build_calibration(folder)
+        if section is None:
+            raise StageError(f"{folder.name}: a calibration folder without its table")
+        return render_calibration_html(section)
 
     try:
-        page = v.pages.get(("report", folder.name), sig, render)
+        if listed.kind == "calibration":
+            page = v.pages.get(("report", folder.name), sig, calibration)
+        else:
+            page = v.page(folder, sig)
     except Exception as exc:  # noqa: BLE001  (a folder from outside never takes the server down)
         return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 422, listed)
     return _framed(page, run=listed, sampled=(folder / labels.SAMPLE_FILE).is_file())

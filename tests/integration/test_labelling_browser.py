@@ -179,3 +179,108 @@ def test_label_with_the_keyboard_reload_and_a_second_annotator(tmp_path: Path) -
             assert found["errors"] == []
             assert found["outside"] == []
     assert not any(run_dir.glob(".*.tmp"))
+
+
+def _served(page: Any) -> float:
+    """Seconds from the page's request to the server's last byte (the browser's own timing)."""
+    nav = page.evaluate(
+        "() => { const n = performance.getEntriesByType('navigation')[0];"
+        " return n.responseEnd - n.requestStart; }"
+    )
+    return float(nav) / 1000
+
+
+@pytest.mark.slow  # 200 labels through Chromium, then the run page built with its figures
+def test_two_hundred_labels_then_the_corrected_ndcg_on_the_run_page(tmp_path: Path) -> None:
+    """200 labels with the keyboard, then NDCG@10 corrected by them, with its interval, on top.
+
+    NDCG@10 needs a question's every judged candidate graded, and today's sample draws single
+    candidates: the run is small (20 questions × 10 candidates, ~190 judged) and the sample
+    holds every grade item, so labelling them question by question reaches it. The grade items
+    of two questions are skipped (a skip is stored, and is no label), so the corrected figures
+    have judged items left to correct. Each answer's time is printed, never asserted.
+    """
+    import time
+
+    from ragaudit import ppi
+
+    root = tmp_path / "runs"
+    run_dir = write_label_run(root, "r1", n_questions=20)
+    with label_server(root, "--sample", "200", "--annotator", "ann", "--port", "0") as url:
+        origin = re.match(r"http://[^/]+", url).group(0)  # type: ignore[union-attr]
+        sample = labels.read_sample(run_dir)
+        assert sample is not None
+        kinds = sample["kind"].to_pylist()
+        qids = sample["question_id"].to_pylist()
+        skipped = set(sorted(set(qids))[:2])
+        with browser_page(origin) as (page, found):
+            page.goto(url)
+            answers: list[float] = []
+            given = 0
+            position = 0
+            while given < 200:
+                _ready(page, position)
+                if kinds[position] == "grade" and qids[position] in skipped:
+                    key = "s"
+                else:
+                    key = str(position % 4) if kinds[position] == "grade" else "yn"[position % 2]
+                    given += 1
+                started = time.perf_counter()
+                page.keyboard.press(key)
+                _ready(page, position + 1)
+                answers.append(time.perf_counter() - started)
+                position += 1
+            print("label answer times (s):", " ".join(f"{s:.3f}" for s in answers))
+            median = sorted(answers)[len(answers) // 2]
+            print(f"label answer: median {median:.3f} s, max {max(answers):.3f} s")
+            mine = _mine(run_dir, "ann")
+            assert sum(v is not None for v in mine.values()) == 200
+
+            started = time.perf_counter()
+            # The first view builds the whole report (charts, drill-down): minutes on a loaded
+            # machine are not what is tested.
+            page.goto(f"{origin}/runs/r1", timeout=300_000)
+            page.wait_for_selector("#summary tr[data-figure='NDCG@10']")
+            print(
+                f"run page, first view after 200 labels: {time.perf_counter() - started:.3f} s "
+                f"in all, {_served(page):.3f} s for the server's answer"
+            )
+            cell = page.inner_text("#summary tr[data-figure='NDCG@10'] td.ppi")
+            found_ndcg = re.fullmatch(
+                r"(\d\.\d{3}) \((\d\.\d\d) – (\d\.\d\d), (\d+) labels\)", cell
+            )
+            assert found_ndcg, cell
+            expected = ppi.judge_vs_people(run_dir)
+            assert expected is not None
+            ndcg = expected.corrected_for(ppi.NDCG)
+            assert ndcg is not None and ndcg.ppi_mean is not None
+            assert float(found_ndcg.group(1)) == pytest.approx(ndcg.ppi_mean, abs=0.0005)
+            low, high = float(found_ndcg.group(2)), float(found_ndcg.group(3))
+            assert low <= float(found_ndcg.group(1)) <= high
+            assert int(found_ndcg.group(4)) == ndcg.n_labelled >= 10
+
+            # Where people and the judge differ: listed, and a row opens its question's
+            # drill-down, which shows each person's label beside the judge's grade.
+            apart = ppi.disagreements(run_dir)
+            rows = page.locator("#label-disagreements tbody tr")
+            assert rows.count() == len(apart) > 0
+            first = apart[0]
+            rows.first.locator("a[data-open]").click()
+            drill = page.locator(f"details#q-{first.question_id} table.people-labels")
+            drill.wait_for()
+            assert "ann" in drill.inner_text()
+
+            # One more label: the page comes back with it, the rest of the report kept.
+            page.goto(url)
+            _ready(page, position)
+            page.keyboard.press("y" if kinds[position] != "grade" else "0")
+            _ready(page, position + 1)
+            started = time.perf_counter()
+            page.goto(f"{origin}/runs/r1", timeout=300_000)
+            page.wait_for_selector("#summary tr[data-figure='NDCG@10']")
+            print(
+                f"run page after one more label: {time.perf_counter() - started:.3f} s in all, "
+                f"{_served(page):.3f} s for the server's answer"
+            )
+            assert found["errors"] == []
+            assert found["outside"] == []
