@@ -65,7 +65,7 @@ def test_disagreements_are_the_items_some_person_labelled_otherwise(tmp_path: Pa
         for r in pq.read_table(run / "verdicts.parquet").to_pylist()
     }
     latest: dict[tuple[str, str], dict[str, float]] = {}
-    for r in sorted(pq.read_table(run / labels.FILE).to_pylist(), key=lambda r: r["time"]):
+    for r in sorted(labels.read_labels(run).to_pylist(), key=lambda r: r["time"]):
         if r["kind"] == "grade":
             latest.setdefault((r["question_id"], r["candidate_id"]), {})[r["annotator"]] = r[
                 "label"
