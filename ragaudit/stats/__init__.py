@@ -13,7 +13,16 @@ This package imports nothing of ragaudit but base modules (``ranking`` for NDCG)
 inside the functions that need them.
 """
 
-from ragaudit.stats._agreement import Agreement, Level, agreement, kappa, krippendorff_alpha
+from ragaudit.stats._agreement import (
+    Agreement,
+    Level,
+    agreement,
+    cluster_resample_weights,
+    kappa,
+    kappa_of_counts,
+    krippendorff_alpha,
+    pair_alpha,
+)
 from ragaudit.stats._figures import (
     GRADES,
     METRIC_CUT,
@@ -32,11 +41,13 @@ from ragaudit.stats._figures import (
 from ragaudit.stats._grades import (
     NDCG_GAINS,
     ConfusionCell,
+    DesignAgreement,
     GradeCalibration,
     GradeConfusion,
     Share,
     calibrate_grades,
     calibrated_grades,
+    design_grade_agreement,
     engine_ndcg,
     grade_confusion,
     share,
@@ -45,6 +56,7 @@ from ragaudit.stats._ppi import (
     PPI_NOISE,
     Corrected,
     corrected_mean,
+    design_corrected_mean,
     labels_to_halve,
     ppi_paired_test,
 )
@@ -70,6 +82,7 @@ __all__ = [
     "Agreement",
     "ConfusionCell",
     "Corrected",
+    "DesignAgreement",
     "Figure",
     "GradeCalibration",
     "GradeConfusion",
@@ -89,15 +102,20 @@ __all__ = [
     "bootstrap_ci",
     "calibrate_grades",
     "calibrated_grades",
+    "cluster_resample_weights",
     "corrected_mean",
     "decide",
+    "design_corrected_mean",
+    "design_grade_agreement",
     "detector_figures",
     "engine_ndcg",
     "grade_agreement",
     "grade_confusion",
     "kappa",
+    "kappa_of_counts",
     "krippendorff_alpha",
     "labels_to_halve",
+    "pair_alpha",
     "paired_test",
     "power",
     "ppi_paired_test",
