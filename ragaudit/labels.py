@@ -199,8 +199,9 @@ def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
 
 TOP_K = 10
 """The engine's top that NDCG@10 scores: its own stratum inside each drawn question."""
-PER_QUESTION = 10
-"""Grade items drawn from each drawn question (fewer when its pool is smaller)."""
+PER_QUESTION = 20
+"""Grade items drawn from each drawn question (fewer when its pool is smaller): the top ten
+whole and ten of the rest of the pool."""
 TWO_STAGE = "two-stage"
 STRATIFIED = "stratified"
 
@@ -249,17 +250,35 @@ def question_strata(items: list[tuple[str, str, int | None]]) -> dict[str, list[
 
 
 def allocate_question(sizes: dict[str, int], n: int) -> dict[str, int]:
-    """``n`` draws inside one question: half to its top ten, the rest spread over the pool's strata.
+    """``n`` draws inside one question: half to its top ten, the rest over the pool's strata.
 
-    What the top ten cannot take goes to the pool and back (``allocate`` caps each stratum).
+    With the default budget the top ten is taken whole, so NDCG@10's numerator is known
+    exactly; the pool's strata get one draw each, the rest in proportion to their sizes (the
+    ideal order's counts are estimated per stratum, and a big stratum's count is the most
+    uncertain). What the top cannot take goes to the pool and back.
     """
     top = f"top {TOP_K}"
     rest = {s: k for s, k in sizes.items() if s != top}
-    to_top = min(sizes.get(top, 0), -(-n // 2)) if rest else min(sizes.get(top, 0), n)
-    taken = allocate(rest, n - to_top) if rest else {}
+    to_top = min(sizes.get(top, 0), -(-n // 2) if rest else n)
+    taken = _proportional(rest, n - to_top)
     spare = n - to_top - sum(taken.values())
     if top in sizes:
         taken[top] = min(sizes[top], to_top + spare)
+    return taken
+
+
+def _proportional(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """``n`` draws: one per stratum first, then each to the stratum of most items per draw."""
+    taken = {s: 0 for s in sizes}
+    for s in sorted(sizes, key=lambda s: (-sizes[s], s)):
+        if n - sum(taken.values()) > 0 and sizes[s] > 0:
+            taken[s] = 1
+    while n - sum(taken.values()) > 0:
+        open_ = [s for s in sorted(sizes) if taken[s] < sizes[s]]
+        if not open_:
+            break
+        best = max(open_, key=lambda s: sizes[s] / (taken[s] + 1))
+        taken[best] += 1
     return taken
 
 
