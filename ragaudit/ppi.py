@@ -25,7 +25,8 @@ of one question are not independent), never over the labels one by one.
   for the ideal, as infNDCG estimates it from a sampled pool); then the same correction
   across questions. A question whose every judged candidate is labelled has its NDCG exactly.
 - Agreement (κ, α, the per-grade confusion): weighted back to the run, intervals by a
-  bootstrap over questions; the sample's unweighted figures beside them, named as such.
+  delete-one-question jackknife (Student t); the sample's unweighted figures beside them,
+  named as such.
 - A judged metric (unit: a question's answer, one per question): its sample is stratified by
   a third of the score scale, items independent, corrected by ``ppi_py``
   (:func:`ragaudit.stats.corrected_mean`).
@@ -399,13 +400,11 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
             # Several people on one item share its weight: the item counts once in the run.
             w = [found.weight[k] / per_item[k] for k in keys]
             clusters = [found.cluster[k] for k in keys]
-            run_figures = design_grade_agreement(human, judged, w, clusters, cut, seed=seed)
+            run_figures = design_grade_agreement(human, judged, w, clusters, cut)
             agreement += _lines(GRADE, "judge vs people", run_figures.figures)
             confusion = _confusion_rows(run_figures.confusion)
             items = [label_store.item_id(GRADE, *k) for k in keys]
-            sample_figures = design_grade_agreement(
-                human, judged, [1.0] * len(rows), items, cut, seed=seed
-            )
+            sample_figures = design_grade_agreement(human, judged, [1.0] * len(rows), items, cut)
             agreement += _lines(GRADE, SAMPLE_UNWEIGHTED, sample_figures.figures)
             confusion_sample = _confusion_rows(sample_figures.confusion)
         a, b = _people_pairs(grades)

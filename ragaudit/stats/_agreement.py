@@ -13,6 +13,7 @@ from one-hot counts so that a bootstrap's resamples are one array operation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -157,22 +158,42 @@ def pair_alpha(a: np.ndarray, b: np.ndarray, level: Level, axis: int = -1) -> np
     return float(out) if out.ndim == 0 else out
 
 
-def cluster_resample_weights(
-    clusters: Sequence[object] | np.ndarray,
-    weights: Sequence[float] | np.ndarray,
-    resamples: int,
-    seed: int,
+def cluster_jackknife_weights(
+    clusters: Sequence[object] | np.ndarray, weights: Sequence[float] | np.ndarray
 ) -> np.ndarray:
-    """Each item's weight in each resample of a bootstrap over clusters (resamples × items).
+    """Each item's weight in each delete-one-cluster jackknife replicate (clusters × items).
 
-    Items labelled question by question are not independent: the question (the first
-    stage's unit) is resampled, every item of it going with it, times its design weight.
+    Items labelled question by question are not independent: a replicate leaves one question
+    out whole and scales the others by m / (m − 1) (the JK1 replicate weights of survey
+    practice, Wolter 2007 ch. 4).
     """
     _, inverse = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
     m = int(inverse.max()) + 1 if inverse.size else 0
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(m, np.full(m, 1 / m), size=resamples) if m else np.zeros((0, 0))
-    return counts[:, inverse] * np.asarray(weights, dtype=float)[None, :]
+    w = np.asarray(weights, dtype=float)
+    if m < 2:
+        return np.zeros((0, w.size))
+    kept = inverse[None, :] != np.arange(m)[:, None]
+    return kept * w[None, :] * (m / (m - 1))
+
+
+def jackknife_interval(
+    point: float, replicates: np.ndarray, bounds: tuple[float, float]
+) -> tuple[float | None, float | None]:
+    """The 95 % interval point ± t·se of delete-one-cluster replicates, kept inside ``bounds``.
+
+    se² = (m − 1)/m · Σ (θ₍ⱼ₎ − θ̄)², Student t on m − 1 degrees of freedom: with a handful of
+    questions a percentile bootstrap over them is too narrow (its variance is short by
+    (m − 1)/m and it uses the normal quantile).
+    """
+    from scipy import stats
+
+    finite = replicates[np.isfinite(replicates)]
+    m = finite.size
+    if m < 2:
+        return None, None
+    se = math.sqrt((m - 1) / m * float(np.sum((finite - finite.mean()) ** 2)))
+    half = float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, m - 1)) * se
+    return max(point - half, bounds[0]), min(point + half, bounds[1])
 
 
 def agreement(
@@ -250,9 +271,7 @@ def kappa(
     first, second = np.asarray(a), np.asarray(b)
     x = np.moveaxis(first, axis, -1)
     y = np.moveaxis(second, axis, -1)
-    observed = np.einsum(
-        "...ni,...nj->...ij", _one_hot(x.astype(int), cats), _one_hot(y.astype(int), cats)
-    )
+    observed = np.einsum("...ni,...nj->...ij", _one_hot(x, cats), _one_hot(y, cats))
     return kappa_of_counts(observed, weights)
 
 
@@ -304,8 +323,9 @@ __all__ = [
     "Agreement",
     "Level",
     "agreement",
-    "cluster_resample_weights",
+    "cluster_jackknife_weights",
     "design_kappa_counts",
+    "jackknife_interval",
     "kappa",
     "kappa_of_counts",
     "krippendorff_alpha",

@@ -21,8 +21,9 @@ import numpy as np
 from ragaudit.ranking import ndcg_at_k
 from ragaudit.stats._agreement import (
     _alpha_of_sums,
-    cluster_resample_weights,
+    cluster_jackknife_weights,
     design_kappa_counts,
+    jackknife_interval,
     kappa_of_counts,
 )
 from ragaudit.stats._figures import GRADES, Figure, share_ci
@@ -197,16 +198,6 @@ def _weighted_share(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarra
         return numerator / denominator
 
 
-def _percentile(replicates: np.ndarray) -> tuple[float | None, float | None]:
-    """The percentile interval of a cluster bootstrap's finite replicates (None: none)."""
-    finite = replicates[np.isfinite(replicates)]
-    if finite.size < 2:
-        return None, None
-    tail = (1 - CONFIDENCE) / 2
-    low, high = np.quantile(finite, [tail, 1 - tail])
-    return float(low), float(high)
-
-
 @dataclass(frozen=True)
 class DesignAgreement:
     """The judge against people weighted back to the run, intervals over questions."""
@@ -223,27 +214,24 @@ def design_grade_agreement(
     weights: Sequence[float],
     clusters: Sequence[str],
     relevant_grade: int = 2,
-    *,
-    resamples: int = 999,
-    seed: int = 0,
 ) -> DesignAgreement:
     """κ, α and the per-grade confusion of the run, from labels drawn by a sampling design.
 
     Each labelled pair counts ``weights`` times (its inverse chance of being drawn), so the
     figures estimate what the judge would score against people over every judged candidate
     of the run, not over the sample (which over-draws rare grades and the engine's top).
-    Intervals: a percentile bootstrap over ``clusters`` (the questions, the first stage's
-    units: items of one question go together), every resample one weighted matrix, so a
-    thousand resamples are a few array operations. With one item per cluster and weights of
-    one it is the plain bootstrap of the sample's figures.
+    Intervals: the delete-one-cluster jackknife over ``clusters`` (the questions, the first
+    stage's units: items of one question go together) with Student t, every replicate one
+    weighted matrix (:func:`jackknife_interval`). With one item per cluster and weights of
+    one it is the plain jackknife of the sample's figures.
     """
     h = np.asarray(human, dtype=int)
     j = np.asarray(judge, dtype=int)
     w = np.asarray(weights, dtype=float)
     n = int(h.size)
     point_w = w[None, :]
-    boot_w = cluster_resample_weights(clusters, w, resamples, seed)
-    counts = design_kappa_counts(h, j, np.vstack([point_w, boot_w]), GRADES)
+    replicate_w = cluster_jackknife_weights(clusters, w)
+    counts = design_kappa_counts(h, j, np.vstack([point_w, replicate_w]), GRADES)
     figures: list[Figure] = []
     if n < 2:
         figures = [
@@ -265,7 +253,7 @@ def design_grade_agreement(
             if not np.isfinite(value):
                 figures.append(Figure(name, None, None, None, n, "undefined on these data"))
                 continue
-            low, high = _percentile(values[1:])
+            low, high = jackknife_interval(value, values[1:], (-1.0, 1.0))
             note = "" if low is not None else "no interval: too few units"
             figures.append(Figure(name, value, low, high, n, note))
     return DesignAgreement(tuple(figures), _design_confusion(h, j, counts, relevant_grade))
@@ -274,7 +262,7 @@ def design_grade_agreement(
 def _design_confusion(
     h: np.ndarray, j: np.ndarray, counts: np.ndarray, relevant_grade: int
 ) -> GradeConfusion:
-    """The per-grade shares of weighted confusion matrices (row 0 the point, the rest resamples)."""
+    """The per-grade shares of weighted confusion matrices (row 0 the point, then replicates)."""
     by_human = counts.sum(axis=2)
     by_judge = counts.sum(axis=1)
     grades = np.asarray(GRADES)
@@ -282,8 +270,10 @@ def _design_confusion(
     def shared(k: int, n: int, values: np.ndarray) -> Share:
         if n == 0:
             return Share(0, 0, None, None, None)
-        low, high = _percentile(values[1:])
         point = float(values[0]) if np.isfinite(values[0]) else None
+        if point is None:
+            return Share(k, n, None, None, None)
+        low, high = jackknife_interval(point, values[1:], (0.0, 1.0))
         return Share(k, n, point, low, high)
 
     cells = tuple(
