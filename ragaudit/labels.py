@@ -6,8 +6,12 @@ being written and two writers (two annotators' tabs, two servers) never lose eac
 Labels are small (hundreds to a few thousand rows), so a whole-file rewrite stays cheap.
 
 ``<run>/labels.sample.parquet`` (schema ``schemas.LABEL_SAMPLE``) holds the items to label:
-drawn once, stratified by the judge's verdict, in one order every annotator follows. What a
-person is shown of an item (:func:`item_texts`) is the run's texts, never the verdict.
+drawn once, in one order every annotator follows, each with its chance of being drawn. Grades
+are drawn in two stages (ADR 0020): questions at random, then inside each drawn question its
+engine's top ten and a sample of the rest of its pool by the judge's grade, so that every
+figure the report corrects (the relevant share, NDCG@10, agreement) is reachable and weighted
+back; answer verdicts are stratified by the judge's score. What a person is shown of an item
+(:func:`item_texts`) is the run's texts, never the verdict.
 """
 
 from __future__ import annotations
