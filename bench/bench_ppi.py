@@ -16,7 +16,17 @@ and bias and each with its own 100 labels; the share of seeds it calls "moved" a
 its false-alarm rate. And one run folder of the same size through ``judge_vs_people``, the
 report's path, to show the corrected share lands on the truth there too.
 
+Then the loop itself, question by question (the design of ``ragaudit label``): per seed a run
+folder of ``--questions`` questions, each with a judged pool of ``--pool`` candidates (true
+grades planted, the engine ranking by grade plus noise, a judge grading a true 0 or 1 as 2
+three times in ten), its sample drawn by ``labels.ensure_sample`` (two-stage: questions, then
+the top ten and the pool), ``--design-labels`` of them labelled with the true grades, read by
+``judge_vs_people``, the report's path. Printed: how often the PPI relevant share's and NDCG@10's
+intervals and the judge-only ones hold the run's true figures, and how often the weighted κ's
+interval holds the judge's κ against the truth over every candidate of the run.
+
     python bench/bench_ppi.py [--seeds 200] [--items 2000] [--labels 100] [--over 0.3]
+        [--questions 40] [--pool 60] [--design-labels 200] [--only-design]
 """
 
 from __future__ import annotations
@@ -24,13 +34,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 from _util import scratch, table
 
 from ragaudit import labels as label_store
-from ragaudit.ppi import RELEVANT_SHARE, judge_vs_people
-from ragaudit.stats import corrected_mean, ppi_paired_test, share
+from ragaudit.ppi import NDCG, NDCG_K, RELEVANT_SHARE, judge_vs_people
+from ragaudit.ranking import ndcg_at_k
+from ragaudit.stats import corrected_mean, kappa, ppi_paired_test, share
 
 RELEVANT = 2
 ALPHA = 0.05
@@ -132,8 +144,113 @@ def through_a_run(items: int, n: int, over: float) -> tuple[float, object]:
     return planted, people.corrected_for(RELEVANT_SHARE)
 
 
+def design_coverage(seeds: int, questions: int, pool: int, n: int, over: float) -> dict[str, Any]:
+    """Per seed: a planted run, the loop's sample, its labels, the report's figures."""
+    from support.labelled_runs import label_sample_with_truth, planted_pool_run
+
+    root = scratch("ppi-design")
+    held = {
+        "relevant share, PPI": 0,
+        "relevant share, judge only": 0,
+        f"{NDCG}, PPI": 0,
+        f"{NDCG}, judge only": 0,
+        "weighted κ (run)": 0,
+        "weighted κ (sample, unweighted)": 0,
+    }
+    reached, labelled, widths = 0, [], []
+    for seed in range(seeds):
+        run, truth, judged = planted_pool_run(
+            root, f"s{seed}", questions=questions, pool=pool, over=over, seed=seed
+        )
+        label_store.ensure_sample(run, n, seed=seed)
+        labelled.append(label_sample_with_truth(run, truth))
+        people = judge_vs_people(run, seed=seed)
+        assert people is not None
+        keys = sorted(truth)
+        target_share = float(np.mean([truth[k] >= RELEVANT for k in keys]))
+        target_kappa = float(
+            kappa(
+                [truth[k] for k in keys],
+                [judged[k] for k in keys],
+                categories=(0, 1, 2, 3),
+                weights="quadratic",
+            )
+        )
+        target_ndcg = _true_ndcg(run, truth)
+        for figure, target in ((RELEVANT_SHARE, target_share), (NDCG, target_ndcg)):
+            c = people.corrected_for(figure)
+            if c is None or c.ppi_ci_low is None:
+                continue
+            reached += figure == NDCG
+            held[f"{figure}, PPI"] += int(c.ppi_ci_low <= target <= c.ppi_ci_high)  # type: ignore[operator]
+            held[f"{figure}, judge only"] += int(c.judge_ci_low <= target <= c.judge_ci_high)  # type: ignore[operator]
+            if figure == NDCG:
+                widths.append(c.ppi_ci_high - c.ppi_ci_low)  # type: ignore[operator]
+        for line in people.agreement:
+            if line.kind == "grade" and line.statistic == "weighted_kappa":
+                name = "weighted κ (run)" if line.between == "judge vs people" else None
+                if line.between.endswith("(sample, unweighted)"):
+                    name = "weighted κ (sample, unweighted)"
+                if name and line.ci_low is not None:
+                    held[name] += int(line.ci_low <= target_kappa <= line.ci_high)  # type: ignore[operator]
+        for path in run.iterdir():
+            path.unlink()
+        run.rmdir()
+    return {"held": held, "reached": reached, "labelled": labelled, "widths": widths}
+
+
+def _true_ndcg(run: Any, truth: dict[tuple[str, str], int]) -> float:
+    """The run's engine NDCG@10 under the true grades, the ideal over each judged pool."""
+    import polars as pl
+
+    cands = pl.read_parquet(run / "candidates.parquet").sort("engine_rank")
+    values = []
+    for (qid,), part in cands.group_by("question_id", maintain_order=True):
+        order = part["context_id"].to_list()
+        values.append(ndcg_at_k(order, {c: float(truth[(qid, c)]) for c in order}, NDCG_K))
+    return float(np.mean(values))
+
+
+def print_design(seeds: int, questions: int, pool: int, n: int, over: float) -> None:
+    """The loop's design over ``seeds`` planted runs, each goal met or not."""
+    started = time.perf_counter()
+    found = design_coverage(seeds, questions, pool, n, over)
+    held: dict[str, int] = found["held"]
+    labelled: list[int] = found["labelled"]
+    print(
+        f"\nthe loop's two-stage sample: {questions} questions × {pool} judged candidates, "
+        f"{statistics.mean(labelled):.0f} labels per run (min {min(labelled)}), judge grades "
+        f"a true 0/1 as 2 with chance {over:.0%}, {seeds} seeds "
+        f"({time.perf_counter() - started:.1f} s)"
+    )
+    rows = []
+    for name, k in held.items():
+        s = share(k, seeds)
+        rows.append((name, f"{k}/{seeds}", f"{s.share:.3f}", f"{s.ci_low:.3f}–{s.ci_high:.3f}"))
+    print(table(rows, ("95% interval", "held the truth", "coverage", "exact 95% CI")))
+    reached = found["reached"]
+    print(
+        f"{NDCG} corrected in {reached}/{seeds} runs at ~{n} labels "
+        f"(median interval width {statistics.median(found['widths']):.3f}): "
+        + verdict(reached == seeds, f"only {reached}/{seeds}")
+    )
+    for name, goal, above in (
+        ("relevant share, PPI", 0.93, True),
+        (f"{NDCG}, PPI", 0.93, True),
+        ("relevant share, judge only", 0.5, False),
+        (f"{NDCG}, judge only", 0.5, False),
+        ("weighted κ (run)", 0.90, True),
+    ):
+        cov = held[name] / seeds
+        ok = cov >= goal if above else cov < goal
+        print(
+            f"{name} coverage {cov:.3f} {'≥' if above else '<'} {goal:.2f}: "
+            + verdict(ok, f"{cov:.3f}")
+        )
+
+
 def verdict(ok: bool, why: str) -> str:
-    return "goal met" if ok else f"goal NOT MET: {why}"
+    return "goal met" if ok else f"goal not met: {why}"
 
 
 def main(seeds: int, items: int, n: int, over: float) -> None:
@@ -209,5 +326,11 @@ if __name__ == "__main__":
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--labels", type=int, default=100)
     parser.add_argument("--over", type=float, default=0.3)
+    parser.add_argument("--questions", type=int, default=40)
+    parser.add_argument("--pool", type=int, default=60)
+    parser.add_argument("--design-labels", type=int, default=200)
+    parser.add_argument("--only-design", action="store_true", help="only the loop's design")
     args = parser.parse_args()
-    main(args.seeds, args.items, args.labels, args.over)
+    if not args.only_design:
+        main(args.seeds, args.items, args.labels, args.over)
+    print_design(args.seeds, args.questions, args.pool, args.design_labels, args.over)

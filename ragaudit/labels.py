@@ -11,15 +11,21 @@ Runs labelled before kept every row in one file, ``<run>/labels.parquet``: it is
 (its rows first) and never rewritten; new labels go to the part files beside it.
 
 ``<run>/labels.sample.parquet`` (schema ``schemas.LABEL_SAMPLE``) holds the items to label:
-drawn once, stratified by the judge's verdict, in one order every annotator follows. What a
-person is shown of an item (:func:`item_texts`) is the run's texts, never the verdict.
+drawn once, in one order every annotator follows, each with its chance of being drawn. Grades
+are drawn in two stages (ADR 0020): questions at random, then inside each drawn question its
+engine's top ten and a sample of the rest of its pool by the judge's grade, so that every
+figure the report corrects (the relevant share, NDCG@10, agreement) is reachable and weighted
+back; answer verdicts are stratified by the judge's score. What a person is shown of an item
+(:func:`item_texts`) is the run's texts, never the verdict.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import hashlib
 import io
+import json
 import math
 import random
 import threading
@@ -272,12 +278,114 @@ def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
     return taken
 
 
-def draw_sample(run_dir: Path, n: int, *, seed: int = 0) -> pa.Table:
-    """A stratified sample of up to ``n`` items of each kind, each kind's items shuffled.
+TOP_K = 10
+"""The engine's top that NDCG@10 scores: its own stratum inside each drawn question."""
+PER_QUESTION = 20
+"""Grade items drawn from each drawn question (fewer when its pool is smaller): the top ten
+whole and ten of the rest of the pool."""
+TWO_STAGE = "two-stage"
+STRATIFIED = "stratified"
 
-    Kinds follow one another (the grades, then each answer metric), so a person keeps one
-    question in mind at a time; the order inside a kind is random (``seed``), so nobody labels
-    a stratum in one run of items.
+
+def grade_frame(run_dir: Path) -> dict[str, list[tuple[str, str, int | None]]]:
+    """Per question, its judged candidates as (candidate id, judge-grade stratum, engine rank).
+
+    The first stage's frame: every question with a candidate the judge graded, in id order.
+    """
+    run = RunFolder(Path(run_dir).parent, Path(run_dir).name)
+    if not run.has("verdicts"):
+        return {}
+    rank: dict[tuple[str, str], int | None] = {}
+    if run.has("candidates"):
+        cands = run.read("candidates").select(["question_id", "context_id", "engine_rank"])
+        for r in cands.to_pylist():
+            rank[(r["question_id"], r["context_id"])] = r["engine_rank"]
+    frame: dict[str, list[tuple[str, str, int | None]]] = {}
+    verdicts = run.read("verdicts").select(
+        ["question_id", "context_id", "grade", "relevant", "status"]
+    )
+    for row in verdicts.to_pylist():
+        stratum = _grade_stratum(row)
+        if stratum is not None:
+            key = (row["question_id"], row["context_id"])
+            frame.setdefault(row["question_id"], []).append(
+                (row["context_id"], stratum, rank.get(key))
+            )
+    for items in frame.values():
+        items.sort()
+    return dict(sorted(frame.items()))
+
+
+def question_strata(items: list[tuple[str, str, int | None]]) -> dict[str, list[str]]:
+    """One question's judged candidates in the second stage's strata.
+
+    ``top 10``: the engine's first ten (every gain NDCG@10's numerator reads); ``rest, judge
+    g``: the rest of the pool by the judge's grade, where the ideal order's gains hide (the
+    judge's grade sorts them: its 0s seldom hold a person's 3).
+    """
+    strata: dict[str, list[str]] = {}
+    for cid, stratum, rank in items:
+        name = f"top {TOP_K}" if rank is not None and rank <= TOP_K else f"rest, judge {stratum}"
+        strata.setdefault(name, []).append(cid)
+    return strata
+
+
+def allocate_question(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """``n`` draws inside one question: half to its top ten, the rest over the pool's strata.
+
+    With the default budget the top ten is taken whole, so NDCG@10's numerator is known
+    exactly; the pool's strata get one draw each, the rest in proportion to their sizes (the
+    ideal order's counts are estimated per stratum, and a big stratum's count is the most
+    uncertain). What the top cannot take goes to the pool and back.
+    """
+    top = f"top {TOP_K}"
+    rest = {s: k for s, k in sizes.items() if s != top}
+    to_top = min(sizes.get(top, 0), -(-n // 2) if rest else n)
+    taken = _proportional(rest, n - to_top)
+    spare = n - to_top - sum(taken.values())
+    if top in sizes:
+        taken[top] = min(sizes[top], to_top + spare)
+    return taken
+
+
+def _proportional(sizes: dict[str, int], n: int) -> dict[str, int]:
+    """``n`` draws: one per stratum first, then each to the stratum of most items per draw."""
+    taken = {s: 0 for s in sizes}
+    for s in sorted(sizes, key=lambda s: (-sizes[s], s)):
+        if n - sum(taken.values()) > 0 and sizes[s] > 0:
+            taken[s] = 1
+    while n - sum(taken.values()) > 0:
+        open_ = [s for s in sorted(sizes) if taken[s] < sizes[s]]
+        if not open_:
+            break
+        best = max(open_, key=lambda s: sizes[s] / (taken[s] + 1))
+        taken[best] += 1
+    return taken
+
+
+def _signature(pops: dict[str, Population], frame: dict[str, Any]) -> str:
+    """A digest of the items a sample is drawn from: labels drawn for other items are refused."""
+    body = json.dumps({"frame": frame, "answers": pops}, sort_keys=True, separators=(",", ":"))
+    return "s1:" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
+
+
+def run_signature(run_dir: Path) -> str:
+    """The signature of the run's judged items, as its sample records it."""
+    pops = populations(run_dir)
+    return _signature({k: v for k, v in pops.items() if k != GRADE}, grade_frame(run_dir))
+
+
+def draw_sample(run_dir: Path, n: int, *, seed: int = 0) -> pa.Table:
+    """About ``n`` items of each kind to label, with each item's chance of being drawn.
+
+    Grades (a two-stage design): ``m`` questions drawn at random from those with a judged
+    candidate (m = n over the items a question gives, at most every question), then inside
+    each drawn question up to :data:`PER_QUESTION` candidates: half from the engine's top ten,
+    the rest from the pool by the judge's grade (:func:`allocate_question`). A drawn question
+    thus yields every figure: its relevant share, its NDCG@10's gains (top ten) and ideal
+    (the pool). The items come question after question, the questions in random order: a
+    session stopped early has labelled fewer whole questions, a smaller sample of the same
+    design. Answer metrics: each question's verdict, stratified by a third of the score scale.
 
     Raises:
         InputError: ``n`` below 1, or a run with no judged item to label.
@@ -285,31 +393,68 @@ def draw_sample(run_dir: Path, n: int, *, seed: int = 0) -> pa.Table:
     if n < 1:
         raise InputError(f"--sample {n}: give at least 1 item per kind")
     rng = random.Random(seed)
-    rows: list[dict[str, Any]] = []
     pops = populations(run_dir)
+    frame = grade_frame(run_dir)
     if not pops:
         raise InputError(
             f"run {Path(run_dir).name}: nothing to label: no verdict graded and no "
             f"{' / '.join(ANSWER_KINDS)} score (run the sort or score stage first)"
         )
-    for kind in (GRADE, *ANSWER_KINDS):
-        strata = pops.get(kind)
-        if not strata:
+    common = {
+        "seed": seed,
+        "run_signature": _signature({k: v for k, v in pops.items() if k != GRADE}, frame),
+        "sample_id": f"{Path(run_dir).name}:{seed}:{dt.datetime.now(dt.UTC).isoformat()}",
+        "drawn_at": dt.datetime.now(dt.UTC),
+    }
+    rows: list[dict[str, Any]] = []
+    if frame:
+        per_question = min(PER_QUESTION, math.ceil(sum(map(len, frame.values())) / len(frame)))
+        m = min(len(frame), math.ceil(n / per_question))
+        for qid in rng.sample(sorted(frame), m):
+            strata = question_strata(frame[qid])
+            counts = allocate_question({s: len(c) for s, c in strata.items()}, per_question)
+            drawn = []
+            for stratum in sorted(strata):
+                for cid in rng.sample(strata[stratum], counts.get(stratum, 0)):
+                    size, taken = len(strata[stratum]), counts[stratum]
+                    drawn.append(
+                        {
+                            "item_id": item_id(GRADE, qid, cid),
+                            "kind": GRADE,
+                            "question_id": qid,
+                            "candidate_id": cid,
+                            "stratum": stratum,
+                            "stratum_size": size,
+                            "stratum_sampled": taken,
+                            "design": TWO_STAGE,
+                            "psu_size": len(frame),
+                            "psu_sampled": m,
+                            "inclusion": (m / len(frame)) * (taken / size),
+                            **common,
+                        }
+                    )
+            rng.shuffle(drawn)
+            rows += drawn
+    for kind in ANSWER_KINDS:
+        bins = pops.get(kind)
+        if not bins:
             continue
-        counts = allocate({s: len(items) for s, items in strata.items()}, n)
+        counts = allocate({s: len(items) for s, items in bins.items()}, n)
         drawn = []
-        for stratum in sorted(strata):
-            for qid, cid in rng.sample(strata[stratum], counts[stratum]):
+        for stratum in sorted(bins):
+            for qid, answer_cid in rng.sample(bins[stratum], counts[stratum]):
                 drawn.append(
                     {
-                        "item_id": item_id(kind, qid, cid),
+                        "item_id": item_id(kind, qid, answer_cid),
                         "kind": kind,
                         "question_id": qid,
-                        "candidate_id": cid,
+                        "candidate_id": answer_cid,
                         "stratum": stratum,
-                        "stratum_size": len(strata[stratum]),
+                        "stratum_size": len(bins[stratum]),
                         "stratum_sampled": counts[stratum],
-                        "seed": seed,
+                        "design": STRATIFIED,
+                        "inclusion": counts[stratum] / len(bins[stratum]),
+                        **common,
                     }
                 )
         rng.shuffle(drawn)
@@ -320,11 +465,29 @@ def draw_sample(run_dir: Path, n: int, *, seed: int = 0) -> pa.Table:
 
 
 def read_sample(run_dir: Path) -> pa.Table | None:
-    """The run's sample, in labelling order (None when none was drawn)."""
+    """The run's sample, in labelling order (None when none was drawn).
+
+    A sample drawn before the design columns (schema version 1) is read with them null.
+    """
     path = Path(run_dir) / SAMPLE_FILE
     if not path.is_file():
         return None
-    return _of_schema(read_parquet_file(path), schemas.LABEL_SAMPLE, path).sort_by("position")
+    table = read_parquet_file(path)
+    for field in schemas.LABEL_SAMPLE:
+        if field.name not in table.column_names and field.name in _SAMPLE_V2:
+            table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
+    return _of_schema(table, schemas.LABEL_SAMPLE, path).sort_by("position")
+
+
+_SAMPLE_V2 = (
+    "design",
+    "psu_size",
+    "psu_sampled",
+    "inclusion",
+    "run_signature",
+    "sample_id",
+    "drawn_at",
+)
 
 
 def ensure_sample(run_dir: Path, n: int, *, seed: int = 0) -> tuple[pa.Table, bool]:

@@ -1,26 +1,48 @@
 """The judge against people: agreement with their labels, and figures corrected for its bias.
 
 A run's figures rest on its judge: every judged metric's mean, the share of candidates judged
-relevant, the engine's NDCG@k with the judge's grades as gains. People's labels of a sample of
+relevant, the engine's NDCG@10 with the judge's grades as gains. People's labels of a sample of
 the run's items (its labels store, :mod:`ragaudit.labels`) measure how far the judge agrees
-with them (the agreement figures of :mod:`ragaudit.stats`) and correct those figures by
-prediction-powered inference (:func:`ragaudit.stats.corrected_mean`): the judge's mean over
-every judged item plus the mean of people's label minus the judge's on the labelled ones,
-whose 95 % interval stays valid however biased the judge is. This module reads the run's
-labels and judgments and pairs them item by item; the arithmetic is the statistics package's.
+with them and correct those figures by prediction-powered inference: the judge's mean over
+every judged item plus the mean of people's label minus the judge's on the labelled ones, whose
+95 % interval stays valid however biased the judge is. This module reads the run's labels, its
+judgments and the sample's design, and pairs them item by item; the arithmetic is the
+statistics package's.
 
-Units: a judged metric's item is a question's answer; the relevant share's is a judged
-candidate; NDCG@k's is a question whose every judged candidate a person graded (the only ones
-whose human NDCG is known). Several people on one item count as the mean of their labels. The
-labelled items are taken as a random sample of the judged ones, as the labelling sample draws
-them; candidates of one question are not independent, so the relevant share's interval is
-somewhat narrower than a question-level one would be.
+The design (``labels.draw_sample``, ADR 0020): questions drawn at random, then inside each
+drawn question candidates from the engine's top ten and from the rest of the pool by the
+judge's grade, each item with its chance of being drawn. Every grade figure is then estimated
+as the survey literature estimates a two-stage sample: each label weighted by its inverse
+chance of being drawn, intervals over the drawn questions (the primary sampling units: labels
+of one question are not independent), never over the labels one by one.
+
+- Relevant share (unit: a judged candidate): the judge's share over every judged candidate
+  plus the design-weighted mean of label minus judge (:func:`ragaudit.stats.design_corrected_mean`).
+- NDCG@10 (unit: a question; gains the 0–3 grades; the ideal order over the question's judged
+  candidates): per drawn question, its human NDCG@10 estimated from the judge's grades plus
+  the question's weighted (label − judge) residuals (a difference estimator inside the
+  question: the top ten's gains for the numerator, the count of each grade in the whole pool
+  for the ideal, as infNDCG estimates it from a sampled pool); then the same correction
+  across questions. A question whose every judged candidate is labelled has its NDCG exactly.
+- Agreement (κ, α, the per-grade confusion): weighted back to the run, intervals by a
+  delete-one-question jackknife (Student t); the sample's unweighted figures beside them,
+  named as such.
+- A judged metric (unit: a question's answer, one per question): its sample is stratified by
+  a third of the score scale, items independent, corrected by ``ppi_py``
+  (:func:`ragaudit.stats.corrected_mean`).
+
+Several people on one item count as the mean of their labels. Labels outside the drawn sample
+are left out of the estimates and counted; a sample drawn from other judged items than the
+run's (copied from another run, or the run judged again since) refuses the labels with a note.
+With no sample at all, the labelled questions are taken as a random draw of the run's and the
+labelled candidates of each as a random draw of its pool.
 
 With no labels nothing here runs, and a run's outputs are those it had before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -38,17 +60,20 @@ from ragaudit.stats import (
     Corrected,
     calibrate_grades,
     corrected_mean,
-    engine_ndcg,
-    grade_agreement,
-    grade_confusion,
+    design_corrected_mean,
+    design_grade_agreement,
     rater_agreement,
     score_agreement,
+    share_ci,
 )
+from ragaudit.stats._grades import GradeConfusion
 
-NDCG_K = 10
+NDCG_K = label_store.TOP_K
 GRADE = label_store.GRADE
 RELEVANT_SHARE = "relevant share"
 NDCG = f"NDCG@{NDCG_K}"
+SAMPLE_UNWEIGHTED = "judge vs people (sample, unweighted)"
+"""The ``between`` of the agreement figures of the labelled sample as drawn (not the run's)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +83,8 @@ class AgreementLine:
     kind: str
     """``grade`` or a judged metric's name."""
     between: str
-    """``judge vs people`` or ``people vs people`` (the ceiling)."""
+    """``judge vs people`` (weighted back to the run), ``judge vs people (sample,
+    unweighted)`` or ``people vs people`` (the ceiling)."""
     statistic: str
     value: float | None
     ci_low: float | None
@@ -88,12 +114,19 @@ class JudgeVsPeople:
     """Latest labels that are not skips, every person and kind together."""
     agreement: tuple[AgreementLine, ...]
     confusion: tuple[ConfusionRow, ...]
+    """Per person's grade, the judge's grades: shares weighted back to the run."""
     ndcg: tuple[AgreementLine, ...]
     """The engine's NDCG@10 under human, judge and calibrated grades (``kind`` says which)."""
     ndcg_note: str
     corrected: tuple[Corrected, ...]
     invalid: int = 0
     """Labels left out: a grade not one of 0–3, or a verdict outside [0, 1]."""
+    confusion_sample: tuple[ConfusionRow, ...] = ()
+    """The same rows over the labelled sample as drawn, unweighted."""
+    outside_sample: int = 0
+    """Labels of items the drawn sample does not hold, left out of every estimate."""
+    notes: tuple[str, ...] = ()
+    """What the design did with the labels (refused, left out, assumed), one line each."""
 
     def corrected_for(self, figure: str) -> Corrected | None:
         """The corrected figure named ``figure``, or None."""
@@ -122,32 +155,51 @@ def has_labels(run_dir: Path | str) -> bool:
     return label_store.has_labels(run_dir)
 
 
-def _drawn(run_dir: Path) -> dict[str, float]:
-    """Each item of the labelling sample's inverse chance of being drawn (stratum size / drawn).
+@dataclass(frozen=True)
+class _Design:
+    """The drawn sample as the estimates need it (None fields: no sample drawn)."""
 
-    ``ragaudit label`` draws as many items from each stratum of the judge's verdict: weighted
-    back, the labels stand for the run's items again. {} when no sample was drawn.
-    """
-    sample = label_store.read_sample(run_dir)
+    rows: dict[str, dict[str, Any]]
+    """item id → its sample row."""
+    kinds: frozenset[str]
+    drawn_at: Any
+    refused: str = ""
+
+
+def _design(path: Path) -> _Design | None:
+    """The run's sample, checked against the run's judged items (None: no sample drawn)."""
+    sample = label_store.read_sample(path)
     if sample is None:
-        return {}
-    frame = pl.from_arrow(sample.select(["item_id", "stratum_size", "stratum_sampled"]))
-    assert isinstance(frame, pl.DataFrame)
-    frame = frame.filter(pl.col("stratum_sampled") > 0)
-    weights = (frame["stratum_size"] / frame["stratum_sampled"]).to_list()
-    return dict(zip(frame["item_id"].to_list(), weights, strict=True))
-
-
-def _weights(drawn: dict[str, float], items: Sequence[str]) -> list[float] | None:
-    """The items' weights when the sample drew every one of them per stratum, else None.
-
-    Labels of items outside the drawn sample (labelled some other way) make the draw unknown:
-    the items are then taken as a uniform draw.
-    """
-    if not items or any(i not in drawn for i in items):
         return None
-    found = [drawn[i] for i in items]
-    return None if len(set(found)) == 1 else found
+    rows = {r["item_id"]: r for r in sample.to_pylist()}
+    signatures = {r["run_signature"] for r in rows.values()} - {None}
+    refused = ""
+    if signatures and signatures != {label_store.run_signature(path)}:
+        refused = (
+            f"{label_store.SAMPLE_FILE} was drawn from other judged items than this run's "
+            "(copied from another run, or the run judged again since): its labels are not "
+            "used; draw a new sample to label this run"
+        )
+    times = [r["drawn_at"] for r in rows.values() if r["drawn_at"] is not None]
+    return _Design(
+        rows, frozenset(r["kind"] for r in rows.values()), min(times) if times else None, refused
+    )
+
+
+def _in_sample(frame: pl.DataFrame, design: _Design | None) -> tuple[pl.DataFrame, int]:
+    """The labels the design can weight, and how many it cannot (outside the drawn sample).
+
+    A kind the sample does not hold at all (labelled some other way) is kept: its labels are
+    taken as a random draw. A label given before the sample was drawn is not of this sample.
+    """
+    if design is None:
+        return frame, 0
+    drawn = pl.Series(list(design.rows), dtype=pl.String)
+    inside = pl.col("item_id").is_in(drawn) | ~pl.col("kind").is_in(list(design.kinds))
+    if design.drawn_at is not None:
+        inside = inside & (pl.col("time") >= design.drawn_at)
+    kept = frame.filter(inside)
+    return kept, frame.height - kept.height
 
 
 def _relevant_grade(run: RunFolder) -> int:
@@ -180,6 +232,113 @@ def _item_means(frame: pl.DataFrame, key: str) -> dict[Any, float]:
     return dict(zip(grouped[key].to_list(), grouped["label"].to_list(), strict=True))
 
 
+@dataclass(frozen=True)
+class _GradeWeights:
+    """Each labelled grade item's design weight and cluster, and what the design says."""
+
+    weight: dict[tuple[str, str], float]
+    cluster: dict[tuple[str, str], str]
+    strata: dict[str, dict[str, list[str]]]
+    """Per question used, its second-stage strata (every judged candidate, labelled or not)."""
+    questions_total: int
+    notes: tuple[str, ...]
+
+
+def _grade_weights(
+    labelled: set[tuple[str, str]],
+    design: _Design | None,
+    frame: dict[str, list[tuple[str, str, int | None]]],
+) -> _GradeWeights:
+    """Design weights of the labelled grade items, recomputed from the labels actually given.
+
+    Two-stage sample: a drawn question counts once every stratum drawn in it has a label (the
+    items come question by question in random order, so the questions labelled so far are a
+    random draw of the drawn ones); its stage weight is the frame's questions over the
+    questions counted, its items' the stratum's size over the stratum's labelled items. A
+    sample of the first form (items drawn one by one per judge grade): each item its own
+    cluster, weighted by its stratum's size over the items drawn from it. No sample: every
+    labelled question counted, its labelled candidates a random draw of its pool.
+    """
+    notes: list[str] = []
+    by_q: dict[str, list[str]] = defaultdict(list)
+    for qid, cid in sorted(labelled):
+        by_q[qid].append(cid)
+    rows = design.rows if design is not None else {}
+    first_form = design is not None and any(
+        r["kind"] == GRADE and r["design"] is None for r in rows.values()
+    )
+    weight: dict[tuple[str, str], float] = {}
+    cluster: dict[tuple[str, str], str] = {}
+    if first_form:
+        for qid, cids in by_q.items():
+            for cid in cids:
+                r = rows[label_store.item_id(GRADE, qid, cid)]
+                weight[(qid, cid)] = r["stratum_size"] / max(r["stratum_sampled"], 1)
+                cluster[(qid, cid)] = label_store.item_id(GRADE, qid, cid)
+        notes.append(
+            "a sample of the first form (candidates drawn one by one): strata weighted back"
+        )
+        return _GradeWeights(weight, cluster, {}, len(frame), tuple(notes))
+    used: dict[str, dict[str, list[str]]] = {}
+    partial = 0
+    for qid, cids in by_q.items():
+        if qid not in frame:
+            continue
+        strata = label_store.question_strata(frame[qid])
+        if design is not None:
+            drawn = {
+                r["stratum"]
+                for r in rows.values()
+                if r["kind"] == GRADE and r["question_id"] == qid
+            }
+            labelled_strata = {rows[label_store.item_id(GRADE, qid, c)]["stratum"] for c in cids}
+            if drawn - labelled_strata:
+                partial += 1
+                continue
+        else:
+            # No sample: the labelled candidates taken as one random draw of the pool.
+            strata = {"pool": [c for c, _, _ in frame[qid]]}
+        used[qid] = strata
+    if partial:
+        notes.append(f"{partial} question(s) partly labelled left out until done")
+    m = len(used)
+    for qid, strata in used.items():
+        where = {c: s for s, cs in strata.items() for c in cs}
+        mine = [c for c in by_q[qid] if c in where]
+        per_stratum: dict[str, int] = defaultdict(int)
+        for c in mine:
+            per_stratum[where[c]] += 1
+        for c in mine:
+            s = where[c]
+            weight[(qid, c)] = (len(frame) / m) * (len(strata[s]) / per_stratum[s])
+            cluster[(qid, c)] = qid
+    if design is None and m:
+        notes.append(
+            "no sample drawn: the labelled questions taken as a random draw of the run's, "
+            "their labelled candidates as a random draw of each pool"
+        )
+    return _GradeWeights(weight, cluster, used, len(frame), tuple(notes))
+
+
+def _confusion_rows(found: GradeConfusion) -> tuple[ConfusionRow, ...]:
+    rows = []
+    for g in sorted(found.over_rated):
+        cells = [c for c in found.cells if c.human == g]
+        rows.append(
+            ConfusionRow(
+                g,
+                cells[0].share.n,
+                tuple(
+                    (c.judge, c.share.k, c.share.share, c.share.ci_low, c.share.ci_high)
+                    for c in cells
+                ),
+                found.over_rated[g].share,
+                found.under_rated[g].share,
+            )
+        )
+    return tuple(rows)
+
+
 def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | None:
     """The judge's agreement with the run's labels and its corrected figures (None: no labels)."""
     path = Path(run_dir)
@@ -188,12 +347,26 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
     frame, invalid = _labels(path)
     if frame.is_empty():
         return None
+    annotators = tuple(sorted(set(frame["annotator"].to_list())))
+    design = _design(path)
+    if design is not None and design.refused:
+        return JudgeVsPeople(
+            annotators, frame.height, (), (), (), "labels refused", (), invalid,
+            notes=(design.refused,),
+        )  # fmt: skip
+    frame, outside = _in_sample(frame, design)
+    notes: list[str] = []
+    if outside:
+        notes.append(
+            f"{outside} label(s) of items outside the drawn sample (or given before it was "
+            "drawn) left out of every estimate"
+        )
     run = RunFolder(path.parent, path.name)
     cut = _relevant_grade(run)
-    drawn = _drawn(path)
     agreement: list[AgreementLine] = []
     corrected: list[Corrected] = []
-    confusion: list[ConfusionRow] = []
+    confusion: tuple[ConfusionRow, ...] = ()
+    confusion_sample: tuple[ConfusionRow, ...] = ()
     ndcg_lines: list[AgreementLine] = []
     ndcg_note = "no candidate grades labelled"
 
@@ -204,53 +377,60 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
         judge = {
             (r["question_id"], r["context_id"]): int(r["grade"]) for r in ok.iter_rows(named=True)
         }
-        pairs = [
-            (int(r["label"]), judge[(r["question_id"], r["candidate_id"])])
+        grades = grades.filter(
+            pl.struct("question_id", "candidate_id").map_elements(
+                lambda r: (r["question_id"], r["candidate_id"]) in judge, return_dtype=pl.Boolean
+            )
+        )
+        labelled = {(r["question_id"], r["candidate_id"]) for r in grades.iter_rows(named=True)}
+        found = _grade_weights(labelled, design, label_store.grade_frame(path))
+        notes += found.notes
+        rows = [
+            r
             for r in grades.iter_rows(named=True)
-            if (r["question_id"], r["candidate_id"]) in judge
+            if (r["question_id"], r["candidate_id"]) in found.weight
         ]
-        if pairs:
-            human, judged = [p[0] for p in pairs], [p[1] for p in pairs]
-            agreement += _lines(GRADE, "judge vs people", grade_agreement(human, judged, seed))
-            found = grade_confusion(human, judged, cut)
-            for g in sorted(found.over_rated):
-                cells = [c for c in found.cells if c.human == g]
-                confusion.append(
-                    ConfusionRow(
-                        g,
-                        cells[0].share.n,
-                        tuple(
-                            (c.judge, c.share.k, c.share.share, c.share.ci_low, c.share.ci_high)
-                            for c in cells
-                        ),
-                        found.over_rated[g].share,
-                        found.under_rated[g].share,
-                    )
-                )
+        if rows:
+            keys = [(r["question_id"], r["candidate_id"]) for r in rows]
+            per_item: dict[tuple[str, str], int] = defaultdict(int)
+            for k in keys:
+                per_item[k] += 1
+            human = [int(r["label"]) for r in rows]
+            judged = [judge[k] for k in keys]
+            # Several people on one item share its weight: the item counts once in the run.
+            w = [found.weight[k] / per_item[k] for k in keys]
+            clusters = [found.cluster[k] for k in keys]
+            run_figures = design_grade_agreement(human, judged, w, clusters, cut)
+            agreement += _lines(GRADE, "judge vs people", run_figures.figures)
+            confusion = _confusion_rows(run_figures.confusion)
+            items = [label_store.item_id(GRADE, *k) for k in keys]
+            sample_figures = design_grade_agreement(human, judged, [1.0] * len(rows), items, cut)
+            agreement += _lines(GRADE, SAMPLE_UNWEIGHTED, sample_figures.figures)
+            confusion_sample = _confusion_rows(sample_figures.confusion)
         a, b = _people_pairs(grades)
         if a:
             agreement += _lines(GRADE, "people vs people", rater_agreement(a, b, True, seed))
         # The relevant share: a judged candidate's "relevant" against people's.
         means = _item_means(
-            grades.with_columns(label=(pl.col("label") >= cut).cast(pl.Float64)),
-            "item_id",
+            grades.with_columns(label=(pl.col("label") >= cut).cast(pl.Float64)), "item_id"
         )
-        labelled = {
-            (r["question_id"], r["candidate_id"]): means[r["item_id"]]
-            for r in grades.unique("item_id").iter_rows(named=True)
-        }
-        keys = [k for k in judge if k in labelled]
-        corrected.append(
-            corrected_mean(
+        keys = sorted(found.weight)
+        if keys:
+            share = design_corrected_mean(
                 RELEVANT_SHARE,
-                [labelled[k] for k in keys],
+                [means[label_store.item_id(GRADE, *k)] for k in keys],
                 [float(judge[k] >= cut) for k in keys],
                 [float(g >= cut) for g in judge.values()],
-                weights=_weights(drawn, [label_store.item_id(GRADE, *k) for k in keys]),
+                weights=[found.weight[k] for k in keys],
+                clusters=[found.cluster[k] for k in keys],
+                units_total=found.questions_total,
+                bounds=(0.0, 1.0),
                 seed=seed,
             )
-        )
-        ndcg_lines, ndcg_note, ndcg_fig = _ndcg(run, grades, judge, cut, seed)
+            if any("strata weighted back" in n for n in found.notes):
+                share = dataclasses.replace(share, note=share.note + "; strata weighted back")
+            corrected.append(share)
+        ndcg_lines, ndcg_note, ndcg_fig = _ndcg(run, grades, judge, found, cut, seed)
         if ndcg_fig is not None:
             corrected.append(ndcg_fig)
 
@@ -288,34 +468,109 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
                     [means[q] for q in qids],
                     [values[q] for q in qids],
                     list(values.values()),
-                    weights=_weights(drawn, [label_store.item_id(metric, q) for q in qids]),
+                    weights=_answer_weights(design, [label_store.item_id(metric, q) for q in qids]),
                     seed=seed,
                 )
             )
-    annotators = tuple(sorted(set(frame["annotator"].to_list())))
     return JudgeVsPeople(
         annotators,
-        frame.height,
+        frame.height + outside,
         tuple(agreement),
-        tuple(confusion),
+        confusion,
         tuple(ndcg_lines),
         ndcg_note,
         tuple(corrected),
         invalid,
+        confusion_sample,
+        outside,
+        tuple(notes),
     )
+
+
+def _answer_weights(design: _Design | None, items: Sequence[str]) -> list[float] | None:
+    """An answer item's weight (its stratum's size over the items drawn from it), or None.
+
+    None when the sample drew none of them (labelled some other way: a uniform draw), or when
+    every weight is the same (a uniform draw too).
+    """
+    if design is None or not items or any(i not in design.rows for i in items):
+        return None
+    found = [
+        design.rows[i]["stratum_size"] / max(design.rows[i]["stratum_sampled"], 1) for i in items
+    ]
+    return None if len(set(found)) == 1 else found
+
+
+def _ideal_dcg(counts: dict[int, float], k: int) -> float:
+    """The DCG@k of the best order of a pool holding ``counts[g]`` candidates of grade g.
+
+    Counts may be estimates (not whole): the ideal's positions are filled in grade order by
+    the counts as lengths, a position shared by two grades taking each in proportion, so the
+    estimate moves smoothly with the counts.
+    """
+    total, start = 0.0, 0.0
+    for g in sorted(counts, reverse=True):
+        if g <= 0 or counts[g] <= 0:
+            continue
+        end = min(start + counts[g], float(k))
+        for i in range(int(math.floor(start)), int(math.ceil(end))):
+            overlap = min(end, i + 1) - max(start, i)
+            total += g * overlap / math.log2(i + 2)
+        start = end
+        if start >= k:
+            break
+    return total
+
+
+def _question_ndcg(
+    order: list[str],
+    judge: dict[str, int],
+    human: dict[str, float],
+    human_share: dict[str, dict[int, float]],
+    strata: dict[str, list[str]],
+) -> float:
+    """One question's human NDCG@10, estimated from its judged pool and its labelled candidates.
+
+    Inside the question each stratum's labelled candidates stand for the whole stratum
+    (weight: its size over its labelled): the numerator is the judge's DCG plus the weighted
+    (label − judge) of the labelled top candidates at their discounts, the ideal the
+    judge's count of each grade in the pool plus the weighted difference of the labelled
+    candidates' (the difference estimator, unbiased for each). Every candidate labelled: the
+    exact NDCG@10.
+    """
+    rank = {c: i for i, c in enumerate(order)}
+    dcg = sum(judge[c] / math.log2(rank[c] + 2) for c in order[:NDCG_K])
+    counts = {g: float(sum(1 for c in judge if judge[c] == g)) for g in (1, 2, 3)}
+    for cands in strata.values():
+        mine = [c for c in cands if c in human]
+        if not mine:
+            continue
+        scale = len(cands) / len(mine)
+        for c in mine:
+            if rank[c] < NDCG_K:
+                dcg += scale * (human[c] - judge[c]) / math.log2(rank[c] + 2)
+            for g in counts:
+                counts[g] += scale * (human_share[c].get(g, 0.0) - float(judge[c] == g))
+    ideal = _ideal_dcg({g: max(v, 0.0) for g, v in counts.items()}, NDCG_K)
+    return max(dcg, 0.0) / ideal if ideal > 0 else math.nan
 
 
 def _ndcg(
     run: RunFolder,
     grades: pl.DataFrame,
     judge: dict[tuple[str, str], int],
+    found: _GradeWeights,
     cut: int,
     seed: int,
 ) -> tuple[list[AgreementLine], str, Corrected | None]:
     """The engine's NDCG@10 under human, judge and calibrated grades, and its PPI figure.
 
-    Only questions whose every judged candidate a person graded count for the human figure:
-    NDCG's ideal order needs every gain.
+    Unit: a question. Gains: the 0–3 grades (the calibrated gain of a judge grade is the human
+    grade its items get on average, weighted back to the run). Ideal: the best order of the
+    question's judged candidates. Per question counted by the design, its human NDCG@10 is
+    estimated (:func:`_question_ndcg`); the judge's NDCG@10 of every question is the other
+    side of the correction (:func:`ragaudit.stats.design_corrected_mean`, the questions as
+    clusters, drawn with equal chance).
     """
     if not run.has("candidates"):
         return [], "no candidates table", None
@@ -328,48 +583,72 @@ def _ndcg(
     by_question: dict[str, dict[str, int]] = defaultdict(dict)
     for (qid, cid), g in judge.items():
         by_question[qid][cid] = g
-    human: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for r in grades.iter_rows(named=True):
-        human[(r["question_id"], r["candidate_id"])].append(int(r["label"]))
-    covered = [qid for qid, cands in by_question.items() if all((qid, c) in human for c in cands)]
 
     def order(qid: str) -> list[str]:
-        return sorted(by_question[qid], key=lambda c: rank.get((qid, c)) or math.inf)
+        return sorted(by_question[qid], key=lambda c: (rank.get((qid, c)) or math.inf, c))
 
     judged_values: dict[str, float] = {}
     for qid in by_question:
-        gains = {c: float(g) for c, g in by_question[qid].items() if g > 0}
-        v = ndcg_at_k(order(qid), gains, NDCG_K)
+        v = ndcg_at_k(order(qid), {c: float(g) for c, g in by_question[qid].items()}, NDCG_K)
         if math.isfinite(v):
             judged_values[qid] = v
+    labels: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for r in grades.iter_rows(named=True):
+        key = (r["question_id"], r["candidate_id"])
+        if key in found.weight:
+            labels[key].append(int(r["label"]))
+    used = sorted(found.strata) if found.strata else sorted({q for q, _ in found.weight})
+    complete = sum(1 for q in used if all((q, c) in labels for c in by_question.get(q, {})))
+    note = (
+        f"{len(used)} of {len(by_question)} question(s) labelled by the design "
+        f"({complete} with every judged candidate labelled); gains the 0–3 grades, the ideal "
+        "order over each question's judged candidates"
+    )
+    pairs = [(h, judge[k]) for k, hs in labels.items() for h in hs]
+    if not pairs:
+        return [], note, None
+    calibration = calibrate_grades(
+        [p[1] for p in pairs],
+        [p[0] for p in pairs],
+        cut,
+        weights=[found.weight[k] / len(hs) for k, hs in labels.items() for _ in hs],
+    )
+    per_question: dict[str, tuple[float, float, float]] = {}
+    for qid in used:
+        if qid not in judged_values:
+            continue
+        mine = {c: hs for (q, c), hs in labels.items() if q == qid}
+        human = {c: float(np.mean(hs)) for c, hs in mine.items()}
+        human_share = {c: {g: hs.count(g) / len(hs) for g in set(hs)} for c, hs in mine.items()}
+        strata = found.strata.get(qid) or {"pool": list(by_question[qid])}
+        value = _question_ndcg(order(qid), by_question[qid], human, human_share, strata)
+        calibrated = ndcg_at_k(
+            order(qid),
+            {c: calibration.expected_grade.get(g, float(g)) for c, g in by_question[qid].items()},
+            NDCG_K,
+        )
+        if math.isfinite(value):
+            per_question[qid] = (value, judged_values[qid], calibrated)
+    if len(per_question) < len([q for q in used if q in judged_values]):
+        note += "; a question whose estimated ideal holds no gain left out"
     lines: list[AgreementLine] = []
-    graded = [
-        (qid, cid, rank.get((qid, cid)), h, by_question[qid][cid])
-        for qid in covered
-        for cid in by_question[qid]
-        for h in human[(qid, cid)]
-    ]
-    note = f"{len(covered)} of {len(by_question)} question(s) have every judged candidate labelled"
-    pairs = [(human[k][0], g) for k, g in judge.items() if k in human]
-    if graded and pairs:
-        calibration = calibrate_grades([p[1] for p in pairs], [p[0] for p in pairs], cut)
-        found, n = engine_ndcg(graded, calibration, NDCG_K)
-        for kind, (mean, low, high) in (found or {}).items():
+    if per_question:
+        n = len(per_question)
+        for i, kind in enumerate(("human", "judge", "calibrated")):
+            mean, low, high = share_ci([v[i] for v in per_question.values()], seed=seed)
             lines.append(AgreementLine(kind, "engine", NDCG, mean, low, high, n))
-    human_values: dict[str, float] = {}
-    for qid in covered:
-        cands = by_question[qid]
-        gains = {c: float(np.mean(human[(qid, c)])) for c in cands}
-        v = ndcg_at_k(order(qid), {c: g for c, g in gains.items() if g > 0}, NDCG_K)
-        if math.isfinite(v) and qid in judged_values:
-            human_values[qid] = v
-    if not judged_values:
+    if not judged_values or not per_question:
         return lines, note, None
-    figure = corrected_mean(
+    qids = sorted(per_question)
+    figure = design_corrected_mean(
         NDCG,
-        list(human_values.values()),
-        [judged_values[q] for q in human_values],
+        [per_question[q][0] for q in qids],
+        [per_question[q][1] for q in qids],
         list(judged_values.values()),
+        weights=[len(by_question) / len(qids)] * len(qids),
+        clusters=qids,
+        units_total=len(by_question),
+        bounds=(0.0, 1.0),
         seed=seed,
     )
     return lines, note, figure

@@ -388,11 +388,21 @@ LABEL_SAMPLE = _schema(
         ("kind", _str),
         ("question_id", _str),
         ("candidate_id", _str),
-        ("stratum", _str),  # the judge's grade ("0".."3") or score bin ("[0.33,0.67)")
-        ("stratum_size", _i64),  # items of the kind in that stratum
+        ("stratum", _str),  # grades: "top 10" or "rest, judge 2" within the question; answers:
+        # the score bin ("low [0, 1/3)"); a sample of version 1: the judge's grade ("0".."3")
+        ("stratum_size", _i64),  # items in that stratum (of the question, for a grade item)
         ("stratum_sampled", _i64),  # of which drawn
         ("seed", _i64),
+        # Version 2: the design, so that every estimate can weight an item back.
+        ("design", _str),  # "two-stage" (grades: questions, then strata) or "stratified"
+        ("psu_size", _i64),  # grades: questions with a judged candidate (the first stage)
+        ("psu_sampled", _i64),  # grades: questions drawn
+        ("inclusion", _f64),  # the item's chance of being drawn (both stages together)
+        ("run_signature", _str),  # the judged items it was drawn from (another run's: refused)
+        ("sample_id", _str),  # this draw's id
+        ("drawn_at", pa.timestamp("us", tz="UTC")),
     ],
+    version=2,
 )
 
 BATTLES = _schema(

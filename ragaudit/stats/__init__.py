@@ -13,7 +13,17 @@ This package imports nothing of ragaudit but base modules (``ranking`` for NDCG)
 inside the functions that need them.
 """
 
-from ragaudit.stats._agreement import Agreement, Level, agreement, kappa, krippendorff_alpha
+from ragaudit.stats._agreement import (
+    Agreement,
+    Level,
+    agreement,
+    cluster_jackknife_weights,
+    jackknife_interval,
+    kappa,
+    kappa_of_counts,
+    krippendorff_alpha,
+    pair_alpha,
+)
 from ragaudit.stats._figures import (
     GRADES,
     METRIC_CUT,
@@ -32,11 +42,13 @@ from ragaudit.stats._figures import (
 from ragaudit.stats._grades import (
     NDCG_GAINS,
     ConfusionCell,
+    DesignAgreement,
     GradeCalibration,
     GradeConfusion,
     Share,
     calibrate_grades,
     calibrated_grades,
+    design_grade_agreement,
     engine_ndcg,
     grade_confusion,
     share,
@@ -45,6 +57,7 @@ from ragaudit.stats._ppi import (
     PPI_NOISE,
     Corrected,
     corrected_mean,
+    design_corrected_mean,
     labels_to_halve,
     ppi_paired_test,
 )
@@ -71,6 +84,7 @@ __all__ = [
     "Agreement",
     "ConfusionCell",
     "Corrected",
+    "DesignAgreement",
     "Figure",
     "GradeCalibration",
     "GradeConfusion",
@@ -90,15 +104,21 @@ __all__ = [
     "bootstrap_ci",
     "calibrate_grades",
     "calibrated_grades",
+    "cluster_jackknife_weights",
     "corrected_mean",
     "decide",
+    "design_corrected_mean",
+    "design_grade_agreement",
     "detector_figures",
     "engine_ndcg",
     "grade_agreement",
     "grade_confusion",
     "kappa",
+    "kappa_of_counts",
+    "jackknife_interval",
     "krippendorff_alpha",
     "labels_to_halve",
+    "pair_alpha",
     "paired_test",
     "power",
     "ppi_paired_test",

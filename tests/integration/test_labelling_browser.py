@@ -170,9 +170,18 @@ def test_label_with_the_keyboard_reload_and_a_second_annotator(tmp_path: Path) -
             rows = [
                 r.split("\t") for r in page.locator("#people-agreement tbody tr").all_inner_texts()
             ]
-            kappa = next(r for r in rows if r[:3] == ["grade", "judge vs people", "weighted_kappa"])
+            # The sample as labelled, unweighted; the run's figure (weighted back) beside it.
+            run_kappa = next(
+                r for r in rows if r[:3] == ["grade", "judge vs people", "weighted_kappa"]
+            )
+            assert " – " in run_kappa[4]  # with its interval
+            kappa = next(
+                r
+                for r in rows
+                if r[:3] == ["grade", "judge vs people (sample, unweighted)", "weighted_kappa"]
+            )
             assert float(kappa[3]) == pytest.approx(_kappa(run_dir), abs=0.0015)
-            assert " – " in kappa[4]  # with its interval
+            assert " – " in kappa[4]
             assert any(r[1] == "people vs people" for r in rows)
             ppi = page.locator("#people-ppi tbody tr").all_inner_texts()
             assert any(r.startswith("relevant share") for r in ppi), ppi

@@ -149,7 +149,9 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
                 r.split("\t") for r in page.locator("#people-agreement tbody tr").all_inner_texts()
             ]
             pairs = [(judge[i], int(v)) for (_, i), v in stored.items()]
-            kappa = _row(rows, "judge vs people", "weighted_kappa")
+            # The sample as labelled, unweighted (the run's figure, weighted back, beside it).
+            assert _row(rows, "judge vs people", "weighted_kappa")
+            kappa = _row(rows, "judge vs people (sample, unweighted)", "weighted_kappa")
             assert float(kappa[3]) < 0.9  # the planted disagreement shows
             assert float(kappa[3]) == pytest.approx(
                 cohen_kappa_score(*zip(*pairs, strict=True), weights="quadratic"), abs=0.0015
@@ -171,21 +173,32 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
             assert float(share[1].split()[0]) == pytest.approx(judge_share, abs=0.0015)
             assert int(share[2]) == len(judged)
             assert re.fullmatch(r"-?[\d.]+ \(-?[\d.]+ – -?[\d.]+\)", share[3]), share
-            # The same figures from the files by ppi_py: each labelled candidate's people's
-            # relevant share against the judge's call (every stratum was drawn whole: weight 1).
-            from ppi_py import ppi_mean_pointestimate
-
+            # The same figure from the files: the judge's share plus the design-weighted
+            # (Hájek) mean of people's relevant minus the judge's call. The sample took every
+            # candidate of every question; the third question is labelled in part, so its
+            # labelled candidates stand for its whole pool (weight: pool over labelled).
             people: dict[str, list[float]] = {}
             for (_, i), v in stored.items():
                 people.setdefault(i, []).append(float(v >= 2))
+            drawn = {r["item_id"]: r for r in sample.to_pylist()}
+            per_question: dict[str, int] = {}
+            for i in people:
+                per_question[drawn[i]["question_id"]] = (
+                    per_question.get(drawn[i]["question_id"], 0) + 1
+                )
+            w = np.array(
+                [drawn[i]["stratum_size"] / per_question[drawn[i]["question_id"]] for i in people]
+            )
             y = np.array([np.mean(v) for v in people.values()])
             f = np.array([float(judge[i] >= 2) for i in people])
             every = np.array([float(g >= 2) for g in judged])
-            ppi_mean = float(np.asarray(ppi_mean_pointestimate(y, f, every)).ravel()[0])
+            ppi_mean = float(every.mean() + np.average(y - f, weights=w))
             assert float(share[3].split()[0]) == pytest.approx(ppi_mean, abs=0.0015)
             assert abs(ppi_mean - judge_share) > 0.01  # the people moved the judge's figure
             assert int(share[4]) == len(people) == 20
-            assert float(share[5].split()[0]) == pytest.approx(float(y.mean()), abs=0.0015)
+            assert float(share[5].split()[0]) == pytest.approx(
+                float(np.average(y, weights=w)), abs=0.0015
+            )
 
             assert found["errors"] == []
             assert found["outside"] == []

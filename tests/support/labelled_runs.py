@@ -98,3 +98,74 @@ def _label(kind: str, q: str, cid: str | None, who: str, value: float) -> dict[s
         "annotator": who,
         "label": value,
     }
+
+
+GRADE_SHARES = (0.45, 0.25, 0.18, 0.12)
+"""How often a planted candidate is truly graded 0, 1, 2, 3: most of a pool is off topic."""
+
+
+def planted_pool_run(
+    root: Path,
+    run_id: str,
+    *,
+    questions: int = 40,
+    pool: int = 60,
+    over: float = 0.3,
+    seed: int = 0,
+) -> tuple[Path, dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """A run whose every question has a judged pool of ``pool`` candidates, and its truth.
+
+    True grades are drawn with :data:`GRADE_SHARES`; the engine ranks a question's pool by
+    its true grade plus noise (a fair engine, not a perfect one); the judge grades a true 0
+    or 1 as a 2 with chance ``over`` (it over-rates, as LLM judges lean) and is right
+    otherwise. Returns the run folder, the true grades and the judge's.
+    """
+    path, _ = labelled_run(
+        root, run_id, questions=questions, candidates=1, with_labels=False, answer_labels=0,
+        seed=seed,
+    )  # fmt: skip
+    rng = np.random.default_rng(seed)
+    run = RunFolder(root, run_id)
+    cand_rows, verdict_rows = [], []
+    truth: dict[tuple[str, str], int] = {}
+    judged: dict[tuple[str, str], int] = {}
+    for i in range(questions):
+        q = f"q{i:04d}"
+        true = rng.choice(4, size=pool, p=GRADE_SHARES)
+        judge = np.where((true < 2) & (rng.random(pool) < over), 2, true)
+        order = np.argsort(-(true + rng.normal(0, 1.5, pool)), kind="stable")
+        for rank, c in enumerate(order, start=1):
+            cid = f"c{c:03d}"
+            truth[(q, cid)], judged[(q, cid)] = int(true[c]), int(judge[c])
+            cand_rows.append(
+                {
+                    "run_id": run_id, "question_id": q, "context_id": cid,
+                    "text": f"passage {cid} of {q}", "engine_rank": rank,
+                    "engine_score": float(pool - rank), "source": "test",
+                }
+            )  # fmt: skip
+            verdict_rows.append(
+                {
+                    "run_id": run_id, "question_id": q, "context_id": cid,
+                    "grade": int(judge[c]), "relevant": bool(judge[c] >= 2), "status": "ok",
+                }
+            )  # fmt: skip
+    run.write("candidates", to_table(cand_rows, CANDIDATES))
+    run.write("verdicts", to_table(verdict_rows, VERDICTS))
+    return path, truth, judged
+
+
+def label_sample_with_truth(
+    run_dir: Path, truth: dict[tuple[str, str], int], *, limit: int | None = None
+) -> int:
+    """A person labels the run's grade sample in its order with the true grades; how many."""
+    sample = labels.read_sample(run_dir)
+    assert sample is not None
+    rows = [
+        _label("grade", r["question_id"], r["candidate_id"], "ann",
+               float(truth[(r["question_id"], r["candidate_id"])]))
+        for r in sample.to_pylist()
+        if r["kind"] == "grade"
+    ][:limit]  # fmt: skip
+    labels.append_labels(run_dir, rows)
+    return len(rows)

@@ -60,12 +60,13 @@ def test_allocation_is_even_and_capped_by_stratum_size() -> None:
     assert sum(labels.allocate({"a": 7, "b": 7, "c": 7}, 10).values()) == 10
 
 
-def test_the_sample_is_stratified_by_the_judges_verdict_and_records_its_strata(
+def test_the_sample_draws_questions_then_their_candidates_and_records_its_design(
     tmp_path: Path,
 ) -> None:
     run_dir = write_label_run(tmp_path, "r1", n_questions=12)
     sample = labels.draw_sample(run_dir, 20, seed=3).to_pylist()
     pops = labels.populations(run_dir)
+    frame = labels.grade_frame(run_dir)
     verdicts = RunFolder(tmp_path, "r1").read("verdicts").to_pylist()
     graded = Counter(str(v["grade"]) for v in verdicts if v["status"] == "ok")
     failed = {
@@ -76,18 +77,23 @@ def test_the_sample_is_stratified_by_the_judges_verdict_and_records_its_strata(
     assert failed, "the fixture must hold failed verdicts"
     assert {k: len(v) for k, v in pops["grade"].items()} == dict(graded)
     grade_rows = [r for r in sample if r["kind"] == "grade"]
-    assert len(grade_rows) == 20
-    drawn = Counter(r["stratum"] for r in grade_rows)
-    assert drawn == labels.allocate(dict(graded), 20)
-    # Every grade is checked, even the rare 3s (an even split, not a proportional one).
-    assert set(drawn) == {"0", "1", "2", "3"} and min(drawn.values()) >= 4
+    # Questions first (each gives its whole judged pool here: ten candidates or fewer), then
+    # every candidate of a drawn question: about 20 grade items.
+    questions = list(dict.fromkeys(r["question_id"] for r in grade_rows))
+    assert len(grade_rows) == sum(len(frame[q]) for q in questions) >= 20 - 10
     for r in grade_rows:
-        assert r["stratum_size"] == graded[r["stratum"]]
-        assert r["stratum_sampled"] == drawn[r["stratum"]]
+        assert r["design"] == "two-stage"
+        assert (r["psu_size"], r["psu_sampled"]) == (len(frame), len(questions))
+        assert r["stratum_sampled"] <= r["stratum_size"]
+        assert r["inclusion"] == pytest.approx(
+            len(questions) / len(frame) * r["stratum_sampled"] / r["stratum_size"]
+        )
     assert not failed & {r["item_id"] for r in grade_rows}
     # The answer metrics by a third of the score scale; context precision is not labelled.
     assert {r["kind"] for r in sample} == {"grade", "faithfulness", "answer_relevancy"}
-    assert all(r["stratum"].split()[0] in {"low", "mid", "high"} for r in sample[20:])
+    answers = sample[len(grade_rows) :]
+    assert all(r["stratum"].split()[0] in {"low", "mid", "high"} for r in answers)
+    assert all(r["design"] == "stratified" for r in answers)
     assert [r["position"] for r in sample] == list(range(len(sample)))
     assert len({r["item_id"] for r in sample}) == len(sample)
     # The kinds follow one another; the order inside a kind is the seed's.
@@ -97,6 +103,23 @@ def test_the_sample_is_stratified_by_the_judges_verdict_and_records_its_strata(
     other = labels.draw_sample(run_dir, 20, seed=4).to_pylist()
     assert [r["item_id"] for r in again] == [r["item_id"] for r in sample]
     assert [r["item_id"] for r in other] != [r["item_id"] for r in sample]
+
+
+def test_a_sample_of_the_first_form_is_still_read(tmp_path: Path) -> None:
+    # labels.sample.parquet as written before the design columns (schema version 1).
+    import pyarrow as pa
+
+    from ragaudit.runfolder import write_table
+    from ragaudit.schemas import LABEL_SAMPLE
+
+    run_dir = write_label_run(tmp_path, "r1")
+    table = labels.draw_sample(run_dir, 5)
+    old = [n for n in LABEL_SAMPLE.names if n in ("position", "item_id", "kind", "question_id",
+           "candidate_id", "stratum", "stratum_size", "stratum_sampled", "seed")]  # fmt: skip
+    write_table(pa.Table.from_pylist(table.select(old).to_pylist()), run_dir / labels.SAMPLE_FILE)
+    kept = labels.read_sample(run_dir)
+    assert kept is not None and kept.num_rows == table.num_rows
+    assert kept["design"].null_count == kept.num_rows
 
 
 def test_a_drawn_sample_is_kept_for_every_annotator(tmp_path: Path) -> None:
