@@ -555,6 +555,24 @@ def _question_ndcg(
     return max(dcg, 0.0) / ideal if ideal > 0 else math.nan
 
 
+def _engine_order(qid: str, grades: dict[str, int], rank: dict[tuple[str, str], Any]) -> list[str]:
+    """A question's judged candidates in the engine's order (unranked last, then by id)."""
+    return sorted(grades, key=lambda c: (rank.get((qid, c)) or math.inf, c))
+
+
+def _judge_ndcg(
+    by_question: dict[str, dict[str, int]], rank: dict[tuple[str, str], Any]
+) -> dict[str, float]:
+    """Each question's NDCG@10 in the engine's order with the judge's grades as gains."""
+    out: dict[str, float] = {}
+    for qid, grades in by_question.items():
+        gains = {c: float(g) for c, g in grades.items()}
+        value = ndcg_at_k(_engine_order(qid, grades, rank), gains, NDCG_K)
+        if math.isfinite(value):
+            out[qid] = value
+    return out
+
+
 def _ndcg(
     run: RunFolder,
     grades: pl.DataFrame,
@@ -585,13 +603,9 @@ def _ndcg(
         by_question[qid][cid] = g
 
     def order(qid: str) -> list[str]:
-        return sorted(by_question[qid], key=lambda c: (rank.get((qid, c)) or math.inf, c))
+        return _engine_order(qid, by_question[qid], rank)
 
-    judged_values: dict[str, float] = {}
-    for qid in by_question:
-        v = ndcg_at_k(order(qid), {c: float(g) for c, g in by_question[qid].items()}, NDCG_K)
-        if math.isfinite(v):
-            judged_values[qid] = v
+    judged_values = _judge_ndcg(by_question, rank)
     labels: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r in grades.iter_rows(named=True):
         key = (r["question_id"], r["candidate_id"])
@@ -779,7 +793,7 @@ def summary_columns(people: JudgeVsPeople | None, metric: str) -> dict[str, Any]
 def uncorrected_reason(people: JudgeVsPeople, found: Corrected) -> str:
     """The corrected figure's note (why it has no PPI interval, or how labels were weighted).
 
-    For NDCG@10 without a labelled question: how many questions have every candidate labelled.
+    For NDCG@10 without a labelled question: the NDCG note (questions labelled, gains, ideal).
     """
     if found.figure == NDCG and found.ppi_mean is None and found.n_labelled == 0:
         return people.ndcg_note
@@ -886,14 +900,8 @@ def judged_by_question(run_dir: Path | str) -> dict[str, dict[str, tuple[float, 
         (r["question_id"], r["context_id"]): r["engine_rank"]
         for r in candidates.iter_rows(named=True)
     }
-    ndcg: dict[str, tuple[float, int]] = {}
-    for qid, found in grades.items():
-        # The engine's order of the judged candidates, gains the judge's grades: as the
-        # judge-only NDCG@10 of judge_vs_people.
-        order = sorted(found, key=lambda c: rank.get((qid, c)) or math.inf)  # noqa: B023
-        value = ndcg_at_k(order, {c: float(g) for c, g in found.items() if g > 0}, NDCG_K)
-        if math.isfinite(value):
-            ndcg[qid] = (value, 1)
+    # The judge-only NDCG@10 of judge_vs_people, question by question.
+    ndcg = {qid: (value, 1) for qid, value in _judge_ndcg(grades, rank).items()}
     if ndcg:
         out[NDCG] = ndcg
     return out

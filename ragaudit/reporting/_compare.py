@@ -315,7 +315,14 @@ def _figure_tests(
         ca, cb, why = _labels_for(figure, a, b)
         if ca is not None and cb is not None:
             test = ppi_paired_test(
-                va, vb, np.array(ca.residuals), np.array(cb.residuals), resamples, seed
+                va,
+                vb,
+                np.array(ca.residuals),
+                np.array(cb.residuals),
+                resamples,
+                seed,
+                ca.clusters,
+                cb.clusters,
             )
             note = (
                 f"{figure}: corrected by people's labels in both runs ({ca.n_labelled} and "

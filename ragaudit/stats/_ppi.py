@@ -292,6 +292,20 @@ def _replace(c: Corrected, **changes: Any) -> Corrected:
 PPI_NOISE = "questions and people's labels (PPI)"
 
 
+def _by_cluster(residuals: np.ndarray, clusters: Sequence[str]) -> np.ndarray:
+    """Residuals as one value per cluster whose plain mean is theirs (the mean correction).
+
+    A cluster's value is its residuals' sum times clusters over residuals: resampling these
+    resamples whole questions (the labels' primary units) while the point estimate stays the
+    residuals' mean. No clusters given (items drawn one by one): the residuals as they are.
+    """
+    if len(clusters) != len(residuals) or len(set(clusters)) == len(clusters):
+        return residuals
+    keys, index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
+    sums = np.bincount(index, weights=residuals, minlength=keys.size)
+    return np.asarray(sums * keys.size / residuals.size, dtype=float)
+
+
 def ppi_paired_test(
     a: np.ndarray,
     b: np.ndarray,
@@ -299,6 +313,8 @@ def ppi_paired_test(
     residuals_b: np.ndarray,
     resamples: int = 9999,
     seed: int = 0,
+    clusters_a: Sequence[str] = (),
+    clusters_b: Sequence[str] = (),
 ) -> PairedTest:
     """B − A of means corrected by each run's labels (prediction-powered, λ = 1).
 
@@ -308,6 +324,10 @@ def ppi_paired_test(
     independent samples (questions, A's labels, B's labels): the interval is scipy's bootstrap
     of each drawn again on its own; the p-value is the normal test on that bootstrap's standard
     error. Fewer than two labels in either run: the judge's own paired test.
+
+    ``clusters_a``/``clusters_b`` (each residual's question, :attr:`Corrected.clusters`): labels
+    drawn question by question are not independent, so a run's residuals are resampled by
+    question (each question's share of the mean correction, :func:`_by_cluster`), not one by one.
     """
     from scipy import stats
 
@@ -318,6 +338,9 @@ def ppi_paired_test(
     d = b - a
     mean_a = float(a.mean() + ra.mean())
     mean_b = float(b.mean() + rb.mean())
+    ra, rb = _by_cluster(ra, clusters_a), _by_cluster(rb, clusters_b)
+    if len(ra) < 2 or len(rb) < 2:
+        return paired_test(a, b, resamples, seed)
     diff = mean_b - mean_a
 
     def statistic(d: np.ndarray, rb: np.ndarray, ra: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -161,8 +161,8 @@ def test_labels_copied_from_another_run_are_refused(tmp_path: Path) -> None:
     labels.ensure_sample(a, 80, seed=1)
     label_sample_with_truth(a, truth_a)
     # The labels and the sample they were drawn by, copied into another run's folder.
-    for name in (labels.FILE, labels.SAMPLE_FILE):
-        shutil.copy(a / name, b / name)
+    shutil.copytree(a / labels.STORE, b / labels.STORE)
+    shutil.copy(a / labels.SAMPLE_FILE, b / labels.SAMPLE_FILE)
     people = ppi.judge_vs_people(b)
     assert people is not None
     assert people.corrected == () and people.agreement == ()
@@ -238,3 +238,28 @@ def test_calibrated_ndcg_gains_are_on_the_grade_scale(tmp_path: Path) -> None:
     found, n = engine_ndcg(graded, calibration, 10)
     assert n == 1 and found is not None
     assert found["calibrated"][0] == pytest.approx(found["human"][0])
+
+
+def test_compare_s_ppi_test_resamples_labels_by_question() -> None:
+    """Residuals drawn question by question move together: the test must resample questions.
+
+    Ten questions whose twenty residuals share one offset each: resampled one by one the
+    correction looks twenty times as certain as it is; by question the interval is wider and
+    the point estimate the same.
+    """
+    from ragaudit.stats import ppi_paired_test
+
+    rng = np.random.default_rng(3)
+    judge_a, judge_b = rng.normal(0.5, 0.1, 60), rng.normal(0.5, 0.1, 60)
+
+    def clustered(seed: int) -> tuple[np.ndarray, list[str]]:
+        offsets = np.random.default_rng(seed).normal(0, 0.3, 10)
+        residuals = np.repeat(offsets, 20) + np.random.default_rng(seed + 1).normal(0, 0.01, 200)
+        return residuals, [f"q{i}" for i in range(10) for _ in range(20)]
+
+    (ra, ca), (rb, cb) = clustered(10), clustered(20)
+    one_by_one = ppi_paired_test(judge_a, judge_b, ra, rb, 1999, 0)
+    by_question = ppi_paired_test(judge_a, judge_b, ra, rb, 1999, 0, ca, cb)
+    assert by_question.diff == pytest.approx(one_by_one.diff)
+    width = by_question.ci_high - by_question.ci_low
+    assert width > 3 * (one_by_one.ci_high - one_by_one.ci_low)
