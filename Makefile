@@ -11,21 +11,20 @@ install: .install.stamp
 # The extras of the tests and checkers (search clients, Dask/Ray runners, dev tools) come with
 # `make install-all`, which every target but `demo` depends on, so CI still installs everything.
 #
-# llama-cpp-python builds from source here (no prebuilt CPU wheel with grammar support). What
-# the offline judge loads is libllama and ggml; the build leaves out the multimodal library
-# (LLAVA_BUILD=OFF: image chat handlers, never loaded) and llama.cpp's static `common` library
-# (only its command-line tools link it): scikit-build-core builds the `llama` target alone
-# (SKBUILD_BUILD_TARGETS), ggml with it. On x86 it compiles ggml without AMX tile kernels: on
-# machines whose kernel grants no AMX state they die with SIGILL, and with them compiled in the
-# judge had to load without llama.cpp's extra CPU buffers, weight repacking included, which made
-# its calls slow (bench/bench_judge_call.py measures it). CMAKE_ARGS set by the caller win.
+# llama-cpp-python builds from source here (no prebuilt CPU wheel with grammar support). The
+# build leaves out the multimodal library (LLAVA_BUILD=OFF: image chat handlers, never loaded).
+# On x86 it compiles ggml without AMX tile kernels: on machines whose kernel grants no AMX
+# state they die with SIGILL, and with them compiled in, the judge has to load without
+# llama.cpp's extra CPU buffers, weight repacking included (cache/_llama_patches.py).
+# llama.cpp's `common` library (its command-line tools' code) cannot be left out from here:
+# llama-cpp-python forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target
+# alone (SKBUILD_BUILD_TARGETS=llama) fails at install. CMAKE_ARGS set by the caller win.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF
 ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS += '-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' \
 	'-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
 endif
-PIP_INSTALL = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" \
-	SKBUILD_BUILD_TARGETS="$${SKBUILD_BUILD_TARGETS:-llama}" $(PIP) install $(INSTALL_FLAGS)
+PIP_INSTALL = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" $(PIP) install $(INSTALL_FLAGS)
 
 .install.stamp: pyproject.toml
 	$(PIP_INSTALL) -e ".[offline]"
