@@ -15,7 +15,8 @@ install: .install.stamp
 # build leaves out the multimodal library (LLAVA_BUILD=OFF: image chat handlers, never loaded).
 # On x86 it compiles ggml without AMX tile kernels: on machines whose kernel grants no AMX
 # state they die with SIGILL, and with them compiled in, the judge has to load without
-# llama.cpp's extra CPU buffers, weight repacking included (cache/_llama_patches.py).
+# llama.cpp's extra CPU buffers, weight repacking included (cache/_llama_patches.py;
+# bench/bench_judge_call.py compares the two).
 # llama.cpp's `common` library (its command-line tools' code) cannot be left out from here:
 # llama-cpp-python forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target
 # alone (SKBUILD_BUILD_TARGETS=llama) fails at install. CMAKE_ARGS set by the caller win.
