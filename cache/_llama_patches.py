@@ -19,23 +19,41 @@ from typing import Any
 GRAMMAR_TOP_K = 64
 LAZY_GRAMMAR = os.environ.get("RAGAUDIT_LOCAL_LAZY_GRAMMAR", "1") != "0"
 # llama.cpp's extra CPU buffer types (AMX tiles, weight repacking); see `without_extra_buffers`.
-EXTRA_BUFFERS = os.environ.get("RAGAUDIT_LOCAL_EXTRA_BUFFERS", "0") == "1"
+# Unset: kept unless the build has AMX kernels; "1" keeps them, "0" leaves them out.
+EXTRA_BUFFERS_ENV = os.environ.get("RAGAUDIT_LOCAL_EXTRA_BUFFERS", "")
+
+
+def build_has_amx() -> bool:
+    """Whether llama.cpp was compiled with AMX kernels (a native build on a CPU reporting AMX)."""
+    import llama_cpp
+
+    return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+
+
+def extra_buffers_wanted() -> bool:
+    """Whether the judge loads with llama.cpp's extra CPU buffer types (see below)."""
+    if EXTRA_BUFFERS_ENV in ("0", "1"):
+        return EXTRA_BUFFERS_ENV == "1"
+    return not build_has_amx()
 
 
 @contextlib.contextmanager
 def without_extra_buffers() -> Iterator[None]:
     """Models loaded in this block keep their weights in llama.cpp's plain CPU buffers.
 
-    A build from source on a CPU that reports AMX compiles ggml's AMX kernels and uses them
-    through an extra buffer type; where the kernel does not hand the process AMX tile state
-    (these machines), the first tile instruction kills the process with SIGILL ("Illegal
-    instruction"), judge and run with it. Without extra buffer types the judge runs on the
-    AVX-512 kernels. ``RAGAUDIT_LOCAL_EXTRA_BUFFERS=1`` keeps llama.cpp's default.
+    Only where the build has AMX kernels (:func:`extra_buffers_wanted`). A native build from
+    source on a CPU that reports AMX compiles ggml's AMX kernels and uses them through an extra
+    buffer type; where the kernel does not hand the process AMX tile state (these machines), the
+    first tile instruction kills the process with SIGILL ("Illegal instruction"), judge and run
+    with it. Leaving the extra buffer types out avoids that but also loses weight repacking,
+    which made the judge's calls much slower; so ``make install`` builds without AMX kernels,
+    and on such a build this block changes nothing. ``RAGAUDIT_LOCAL_EXTRA_BUFFERS=1`` keeps
+    llama.cpp's default on any build, ``=0`` leaves the extra buffers out on any build.
     """
     import llama_cpp.llama_cpp as raw
 
     default = raw.llama_model_default_params
-    if EXTRA_BUFFERS or not hasattr(default(), "use_extra_bufts"):
+    if extra_buffers_wanted() or not hasattr(default(), "use_extra_bufts"):
         yield
         return
 
@@ -289,6 +307,8 @@ __all__ = [
     "GRAMMAR_TOP_K",
     "LAZY_GRAMMAR",
     "LazyGrammar",
+    "build_has_amx",
+    "extra_buffers_wanted",
     "grammar_is_valid",
     "init_sampler",
     "patch",
