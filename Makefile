@@ -13,18 +13,14 @@ install: .install.stamp
 #
 # llama-cpp-python builds from source here (no prebuilt CPU wheel with grammar support). The
 # build leaves out the multimodal library (LLAVA_BUILD=OFF: image chat handlers, never loaded).
-# On x86 it compiles ggml without AMX tile kernels: on machines whose kernel grants no AMX
-# state they die with SIGILL, and with them compiled in, the judge has to load without
-# llama.cpp's extra CPU buffers, weight repacking included (cache/_llama_patches.py;
-# bench/bench_judge_call.py compares the two).
 # llama.cpp's `common` library (its command-line tools' code) cannot be left out from here:
 # llama-cpp-python forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target
-# alone (SKBUILD_BUILD_TARGETS=llama) fails at install. CMAKE_ARGS set by the caller win.
+# alone (SKBUILD_BUILD_TARGETS=llama) fails at install. A build without AMX kernels
+# (CMAKE_ARGS='-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' and the same for
+# CXX) lets the judge keep llama.cpp's extra CPU buffers (cache/_llama_patches.py); it is not
+# the default because bench/bench_judge_call.py measured it at 0.90x a call only and a whole
+# wheel built so has not been tried end to end. CMAKE_ARGS set by the caller win.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF
-ifeq ($(shell uname -m),x86_64)
-LLAMA_CMAKE_ARGS += '-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' \
-	'-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
-endif
 PIP_INSTALL = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" $(PIP) install $(INSTALL_FLAGS)
 
 .install.stamp: pyproject.toml
