@@ -58,6 +58,7 @@ from ragaudit.ranking import ndcg_at_k
 from ragaudit.runfolder import RunFolder
 from ragaudit.stats import (
     Corrected,
+    GradeConfusion,
     calibrate_grades,
     corrected_mean,
     design_corrected_mean,
@@ -66,7 +67,6 @@ from ragaudit.stats import (
     score_agreement,
     share_ci,
 )
-from ragaudit.stats._grades import GradeConfusion
 
 NDCG_K = label_store.TOP_K
 GRADE = label_store.GRADE
