@@ -294,7 +294,7 @@ def _figure_tests(
     if not any(graded):
         return []
     judged = [judged_by_question(r.run_dir) for r in (a, b)]
-    out = []
+    out: list[tuple[str, PairedTest | None, str, bool, np.ndarray]] = []
     for figure in FIGURES:
         qa, qb = (j.get(figure, {}) for j in judged)
         if not qa or not qb:
