@@ -126,3 +126,30 @@ def test_each_rule_is_defined_once(name: str) -> None:
     assert [p.relative_to(PACKAGE).as_posix() for p in _defined(name)] == [
         f"stats/{'_tests' if name in ('beyond_noise', 'decide') else '_agreement'}.py"
     ]
+
+
+def test_alignment_figures_resample_at_once_as_scipy_computes_them_one_by_one() -> None:
+    """The vectorised ρ, τ-b and AUC equal scipy's own on every resample, ties included."""
+    from scipy import stats
+
+    from ragaudit.stats._figures import _auc, _kendall, _spearman, alignment_figures, auc_score
+
+    rng = np.random.default_rng(4)
+    human = rng.integers(0, 3, size=(50, 30)) / 2  # three values: many ties
+    score = np.round(rng.random((50, 30)), 1)
+    score[7] = 0.5  # one constant resample: undefined, as scipy says
+    rho, tau = _spearman(human, score), _kendall(human, score)
+    auc = _auc(human >= 0.5, score)
+    for i in range(50):
+        want_rho = stats.spearmanr(human[i], score[i]).statistic
+        want_tau = stats.kendalltau(human[i], score[i]).statistic
+        want_auc = auc_score(human[i] >= 0.5, score[i])
+        assert rho[i] == pytest.approx(want_rho, nan_ok=True, abs=1e-12)
+        assert tau[i] == pytest.approx(want_tau, nan_ok=True, abs=1e-12)
+        assert auc[i] == pytest.approx(want_auc, nan_ok=True, abs=1e-12)
+    figures = {f.statistic: f for f in alignment_figures(human[0], score[0], 0.5)}
+    assert figures["spearman"].value == pytest.approx(stats.spearmanr(human[0], score[0])[0])
+    for name in ("mae", "spearman", "kendall", "cohen_kappa"):
+        found = figures[name]
+        assert found.ci_low is not None and found.ci_low <= found.value <= found.ci_high
+    assert figures["auc"].value == pytest.approx(auc_score(human[0] >= 0.5, score[0]))
