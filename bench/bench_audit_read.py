@@ -26,21 +26,11 @@ import sys
 import time
 from pathlib import Path
 
-import _util  # noqa: F401  (offline environment first)
+import _util  # noqa: F401  (offline environment first; tests/ on the path)
+from support.audit_logs import FIELDS  # noqa: E402
 
 DAY = dt.date(2026, 11, 26)
 SEGMENTS = ["news", "finance", "sports", "tech", "health", "travel"]
-FIELDS = {
-    "request_id": "id",
-    "time": "ts",
-    "session": "session_id",
-    "query": "request.q",
-    "filters": "request.filters",
-    "docs": "retrieval.hits[*].{id: _id, text: _source.content, score: _score}",
-    "answer": "response.text",
-    "citations": "response.citations",
-    "feedback": "feedback.thumb",
-}
 GOAL_BYTES = 1.5 * 2**30
 
 

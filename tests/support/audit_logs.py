@@ -10,6 +10,18 @@ import yaml
 
 DAY = "2026-11-26"
 PLANTED = "<script>alert('x')</script>"
+# The JMESPath map of the service log these tests and benches write: one layout, one map.
+FIELDS = {
+    "request_id": "id",
+    "time": "ts",
+    "session": "session_id",
+    "query": "request.q",
+    "filters": "request.filters",
+    "docs": "retrieval.hits[*].{id: _id, text: _source.content, score: _score}",
+    "answer": "response.text",
+    "citations": "response.citations",
+    "feedback": "feedback.thumb",
+}
 
 TOPICS = {
     "billing": [
@@ -80,17 +92,7 @@ def audit_yaml(tmp: Path, **audit: Any) -> Path:
             "source": {
                 "format": "jsonl",
                 "path": str(tmp / "logs" / "{day}" / "*.jsonl"),
-                "fields": {
-                    "request_id": "id",
-                    "time": "ts",
-                    "session": "session_id",
-                    "query": "request.q",
-                    "filters": "request.filters",
-                    "docs": "retrieval.hits[*].{id: _id, text: _source.content, score: _score}",
-                    "answer": "response.text",
-                    "citations": "response.citations",
-                    "feedback": "feedback.thumb",
-                },
+                "fields": dict(FIELDS),
             },
             "segment": "filters.collection",
             "sample": 8,

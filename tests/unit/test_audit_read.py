@@ -12,6 +12,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.audit_logs import FIELDS
 
 from ragaudit.audit import (
     NO_SEGMENT,
@@ -28,17 +29,6 @@ from ragaudit.schemas import AUDIT_REQUESTS
 
 DAY = dt.date(2026, 11, 26)
 EMAIL = "jane.roe@example.org"
-FIELDS = {
-    "request_id": "id",
-    "time": "ts",
-    "session": "session_id",
-    "query": "request.q",
-    "filters": "request.filters",
-    "docs": "retrieval.hits[*].{id: _id, text: _source.content, score: _score}",
-    "answer": "response.text",
-    "citations": "response.citations",
-    "feedback": "feedback.thumb",
-}
 
 
 def record(i: int, **over: Any) -> dict[str, Any]:
