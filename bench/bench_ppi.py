@@ -32,6 +32,7 @@ interval holds the judge's κ against the truth over every candidate of the run.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import time
 from typing import Any
@@ -42,7 +43,13 @@ from _util import scratch, table
 from ragaudit import labels as label_store
 from ragaudit.ppi import NDCG, NDCG_K, RELEVANT_SHARE, judge_vs_people
 from ragaudit.ranking import ndcg_at_k
-from ragaudit.stats import corrected_mean, kappa, ppi_paired_test, share
+from ragaudit.stats import (
+    corrected_mean,
+    kappa,
+    ppi_paired_test,
+    share,
+    skew_corrected_interval,
+)
 
 RELEVANT = 2
 ALPHA = 0.05
@@ -153,11 +160,12 @@ def design_coverage(seeds: int, questions: int, pool: int, n: int, over: float) 
         "relevant share, PPI": 0,
         "relevant share, judge only": 0,
         f"{NDCG}, PPI": 0,
+        f"{NDCG}, PPI with a plain t interval": 0,
         f"{NDCG}, judge only": 0,
         "weighted κ (run)": 0,
         "weighted κ (sample, unweighted)": 0,
     }
-    reached, labelled, widths = 0, [], []
+    reached, labelled, widths, plain_widths = 0, [], [], []
     for seed in range(seeds):
         run, truth, judged = planted_pool_run(
             root, f"s{seed}", questions=questions, pool=pool, over=over, seed=seed
@@ -186,6 +194,14 @@ def design_coverage(seeds: int, questions: int, pool: int, n: int, over: float) 
             held[f"{figure}, judge only"] += int(c.judge_ci_low <= target <= c.judge_ci_high)  # type: ignore[operator]
             if figure == NDCG:
                 widths.append(c.ppi_ci_high - c.ppi_ci_low)  # type: ignore[operator]
+                # The same residuals (one a question, equal weights) under the t interval
+                # without the skew correction, side by side.
+                r = np.asarray(c.residuals)
+                low, high = skew_corrected_interval(
+                    c.ppi_mean, float(r.std(ddof=1) / np.sqrt(r.size)), 0.0, r.size
+                )
+                plain_widths.append(high - low)
+                held[f"{NDCG}, PPI with a plain t interval"] += int(low <= target <= high)
         for line in people.agreement:
             if line.kind == "grade" and line.statistic == "weighted_kappa":
                 name = "weighted κ (run)" if line.between == "judge vs people" else None
@@ -193,10 +209,14 @@ def design_coverage(seeds: int, questions: int, pool: int, n: int, over: float) 
                     name = "weighted κ (sample, unweighted)"
                 if name and line.ci_low is not None:
                     held[name] += int(line.ci_low <= target_kappa <= line.ci_high)  # type: ignore[operator]
-        for path in run.iterdir():
-            path.unlink()
-        run.rmdir()
-    return {"held": held, "reached": reached, "labelled": labelled, "widths": widths}
+        shutil.rmtree(run)
+    return {
+        "held": held,
+        "reached": reached,
+        "labelled": labelled,
+        "widths": widths,
+        "plain_widths": plain_widths,
+    }
 
 
 def _true_ndcg(run: Any, truth: dict[tuple[str, str], int]) -> float:
@@ -231,7 +251,8 @@ def print_design(seeds: int, questions: int, pool: int, n: int, over: float) -> 
     reached = found["reached"]
     print(
         f"{NDCG} corrected in {reached}/{seeds} runs at ~{n} labels "
-        f"(median interval width {statistics.median(found['widths']):.3f}): "
+        f"(median interval width {statistics.median(found['widths']):.3f}, "
+        f"{statistics.median(found['plain_widths']):.3f} with a plain t interval): "
         + verdict(reached == seeds, f"only {reached}/{seeds}")
     )
     for name, goal, above in (

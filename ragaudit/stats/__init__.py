@@ -60,6 +60,7 @@ from ragaudit.stats._ppi import (
     design_corrected_mean,
     labels_to_halve,
     ppi_paired_test,
+    skew_corrected_interval,
 )
 from ragaudit.stats._ratio import ratio_values
 from ragaudit.stats._resample import CONFIDENCE, Interval, bootstrap, bootstrap_ci
@@ -129,5 +130,6 @@ __all__ = [
     "share",
     "share_ci",
     "share_figure",
+    "skew_corrected_interval",
     "two_level_test",
 ]
