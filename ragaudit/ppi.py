@@ -663,6 +663,8 @@ def _ndcg(
         clusters=qids,
         units_total=len(by_question),
         bounds=(0.0, 1.0),
+        # The labelled items behind the questions' values: a question's value is not a label.
+        n_labels=sum(1 for q, _ in labels if q in per_question),
         seed=seed,
     )
     return lines, note, figure

@@ -279,6 +279,13 @@ def _labels_for(
     return None, None, "people's labels unused: " + "; ".join(reasons)
 
 
+def _labelled(found: Corrected) -> str:
+    """A corrected figure's labels, with the questions they came from when drawn by question."""
+    return f"{found.n_labelled} labels" + (
+        f" in {found.questions} questions" if found.questions else ""
+    )
+
+
 def _figure_tests(
     a: Report, b: Report, resamples: int, seed: int
 ) -> list[tuple[str, PairedTest | None, str, bool, np.ndarray]]:
@@ -325,8 +332,8 @@ def _figure_tests(
                 cb.clusters,
             )
             note = (
-                f"{figure}: corrected by people's labels in both runs ({ca.n_labelled} and "
-                f"{cb.n_labelled}; PPI with λ = 1, so a mean may differ a little from the run "
+                f"{figure}: corrected by people's labels in both runs ({_labelled(ca)} and "
+                f"{_labelled(cb)}; PPI with λ = 1, so a mean may differ a little from the run "
                 f"page's power-tuned one); {paired}"
             )
         else:

@@ -56,6 +56,15 @@ class Corrected:
     by question: a test of the correction must resample these, not the residuals one by one."""
 
     @property
+    def questions(self) -> int | None:
+        """How many questions the labels came from, when drawn question by question.
+
+        None when each label stood alone (as many clusters as labels, or none).
+        """
+        found = len(set(self.clusters))
+        return found if 0 < found < self.n_labelled else None
+
+    @property
     def width_ratio(self) -> float | None:
         """The PPI interval's width over the labels-only interval's (below 1: PPI is tighter)."""
         if None in (self.ppi_ci_low, self.ppi_ci_high, self.labels_ci_low, self.labels_ci_high):
@@ -242,6 +251,7 @@ def design_corrected_mean(
     clusters: Sequence[str],
     units_total: int | None = None,
     bounds: tuple[float, float] | None = None,
+    n_labels: int | None = None,
     resamples: int = 2000,
     seed: int = 0,
 ) -> Corrected:
@@ -265,6 +275,8 @@ def design_corrected_mean(
         clusters: Each labelled item's first-stage unit (its question).
         units_total: The first stage's units in the run (for the labels that would halve).
         bounds: The figure's range (a share: (0, 1)); the interval is kept inside it.
+        n_labels: The labels behind the values when one value stands for many (a question's
+            NDCG@10 from its twenty labels); None: one label a value.
         resamples: Bootstrap resamples of the judge-only interval.
         seed: The bootstrap's seed.
     """
@@ -278,9 +290,10 @@ def design_corrected_mean(
     judge_mean = float(judged.mean()) if judged.size else None
     judge_low, judge_high = bootstrap_ci(judged, resamples, seed)
     m = int(np.unique(c).size)
+    labelled = int(y.size) if n_labels is None else n_labels
     empty = Corrected(
         figure, judge_mean, judge_low, judge_high, int(judged.size),
-        None, None, None, int(y.size), None, None, None, None, None,
+        None, None, None, labelled, None, None, None, None, None,
     )  # fmt: skip
     if m < 2 or judge_mean is None:
         return _replace(
@@ -298,7 +311,7 @@ def design_corrected_mean(
         rho = float(cov[0, 1] / math.sqrt(cov[0, 0] * cov[1, 1]))
     # The interval narrows as the square root of the questions drawn: four times as many
     # questions (as many labels each) halve it, when the run has them.
-    halve = 3 * int(y.size) if units_total is not None and 4 * m <= units_total else None
+    halve = 3 * labelled if units_total is not None and 4 * m <= units_total else None
     return Corrected(
         figure,
         judge_mean,
@@ -308,7 +321,7 @@ def design_corrected_mean(
         clip(judge_mean + correction),
         clip(judge_mean + low),
         clip(judge_mean + high),
-        int(y.size),
+        labelled,
         clip(labels_mean),
         clip(labels_low),
         clip(labels_high),

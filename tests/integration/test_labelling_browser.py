@@ -256,7 +256,8 @@ def test_two_hundred_labels_then_the_corrected_ndcg_on_the_run_page(tmp_path: Pa
             )
             cell = page.inner_text("#summary tr[data-figure='NDCG@10'] td.ppi")
             found_ndcg = re.fullmatch(
-                r"(\d\.\d{3}) \((\d\.\d\d) – (\d\.\d\d), (\d+) labels\)", cell
+                r"(\d\.\d{3}) \((\d\.\d\d) – (\d\.\d\d), (\d+) labels in (\d+) questions\)",
+                cell,
             )
             assert found_ndcg, cell
             expected = ppi.judge_vs_people(run_dir)
@@ -267,6 +268,8 @@ def test_two_hundred_labels_then_the_corrected_ndcg_on_the_run_page(tmp_path: Pa
             low, high = float(found_ndcg.group(2)), float(found_ndcg.group(3))
             assert low <= float(found_ndcg.group(1)) <= high
             assert int(found_ndcg.group(4)) == ndcg.n_labelled >= 10
+            # NDCG@10's unit is a question: its labels are counted with the questions they fill.
+            assert int(found_ndcg.group(5)) == ndcg.questions >= 2
 
             # Where people and the judge differ: listed, and a row opens its question's
             # drill-down, which shows each person's label beside the judge's grade.

@@ -108,8 +108,14 @@ def test_compare_with_grade_labels_in_both_runs_corrects_the_relevant_share_and_
     pooled = sum(t for t, _ in by_q.values()) / sum(n for _, n in by_q.values())
     assert pooled == pytest.approx(share.judge_mean)  # type: ignore[union-attr]
     notes = " ".join(cmp.notes)
-    assert "relevant share: corrected by people's labels in both runs (40 and 40" in notes
-    assert "NDCG@10: corrected by people's labels in both runs (8 and 8" in notes
+    assert (
+        "relevant share: corrected by people's labels in both runs "
+        "(40 labels in 8 questions and 40 labels in 8 questions" in notes
+    )
+    assert (
+        "NDCG@10: corrected by people's labels in both runs "
+        "(40 labels in 8 questions and 40 labels in 8 questions" in notes
+    )
     assert "paired by question over the 30 question(s) both runs judged" in notes
     found = cmp.to_dict()
     assert found["corrected"] == ["faithfulness", *FIGURES]
@@ -164,7 +170,7 @@ def test_summary_keeps_the_corrected_figures_with_intervals_and_n(
         assert row["ppi_ci_low"] <= row["ppi_mean"] <= row["ppi_ci_high"]
         assert row["n_labels"] == found.n_labelled
     assert (rows[ppi.RELEVANT_SHARE]["n_ok"], rows[ppi.RELEVANT_SHARE]["n_labels"]) == (150, 40)
-    assert (rows[ppi.NDCG]["n_ok"], rows[ppi.NDCG]["n_labels"]) == (30, 8)
+    assert (rows[ppi.NDCG]["n_ok"], rows[ppi.NDCG]["n_labels"]) == (30, 40)
     # D's labels grade no question whole: the two-stage design still reaches NDCG@10 (each
     # labelled question's human NDCG estimated from its sampled candidates).
     d = {r["metric"]: r for r in RunFolder(runs["D"].parent, "D").read("summary").to_pylist()}

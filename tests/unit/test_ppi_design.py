@@ -84,11 +84,15 @@ def test_ndcg_gets_an_interval_from_200_labels(tmp_path: Path) -> None:
     assert people is not None
     ndcg = people.corrected_for(ppi.NDCG)
     assert ndcg is not None and ndcg.ppi_ci_low is not None and ndcg.ppi_ci_high is not None
-    assert ndcg.n_labelled == 10  # questions, the unit of NDCG
-    assert len(set(ndcg.clusters)) == 10
+    # NDCG@10's unit is a question: its value stands for the question's twenty labels, and
+    # the labels count as such beside the questions they fill (and the labels to halve are
+    # labels, not questions).
+    assert ndcg.n_labelled == 200 and ndcg.questions == 10
+    assert len(set(ndcg.clusters)) == 10 and len(ndcg.residuals) == 10
+    assert ndcg.labels_to_halve == 600
     assert people.ndcg_note.startswith("10 of 40 question(s)")
     share = people.corrected_for(ppi.RELEVANT_SHARE)
-    assert share is not None and share.n_labelled == 200 and len(set(share.clusters)) == 10
+    assert share is not None and share.n_labelled == 200 and share.questions == 10
     true_share, true_ndcg = _true_figures(run, truth)
     assert share.ppi_ci_low <= true_share <= share.ppi_ci_high  # type: ignore[operator]
     assert ndcg.ppi_ci_low <= true_ndcg <= ndcg.ppi_ci_high
