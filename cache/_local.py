@@ -37,7 +37,8 @@ between a cold and a cached prompt (llama.cpp's numerics depend on batch shape);
 gateway's memo is what makes reruns reproducible.
 
 Environment knobs: ``RAGAUDIT_LOCAL_THREADS`` (default 2; 1 was faster while other
-processes kept both cores busy) and ``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock grammar path).
+processes kept both cores busy), ``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock grammar path) and
+``RAGAUDIT_LOCAL_GREEDY_CHECK=0`` (greedy answers through ``LazyGrammar`` as before).
 """
 
 from __future__ import annotations
