@@ -182,7 +182,8 @@ class GreedyGrammar:
     ``Llama.sample`` calls only :meth:`sample`.
     """
 
-    def __init__(self, llm: Any, gbnf: str) -> None:
+    def __init__(self, grammar: Any, n_vocab: int) -> None:
+        """Wrap a llama.cpp grammar sampler (now owned by this object) over ``n_vocab`` ids."""
         import ctypes
 
         import llama_cpp
@@ -190,12 +191,8 @@ class GreedyGrammar:
 
         self._np = np
         self._cpp = llama_cpp
-        self._n_vocab = int(llm._n_vocab)
-        self.grammar = llama_cpp.llama_sampler_init_grammar(
-            llm._model.vocab, gbnf.encode("utf-8"), b"root"
-        )
-        if not self.grammar:
-            raise ValueError("llama.cpp rejected the grammar")
+        self._n_vocab = n_vocab
+        self.grammar = grammar
         self._one = (llama_cpp.llama_token_data * 1)()
         self._one_array = llama_cpp.llama_token_data_array(
             data=ctypes.cast(self._one, ctypes.POINTER(llama_cpp.llama_token_data)),
@@ -211,13 +208,28 @@ class GreedyGrammar:
         self.steps = 0
         self.refusals = 0
 
+    @classmethod
+    def for_model(cls, llm: Any, gbnf: str) -> GreedyGrammar:
+        """The sampler for a loaded ``Llama`` and a GBNF grammar (root rule ``root``)."""
+        import llama_cpp
+
+        grammar = llama_cpp.llama_sampler_init_grammar(
+            llm._model.vocab, gbnf.encode("utf-8"), b"root"
+        )
+        if not grammar:
+            raise ValueError("llama.cpp rejected the grammar")
+        return cls(grammar, int(llm._n_vocab))
+
     def sample(self, ctx: Any, idx: int = -1) -> int:
         """The next token from the logits of output ``idx``, accepted by the grammar."""
+        pointer = self._cpp.llama_get_logits_ith(ctx.ctx, idx)
+        return self.pick(self._np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)))
+
+    def pick(self, logits: Any) -> int:
+        """The best token of ``logits`` that the grammar allows; the grammar accepts it."""
         import ctypes
 
         cpp = self._cpp
-        pointer = cpp.llama_get_logits_ith(ctx.ctx, idx)
-        logits = self._np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
         token = int(logits.argmax())
         self._one[0] = cpp.llama_token_data(token, float(logits[token]), 0.0)
         cpp.llama_sampler_apply(self.grammar, ctypes.byref(self._one_array))
@@ -314,7 +326,7 @@ def init_sampler(llm: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         if grammar is None or kw.get("logits_processor") is not None or kw.get("mirostat_mode"):
             return original(**kw)
         if GREEDY_CHECK and kw.get("temp", 0.0) == 0.0 and _no_penalties(kw):
-            return GreedyGrammar(llm, grammar._grammar)
+            return GreedyGrammar.for_model(llm, grammar._grammar)
         chain = _internals.LlamaSampler()
         lazy = LazyGrammar(llm, grammar._grammar)
         llama_cpp = lazy._cpp

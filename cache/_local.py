@@ -103,6 +103,8 @@ DEFAULT_MAX_TOKENS = 256
 # Both cores of the target machine; RAGAUDIT_LOCAL_THREADS=1 can help when other processes
 # keep the cores busy (llama.cpp's threads wait for each other at every layer).
 LLAMA_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_THREADS", "2"))
+# Threads for a prompt (a batch of tokens); llama-cpp-python's own default is every core.
+LLAMA_BATCH_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_BATCH_THREADS", os.cpu_count() or 1))
 # Prompt-prefix cache: ragas prompts share long instruction prefixes. A cached state costs
 # ~18 KB per token (~20 MB for a 1,000-token prompt), so 512 MB keeps a few dozen prefixes.
 PREFIX_CACHE_BYTES = 512 << 20
@@ -257,6 +259,7 @@ def _load_llama() -> Any:
             model_path=str(gguf_path()),
             n_ctx=LOCAL_CONTEXT_WINDOW,
             n_threads=LLAMA_THREADS,
+            n_threads_batch=LLAMA_BATCH_THREADS,
             verbose=False,
         )
     patch(llm, PREFIX_CACHE_BYTES)

@@ -93,7 +93,7 @@ def test_greedy_grammar_picks_the_stock_chains_tokens(
     made: list[patches.GreedyGrammar] = []
 
     def checked(**kw: Any) -> Any:
-        sampler = patches.GreedyGrammar(llm, kw["grammar"]._grammar)
+        sampler = patches.GreedyGrammar.for_model(llm, kw["grammar"]._grammar)
         made.append(sampler)
         return sampler
 
