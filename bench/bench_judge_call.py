@@ -15,12 +15,13 @@ Each variant is a child process (R rounds, variants in turn, so that a load on t
 hits them alike). A variant's KEY=VAL pairs are environment variables of its process, for
 example ``RAGAUDIT_LOCAL_THREADS=1`` or ``RAGAUDIT_LOCAL_EXTRA_BUFFERS=1``; ``LLAMA_DIR=/path``
 puts a llama-cpp-python installed there (``pip install --target``) ahead of this
-environment's. Without ``--variant``: the judge as it is (``GreedyGrammar``: the best token
-first, the grammar over the whole vocabulary only when it refuses it) against the previous
-default (``RAGAUDIT_LOCAL_GREEDY_CHECK=0``: ``LazyGrammar``, a Python callback that checks
-the top 64 tokens at every step).
+environment's. Without ``--variant``: the previous default (``LazyGrammar``, a Python
+callback that checks the top 64 tokens at every step) against the judge as it is
+(``GreedyGrammar``: the best token first, the grammar over more tokens only when it refuses
+it), with this environment's threads; compare threads with ``--variant``.
 
-Per variant: llama-cpp-python's version, wall and CPU seconds a call, the part of a call
+Per variant: llama-cpp-python's version, the threads (to generate / for prompts), wall and CPU
+seconds a call, the part of a call
 inside llama.cpp's own decoding timers and the rest (sampling, grammar, Python), and whether
 its answers equal the first variant's, call by call.
 """
@@ -46,8 +47,8 @@ DEMO = REPO / "data" / "demo"
 CALLS_FILE = Path(__file__).resolve().parent / "data" / "demo_judge_calls.jsonl.gz"
 # The demo's judge calls took ~1.1 s each a round before llama-cpp-python 0.3.36 (issue 44).
 GOAL_S = 1.1
-BEFORE = "before, LazyGrammar (top 64 by a Python callback):RAGAUDIT_LOCAL_GREEDY_CHECK=0"
-AFTER = "after, GreedyGrammar (best token first):"
+BEFORE = "before (main), LazyGrammar:RAGAUDIT_LOCAL_GREEDY_CHECK=0"
+AFTER = "after, GreedyGrammar:"
 
 
 def cpu_s() -> float:

@@ -37,7 +37,7 @@ between a cold and a cached prompt (llama.cpp's numerics depend on batch shape);
 gateway's memo is what makes reruns reproducible.
 
 Environment knobs: ``RAGAUDIT_LOCAL_THREADS`` and ``RAGAUDIT_LOCAL_BATCH_THREADS`` (threads
-to generate and for a prompt, default 1 each; see ``LLAMA_THREADS``),
+to generate and for a prompt, default 2 and every core; see ``LLAMA_THREADS``),
 ``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock grammar path) and
 ``RAGAUDIT_LOCAL_GREEDY_CHECK=0`` (greedy answers through ``LazyGrammar`` as before).
 """
@@ -101,14 +101,13 @@ LOCAL_CONTEXT_WINDOW = 4096
 EMBEDDING_DIM = 384
 
 DEFAULT_MAX_TOKENS = 256
-# One thread to generate (RAGAUDIT_LOCAL_THREADS) and one for a prompt's batch
-# (RAGAUDIT_LOCAL_BATCH_THREADS). llama.cpp's threads busy-wait for each other at every
-# operation of the graph, so whenever another process (or the demo's own server, embedder and
-# event loop) takes one of the two cores, a second thread waits out the scheduler's time
-# slices instead of working: calls got several times slower than with one thread. On an
-# otherwise idle machine, 2 and 2 may be faster (bench/bench_judge_call.py compares them).
-LLAMA_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_THREADS", "1"))
-LLAMA_BATCH_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_BATCH_THREADS", "1"))
+# Threads to generate (RAGAUDIT_LOCAL_THREADS) and for a prompt's batch
+# (RAGAUDIT_LOCAL_BATCH_THREADS; llama-cpp-python's own default is every core). llama.cpp's
+# threads busy-wait for each other at every operation of the graph: while other processes keep
+# both cores busy, a second thread waits out the scheduler's time slices and 1 and 1 were much
+# faster; with a core to spare, 2 and 2 were faster (bench/bench_judge_call.py compares them).
+LLAMA_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_THREADS", "2"))
+LLAMA_BATCH_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_BATCH_THREADS", os.cpu_count() or 1))
 # Prompt-prefix cache: ragas prompts share long instruction prefixes. A cached state costs
 # ~18 KB per token (~20 MB for a 1,000-token prompt), so 512 MB keeps a few dozen prefixes.
 PREFIX_CACHE_BYTES = 512 << 20
