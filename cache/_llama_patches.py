@@ -465,6 +465,7 @@ __all__ = [
     "GRAMMAR_TOP_K",
     "GREEDY_CHECK",
     "LAZY_GRAMMAR",
+    "REFUSED_STAGES",
     "GreedyGrammar",
     "LazyGrammar",
     "build_has_amx",
