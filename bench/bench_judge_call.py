@@ -1,29 +1,36 @@
 """Seconds per call of the offline judge (Gemma 3 270M on llama.cpp), as the demo makes them.
 
-Run: ``python bench/bench_judge_call.py [--calls N] [--tokens T] [--rounds R]
-[--variant LABEL:KEY=VAL,KEY=VAL ...]``. Each variant is a child process that loads the judge
-and makes N JSON-schema judge calls one after another, as the demo's lock serialises them,
-through litellm and the ``local`` provider: each a different demo question with its own
-corpus passages, cut to about T prompt tokens (default 600, the mean of a demo's judge
-calls; its answers average ~55 tokens). Variants run in turn, R rounds, so that a load on the
-machine hits them alike; the figures are per variant over all its rounds.
+Run: ``python bench/bench_judge_call.py [--calls N] [--rounds R] [--synthetic [--tokens T]]
+[--variant LABEL:KEY=VAL,KEY=VAL ...]``, or ``--capture`` to record the demo's calls anew.
 
-A variant's KEY=VAL pairs are environment variables of its process, for example
-``RAGAUDIT_LOCAL_THREADS=1`` or ``RAGAUDIT_LOCAL_EXTRA_BUFFERS=1``; ``LLAMA_DIR=/path`` puts a
-llama-cpp-python installed there (``pip install --target``) ahead of this environment's, to
-compare builds. Without ``--variant``: this environment as the provider loads it, and, where
-its build has no AMX kernels, the same without llama.cpp's extra CPU buffer types (weight
-repacking), as the provider loads a build that has them.
+By default each variant replays the demo's own judge calls, recorded from a cold ``ragaudit
+demo`` run in ``bench/data/demo_judge_calls.jsonl.gz`` (every request the ``local`` provider
+got: the flattened prompt, its grammars, ``max_tokens``, temperature), one after another as
+the demo's lock serialises them, through the provider's ``_generate`` (litellm's and the
+gateway's own share is measured by bench_gateway). ``--calls N`` replays N of them, spread
+over the file. ``--synthetic`` makes instead one ``{supported, reason}`` judge request per
+demo question through litellm, cut to about T prompt tokens (default 600).
 
-Per variant it prints llama-cpp-python's version, whether AMX and the extra buffers are in
-use, then wall and CPU seconds a call, and llama.cpp's own prompt and generation rates
-(tokens per second of its timers), so that a slow call shows where its time went.
+Each variant is a child process (R rounds, variants in turn, so that a load on the machine
+hits them alike). A variant's KEY=VAL pairs are environment variables of its process, for
+example ``RAGAUDIT_LOCAL_THREADS=1`` or ``RAGAUDIT_LOCAL_EXTRA_BUFFERS=1``; ``LLAMA_DIR=/path``
+puts a llama-cpp-python installed there (``pip install --target``) ahead of this
+environment's. Without ``--variant``: the previous default (``LazyGrammar``, a Python
+callback that checks the top 64 tokens at every step) against the judge as it is
+(``GreedyGrammar``: the best token first, the grammar over more tokens only when it refuses
+it), with this environment's threads; compare threads with ``--variant``.
+
+Per variant: llama-cpp-python's version, the threads (to generate / for prompts), wall and CPU
+seconds a call, the part of a call
+inside llama.cpp's own decoding timers and the rest (sampling, grammar, Python), and whether
+its answers equal the first variant's, call by call.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import os
 import resource
@@ -32,12 +39,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _util import REPO, table
 
 DEMO = REPO / "data" / "demo"
-# The demo's judge calls took ~1.1 s each before llama-cpp-python 0.3.36 (issue 44).
+CALLS_FILE = Path(__file__).resolve().parent / "data" / "demo_judge_calls.jsonl.gz"
+# The demo's judge calls took ~1.1 s each a round before llama-cpp-python 0.3.36 (issue 44).
 GOAL_S = 1.1
+BEFORE = "before (main), LazyGrammar:RAGAUDIT_LOCAL_GREEDY_CHECK=0"
+AFTER = "after, GreedyGrammar:"
 
 
 def cpu_s() -> float:
@@ -59,7 +70,7 @@ def build_features() -> list[str]:
     return out
 
 
-def prompts(tokens: int) -> list[list[dict[str, str]]]:
+def synthetic_prompts(tokens: int) -> list[list[dict[str, str]]]:
     """One judge request per demo question: the question, its answer and its own passages."""
     from ragaudit.cache._local import count_prompt_tokens
 
@@ -86,62 +97,151 @@ def prompts(tokens: int) -> list[list[dict[str, str]]]:
     return out
 
 
-async def worker(calls: int, tokens: int) -> dict[str, object]:
-    """This process's figures for ``calls`` judge calls (printed as one JSON line)."""
+def recorded_calls(n: int | None) -> list[dict[str, Any]]:
+    """``n`` of the demo's recorded calls (all when None), spread over the file, in order."""
+    with gzip.open(CALLS_FILE, "rt", encoding="utf-8") as lines:
+        calls = [json.loads(line) for line in lines]
+    if n is None or n >= len(calls):
+        return calls
+    step = len(calls) / n
+    return [calls[int(i * step)] for i in range(n)]
+
+
+def _synthetic_caller(tokens: int) -> tuple[Any, int]:
     import litellm
-    import llama_cpp
     from pydantic import BaseModel
 
     from ragaudit.cache import providers
-    from ragaudit.cache._llama_patches import extra_buffers_wanted
-    from ragaudit.cache._local import COMPLETION_MODEL, LLAMA_THREADS, LOCAL
+    from ragaudit.cache._local import COMPLETION_MODEL
 
     class Verdict(BaseModel):
         supported: bool
         reason: str
 
     providers.register_all()
-    requests = prompts(tokens)
+    requests = synthetic_prompts(tokens)
 
-    async def call(i: int) -> tuple[int, int]:
-        reply = await litellm.acompletion(
-            model=COMPLETION_MODEL,
-            messages=requests[i % len(requests)],
-            response_format=Verdict,
-            temperature=0,
+    def call(i: int) -> tuple[int, int, list[str]]:
+        reply = asyncio.run(
+            litellm.acompletion(
+                model=COMPLETION_MODEL,
+                messages=requests[i % len(requests)],
+                response_format=Verdict,
+                temperature=0,
+            )
         )
-        return reply.usage.prompt_tokens, reply.usage.completion_tokens
+        return (
+            reply.usage.prompt_tokens,
+            reply.usage.completion_tokens,
+            [c.message.content for c in reply.choices],
+        )
 
-    await call(len(requests) - 1)  # loads the model: not timed
-    ctx = LOCAL.llama.model()._ctx.ctx
-    walls, cpus, tokens_in, tokens_out = [], [], [], []
-    prompt_ms = eval_ms = 0.0
-    prompt_n = eval_n = 0
-    for i in range(calls):
+    return call, len(requests)
+
+
+def _replay_caller(records: list[dict[str, Any]]) -> tuple[Any, int]:
+    from ragaudit.cache._local import LOCAL
+
+    def call(i: int) -> tuple[int, int, list[str]]:
+        record = records[i % len(records)]
+        kwargs = dict(record["kwargs"])
+        if kwargs.get("grammars") is not None:
+            kwargs["grammars"] = tuple(kwargs["grammars"])
+        reply = LOCAL.llama.run(lambda llm: LOCAL._generate(llm, record["prompt"], kwargs))
+        return (
+            reply.usage.prompt_tokens,
+            reply.usage.completion_tokens,
+            [c["message"]["content"] for c in reply.choices],
+        )
+
+    return call, len(records)
+
+
+def worker(calls: int | None, tokens: int, synthetic: bool) -> dict[str, object]:
+    """This process's figures (printed as one JSON line)."""
+    import llama_cpp
+
+    from ragaudit.cache._llama_patches import extra_buffers_wanted
+    from ragaudit.cache._local import LLAMA_BATCH_THREADS, LLAMA_THREADS, LOCAL
+
+    if synthetic:
+        call, size = _synthetic_caller(tokens)
+        n = calls or 5
+        warm = size - 1
+    else:
+        records = recorded_calls(calls)
+        call, n = _replay_caller(records)
+        warm = None
+    LOCAL.llama.run(lambda llm: None)  # loads the model: not timed
+    if warm is not None:
+        call(warm)  # the first litellm call imports and registers: not timed
+    ctx = LOCAL.llama.run(lambda llm: llm._ctx.ctx)
+    walls, cpus, inside, tokens_in, tokens_out, answers = [], [], [], [], [], []
+    for i in range(n):
         llama_cpp.llama_perf_context_reset(ctx)
         wall, cpu = time.perf_counter(), cpu_s()
-        n_in, n_out = await call(i)
+        n_in, n_out, texts = call(i)
         walls.append(time.perf_counter() - wall)
         cpus.append(cpu_s() - cpu)
+        perf = llama_cpp.llama_perf_context(ctx)
+        inside.append((perf.t_p_eval_ms + perf.t_eval_ms) / 1e3)
         tokens_in.append(n_in)
         tokens_out.append(n_out)
-        perf = llama_cpp.llama_perf_context(ctx)
-        prompt_ms += perf.t_p_eval_ms
-        prompt_n += perf.n_p_eval
-        eval_ms += perf.t_eval_ms
-        eval_n += perf.n_eval
+        answers.append(texts)
     return {
         "version": llama_cpp.__version__,
         "features": build_features(),
         "extra_buffers": extra_buffers_wanted(),
-        "threads": LLAMA_THREADS,
+        "threads": f"{LLAMA_THREADS}/{LLAMA_BATCH_THREADS}",
         "walls": walls,
         "cpus": cpus,
+        "inside": inside,
         "tokens_in": statistics.mean(tokens_in),
         "tokens_out": statistics.mean(tokens_out),
-        "prompt_tps": prompt_n / (prompt_ms / 1e3) if prompt_ms else 0.0,
-        "eval_tps": eval_n / (eval_ms / 1e3) if eval_ms else 0.0,
+        "answers": answers,
     }
+
+
+def capture(out: Path) -> None:
+    """Run ``ragaudit demo`` cold (fresh runs root and memo) and record every judge request."""
+    import tempfile
+
+    from ragaudit.cache import _local
+    from ragaudit.cli import app
+
+    original = _local.LocalProvider._generate
+    records: list[dict[str, Any]] = []
+
+    def recording(self: Any, llm: Any, prompt: str, kwargs: dict[str, Any]) -> Any:
+        reply = original(self, llm, prompt, kwargs)
+        kept = {k: v for k, v in kwargs.items() if k != "deadline"}
+        records.append({"prompt": prompt, "kwargs": kept})
+        return reply
+
+    _local.LocalProvider._generate = recording  # type: ignore[method-assign]
+    scratch = Path(tempfile.mkdtemp(prefix="ragaudit-bench-judge-call-"))
+    try:
+        app(
+            [
+                "demo",
+                "--run-id",
+                "capture",
+                "--runs-root",
+                str(scratch / "runs"),
+                "--set",
+                f"cache_dir={scratch / 'cache'}",
+            ],
+            standalone_mode=False,
+        )
+    finally:
+        _local.LocalProvider._generate = original  # type: ignore[method-assign]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # mtime=0: the same calls give the same bytes.
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+        for record in records:
+            line = json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+            packed.write(line.encode("utf-8"))
+    print(f"{len(records)} judge calls recorded in {out}")
 
 
 def variant_env(spec: str) -> tuple[str, dict[str, str]]:
@@ -178,28 +278,25 @@ def run_child(env: dict[str, str], args: list[str]) -> tuple[dict | None, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=5)
-    ap.add_argument("--tokens", type=int, default=600)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--calls", type=int, default=None, help="calls a process (default: all)")
+    ap.add_argument("--tokens", type=int, default=600, help="prompt tokens of --synthetic")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--synthetic", action="store_true")
     ap.add_argument("--variant", action="append", default=[])
+    ap.add_argument("--capture", action="store_true", help="record the demo's calls anew")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--features", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.features:
-        print(json.dumps(build_features()))
+    if args.capture:
+        capture(CALLS_FILE)
         return
+    child_args = ["--tokens", str(args.tokens)]
+    child_args += ["--calls", str(args.calls)] if args.calls else []
+    child_args += ["--synthetic"] if args.synthetic else []
     if args.worker:
-        print(json.dumps(asyncio.run(worker(args.calls, args.tokens))))
+        print(json.dumps(worker(args.calls, args.tokens, args.synthetic)))
         return
 
-    specs = args.variant
-    if not specs:
-        features, _ = run_child(variant_env("")[1], ["--features"])
-        specs = ["this environment"]
-        if features is not None and not any(f.startswith("AMX") for f in features):
-            specs.append("this environment, extra buffers off:RAGAUDIT_LOCAL_EXTRA_BUFFERS=0")
-        else:
-            print("extra buffers on: not run (this build has AMX kernels: SIGILL here)")
+    specs = args.variant or [BEFORE, AFTER]
     results: dict[str, list[dict]] = {spec: [] for spec in specs}
     failed: dict[str, str] = {}
     load = os.getloadavg()[0]
@@ -207,43 +304,50 @@ def main() -> None:
         for spec in specs:
             if spec in failed:
                 continue
-            _, env = variant_env(spec)
-            out, why = run_child(
-                env, ["--worker", "--calls", str(args.calls), "--tokens", str(args.tokens)]
-            )
+            out, why = run_child(variant_env(spec)[1], ["--worker", *child_args])
             if out is None:
                 failed[spec] = why
             else:
                 results[spec].append(out)
+    source = (
+        f"synthetic judge calls of ~{args.tokens} prompt tokens"
+        if args.synthetic
+        else f"the demo's recorded judge calls ({CALLS_FILE.name})"
+    )
     print(
-        f"judge calls of ~{args.tokens} prompt tokens, {args.calls} a process, {args.rounds}"
-        f" rounds; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+        f"{source}, {args.rounds} round(s); load average {load:.1f} at the start,"
+        f" {os.getloadavg()[0]:.1f} at the end"
     )
     rows = []
     means: dict[str, float] = {}
+    base = specs[0]
+    base_answers = [a for r in results.get(base, []) for a in r["answers"]]
     for spec in specs:
         label = spec.partition(":")[0]
         if spec in failed:
-            rows.append((label, "", "", "", "", "", "", "", "", failed[spec]))
+            rows.append((label, "", "", "", "", "", "", "", "", "", failed[spec]))
             continue
         runs = results[spec]
         walls = [w for r in runs for w in r["walls"]]
-        cpus = [c for r in runs for c in r["cpus"]]
+        inside = [s for r in runs for s in r["inside"]]
+        answers = [a for r in runs for a in r["answers"]]
         first = runs[0]
         means[spec] = statistics.mean(walls)
+        same = sum(a == b for a, b in zip(answers, base_answers, strict=False))
         rows.append(
             (
                 label,
                 first["version"],
-                "yes" if any(f.startswith("AMX") for f in first["features"]) else "no",
                 "on" if first["extra_buffers"] else "off",
                 first["threads"],
+                len(walls),
                 f"{statistics.mean(r['tokens_in'] for r in runs):.0f}/"
                 f"{statistics.mean(r['tokens_out'] for r in runs):.0f}",
                 f"{means[spec]:.2f}",
-                f"{statistics.mean(cpus):.2f}",
-                f"{statistics.mean(r['prompt_tps'] for r in runs):.0f}",
-                f"{statistics.mean(r['eval_tps'] for r in runs):.1f}",
+                f"{statistics.median(walls):.2f}",
+                f"{statistics.mean(c for r in runs for c in r['cpus']):.2f}",
+                f"{statistics.mean(inside):.2f} / {means[spec] - statistics.mean(inside):.2f}",
+                f"{same}/{len(answers)}",
             )
         )
     print(
@@ -252,29 +356,48 @@ def main() -> None:
             (
                 "variant",
                 "version",
-                "AMX",
                 "extra bufs",
                 "threads",
+                "calls",
                 "tokens in/out",
                 "wall s/call",
+                "median",
                 "CPU s/call",
-                "prompt tok/s",
-                "gen tok/s",
+                "llama.cpp / rest",
+                "same answers",
             ),
         )
     )
     if not means:
         raise SystemExit("no variant ran")
-    base = specs[0]
     for spec, mean in means.items():
         if spec != base and base in means:
             print(f"{spec.partition(':')[0]} / {base.partition(':')[0]}: {mean / means[base]:.2f}x")
-    best_spec = min(means, key=means.__getitem__)
-    best = means[best_spec]
-    print(
-        f"goal <= {GOAL_S} s a demo-sized judge call ({best_spec.partition(':')[0]}): "
-        + ("met" if best <= GOAL_S else f"not met: {best:.2f} s at load {load:.1f}")
-    )
+    last = specs[-1]
+    if last in means:
+        mean = means[last]
+        print(
+            f"goal <= {GOAL_S} s a demo judge call ({last.partition(':')[0]}): "
+            + ("met" if mean <= GOAL_S else f"not met: {mean:.2f} s at load {load:.1f}")
+        )
+    if len(means) > 1 and base in means:
+        total = len(base_answers)
+        differ = [
+            s.partition(":")[0]
+            for s in specs[1:]
+            if s in means
+            and sum(
+                a == b
+                for a, b in zip(
+                    (a for r in results[s] for a in r["answers"]), base_answers, strict=False
+                )
+            )
+            < total
+        ]
+        print(
+            "goal: the same answers as the first variant, call by call: "
+            + ("met" if not differ else f"not met: {', '.join(differ)} differ")
+        )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Replacements for two llama-cpp-python 0.3.36 defaults that dominated a local call's cost.
 
-Grammar checks over Gemma's whole 262k-token vocabulary at every step (:class:`LazyGrammar`
-checks the likeliest tokens first, same tokens out), and a 537 MB logits copy on every
-prefix-cache save (:func:`slim_state` leaves it out).
+Grammar checks over Gemma's whole 262k-token vocabulary at every step (:class:`GreedyGrammar`
+asks about the best token alone first, :class:`LazyGrammar` about the likeliest tokens first;
+same tokens out), and a 537 MB logits copy on every prefix-cache save (:func:`slim_state`
+leaves it out).
 Both lean on llama-cpp-python internals; :func:`patch` applies them only where those exist.
 """
 
@@ -18,6 +19,12 @@ from typing import Any
 # `LazyGrammar`); RAGAUDIT_LOCAL_LAZY_GRAMMAR=0 switches back to llama-cpp-python's own.
 GRAMMAR_TOP_K = 64
 LAZY_GRAMMAR = os.environ.get("RAGAUDIT_LOCAL_LAZY_GRAMMAR", "1") != "0"
+# Greedy decoding under a grammar asks about the best token alone first (`GreedyGrammar`);
+# RAGAUDIT_LOCAL_GREEDY_CHECK=0 keeps `LazyGrammar` for it too (to compare them).
+GREEDY_CHECK = os.environ.get("RAGAUDIT_LOCAL_GREEDY_CHECK", "1") != "0"
+# When the grammar refuses the best token, it is asked about this many best tokens, then
+# the whole vocabulary (see `GreedyGrammar._best_allowed`).
+REFUSED_STAGES = (64, 4096)
 # llama.cpp's extra CPU buffer types (AMX tiles, weight repacking); see `without_extra_buffers`.
 # Unset: kept unless the build has AMX kernels; "1" keeps them, "0" leaves them out.
 EXTRA_BUFFERS_ENV = os.environ.get("RAGAUDIT_LOCAL_EXTRA_BUFFERS", "")
@@ -161,14 +168,165 @@ class LazyGrammar:
         self._cpp.llama_sampler_accept(self.grammar, token)
 
 
+class GreedyGrammar:
+    """Greedy decoding under a grammar that asks the grammar about the best token alone first.
+
+    llama.cpp's own ``common_sampler`` does this; llama-cpp-python's sampler chain instead
+    applies the grammar before picking (to Gemma's whole vocabulary, or through
+    :class:`LazyGrammar`'s Python callback to its top tokens). Here, at every step: the best
+    token by logit; if the grammar allows it, that is the token; otherwise the best token the
+    grammar allows among ever larger sets of the best tokens (:meth:`_best_allowed`). Whether
+    the grammar allows a token does not depend on the other candidates, so this is the token
+    the stock chain (grammar, then greedy) picks, ties included (the first best id in both).
+    No Python runs inside llama.cpp's sampling. It is a duck-typed ``LlamaSampler``:
+    ``Llama.sample`` calls only :meth:`sample`.
+    """
+
+    def __init__(self, grammar: Any, n_vocab: int) -> None:
+        """Wrap a llama.cpp grammar sampler (now owned by this object) over ``n_vocab`` ids."""
+        import ctypes
+
+        import llama_cpp
+        import numpy as np
+
+        self._np = np
+        self._cpp = llama_cpp
+        self._n_vocab = n_vocab
+        self.grammar = grammar
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._one_array = llama_cpp.llama_token_data_array(
+            data=ctypes.cast(self._one, ctypes.POINTER(llama_cpp.llama_token_data)),
+            size=1,
+            selected=-1,
+            sorted=False,
+        )
+        # Candidates for the grammar, allocated on the first refusal (3 MB for Gemma).
+        self._all: Any = None
+        self._all_view: Any = None
+        self._all_array: Any = None
+        # Steps, and steps where the grammar refused the best token (read by bench/tests).
+        self.steps = 0
+        self.refusals = 0
+
+    @classmethod
+    def for_model(cls, llm: Any, gbnf: str) -> GreedyGrammar:
+        """The sampler for a loaded ``Llama`` and a GBNF grammar (root rule ``root``)."""
+        import llama_cpp
+
+        grammar = llama_cpp.llama_sampler_init_grammar(
+            llm._model.vocab, gbnf.encode("utf-8"), b"root"
+        )
+        if not grammar:
+            raise ValueError("llama.cpp rejected the grammar")
+        return cls(grammar, int(llm._n_vocab))
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        """The next token from the logits of output ``idx``, accepted by the grammar."""
+        pointer = self._cpp.llama_get_logits_ith(ctx.ctx, idx)
+        return self.pick(self._np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)))
+
+    def pick(self, logits: Any) -> int:
+        """The best token of ``logits`` that the grammar allows; the grammar accepts it."""
+        import ctypes
+
+        cpp = self._cpp
+        token = int(logits.argmax())
+        self._one[0] = cpp.llama_token_data(token, float(logits[token]), 0.0)
+        cpp.llama_sampler_apply(self.grammar, ctypes.byref(self._one_array))
+        self.steps += 1
+        if self._one[0].logit == float("-inf"):
+            self.refusals += 1
+            token = self._best_allowed(logits)
+        cpp.llama_sampler_accept(self.grammar, token)
+        return token
+
+    def _best_allowed(self, logits: Any) -> int:
+        """The best token the grammar allows, asking it about the best few first.
+
+        The grammar is applied to the tokens whose logit reaches the 64th, then the 4,096th
+        best (ties with it included), and to the whole vocabulary only when none of those is
+        allowed: the best allowed token is in the first set that holds any allowed token.
+        """
+        np = self._np
+        n = self._n_vocab
+        stages = [k for k in REFUSED_STAGES if k < n]
+        order = np.argpartition(logits, [n - k for k in reversed(stages)])
+        for k in stages:
+            token = self._best_of(np.flatnonzero(logits >= logits[order[n - k]]), logits)
+            if token is not None:
+                return token
+        token = self._best_of(np.arange(n), logits, last=True)
+        assert token is not None
+        return token
+
+    def _best_of(self, ids: Any, logits: Any, *, last: bool = False) -> int | None:
+        """The best of ``ids`` (ascending) that the grammar allows; None if it allows none.
+
+        ``last``: return the first id even when none is allowed, as llama.cpp's greedy
+        sampler does when every logit is minus infinity.
+        """
+        import ctypes
+
+        np = self._np
+        cpp = self._cpp
+        if self._all is None:
+            self._all = (cpp.llama_token_data * self._n_vocab)()
+            self._all_view = np.ctypeslib.as_array(self._all)
+            self._all_array = cpp.llama_token_data_array(
+                data=ctypes.cast(self._all, ctypes.POINTER(cpp.llama_token_data)),
+                size=0,
+                selected=-1,
+                sorted=False,
+            )
+        size = len(ids)
+        view = self._all_view[:size]
+        view["id"] = ids
+        view["logit"] = logits[ids]
+        view["p"] = 0.0
+        self._all_array.size = size
+        self._all_array.selected = -1
+        cpp.llama_sampler_apply(self.grammar, ctypes.byref(self._all_array))
+        # The first best, as llama.cpp's greedy sampler picks: the lowest id among ties.
+        best = int(view["logit"].argmax())
+        if not last and view["logit"][best] == float("-inf"):
+            return None
+        return int(ids[best])
+
+    def close(self) -> None:
+        """Free the grammar sampler."""
+        if self.grammar:
+            self._cpp.llama_sampler_free(self.grammar)
+            self.grammar = None
+
+    def __del__(self) -> None:
+        # Llama replaces its sampler at every generate() without closing the old one.
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _no_penalties(kw: dict[str, Any]) -> bool:
+    """Whether llama.cpp's penalties sampler would leave the logits as they are."""
+    return (
+        kw.get("repeat_penalty", 1.0) == 1.0
+        and kw.get("frequency_penalty", 0.0) == 0.0
+        and kw.get("presence_penalty", 0.0) == 0.0
+    )
+
+
 def init_sampler(llm: Any, original: Callable[..., Any]) -> Callable[..., Any]:
-    """A replacement for ``Llama._init_sampler`` that uses ``LazyGrammar`` for grammars."""
+    """A replacement for ``Llama._init_sampler`` for grammars.
+
+    Greedy decoding without penalties gets :class:`GreedyGrammar`; any other grammar request
+    a chain that starts with :class:`LazyGrammar`.
+    """
     from llama_cpp import _internals
 
     def init_sampler(**kw: Any) -> Any:
         grammar = kw.get("grammar")
         if grammar is None or kw.get("logits_processor") is not None or kw.get("mirostat_mode"):
             return original(**kw)
+        if GREEDY_CHECK and kw.get("temp", 0.0) == 0.0 and _no_penalties(kw):
+            return GreedyGrammar.for_model(llm, grammar._grammar)
         chain = _internals.LlamaSampler()
         lazy = LazyGrammar(llm, grammar._grammar)
         llama_cpp = lazy._cpp
@@ -305,7 +463,10 @@ def patch(llm: Any, cache_bytes: int) -> None:
 
 __all__ = [
     "GRAMMAR_TOP_K",
+    "GREEDY_CHECK",
     "LAZY_GRAMMAR",
+    "REFUSED_STAGES",
+    "GreedyGrammar",
     "LazyGrammar",
     "build_has_amx",
     "extra_buffers_wanted",

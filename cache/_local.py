@@ -36,8 +36,10 @@ Answers at temperature 0 are deterministic for a given cache state, but can diff
 between a cold and a cached prompt (llama.cpp's numerics depend on batch shape); the
 gateway's memo is what makes reruns reproducible.
 
-Environment knobs: ``RAGAUDIT_LOCAL_THREADS`` (default 2; 1 was faster while other
-processes kept both cores busy) and ``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock grammar path).
+Environment knobs: ``RAGAUDIT_LOCAL_THREADS`` and ``RAGAUDIT_LOCAL_BATCH_THREADS`` (threads
+to generate and for a prompt, default 2 and every core; see ``LLAMA_THREADS``),
+``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock grammar path) and
+``RAGAUDIT_LOCAL_GREEDY_CHECK=0`` (greedy answers through ``LazyGrammar`` as before).
 """
 
 from __future__ import annotations
@@ -99,9 +101,13 @@ LOCAL_CONTEXT_WINDOW = 4096
 EMBEDDING_DIM = 384
 
 DEFAULT_MAX_TOKENS = 256
-# Both cores of the target machine; RAGAUDIT_LOCAL_THREADS=1 can help when other processes
-# keep the cores busy (llama.cpp's threads wait for each other at every layer).
+# Threads to generate (RAGAUDIT_LOCAL_THREADS) and for a prompt's batch
+# (RAGAUDIT_LOCAL_BATCH_THREADS; llama-cpp-python's own default is every core). llama.cpp's
+# threads busy-wait for each other at every operation of the graph: while other processes keep
+# both cores busy, a second thread waits out the scheduler's time slices and 1 and 1 were much
+# faster; with a core to spare, 2 and 2 were faster (bench/bench_judge_call.py compares them).
 LLAMA_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_THREADS", "2"))
+LLAMA_BATCH_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_BATCH_THREADS", os.cpu_count() or 1))
 # Prompt-prefix cache: ragas prompts share long instruction prefixes. A cached state costs
 # ~18 KB per token (~20 MB for a 1,000-token prompt), so 512 MB keeps a few dozen prefixes.
 PREFIX_CACHE_BYTES = 512 << 20
@@ -256,6 +262,7 @@ def _load_llama() -> Any:
             model_path=str(gguf_path()),
             n_ctx=LOCAL_CONTEXT_WINDOW,
             n_threads=LLAMA_THREADS,
+            n_threads_batch=LLAMA_BATCH_THREADS,
             verbose=False,
         )
     patch(llm, PREFIX_CACHE_BYTES)
