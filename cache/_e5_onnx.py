@@ -137,6 +137,11 @@ class Build:
     ``MultiHeadAttention`` and ``SkipLayerNormalization`` kernels instead of their parts.
     ``float_layers``: linear layers kept in float32 (``fo``: the feed-forward output, whose
     inputs, after GELU, have the widest range).
+
+    The default is the graph the embedder has served since it became the default, so memo
+    entries and indexes made with it stay valid: the memo keys an embedding on the model name
+    and the text only, and any other build gives other vectors in the last digits under the
+    same name. That is why the others are the bench's, not a setting.
     """
 
     linear: str = "int8"
