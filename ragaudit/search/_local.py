@@ -384,7 +384,7 @@ class LocalBackend:
         re-indexing a corpus costs no embedding calls. The vectors are not compared: to
         re-embed with another model, index into a new table. Each call is one commit; the
         table is optimized once the rows written since the last time reach a quarter of it
-        (a single call indexing a corpus always does), and :meth:`close` optimizes the rest.
+        (the first write into an empty table always is), and :meth:`close` optimizes the rest.
 
         Args:
             docs: Documents; when an id repeats, its last version wins.
