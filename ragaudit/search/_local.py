@@ -59,6 +59,22 @@ ANALYZER = "jieba-search+cjk-chars/1"
 _RRF_K = 60  # LanceDB's default, and collect.rrf_k's
 _LOOKUP_BATCH = 500
 _META_ANALYZER = b"ragaudit.analyzer"
+# Optimizing (compacting the small file each write leaves, folding the new rows into the
+# indexes) rewrites every small file of the table, so doing it after each write of a streamed
+# corpus made the work, and with every version kept the disk, grow as the square of the
+# corpus. Done once the rows written since the last time reach this share of the table, the
+# rewrites form a geometric series: a constant number of times the corpus, whatever its size.
+# Rows not yet folded into the indexes are still searched, only without them.
+_OPTIMIZE_SHARE = 0.25
+# Versions older than this are deleted when the table is optimized. Not zero: a query in
+# another process that opened the previous version a moment ago must still find its files.
+_KEEP_VERSIONS = timedelta(seconds=10)
+# Lance's caches of index and manifest pages, shared by every table of the process: by
+# default they may grow to gigabytes, and every optimize adds pages of new index files.
+_INDEX_CACHE_BYTES = 128 * 2**20
+_METADATA_CACHE_BYTES = 32 * 2**20
+_session: Any = None
+_session_lock = threading.Lock()
 
 _CJK_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORDLIKE = re.compile(r"\w")
@@ -76,6 +92,20 @@ def _write_lock_for(path: Path, table: str) -> threading.Lock:
     key = (str(path.resolve()), table)
     with _write_locks_guard:
         return _write_locks.setdefault(key, threading.Lock())
+
+
+def _lance_session() -> Any:
+    """One bounded cache for every LanceDB connection of the process."""
+    global _session
+    with _session_lock:
+        if _session is None:
+            from lancedb import Session
+
+            _session = Session(
+                index_cache_size_bytes=_INDEX_CACHE_BYTES,
+                metadata_cache_size_bytes=_METADATA_CACHE_BYTES,
+            )
+        return _session
 
 
 def _tokenizer() -> Any:
@@ -255,8 +285,11 @@ class LocalBackend:
         self._write_lock = _write_lock_for(self.path, table)
         # Interval 0: every query checks for a newer version, so writes from another process
         # show up at once; on a local folder that check costs about nothing.
-        self._db = lancedb.connect(self.path, read_consistency_interval=timedelta(0))
+        self._db = lancedb.connect(
+            self.path, read_consistency_interval=timedelta(0), session=_lance_session()
+        )
         self._table: Any = None
+        self._unoptimized = 0  # rows written by this instance since its last optimize
         self._open_existing()
 
     def drop(self) -> None:
@@ -268,6 +301,13 @@ class LocalBackend:
             assert isinstance(self._db, LanceDBConnection)
             self._db.drop_table(self.table_name, ignore_missing=True)
             self._table = None
+            self._unoptimized = 0
+
+    def close(self) -> None:
+        """Optimize what this instance wrote since it last did (see :meth:`index`)."""
+        with self._write_lock:
+            if self._unoptimized and self._table is not None:
+                self._optimize(self._table)
 
     def describe(self) -> str:
         """Where this backend reads and writes, in words."""
@@ -342,7 +382,9 @@ class LocalBackend:
 
         Documents whose text and metadata are already stored unchanged are skipped, so
         re-indexing a corpus costs no embedding calls. The vectors are not compared: to
-        re-embed with another model, index into a new table.
+        re-embed with another model, index into a new table. Each call is one commit; the
+        table is optimized once the rows written since the last time reach a quarter of it
+        (the first write into an empty table always is), and :meth:`close` optimizes the rest.
 
         Args:
             docs: Documents; when an id repeats, its last version wins.
@@ -386,10 +428,15 @@ class LocalBackend:
                 .when_not_matched_insert_all()
                 .execute(rows)
             )
-            # Folds the new rows into the FTS/label/id indexes and compacts the small files
-            # each write leaves; unindexed rows would still be found, only slower.
-            table.optimize()
+            self._unoptimized += len(changed)
+            if self._unoptimized >= _OPTIMIZE_SHARE * table.count_rows():
+                self._optimize(table)
         return len(unique)
+
+    def _optimize(self, table: Any) -> None:
+        """Compact the small files, fold new rows into the indexes, delete old versions."""
+        table.optimize(cleanup_older_than=_KEEP_VERSIONS)
+        self._unoptimized = 0
 
     @staticmethod
     def _stored_digests(table: Any, ids: list[str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from ragaudit.search import Document, SearchBackend, make_backend
@@ -379,3 +380,33 @@ def test_an_interrupted_index_resumes_without_re_embedding_what_it_wrote(tmp_pat
     assert again.texts == ["passage 10", "passage 11", "passage 12", "passage 13", "passage 14"]
     assert (report.documents, report.total, sum(done)) == (15, 15, 15)
     assert report.size_bytes is not None and report.size_bytes > 0
+
+
+def test_a_streamed_corpus_is_optimized_a_few_times_not_after_every_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Optimizing rewrites the table's small files: once per write would grow as the square."""
+    backend = LocalBackend(tmp_path / "idx", mode="vector", embed=fake_embed)
+    optimized: list[int] = []
+    real = backend._optimize
+
+    def counting(table: object) -> None:
+        optimized.append(backend.count())
+        real(table)
+
+    monkeypatch.setattr(backend, "_optimize", counting)
+    writes = 40
+    for w in range(writes):
+        batch = [Document(f"d{w}-{i}", f"passage {w} {i} 段落", {"w": w}) for i in range(5)]
+        assert backend.index(batch) == 5
+    # Each optimize waits for a quarter of the table's rows to be new: a geometric series.
+    assert len(optimized) <= 12
+    assert all(b >= a * 1.25 for a, b in zip(optimized, optimized[1:], strict=False))
+    backend.close()
+    table = backend._open_existing()
+    stats = table.stats()
+    assert stats["num_rows"] == writes * 5
+    assert stats["fragment_stats"]["num_fragments"] <= 2  # 40 writes, compacted
+    assert table.schema.field("vector").type.value_type == pa.float32()
+    backend.close()  # nothing left to optimize: a no-op
+    assert len(optimized) <= 13
