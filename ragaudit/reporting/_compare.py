@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ragaudit.reporting._model import Report, ScoreCell, _jsonable
+from ragaudit.reporting._model import Report, ScoreCell, _jsonable, labelled
 from ragaudit.stats import (
     Corrected,
     MetricChange,
@@ -279,13 +279,6 @@ def _labels_for(
     return None, None, "people's labels unused: " + "; ".join(reasons)
 
 
-def _labelled(found: Corrected) -> str:
-    """A corrected figure's labels, with the questions they came from when drawn by question."""
-    return f"{found.n_labelled} labels" + (
-        f" in {found.questions} questions" if found.questions else ""
-    )
-
-
 def _figure_tests(
     a: Report, b: Report, resamples: int, seed: int
 ) -> list[tuple[str, PairedTest | None, str, bool, np.ndarray]]:
@@ -332,8 +325,8 @@ def _figure_tests(
                 cb.clusters,
             )
             note = (
-                f"{figure}: corrected by people's labels in both runs ({_labelled(ca)} and "
-                f"{_labelled(cb)}; PPI with λ = 1, so a mean may differ a little from the run "
+                f"{figure}: corrected by people's labels in both runs ({labelled(ca)} and "
+                f"{labelled(cb)}; PPI with λ = 1, so a mean may differ a little from the run "
                 f"page's power-tuned one); {paired}"
             )
         else:

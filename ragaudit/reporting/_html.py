@@ -35,7 +35,7 @@ from ragaudit.reporting._charts import (
     figures,
     monotonicity_chart,
 )
-from ragaudit.reporting._model import QuestionRow, Report
+from ragaudit.reporting._model import QuestionRow, Report, labelled
 from ragaudit.reporting._templates import template_env
 from ragaudit.runfolder import write_bytes
 from ragaudit.secrets import redact
@@ -51,6 +51,7 @@ def _env() -> jinja2.Environment:
     env.filters["num"] = _num
     env.filters["signed"] = _signed
     env.filters["when"] = when
+    env.filters["labelled"] = labelled
     return env
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     # Only the annotation: ragaudit.ppi imports the calibration, which imports this package.
     from ragaudit.ppi import JudgeVsPeople, LabelledItem
+    from ragaudit.stats import Corrected
 
 Status = str
 """A row's status: ``ok``, ``failed`` (with the error) or ``skipped`` (with the reason)."""
@@ -397,6 +398,15 @@ class Report:
         return _jsonable(dataclasses.asdict(self))
 
 
+def labelled(found: Corrected, word: str = " labels") -> str:
+    """A corrected figure's labels, with the questions they came from when drawn by question.
+
+    ``200 labels in 10 questions`` (``word`` follows the count; "" where a column says it).
+    """
+    questions = f" in {found.questions} questions" if found.questions else ""
+    return f"{found.n_labelled}{word}{questions}"
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
@@ -425,4 +435,5 @@ __all__ = [
     "ScoreCell",
     "StageCalls",
     "WorstQuestion",
+    "labelled",
 ]
