@@ -22,11 +22,11 @@ install: .install.stamp
 # the default because bench/bench_judge_call.py measured it at 0.90x a call only and a whole
 # wheel built so has not been tried end to end. CMAKE_ARGS set by the caller win.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF
-PIP_INSTALL = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" $(PIP) install $(INSTALL_FLAGS)
+LLAMA_ENV = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}"
+PIP_INSTALL = $(LLAMA_ENV) $(PIP) install $(INSTALL_FLAGS)
 
 .install.stamp: pyproject.toml scripts/install.sh
-	CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}" PYTHON="$(PYTHON)" \
-	  INSTALL_FLAGS="$(INSTALL_FLAGS)" bash scripts/install.sh
+	$(LLAMA_ENV) PYTHON="$(PYTHON)" INSTALL_FLAGS="$(INSTALL_FLAGS)" bash scripts/install.sh
 	touch .install.stamp
 
 install-all: .install-all.stamp
