@@ -82,14 +82,15 @@ def labelled_run(
             for q in graded:
                 for c in range(candidates):
                     cid = f"c{c}"
-                    rows.append(_label("grade", q, cid, who, float(truth_grades[(q, cid)])))
+                    rows.append(label_row("grade", q, cid, who, float(truth_grades[(q, cid)])))
             for i, q in enumerate(qids[:answer_labels]):
-                rows.append(_label("faithfulness", q, None, who, float(truth_answer[i])))
+                rows.append(label_row("faithfulness", q, None, who, float(truth_answer[i])))
         labels.append_labels(path, rows)
     return path, {"answers": truth_answer, "grades": truth_grades}
 
 
-def _label(kind: str, q: str, cid: str | None, who: str, value: float) -> dict[str, Any]:
+def label_row(kind: str, q: str, cid: str | None, who: str, value: float | None) -> dict[str, Any]:
+    """One label as ``labels.append_labels`` takes it (``value`` None: a skip)."""
     return {
         "item_id": labels.item_id(kind, q, cid),
         "kind": kind,
@@ -162,7 +163,7 @@ def label_sample_with_truth(
     sample = labels.read_sample(run_dir)
     assert sample is not None
     rows = [
-        _label("grade", r["question_id"], r["candidate_id"], "ann",
+        label_row("grade", r["question_id"], r["candidate_id"], "ann",
                float(truth[(r["question_id"], r["candidate_id"])]))
         for r in sample.to_pylist()
         if r["kind"] == "grade"

@@ -10,7 +10,7 @@ import openpyxl
 import polars as pl
 import pyarrow as pa
 import pytest
-from support.labelled_runs import labelled_run
+from support.labelled_runs import label_row, labelled_run
 
 from ragaudit import labels, ppi
 from ragaudit.reporting import (
@@ -58,14 +58,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     labels.append_labels(
         d,
         [
-            {
-                "item_id": labels.item_id("grade", q, "c0"),
-                "kind": "grade",
-                "question_id": q,
-                "candidate_id": "c0",
-                "annotator": "ann",
-                "label": float(truth["grades"][(q, "c0")]),
-            }
+            label_row("grade", q, "c0", "ann", float(truth["grades"][(q, "c0")]))
             for q in [f"q{i:04d}" for i in range(12)]
         ],
     )

@@ -10,7 +10,7 @@ import openpyxl
 import pyarrow as pa
 import pytest
 from sklearn.metrics import cohen_kappa_score
-from support.labelled_runs import labelled_run
+from support.labelled_runs import label_row, labelled_run
 
 from ragaudit import labels, ppi
 from ragaudit.reporting import build_report, compare_runs, render_html, summarise, write_xlsx
@@ -208,16 +208,7 @@ def test_without_labels_nothing_changes(tmp_path: Path) -> None:
     # Skips only (nobody gave a label): still nothing.
     labels.append_labels(
         run,
-        [
-            {
-                "item_id": labels.item_id("grade", "q0000", "c0"),
-                "kind": "grade",
-                "question_id": "q0000",
-                "candidate_id": "c0",
-                "annotator": "ann",
-                "label": None,
-            }
-        ],
+        [label_row("grade", "q0000", "c0", "ann", None)],
     )
     assert ppi.judge_vs_people(run) is None
     assert _page(run) == before
@@ -234,14 +225,7 @@ def test_labels_reach_the_page_escaped_and_the_summary(tmp_path: Path) -> None:
     labels.append_labels(
         run,
         [
-            {
-                "item_id": labels.item_id(kind, "q0000", cid),
-                "kind": kind,
-                "question_id": "q0000",
-                "candidate_id": cid,
-                "annotator": "eve",
-                "label": value,
-            }
+            label_row(kind, "q0000", cid, "eve", value)
             for kind, cid, value in (("grade", "c0", 7.0), ("faithfulness", None, 2.0))
         ],
     )

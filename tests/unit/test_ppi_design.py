@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 from sklearn.metrics import cohen_kappa_score
-from support.labelled_runs import label_sample_with_truth, planted_pool_run
+from support.labelled_runs import label_row, label_sample_with_truth, planted_pool_run
 
 from ragaudit import labels, ppi
 from ragaudit.ranking import ndcg_at_k
@@ -137,16 +137,7 @@ def test_a_label_outside_the_sample_keeps_the_design(tmp_path: Path) -> None:
     qid, cid = next(k for k in sorted(truth) if labels.item_id("grade", *k) not in drawn)
     labels.append_labels(
         run,
-        [
-            {
-                "item_id": labels.item_id("grade", qid, cid),
-                "kind": "grade",
-                "question_id": qid,
-                "candidate_id": cid,
-                "annotator": "ann",
-                "label": 3.0,
-            }
-        ],
+        [label_row("grade", qid, cid, "ann", 3.0)],
     )
     people = ppi.judge_vs_people(run)
     assert people is not None and people.outside_sample == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
-from support.labelled_runs import labelled_run
+from support.labelled_runs import label_row, labelled_run
 
 from ragaudit import labels, ppi, reporting
 from ragaudit.atomic import write_json
@@ -49,16 +49,7 @@ def test_disagreements_are_the_items_some_person_labelled_otherwise(tmp_path: Pa
     # bob changes his mind on one item: only his latest label counts.
     labels.append_labels(
         run,
-        [
-            {
-                "item_id": labels.item_id("grade", "q0000", "c0"),
-                "kind": "grade",
-                "question_id": "q0000",
-                "candidate_id": "c0",
-                "annotator": "bob",
-                "label": 3.0,
-            }
-        ],
+        [label_row("grade", "q0000", "c0", "bob", 3.0)],
     )
     judge = {
         (r["question_id"], r["context_id"]): r["grade"]
@@ -131,16 +122,7 @@ def test_a_label_re_renders_only_peoples_part_and_compare_json_nothing(
 
     labels.append_labels(
         run,
-        [
-            {
-                "item_id": labels.item_id("grade", "q0007", "c0"),
-                "kind": "grade",
-                "question_id": "q0007",
-                "candidate_id": "c0",
-                "annotator": "ann",
-                "label": 2.0,
-            }
-        ],
+        [label_row("grade", "q0007", "c0", "ann", 2.0)],
     )
     after = client.get("/runs/r").text
     assert calls == {"base": 1, "people": 2, "frame": 1}
