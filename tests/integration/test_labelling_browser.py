@@ -200,6 +200,19 @@ def _served(page: Any) -> float:
 
 
 @pytest.mark.slow  # 200 labels through Chromium, then the run page built with its figures
+def _open_run_page(page: Any, url: str, when: str) -> None:
+    """Open the run page until its NDCG@10 row shows; print (never assert) how long it took."""
+    import time
+
+    started = time.perf_counter()
+    page.goto(url, timeout=300_000)
+    page.wait_for_selector("#summary tr[data-figure='NDCG@10']")
+    print(
+        f"run page, {when}: {time.perf_counter() - started:.3f} s in all, "
+        f"{_served(page):.3f} s for the server's answer"
+    )
+
+
 def test_two_hundred_labels_then_the_corrected_ndcg_on_the_run_page(tmp_path: Path) -> None:
     """200 labels with the keyboard, then NDCG@10 corrected by them, with its interval, on top.
 
@@ -245,15 +258,9 @@ def test_two_hundred_labels_then_the_corrected_ndcg_on_the_run_page(tmp_path: Pa
             mine = _mine(run_dir, "ann")
             assert sum(v is not None for v in mine.values()) == 200
 
-            started = time.perf_counter()
             # The first view builds the whole report (charts, drill-down): minutes on a loaded
             # machine are not what is tested.
-            page.goto(f"{origin}/runs/r1", timeout=300_000)
-            page.wait_for_selector("#summary tr[data-figure='NDCG@10']")
-            print(
-                f"run page, first view after 200 labels: {time.perf_counter() - started:.3f} s "
-                f"in all, {_served(page):.3f} s for the server's answer"
-            )
+            _open_run_page(page, f"{origin}/runs/r1", "first view after 200 labels")
             cell = page.inner_text("#summary tr[data-figure='NDCG@10'] td.ppi")
             found_ndcg = re.fullmatch(
                 r"(\d\.\d{3}) \((\d\.\d\d) – (\d\.\d\d), (\d+) labels in (\d+) questions\)",
@@ -287,12 +294,6 @@ def test_two_hundred_labels_then_the_corrected_ndcg_on_the_run_page(tmp_path: Pa
             _ready(page, position)
             page.keyboard.press("y" if kinds[position] != "grade" else "0")
             _ready(page, position + 1)
-            started = time.perf_counter()
-            page.goto(f"{origin}/runs/r1", timeout=300_000)
-            page.wait_for_selector("#summary tr[data-figure='NDCG@10']")
-            print(
-                f"run page after one more label: {time.perf_counter() - started:.3f} s in all, "
-                f"{_served(page):.3f} s for the server's answer"
-            )
+            _open_run_page(page, f"{origin}/runs/r1", "after one more label")
             assert found["errors"] == []
             assert found["outside"] == []
