@@ -47,6 +47,7 @@ EOF
 have=$("$python" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))' \
   2>/dev/null || true)
 
+mkdir -p "$wheels"
 build=""
 if [[ "llama-cpp-python==$have" != "$pin" ]]; then
   log="$wheels/llama-cpp-python-build.log"
@@ -100,7 +101,6 @@ else
   install_pkgs() { "$python" -m pip install "${flags[@]}" "$@"; }
 fi
 
-mkdir -p "$wheels"
 install_pkgs -e ".[offline-prebuilt]"
 
 if [[ -n "$build" ]]; then
