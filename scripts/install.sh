@@ -60,42 +60,8 @@ fi
 
 if [[ "$installer" == uv ]]; then
   "$python" -m pip install "${flags[@]}" --quiet "uv>=0.9"
-  # pip's settings as uv's, each only where the caller has not set the UV_* variable itself.
-  # pip looks for a package on every index and takes the best version; uv's default stops at
-  # the first index that has it, so with more than one index uv is told to do as pip does.
-  eval "$("$python" - <<'EOF'
-import ast
-import os
-import shlex
-import subprocess
-import sys
-
-listed = subprocess.run(
-    [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
-).stdout
-# pip's precedence: its PIP_* variables, then the site, user and global files.
-rank = {":env:": 3, "site": 2, "user": 1, "global": 0}
-found: dict[str, tuple[int, str]] = {}
-for line in listed.splitlines():
-    key, _, raw = line.partition("=")
-    scope, _, name = key.rpartition(".")
-    value = " ".join(str(ast.literal_eval(raw)).split())
-    if name not in found or rank.get(scope, 0) >= found[name][0]:
-        found[name] = (rank.get(scope, 0), value)
-as_uv = {
-    "index-url": "UV_INDEX_URL",
-    "extra-index-url": "UV_EXTRA_INDEX_URL",
-    "find-links": "UV_FIND_LINKS",
-    "constraint": "UV_CONSTRAINT",
-    "cert": "SSL_CERT_FILE",
-}
-for name, variable in as_uv.items():
-    if name in found and variable not in os.environ:
-        print(f"export {variable}={shlex.quote(found[name][1])}")
-if ("extra-index-url" in found or "find-links" in found) and "UV_INDEX_STRATEGY" not in os.environ:
-    print("export UV_INDEX_STRATEGY=unsafe-best-match")
-EOF
-)"
+  # pip's configured indexes, find-links, constraints and certificate as uv's variables.
+  eval "$("$python" scripts/pip_config_for_uv.py)"
   install_pkgs() { "$python" -m uv pip install --python "$python" --compile-bytecode "$@"; }
 else
   install_pkgs() { "$python" -m pip install "${flags[@]}" "$@"; }

@@ -7,25 +7,31 @@
 #    loads without llama.cpp's extra buffer types (cache/_llama_patches.py) and loses weight
 #    repacking with them; without the kernels it keeps both. Explicit -mno-* options win over
 #    the -march=native ggml adds later. Only where the compiler knows the options (x86).
-# 2. What the judge never loads compiles without optimisation. llama-cpp-python forces
-#    llama.cpp's `common` library on (its command-line tools' code, with the HTTP client that
-#    downloads models) and installs it, so it cannot be left out of the build; but the Python
-#    package loads only libllama and libggml*. `common` and cpp-httplib are over half of the
-#    compile (nlohmann/json's and httplib's headers in every object), and at -O0 they compile
-#    several times faster. The deferred call runs once the top-level CMakeLists has added
-#    llama.cpp's targets; the option comes after the build type's -O3, so it wins.
+# 2. Optimisation only where the judge's time goes. llama-cpp-python forces llama.cpp's
+#    `common` library on (its command-line tools' code, with the HTTP client that downloads
+#    models) and installs it, so it cannot be left out of the build; but the Python package
+#    loads only libllama and libggml*. `common` and cpp-httplib, over half of the compile
+#    (nlohmann/json's and httplib's headers in every object), compile at -O0. libllama (model
+#    loading, the graph's construction, the sampler chain) compiles at -O1: the arithmetic of a
+#    call is ggml's, which keeps -O3, so a judge call takes as long and answers the same
+#    (bench/bench_judge_call.py), and libllama compiles in about half the time. The deferred
+#    call runs once the top-level CMakeLists has added llama.cpp's targets; each option comes
+#    after the build type's -O3 on the command line, so it wins.
 include(CheckCCompilerFlag)
 check_c_compiler_flag("-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" RAGAUDIT_NO_AMX_FLAGS)
 if(RAGAUDIT_NO_AMX_FLAGS)
   add_compile_options(-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
 endif()
 
-cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _ragaudit_unloaded_at_O0)
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _ragaudit_optimisation)
 
-function(_ragaudit_unloaded_at_O0)
+function(_ragaudit_optimisation)
   foreach(target IN ITEMS llama-common cpp-httplib)
     if(TARGET ${target})
       target_compile_options(${target} PRIVATE -O0)
     endif()
   endforeach()
+  if(TARGET llama)
+    target_compile_options(llama PRIVATE -O1)
+  endif()
 endfunction()
