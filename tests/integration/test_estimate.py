@@ -223,11 +223,27 @@ needs_minilm = pytest.mark.skipif(
 
 
 @needs_local
-def test_local_judge_is_counted_with_gemmas_own_tokenizer_on_its_flat_prompt() -> None:
+def _unloadable(monkeypatch: pytest.MonkeyPatch, runner: str) -> None:
+    """The local provider's ``runner`` replaced by one whose model may not be loaded.
+
+    Whether an earlier test in the session loaded the real one does not matter then.
+    """
+    from ragaudit.cache import _local
+
+    def load() -> None:
+        raise AssertionError(f"counting tokens loaded the {runner} model")
+
+    monkeypatch.setattr(_local.LOCAL, runner, _local._Runner(runner, load))
+
+
+def test_local_judge_is_counted_with_gemmas_own_tokenizer_on_its_flat_prompt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import tiktoken
 
     from ragaudit.cache import _local, usage_counter
 
+    _unloadable(monkeypatch, "llama")
     judge = _local.COMPLETION_MODEL
     messages = [{"role": "system", "content": "Judge it."}, {"role": "user", "content": CHINESE}]
     assert usage_counter(judge).rule.startswith("Gemma's own tokenizer")
@@ -241,9 +257,10 @@ def test_local_judge_is_counted_with_gemmas_own_tokenizer_on_its_flat_prompt() -
 
 
 @needs_minilm
-def test_local_embedder_is_counted_with_minilms_tokenizer() -> None:
+def test_local_embedder_is_counted_with_minilms_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
     from ragaudit.cache import _local, usage_counter
 
+    _unloadable(monkeypatch, "embedder")
     embedder = _local.EMBEDDING_MODEL
     assert usage_counter(embedder).rule == "MiniLM's own tokenizer"
     # [CLS] and [SEP] around the word pieces; a long text is cut at the 256-token limit.
