@@ -2,11 +2,11 @@
 
 uv does not read pip's configuration, so ``scripts/install.sh`` (and ``bench/bench_install.py``)
 run ``eval "$(python scripts/pip_config_for_uv.py)"`` before ``uv pip install``: the indexes,
-find-links, constraints and certificate pip is configured with (its files and ``PIP_*``
-variables, as ``pip config list`` shows them) become ``UV_*`` variables, each only where the
-caller has not set it. pip looks for a package on every index and takes the best version; uv by
-default stops at the first index that has it, so with more than one source uv is told to do as
-pip does. Run with the interpreter whose pip is meant.
+find-links, constraints, certificate, trusted hosts and ``no-index`` pip is configured with
+(its files and ``PIP_*`` variables, as ``pip config list`` shows them) become ``UV_*``
+variables, each only where the caller has not set it. pip looks for a package on every index
+and takes the best version; uv by default stops at the first index that has it, so with more
+than one source uv is told to do as pip does. Run with the interpreter whose pip is meant.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ AS_UV = {
     "find-links": "UV_FIND_LINKS",
     "constraint": "UV_CONSTRAINT",
     "cert": "SSL_CERT_FILE",
+    "trusted-host": "UV_INSECURE_HOST",
 }
 
 
@@ -45,6 +46,10 @@ def exports() -> list[str]:
         for name, variable in AS_UV.items()
         if name in found and variable not in os.environ
     ]
+    # pip's --no-index (only find-links): an offline mirror must not become a look-up online.
+    no_index = found.get("no-index", (0, ""))[1].lower() in ("1", "true", "yes", "on")
+    if no_index and "UV_NO_INDEX" not in os.environ:
+        out.append("export UV_NO_INDEX=1")
     several = "extra-index-url" in found or "find-links" in found
     if several and "UV_INDEX_STRATEGY" not in os.environ:
         out.append("export UV_INDEX_STRATEGY=unsafe-best-match")

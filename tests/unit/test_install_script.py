@@ -41,6 +41,13 @@ def test_pips_sources_become_uvs_variables(tmp_path: Path) -> None:
     assert f"export UV_FIND_LINKS={tmp_path}" in out  # PIP_FIND_LINKS: pip's variable
     # More than one source: uv takes the best version across them, as pip does.
     assert "export UV_INDEX_STRATEGY=unsafe-best-match" in out
+    assert not [line for line in out if line.startswith("export UV_NO_INDEX=")]
+
+
+def test_pips_no_index_keeps_uv_off_the_indexes(tmp_path: Path) -> None:
+    out = _exports(_env(tmp_path, PIP_NO_INDEX="1", PIP_TRUSTED_HOST="a.example"))
+    assert "export UV_NO_INDEX=1" in out
+    assert "export UV_INSECURE_HOST=a.example" in out
 
 
 def test_what_the_caller_set_for_uv_is_left_alone(tmp_path: Path) -> None:
