@@ -353,11 +353,18 @@ class LocalBackend:
             )
         recorded = (schema.metadata or {}).get(_META_EMBEDDER, b"").decode()
         if self.embedder and "vector" in schema.names and recorded != self.embedder:
-            made = f"embedded by '{recorded}'" if recorded else "records no embedder"
+            where = f"{self.path}/{self.table_name}"
+            if recorded:
+                raise ConfigError(
+                    f"{where} was embedded by '{recorded}', not by '{self.embedder}': its "
+                    "vectors and this embedder's do not compare; re-index it (ragaudit index "
+                    f"--recreate) or set models.embedder to '{recorded}'"
+                )
+            # Built before tables recorded their embedder: which one made it is unknown.
             raise ConfigError(
-                f"{self.path}/{self.table_name} {made}, not by '{self.embedder}': its vectors "
-                "and this embedder's do not compare; re-index it (ragaudit index --recreate) "
-                "or set models.embedder to the model that built it"
+                f"{where} records no embedder (it was indexed before indexes recorded theirs), "
+                f"so its vectors may not compare with '{self.embedder}''s: re-index it "
+                "(ragaudit index --recreate)"
             )
         if self.mode != "bm25" and "vector" not in schema.names:
             raise ValueError(

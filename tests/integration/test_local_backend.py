@@ -245,7 +245,9 @@ async def test_an_index_built_by_another_embedder_is_not_reused(tmp_path):
     old = LocalBackend(tmp_path / "idx", mode="vector", embed=fake_embed, embedder="old/e5")
     assert old.index(CORPUS) == len(CORPUS)
     new = LocalBackend(tmp_path / "idx", mode="vector", embed=fake_embed, embedder="new/e5")
-    with pytest.raises(ConfigError, match="embedded by 'old/e5', not by 'new/e5'"):
+    with pytest.raises(
+        ConfigError, match="embedded by 'old/e5', not by 'new/e5'.*set models.embedder to 'old/e5'"
+    ):
         new.count()
     with pytest.raises(ConfigError, match="old/e5"):
         await new.search("海信电视", filters={}, top_n=1)
@@ -263,8 +265,11 @@ async def test_an_index_built_by_another_embedder_is_not_reused(tmp_path):
     # trusted either; BM25 alone never compares vectors, so it reads any table.
     LocalBackend(tmp_path / "unnamed", mode="vector", embed=fake_embed).index(CORPUS[:2])
     named = LocalBackend(tmp_path / "unnamed", mode="vector", embed=fake_embed, embedder="new/e5")
-    with pytest.raises(ConfigError, match="records no embedder"):
+    with pytest.raises(ConfigError, match="records no embedder") as refused:
         named.count()
+    # Which model made it is unknown, so naming one is no way out: re-indexing is.
+    assert "models.embedder" not in str(refused.value)
+    assert "ragaudit index --recreate" in str(refused.value)
     assert LocalBackend(tmp_path / "idx").count() == len(CORPUS)
 
 
