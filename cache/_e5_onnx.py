@@ -316,26 +316,17 @@ def _graph(f: _File, build: Build) -> bytes:
         return node("Transpose", [node("Reshape", [x, "heads"], f"{x}.r")], f"{x}.t", perm=perm)
 
     def attention(x: str, p: str) -> str:
-        if build.fused:
+        if build.fused or build.qkv:
             # One matrix for q, k and v: the activations are quantised once, not three times.
             kind = "f32" if "qkv" in build.float_layers else build.linear
             blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
             bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
             qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), kind)
-            q, k, v = (f"{p}.{t}" for t in "qkv")
-            nodes.append(helper.make_node("Split", [qkv, "thirds"], [q, k, v], axis=-1))
-            return node(
-                "MultiHeadAttention", [q, k, v, "", "mask"], f"{p}.ctx", domain=ms, num_heads=NH
-            )
-        if build.qkv:
-            blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
-            bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
-            qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), build.linear)
             qn, kn, vn = (f"{p}.{t}" for t in "qkv")
             nodes.append(helper.make_node("Split", [qkv, "thirds"], [qn, kn, vn], axis=-1))
         else:
             qn, kn, vn = (linear(x, f"{p}.{t}", H) for t in "qkv")
-        if build.mha:
+        if build.fused or build.mha:
             return node(
                 "MultiHeadAttention", [qn, kn, vn, "", "mask"], f"{p}.ctx", domain=ms, num_heads=NH
             )
