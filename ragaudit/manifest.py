@@ -40,8 +40,7 @@ SMOKE_WARNING = (
 EMBEDDER_WARNING = (
     "The embedder is the English-only all-MiniLM-L6-v2: answer relevancy is skipped on Chinese "
     "questions and semantic similarity on them is not meaningful. Drop --embedder for the "
-    "offline multilingual local/multilingual-e5-small-pertoken, or name another multilingual "
-    "embedder."
+    f"offline multilingual {OFFLINE_EMBEDDER}, or name another multilingual embedder."
 )
 OFFLINE_EMBEDDER_NOTE = (
     "The embedder is the offline multilingual-e5-small (int8, 384 dimensions; Chinese and "

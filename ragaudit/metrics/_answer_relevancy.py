@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from ragaudit.config import SAMPLING_TEMPERATURE
+from ragaudit.config import OFFLINE_EMBEDDER, SAMPLING_TEMPERATURE
 from ragaudit.metrics._base import (
     CostSheet,
     Deps,
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 ENGLISH_ONLY_EMBEDDER = (
     "the embedder is English-only (all-MiniLM-L6-v2): configure a multilingual embedding "
-    "model (models.embedder; the offline default, local/multilingual-e5-small-pertoken, is one) to "
-    "score Chinese text"
+    f"model (models.embedder; the offline default, {OFFLINE_EMBEDDER}, is one) to score "
+    "Chinese text"
 )
 
 
