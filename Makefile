@@ -16,8 +16,9 @@ install: .install.stamp
 # build leaves out the multimodal library (LLAVA_BUILD=OFF: image chat handlers, never loaded).
 # llama.cpp's `common` library (its command-line tools' code) cannot be left out: llama-cpp-python
 # forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target alone
-# (SKBUILD_BUILD_TARGETS=llama) fails at install. It is compiled without optimisation instead
-# (scripts/llama-cpp-build.cmake): the judge never loads it. CMAKE_ARGS set by the caller win.
+# (SKBUILD_BUILD_TARGETS=llama) fails at install. It is compiled without optimisation instead,
+# and without AMX kernels throughout (scripts/llama-cpp-build.cmake says why). CMAKE_ARGS set by
+# the caller win.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(CURDIR)/scripts/llama-cpp-build.cmake
 LLAMA_ENV = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}"
 INSTALL = $(LLAMA_ENV) PYTHON="$(PYTHON)" INSTALL_FLAGS="$(INSTALL_FLAGS)" bash scripts/install.sh

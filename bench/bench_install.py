@@ -4,9 +4,9 @@ Run: ``python bench/bench_install.py [--packages] [--fresh-clone] [--installer u
 
 ``--packages`` (the default when neither is given): the ``offline-prebuilt`` extra (everything
 the demo needs but llama-cpp-python, ~220 packages) installed into a new venv with an empty
-cache, once by pip and once by uv (``scripts/install.sh``'s two installers, uv given pip's
-configured indexes the way the script gives them), one after the other in one run, with the
-ratio. ``--fresh-clone``: this repository's HEAD cloned into a scratch folder, a new venv
+cache by ``scripts/install.sh`` itself (``EXTRAS=offline-prebuilt``, which needs no compile),
+once with ``INSTALLER=pip`` and once with ``INSTALLER=uv``, one after the other in one run,
+with the ratio. ``--fresh-clone``: this repository's HEAD cloned into a scratch folder, a new venv
 (``python3.11 -m venv``), empty pip, uv and memo caches (``PIP_CACHE_DIR``, ``XDG_CACHE_HOME``),
 then ``make install`` and ``make demo`` timed by the clock, the goal being both within ten
 minutes on 2 cores. Each figure is printed with the load average at its start and end: a
@@ -70,17 +70,11 @@ def packages(work: Path) -> None:
         folder = work / installer
         python = venv(folder / "venv")
         env = clean_env(folder / "cache")
-        target = f"{REPO}[offline-prebuilt]"
-        cmd = [str(python), "-m", "pip", "install", "-q", "-e", target]
-        if installer == "uv":
-            # As scripts/install.sh does (timed with it): uv into the venv by pip, then uv
-            # given pip's configuration.
-            shell = (
-                f'{python} -m pip install -q "uv>=0.9" && '
-                f'eval "$({python} {REPO}/scripts/pip_config_for_uv.py)" && '
-                f'{python} -m uv pip install -q --python {python} --compile-bytecode -e "{target}"'
-            )
-            cmd = ["bash", "-c", shell]
+        # The script itself, asked for the extra that needs no compile: its uv path includes
+        # installing uv and handing it pip's configuration.
+        env |= {"INSTALLER": installer, "EXTRAS": "offline-prebuilt", "PYTHON": str(python)}
+        env["WHEELS"] = str(folder / "wheels")
+        cmd = ["bash", str(REPO / "scripts" / "install.sh")]
         wall, rc, loads = timed(cmd, cwd=REPO, env=env, log=folder / "install.log")
         seconds[installer] = wall
         rows.append((installer, f"{wall:.0f}", rc, loads))

@@ -8,13 +8,13 @@
 # nothing is installed into the environment while the rest installs), the rest installs
 # meanwhile (`offline-prebuilt`: the offline extra without the judge's runtime), and the
 # extras asked for then install from that wheel. A llama-cpp-python already at the pinned
-# version is not built again.
+# version is not built again, and then the extras install in one step.
 #
 # The ~220 other packages install with uv (INSTALLER=uv, the default): pip spends minutes of
 # one core unpacking and byte-compiling them, which the compile on both cores then waits for;
 # uv does the same work, bytecode included, in a fraction of it. uv does not read pip's
-# configuration, so the indexes, find-links, constraints and certificate pip is configured with
-# (its files and PIP_* variables) are handed to uv as UV_* variables, unless those are set.
+# configuration, so what pip is configured with (its files and PIP_* variables) is handed to
+# uv as UV_* variables by scripts/pip_config_for_uv.py, which says which.
 # INSTALLER=pip installs with pip alone.
 #
 # Environment: PYTHON (default python3), EXTRAS (default offline), INSTALLER (uv or pip),
@@ -47,9 +47,10 @@ EOF
 have=$("$python" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))' \
   2>/dev/null || true)
 
+# Only the `offline` extra holds the runtime (`offline-prebuilt` alone, say, needs no build).
 mkdir -p "$wheels"
 build=""
-if [[ "llama-cpp-python==$have" != "$pin" ]]; then
+if [[ ",$extras," == *,offline,* && "llama-cpp-python==$have" != "$pin" ]]; then
   log="$wheels/llama-cpp-python-build.log"
   echo "install: building $pin in the background (a few minutes on 2 cores; log: $log)"
   "$python" -m pip wheel "${flags[@]}" --no-deps --wheel-dir "$wheels" "$pin" >"$log" 2>&1 &
@@ -60,16 +61,17 @@ fi
 
 if [[ "$installer" == uv ]]; then
   "$python" -m pip install "${flags[@]}" --quiet "uv>=0.9"
-  # pip's configured indexes, find-links, constraints and certificate as uv's variables.
   eval "$("$python" scripts/pip_config_for_uv.py)"
-  install_pkgs() { "$python" -m uv pip install --python "$python" --compile-bytecode "$@"; }
+  # The interpreter's own path: uv reads a bare `python` as "the active virtual environment's".
+  target=$("$python" -c 'import sys; print(sys.executable)')
+  install_pkgs() { "$python" -m uv pip install --python "$target" --compile-bytecode "$@"; }
 else
   install_pkgs() { "$python" -m pip install "${flags[@]}" "$@"; }
 fi
 
-install_pkgs -e ".[offline-prebuilt]"
-
 if [[ -n "$build" ]]; then
+  # What installs while the runtime compiles; with no build the extras install in one step.
+  install_pkgs -e ".[offline-prebuilt]"
   echo "install: waiting for $pin's build to finish (log: $log)"
   if ! wait "$build"; then
     trap - EXIT
