@@ -14,11 +14,9 @@ install: .install.stamp
 #
 # llama-cpp-python builds from source here (no prebuilt CPU wheel with grammar support). The
 # build leaves out the multimodal library (LLAVA_BUILD=OFF: image chat handlers, never loaded).
-# llama.cpp's `common` library (its command-line tools' code) cannot be left out: llama-cpp-python
-# forces LLAMA_BUILD_COMMON on and installs it, so building the `llama` target alone
-# (SKBUILD_BUILD_TARGETS=llama) fails at install. It is compiled without optimisation instead,
-# and without AMX kernels throughout (scripts/llama-cpp-build.cmake says why). CMAKE_ARGS set by
-# the caller win.
+# With it goes llama.cpp's `common` library (its command-line tools' code, never loaded by the
+# Python package), which llama-cpp-python forces on; libllama compiles at -O1 and nothing with
+# AMX kernels (scripts/llama-cpp-build.cmake says how and why). CMAKE_ARGS set by the caller win.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(CURDIR)/scripts/llama-cpp-build.cmake
 LLAMA_ENV = CMAKE_ARGS="$${CMAKE_ARGS:-$(LLAMA_CMAKE_ARGS)}"
 INSTALL = $(LLAMA_ENV) PYTHON="$(PYTHON)" INSTALL_FLAGS="$(INSTALL_FLAGS)" bash scripts/install.sh
