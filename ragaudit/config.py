@@ -53,7 +53,7 @@ from ragaudit.runlock import check_run_id
 from ragaudit.secrets import url_password
 
 OFFLINE_JUDGE = "local/gemma-3-270m"
-OFFLINE_EMBEDDER = "local/multilingual-e5-small-pertoken"
+OFFLINE_EMBEDDER = "local/multilingual-e5-small-unpadded"
 ENGLISH_ONLY_EMBEDDERS = frozenset({"local/all-minilm-l6-v2"})
 """Embedders that cannot read Chinese: their scores of Chinese rows are skipped, saying why."""
 ENV_PREFIX = "RAGAUDIT_"
