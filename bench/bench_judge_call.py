@@ -22,7 +22,8 @@ it), with this environment's threads; compare threads with ``--variant``.
 
 Per variant: llama-cpp-python's version, the threads (to generate / for prompts), wall and CPU
 seconds a call, the part of a call
-inside llama.cpp's own decoding timers and the rest (sampling, grammar, Python), and whether
+inside llama.cpp's own decoding timers and the rest (sampling, grammar, Python), llama.cpp's
+prompt and generation rates (tokens a second inside those timers), and whether
 its answers equal the first variant's, call by call.
 """
 
@@ -177,6 +178,8 @@ def worker(calls: int | None, tokens: int, synthetic: bool) -> dict[str, object]
         call(warm)  # the first litellm call imports and registers: not timed
     ctx = LOCAL.llama.run(lambda llm: llm._ctx.ctx)
     walls, cpus, inside, tokens_in, tokens_out, answers = [], [], [], [], [], []
+    # llama.cpp's own prompt and generation counts and milliseconds, summed over the calls.
+    rates = {"n_p_eval": 0, "t_p_eval_ms": 0.0, "n_eval": 0, "t_eval_ms": 0.0}
     for i in range(n):
         llama_cpp.llama_perf_context_reset(ctx)
         wall, cpu = time.perf_counter(), cpu_s()
@@ -185,6 +188,8 @@ def worker(calls: int | None, tokens: int, synthetic: bool) -> dict[str, object]
         cpus.append(cpu_s() - cpu)
         perf = llama_cpp.llama_perf_context(ctx)
         inside.append((perf.t_p_eval_ms + perf.t_eval_ms) / 1e3)
+        for key in rates:
+            rates[key] += getattr(perf, key)
         tokens_in.append(n_in)
         tokens_out.append(n_out)
         answers.append(texts)
@@ -199,6 +204,7 @@ def worker(calls: int | None, tokens: int, synthetic: bool) -> dict[str, object]
         "tokens_in": statistics.mean(tokens_in),
         "tokens_out": statistics.mean(tokens_out),
         "answers": answers,
+        "rates": rates,
     }
 
 
@@ -276,6 +282,13 @@ def run_child(env: dict[str, str], args: list[str]) -> tuple[dict | None, str]:
     return json.loads(proc.stdout.strip().splitlines()[-1]), ""
 
 
+def _rate(runs: list[dict], count: str, millis: str) -> str:
+    """Tokens a second inside llama.cpp's own timer, over all of a variant's calls."""
+    tokens = sum(r["rates"][count] for r in runs)
+    seconds = sum(r["rates"][millis] for r in runs) / 1e3
+    return f"{tokens / seconds:.0f}" if seconds else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=None, help="calls a process (default: all)")
@@ -325,7 +338,7 @@ def main() -> None:
     for spec in specs:
         label = spec.partition(":")[0]
         if spec in failed:
-            rows.append((label, "", "", "", "", "", "", "", "", "", failed[spec]))
+            rows.append((label, "", "", "", "", "", "", "", "", "", "", "", failed[spec]))
             continue
         runs = results[spec]
         walls = [w for r in runs for w in r["walls"]]
@@ -347,6 +360,8 @@ def main() -> None:
                 f"{statistics.median(walls):.2f}",
                 f"{statistics.mean(c for r in runs for c in r['cpus']):.2f}",
                 f"{statistics.mean(inside):.2f} / {means[spec] - statistics.mean(inside):.2f}",
+                _rate(runs, "n_p_eval", "t_p_eval_ms"),
+                _rate(runs, "n_eval", "t_eval_ms"),
                 f"{same}/{len(answers)}",
             )
         )
@@ -364,6 +379,8 @@ def main() -> None:
                 "median",
                 "CPU s/call",
                 "llama.cpp / rest",
+                "prompt tok/s",
+                "gen tok/s",
                 "same answers",
             ),
         )

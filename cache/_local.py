@@ -36,8 +36,10 @@ Answers at temperature 0 are deterministic for a given cache state, but can diff
 between a cold and a cached prompt (llama.cpp's numerics depend on batch shape); the
 gateway's memo is what makes reruns reproducible.
 
-Environment knobs: ``RAGAUDIT_LOCAL_THREADS`` and ``RAGAUDIT_LOCAL_BATCH_THREADS`` (threads
-to generate and for a prompt, default 2 and every core; see ``LLAMA_THREADS``),
+Environment knobs: the llama.cpp options of ``LLAMA_OPTION_ENV`` (for benches),
+``RAGAUDIT_LOCAL_GGUF`` (another GGUF file, for a bench), ``RAGAUDIT_LOCAL_THREADS``
+and ``RAGAUDIT_LOCAL_BATCH_THREADS`` (threads to generate and for a prompt, default 2 and
+every core; see ``LLAMA_THREADS``),
 ``RAGAUDIT_LOCAL_LAZY_GRAMMAR=0`` (stock grammar path) and
 ``RAGAUDIT_LOCAL_GREEDY_CHECK=0`` (greedy answers through ``LazyGrammar`` as before).
 """
@@ -53,7 +55,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -91,6 +93,7 @@ __all__ = [
     "count_prompt_tokens",
     "count_text_tokens",
     "gguf_path",
+    "llama_options",
     "schema_grammars",
 ]
 
@@ -108,6 +111,19 @@ DEFAULT_MAX_TOKENS = 256
 # faster; with a core to spare, 2 and 2 were faster (bench/bench_judge_call.py compares them).
 LLAMA_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_THREADS", "2"))
 LLAMA_BATCH_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_BATCH_THREADS", os.cpu_count() or 1))
+# llama.cpp's context options that decide a prompt's speed, for bench/bench_judge_call.py's
+# variants: RAGAUDIT_LOCAL_N_BATCH / RAGAUDIT_LOCAL_N_UBATCH (tokens a decode / a compute step),
+# RAGAUDIT_LOCAL_FLASH_ATTN (0/1) and RAGAUDIT_LOCAL_KV_TYPE (the KV cache's ggml type: f16,
+# q8_0…). Unset, llama-cpp-python's defaults hold: none of these made the demo's calls clearly
+# faster on these CPUs (bench/README.md), so none is changed. They, and RAGAUDIT_LOCAL_GGUF,
+# change the judge's answers while its model name (what the gateway's memo keys on) stays the
+# same: they are for benches that call the provider without the memo, as bench_judge_call does.
+LLAMA_OPTION_ENV = {
+    "n_batch": "RAGAUDIT_LOCAL_N_BATCH",
+    "n_ubatch": "RAGAUDIT_LOCAL_N_UBATCH",
+    "flash_attn": "RAGAUDIT_LOCAL_FLASH_ATTN",
+    "kv_type": "RAGAUDIT_LOCAL_KV_TYPE",
+}
 # Prompt-prefix cache: ragas prompts share long instruction prefixes. A cached state costs
 # ~18 KB per token (~20 MB for a 1,000-token prompt), so 512 MB keeps a few dozen prefixes.
 PREFIX_CACHE_BYTES = 512 << 20
@@ -259,14 +275,44 @@ def _load_llama() -> Any:
     # they would break into the CLI's progress bars.
     with quiet_fd2(), without_extra_buffers():
         llm = llama_cpp.Llama(
-            model_path=str(gguf_path()),
+            model_path=os.environ.get("RAGAUDIT_LOCAL_GGUF") or str(gguf_path()),
             n_ctx=LOCAL_CONTEXT_WINDOW,
             n_threads=LLAMA_THREADS,
             n_threads_batch=LLAMA_BATCH_THREADS,
             verbose=False,
+            **llama_options(os.environ),
         )
     patch(llm, PREFIX_CACHE_BYTES)
     return llm
+
+
+def llama_options(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``Llama`` keyword arguments from the ``LLAMA_OPTION_ENV`` variables set in ``environ``.
+
+    Raises:
+        ValueError: A variable's value is not a number, 0/1 or a ggml type name (naming it).
+    """
+    import llama_cpp
+
+    out: dict[str, Any] = {}
+    for option, name in LLAMA_OPTION_ENV.items():
+        raw = environ.get(name, "").strip()
+        if not raw:
+            continue
+        if option == "kv_type":
+            type_id = getattr(llama_cpp, f"GGML_TYPE_{raw.upper()}", None)
+            if not isinstance(type_id, int):
+                raise ValueError(f"{name}={raw!r} is not a ggml type (f16, q8_0, q4_0…)")
+            out["type_k"] = out["type_v"] = type_id
+        elif option == "flash_attn":
+            if raw not in ("0", "1"):
+                raise ValueError(f"{name}={raw!r}: expected 0 or 1")
+            out["flash_attn"] = raw == "1"
+        elif raw.isdigit() and int(raw) > 0:
+            out[option] = int(raw)
+        else:
+            raise ValueError(f"{name}={raw!r}: expected a positive number of tokens")
+    return out
 
 
 def _prompt_token_count(llm: Any, prompt: str) -> int:
