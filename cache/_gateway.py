@@ -451,6 +451,12 @@ class GatewayCore:
         index, so repeat 0 keeps the key a run without repeats has.
         """
         keyed = {**request, "prompt_version": prompt_version, "sample_index": sample_index or None}
+        model = request.get("model")
+        if isinstance(model, str):
+            # Settings outside the request that change this model's answers (None: none, so
+            # the key stays the request's): a bench's llama.cpp options must not reuse, or
+            # leave behind, answers under the shipped judge's key.
+            keyed["provider_variant"] = provider_record(model).variant(model)
         repeat = current_repeat()
         if repeat:
             keyed["judge_repeat"] = repeat

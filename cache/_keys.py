@@ -37,6 +37,7 @@ OUTPUT_FIELDS = frozenset(
         "sample_index",
         "judge_repeat",
         "judge_recheck",
+        "provider_variant",
     }
 )
 

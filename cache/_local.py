@@ -93,6 +93,7 @@ __all__ = [
     "count_prompt_tokens",
     "count_text_tokens",
     "gguf_path",
+    "answer_variant",
     "llama_options",
     "schema_grammars",
 ]
@@ -116,8 +117,8 @@ LLAMA_BATCH_THREADS = int(os.environ.get("RAGAUDIT_LOCAL_BATCH_THREADS", os.cpu_
 # RAGAUDIT_LOCAL_FLASH_ATTN (0/1) and RAGAUDIT_LOCAL_KV_TYPE (the KV cache's ggml type: f16,
 # q8_0…). Unset, llama-cpp-python's defaults hold: none of these made the demo's calls clearly
 # faster on these CPUs (bench/README.md), so none is changed. They, and RAGAUDIT_LOCAL_GGUF,
-# change the judge's answers while its model name (what the gateway's memo keys on) stays the
-# same: they are for benches that call the provider without the memo, as bench_judge_call does.
+# change the judge's answers under the same model name, so the ones set enter the memo key
+# (``answer_variant``): a run with them neither reuses nor leaves answers under the shipped key.
 LLAMA_OPTION_ENV = {
     "n_batch": "RAGAUDIT_LOCAL_N_BATCH",
     "n_ubatch": "RAGAUDIT_LOCAL_N_UBATCH",
@@ -313,6 +314,26 @@ def llama_options(environ: Mapping[str, str]) -> dict[str, Any]:
         else:
             raise ValueError(f"{name}={raw!r}: expected a positive number of tokens")
     return out
+
+
+def answer_variant(model: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The settings set in ``environ`` that change the judge's answers, for the memo key.
+
+    The ``LLAMA_OPTION_ENV`` variables and ``RAGAUDIT_LOCAL_GGUF`` (as the file's name and
+    size: the same weights moved keep their answers). None for the shipped judge (none set) and
+    for every model but the judge, whose keys then stay what they always were.
+    """
+    if model != COMPLETION_MODEL:
+        return None
+    found = {n: environ.get(n, "").strip() for n in LLAMA_OPTION_ENV.values()}
+    gguf = environ.get("RAGAUDIT_LOCAL_GGUF", "").strip()
+    if gguf:
+        path = Path(gguf)
+        found["RAGAUDIT_LOCAL_GGUF"] = (
+            f"{path.name}:{path.stat().st_size}" if path.is_file() else path.name
+        )
+    parts = [f"{name}={value}" for name, value in sorted(found.items()) if value]
+    return ";".join(parts) or None
 
 
 def _prompt_token_count(llm: Any, prompt: str) -> int:

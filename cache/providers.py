@@ -53,6 +53,10 @@ class Provider:
     own_counter: Callable[[str], OwnCounter] | None = None
     """The provider's exact counting rule for a model (raises when its files are missing);
     None: litellm's counter."""
+    variant: Callable[[str], str | None] = lambda model: None
+    """What, outside the request, changes a model's answers in this process (the offline
+    judge's llama.cpp options and model file from the environment), for the memo key; None:
+    nothing, and the key is the request's alone."""
 
     @property
     def free(self) -> bool:
@@ -115,6 +119,12 @@ def _local_counter(model: str) -> OwnCounter:
     )
 
 
+def _local_variant(model: str) -> str | None:
+    from ragaudit.cache import _local
+
+    return _local.answer_variant(model)
+
+
 FAKE_PROVIDER = Provider(
     prefix="fake",
     in_process=True,
@@ -130,6 +140,7 @@ LOCAL_PROVIDER = Provider(
     samples=lambda model: False,  # llama.cpp generates one completion per call
     tokenizer=lambda model: CL100K,
     own_counter=_local_counter,
+    variant=_local_variant,
 )
 
 _records: dict[str, Provider] = {p.prefix: p for p in (FAKE_PROVIDER, LOCAL_PROVIDER)}
