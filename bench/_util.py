@@ -27,6 +27,11 @@ if _EARLY and "ragaudit" not in sys.modules:
 import ragaudit  # noqa: E402,F401  (the offline environment, before any heavy import)
 
 
+def load_average() -> str:
+    """The 1, 5 and 15-minute load averages, as printed beside every timed figure."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def scratch(name: str) -> Path:
     """A fresh temporary folder for one benchmark."""
     return Path(tempfile.mkdtemp(prefix=f"ragaudit-bench-{name}-"))

@@ -26,13 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from _util import REPO, scratch, table
+from _util import REPO, load_average, scratch, table
 
 GOAL_S = 600.0  # a fresh clone to its first demo result, install included
-
-
-def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def venv(folder: Path) -> Path:
@@ -55,11 +51,11 @@ def clean_env(cache: Path) -> dict[str, str]:
 
 def timed(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path) -> tuple[float, int, str]:
     """Wall seconds, exit code and the load average before and after one command."""
-    before = load()
+    before = load_average()
     started = time.perf_counter()
     with log.open("w") as out:
         rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
-    return time.perf_counter() - started, rc, f"{before} -> {load()}"
+    return time.perf_counter() - started, rc, f"{before} -> {load_average()}"
 
 
 def packages(work: Path) -> None:
