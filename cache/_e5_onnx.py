@@ -299,16 +299,8 @@ def _graph(f: _File, build: Build) -> bytes:
         out = node("Mul", [mm, step], f"{name}.rs" if bias else name)
         return node("Add", [out, bias], name) if bias else out
 
-    def one_text_asym(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
-        """``one_text_rowwise`` on each token's own range: its minimum to its maximum (0 kept).
-
-        A token's activations are seldom symmetric around 0 (a few outlier channels of one
-        sign set the range): 255 steps over [min, max] instead of 127 over [-max, max] halve
-        the rounding. ``QuantizeLinear`` takes the tokens' zero points along the token axis;
-        the product of the zero point with each weight row's sum is subtracted afterwards.
-        """
-        wq = const(f"{name}.q", q.T)
-        ws = const(f"{name}.s", scale)
+    def token_range(x: str, name: str) -> tuple[str, str]:
+        """Each token's step and zero point: its range [lo, hi] over 0..255 (0 kept in it)."""
         lo = node(
             "Min",
             [node("ReduceMin", [x], f"{name}.lo0", axes=[-1], keepdims=1), "zero"],
@@ -319,13 +311,35 @@ def _graph(f: _File, build: Build) -> bytes:
             [node("ReduceMax", [x], f"{name}.hi0", axes=[-1], keepdims=1), "zero"],
             f"{name}.hi",
         )
-        rng = node("Mul", [node("Sub", [hi, lo], f"{name}.rng0"), "inv255"], f"{name}.rng")
+        rng = node("Div", [node("Sub", [hi, lo], f"{name}.rng0"), "u8max"], f"{name}.rng")
         step = node("Max", [rng, "tiny"], f"{name}.step")
         zp = node(
             "Round",
             [node("Div", [node("Neg", [lo], f"{name}.nlo"), step], f"{name}.zp0")],
             f"{name}.zp",
         )
+        return step, zp
+
+    def less_zero_point(mm: str, zp: str, name: str, q: np.ndarray, scale: np.ndarray) -> str:
+        """The product of the shifted tokens less the zero point's share of each output row.
+
+        sum_k (q_k - zp) w_k = sum_k q_k w_k - zp sum_k w_k.
+        """
+        colsum = (q.astype(np.int64).sum(axis=1) * scale).astype(np.float32)
+        share = node("Mul", [zp, const(f"{name}.cs", colsum)], f"{name}.zc")
+        return node("Sub", [mm, share], f"{name}.mz")
+
+    def one_text_asym(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
+        """``one_text_rowwise`` on each token's own range: its minimum to its maximum (0 kept).
+
+        A token's activations are seldom symmetric around 0 (a few outlier channels of one
+        sign set the range): 255 steps over [min, max] instead of 127 over [-max, max] halve
+        the rounding. ``QuantizeLinear`` takes the tokens' zero points along the token axis;
+        the product of the zero point with each weight row's sum is subtracted afterwards.
+        """
+        wq = const(f"{name}.q", q.T)
+        ws = const(f"{name}.s", scale)
+        step, zp = token_range(x, name)
         zp8 = node(
             "Cast",
             [node("Reshape", [zp, "flat1"], f"{name}.zp1")],
@@ -339,12 +353,9 @@ def _graph(f: _File, build: Build) -> bytes:
             axis=1,
         )
         mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws], f"{name}.mm", domain=ms)
-        # sum_k (q_k - zp) w_k = sum_k q_k w_k - zp sum_k w_k: the zero point's share per row.
-        colsum = (q.astype(np.int64).sum(axis=1) * scale).astype(np.float32)
-        mm = node(
-            "Sub", [mm, node("Mul", [zp, const(f"{name}.cs", colsum)], f"{name}.zc")], f"{name}.mz"
+        out = node(
+            "Mul", [less_zero_point(mm, zp, name, q, scale), step], f"{name}.rs" if bias else name
         )
-        out = node("Mul", [mm, step], f"{name}.rs" if bias else name)
         return node("Add", [out, bias], name) if bias else out
 
     def rowwise(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
@@ -364,24 +375,7 @@ def _graph(f: _File, build: Build) -> bytes:
         )
         ws = const(f"{name}.s", scale)
         if build.asym:
-            # The row's own range [lo, hi] over 0..255 (zero kept representable).
-            lo = node(
-                "Min",
-                [node("ReduceMin", [flat], f"{name}.lo0", axes=[-1], keepdims=1), "zero"],
-                f"{name}.lo",
-            )
-            hi = node(
-                "Max",
-                [node("ReduceMax", [flat], f"{name}.hi0", axes=[-1], keepdims=1), "zero"],
-                f"{name}.hi",
-            )
-            rng = node("Div", [node("Sub", [hi, lo], f"{name}.rng0"), "u8max"], f"{name}.rng")
-            step = node("Max", [rng, "tiny"], f"{name}.step")
-            zp = node(
-                "Round",
-                [node("Div", [node("Neg", [lo], f"{name}.nlo"), step], f"{name}.zp0")],
-                f"{name}.zp",
-            )
+            step, zp = token_range(flat, name)
             shifted = node(
                 "Add",
                 [node("Div", [flat, step], f"{name}.xs"), node("Add", [zp, "half"], f"{name}.zph")],
@@ -395,10 +389,7 @@ def _graph(f: _File, build: Build) -> bytes:
                 to=TensorProto.UINT8,
             )
             mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws], f"{name}.mm", domain=ms)
-            # sum_k (q_k - zp) w_k = sum_k q_k w_k - zp sum_k w_k: the zero point's share per row.
-            colsum = (q.astype(np.int64).sum(axis=1) * scale).astype(np.float32)
-            share = node("Mul", [zp, const(f"{name}.cs", colsum)], f"{name}.zc")
-            mm = node("Sub", [mm, share], f"{name}.mz")
+            mm = less_zero_point(mm, zp, name, q, scale)
         else:
             amax = node(
                 "ReduceMax",
@@ -497,8 +488,6 @@ def _graph(f: _File, build: Build) -> bytes:
     node("Slice", [node("Shape", ["emb"], "embshape"), "i0", "i2"], "batchseq")
     if build.one_text:
         const("inv127", np.array(1.0 / 127.0, np.float32))
-        if build.asym_layers:
-            const("inv255", np.array(1.0 / 255.0, np.float32))
         const("flat1", np.array([-1], np.int64))
         const("i1", np.array([1], np.int64))
         node("Expand", ["u8zp", node("Slice", ["embshape", "i1", "i2"], "seqlen")], "zp_tokens")
