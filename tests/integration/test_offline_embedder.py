@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import litellm
@@ -234,3 +235,60 @@ def test_the_unpadded_default_gives_each_text_its_vector_whatever_runs_beside_it
     together = E5Onnx(threads=2, build=UNPADDED).query(texts)
     alone = E5Onnx(threads=1, build=UNPADDED)
     np.testing.assert_allclose(together, np.vstack([alone.query([t]) for t in texts]), atol=1e-6)
+
+
+SERVED_GRAPHS = {
+    # sha256 of each served build's serialised graph: a served name's vectors (in the memo, in
+    # local indexes) stay valid only while its graph does not change by a byte.
+    "PER_CALL": "fc34a4f040c800f9e7d7ddf3f4bc1bbaac8253ef13f9488d7a838b4b49bca084",
+    "PER_TOKEN": "4c4766f934d6cbfbe25e884c5e1151ec54a906828753b15f1f9743d9ae8f8381",
+    "UNPADDED": "0cf8fbe4e0c3db45b8d929f8230cc59f6aa9ea10f905af683abec710cd2a9370",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERVED_GRAPHS))
+def test_a_served_builds_graph_stays_byte_for_byte_as_it_was(name: str) -> None:
+    import hashlib
+
+    from ragaudit.cache import _e5_onnx
+
+    graph = _e5_onnx._graph(_e5_onnx._File(_e5_onnx._model_file()), getattr(_e5_onnx, name))
+    assert hashlib.sha256(graph).hexdigest() == SERVED_GRAPHS[name]
+
+
+def test_a_block_qualified_layer_changes_that_blocks_layer_only() -> None:
+    import onnx
+
+    from ragaudit.cache import _e5_onnx
+
+    f = _e5_onnx._File(_e5_onnx._model_file())
+    build = replace(_e5_onnx.UNPADDED, fine=("l11.fo",), asym_layers=("l3.qkv", "ao"))
+    nodes = onnx.load_from_string(_e5_onnx._graph(f, build)).graph.node
+    assert [n.output[0] for n in nodes if n.op_type == "MatMulNBits"] == ["l11.fo"]
+    zero_points = {n.output[0] for n in nodes if n.output[0].endswith(".zp8")}
+    assert zero_points == {"l3.qkv.zp8"} | {f"l{b}.ao.zp8" for b in range(12)}
+
+
+def test_asymmetric_layers_need_one_text_a_call() -> None:
+    from ragaudit.cache._e5_onnx import PER_TOKEN
+
+    with pytest.raises(ValueError, match="asym_layers needs one_text"):
+        replace(PER_TOKEN, asym_layers=("fo",))
+
+
+def test_one_text_asymmetric_layers_compute_the_batched_asymmetric_arithmetic() -> None:
+    """The zero points along one text's tokens: the flattened asym graph's arithmetic."""
+    from ragaudit.cache._e5_onnx import PER_TOKEN, UNPADDED, E5Onnx
+
+    every = ("qkv", "ao", "fi", "fo")
+    one_text = E5Onnx(threads=1, build=replace(UNPADDED, asym_layers=every)).query(ZH_EN)
+    batched = E5Onnx(threads=1, build=replace(PER_TOKEN, asym=True)).query(ZH_EN)
+    symmetric = E5Onnx(threads=1, build=UNPADDED).query(ZH_EN)
+    float32 = E5Onnx(threads=1, build=replace(UNPADDED, linear="f32")).query(ZH_EN)
+    # The same rounding through other kernels (padded batches, ONNX Runtime's fusions): one
+    # activation rounded the other way cascades, as between UNPADDED and PER_TOKEN themselves.
+    assert np.all(np.sum(one_text * batched, axis=1) > 0.999)
+    # Each token on its own range: nearer the unrounded activations than on a symmetric scale.
+    near = 1 - np.sum(one_text * float32, axis=1)
+    far = 1 - np.sum(symmetric * float32, axis=1)
+    assert near.mean() < far.mean(), (near, far)
