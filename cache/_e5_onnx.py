@@ -420,8 +420,8 @@ def _graph(f: _File, build: Build) -> bytes:
     def kind_of(layer: str) -> str:
         """How linear layer ``layer`` (``l3.qkv``, ``l11.fo``…) multiplies.
 
-        An entry of ``fine`` or ``float_layers`` names a kind in every block (``fo``) or
-        one block's layer (``l11.fo``).
+        An entry of ``fine``, ``asym_layers`` or ``float_layers`` (asked in that order) names
+        a kind in every block (``fo``) or one block's layer (``l11.fo``).
         """
         named = {layer, layer.rsplit(".", 1)[-1]}
         if named & set(build.fine):
