@@ -58,13 +58,15 @@ def judge_calls(runs: Path) -> tuple[int, float, float]:
     """Completion calls the judge answered (no memo hits) and their mean tokens in and out."""
     import polars as pl
 
-    files = sorted((runs / "demo" / "llm_calls").glob("*.parquet"))
-    if not files:
-        return 0, 0.0, 0.0
-    calls = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed").filter(
-        ~pl.col("cache_hit") & (pl.col("kind") == "completion")
+    from ragaudit.reporting import read_calls
+
+    log = read_calls(runs / "demo" / "llm_calls")
+    calls = (
+        log.filter(~pl.col("cache_hit") & (pl.col("kind") == "completion"))
+        if log is not None
+        else None
     )
-    if calls.is_empty():
+    if calls is None or calls.is_empty():
         return 0, 0.0, 0.0
     return calls.height, float(calls["tokens_in"].mean()), float(calls["tokens_out"].mean())
 
