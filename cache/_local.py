@@ -89,11 +89,11 @@ __all__ = [
     "MAX_STRING_CHARS",
     "PROVIDER",
     "LocalProvider",
+    "answer_variant",
     "build_prompt",
     "count_prompt_tokens",
     "count_text_tokens",
     "gguf_path",
-    "answer_variant",
     "llama_options",
     "schema_grammars",
 ]
@@ -125,6 +125,7 @@ LLAMA_OPTION_ENV = {
     "flash_attn": "RAGAUDIT_LOCAL_FLASH_ATTN",
     "kv_type": "RAGAUDIT_LOCAL_KV_TYPE",
 }
+GGUF_ENV = "RAGAUDIT_LOCAL_GGUF"
 # Prompt-prefix cache: ragas prompts share long instruction prefixes. A cached state costs
 # ~18 KB per token (~20 MB for a 1,000-token prompt), so 512 MB keeps a few dozen prefixes.
 PREFIX_CACHE_BYTES = 512 << 20
@@ -276,7 +277,7 @@ def _load_llama() -> Any:
     # they would break into the CLI's progress bars.
     with quiet_fd2(), without_extra_buffers():
         llm = llama_cpp.Llama(
-            model_path=os.environ.get("RAGAUDIT_LOCAL_GGUF") or str(gguf_path()),
+            model_path=_gguf_override(os.environ) or str(gguf_path()),
             n_ctx=LOCAL_CONTEXT_WINDOW,
             n_threads=LLAMA_THREADS,
             n_threads_batch=LLAMA_BATCH_THREADS,
@@ -316,6 +317,14 @@ def llama_options(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _gguf_override(environ: Mapping[str, str]) -> str | None:
+    """The GGUF file ``GGUF_ENV`` names instead of the shipped one (None: the shipped one).
+
+    One reading for the model that loads and the memo key that names it.
+    """
+    return environ.get(GGUF_ENV) or None
+
+
 def answer_variant(model: str, environ: Mapping[str, str] = os.environ) -> str | None:
     """The settings set in ``environ`` that change the judge's answers, for the memo key.
 
@@ -326,12 +335,10 @@ def answer_variant(model: str, environ: Mapping[str, str] = os.environ) -> str |
     if model != COMPLETION_MODEL:
         return None
     found = {n: environ.get(n, "").strip() for n in LLAMA_OPTION_ENV.values()}
-    gguf = environ.get("RAGAUDIT_LOCAL_GGUF", "").strip()
+    gguf = _gguf_override(environ)
     if gguf:
         path = Path(gguf)
-        found["RAGAUDIT_LOCAL_GGUF"] = (
-            f"{path.name}:{path.stat().st_size}" if path.is_file() else path.name
-        )
+        found[GGUF_ENV] = f"{path.name}:{path.stat().st_size}" if path.is_file() else path.name
     parts = [f"{name}={value}" for name, value in sorted(found.items()) if value]
     return ";".join(parts) or None
 
