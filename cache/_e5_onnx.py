@@ -244,7 +244,7 @@ def _graph(f: _File, build: Build) -> bytes:
         if kind == "int8row":
             return rowwise(x, name, q, scale.astype(np.float32), bias)
         if kind == "int8asym":
-            return one_text_asym(x, name, q, scale.astype(np.float32), bias)
+            return one_text(x, name, q, scale.astype(np.float32), bias, asym=True)
         inputs = [
             x,
             const(f"{name}.q", q.T),
@@ -279,23 +279,48 @@ def _graph(f: _File, build: Build) -> bytes:
             accuracy_level=4,
         )
 
-    def one_text_rowwise(x: str, name: str, wq: str, ws: str, bias: str) -> str:
+    def one_text(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str, asym: bool) -> str:
         """``rowwise`` for one text [1, S, K]: no padding, so no flattening and no mask.
 
         ``QuantizeLinear`` along the token axis rounds and shifts in one pass where the
-        batched graph needs four element-wise steps.
+        batched graph needs four element-wise steps. ``asym``: each token on its own range,
+        its minimum to its maximum (0 kept), instead of symmetrically around 0. A token's
+        activations are seldom symmetric (a few outlier channels of one sign set the range):
+        255 steps over [min, max] instead of 127 over [-max, max] halve the rounding; the
+        product of each token's zero point with each weight row's sum is subtracted afterwards.
         """
-        amax = node(
-            "ReduceMax", [node("Abs", [x], f"{name}.abs")], f"{name}.amax", axes=[-1], keepdims=1
-        )
-        step = node("Max", [node("Mul", [amax, "inv127"], f"{name}.st0"), "tiny"], f"{name}.step")
+        wq = const(f"{name}.q", q.T)
+        ws = const(f"{name}.s", scale)
+        if asym:
+            step, zp = token_range(x, name)
+            zero_points = node(
+                "Cast",
+                [node("Reshape", [zp, "flat1"], f"{name}.zp1")],
+                f"{name}.zp8",
+                to=TensorProto.UINT8,
+            )
+            shared_zp = []  # the shift is in the tokens, taken out by less_zero_point
+        else:
+            amax = node(
+                "ReduceMax",
+                [node("Abs", [x], f"{name}.abs")],
+                f"{name}.amax",
+                axes=[-1],
+                keepdims=1,
+            )
+            step = node(
+                "Max", [node("Mul", [amax, "inv127"], f"{name}.st0"), "tiny"], f"{name}.step"
+            )
+            zero_points, shared_zp = "zp_tokens", ["u8zp"]
         qx = node(
             "QuantizeLinear",
-            [x, node("Reshape", [step, "flat1"], f"{name}.step1"), "zp_tokens"],
+            [x, node("Reshape", [step, "flat1"], f"{name}.step1"), zero_points],
             f"{name}.qx",
             axis=1,
         )
-        mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws, "u8zp"], f"{name}.mm", domain=ms)
+        mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws, *shared_zp], f"{name}.mm", domain=ms)
+        if asym:
+            mm = less_zero_point(mm, zp, name, q, scale)
         out = node("Mul", [mm, step], f"{name}.rs" if bias else name)
         return node("Add", [out, bias], name) if bias else out
 
@@ -329,35 +354,6 @@ def _graph(f: _File, build: Build) -> bytes:
         share = node("Mul", [zp, const(f"{name}.cs", colsum)], f"{name}.zc")
         return node("Sub", [mm, share], f"{name}.mz")
 
-    def one_text_asym(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
-        """``one_text_rowwise`` on each token's own range: its minimum to its maximum (0 kept).
-
-        A token's activations are seldom symmetric around 0 (a few outlier channels of one
-        sign set the range): 255 steps over [min, max] instead of 127 over [-max, max] halve
-        the rounding. ``QuantizeLinear`` takes the tokens' zero points along the token axis;
-        the product of the zero point with each weight row's sum is subtracted afterwards.
-        """
-        wq = const(f"{name}.q", q.T)
-        ws = const(f"{name}.s", scale)
-        step, zp = token_range(x, name)
-        zp8 = node(
-            "Cast",
-            [node("Reshape", [zp, "flat1"], f"{name}.zp1")],
-            f"{name}.zp8",
-            to=TensorProto.UINT8,
-        )
-        qx = node(
-            "QuantizeLinear",
-            [x, node("Reshape", [step, "flat1"], f"{name}.step1"), zp8],
-            f"{name}.qx",
-            axis=1,
-        )
-        mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws], f"{name}.mm", domain=ms)
-        out = node(
-            "Mul", [less_zero_point(mm, zp, name, q, scale), step], f"{name}.rs" if bias else name
-        )
-        return node("Add", [out, bias], name) if bias else out
-
     def rowwise(x: str, name: str, q: np.ndarray, scale: np.ndarray, bias: str) -> str:
         """The product x W^T, x in uint8 on each token's own scale, W in int8 per output row.
 
@@ -367,9 +363,9 @@ def _graph(f: _File, build: Build) -> bytes:
         point for all rows, and a per-row step is applied to the float product instead).
         """
         rows, cols = q.shape
-        wq = const(f"{name}.q", q.T)
         if build.one_text and not build.asym:
-            return one_text_rowwise(x, name, wq, const(f"{name}.s", scale), bias)
+            return one_text(x, name, q, scale, bias, asym=False)
+        wq = const(f"{name}.q", q.T)
         flat = node(
             "Reshape", [x, const(f"{name}.k2", np.array([-1, cols], np.int64))], f"{name}.x2"
         )
