@@ -301,16 +301,7 @@ def _graph(f: _File, build: Build) -> bytes:
             )
             shared_zp = []  # the shift is in the tokens, taken out by less_zero_point
         else:
-            amax = node(
-                "ReduceMax",
-                [node("Abs", [x], f"{name}.abs")],
-                f"{name}.amax",
-                axes=[-1],
-                keepdims=1,
-            )
-            step = node(
-                "Max", [node("Mul", [amax, "inv127"], f"{name}.st0"), "tiny"], f"{name}.step"
-            )
+            step = token_step(x, name, "Mul", "inv127")
             zero_points, shared_zp = "zp_tokens", ["u8zp"]
         qx = node(
             "QuantizeLinear",
@@ -323,6 +314,17 @@ def _graph(f: _File, build: Build) -> bytes:
             mm = less_zero_point(mm, zp, name, q, scale)
         out = node("Mul", [mm, step], f"{name}.rs" if bias else name)
         return node("Add", [out, bias], name) if bias else out
+
+    def token_step(x: str, name: str, op: str, by: str) -> str:
+        """Each token's symmetric step: its largest magnitude ``op`` ``by`` (over 127).
+
+        The one-text graph multiplies by 1/127 and the batched one divides by 127: their
+        steps differ in the last bit, and each served graph keeps its own.
+        """
+        amax = node(
+            "ReduceMax", [node("Abs", [x], f"{name}.abs")], f"{name}.amax", axes=[-1], keepdims=1
+        )
+        return node("Max", [node(op, [amax, by], f"{name}.st0"), "tiny"], f"{name}.step")
 
     def token_range(x: str, name: str) -> tuple[str, str]:
         """Each token's step and zero point: its range [lo, hi] over 0..255 (0 kept in it)."""
@@ -387,16 +389,7 @@ def _graph(f: _File, build: Build) -> bytes:
             mm = node("MatMulIntegerToFloat", [qx, wq, "one", ws], f"{name}.mm", domain=ms)
             mm = less_zero_point(mm, zp, name, q, scale)
         else:
-            amax = node(
-                "ReduceMax",
-                [node("Abs", [flat], f"{name}.abs")],
-                f"{name}.amax",
-                axes=[-1],
-                keepdims=1,
-            )
-            step = node(
-                "Max", [node("Div", [amax, "s8max"], f"{name}.st0"), "tiny"], f"{name}.step"
-            )
+            step = token_step(flat, name, "Div", "s8max")
             inv = node("Reciprocal", [step], f"{name}.inv")
             # x / step in -127..127, + 128.5 and truncated by the cast: round half up into 1..255.
             shifted = node("Add", [node("Mul", [flat, inv], f"{name}.xs"), "u8half"], f"{name}.xu")
