@@ -6,10 +6,16 @@ In its own base module so that a section defined beside its package (``_tune_con
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from ragaudit.errors import ConfigError
 from ragaudit.runlock import check_run_id
+
+_OPERATIONAL = "operational"
 
 
 class Section(BaseModel):
@@ -33,4 +39,41 @@ def folder_name(value: str) -> str:
         raise ValueError(str(exc)) from None
 
 
-__all__ = ["Section", "folder_name"]
+def operational(default: Any = PydanticUndefined, **kwargs: Any) -> Any:
+    """A field that changes how a command is carried out, not what it measures.
+
+    ``Field(default, **kwargs)`` marked so: timeouts, retries, concurrency, where outputs go.
+    Two folders whose configs differ only in such fields measured the same thing
+    (:func:`measured`), so a nightly keeps its baseline and an audit its series when one is
+    changed. The mark sits on the field, beside its documentation, rather than in a list kept
+    elsewhere that a new field would be forgotten from.
+    """
+    extra = dict(kwargs.pop("json_schema_extra", None) or {})
+    extra[_OPERATIONAL] = True
+    return Field(default, json_schema_extra=extra, **kwargs)
+
+
+def is_operational(field: FieldInfo) -> bool:
+    """Whether ``field`` was declared with :func:`operational`."""
+    extra = field.json_schema_extra
+    return isinstance(extra, dict) and bool(extra.get(_OPERATIONAL))
+
+
+def measured(model: BaseModel) -> dict[str, Any]:
+    """``model`` as JSON less its operational fields, at every depth of nested sections."""
+    data = model.model_dump(mode="json")
+    _drop_operational(model, data)
+    return data
+
+
+def _drop_operational(model: BaseModel, data: dict[str, Any]) -> None:
+    for name, field in type(model).model_fields.items():
+        if is_operational(field):
+            data.pop(name, None)
+            continue
+        value = getattr(model, name)
+        if isinstance(value, BaseModel) and isinstance(data.get(name), dict):
+            _drop_operational(value, data[name])
+
+
+__all__ = ["Section", "folder_name", "is_operational", "measured", "operational"]

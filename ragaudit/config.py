@@ -37,7 +37,7 @@ from pydantic_core import PydanticCustomError
 
 from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
 from ragaudit._nightly_config import NightlyConfig
-from ragaudit._section import Section, folder_name
+from ragaudit._section import Section, folder_name, operational
 from ragaudit._tune_config import TuneConfig, TuneRange
 from ragaudit.errors import ConfigError, clip
 from ragaudit.registry import (
@@ -57,6 +57,8 @@ OFFLINE_EMBEDDER = "local/multilingual-e5-small-unpadded"
 ENGLISH_ONLY_EMBEDDERS = frozenset({"local/all-minilm-l6-v2"})
 """Embedders that cannot read Chinese: their scores of Chinese rows are skipped, saying why."""
 ENV_PREFIX = "RAGAUDIT_"
+DEFAULT_RUNS_ROOT = Path("data/runs")
+"""Where every command keeps its folders unless told otherwise (``runs_root``, ``--runs-root``)."""
 
 
 _Frozen = Section
@@ -74,18 +76,18 @@ class ModelsConfig(_Frozen):
     """litellm embedding model string; None selects the offline multilingual e5-small (zh, en)."""
     judge_context_window: int | None = None
     """Prompt + answer token budget of the judge; None asks litellm, else 8,192."""
-    concurrency: int = Field(default=8, ge=1, le=512)
+    concurrency: int = operational(8, ge=1, le=512)
     """Calls in flight at once per model."""
-    max_retries: int = Field(default=4, ge=0, le=20)
+    max_retries: int = operational(4, ge=0, le=20)
     """Retries of a rate-limited or transient failure before the call fails."""
-    max_repairs: int = Field(default=1, ge=0, le=5)
+    max_repairs: int = operational(1, ge=0, le=5)
     """Re-asks of a judge answer that is not valid JSON of its schema, each showing the judge
     its reply and what is wrong with it, before the answer is unscored: one judge answer costs
     at most ``1 + max_repairs`` calls (1: at most two). Applies to every structured judge call,
     ours and ragas's alike."""
-    backoff_s: float = Field(default=1.0, ge=0.0)
+    backoff_s: float = operational(1.0, ge=0.0)
     """First backoff delay; doubles each retry (with jitter) unless Retry-After says otherwise."""
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = operational(120.0, gt=0)
     """Per-request timeout."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Sampling temperature of every judge call."""
@@ -103,7 +105,7 @@ class ModelsConfig(_Frozen):
     a row's score aggregates every judge's samples (``score.aggregate``, ``sort.grade_aggregate``),
     each judge's scores are kept and the summary reports the judges' agreement per metric.
     Empty: ``judge`` alone."""
-    global_limit: int | None = Field(default=None, ge=1, le=100_000)
+    global_limit: int | None = operational(None, ge=1, le=100_000)
     """Judge calls in flight at once across every worker of a run, held by a Prefect global
     concurrency limit (``ragaudit-judge``; needs a Prefect API). None: only the per-process
     ``concurrency`` applies, at no cost."""
@@ -229,13 +231,13 @@ class AnswerConfig(_Frozen):
     options: dict[str, Any] = {}
     """Options of the answer source, checked against its options model when the config loads
     and filled in with its defaults (the built-in sources take their sections above)."""
-    concurrency: int = Field(default=4, ge=1, le=256)
+    concurrency: int = operational(4, ge=1, le=256)
     """Answers fetched at once."""
-    retries: int = Field(default=2, ge=0, le=10)
+    retries: int = operational(2, ge=0, le=10)
     """Bounded retries of a failing answer source (timeouts, 5xx, 429, empty answers)."""
-    backoff_s: float = Field(default=0.5, ge=0.0)
+    backoff_s: float = operational(0.5, ge=0.0)
     """First retry delay; doubles each retry (a 429's Retry-After wins when longer)."""
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = operational(120.0, gt=0)
     """Limit of one attempt, streaming included."""
 
     # Declared after http and entrypoint so that it can see them: the error then names
@@ -299,11 +301,11 @@ class EngineConfig(_Frozen):
     """CA bundle that signed the engine's certificate."""
     verify_certs: bool = True
     """Verify TLS certificates (turn off only for a lab cluster)."""
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = operational(30.0, gt=0)
     """Per-request timeout."""
-    retries: int = Field(default=2, ge=0, le=10)
+    retries: int = operational(2, ge=0, le=10)
     """Retries of a transient failure (unreachable, timeout, 429, 5xx), with backoff."""
-    backoff_s: float = Field(default=0.5, ge=0.0)
+    backoff_s: float = operational(0.5, ge=0.0)
     """First retry delay; doubles each retry."""
     fields: FieldsConfig = FieldsConfig()
     """Field mapping: id, text, metadata, filters."""
@@ -322,7 +324,7 @@ class EngineConfig(_Frozen):
     """How long the engine keeps a point in time or scroll between pages."""
     pit_tiebreaker: str = "_shard_doc"
     """Sort field breaking score ties between point-in-time pages."""
-    concurrency: int = Field(default=8, ge=1, le=256)
+    concurrency: int = operational(8, ge=1, le=256)
     """Searches in flight at once."""
     analyzer: str | None = None
     """Analyzer of the text field when ``ragaudit index`` creates the index (``cjk``,
@@ -475,7 +477,7 @@ class SortConfig(_Frozen):
     become its grade: ``majority``, the most frequent grade, a tie going to the lower one (LLM
     judges over-rate relevance more often than they under-rate it); ``median``, the lower median."""
 
-    previous: str = "auto"
+    previous: str = operational("auto")
     """``order: head``: the earlier run whose judged heads this run builds on, ordering afresh
     only what changed: ``auto``, the newest earlier completed run of the same question set and
     configuration under the runs root (the nightly's baseline); a run id, that run (reused per
@@ -839,14 +841,14 @@ class RunConfig(_Frozen):
     environment. A name another module already registered is refused, naming both modules."""
     questions: Path = Path("data/demo/questions.jsonl")
     """Question set: JSONL, CSV or Parquet (ragaudit or RAGAS field names)."""
-    run_id: str | None = None
+    run_id: str | None = operational(None)
     """Run identifier, a folder name under ``runs_root`` (not a path); the same id resumes a
     run. None: derived from time."""
-    runs_root: Path = Path("data/runs")
+    runs_root: Path = operational(DEFAULT_RUNS_ROOT)
     """Folder holding one subfolder per run."""
-    cache_dir: Path = Path("data/cache")
+    cache_dir: Path = operational(Path("data/cache"))
     """diskcache folder of the LLM memo (``cache.backend: disk``)."""
-    cache: CacheConfig = CacheConfig()
+    cache: CacheConfig = operational(CacheConfig())
     """Which store holds the LLM memo: this folder, or a shared Redis."""
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N questions."""
@@ -860,7 +862,7 @@ class RunConfig(_Frozen):
     ablate: AblateConfig = AblateConfig()
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
     nightly: NightlyConfig = NightlyConfig()
-    scale: ScaleConfig = ScaleConfig()
+    scale: ScaleConfig = operational(ScaleConfig())
     tune: TuneConfig = TuneConfig()
     """``ragaudit tune`` only: the collect variants compared (ignored by evaluation runs)."""
     audit: Any = None

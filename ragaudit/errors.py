@@ -23,6 +23,13 @@ class InputError(RagauditError):
     """A question set, corpus or other input file is malformed."""
 
 
+class NoTraffic(InputError):
+    """A day of traffic has nothing to read (no log file, or files without a request).
+
+    Not a failure of the day: its logs may still arrive, so the day stays to be audited.
+    """
+
+
 class ConfigError(RagauditError):
     """The configuration is invalid; the message names the field."""
 
@@ -86,6 +93,7 @@ __all__ = [
     "clip",
     "ConfigError",
     "InputError",
+    "NoTraffic",
     "RagauditError",
     "StageError",
     "TransientError",

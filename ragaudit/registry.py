@@ -321,8 +321,15 @@ TUNE_METRICS: Registry[Any] = Registry(
 """Metrics of a tune's variants at its depth (``tune.metrics``), registered with
 ``ragaudit.tuning.tune_metric``."""
 
+FOLDER_KINDS: Registry[Any] = Registry(
+    "folder kind", "ragaudit.folder_kinds", ("ragaudit.runfolder",)
+)
+"""Kinds of folder under a runs root (``ragaudit.runfolder.FolderKind``): runs, tunes, audit
+days …, registered with ``FOLDER_KINDS.add``."""
+
 __all__ = [
     "ANSWER_SOURCES",
+    "FOLDER_KINDS",
     "BUILTIN_PACKAGE",
     "HEAD_METHODS",
     "METRICS",

@@ -11,14 +11,17 @@ belongs to, so that one kind never writes into another's folder.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import datetime as dt
+import functools
 import json
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,13 +29,16 @@ import pyarrow.parquet as pq
 from cachetools import LRUCache
 from pydantic import ValidationError
 
+from ragaudit._section import measured
 from ragaudit.atomic import redact_table, write_bytes, write_json, write_table
-from ragaudit.config import RunConfig
+from ragaudit.config import DEFAULT_RUNS_ROOT, RunConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import ConfigError, StageError, clip
 from ragaudit.hashing import canonical_hash
-from ragaudit.runlock import COMPLETE_STATUSES, check_run_id, is_held
+from ragaudit.registry import FOLDER_KINDS
+from ragaudit.runlock import COMPLETE_STATUSES, RunLock, check_run_id, is_held
 from ragaudit.schemas import SCHEMA_VERSION, TABLES, schema_version
+from ragaudit.secrets import redact
 
 _READ_CACHE_BYTES = 64 << 20
 """Arrow bytes of the tables kept; a table over a quarter of it is never kept."""
@@ -131,20 +137,24 @@ class RunState:
         )
 
 
-def run_state(run_dir: Path | str) -> RunState:
-    """The one rule of whether a run folder holds a complete run, used by every command.
+def run_state(run_dir: Path | str, kind: FolderKind | None = None) -> RunState:
+    """The one rule of whether a folder of any kind holds a finished run, used by every command.
 
     Complete: the manifest says ``completed`` or ``completed_with_failures`` and every table
     of the folder can be read. A manifest still ``running`` is a live run while a process
-    holds the run's lock (:func:`ragaudit.runlock.is_held`), else an interrupted one: a run
-    killed with ``kill -9`` never gets to write its end.
+    holds the folder's lock (:func:`ragaudit.runlock.is_held`), else an interrupted one: a run
+    killed with ``kill -9`` never gets to write its end. A folder of a kind that wrote no
+    manifest before its kind had one (``kind.legacy``) is complete when its marker is there.
     """
     path = Path(run_dir)
     run_id = path.name
+    folder = RunFolder(path.parent, run_id)
     try:
-        manifest = RunFolder(path.parent, run_id).read_manifest()
+        manifest = folder.read_manifest()
     except DamagedRunFile as exc:
         return RunState(run_id, "damaged", False, str(exc))
+    if not manifest and kind is not None and any((path / m).exists() for m in kind.legacy):
+        return RunState(run_id, "completed", True)
     status = str(manifest.get("status") or "unknown")
     for table in sorted(path.glob("*.parquet")):
         try:
@@ -162,6 +172,7 @@ def run_state(run_dir: Path | str) -> RunState:
     reasons = {
         "interrupted": "it was stopped (SIGINT/SIGTERM) before it ended",
         "failed": "a stage failed: " + clip(manifest.get("error") or "see its manifest", 200),
+        "no_data": clip(str(manifest.get("error") or "there was nothing to read"), 200),
     }
     return RunState(run_id, status, False, reasons.get(status, "its manifest says no run ended"))
 
@@ -340,6 +351,110 @@ class RunFolder:
         write_json(manifest, self.manifest_path)
 
 
+class FolderRun:
+    """A folder of any kind held by one writer from its start to its end: the one lifecycle.
+
+    Entering claims the folder for its kind (another kind's folder is refused, nothing
+    written), takes its lock (a second process is refused at once, naming the holder, before
+    it pays for anything: :class:`ragaudit.runlock.RunLocked`) and writes the manifest as
+    ``running`` with the kind, the config and its identity. :meth:`finish` writes the end; an
+    exception leaving the block writes ``interrupted`` (Ctrl-C, SIGTERM, a cancelled task) or
+    ``failed`` with the error, redacted. A process killed outright writes nothing: its folder
+    stays ``running`` with no lock held, which :func:`run_state` reads as ``interrupted``, and
+    running the same command again resumes it.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        kind: str,
+        config: RunConfig | None = None,
+        *,
+        manifest: dict[str, Any] | None = None,
+        identity_extra: dict[str, Any] | None = None,
+        option: str = "--run-id",
+    ) -> None:
+        self.path = Path(path)
+        self.kind = folder_kind(kind)
+        self.config = config
+        self.option = option
+        self.manifest: dict[str, Any] = dict(manifest or {})
+        self.identity_extra = dict(identity_extra or {})
+        self._lock = RunLock(self.path)
+        self._finished = False
+
+    def _claim(self) -> None:
+        parts = self.path.parts
+        depth = self.kind.depth
+        root = RunsRoot(Path(*parts[:-depth]) if len(parts) > depth else Path("."))
+        if depth == 1:
+            root.claim(self.path.name, self.kind.name, self.option)
+            return
+        for part in parts[-depth:]:
+            check_run_id(part)
+        top = parts[-depth]
+        if not self.kind.reserves(top):
+            raise ConfigError(
+                f"{self.option}: '{clip(top)}' is not {self.kind.title}'s folder; nothing was "
+                "written"
+            )
+
+    def __enter__(self) -> FolderRun:
+        self._claim()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            folder = RunFolder(self.path.parent, self.path.name)
+            folder.sweep_temp()
+            self.manifest = {
+                **self.manifest,
+                "kind": self.kind.name,
+                "status": "running",
+                "started_at": dt.datetime.now(dt.UTC).isoformat(),
+            }
+            if self.config is not None:
+                self.manifest["config"] = json.loads(self.config.model_dump_json())
+                self.manifest["identity"] = identity_of(
+                    self.config, self.kind.name, self.identity_extra
+                )
+            if self.identity_extra:
+                self.manifest["instrument_extra"] = self.identity_extra
+            self.write()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def write(self) -> None:
+        """Write the manifest as it stands now (atomically)."""
+        write_json(self.manifest, self.path / MANIFEST)
+
+    def finish(self, status: str = "completed", **fields: Any) -> None:
+        """Write the end: ``status`` (``completed``, ``completed_with_failures``, ``no_data`` …)."""
+        self.manifest.update(fields)
+        self.manifest["status"] = status
+        self.manifest["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
+        self.write()
+        self._finished = True
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            if exc is not None and not self._finished:
+                stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError) or (
+                    isinstance(exc, SystemExit) and exc.code not in (0, None)
+                )
+                if stopped:
+                    self.manifest["status"] = "interrupted"
+                else:
+                    self.manifest["status"] = "failed"
+                    self.manifest["error"] = clip(redact(f"{type(exc).__name__}: {exc}"), 2000)
+                self.manifest["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
+                with contextlib.suppress(OSError):
+                    self.write()
+        finally:
+            self._lock.release()
+
+
 def question_set_hash(questions: pa.Table) -> str:
     """Hash of a question set as evaluated: ids, texts, filters and given references.
 
@@ -354,55 +469,36 @@ def question_set_hash(questions: pa.Table) -> str:
     return canonical_hash({"questions": [[r[c] for c in cols] for r in rows]})
 
 
-# Settings that change how a run is carried out, not what it measures: two runs differing
-# only here are still the same configuration.
-OPERATIONAL = (
-    "run_id",
-    "runs_root",
-    "cache_dir",
-    "cache",
-    "nightly",
-    "scale",
-    "ablate",
-    "tune",
-    "models.concurrency",
-    "models.global_limit",
-    "models.max_retries",
-    "models.max_repairs",
-    "models.backoff_s",
-    "models.timeout_s",
-    "collect.answers.concurrency",
-    "collect.answers.retries",
-    "collect.answers.backoff_s",
-    "collect.answers.timeout_s",
-    # Which run the sort stage builds its head order on: the order it reuses was judged under
-    # this same configuration, so a run that reuses one is still like one that did not.
-    "sort.previous",
-)
+def measured_config(config: RunConfig, kind: str = "run") -> dict[str, Any]:
+    """What ``kind``'s folders measure of ``config``: its sections, less operational fields.
 
-
-def measured_config(config: RunConfig) -> dict[str, Any]:
-    """The configuration as JSON, less the operational settings (:data:`OPERATIONAL`)."""
-    data = config.model_dump(mode="json")
-    for dotted in OPERATIONAL:
+    A kind names the sections (or dotted fields) it measures (:attr:`FolderKind.measures`);
+    inside them, a field declared ``operational`` (timeouts, retries, concurrency, where
+    outputs go: ``ragaudit._section.operational``) is left out. Two configs of equal measured
+    parts measure the same thing: a nightly keeps its baseline, an audit its series.
+    """
+    data = measured(config)
+    out: dict[str, Any] = {}
+    for dotted in FOLDER_KINDS.get(kind).measures:
         *parents, last = dotted.split(".")
         node: Any = data
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(last, None)
-    return data
+        if isinstance(node, dict) and last in node:
+            out[dotted] = node[last]
+    return out
 
 
-def config_key(config: RunConfig) -> str:
-    """Hash of what in the configuration changes a score (operational settings left out)."""
-    return canonical_hash(measured_config(config))
+def config_key(config: RunConfig, kind: str = "run") -> str:
+    """Hash of what ``kind``'s folders measure of ``config`` (:func:`measured_config`)."""
+    return canonical_hash(measured_config(config, kind))
 
 
-def stored_config(run: RunFolder) -> RunConfig | None:
-    """A stored run's config (None when it has none or it does not load in this version)."""
+def stored_config(run: RunFolder | Path) -> RunConfig | None:
+    """A stored folder's config (None when it has none or it does not load in this version)."""
+    folder = run if isinstance(run, RunFolder) else RunFolder(run.parent, run.name)
     try:
-        stored = run.read_manifest().get("config")
+        stored = folder.read_manifest().get("config")
     except DamagedRunFile:
         return None
     if not isinstance(stored, dict):
@@ -415,38 +511,179 @@ def stored_config(run: RunFolder) -> RunConfig | None:
 STORE_DIR = "judgments"
 """The judgment store's folder under a runs root."""
 
-AUDIT_PREFIX = "audit-"
+MANIFEST = "manifest.json"
+"""Every kind's folder says what it is in this file: ``kind``, ``status``, ``config``."""
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    """One kind of folder under a runs root: a run, a tune, an audit day, the judgment store.
+
+    Every kind but the store is a run in every respect: a folder claimed for it alone, a
+    ``manifest.json`` with its ``kind`` and ``status``, one writer at a time (its ``.lock``),
+    the one finished rule (:func:`run_state`), an identity (what it measures) and so a
+    previous like-for-like (:meth:`RunsRoot.previous`). A kind is a registered unit
+    (``ragaudit.registry.FOLDER_KINDS``), so a package adding a kind of folder registers one
+    here rather than writing its own scanner, lock and finished rule.
+    """
+
+    name: str
+    """The manifest's ``kind`` (a run's manifest, older than kinds, may have none)."""
+    title: str
+    """What the folder is, in words (``an audit day``): messages name it."""
+    layout: str
+    """Where its folders lie under the runs root, ``<placeholders>`` for names:
+    ``<run_id>``, ``audit-<name>/<day>``. The literal prefix of the first part reserves names
+    (every ``audit-…`` folder is the audits')."""
+    measures: tuple[str, ...] = ()
+    """The config's sections or dotted fields whose values are the kind's identity; their
+    operational fields are left out (:func:`measured_config`)."""
+    legacy: tuple[str, ...] = ()
+    """Files marking a folder of this kind written before it had a manifest naming its kind."""
+    page: str | None = None
+    """The file of the folder a person opens (``report.html``), if the kind writes one."""
+    run: bool = True
+    """False for a folder that is no run (the judgment store): no manifest, lock or state."""
+
+    @property
+    def depth(self) -> int:
+        """How many folders deep under the root its folders lie."""
+        return self.layout.count("/") + 1
+
+    @property
+    def prefix(self) -> str:
+        """The literal start of the layout's first part (``audit-``; "" for ``<run_id>``)."""
+        first = self.layout.split("/", 1)[0]
+        return first.split("<", 1)[0]
+
+    def reserves(self, name: str) -> bool:
+        """Whether a top-level folder ``name`` belongs to this kind by its name alone."""
+        first = self.layout.split("/", 1)[0]
+        if "<" not in first:
+            return name == first
+        return bool(self.prefix) and name.startswith(self.prefix)
+
+
+RUN = FolderKind(
+    "run",
+    "a run folder",
+    "<run_id>",
+    measures=(
+        "plugins",
+        "questions",
+        "limit",
+        "models",
+        "collect",
+        "sort",
+        "ground_truth",
+        "score",
+        "report",
+        "gold",
+    ),
+    page="report.html",
+)
+TUNE = FolderKind(
+    "tune",
+    "a tune folder",
+    "<tune.name>",
+    measures=("plugins", "questions", "limit", "models", "collect", "sort.relevant_grade", "tune"),
+    legacy=("tune.json", "tune.parquet"),
+    page="report.html",
+)
+ABLATION = FolderKind(
+    "ablation",
+    "an ablation folder",
+    "<ablate.name>",
+    measures=(
+        "plugins",
+        "questions",
+        "limit",
+        "models",
+        "collect",
+        "sort",
+        "ground_truth",
+        "score",
+        "ablate",
+    ),
+    legacy=("ablation.json",),
+    page="report.html",
+)
+BATTLES = FolderKind(
+    "battles",
+    "a battles folder",
+    "battles-<id>",
+    measures=("models.judge", "models.temperature", "models.judge_context_window"),
+    legacy=("leaderboard.parquet",),
+)
+CALIBRATION = FolderKind(
+    "calibration",
+    "a calibration folder",
+    "calibrate-<id>",
+    measures=("plugins", "models", "score", "sort.relevant_grade"),
+    legacy=("calibration.json",),
+    page="calibration.html",
+)
+AUDIT_DAY = FolderKind(
+    "audit",
+    "an audit folder (the audit-<name> folders are the audit's)",
+    "audit-<name>/<day>",
+    measures=(
+        "plugins",
+        "models.judge",
+        "models.embedder",
+        "models.judge_context_window",
+        "models.temperature",
+        "models.max_output_tokens",
+        "models.judge_repeats",
+        "models.jury",
+        "models.graders",
+        "sort.relevant_grade",
+        "score",
+        "audit",
+    ),
+    page="report.html",
+)
+JUDGMENTS = FolderKind("judgments", "the judgment store's folder", STORE_DIR, run=False)
+
+for _kind in (RUN, TUNE, ABLATION, BATTLES, CALIBRATION, AUDIT_DAY, JUDGMENTS):
+    FOLDER_KINDS.add(_kind.name, _kind, module=__name__)
+
+AUDIT_PREFIX = AUDIT_DAY.prefix
 """Every folder named ``audit-<name>`` is an audit's (``ragaudit.audit``)."""
 
-FolderKind = Literal["run", "tune", "battles", "audit", "judgments"]
-"""The kinds of folder under a runs root."""
 
-# What marks a folder as each kind (a name alone marks the store and the audits).
-_MARKERS: tuple[tuple[FolderKind, str], ...] = (
-    ("run", "manifest.json"),
-    ("tune", "tune.json"),
-    ("tune", "tune.parquet"),
-    ("battles", "leaderboard.parquet"),
-)
+def folder_kinds() -> list[FolderKind]:
+    """Every registered kind, the built-ins first."""
+    return [FOLDER_KINDS.get(name) for name in FOLDER_KINDS.names()]
 
-_KIND_NAMES = {
-    "run": "a run folder",
-    "tune": "a tune folder",
-    "battles": "a battles folder",
-    "audit": "an audit folder (the audit-<name> folders are the audit's)",
-    "judgments": "the judgment store's folder",
-}
+
+def folder_kind(name: str) -> FolderKind:
+    """The registered kind ``name`` (KeyError naming the known ones)."""
+    return FOLDER_KINDS.get(name)
 
 
 @dataclass(frozen=True)
 class RunEntry:
-    """One run folder under a runs root, as the scanner found it."""
+    """One folder of a kind under a runs root, as the scanner found it."""
 
     run_id: str
+    """Its name relative to the runs root (``audit-shop/2026-11-20`` for an audit day)."""
     path: Path
     state: RunState
     manifest: dict[str, Any]
     """The manifest ({} when it cannot be read: the state is then ``damaged``)."""
+    kind: str = RUN.name
+
+    @property
+    def name(self) -> str:
+        """The folder's own name (the day, for an audit day)."""
+        return self.path.name
+
+    @property
+    def group(self) -> str:
+        """The folder holding it, relative to the root ("" for a top-level folder)."""
+        parent = str(Path(self.run_id).parent)
+        return "" if parent == "." else parent
 
     @property
     def started_at(self) -> str:
@@ -454,13 +691,53 @@ class RunEntry:
         return str(self.manifest.get("started_at") or "")
 
     @property
+    def order(self) -> str:
+        """What orders a kind's folders in time: a day's name, else its start."""
+        return self.name if self.group else self.started_at
+
+    @property
     def folder(self) -> RunFolder:
         """The run's :class:`RunFolder`."""
-        return RunFolder(self.path.parent, self.run_id)
+        return RunFolder(self.path.parent, self.path.name)
+
+    @property
+    def spec(self) -> FolderKind:
+        """Its :class:`FolderKind`."""
+        return folder_kind(self.kind)
+
+    @functools.cached_property
+    def identity(self) -> str | None:
+        """What it measures, hashed from its stored config (None: no config loads).
+
+        Computed from the stored config by today's rule rather than read from a stored hash, so
+        a folder written by an older version joins its like-for-like whenever what it measured
+        is unchanged. A kind that records what the config cannot say (the prompt versions an
+        audit day graded with, ``manifest["instrument_extra"]``) has it hashed in as well.
+        """
+        config = stored_config(self.path)
+        if config is None:
+            return None
+        extra = self.manifest.get("instrument_extra")
+        return canonical_hash(
+            {"measured": measured_config(config, self.kind), "extra": extra or {}}
+        )
+
+
+def identity_of(config: RunConfig, kind: str, extra: dict[str, Any] | None = None) -> str:
+    """The identity a folder of ``kind`` written now under ``config`` gets.
+
+    The same hash :attr:`RunEntry.identity` reads back from the folder's stored config.
+    """
+    return canonical_hash({"measured": measured_config(config, kind), "extra": extra or {}})
 
 
 class RunsRoot:
-    """Everything under one runs root: its runs, its other folders and the judgment store."""
+    """Everything under one runs root: its runs, its other folders and the judgment store.
+
+    The one scanner of the root (:meth:`entries`) for every kind of folder, the one claim of a
+    folder for a kind (:meth:`claim`), and the previous like-for-like folder of any kind
+    (:meth:`previous`).
+    """
 
     def __init__(self, root: Path | str) -> None:
         self.path = Path(root)
@@ -468,22 +745,37 @@ class RunsRoot:
     @property
     def judgments_dir(self) -> Path:
         """The judgment store's folder."""
-        return self.path / STORE_DIR
+        return self.path / JUDGMENTS.layout
 
-    def kind_of(self, name: str) -> FolderKind | None:
-        """The kind of folder ``name`` is under the root, or its name reserves (None: neither)."""
-        if name == STORE_DIR:
-            return "judgments"
-        if name.startswith(AUDIT_PREFIX):
-            return "audit"
+    def kind_of(self, name: str) -> str | None:
+        """The kind of the top-level folder ``name``, or the kind its name reserves (None: neither).
+
+        A name a kind reserves (the store's, ``audit-…``) is that kind's whatever it holds;
+        else its manifest's ``kind`` (a manifest without one is a run's, written before kinds),
+        else a file that marked the kind before it wrote a manifest.
+        """
+        kinds = folder_kinds()
+        for kind in kinds:
+            if kind.reserves(name):
+                return kind.name
         folder = self.path / name
-        for kind, marker in _MARKERS:
-            if (folder / marker).exists():
-                return kind
+        manifest_path = folder / MANIFEST
+        if manifest_path.is_file():
+            try:
+                manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError):
+                return RUN.name
+            kind = manifest.get("kind") if isinstance(manifest, dict) else None
+            return kind if isinstance(kind, str) and kind in FOLDER_KINDS.units else RUN.name
+        for kind in kinds:
+            if any((folder / marker).exists() for marker in kind.legacy):
+                return kind.name
         return None
 
-    def claim(self, name: str, kind: FolderKind, option: str = "--run-id") -> Path:
-        """The folder ``name`` for a ``kind``, refused when it is another kind's; nothing written.
+    def claim(self, name: str, kind: str, option: str = "--run-id") -> Path:
+        """The top-level folder ``name`` for a ``kind``, refused when it is another kind's.
+
+        Nothing is written.
 
         Raises:
             ConfigError: ``name`` is not a folder name, or names (or its folder is) another
@@ -493,58 +785,108 @@ class RunsRoot:
         found = self.kind_of(name)
         if found is not None and found != kind:
             raise ConfigError(
-                f"{option}: '{clip(name)}' is {_KIND_NAMES[found]}; give a folder of its own "
-                f"(under {self.path}), nothing was written"
+                f"{option}: '{clip(name)}' is {folder_kind(found).title}; give a folder of its "
+                f"own (under {self.path}), nothing was written"
             )
         return self.path / name
 
-    def run_dirs(self) -> list[Path]:
-        """Every run folder (one with a manifest), in name order: the one scan of the root."""
+    def _candidates(self, kind: FolderKind) -> list[Path]:
+        """Folders at the kind's depth holding a manifest or a legacy marker, in name order.
+
+        Below the top level only under a folder the kind reserves (an audit's days under its
+        ``audit-<name>`` folder): a run's own subfolders are never taken for another kind's.
+        """
         if not self.path.is_dir():
             return []
-        return sorted(p.parent for p in self.path.glob("*/manifest.json"))
+        pattern = "/".join(["*"] * kind.depth)
+        found = {p.parent for p in self.path.glob(f"{pattern}/{MANIFEST}")}
+        for marker in kind.legacy:
+            found.update(p.parent for p in self.path.glob(f"{pattern}/{marker}"))
+        if kind.depth > 1:
+            found = {p for p in found if kind.reserves(p.relative_to(self.path).parts[0])}
+        return sorted(found)
+
+    def entries(self, kind: str = RUN.name) -> list[RunEntry]:
+        """Every folder of ``kind`` with its state and manifest, oldest first.
+
+        The one scan of a runs root: the runs of ``ragaudit runs``, the days of an audit's
+        series, the folders the viewer lists all come from here.
+        """
+        spec = folder_kind(kind)
+        if not spec.run:
+            return []
+        out = []
+        for path in self._candidates(spec):
+            name = str(path.relative_to(self.path))
+            if spec.depth == 1 and self.kind_of(name) != kind:
+                continue
+            folder = RunFolder(path.parent, path.name)
+            try:
+                manifest = folder.read_manifest()
+            except DamagedRunFile:
+                manifest = {}
+            if spec.depth > 1 and manifest and manifest.get("kind", RUN.name) != kind:
+                continue
+            out.append(RunEntry(name, path, run_state(path, spec), manifest, kind))
+        return sorted(out, key=lambda r: (r.group, r.order, r.run_id))
+
+    def entry(self, path: Path | str, kind: str | None = None) -> RunEntry:
+        """The entry of one folder (its kind from its manifest, or ``kind``)."""
+        path = Path(path)
+        folder = RunFolder(path.parent, path.name)
+        try:
+            manifest = folder.read_manifest()
+        except DamagedRunFile:
+            manifest = {}
+        found = kind or str(manifest.get("kind") or RUN.name)
+        try:
+            name = str(path.relative_to(self.path))
+        except ValueError:
+            name = path.name
+        return RunEntry(name, path, run_state(path, folder_kind(found)), manifest, found)
+
+    def run_dirs(self) -> list[Path]:
+        """Every run folder (kind ``run``), in name order."""
+        return sorted(e.path for e in self.entries(RUN.name))
 
     def runs(self) -> list[RunEntry]:
         """Every run folder with its state and manifest, oldest first (by start, then id)."""
-        out = []
-        for path in self.run_dirs():
-            run = RunFolder(self.path, path.name)
-            try:
-                manifest = run.read_manifest()
-            except DamagedRunFile:
-                manifest = {}
-            out.append(RunEntry(path.name, path, run_state(path), manifest))
-        return sorted(out, key=lambda r: (r.started_at, r.run_id))
+        return self.entries(RUN.name)
 
-    def finished(self, statuses: Collection[str] = COMPLETE_STATUSES) -> list[RunEntry]:
-        """The runs :func:`run_state` calls complete (with one of ``statuses``), oldest first."""
-        return [r for r in self.runs() if r.state.complete and r.state.status in statuses]
+    def finished(
+        self, statuses: Collection[str] = COMPLETE_STATUSES, kind: str = RUN.name
+    ) -> list[RunEntry]:
+        """The folders :func:`run_state` calls complete (with one of ``statuses``), oldest first."""
+        return [r for r in self.entries(kind) if r.state.complete and r.state.status in statuses]
 
     def previous(
         self,
-        run: RunFolder,
-        like: Callable[[RunEntry], bool],
+        run: RunFolder | RunEntry,
+        like: Callable[[RunEntry], bool] | None = None,
         statuses: Collection[str] = COMPLETE_STATUSES,
+        kind: str | None = None,
     ) -> RunEntry | None:
-        """The newest finished run started before ``run`` on its question set that is ``like`` it.
+        """The newest finished folder of ``run``'s kind and group ordered before it, ``like`` it.
 
-        ``like`` is asked newest first and only of runs of the same question set (reading a
-        stored config is its cost).
+        The order is a kind's own (a day's name for an audit day, the start for the rest), the
+        group the folder holding it (an audit's days). ``like`` defaults to the same identity
+        (:meth:`RunEntry.identity`); it is asked newest first, and only of folders that qualify
+        otherwise (reading a stored config is its cost).
         """
-        if not run.has("questions"):
-            return None
-        mine = question_set_hash(read_parquet_file(run.table_path("questions")))
-        started = str(run.read_manifest().get("started_at") or "\uffff")
-        for entry in reversed(self.finished(statuses)):
-            if entry.run_id == run.run_id or entry.started_at >= started:
+        me = run if isinstance(run, RunEntry) else self.entry(run.path, kind)
+        if like is None:
+            mine = me.identity
+            if mine is None:
+                return None
+
+            def like(entry: RunEntry) -> bool:
+                return entry.identity == mine
+
+        order = me.order or "\uffff"
+        for entry in reversed(self.finished(statuses, me.kind)):
+            if entry.path == me.path or entry.group != me.group or entry.order >= order:
                 continue
-            if not entry.folder.has("questions"):
-                continue
-            try:
-                theirs = question_set_hash(read_parquet_file(entry.folder.table_path("questions")))
-            except DamagedRunFile:
-                continue
-            if theirs == mine and like(entry):
+            if like(entry):
                 return entry
         return None
 
@@ -553,28 +895,49 @@ class RunsRoot:
     ) -> RunEntry | None:
         """The newest earlier finished run of ``run``'s question set and configuration.
 
-        The configuration compared is what changes a score (:func:`config_key`); a run whose
+        The configuration compared is what a run measures (:func:`config_key`); a run whose
         config does not load in this version is like none.
         """
         config = stored_config(run)
-        if config is None:
+        if config is None or not run.has("questions"):
             return None
         key = config_key(config)
+        mine = question_set_hash(read_parquet_file(run.table_path("questions")))
 
         def like(entry: RunEntry) -> bool:
+            if not entry.folder.has("questions"):
+                return False
             then = stored_config(entry.folder)
-            return then is not None and config_key(then) == key
+            if then is None or config_key(then) != key:
+                return False
+            try:
+                theirs = question_set_hash(read_parquet_file(entry.folder.table_path("questions")))
+            except DamagedRunFile:
+                return False
+            return theirs == mine
 
-        return self.previous(run, like, statuses)
+        return self.previous(run, like, statuses, kind=RUN.name)
 
 
 __all__ = [
+    "ABLATION",
+    "AUDIT_DAY",
     "AUDIT_PREFIX",
+    "BATTLES",
+    "CALIBRATION",
     "COMPLETE_STATUSES",
-    "OPERATIONAL",
+    "DEFAULT_RUNS_ROOT",
+    "JUDGMENTS",
+    "MANIFEST",
+    "RUN",
     "STORE_DIR",
+    "TUNE",
     "DamagedRunFile",
     "FolderKind",
+    "FolderRun",
+    "folder_kind",
+    "folder_kinds",
+    "identity_of",
     "RunEntry",
     "RunsRoot",
     "config_key",

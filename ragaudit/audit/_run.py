@@ -24,18 +24,25 @@ from typing import Any
 
 import polars as pl
 
-from ragaudit.atomic import write_json, write_table
+from ragaudit.atomic import write_table
 from ragaudit.audit._config import AuditSection, audit_section
 from ragaudit.audit._content import resolve_texts
 from ragaudit.audit._estimate import estimate
 from ragaudit.audit._listmetrics import list_metrics
 from ragaudit.audit._sample import draw_sample, strata_table
 from ragaudit.audit._source import read_day
-from ragaudit.audit._watch import CHANGES, compare_day, day_series, instrument, watch_day
+from ragaudit.audit._watch import (
+    CHANGES,
+    compare_day,
+    day_series,
+    instrument_extra,
+    series_id,
+    watch_day,
+)
 from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
-from ragaudit.errors import ConfigError, RagauditError
+from ragaudit.errors import ConfigError, NoTraffic, RagauditError
 from ragaudit.judging import (
     Grader,
     Judge,
@@ -51,7 +58,7 @@ from ragaudit.judging import (
 from ragaudit.lang import detect_language
 from ragaudit.metrics import Sample, resolve
 from ragaudit.prompts import RELEVANCE
-from ragaudit.runfolder import RunsRoot
+from ragaudit.runfolder import AUDIT_DAY, FolderRun, RunsRoot, identity_of, stored_config
 from ragaudit.schemas import (
     AUDIT_ESTIMATES,
     AUDIT_SAMPLE,
@@ -150,6 +157,8 @@ class AuditDay:
     watch: Any = None
     """The day against its series (:class:`ragaudit.audit._watch.Watch`): changes, probe,
     judge check, the regression event."""
+    no_data: str | None = None
+    """Why the day had nothing to audit (no log file, no request); None when it had."""
 
     @property
     def section(self) -> AuditSection:
@@ -565,12 +574,19 @@ async def run_audit_day(
 ) -> AuditDay:
     """Audit one day: read, sample, grade (store first), score, estimate, write its folder.
 
+    The day's folder is a run of the audit kind (``ragaudit.runfolder.FolderRun``): claimed,
+    locked for the whole day (a second process is refused before it pays anything), its
+    manifest ``running`` until the end, ``interrupted`` or ``failed`` when it stops early. A
+    day with nothing to read ends ``no_data`` (not done: its logs may still arrive).
+
     With ``dry_run`` nothing is called and nothing is written under the runs root: the day is
     read into a temporary folder, sampled, and the grading and scoring counted from their own
     plans (``AuditDay.plan``).
 
     Raises:
-        ConfigError: No audit section, or a metric that cannot be built.
+        ConfigError: No audit section, a metric that cannot be built, or a day already audited
+            under another series.
+        RunLocked: Another process is auditing the day.
         InputError: The day's bad records pass ``audit.max_bad_share`` (from the reader).
     """
     section = audit_section(config)
@@ -579,64 +595,105 @@ async def run_audit_day(
             return await _dry_run(config, day, Path(tmp))
     if gateway is None:
         raise RagauditError("run_audit_day: a gateway is needed unless dry_run")
-    folder = audit_dir(config, day)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = check_day(config, day)
+    series = day_series(config)
     started = time.perf_counter()
     manifest: dict[str, Any] = {
-        "kind": KIND,
         "audit": section.name,
         "day": day.isoformat(),
-        "status": "running",
-        "started_at": dt.datetime.now(dt.UTC).isoformat(),
-        "config": json.loads(config.model_dump_json()),
         "judge": config.models.judge_model,
-        "series": day_series(config),
-        "instrument": instrument(config),
+        "series": series,
     }
-    write_json(manifest, folder / MANIFEST)
-    read = _read(config, day, folder / REQUESTS)
-    judge = _judge(config, gateway)
-    sample, strata = _draw(config, folder / REQUESTS, judge)
-    write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
-    out = AuditDay(config, day, folder, read, sample, strata=strata)
-    rows = await fetch_missing_texts(config, sampled_rows(folder / REQUESTS, sample))
-    out.served = served_requests(rows, sample, section.k)
-    source = f"audit:{section.name}:{day.isoformat()}"
-    await grade_served(out, judge, gateway, source)
-    write_table(to_table(out.verdicts, AUDIT_VERDICTS), folder / VERDICTS)
-    score_lists(out)
-    await score_answers(out, judge, gateway, source)
-    write_table(to_table(out.scores, AUDIT_SCORES), folder / SCORES)
-    from ragaudit.audit._labels import ITEMS, people_values, write_label_items
+    with FolderRun(
+        folder, AUDIT_DAY.name, config, manifest=manifest, identity_extra=instrument_extra()
+    ) as run:
+        try:
+            read = _read(config, day, folder / REQUESTS)
+        except NoTraffic as exc:
+            out = AuditDay(config, day, folder, None, pl.DataFrame(), no_data=str(exc))
+            run.finish("no_data", error=str(exc), seconds=_since(started))
+            return out
+        if not read.records:
+            why = f"no request in the day's logs ({read.bad} records did not map)"
+            out = AuditDay(config, day, folder, read, pl.DataFrame(), no_data=why)
+            run.finish("no_data", error=why, read=_read_summary(read), seconds=_since(started))
+            return out
+        judge = _judge(config, gateway)
+        sample, strata = _draw(config, folder / REQUESTS, judge)
+        write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
+        out = AuditDay(config, day, folder, read, sample, strata=strata)
+        rows = await fetch_missing_texts(config, sampled_rows(folder / REQUESTS, sample))
+        out.served = served_requests(rows, sample, section.k)
+        source = f"audit:{section.name}:{day.isoformat()}"
+        await grade_served(out, judge, gateway, source)
+        write_table(to_table(out.verdicts, AUDIT_VERDICTS), folder / VERDICTS)
+        score_lists(out)
+        await score_answers(out, judge, gateway, source)
+        write_table(to_table(out.scores, AUDIT_SCORES), folder / SCORES)
+        from ragaudit.audit._labels import ITEMS, people_values, write_label_items
 
-    # People's labels given since the day was first audited fill the PPI columns: a re-run of
-    # the day pays nothing and reads them again.
-    write_label_items(folder, out.served, section.metrics, section.name)
-    people = people_values(folder, section.k, config.sort.relevant_grade)
-    out.estimates = estimate(values_frame(out.scores), sample, labels=people)
-    write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
-    from ragaudit.audit._report import write_report
+        # People's labels given since the day was first audited fill the PPI columns: a re-run
+        # of the day pays nothing and reads them again.
+        write_label_items(folder, out.served, section.metrics, section.name)
+        people = people_values(folder, section.k, config.sort.relevant_grade)
+        out.estimates = estimate(values_frame(out.scores), sample, labels=people)
+        write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
+        from ragaudit.audit._report import write_report
 
-    # The day against its series: the probe and the judge check are graded through the store
-    # and the memo like the day's own grades, so a resumed day pays for neither twice.
-    out.watch = compare_day(out, await watch_day(out, judge, gateway))
-    write_report(out)
-    manifest.update(
-        status=day_status(out),
-        finished_at=dt.datetime.now(dt.UTC).isoformat(),
-        seconds=round(time.perf_counter() - started, 3),
-        read=_read_summary(read),
-        sampled=len(out.served),
-        grading=vars(out.grading),
-        llm=out.calls,
-        failed_rows=failed_rows(out),
-        tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ITEMS, ESTIMATES, CHANGES, REPORT],
-        regressed=out.watch.regressed,
-        watch_notes=out.watch.notes,
-        judge_check=None if out.watch.judge is None else vars(out.watch.judge),
-    )
-    write_json(manifest, folder / MANIFEST)
+        # The day against its series: the probe and the judge check are graded through the
+        # store and the memo like the day's own grades, so a resumed day pays for neither twice.
+        out.watch = compare_day(out, await watch_day(out, judge, gateway))
+        write_report(out)
+        run.finish(
+            day_status(out),
+            seconds=_since(started),
+            read=_read_summary(read),
+            sampled=len(out.served),
+            grading=vars(out.grading),
+            llm=out.calls,
+            failed_rows=failed_rows(out),
+            tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ITEMS, ESTIMATES, CHANGES, REPORT],
+            regressed=out.watch.regressed,
+            watch_notes=out.watch.notes,
+            judge_check=None if out.watch.judge is None else vars(out.watch.judge),
+        )
     return out
+
+
+def _since(started: float) -> float:
+    return round(time.perf_counter() - started, 3)
+
+
+def check_day(config: RunConfig, day: dt.date) -> Path:
+    """The day's folder, when this config may audit it; refused when another series holds it.
+
+    A day holds one series: auditing it again under a config that measures differently (a
+    new sample size, another judge) would overwrite the day of the first series, whose next
+    day would then silently compare with the day before. Refused before anything is read or
+    paid, saying how to keep both.
+
+    Raises:
+        ConfigError: The day was audited under another series.
+    """
+    folder = audit_dir(config, day)
+    then = stored_config(folder) if (folder / MANIFEST).is_file() else None
+    if then is not None and then.audit is not None:
+        before = RunsRoot(config.runs_root).entry(folder, AUDIT_DAY.name).identity
+        now = identity_of_day(config)
+        if before is not None and before != now:
+            raise ConfigError(
+                f"audit {audit_section(config).name} {day.isoformat()}: the day was audited "
+                f"under another series ({series_id(before)}; this config measures "
+                f"{day_series(config)}: the judge, metrics, sampling or mapping differ); a day "
+                "holds one series: audit the new series under another audit.name, or delete "
+                f"{folder} to replace the day"
+            )
+    return folder
+
+
+def identity_of_day(config: RunConfig) -> str:
+    """The identity a day audited under ``config`` gets (its series' full hash)."""
+    return identity_of(config, AUDIT_DAY.name, instrument_extra())
 
 
 def failed_rows(day: AuditDay) -> int:
@@ -660,14 +717,16 @@ def day_status(day: AuditDay) -> str:
 
 
 def day_done(config: RunConfig, day: dt.date) -> bool:
-    """Whether ``day`` was audited to the end under this config's series (a backfill skips it)."""
-    try:
-        manifest = json.loads((audit_dir(config, day) / MANIFEST).read_text("utf-8"))
-    except (OSError, ValueError):
+    """Whether ``day`` was audited to the end under this config's series (a backfill skips it).
+
+    Only ``completed``: a day whose judge calls mostly failed (an outage), that had no traffic
+    yet, or that was interrupted is redone, paying only for what it had not yet answered.
+    """
+    folder = audit_dir(config, day)
+    if not (folder / MANIFEST).is_file():
         return False
-    return manifest.get("status") in ("completed", "completed_with_failures") and manifest.get(
-        "series"
-    ) == day_series(config)
+    entry = RunsRoot(config.runs_root).entry(folder, AUDIT_DAY.name)
+    return entry.state.status == "completed" and entry.identity == identity_of_day(config)
 
 
 def previous_day(now: dt.datetime | None = None) -> dt.date:
@@ -688,7 +747,8 @@ def summary(day: AuditDay) -> dict[str, Any]:
         "sampled": len(day.served),
         "grading": vars(day.grading),
         "llm": dict(day.calls),
-        "status": day_status(day),
+        "status": "no_data" if day.no_data else day_status(day),
+        "no_data": day.no_data,
         "failed_rows": failed_rows(day),
         "overall": overall,
         "regressed": [] if day.watch is None else day.watch.regressed,

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ragaudit.atomic import redact_table
 from ragaudit.audit._redact import RedactOptions, Redactor
-from ragaudit.errors import ConfigError, InputError, clip
+from ragaudit.errors import ConfigError, InputError, NoTraffic, clip
 from ragaudit.schemas import AUDIT_REQUESTS
 
 NO_SEGMENT = "(none)"
@@ -475,7 +475,7 @@ def read_day(
     if source.path is not None:
         files = day_paths(source.path, day)
         if not files:
-            raise InputError(
+            raise NoTraffic(
                 f"audit.source.path: no file matches '{clip(source.path.format(day=day), 200)}' "
                 f"for {day.isoformat()}"
             )

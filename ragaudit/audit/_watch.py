@@ -3,9 +3,9 @@
 :mod:`._drift` holds the statistics; this module reads and writes the audit's folders around a
 finished day (:func:`watch_day`):
 
-- the day's **instrument** (judge, temperature, prompt versions, metrics, sampling design) is
-  hashed into a series id kept in its manifest; ``<audit>/series.parquet`` is rebuilt from every
-  completed day's ``estimates.parquet``, each row under its day's series;
+- the day's **identity** (what the audit kind measures of its config, and the grading prompt's
+  version) is its series: days of one identity are compared; ``<audit>/series.parquet`` is
+  rebuilt from every completed day's ``estimates.parquet``, each row under its day's series;
 - the **probe**: on a series' first day, ``audit.probe`` of the day's drawn units are kept in
   ``<audit>/probe-<series>.parquet``; every day they are searched again through the configured
   engine, their top k graded through the judgment store (so a probe costs a call only for a
@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ragaudit.atomic import write_table
-from ragaudit.audit._config import audit_section
 from ragaudit.audit._drift import (
     OVERALL,
     SERIES_SCHEMA,
@@ -43,7 +42,6 @@ from ragaudit.audit._drift import (
     judge_check,
     probe_changes,
     regression_event,
-    series_signature,
     shift_share,
 )
 from ragaudit.audit._estimate import estimate
@@ -54,6 +52,7 @@ from ragaudit.directions import higher_is_better
 from ragaudit.errors import RagauditError
 from ragaudit.judging import Judge
 from ragaudit.prompts import RELEVANCE
+from ragaudit.runfolder import AUDIT_DAY, RunsRoot, identity_of
 
 if TYPE_CHECKING:
     from ragaudit.audit._run import AuditDay
@@ -65,36 +64,37 @@ PROBE = "probe.parquet"
 _Z95 = 1.959963984540054
 
 
-def instrument(config: RunConfig) -> dict[str, Any]:
-    """What measures a day: two days are comparable only when these are equal."""
-    section = audit_section(config)
-    return {
-        "judge": config.models.judge_model,
-        "temperature": config.models.temperature,
-        "jury": list(config.models.jury or []),
-        "repeats": config.models.judge_repeats,
-        "grade_prompt": RELEVANCE.key,
-        "relevant_grade": config.sort.relevant_grade,
-        "metrics": list(section.metrics),
-        "score": json.loads(config.score.model_dump_json()),
-        "sampling": json.loads(section.sampling().model_dump_json()),
-        "segment": section.segment,
-        "redact": json.loads(section.redact.model_dump_json()),
-    }
+def instrument_extra() -> dict[str, Any]:
+    """What measures a day besides its config: the grading prompt's version.
+
+    The rest of a day's identity is what the audit kind measures of its config
+    (``ragaudit.runfolder.AUDIT_DAY.measures``: the judge and everything of it a grade depends
+    on, the metrics, the relevant grade, the whole ``audit`` section but its operational
+    fields), so two days are one series exactly when those are equal.
+    """
+    return {"grade_prompt": RELEVANCE.key}
+
+
+def series_id(identity: str) -> str:
+    """The short series id of a day's identity (``s2:`` and 16 hex digits)."""
+    return "s2:" + identity.split(":", 1)[-1][:16]
 
 
 def _days(root: Path) -> list[tuple[str, Path, dict[str, Any]]]:
-    """Every completed day folder of an audit with its manifest, in day order."""
+    """Every completed day folder of an audit with its manifest, in day order.
+
+    The manifest's ``series`` is the day's identity as this version computes it from its
+    stored config (:meth:`ragaudit.runfolder.RunEntry.identity`), so a day written by an older
+    version stays in its series whenever what it measured is unchanged.
+    """
     out = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        try:
-            manifest = json.loads((folder / "manifest.json").read_text("utf-8"))
-        except (OSError, ValueError):
+    for entry in RunsRoot(root.parent).finished(kind=AUDIT_DAY.name):
+        if entry.group != root.name:
             continue
-        if manifest.get("status") in ("completed", "completed_with_failures") and manifest.get(
-            "series"
-        ):
-            out.append((folder.name, folder, manifest))
+        identity = entry.identity
+        if identity is None:
+            continue
+        out.append((entry.name, entry.path, {**entry.manifest, "series": series_id(identity)}))
     return out
 
 
@@ -426,8 +426,8 @@ async def watch_day(day: AuditDay, judge: Judge, gateway: Gateway) -> Watch:
 
 
 def day_series(config: RunConfig) -> str:
-    """The series id of a config's audit days."""
-    return series_signature(instrument(config))
+    """The series id of a config's audit days (the audit kind's identity, shortened)."""
+    return series_id(identity_of(config, AUDIT_DAY.name, instrument_extra()))
 
 
 def compare_day(day: AuditDay, watch: Watch) -> Watch:
@@ -492,7 +492,8 @@ __all__ = [
     "compare_day",
     "content_changes",
     "day_series",
-    "instrument",
+    "instrument_extra",
+    "series_id",
     "mix_splits",
     "probe_set",
     "recheck_judge",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -223,6 +225,28 @@ def demo_or_config(command: str, demo: bool, config: Path | None, demo_config: P
     if config is None:
         raise RagauditError(f"{command}: give --config {command}.yaml, or --demo")
     return config
+
+
+@contextlib.contextmanager
+def held_folders(*folders: Path, prepare: Callable[[], None] | None = None) -> Iterator[None]:
+    """The folders a command writes, each locked before Prefect's API server starts, and it.
+
+    A second process on one of the folders is refused in one line (``RunLocked``) before a
+    server starts or a call is paid: two Prefect servers on one database would otherwise race
+    on its rows. The ephemeral server is this process's own and dies with it
+    (``ragaudit._server``), so ``kill -9`` leaves none running. SIGTERM stops the command as
+    Ctrl-C does: a folder's manifest then says ``interrupted``.
+    """
+    from ragaudit import stopping
+    from ragaudit._server import ephemeral_server
+    from ragaudit.runlock import RunLock
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(stopping.sigterm_as_sigint())
+        for folder in folders:
+            stack.enter_context(RunLock(folder))
+        stack.enter_context(ephemeral_server(prepare))
+        yield
 
 
 def quiet_prefect_runs() -> None:

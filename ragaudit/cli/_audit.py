@@ -22,6 +22,7 @@ from ragaudit.cli._app import (
     app,
     console,
     err,
+    held_folders,
     load_paid_config,
     quiet_prefect_runs,
 )
@@ -139,38 +140,79 @@ def audit(
     from ragaudit.cache import memo_location, open_memo
 
     open_memo(memo_location(cfg)).close()
-    from ragaudit.audit import audit_dir, day_done
-    from ragaudit.flows.audit import run_audit
+    from ragaudit.audit import check_day, day_done
 
-    quiet_prefect_runs()
-    status = 0
+    backfill = len(days) > 1
+    todo: list[tuple[dt.date, Path]] = []
+    not_done: list[tuple[dt.date, str]] = []
     for when in days:
-        if len(days) > 1 and day_done(cfg, when):
+        if backfill and day_done(cfg, when):
             err.print(f"audit {section.name} {when.isoformat()}: done already, not redone")
             continue
-        err.print(
-            f"audit {section.name} {when.isoformat()}: sample {section.sample}, top {section.k}"
-        )
-        out = run_audit(cfg, when)
-        if "grading" not in out:
-            raise RagauditError(
-                f"audit {section.name} {when.isoformat()}: "
-                f"{out.get('failed') or 'the flow run ended without a result'} "
-                f"(the day's folder: {audit_dir(cfg, when)})"
-            )
-        _print(out)
-        if out["status"] == "completed_with_failures":
+        try:
+            todo.append((when, check_day(cfg, when)))
+        except RagauditError as exc:
+            if not backfill:
+                raise
+            not_done.append((when, str(exc)))
+    status = 0
+    # Every day to audit locked before Prefect's server starts: a second audit of one of them
+    # is refused here, in one line, having paid nothing.
+    with held_folders(*(folder for _, folder in todo), prepare=_import_flow):
+        from ragaudit.flows.audit import run_audit
+
+        quiet_prefect_runs()
+        for when, folder in todo:
             err.print(
-                f"[bold red]audit {escape(out['audit'])} {out['day']} completed with failures:[/] "
-                "most of its judge calls failed (see failed rows in verdicts.parquet and "
-                "scores.parquet)"
+                f"audit {section.name} {when.isoformat()}: sample {section.sample}, top {section.k}"
             )
-            status = max(status, 3)
-        if out.get("failed"):
-            err.print(f"[bold red]{escape(str(out['failed']))}[/] (audit.on_regression: fail)")
-            status = max(status, 1)
+            out = run_audit(cfg, when)
+            if "grading" not in out:
+                why = (
+                    f"audit {section.name} {when.isoformat()}: "
+                    f"{out.get('failed') or 'the flow run ended without a result'} "
+                    f"(the day's folder: {folder})"
+                )
+                if not backfill:
+                    raise RagauditError(why)
+                # One day's failure (a reader's, a provider's) leaves the rest of the range.
+                err.print(f"[bold red]{escape(why)}[/]", soft_wrap=True)
+                not_done.append((when, str(out.get("failed") or "failed")))
+                status = max(status, 1)
+                continue
+            if out["status"] == "no_data":
+                err.print(
+                    f"[bold yellow]audit {escape(out['audit'])} {out['day']}: nothing to audit "
+                    f"yet:[/] {escape(str(out['no_data']))}",
+                    soft_wrap=True,
+                )
+                not_done.append((when, str(out["no_data"])))
+                continue
+            _print(out)
+            if out["status"] == "completed_with_failures":
+                err.print(
+                    f"[bold red]audit {escape(out['audit'])} {out['day']} completed with "
+                    "failures:[/] most of its judge calls failed (see failed rows in "
+                    "verdicts.parquet and scores.parquet); run it again to ask them again",
+                    soft_wrap=True,
+                )
+                not_done.append((when, "most of its judge calls failed"))
+                status = max(status, 3)
+            if out.get("failed"):
+                err.print(f"[bold red]{escape(str(out['failed']))}[/] (audit.on_regression: fail)")
+                status = max(status, 1)
+    if not_done:
+        err.print(f"audit {section.name}: {len(not_done)} of {len(days)} days not done:")
+        for when, why in sorted(not_done):
+            err.print(f"  {when.isoformat()}: {escape(why)}", soft_wrap=True)
+        status = max(status, 3)
     if status:
         raise typer.Exit(status)
+
+
+def _import_flow() -> None:
+    """Import the audit flow's modules while Prefect's server starts."""
+    import ragaudit.flows.audit  # noqa: F401
 
 
 def day_range(start: str | None, end: str | None) -> list[dt.date]:

@@ -111,8 +111,27 @@ def test_the_viewer_shows_the_series_the_moves_and_the_probe(watched: dict[str, 
     assert "billing" not in table
 
 
-def test_another_judge_starts_a_new_series(watched: dict[str, Any]) -> None:
+def test_another_judge_is_refused_a_day_of_the_first_series_then_starts_its_own(
+    watched: dict[str, Any],
+) -> None:
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ragaudit.cli import app
+
     path = watched["path"]
+    day = _root(watched) / str(BROKEN)
+    before = (day / "manifest.json").read_text()
+    refused = CliRunner().invoke(
+        app, ["audit", "-c", str(path), "--day", str(BROKEN), "--judge", "fake/judge2"]
+    )
+    # Re-auditing the day under another judge would overwrite the first series' day.
+    assert refused.exit_code == 2, refused.output
+    assert "audited under another series" in refused.output and "Traceback" not in refused.output
+    assert (day / "manifest.json").read_text() == before
+    # Deleted as the message says, the day starts the new series.
+    shutil.rmtree(day)
     out = ragaudit("audit", "-c", str(path), "--day", str(BROKEN), "--judge", "fake/judge2")
     assert "a new series starts today" in out
     series = pl.read_parquet(_root(watched) / "series.parquet")
