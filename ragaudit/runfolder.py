@@ -790,33 +790,35 @@ class RunsRoot:
             )
         return self.path / name
 
-    def _candidates(self, kind: FolderKind) -> list[Path]:
+    def _candidates(self, kind: FolderKind, group: str | None) -> list[Path]:
         """Folders at the kind's depth holding a manifest or a legacy marker, in name order.
 
         Below the top level only under a folder the kind reserves (an audit's days under its
         ``audit-<name>`` folder): a run's own subfolders are never taken for another kind's.
+        ``group`` scans one such folder only.
         """
-        if not self.path.is_dir():
+        base = self.path / group if group else self.path
+        if not base.is_dir():
             return []
-        pattern = "/".join(["*"] * kind.depth)
-        found = {p.parent for p in self.path.glob(f"{pattern}/{MANIFEST}")}
+        pattern = "/".join(["*"] * (kind.depth - (1 if group else 0)))
+        found = {p.parent for p in base.glob(f"{pattern}/{MANIFEST}")}
         for marker in kind.legacy:
-            found.update(p.parent for p in self.path.glob(f"{pattern}/{marker}"))
+            found.update(p.parent for p in base.glob(f"{pattern}/{marker}"))
         if kind.depth > 1:
             found = {p for p in found if kind.reserves(p.relative_to(self.path).parts[0])}
         return sorted(found)
 
-    def entries(self, kind: str = RUN.name) -> list[RunEntry]:
-        """Every folder of ``kind`` with its state and manifest, oldest first.
+    def entries(self, kind: str = RUN.name, group: str | None = None) -> list[RunEntry]:
+        """Every folder of ``kind`` (in ``group``: one audit's days) with its state, oldest first.
 
         The one scan of a runs root: the runs of ``ragaudit runs``, the days of an audit's
         series, the folders the viewer lists all come from here.
         """
         spec = folder_kind(kind)
-        if not spec.run:
+        if not spec.run or (group is not None and spec.depth == 1):
             return []
         out = []
-        for path in self._candidates(spec):
+        for path in self._candidates(spec, group):
             name = str(path.relative_to(self.path))
             if spec.depth == 1 and self.kind_of(name) != kind:
                 continue
@@ -854,10 +856,17 @@ class RunsRoot:
         return self.entries(RUN.name)
 
     def finished(
-        self, statuses: Collection[str] = COMPLETE_STATUSES, kind: str = RUN.name
+        self,
+        statuses: Collection[str] = COMPLETE_STATUSES,
+        kind: str = RUN.name,
+        group: str | None = None,
     ) -> list[RunEntry]:
         """The folders :func:`run_state` calls complete (with one of ``statuses``), oldest first."""
-        return [r for r in self.entries(kind) if r.state.complete and r.state.status in statuses]
+        return [
+            r
+            for r in self.entries(kind, group)
+            if r.state.complete and r.state.status in statuses
+        ]
 
     def previous(
         self,
@@ -883,7 +892,7 @@ class RunsRoot:
                 return entry.identity == mine
 
         order = me.order or "\uffff"
-        for entry in reversed(self.finished(statuses, me.kind)):
+        for entry in reversed(self.finished(statuses, me.kind, me.group or None)):
             if entry.path == me.path or entry.group != me.group or entry.order >= order:
                 continue
             if like(entry):

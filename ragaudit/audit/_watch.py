@@ -88,9 +88,7 @@ def _days(root: Path) -> list[tuple[str, Path, dict[str, Any]]]:
     version stays in its series whenever what it measured is unchanged.
     """
     out = []
-    for entry in RunsRoot(root.parent).finished(kind=AUDIT_DAY.name):
-        if entry.group != root.name:
-            continue
+    for entry in RunsRoot(root.parent).finished(kind=AUDIT_DAY.name, group=root.name):
         identity = entry.identity
         if identity is None:
             continue

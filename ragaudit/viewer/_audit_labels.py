@@ -33,7 +33,7 @@ _DAY = "/runs/{run_id}/days/{day}"
 def _day_dir(request: Request, run_id: str, day: str) -> Path:
     """The folder of an audit's day (404 for anything else)."""
     folder, listed, _ = viewer(request).run(run_id)
-    if listed.kind != "audit" or day not in audit_days(folder):
+    if listed.kind != "audit" or day not in {d.name for d in audit_days(folder)}:
         raise HTTPException(404, "no such audit day")
     return folder / day
 

@@ -25,28 +25,26 @@ from cachetools import LRUCache
 from ragaudit.atomic import write_json
 from ragaudit.errors import ConfigError, clip
 from ragaudit.reporting import CALIBRATION_META, RunOverview, run_overview
-from ragaudit.runfolder import COMPLETE_STATUSES, RunsRoot, run_state
+from ragaudit.runfolder import (
+    AUDIT_DAY,
+    COMPLETE_STATUSES,
+    RunEntry,
+    RunsRoot,
+    folder_kind,
+    folder_kinds,
+    run_state,
+)
 from ragaudit.runlock import check_run_id
 from ragaudit.secrets import redact
 
 PAGE_SIZE = 50
 """Rows of the runs list a page shows."""
 
-TUNE_REPORT = "report.html"
-"""The page a tune writes into its folder (``tuning``), shown as the tune's page."""
-
-HIDDEN_KINDS = frozenset({"judgments"})
+HIDDEN_KINDS = frozenset(k.name for k in folder_kinds() if not k.run)
 """Kinds of folder the list leaves out: the judgment store is the runs' shared memo, no run."""
 
-# What the list says a folder is when it holds no run of its own.
-_WHAT = {
-    "tune": "tune",
-    "battles": "battles",
-    "audit": "audit",
-    "judgments": "judgment store",
-    "calibration": "calibration",
-    "foreign": "not a run folder",
-}
+FOREIGN = "foreign"
+"""A folder of no kind (no manifest, no marker): listed as "not a run folder"."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +62,14 @@ class Listed:
     nothing to say)."""
     overview: RunOverview | None = None
     has_report: bool = False
-    """A tune folder holds the ``report.html`` the tune wrote (its page in the viewer)."""
+    """The folder holds the page its kind writes (a tune's, an ablation's ``report.html``)."""
 
     @property
     def openable(self) -> bool:
         """Whether the viewer has a page for it."""
-        if self.kind == "tune":
-            return self.has_report
-        return self.kind in {"run", "calibration", "audit"} and self.status != "damaged"
+        if self.kind in {"run", "calibration", "audit"}:
+            return self.status != "damaged"
+        return self.has_report
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,7 @@ INDEX_FILE = ".ragaudit-view-index.json"
 Hidden (a name no run id can take) and only a cache: a head whose key no longer matches its
 folder is read again, and a missing, damaged or unwritable index only costs that read."""
 _INDEX_VERSION = 1
-_KINDS = frozenset({"run", "tune", "battles", "audit", "judgments", "calibration", "foreign"})
+_KINDS = frozenset({*(k.name for k in folder_kinds()), FOREIGN})
 
 
 def _load_index(root: Path) -> dict[str, tuple[_HeadKey, Head]]:
@@ -169,70 +167,68 @@ def _unreadable(run_id: str, why: str) -> Listed:
     return Listed(run_id, "unreadable", "unreadable", clip(redact(why), 300))
 
 
-def audit_days(folder: Path) -> list[str]:
-    """The days of an audit's folder (``audit-<name>/<day>/`` with a day's manifest), newest first.
+def audit_days(folder: Path) -> list[RunEntry]:
+    """The days of an audit's folder (``audit-<name>/<day>/``), newest first, with their states.
 
-    Read by name rather than through ``ragaudit.audit``, which would load the judging gateway
-    into the viewer: a day's folder is a date holding ``manifest.json`` of ``kind: audit``.
+    From the runs root's one scanner: a day killed mid-way is listed as ``interrupted``, one
+    still being audited as ``running``.
     """
-    days = []
-    for entry in folder.iterdir():
-        try:
-            dt.date.fromisoformat(entry.name)
-            manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
-        except (ValueError, OSError):
-            continue
-        if isinstance(manifest, dict) and manifest.get("kind") == "audit":
-            days.append(entry.name)
-    return sorted(days, reverse=True)
+    days = RunsRoot(folder.parent).entries(AUDIT_DAY.name, group=folder.name)
+    return sorted(days, key=lambda e: e.name, reverse=True)
 
 
 def _kind(root: RunsRoot, folder: Path) -> str:
-    """The folder's kind as the runs root names it (a calibration run has no manifest)."""
-    kind = root.kind_of(folder.name)
-    if kind is not None:
-        return kind
-    return "calibration" if (folder / CALIBRATION_META).is_file() else "foreign"
+    """The folder's kind as the runs root names it, else ``foreign``."""
+    return root.kind_of(folder.name) or FOREIGN
 
 
 def _started(folder: Path, kind: str) -> str:
     """The run's start from its manifest; else (or unreadable) the folder's last change."""
-    if kind == "run":
-        try:
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-            started = manifest.get("started_at") if isinstance(manifest, dict) else None
-            if isinstance(started, str) and started:
-                return started
-        except (OSError, ValueError):
-            pass
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        started = manifest.get("started_at") if isinstance(manifest, dict) else None
+        if isinstance(started, str) and started:
+            return started
+    except (OSError, ValueError):
+        pass
     return dt.datetime.fromtimestamp(folder.stat().st_mtime, dt.UTC).isoformat()
 
 
 def _read(root: RunsRoot, folder: Path) -> Listed:
     run_id = folder.name
     kind = _kind(root, folder)
-    if kind == "audit":
+    if kind == FOREIGN:
+        return Listed(run_id, FOREIGN, "not a run folder", "no manifest.json")
+    if kind == AUDIT_DAY.name:
         days = audit_days(folder)
-        if days:
-            return Listed(run_id, "audit", "audit", f"{len(days)} days, the last {days[0]}")
-        return Listed(run_id, "audit", "audit", "no finished day yet")
-    if kind == "tune":
-        has_report = (folder / TUNE_REPORT).is_file()
-        note = f"{TUNE_REPORT} (ragaudit tune)" if has_report else f"no {TUNE_REPORT} yet"
-        return Listed(run_id, "tune", "tune", note, has_report=has_report)
-    if kind == "battles":
-        return Listed(run_id, "battles", "battles", "leaderboard.parquet (ragaudit battles)")
-    if kind in ("judgments", "calibration"):
-        return Listed(run_id, kind, _WHAT[kind])
-    if kind == "foreign":
-        return Listed(run_id, "foreign", _WHAT["foreign"], "no manifest.json")
-    try:
-        overview = run_overview(folder)
-        # The overview holds the state's status; its reason is read only where there is one.
-        reason = None if overview.status in COMPLETE_STATUSES else run_state(folder).reason
-        return Listed(run_id, "run", overview.status or "unknown", reason, overview)
-    except Exception as exc:  # noqa: BLE001  (one folder never takes the list down with it)
-        return _unreadable(run_id, f"{type(exc).__name__}: {exc}")
+        if not days:
+            return Listed(run_id, kind, kind, "no day yet")
+        stopped = [d.name for d in days if not d.state.complete]
+        note = f"{len(days)} days, the last {days[0].name}"
+        if stopped:
+            note += f"; not finished: {', '.join(stopped[:5])}"
+        return Listed(run_id, kind, kind, note)
+    spec = folder_kind(kind)
+    if not spec.run:
+        return Listed(run_id, kind, kind)
+    if kind == "run":
+        try:
+            overview = run_overview(folder)
+            # The overview holds the state's status; its reason is read only where there is one.
+            reason = None if overview.status in COMPLETE_STATUSES else run_state(folder).reason
+            return Listed(run_id, "run", overview.status or "unknown", reason, overview)
+        except Exception as exc:  # noqa: BLE001  (one folder never takes the list down with it)
+            return _unreadable(run_id, f"{type(exc).__name__}: {exc}")
+    # Every other kind: its state by the one rule, and the page it writes.
+    state = run_state(folder, spec)
+    has_page = spec.page is not None and (folder / spec.page).is_file()
+    if not state.complete:
+        note = state.reason
+    elif spec.page is None:
+        note = None
+    else:
+        note = f"{spec.page} (ragaudit {kind})" if has_page else f"no {spec.page} yet"
+    return Listed(run_id, kind, state.status, note, has_report=has_page)
 
 
 class Listing:

@@ -31,10 +31,10 @@ from ragaudit.reporting import (
     trend,
     with_people,
 )
+from ragaudit.runfolder import folder_kind
 from ragaudit.secrets import redact
 from ragaudit.viewer._incremental import split
 from ragaudit.viewer._listing import (
-    TUNE_REPORT,
     Listed,
     Listing,
     Signature,
@@ -257,21 +257,26 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
     if not listed.openable:
         return _message(f"{listed.run_id}: {listed.status}", listed.note or "", 409, listed)
 
-    if listed.kind == "tune":
-        # The tune's own page, as it wrote it (under the reports' policy, like an audit day).
-        try:
-            tune_page = (folder / TUNE_REPORT).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:  # rewritten or removed since it was listed
-            return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 409, listed)
-        return _framed(tune_page, run=listed, sampled=False)
-
     if listed.kind == "audit":
-        days = audit_days(folder)
-        watch = _audit_watch(folder, days, request.query_params.get("metric"))
+        entries = audit_days(folder)
+        days = [d.name for d in entries]
+        finished = [d.name for d in entries if d.state.complete]
+        watch = _audit_watch(folder, finished, request.query_params.get("metric"))
         from ragaudit.viewer._audit_labels import people_figures
 
-        people = people_figures(folder, days)
-        return _page("audit.html.j2", run=listed, days=days, people=people, **watch)
+        people = people_figures(folder, finished)
+        return _page(
+            "audit.html.j2", run=listed, days=days, states=entries, people=people, **watch
+        )
+
+    if listed.kind not in {"run", "calibration"}:
+        # The page the kind writes (a tune's, an ablation's), as it wrote it, under the
+        # reports' policy like an audit day.
+        try:
+            own = (folder / str(folder_kind(listed.kind).page)).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # rewritten or removed since it was listed
+            return _message(f"{listed.run_id}: cannot be shown", _failure(exc), 409, listed)
+        return _framed(own, run=listed, sampled=False)
 
     def calibration() -> str:
         # The charts' packages load with the first report, not with the server (its list).
@@ -297,7 +302,7 @@ def audit_day_page(request: Request, run_id: str, day: str) -> HTMLResponse:
     """One day of an audit: the report.html the audit wrote, under the reports' policy."""
     v = viewer(request)
     folder, listed, _ = v.run(run_id)
-    if listed.kind != "audit" or day not in audit_days(folder):
+    if listed.kind != "audit" or day not in {d.name for d in audit_days(folder)}:
         raise HTTPException(404, "no such audit day")
     page = folder / day / "report.html"
     if not page.is_file():

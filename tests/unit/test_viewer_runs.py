@@ -188,8 +188,12 @@ def test_every_kind_of_folder_is_listed_as_what_it_is(tmp_path: Path) -> None:
     # The store holds no run: not listed at all.
     assert set(rows) == {"a", "tune-demo", "battles-1", "audit-shop", "calib", "notes"}
     assert "completed" in rows["a"]
-    assert "st-tune" in rows["tune-demo"] and "not a run folder" not in rows["tune-demo"]
-    assert "st-battles" in rows["battles-1"] and "leaderboard" in rows["battles-1"]
+    # Every kind of run is shown with its kind and its state by the one rule (a folder written
+    # before its kind had a manifest is complete by its marker).
+    assert '<span class="kind">tune</span>' in rows["tune-demo"]
+    assert "st-completed" in rows["tune-demo"] and "not a run folder" not in rows["tune-demo"]
+    assert '<span class="kind">battles</span>' in rows["battles-1"]
+    assert "st-completed" in rows["battles-1"]
     assert "st-audit" in rows["audit-shop"]
     assert "calibration" in rows["calib"]
     assert "not a run folder" in rows["notes"]
