@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from ragaudit.ablation import (
     AblationPoint,
     IndexInfo,
+    ablation_dir,
     build_index,
     drop_index,
     index_group,
@@ -32,6 +33,7 @@ from ragaudit.cache import hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.errors import RagauditError
 from ragaudit.flows.evaluate import evaluate, retry_on_infrastructure
+from ragaudit.runfolder import ABLATION, FolderRun
 from ragaudit.secrets import redact
 
 __all__ = ["ablate", "ablate_config", "run_ablation"]
@@ -92,6 +94,15 @@ async def ablate(config_json: str) -> dict[str, Any]:
     another; the figures are in bench/README.md (bench_ablate.py).
     """
     config = RunConfig.model_validate_json(config_json)
+    # The ablation's folder is a run of the ablation kind from the first index to the report
+    # (each point is a run of its own under points/).
+    with FolderRun(ablation_dir(config), ABLATION.name, config, option="ablate.name") as run:
+        out = await _sweep(config, config_json)
+        run.finish("completed", points=out["points"], evaluated=out["evaluated"], llm=out["llm"])
+    return out
+
+
+async def _sweep(config: RunConfig, config_json: str) -> dict[str, Any]:
     planned = plan(config.ablate)
     builds: dict[str, asyncio.Task[IndexInfo]] = {}
     for pp in planned:

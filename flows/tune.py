@@ -18,12 +18,14 @@ from prefect.cache_policies import NO_CACHE
 from ragaudit.cache import hold_gateway
 from ragaudit.config import RunConfig
 from ragaudit.flows.evaluate import retry_on_infrastructure
+from ragaudit.runfolder import TUNE, FolderRun
 from ragaudit.tuning import (
     console_lines,
     judge_alone_notice,
     ranked,
     run_tune,
     summary,
+    tune_dir,
     write_outputs,
 )
 
@@ -45,11 +47,18 @@ async def tune_task(config_json: str, yes: bool) -> dict[str, Any]:
     if notice:
         # A deployment has no console: the run's log carries the line the CLI prints.
         get_run_logger().warning(notice)
-    with hold_gateway(config) as gateway:
+    # The tune's folder is a run of the tune kind from the first search to the last write:
+    # locked (a second tune of it is refused), ``interrupted`` or ``failed`` when it stops.
+    with (
+        FolderRun(tune_dir(config), TUNE.name, config, option="tune.name") as run,
+        hold_gateway(config) as gateway,
+    ):
         out = await run_tune(config, gateway, yes=yes)
         folder = write_outputs(out)
+        result = summary(out)
+        run.finish("completed", grading=result.get("grading"), llm=result.get("llm"))
     return {
-        **summary(out),
+        **result,
         "folder": str(folder),
         "lines": console_lines(out, folder),
         "ranked": ranked(out),

@@ -833,14 +833,16 @@ class RunsRoot:
         return sorted(out, key=lambda r: (r.group, r.order, r.run_id))
 
     def entry(self, path: Path | str, kind: str | None = None) -> RunEntry:
-        """The entry of one folder (its kind from its manifest, or ``kind``)."""
+        """The entry of one folder: its kind (``kind``, else its manifest's, else its marker's)."""
         path = Path(path)
         folder = RunFolder(path.parent, path.name)
         try:
             manifest = folder.read_manifest()
         except DamagedRunFile:
             manifest = {}
-        found = kind or str(manifest.get("kind") or RUN.name)
+        found = kind or manifest.get("kind")
+        if not isinstance(found, str) or found not in FOLDER_KINDS.units:
+            found = RunsRoot(path.parent).kind_of(path.name) or RUN.name
         try:
             name = str(path.relative_to(self.path))
         except ValueError:
@@ -863,9 +865,7 @@ class RunsRoot:
     ) -> list[RunEntry]:
         """The folders :func:`run_state` calls complete (with one of ``statuses``), oldest first."""
         return [
-            r
-            for r in self.entries(kind, group)
-            if r.state.complete and r.state.status in statuses
+            r for r in self.entries(kind, group) if r.state.complete and r.state.status in statuses
         ]
 
     def previous(

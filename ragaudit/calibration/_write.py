@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragaudit import runfolder
 from ragaudit.cache import Gateway, hold_gateway, items_in_flight
 from ragaudit.calibration._data import load_halueval, load_labels, load_wikieval
 from ragaudit.calibration._grades import (
@@ -21,7 +22,7 @@ from ragaudit.judging import Judge
 from ragaudit.manifest import base_manifest, judge_warnings
 from ragaudit.metrics import Deps
 from ragaudit.reporting import CALIBRATION_META, write_calibration_report
-from ragaudit.runfolder import RunFolder, write_json
+from ragaudit.runfolder import FolderRun, RunFolder, write_json
 from ragaudit.schemas import CALIBRATION, CALIBRATION_GRADES, CALIBRATION_SCORES, to_table
 from ragaudit.scoring import make_deps
 from ragaudit.search import read_corpus
@@ -89,6 +90,26 @@ async def calibrate(
     """
     run_id = config.resolved_run_id(prefix="calibrate")
     run = RunFolder(config.runs_root, run_id)
+    # The calibration's folder is a run of the calibration kind: locked while it scores (a
+    # second one into it is refused before paying), ``interrupted`` or ``failed`` when it stops.
+    with FolderRun(run.path, runfolder.CALIBRATION.name, config) as folder_run:
+        result, warnings = await _calibrate(
+            config, inputs, run, threshold=threshold, gateway=gateway, limit=limit
+        )
+        folder_run.finish("completed", warnings=warnings)
+    return result, run, warnings
+
+
+async def _calibrate(
+    config: RunConfig,
+    inputs: CalibrationInputs,
+    run: RunFolder,
+    *,
+    threshold: float,
+    gateway: Gateway | None,
+    limit: int | None,
+) -> tuple[Calibration, list[str]]:
+    run_id = run.run_id
     started = time.perf_counter()
     # The scope writes the call log into the run folder as the calls are made.
     held = contextlib.nullcontext(gateway) if gateway is not None else hold_gateway(config)
@@ -138,7 +159,7 @@ async def calibrate(
         run.path / CALIBRATION_META,
     )
     write_calibration_report(run.path)
-    return result, run, warnings
+    return result, warnings
 
 
 __all__ = ["calibrate", "gather_inputs", "metric_deps"]

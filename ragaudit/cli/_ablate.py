@@ -19,6 +19,7 @@ from ragaudit.cli._app import (
     console,
     demo_or_config,
     err,
+    held_folders,
     load_paid_config,
     quiet_prefect_runs,
 )
@@ -65,10 +66,12 @@ def ablate(
     points = plan(cfg.ablate)
     err.print(f"ablate: {len(points)} points, {cfg.ablate.parallel} at once")
     quiet_prefect_runs()
-    out = run_ablation(cfg)
     from ragaudit.ablation import ablation_dir
 
     folder = ablation_dir(cfg)
+    # Locked before Prefect starts: a second sweep into the same folder is refused here.
+    with held_folders(folder):
+        out = run_ablation(cfg)
     llm = out["llm"]
     console.print(
         f"{out['evaluated']}/{out['points']} points evaluated, {out['indexes']} indexes "

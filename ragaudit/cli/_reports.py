@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -14,7 +13,7 @@ from rich.table import Table
 
 from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app, console, err
 from ragaudit.cli._run import _evaluate_with_flags
-from ragaudit.config import RunConfig, SortConfig, load_config
+from ragaudit.config import DEFAULT_RUNS_ROOT, RunConfig, SortConfig, load_config
 from ragaudit.errors import RagauditError
 from ragaudit.numbers import fixed
 
@@ -38,7 +37,6 @@ def report_cmd(
 ) -> None:
     """Stage 5 (--run-id), or report.html of a finished RUN: charts and a question drill-down."""
     from ragaudit.reporting import (
-        CALIBRATION_META,
         REPORT_FILE,
         build_calibration,
         build_report,
@@ -64,10 +62,20 @@ def report_cmd(
         page = Path(root) / run_id / REPORT_FILE
     else:
         assert run is not None  # exactly one of RUN and --run-id, checked above
-        folder = _run_dir(run, runs_root, ("manifest.json", CALIBRATION_META))
+        entry = _entry(run, runs_root)
+        folder = entry.path
         # A calibration run folder renders as the calibration page (and its workbook).
-        if build_calibration(folder) is not None:
+        if entry.kind == "calibration" and build_calibration(folder) is not None:
             page, _ = write_calibration_report(folder)
+        elif entry.kind != "run":
+            # Every other kind writes its own page as it ends (a tune, an ablation, an audit day).
+            own = entry.spec.page
+            if own is None or not (folder / own).is_file():
+                raise RagauditError(
+                    f"'{run}' is {entry.spec.title} ({entry.state.status}); it has no "
+                    f"{own or 'page'} yet: ragaudit {entry.kind} writes it when it ends"
+                )
+            page = folder / own
         else:
             report = build_report(folder)
             page = write_html(report)
@@ -87,16 +95,33 @@ def report_cmd(
 
 @app.command()
 def show(run_id: str, runs_root: RootOpt = None) -> None:
-    """Print a run's manifest."""
-    root = runs_root or Path("data/runs")
-    path = root / run_id / "manifest.json"
-    if not path.is_file():
-        raise RagauditError(f"no manifest at {path}")
-    from ragaudit.reporting import run_folder
+    """Print a folder's kind, state and manifest (a run, a tune, an audit day, …)."""
+    entry = _entry(run_id, runs_root)
+    line = f"{entry.spec.title}: {entry.state.status}"
+    if entry.state.reason:
+        line += f" ({entry.state.reason})"
+    console.print(escape(line), soft_wrap=True)
+    if entry.manifest:
+        console.print_json(json.dumps(entry.manifest))
+    _warn_incomplete(entry.path)
 
-    # Read through the run folder: a damaged manifest is one line, not a JSON traceback.
-    console.print_json(json.dumps(run_folder(path.parent).read_manifest()))
-    _warn_incomplete(path.parent)
+
+def _entry(name: str, runs_root: Path | None) -> Any:
+    """The folder ``name`` (a path, or a name under the runs root: ``audit-shop/2026-11-20``).
+
+    Any kind of folder; its kind, state and manifest read by the runs root's one rule.
+    """
+    from ragaudit.runfolder import MANIFEST, RunsRoot, folder_kinds
+
+    root = runs_root or DEFAULT_RUNS_ROOT
+    markers = {MANIFEST, *(m for k in folder_kinds() for m in k.legacy)}
+    for folder in (Path(name), root / name):
+        if any((folder / m).is_file() for m in markers):
+            return RunsRoot(root).entry(folder)
+    raise RagauditError(
+        f"'{name}': no run of any kind at {name} or {root / name} (give a folder, or its name "
+        "under --runs-root: a run id, a tune's name, audit-<name>/<day>)"
+    )
 
 
 def _run_dir(
@@ -107,7 +132,7 @@ def _run_dir(
     A folder is a run when it holds one of ``markers`` (a calibration run has its own).
     """
     path = Path(name)
-    under = (runs_root or Path("data/runs")) / name
+    under = (runs_root or DEFAULT_RUNS_ROOT) / name
     for folder in (path, under):
         if any((folder / m).is_file() for m in markers):
             return folder
@@ -284,16 +309,10 @@ def battles_cmd(
     """Every pair of RUNS in blind battles; a Bradley–Terry (Davidson) leaderboard with ties."""
     import asyncio
 
-    from ragaudit.battles import (
-        fit_davidson,
-        round_robin,
-        verdict_frame,
-        write_battles,
-        write_leaderboard,
-    )
+    from ragaudit.battles import round_robin
     from ragaudit.cache import hold_gateway
     from ragaudit.reporting import run_folder
-    from ragaudit.runfolder import RunsRoot
+    from ragaudit.runfolder import BATTLES, FolderRun, RunsRoot
     from ragaudit.runids import new_run_id
 
     dirs = [_run_dir(r, runs_root) for r in runs_]
@@ -302,24 +321,28 @@ def battles_cmd(
     # The judge settings of the last run, as compare takes run B's.
     cfg = RunConfig.model_validate(run_folder(dirs[-1]).read_manifest().get("config", {}))
     # Checked before any battle is played.
-    folder = out or (runs_root or Path("data/runs")) / new_run_id("battles")
+    folder = out or (runs_root or DEFAULT_RUNS_ROOT) / new_run_id("battles")
     # A run's own battles.parquet is compare's (B against A); a round robin has its own folder,
     # never a run's, a tune's, an audit's or the judgment store.
     RunsRoot(folder.resolve().parent).claim(folder.resolve().name, "battles", "battles --out")
-    made = _writable_folder(folder, "battles --out")
+    _writable_folder(folder, "battles --out")
 
     async def play() -> Any:
         with hold_gateway(cfg) as gateway:
             return await round_robin(dirs, cfg, gateway)
 
-    played = False
-    try:
+    # The round robin's folder is a run of the battles kind: locked while it plays (a second
+    # one into it is refused before paying), ``interrupted`` or ``failed`` when it stops early.
+    with FolderRun(folder.resolve(), BATTLES.name, cfg, option="battles --out") as run:
         rows, pairings = asyncio.run(play())
-        played = True
-    finally:
-        if made and not played:  # an empty folder of this command's own would only mislead
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _leaderboard(rows, pairings, folder, resamples)
+        run.finish("completed", runs=[d.name for d in dirs])
+
+
+def _leaderboard(rows: Any, pairings: Any, folder: Path, resamples: int) -> None:
+    """Print and write the round robin's verdicts and its Davidson leaderboard."""
+    from ragaudit.battles import fit_davidson, verdict_frame, write_battles, write_leaderboard
+
     for (a, b), p in pairings.items():
         console.print(
             f"{a} vs {b}: {len(p.pairs)} shared question(s) answered ok in both "
@@ -358,15 +381,14 @@ def battles_cmd(
     console.print(f"leaderboard and verdicts: {folder}")
 
 
-def _writable_folder(folder: Path, where: str) -> bool:
+def _writable_folder(folder: Path, where: str) -> None:
     """Make ``folder`` and check a file can be written in it, before anything is paid.
 
-    Returns whether the folder was made here. Raises one line naming ``where`` when the path
-    is a file, lies under one, or cannot be written.
+    Raises one line naming ``where`` when the path is a file, lies under one, or cannot be
+    written.
     """
     import tempfile
 
-    made = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
@@ -374,7 +396,6 @@ def _writable_folder(folder: Path, where: str) -> bool:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise RagauditError(f"{where} {folder}: cannot write there ({reason})") from None
-    return made
 
 
 def _count_battles(dir_a: Path, dir_b: Path, cfg: RunConfig) -> None:
@@ -429,6 +450,14 @@ def _battles(dir_a: Path, dir_b: Path, cfg: RunConfig, alpha: float) -> tuple[An
 @app.command()
 def runs(
     runs_root: RootOpt = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind",
+            help="List the folders of this kind instead (tune, ablation, battles, calibration, "
+            "audit: one row per day), with their states.",
+        ),
+    ] = None,
     trend: Annotated[
         str | None, typer.Option("--trend", help="Print this metric over the runs of one set.")
     ] = None,
@@ -444,7 +473,10 @@ def runs(
     from ragaudit.reporting import corrected_text, list_runs
     from ragaudit.reporting import trend as metric_trend
 
-    root = runs_root or Path("data/runs")
+    root = runs_root or DEFAULT_RUNS_ROOT
+    if kind is not None:
+        _list_kind(root, kind)
+        return
     found = list_runs(root)
     if not found:
         console.print(f"no runs under {root}")
@@ -470,6 +502,27 @@ def runs(
         started = (r.started_at or "")[:19].replace("T", " ")
         people = (corrected_text(r.corrected.get(trend)) or "-",) if labelled else ()
         table.add_row(r.run_id, started, r.judge or "", _num(r.means[trend]), ci, *people)
+    console.print(table)
+
+
+def _list_kind(root: Path, kind: str) -> None:
+    """Every folder of ``kind`` under ``root`` (the runs root's one scanner), with its state."""
+    from ragaudit.runfolder import RunsRoot, folder_kind
+
+    try:
+        spec = folder_kind(kind)
+    except KeyError as exc:
+        raise RagauditError(f"--kind: {exc.args[0]}") from None
+    found = RunsRoot(root).entries(spec.name)
+    if not found:
+        console.print(f"no {spec.name} folder under {root}")
+        return
+    table = Table(title=f"{spec.name} folders under {root} ({spec.layout})")
+    for col in ("folder", "started", "status", "why not complete"):
+        table.add_column(col)
+    for e in found:
+        started = e.started_at[:19].replace("T", " ")
+        table.add_row(escape(e.run_id), started, e.state.status, escape(e.state.reason or ""))
     console.print(table)
 
 

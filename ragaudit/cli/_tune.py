@@ -24,6 +24,7 @@ from ragaudit.cli._app import (
     console,
     demo_or_config,
     err,
+    held_folders,
     load_paid_config,
     quiet_prefect_runs,
 )
@@ -83,7 +84,11 @@ def tune(
     # and an error inside the flow (a budget, a baseline the engine rejects) would come after
     # Prefect's traceback of it.
     quiet_prefect_runs()
-    out = run_tuning(cfg, yes=yes)
+    from ragaudit.tuning import tune_dir
+
+    # Locked before Prefect starts: a second tune of the same folder is refused here.
+    with held_folders(tune_dir(cfg)):
+        out = run_tuning(cfg, yes=yes)
     _ranked(cfg, out["ranked"])
     for line in out["lines"]:
         console.print(escape(line), soft_wrap=True)

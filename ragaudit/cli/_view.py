@@ -8,16 +8,15 @@ from typing import Annotated
 import typer
 
 from ragaudit.cli._app import app
+from ragaudit.config import DEFAULT_RUNS_ROOT
 from ragaudit.errors import RagauditError
-
-DEFAULT = Path("data/runs")
 
 
 @app.command()
 def view(
     runs_root: Annotated[
         Path, typer.Argument(help="The folder holding the run folders.")
-    ] = DEFAULT,
+    ] = DEFAULT_RUNS_ROOT,
     host: Annotated[
         str,
         typer.Option(

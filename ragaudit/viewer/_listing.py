@@ -24,7 +24,7 @@ from cachetools import LRUCache
 
 from ragaudit.atomic import write_json
 from ragaudit.errors import ConfigError, clip
-from ragaudit.reporting import CALIBRATION_META, RunOverview, run_overview
+from ragaudit.reporting import RunOverview, run_overview
 from ragaudit.runfolder import (
     AUDIT_DAY,
     COMPLETE_STATUSES,

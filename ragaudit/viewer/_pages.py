@@ -265,9 +265,7 @@ def report_page(request: Request, run_id: str) -> HTMLResponse:
         from ragaudit.viewer._audit_labels import people_figures
 
         people = people_figures(folder, finished)
-        return _page(
-            "audit.html.j2", run=listed, days=days, states=entries, people=people, **watch
-        )
+        return _page("audit.html.j2", run=listed, days=days, states=entries, people=people, **watch)
 
     if listed.kind not in {"run", "calibration"}:
         # The page the kind writes (a tune's, an ablation's), as it wrote it, under the
