@@ -176,7 +176,9 @@ def ragaudit(repo: Path, args: list[str], cwd: Path) -> None:
     ).stdout.strip()
     if not Path(where).resolve().is_relative_to(repo.resolve()):
         sys.exit(f"ragaudit imports from {where}, not from {repo}")
-    subprocess.run([sys.executable, "-m", "ragaudit", *args], check=True, cwd=cwd, env=env)
+    done = subprocess.run([sys.executable, "-m", "ragaudit", *args], cwd=cwd, env=env)
+    if done.returncode:
+        sys.exit(f"ragaudit {args[0]} (from {cwd}) ended with exit code {done.returncode}")
 
 
 def run_config(root: Path, new_syntax: bool) -> dict[str, Any]:
