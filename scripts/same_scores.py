@@ -141,6 +141,7 @@ DAY_TABLES: dict[str, Spec] = {
     "changes": (["segment", "metric", "against"], []),
 }
 SERIES: Spec = (["series", "day", "segment", "metric"], [])
+"""Compared after :func:`by_series`: the days each series holds, not the id's spelling."""
 SHOWN = 5
 """Differing rows shown per table."""
 BROKEN_SEGMENT = "account"
@@ -424,6 +425,21 @@ def read(path: Path) -> pl.DataFrame:
     return pl.read_parquet(path)
 
 
+def by_series(frame: pl.DataFrame) -> pl.DataFrame:
+    """``series.parquet`` with each series id replaced by its order of first appearance.
+
+    The id is a hash of what a day measures, whose formula a version may change (``s1:`` to
+    ``s2:``); what must stay is which days form one series and every figure of each.
+    """
+    first_day = frame.group_by("series").agg(pl.col("day").min().alias("_first"))
+    order = first_day.sort("_first", "series").with_row_index("_n")
+    return (
+        frame.join(order.select("series", "_n"), on="series")
+        .with_columns(pl.format("series {}", pl.col("_n") + 1).alias("series"))
+        .drop("_n")
+    )
+
+
 def same_file(name: str, first: Path | None, other: Path | None, spec: Spec) -> bool:
     """:func:`same_table` over two files or stores; a side without one differs."""
     if first is None or other is None or not first.exists() or not other.exists():
@@ -520,7 +536,11 @@ def compare_audit(first: Side, other: Side) -> bool:
             file = f"{name}.parquet"
             same = same_file(f"{day} {name}", a[day] / file, b[day] / file, spec) and same
     series = (one(first.audit_root, "series.parquet"), one(other.audit_root, "series.parquet"))
-    same = same_file("series", *series, SERIES) and same
+    if any(p is None or not p.exists() for p in series):
+        same = same_file("series", *series, SERIES) and same
+    else:
+        a, b = (by_series(read(p)) for p in series)  # type: ignore[arg-type]
+        same = same_table("series", a, b, SERIES) and same
     store = (judgments(first.audit_root), judgments(other.audit_root))
     return same_file("judgments", *store, JUDGMENTS) and same
 
