@@ -53,6 +53,8 @@ class Judged(Generic[T]):
     """The first prompt as :func:`structured_prompt_tokens` counts it (0: no budget given)."""
     repair_prompt_tokens: int | None = None
     """The last repair prompt, counted the same way, when a repair was sent under a budget."""
+    memo: bool = False
+    """Read from the memo: no request of this answer reached a provider now."""
 
     @property
     def ok(self) -> bool:
@@ -211,6 +213,7 @@ class Gateway(GatewayCore):
         found = self._lookup(model, send, prompt_version, sample_index, params)
         hit = self._parsed_hit(self._parser(out, schema), found)
         if hit is not None:
+            hit.memo = True
             return hit
         # Awaited directly, so nothing else runs before its first request uses ``found``.
         return await self._settle(
@@ -254,6 +257,9 @@ class Gateway(GatewayCore):
             )
             for i in range(n)
         ]
+        for judged in found:
+            if judged is not None:
+                judged.memo = True
         missing = [i for i, judged in enumerate(found) if judged is None]
         replies: dict[int, Any] = {}
         if len(missing) > 1 and samples_at_once(model):

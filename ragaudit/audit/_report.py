@@ -50,7 +50,8 @@ def _estimate_rows(estimates: pl.DataFrame | None) -> list[dict[str, Any]]:
                 "estimate": _num(r["estimate"]),
                 "ci": f"{_num(r['ci_low'])} – {_num(r['ci_high'])}",
                 "n": r.get("n"),
-                "requests": r.get("requests"),
+                # An estimated count of the day's requests (a sum of design weights): whole.
+                "requests": _num(r.get("requests"), 0),
                 "ess": _num(r.get("ess"), 1),
                 "method": r.get("method") or "",
                 "ppi": None

@@ -42,22 +42,21 @@ from ragaudit.audit._watch import (
 from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
-from ragaudit.errors import ConfigError, NoTraffic, RagauditError
+from ragaudit.errors import ConfigError, InputError, NoTraffic, RagauditError
 from ragaudit.judging import (
-    Grader,
     Judge,
     JudgmentStore,
-    grade_candidates,
-    grade_key,
     grade_plan,
     grade_through_store,
+    lookup_pairs,
+    pair_key,
     plan_grades,
+    prompt_tokens,
     sample_judges,
     text_hash,
 )
 from ragaudit.lang import detect_language
 from ragaudit.metrics import Sample, resolve
-from ragaudit.prompts import RELEVANCE
 from ragaudit.runfolder import AUDIT_DAY, FolderRun, RunsRoot, identity_of, stored_config
 from ragaudit.schemas import (
     AUDIT_ESTIMATES,
@@ -95,11 +94,6 @@ def audit_dir(config: RunConfig, day: dt.date) -> Path:
 def judgment_store(config: RunConfig) -> JudgmentStore:
     """The runs root's judgment store: the one place an audit reaches the store's folder."""
     return JudgmentStore(RunsRoot(config.runs_root).judgments_dir)
-
-
-def store_key(judge: Judge, s: Served, text: str) -> str:
-    """The judgment store's key of one served document's grade (what the store looks up)."""
-    return grade_key(Grader.of(judge), RELEVANCE.key, s.language, s.query, text)
 
 
 @dataclass
@@ -280,8 +274,6 @@ def _tokens_per_request(config: RunConfig, requests: Path, judge: Judge, k: int)
 
     Measured on the day's first 200 requests with the grading prompt as it is sent.
     """
-    from ragaudit.tuning import prompt_tokens
-
     head = pl.scan_parquet(requests).head(200).collect()
     totals = []
     for r in head.iter_rows(named=True):
@@ -333,81 +325,79 @@ def _verdict(day: AuditDay, s: Served, doc: Mapping[str, Any], **values: Any) ->
     }
 
 
+def _pairs(
+    served: Sequence[Served],
+) -> tuple[dict[str, Question], dict[str, list[dict[str, str]]]]:
+    """The sampled requests as questions and their gradable served documents as candidates.
+
+    A document's id in the grading is its rank (``r<rank>``): two documents of one request never
+    share one, whatever the log's ids; the store's grading fans one grade out to every served
+    pair of the same query and text.
+    """
+    questions: dict[str, Question] = {}
+    candidates: dict[str, list[dict[str, str]]] = {}
+    for s in served:
+        docs = [d for d in s.docs if _skip_reason(d) is None]
+        if docs:
+            questions[s.request_id] = s.question()
+            candidates[s.request_id] = [
+                {"context_id": f"r{d['rank']}", "text": d["text"]} for d in docs
+            ]
+    return questions, candidates
+
+
 async def grade_served(
     day: AuditDay, judge: Judge, gateway: Gateway, source: str, *, store: bool = True
 ) -> None:
     """Grade the served top-k of every sampled request: the store first, then the judge.
 
-    One grade per (query, text): a text served to several requests of one query is asked once.
-    Grading goes through :func:`ragaudit.judging.grade_through_store` (the store's lock held per
-    batch from the look-up to the append, so a second process pays none of the same grades). A
-    grade the store held is ``store``; one asked now is ``memo`` when no call reached a provider,
-    else ``paid`` (the manifest's ``llm`` block has the exact counts). With ``store`` False the
-    store is neither read nor written (a judge check re-asks stored grades).
+    Through :func:`ragaudit.judging.grade_through_store`, the one way a grade goes through the
+    store: one grade per (query, text), a text served to several requests of one query asked
+    once, the store's lock held per batch from the look-up to the append (a second process pays
+    none of the same grades). Each grade says where it came from: ``store`` (held before),
+    ``memo`` (asked now, the memo answered) or ``paid``. With ``store`` False the store is
+    neither read nor written (a judge check re-asks stored grades).
     """
+    questions, candidates = _pairs(day.served)
     kept = judgment_store(day.config) if store else None
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    questions: dict[str, Question] = {}
-    asked: dict[str, list[dict[str, str]]] = {}
-    keys: dict[tuple[str, str], str] = {}
-    served_as: dict[tuple[str, str], list[tuple[Served, dict[str, Any]]]] = {}
-    qid_of: dict[tuple[str, str], str] = {}
+    with gateway.scope("audit-grade", run_id=source, calls_dir=day.folder / "llm_calls") as c:
+        got = await grade_through_store(judge, questions, candidates, kept, source=source)
+    _add(day.calls, c)
     for s in day.served:
+        graded = got.graded.get(s.request_id)
+        rows = {r["context_id"]: r for r in graded.rows} if graded is not None else {}
         for doc in s.docs:
             day.grading.pairs += 1
             why = _skip_reason(doc)
             if why is not None:
-                rows[(s.request_id, doc["rank"])] = _verdict(
-                    day, s, doc, grade=None, status="skipped", reason=why, source=None
+                day.verdicts.append(
+                    _verdict(day, s, doc, grade=None, status="skipped", reason=why, source=None)
                 )
                 day.grading.skipped += 1
                 continue
-            qid = qid_of.setdefault((s.query, s.language), f"q{len(qid_of)}")
-            questions.setdefault(qid, s.question().model_copy(update={"question_id": qid}))
-            cid = f"d{text_hash(doc['text'])}"
-            if (qid, cid) not in served_as:
-                asked.setdefault(qid, []).append({"context_id": cid, "text": doc["text"]})
-                keys[(qid, cid)] = store_key(judge, s, doc["text"])
-            served_as.setdefault((qid, cid), []).append((s, doc))
-    held = set(kept.lookup(keys.values())) if kept is not None else set()
-    with gateway.scope("audit-grade", run_id=source, calls_dir=day.folder / "llm_calls") as c:
-        if kept is not None:
-            graded = (
-                await grade_through_store(judge, questions, asked, kept, source=source)
-            ).graded
-        else:
-            graded = await grade_candidates(judge, questions, asked, per_call=1)
-    asked_how = "memo" if c.provider_calls == 0 else "paid"
-    for qid, g in graded.items():
-        for row in g.rows:
-            pair = (qid, row["context_id"])
+            cid = f"r{doc['rank']}"
+            row = rows[cid]
             ok = row["grade"] is not None
-            how = "store" if keys[pair] in held else asked_how
-            for s, doc in served_as[pair]:
-                rows[(s.request_id, doc["rank"])] = _verdict(
+            how = got.how[(s.request_id, cid)] if ok else None
+            day.verdicts.append(
+                _verdict(
                     day,
                     s,
                     doc,
                     grade=int(row["grade"]) if ok else None,
                     status="ok" if ok else "failed",
                     reason=(row.get("reason") or "") if ok else redact(str(row.get("error"))),
-                    source=how if ok else None,
+                    source=how,
                 )
-                if not ok:
-                    day.grading.failed += 1
-                elif how == "store":
-                    day.grading.from_store += 1
-                elif how == "memo":
-                    day.grading.from_memo += 1
-                else:
-                    day.grading.paid += 1
-    _add(day.calls, c)
-    day.verdicts = [rows[k] for k in sorted(rows, key=_served_order(day))]
-
-
-def _served_order(day: AuditDay) -> Any:
-    place = {s.request_id: i for i, s in enumerate(day.served)}
-    return lambda k: (place[k[0]], k[1])
+            )
+            if not ok:
+                day.grading.failed += 1
+            elif how == "store":
+                day.grading.from_store += 1
+            elif how == "memo":
+                day.grading.from_memo += 1
+            else:
+                day.grading.paid += 1
 
 
 def _add(total: dict[str, int], counts: Any) -> None:
@@ -767,6 +757,7 @@ def promote_day(
     worst: int = 50,
     metric: str | None = None,
     against: Path | None = None,
+    replace: bool = False,
 ) -> int:
     """Write an audit day's worst sampled requests as a question set; returns how many.
 
@@ -778,14 +769,20 @@ def promote_day(
         worst: Requests promoted, before those already in ``against`` are left out.
         metric: The metric ranked by (default: nDCG@k within the served list).
         against: An existing question set whose questions are not promoted again.
+        replace: Write over ``output`` when it exists (else refused: it may be a curated set).
 
     Raises:
-        InputError: No finished audit day there, or no value of ``metric`` to rank by.
+        InputError: No finished audit day there, no value of ``metric`` to rank by, or
+            ``output`` exists and ``replace`` is not given (before anything is read).
     """
+    if Path(output).exists() and not replace:
+        raise InputError(
+            f"--output {output}: the file exists (a question set of yours?); give another "
+            "file, or --force to replace it"
+        )
     from ragaudit.audit._promote import promote, write_question_set
     from ragaudit.dataset import load_questions
     from ragaudit.directions import higher_is_better
-    from ragaudit.errors import InputError
     from ragaudit.runlock import check_run_id
 
     folder = Path(runs_root) / check_run_id(f"audit-{name}") / day.isoformat()
@@ -837,26 +834,25 @@ async def _dry_run(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
     out.served = served_requests(rows, sample, section.k)
     plan = out.plan
     assert plan is not None
-    store = judgment_store(config)
+    questions, candidates = _pairs(out.served)
+    plan.pairs = sum(len(s.docs) for s in out.served)
+    found = lookup_pairs(judge, questions, candidates, judgment_store(config))
+    plan.in_store = len(found)
+    # One request per key, as the grading asks it.
     todo: dict[str, tuple[Served, dict[str, Any]]] = {}
-    keys = []
-    for s in out.served:
-        for doc in s.docs:
-            plan.pairs += 1
-            if _skip_reason(doc) is None:
-                key = store_key(judge, s, doc["text"])
-                keys.append(key)
-                todo.setdefault(key, (s, doc))
-    found = store.lookup(todo)
-    plan.in_store = sum(key in found for key in keys)
+    by_id = {s.request_id: s for s in out.served}
+    for qid, docs in candidates.items():
+        for c in docs:
+            if (qid, c["context_id"]) not in found:
+                s = by_id[qid]
+                key = pair_key(judge, questions[qid], c["text"])
+                todo.setdefault(key, (s, {"id": c["context_id"], "text": c["text"]}))
     models = config.models
     samples = grade_plan(
         models.graders, models.judge_repeats, models.temperature, config.score.sampling_temperature
     )
     graders = sample_judges(judge, samples, models)
-    for key, (s, doc) in todo.items():
-        if key in found:
-            continue
+    for s, doc in todo.values():
         for r in await plan_grades(
             graders,
             {s.request_id: s.question()},

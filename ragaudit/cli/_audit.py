@@ -256,7 +256,8 @@ def _print(out: dict[str, Any]) -> None:
                 fixed(r["estimate"]),
                 ci,
                 str(r["n"]),
-                str(r["requests"]),
+                # An estimated count (a sum of design weights): printed whole.
+                fixed(r["requests"], 0),
                 fixed(r.get("ess"), 1),
             )
         console.print(table)
@@ -338,6 +339,9 @@ def promote(
     ] = None,
     config: ConfigOpt = None,
     runs_root: RootOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace --output when it exists.")
+    ] = False,
 ) -> None:
     """Write the worst sampled requests of a day as a question set for ``ragaudit run``."""
     from ragaudit.audit import promote_day
@@ -345,7 +349,14 @@ def promote(
     root = runs_root or load_config(config).runs_root
     when = parse_day(day)
     written = promote_day(
-        Path(root), audit_name, when, worst=worst, output=output, metric=metric, against=against
+        Path(root),
+        audit_name,
+        when,
+        worst=worst,
+        output=output,
+        metric=metric,
+        against=against,
+        replace=force,
     )
     console.print(f"{written} questions -> {escape(str(output))}")
 

@@ -69,6 +69,9 @@ from ragaudit.judging._store import (
     StoreGrading,
     grade_key,
     grade_through_store,
+    lookup_pairs,
+    pair_key,
+    prompt_tokens,
     text_hash,
 )
 
@@ -84,6 +87,9 @@ __all__ = [
     "config_signature",
     "grade_key",
     "grade_through_store",
+    "lookup_pairs",
+    "pair_key",
+    "prompt_tokens",
     "import_run_grades",
     "ordering_baseline",
     "single_judge",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,7 @@ class Graded:
         unjudged: Ids whose grade failed.
         rows: One ``verdicts`` row per candidate.
         spend: What the grading asked of the judge.
+        from_memo: Ids every answer of whose grade the memo gave (no provider call now).
     """
 
     grades: dict[str, int] = field(default_factory=dict)
@@ -64,6 +66,7 @@ class Graded:
     unjudged: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     spend: Spend = field(default_factory=Spend)
+    from_memo: set[str] = field(default_factory=set)
 
     @classmethod
     def from_rows(
@@ -94,6 +97,8 @@ class _Verdict:
     status: str
     error: str | None
     note: str | None = None
+    memo: bool = False
+    """Every answer it rests on came from the memo."""
 
 
 async def _grade_one(judge: Judge, q: Question, text: str, spend: Spend) -> _Verdict:
@@ -109,7 +114,13 @@ async def _grade_one(judge: Judge, q: Question, text: str, spend: Spend) -> _Ver
     spend.add(whole)
     if whole.status != "too_long" or whole.calls:
         v = parsed(whole)
-        return _Verdict(v.grade if v else None, v.reason if v else None, whole.status, whole.error)
+        return _Verdict(
+            v.grade if v else None,
+            v.reason if v else None,
+            whole.status,
+            whole.error,
+            memo=whole.memo,
+        )
     room = judge.room(RELEVANCE, RelevanceInput(question=q.question, context=""), q.language)
     if room < MIN_ROOM:
         return _Verdict(None, None, whole.status, whole.error)
@@ -134,11 +145,12 @@ async def _grade_one(judge: Judge, q: Question, text: str, spend: Spend) -> _Ver
         + (", ".join(f"{k}:{v.grade}" for k, v in graded) or "none")
         + (f"; failed parts: {', '.join(map(str, failed))}" if failed else "")
     )
+    memo = all(a.memo for a in answers)
     if not graded:
         first = answers[failed[0] - 1] if failed else whole
-        return _Verdict(None, None, first.status, first.error, note)
+        return _Verdict(None, None, first.status, first.error, note, memo)
     _, best = max(graded, key=lambda kv: kv[1].grade)
-    return _Verdict(best.grade, best.reason, "ok", None, note)
+    return _Verdict(best.grade, best.reason, "ok", None, note, memo)
 
 
 async def _grade_batch(
@@ -167,13 +179,13 @@ async def _grade_batch(
     verdicts = {}
     for i, cid in enumerate(shown, start=1):
         if i in got:
-            verdicts[cid] = _Verdict(got[i].grade, got[i].reason, "ok", None, None)
+            verdicts[cid] = _Verdict(got[i].grade, got[i].reason, "ok", None, None, out.memo)
         elif value is not None:
             verdicts[cid] = _Verdict(
-                None, None, "failed", f"no grade for passage {i} in the answer"
+                None, None, "failed", f"no grade for passage {i} in the answer", memo=out.memo
             )
         else:
-            verdicts[cid] = _Verdict(None, None, out.status, out.error)
+            verdicts[cid] = _Verdict(None, None, out.status, out.error, memo=out.memo)
     return verdicts
 
 
@@ -189,15 +201,16 @@ def _combined(
     grades = [v.grade for v in verdicts]
     if len(verdicts) == 1:
         return verdicts[0], grades
+    memo = all(v.memo for v in verdicts)
     grade = combined_grade(grades, how)
     if grade is None:
-        return verdicts[0], grades
+        return dataclasses.replace(verdicts[0], memo=memo), grades
     chosen = next(v for v in verdicts if v.grade == grade)
     failed = sum(g is None for g in grades)
     notes = [chosen.note] if chosen.note else []
     if failed:
         notes.append(f"{failed} of {len(grades)} grade samples failed")
-    return _Verdict(grade, chosen.reason, "ok", None, "; ".join(notes) or None), grades
+    return _Verdict(grade, chosen.reason, "ok", None, "; ".join(notes) or None, memo), grades
 
 
 async def grade_candidates(
@@ -271,9 +284,12 @@ async def grade_candidates(
     result = {}
     for qid, rows in candidates.items():
         verdict_rows = []
+        memo = set()
         for c in rows:
             cid = c["context_id"]
             v, samples = _combined([per[qid][cid] for per in verdicts], aggregate)
+            if v.memo:
+                memo.add(cid)
             verdict_rows.append(
                 {
                     "run_id": run_id,
@@ -290,6 +306,7 @@ async def grade_candidates(
                 }
             )
         result[qid] = Graded.from_rows(verdict_rows, relevant_grade, spends[qid])
+        result[qid].from_memo = memo
     return result
 
 

@@ -18,6 +18,7 @@ outlives a memo cleared or moved.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -238,12 +239,44 @@ class JudgmentStore:
         self._sources.add(source)
 
 
-def _prompt_tokens(judge: Judge, q: Question, text: str) -> int:
-    """The prompt tokens the judge's answer for ``text`` reports (0 without a window)."""
-    if judge.budget is None:
-        return 0
-    messages = RELEVANCE.messages(RelevanceInput(question=q.question, context=text), q.language)
+def pair_key(judge: Judge, question: Question, text: str) -> str:
+    """The store's key of ``judge``'s grade of ``text`` for ``question``: the one key function.
+
+    What a tune, an audit and the sort stage look up and append under (:func:`grade_key` of the
+    judge's :class:`Grader`, the relevance prompt's version, the question's language and text,
+    the document's text).
+    """
+    return grade_key(Grader.of(judge), RELEVANCE.key, question.language, question.question, text)
+
+
+def prompt_tokens(judge: Judge, question: Question, text: str) -> int:
+    """Tokens of the grading prompt of one document, as the gateway counts them."""
+    messages = RELEVANCE.messages(
+        RelevanceInput(question=question.question, context=text), question.language
+    )
     return structured_prompt_tokens(judge.model, RELEVANCE.output_model, messages)
+
+
+def _answered_tokens(judge: Judge, q: Question, text: str) -> int:
+    """The prompt tokens the judge's answer for ``text`` reports (0 without a window)."""
+    return 0 if judge.budget is None else prompt_tokens(judge, q, text)
+
+
+Candidates = Mapping[str, Sequence[Mapping[str, Any]]]
+"""Question id → its documents (``context_id``, ``text``)."""
+
+
+def lookup_pairs(
+    judge: Judge, questions: Mapping[str, Question], candidates: Candidates, store: JudgmentStore
+) -> dict[tuple[str, str], StoredGrade]:
+    """(question id, context id) → the grade the store holds for it, for the pairs it holds."""
+    keys = {
+        (qid, c["context_id"]): pair_key(judge, questions[qid], c["text"])
+        for qid, rows in candidates.items()
+        for c in rows
+    }
+    held = store.lookup(set(keys.values()))
+    return {pair: held[key] for pair, key in keys.items() if key in held}
 
 
 @dataclass
@@ -252,6 +285,9 @@ class StoreGrading:
 
     Attributes:
         graded: Question id → its candidates' grades (as :func:`grade_candidates` gives them).
+        how: (question id, context id) → where its grade came from: ``store`` (held before),
+            ``memo`` (asked now, every answer from the memo) or ``paid`` (a provider answered);
+            a pair of the same key as another takes the other's.
         found: Pairs whose grade the store held.
         paid: Pairs graded by the judge now (memo hits included; failed ones too).
         failed: Of those, pairs left without a grade.
@@ -259,17 +295,36 @@ class StoreGrading:
     """
 
     graded: dict[str, Graded] = field(default_factory=dict)
+    how: dict[tuple[str, str], str] = field(default_factory=dict)
     found: int = 0
     paid: int = 0
     failed: int = 0
     added: int = 0
 
 
+def _stored_row(
+    run_id: str, qid: str, cid: str, held: StoredGrade, relevant: int
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "question_id": qid,
+        "context_id": cid,
+        "grade": held.grade,
+        "relevant": held.grade >= relevant,
+        "reason": held.reason,
+        "status": "ok",
+        "error": None,
+        "note": None,
+        "grade_samples": None,
+        "grade_judges": None,
+    }
+
+
 async def grade_through_store(
     judge: Judge,
     questions: Mapping[str, Question],
-    candidates: Mapping[str, Sequence[Mapping[str, Any]]],
-    store: JudgmentStore,
+    candidates: Candidates,
+    store: JudgmentStore | None,
     *,
     source: str,
     relevant_grade: int = 2,
@@ -278,54 +333,54 @@ async def grade_through_store(
 ) -> StoreGrading:
     """Grade (question, document) pairs through the store: look up, pay only the missing, append.
 
-    Signature::
-
-        await grade_through_store(judge, questions, candidates, store, *, source,
-                                  relevant_grade=2, run_id="", batch=BATCH) -> StoreGrading
-
-    One candidate per call, ``judge`` alone (a jury's or repeats' grade is an aggregate no
-    single call gives, so it never enters the store). Per batch of ``batch`` pairs the store's
-    lock is held from the look-up to the append: a second process grading the same pairs waits,
-    then finds them stored and pays none. Only grades paid now are appended, and only those one
-    call gave (a text over the judge's window, graded in parts, is left to the memo). A stored
-    grade counts in the question's spend as a memo hit does (one answer, its prompt's tokens),
-    so a re-run's tables are the same whichever cache answered.
+    The one way a grade goes through the store, for the sort stage, a tune and an audit alike.
+    Pairs of one key (the same question and text: a document served to several requests of one
+    query, pooled by two variants, or held under two ids) are asked once and the grade fanned
+    out to each. One candidate per call, ``judge`` alone (a jury's or repeats' grade is an
+    aggregate no single call gives, so it never enters the store). Per batch of ``batch``
+    distinct pairs the store's lock is held from the look-up to the append: a second process
+    grading the same pairs waits, then finds them stored and pays none. Only grades paid now
+    are appended, and only those one call gave (a text over the judge's window, graded in
+    parts, is left to the memo). A stored or fanned-out grade counts in the question's spend as
+    a memo hit does (one answer, its prompt's tokens), so a re-run's tables are the same
+    whichever cache answered. With ``store`` None nothing is looked up or appended (a check
+    that asks stored grades again).
 
     Args:
         judge: The judge (its model, temperature, window and answer budget are in the key).
         questions: Question id → question (its text and language are in the key).
         candidates: Question id → documents (``context_id``, ``text``), in the order the
             result's rows keep.
-        store: The runs root's store (:meth:`RunsRoot.judgments`).
+        store: The runs root's store, or None.
         source: What pays for new grades: ``run:<id>``, ``tune:<name>``, ``audit:<name>``.
         relevant_grade: The lowest grade that counts as relevant (the result's split).
         run_id: Written in every row.
-        batch: Pairs per hold of the store's lock.
+        batch: Distinct pairs per hold of the store's lock.
 
     Returns:
         The grades per question (``verdicts`` rows, a stored grade's row with status ``ok``
-        and its stored reason) and the counts.
+        and its stored reason), where each came from, and the counts.
 
     Raises:
         StoreError: A part of the store holds a value that is not a grade (before any call).
     """
     grader = Grader.of(judge)
     pairs = [(qid, c["context_id"], c["text"]) for qid, rows in candidates.items() for c in rows]
-    keys = {
-        (qid, cid): grade_key(
-            grader, RELEVANCE.key, questions[qid].language, questions[qid].question, text
-        )
-        for qid, cid, text in pairs
-    }
+    keys = {(qid, cid): pair_key(judge, questions[qid], text) for qid, cid, text in pairs}
+    first: dict[str, tuple[str, str, str]] = {}
+    for qid, cid, text in pairs:
+        first.setdefault(keys[(qid, cid)], (qid, cid, text))
+    asked = list(first.values())
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     spends = {qid: Spend() for qid in candidates}
     out = StoreGrading()
-    store.refresh()  # a part that is not the store's is refused before any call
+    if store is not None:
+        store.refresh()  # a part that is not the store's is refused before any call
     with progress.bar("sort: relevance", len(pairs)) as bar:
-        for start in range(0, len(pairs), batch):
-            chunk = pairs[start : start + batch]
-            async with store.parts.alock():
-                stored = store.lookup(keys[(q, c)] for q, c, _ in chunk)
+        for start in range(0, len(asked), batch):
+            chunk = asked[start : start + batch]
+            async with store.parts.alock() if store is not None else contextlib.nullcontext():
+                stored = store.lookup(keys[(q, c)] for q, c, _ in chunk) if store else {}
                 todo: dict[str, list[dict[str, str]]] = {}
                 for qid, cid, text in chunk:
                     held = stored.get(keys[(qid, cid)])
@@ -333,24 +388,13 @@ async def grade_through_store(
                         todo.setdefault(qid, []).append({"context_id": cid, "text": text})
                         continue
                     out.found += 1
+                    out.how[(qid, cid)] = "store"
                     bar.advance()
                     # Counted as a memo hit is: the answer used, the prompt it answered. So a
                     # re-run writes the same ``ranking`` table whichever cache answered it.
                     spends[qid].calls += 1
-                    spends[qid].prompt_tokens += _prompt_tokens(judge, questions[qid], text)
-                    rows[(qid, cid)] = {
-                        "run_id": run_id,
-                        "question_id": qid,
-                        "context_id": cid,
-                        "grade": held.grade,
-                        "relevant": held.grade >= relevant_grade,
-                        "reason": held.reason,
-                        "status": "ok",
-                        "error": None,
-                        "note": None,
-                        "grade_samples": None,
-                        "grade_judges": None,
-                    }
+                    spends[qid].prompt_tokens += _answered_tokens(judge, questions[qid], text)
+                    rows[(qid, cid)] = _stored_row(run_id, qid, cid, held, relevant_grade)
                 if not todo:
                     continue
                 graded = await grade_candidates(
@@ -372,6 +416,7 @@ async def grade_through_store(
                     for row in g.rows:
                         cid = row["context_id"]
                         rows[(qid, cid)] = row
+                        out.how[(qid, cid)] = "memo" if cid in g.from_memo else "paid"
                         out.paid += 1
                         out.failed += row["grade"] is None
                         if row["note"] is not None:
@@ -389,7 +434,19 @@ async def grade_through_store(
                                 "text": texts[cid],
                             }
                         )
-                out.added += store.add(new, source, locked=True)
+                if store is not None:
+                    out.added += store.add(new, source, locked=True)
+        # The pairs sharing another's key: its grade and its source, counted as that answer.
+        for qid, cid, text in pairs:
+            if (qid, cid) in rows:
+                continue
+            oq, oc, _ = first[keys[(qid, cid)]]
+            rows[(qid, cid)] = {**rows[(oq, oc)], "question_id": qid, "context_id": cid}
+            out.how[(qid, cid)] = out.how[(oq, oc)]
+            bar.advance()
+            spends[qid].calls += 1
+            spends[qid].prompt_tokens += _answered_tokens(judge, questions[qid], text)
+            spends[qid].failed += rows[(qid, cid)]["grade"] is None
     for qid, docs in candidates.items():
         out.graded[qid] = Graded.from_rows(
             [rows[(qid, d["context_id"])] for d in docs], relevant_grade, spends[qid]
@@ -408,5 +465,8 @@ __all__ = [
     "StoredGrade",
     "grade_key",
     "grade_through_store",
+    "lookup_pairs",
+    "pair_key",
+    "prompt_tokens",
     "text_hash",
 ]

@@ -43,7 +43,6 @@ from ragaudit.tuning._pool import (
     Retrieved,
     VariantRun,
     grade_pool,
-    prompt_tokens,
     retrieve,
 )
 from ragaudit.tuning._run import (
@@ -100,7 +99,6 @@ __all__ = [
     "judgment_store",
     "moves",
     "plan_variants",
-    "prompt_tokens",
     "question_metrics",
     "recommend",
     "render_html",

@@ -17,12 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragaudit.cache import Gateway, structured_prompt_tokens
+from ragaudit.cache import Gateway
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
 from ragaudit.errors import RagauditError
-from ragaudit.judging import Grader, Judge, JudgmentStore, grade_key, grade_through_store
-from ragaudit.prompts import RELEVANCE, RelevanceInput
+from ragaudit.judging import (
+    Judge,
+    JudgmentStore,
+    grade_through_store,
+    lookup_pairs,
+    prompt_tokens,
+)
 from ragaudit.search import SearchBackend, capabilities, make_search_backend, read_corpus
 from ragaudit.secrets import redact
 from ragaudit.tuning._plan import BASELINE, Variant
@@ -182,35 +187,20 @@ async def retrieve(
     return runs
 
 
-def prompt_tokens(judge: Judge, question: Question, text: str) -> int:
-    """Tokens of the grading prompt of one document, as the gateway counts them."""
-    messages = RELEVANCE.messages(
-        RelevanceInput(question=question.question, context=text), question.language
-    )
-    return structured_prompt_tokens(judge.model, RELEVANCE.output_model, messages)
-
-
-def _key(judge: Judge, q: Question, text: str) -> str:
-    return grade_key(Grader.of(judge), RELEVANCE.key, q.language, q.question, text)
-
-
 def from_store(
     pool: Pool, store: JudgmentStore, judge: Judge, questions: Mapping[str, Question]
 ) -> int:
     """Fill the pool's grades from the store; returns how many were found."""
+    asked = {
+        qid: [{"context_id": cid, "text": t} for cid, t in docs.items()]
+        for qid, docs in pool.texts.items()
+    }
     found = 0
-    for qid, docs in pool.texts.items():
-        q = questions[qid]
-        # Two ids holding one text (a duplicated paragraph) share one grade.
-        keys: dict[str, list[str]] = {}
-        for cid, t in docs.items():
-            keys.setdefault(_key(judge, q, t), []).append(cid)
-        for key, stored in store.lookup(keys).items():
-            for cid in keys[key]:
-                if cid not in pool.grades.get(qid, {}):
-                    pool.grades.setdefault(qid, {})[cid] = stored.grade
-                    pool.reasons[(qid, cid)] = stored.reason
-                    found += 1
+    for (qid, cid), stored in lookup_pairs(judge, questions, asked, store).items():
+        if cid not in pool.grades.get(qid, {}):
+            pool.grades.setdefault(qid, {})[cid] = stored.grade
+            pool.reasons[(qid, cid)] = stored.reason
+            found += 1
     return found
 
 
@@ -255,12 +245,10 @@ async def grade_pool(
         report.left_ungraded = len(todo) - len(kept)
         report.estimated_tokens = spent
         todo = kept
-    # One grade per key: a text pooled under two ids (or two questions of one text) is asked once.
-    same: dict[str, list[tuple[str, str]]] = {}
-    for qid, cid in todo:
-        same.setdefault(_key(judge, questions[qid], pool.texts[qid][cid]), []).append((qid, cid))
+    # A text pooled under two ids (or two questions of one text) is asked once: the store's
+    # grading fans one grade out to every pair of its key.
     asked: dict[str, list[dict[str, str]]] = {}
-    for qid, cid in (pairs[0] for pairs in same.values()):
+    for qid, cid in todo:
         asked.setdefault(qid, []).append({"context_id": cid, "text": pool.texts[qid][cid]})
     got = await grade_through_store(
         judge, questions, asked, store, source=source, batch=_GRADE_BATCH
@@ -268,15 +256,13 @@ async def grade_pool(
     report.found_in_store += got.found
     report.graded += got.paid
     report.failed += got.failed
-    for qid in asked:
-        q = questions[qid]
-        for row in got.graded[qid].rows:
+    for g in got.graded.values():
+        for row in g.rows:
             if row["grade"] is None:
                 continue
-            cid = row["context_id"]
-            for oq, oc in same[_key(judge, q, pool.texts[qid][cid])]:
-                pool.grades.setdefault(oq, {})[oc] = int(row["grade"])
-                pool.reasons[(oq, oc)] = row.get("reason") or ""
+            qid, cid = row["question_id"], row["context_id"]
+            pool.grades.setdefault(qid, {})[cid] = int(row["grade"])
+            pool.reasons[(qid, cid)] = row.get("reason") or ""
     return report
 
 
@@ -307,6 +293,5 @@ __all__ = [
     "from_store",
     "grade_pool",
     "judge_for",
-    "prompt_tokens",
     "retrieve",
 ]

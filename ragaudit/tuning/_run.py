@@ -18,7 +18,7 @@ from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
-from ragaudit.judging import Grader, Judge, JudgmentStore, import_run_grades
+from ragaudit.judging import Grader, Judge, JudgmentStore, import_run_grades, prompt_tokens
 from ragaudit.registry import TUNE_SEARCHES
 from ragaudit.runfolder import RunsRoot
 from ragaudit.tuning._plan import (
@@ -36,7 +36,6 @@ from ragaudit.tuning._pool import (
     from_store,
     grade_pool,
     judge_for,
-    prompt_tokens,
     retrieve,
 )
 from ragaudit.tuning._search import SearchStrategy

@@ -22,18 +22,28 @@ from support.shared_count import SharedCount  # noqa: E402
 
 
 class HoldGate:
-    """Counts each call, then holds it while the hold file exists."""
+    """Counts each call, then holds it while the hold file exists; refuses it while ``down`` does.
+
+    ``down`` is an outage of the provider: every call refused (a rate limit the gateway retries
+    and then gives up on), under the same model string, so a day audited through it is in the
+    same series as the day re-audited once the provider is back.
+    """
 
     def __init__(self, argument: str) -> None:
-        count, _, hold = argument.partition("|")
+        count, _, rest = argument.partition("|")
+        hold, _, down = rest.partition("|")
         self.count = SharedCount(count)
         self.hold = Path(hold)
+        self.down = Path(down) if down else None
 
     def enter(self, capacity: int) -> bool:
         """Count the call, then wait while the hold file exists (blocking: the test kills us)."""
         ok = self.count.enter(0)
         while self.hold.exists():
             time.sleep(0.05)
+        if self.down is not None and self.down.exists():
+            self.count.leave()
+            return False
         return ok
 
     def leave(self) -> None:
