@@ -120,18 +120,24 @@ def span(names: Iterable[str]) -> tuple[float, float] | None:
     return (low, high) if math.isfinite(low) and math.isfinite(high) else None
 
 
-def goodness(name: str, value: float, higher: bool | None = None) -> float:
+def goodness(
+    name: str,
+    value: float,
+    higher: bool | None = None,
+    extent: tuple[float, float] | None = None,
+) -> float:
     """``value`` as a share of ``name``'s range from worst (0) to best (1).
 
-    An unbounded range has no such share: the value itself is returned, negated when lower is
-    better, so that larger still means better.
+    ``higher`` is the direction when the caller holds it (else declared). An unbounded range
+    has no such share: it is taken over ``extent`` (the values seen) when given, else the value
+    itself is returned, negated when lower is better, so that larger still means better.
     """
     info = about(name)
     up = info.higher_is_better if higher is None else higher
-    low, high = info.range
-    if not info.bounded:
+    low, high = info.range if info.bounded or extent is None else extent
+    if not (math.isfinite(low) and math.isfinite(high)):
         return value if up else -value
-    share = (value - low) / (high - low)
+    share = (value - low) / (high - low) if high > low else 0.5
     return share if up else 1.0 - share
 
 

@@ -195,6 +195,7 @@ class Registry(Generic[T]):
         self.builtins = builtins
         self.declared = declared
         self.units: dict[str, T] = {}
+        """The units by name, in the order their registrations declare (``MetricInfo.order``)."""
         self.options: dict[str, type[BaseModel]] = {}
         self.modules: dict[str, str] = {}
         """The module that registered each unit (named when another module claims its name)."""
@@ -243,7 +244,19 @@ class Registry(Generic[T]):
             self.info.pop(name, None)
         else:
             self.info[name] = info
+            if info.order is not None:
+                self._in_order()
         return name
+
+    def _in_order(self) -> None:
+        """Units in their declared order (a stable sort: ties, and the undeclared, as added)."""
+        ranked = sorted(self.units.items(), key=lambda item: self._rank(item[0]))
+        self.units.clear()
+        self.units.update(ranked)
+
+    def _rank(self, name: str) -> float:
+        info = self.info.get(name)
+        return math.inf if info is None else info.rank
 
     def qualify(self, name: str, module: str) -> str:
         """The name a unit of ``module`` registered now as ``name`` gets.

@@ -67,12 +67,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# Listed (``ragaudit metrics``) in the order each metric's registration declares: the four
-# headline RAGAS metrics first, then their variants and the other judged metrics, the aspects,
-# the lexical ones; a metric that declares none follows in the order registered.
-_ordered = sorted(METRICS.items(), key=lambda item: item[1].info.rank)
-METRICS.clear()
-METRICS.update(_ordered)
 # The config asks the registry to check its score section, after the registry has loaded this
 # package itself: the check never depends on what was imported first.
 REGISTRY.section_check = check_score

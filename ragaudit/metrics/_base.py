@@ -319,7 +319,10 @@ def metric(
     Raises:
         ValueError: an empty range, or a threshold outside it.
     """
-    info = MetricInfo(higher_is_better, range, label, threshold, order)
+    try:
+        info = MetricInfo(higher_is_better, range, label, threshold, order)
+    except ValueError as exc:
+        raise ValueError(f"metric '{name}': {exc}") from None
 
     def deco(fn: Scorer) -> Scorer:
         doc = (fn.__doc__ or "").strip().splitlines()

@@ -228,10 +228,20 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
     if not metrics or not report.questions:
         return None
     up = {s.metric: s.higher_is_better for s in report.summary}
+    # An unbounded metric is coloured over the values the questions have.
+    seen: dict[str, list[float]] = {}
+    for q in report.questions:
+        for c in q.scores.values():
+            if c.status == "ok" and _finite(c.value) and not about(c.metric).bounded:
+                seen.setdefault(c.metric, []).append(c.value)
+    extents = {m: _extent(m, v) for m, v in seen.items()}
+
+    def shade(m: str, value: float) -> float:
+        return goodness(m, value, up.get(m, True), extents.get(m))
 
     def mean_goodness(q: Any) -> float:
         vals = [
-            goodness(c.metric, c.value, up.get(c.metric, True))
+            shade(c.metric, c.value)
             for c in q.scores.values()
             if c.status == "ok" and _finite(c.value)
         ]
@@ -251,7 +261,7 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
                     {
                         "q": q.question_id,
                         "metric": labels[m],
-                        "good": min(1.0, max(0.0, goodness(m, cell.value, up.get(m, True)))),
+                        "good": min(1.0, max(0.0, shade(m, cell.value))),
                         "d": q.question_id,
                     }
                 )
@@ -474,7 +484,7 @@ def calls_chart(report: Report) -> Figure | None:
 
 def compare_chart(comparison: Any) -> Figure | None:
     """B − A per metric with its paired 95% interval, coloured by the verdict."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "metric": shown(m.metric, m.higher_is_better),
             "diff": m.diff,
