@@ -64,8 +64,8 @@ class MetricInfo:
     higher_is_better: bool = True
     """Whether a larger value is the better one (compare's verdicts, flags, worst rows)."""
     range: tuple[float, float] = (0.0, 1.0)
-    """The values it can take, ``(low, high)`` (``math.inf`` for no bound): chart axes and
-    the prediction-powered means are kept inside it."""
+    """The values it can take, ``(low, high)`` (``math.inf`` for no bound): the charts' axes
+    and colours, and the bounds of a design-corrected (PPI) figure."""
     label: str = ""
     """How reports name it ("" : by its registered name)."""
     threshold: float | None = None

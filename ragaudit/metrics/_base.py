@@ -311,8 +311,8 @@ def metric(
     the calls of one row for the dry run (``rough_cost`` when absent).
 
     What its values mean is declared here too, once (:class:`ragaudit.registry.MetricInfo`):
-    ``higher_is_better`` (compare's verdicts, flags, worst rows), ``range`` (chart axes, the
-    corrected means kept inside it), ``threshold`` (its default in ``report.thresholds``),
+    ``higher_is_better`` (compare's verdicts, flags, worst rows), ``range`` (the charts' axes
+    and colours), ``threshold`` (its default in ``report.thresholds``),
     ``order`` (its place in lists, smallest first) and ``label`` (its name in reports; ""
     for ``name``). Reports read them from the registry without importing a scorer.
 
