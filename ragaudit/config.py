@@ -20,7 +20,7 @@ import importlib
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -698,17 +698,27 @@ class ScoreConfig(_Frozen):
         return self
 
 
+def default_thresholds(plugins: Iterable[str] = ()) -> dict[str, float]:
+    """The thresholds the metrics of the built-in modules and of ``plugins`` declare.
+
+    Each metric declares its own in its registration (``ragaudit.metrics.metric(...,
+    threshold=…)``); the registry loads those modules by name, as it does to check the metrics.
+    """
+    return {
+        name: info.threshold
+        for name, info in METRICS.declared_info(plugins).items()
+        if info.threshold is not None
+    }
+
+
 class ReportConfig(_Frozen):
     """Stage 5: summary, flags and artifacts."""
 
-    thresholds: dict[str, float] = {
-        "context_precision": 0.8,
-        "context_recall": 0.7,
-        "faithfulness": 0.9,
-        "answer_relevancy": 0.8,
-    }
-    """A metric mean below its threshold is flagged (the defaults are common starting
-    points)."""
+    thresholds: dict[str, float] = Field(default_factory=default_thresholds)
+    """A metric mean on the wrong side of its threshold (below it; above it for a
+    lower-is-better metric) is flagged. The default: the thresholds the metrics declare (the
+    built-in ones common starting points), those of the config's plugins included; a mapping
+    given replaces it as a whole."""
     bootstrap_samples: int = Field(default=1000, ge=0)
     """Resamples for the confidence intervals of the means (0 turns them off)."""
     worst: int = Field(default=5, ge=0)
@@ -857,7 +867,8 @@ class RunConfig(_Frozen):
     sort: SortConfig = SortConfig()
     ground_truth: GroundTruthConfig = GroundTruthConfig()
     score: ScoreConfig = Field(default_factory=ScoreConfig)
-    report: ReportConfig = ReportConfig()
+    # Built when a config is, not on import: its thresholds come from the metric registry.
+    report: ReportConfig = Field(default_factory=ReportConfig)
     gold: GoldConfig = GoldConfig()
     ablate: AblateConfig = AblateConfig()
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
@@ -919,6 +930,16 @@ class RunConfig(_Frozen):
         if value is None:
             return value
         return folder_name(value)
+
+    @model_validator(mode="after")
+    def _plugin_thresholds(self) -> RunConfig:
+        # The default thresholds include those the config's own plugins declare; left at the
+        # default, they are filled in here, where the plugins are known.
+        plugins = (*self.plugins, *self.score.plugins)
+        if plugins and "thresholds" not in self.report.model_fields_set:
+            report = self.report.model_copy(update={"thresholds": default_thresholds(plugins)})
+            object.__setattr__(self, "report", report)
+        return self
 
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -1108,6 +1129,7 @@ __all__ = [
     "Section",
     "SortConfig",
     "deep_merge",
+    "default_thresholds",
     "load_config",
     "set_path",
 ]

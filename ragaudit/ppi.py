@@ -54,7 +54,8 @@ import numpy as np
 import polars as pl
 
 from ragaudit import labels as label_store
-from ragaudit.ranking import ndcg_at_k
+from ragaudit.directions import about
+from ragaudit.ranking import dcg, discounted, ideal_dcg, ndcg_at_k
 from ragaudit.runfolder import RunFolder
 from ragaudit.stats import (
     Corrected,
@@ -424,7 +425,7 @@ def judge_vs_people(run_dir: Path | str, *, seed: int = 0) -> JudgeVsPeople | No
                 weights=[found.weight[k] for k in keys],
                 clusters=[found.cluster[k] for k in keys],
                 units_total=found.questions_total,
-                bounds=(0.0, 1.0),
+                bounds=about(RELEVANT_SHARE).range,
                 seed=seed,
             )
             if any("strata weighted back" in n for n in found.notes):
@@ -501,27 +502,6 @@ def _answer_weights(design: _Design | None, items: Sequence[str]) -> list[float]
     return None if len(set(found)) == 1 else found
 
 
-def _ideal_dcg(counts: dict[int, float], k: int) -> float:
-    """The DCG@k of the best order of a pool holding ``counts[g]`` candidates of grade g.
-
-    Counts may be estimates (not whole): the ideal's positions are filled in grade order by
-    the counts as lengths, a position shared by two grades taking each in proportion, so the
-    estimate moves smoothly with the counts.
-    """
-    total, start = 0.0, 0.0
-    for g in sorted(counts, reverse=True):
-        if g <= 0 or counts[g] <= 0:
-            continue
-        end = min(start + counts[g], float(k))
-        for i in range(int(math.floor(start)), int(math.ceil(end))):
-            overlap = min(end, i + 1) - max(start, i)
-            total += g * overlap / math.log2(i + 2)
-        start = end
-        if start >= k:
-            break
-    return total
-
-
 def _question_ndcg(
     order: list[str],
     judge: dict[str, int],
@@ -539,7 +519,7 @@ def _question_ndcg(
     exact NDCG@10.
     """
     rank = {c: i for i, c in enumerate(order)}
-    dcg = sum(judge[c] / math.log2(rank[c] + 2) for c in order[:NDCG_K])
+    found = dcg(judge[c] for c in order[:NDCG_K])
     counts = {g: float(sum(1 for c in judge if judge[c] == g)) for g in (1, 2, 3)}
     for cands in strata.values():
         mine = [c for c in cands if c in human]
@@ -548,11 +528,11 @@ def _question_ndcg(
         scale = len(cands) / len(mine)
         for c in mine:
             if rank[c] < NDCG_K:
-                dcg += scale * (human[c] - judge[c]) / math.log2(rank[c] + 2)
+                found += discounted(scale * (human[c] - judge[c]), rank[c])
             for g in counts:
                 counts[g] += scale * (human_share[c].get(g, 0.0) - float(judge[c] == g))
-    ideal = _ideal_dcg({g: max(v, 0.0) for g, v in counts.items()}, NDCG_K)
-    return max(dcg, 0.0) / ideal if ideal > 0 else math.nan
+    ideal = ideal_dcg({g: max(v, 0.0) for g, v in counts.items()}, NDCG_K)
+    return max(found, 0.0) / ideal if ideal > 0 else math.nan
 
 
 def _engine_order(qid: str, grades: dict[str, int], rank: dict[tuple[str, str], Any]) -> list[str]:
@@ -662,7 +642,7 @@ def _ndcg(
         weights=[len(by_question) / len(qids)] * len(qids),
         clusters=qids,
         units_total=len(by_question),
-        bounds=(0.0, 1.0),
+        bounds=about(NDCG).range,
         # The labelled items behind the questions' values: a question's value is not a label.
         n_labels=sum(1 for q, _ in labels if q in per_question),
         seed=seed,

@@ -7,7 +7,7 @@ the tests can hold each one against an independent implementation.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 
 def average_ranks(order: Sequence[str], groups: Sequence[int] | None = None) -> dict[str, float]:
@@ -81,12 +81,43 @@ def top_k_overlap(a: Sequence[str], b: Sequence[str], k: int) -> tuple[float, li
     return len(overlap) / k, overlap
 
 
+def discounted(gain: float, position: int) -> float:
+    """``gain`` at 0-based ``position`` of a list: over log2(position + 2) (trec_eval's)."""
+    return gain / math.log2(position + 2)
+
+
+def dcg(gains: Iterable[float]) -> float:
+    """DCG of gains in list order: linear gains, log2 discounts (trec_eval's, scikit-learn's)."""
+    return sum(discounted(g, i) for i, g in enumerate(gains))
+
+
+def ideal_dcg(counts: Mapping[int, float], k: int) -> float:
+    """The DCG@k of the best order of a pool holding ``counts[g]`` items of grade (gain) g.
+
+    Counts may be estimates (not whole): the ideal's positions are filled in grade order by
+    the counts as lengths, a position shared by two grades taking each in proportion, so the
+    estimate moves smoothly with the counts. Whole counts give :func:`dcg` of the grades
+    sorted best first.
+    """
+    total, start = 0.0, 0.0
+    for g in sorted(counts, reverse=True):
+        if g <= 0 or counts[g] <= 0:
+            continue
+        end = min(start + counts[g], float(k))
+        for i in range(int(math.floor(start)), int(math.ceil(end))):
+            overlap = min(end, i + 1) - max(start, i)
+            total += discounted(g * overlap, i)
+        start = end
+        if start >= k:
+            break
+    return total
+
+
 def ndcg_at_k(order: Sequence[str], gains: Mapping[str, float], k: int) -> float:
     """NDCG@k with linear gains and log2 discounts (scikit-learn's ``ndcg_score`` convention)."""
-    dcg = sum(gains.get(item, 0.0) / math.log2(i + 2) for i, item in enumerate(order[:k]))
-    ideal = sorted(gains.values(), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else math.nan
+    found = dcg(gains.get(item, 0.0) for item in order[:k])
+    ideal = dcg(sorted(gains.values(), reverse=True)[:k])
+    return found / ideal if ideal > 0 else math.nan
 
 
 def mrr(order: Sequence[str], relevant: set[str]) -> float:
@@ -168,8 +199,11 @@ def order_vs_grades(order: Sequence[str], grades: Mapping[str, float], k: int) -
 
 __all__ = [
     "average_ranks",
+    "dcg",
+    "discounted",
     "full_judge_ranks",
     "hit_at_k",
+    "ideal_dcg",
     "judge_gains",
     "kendall_tau_b",
     "mrr",

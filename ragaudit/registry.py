@@ -17,6 +17,12 @@ of an installed package are namespaced ``<package>/<name>`` (inspect_ai's ``regi
 a module named directly registers plain names, and a name already taken by another module is
 refused, naming both modules: a plugin never replaces a built-in silently.
 
+What a metric is besides its scorer travels with its registration too (:class:`MetricInfo`:
+which way is better, its range, its label, its default threshold, its place in lists), held
+here beside the unit, so that a report, the config's default thresholds and a chart read it
+from the registration alone, the way inspect_ai's ``RegistryInfo`` sits on the registered
+object.
+
 Nothing here imports the modules it loads: they are named as text, so this base module stays
 below the library that registers into it, and a registry costs nothing until it is asked.
 """
@@ -24,8 +30,10 @@ below the library that registers into it, and a registry costs nothing until it 
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
@@ -45,12 +53,56 @@ class NameClash(ValueError):
     """A unit registered under a name another module's unit already holds."""
 
 
+@dataclass(frozen=True)
+class MetricInfo:
+    """What a metric (or any figure a report shows) is, declared where it is registered.
+
+    Raises:
+        ValueError: a range that is empty or not ordered, or a threshold outside the range.
+    """
+
+    higher_is_better: bool = True
+    """Whether a larger value is the better one (compare's verdicts, flags, worst rows)."""
+    range: tuple[float, float] = (0.0, 1.0)
+    """The values it can take, ``(low, high)`` (``math.inf`` for no bound): the charts' axes
+    and colours, and the bounds of a design-corrected (PPI) figure."""
+    label: str = ""
+    """How reports name it ("" : by its registered name)."""
+    threshold: float | None = None
+    """The default of ``report.thresholds`` for it: a mean on the wrong side is flagged
+    (None: not flagged unless a config sets one)."""
+    order: int | None = None
+    """Its place in lists (``ragaudit metrics``, the default thresholds), smallest first;
+    None: after every metric that declares one, in the order registered."""
+
+    def __post_init__(self) -> None:
+        low, high = self.range
+        if not low < high:
+            raise ValueError(f"a metric's range is (low, high) with low < high, got {self.range}")
+        if self.threshold is not None and not low <= self.threshold <= high:
+            raise ValueError(f"threshold {self.threshold} lies outside the range {self.range}")
+
+    @property
+    def bounded(self) -> bool:
+        """Whether both ends of the range are finite (a chart can be drawn to them)."""
+        return all(math.isfinite(v) for v in self.range)
+
+    @property
+    def rank(self) -> float:
+        """The sort key of :attr:`order` (undeclared last)."""
+        return math.inf if self.order is None else float(self.order)
+
+
 _REGISTRIES: list[Registry[Any]] = []
 _namespace: str | None = None
 """The installed package whose entry points are being imported: its units are ``<it>/<name>``."""
 _loaded_packages: set[str] = set()
 
 BUILTIN_PACKAGE = "ragaudit"
+
+
+def _builtin(module: str) -> bool:
+    return module == BUILTIN_PACKAGE or module.startswith(f"{BUILTIN_PACKAGE}.")
 
 
 def package_key(name: str) -> str:
@@ -143,9 +195,12 @@ class Registry(Generic[T]):
         self.builtins = builtins
         self.declared = declared
         self.units: dict[str, T] = {}
+        """The units by name, in the order their registrations declare (``MetricInfo.order``)."""
         self.options: dict[str, type[BaseModel]] = {}
         self.modules: dict[str, str] = {}
         """The module that registered each unit (named when another module claims its name)."""
+        self.info: dict[str, MetricInfo] = {}
+        """What each unit that declared it is (:class:`MetricInfo`: metrics, tune metrics)."""
         self._loaded = False
         self.section_check: Callable[[dict[str, Any]], Any] | None = None
         """The check of a config section naming several units with their options (the
@@ -154,11 +209,18 @@ class Registry(Generic[T]):
         _REGISTRIES.append(self)
 
     def add(
-        self, name: str, unit: T, options: type[BaseModel] | None = None, *, module: str = ""
+        self,
+        name: str,
+        unit: T,
+        options: type[BaseModel] | None = None,
+        *,
+        module: str = "",
+        info: MetricInfo | None = None,
     ) -> str:
         """Register ``unit`` under ``name`` (``<package>/<name>`` from an installed package).
 
-        ``module`` is the module registering it (the unit's own ``__module__`` when not given).
+        ``module`` is the module registering it (the unit's own ``__module__`` when not given);
+        ``info`` what the unit is (a metric's direction, range, label, threshold, order).
         The same module registering a name again (a reload) replaces its unit.
 
         Returns:
@@ -178,7 +240,23 @@ class Registry(Generic[T]):
         self.units[name] = unit
         self.options[name] = options or NoOptions
         self.modules[name] = module
+        if info is None:
+            self.info.pop(name, None)
+        else:
+            self.info[name] = info
+            if info.order is not None:
+                self._in_order()
         return name
+
+    def _in_order(self) -> None:
+        """Units in their declared order (a stable sort: ties, and the undeclared, as added)."""
+        ranked = sorted(self.units.items(), key=lambda item: self._rank(item[0]))
+        self.units.clear()
+        self.units.update(ranked)
+
+    def _rank(self, name: str) -> float:
+        info = self.info.get(name)
+        return math.inf if info is None else info.rank
 
     def qualify(self, name: str, module: str) -> str:
         """The name a unit of ``module`` registered now as ``name`` gets.
@@ -187,16 +265,21 @@ class Registry(Generic[T]):
         module imported on the way (the package's own ``import ragaudit.metrics``) keeps its
         plain names.
         """
-        builtin = module == BUILTIN_PACKAGE or module.startswith(f"{BUILTIN_PACKAGE}.")
-        if _namespace is None or builtin or name.startswith(f"{_namespace}/"):
+        if _namespace is None or _builtin(module) or name.startswith(f"{_namespace}/"):
             return name
         return f"{_namespace}/{name}"
 
-    def register(self, name: str, *, options: type[BaseModel] | None = None) -> Callable[[F], F]:
+    def register(
+        self,
+        name: str,
+        *,
+        options: type[BaseModel] | None = None,
+        info: MetricInfo | None = None,
+    ) -> Callable[[F], F]:
         """Decorator: register the decorated factory (or class) under ``name``."""
 
         def deco(unit: F) -> F:
-            self.add(name, unit, options)  # type: ignore[arg-type]
+            self.add(name, unit, options, info=info)  # type: ignore[arg-type]
             return unit
 
         return deco
@@ -236,6 +319,36 @@ class Registry(Generic[T]):
         if name not in self.units:
             raise KeyError(f"unknown {self.kind} '{name}' (known: {', '.join(self.units)})")
         return self.units[name]
+
+    def info_of(self, name: str) -> MetricInfo | None:
+        """What the unit ``name`` declared itself to be (None: not registered, or nothing declared).
+
+        The built-in modules are loaded first, so the answer never depends on what was
+        imported before; a plugin's unit is known once a config allow-listing it has loaded.
+        """
+        self.load()
+        return self.info.get(name)
+
+    def declared_info(self, plugins: Iterable[str] = ()) -> dict[str, MetricInfo]:
+        """What the units of the built-in modules and of ``plugins`` declared, in list order.
+
+        Units that another plugin, loaded earlier in this process, registered are left out: a
+        config's defaults (``report.thresholds``) depend only on what the config names.
+        """
+        plugins = tuple(plugins)
+        self.load(plugins)
+        packages = {package_key(p) for p in plugins}
+
+        def named(unit: str) -> bool:
+            module = self.modules.get(unit, "")
+            return (
+                _builtin(module)
+                or any(module == p or module.startswith(f"{p}.") for p in plugins)
+                or ("/" in unit and unit.split("/", 1)[0] in packages)
+            )
+
+        found = [(n, i) for n, i in self.info.items() if named(n)]
+        return dict(sorted(found, key=lambda item: item[1].rank))
 
     def check_section(self, section: dict[str, Any], modules: Iterable[str] = ()) -> Any:
         """``section`` checked by the kind's own section check, every module loaded first.
@@ -337,6 +450,7 @@ __all__ = [
     "SEARCH_BACKENDS",
     "TUNE_METRICS",
     "TUNE_SEARCHES",
+    "MetricInfo",
     "NameClash",
     "NoOptions",
     "Registry",

@@ -14,6 +14,7 @@ import polars as pl
 import vl_convert as vlc
 
 from ragaudit._ablate_config import DIMENSIONS, AblationPoint
+from ragaudit.directions import span
 
 FONT = (
     'system-ui, -apple-system, "Segoe UI", "Noto Sans CJK SC", "Noto Sans SC", '
@@ -89,15 +90,18 @@ def dimension_chart(table: pl.DataFrame, dim: str, baseline: AblationPoint) -> s
     data = alt.NamedData(name="points")
     color = alt.Color("metric:N", title="metric")
     base = alt.Chart(data).encode(x=x, color=color)
+    # The declared ranges of the metrics drawn (the data's own when one is unbounded).
+    found = span(dict.fromkeys(r["metric"] for r in rows))
+    scale = alt.Scale(domain=list(found)) if found else alt.Scale(zero=False)
     band = base.mark_area(opacity=0.15).encode(
-        y=alt.Y("low:Q", title="mean (95% CI)", scale=alt.Scale(domain=[0, 1])), y2="high:Q"
+        y=alt.Y("low:Q", title="mean (95% CI)", scale=scale), y2="high:Q"
     )
     if nominal:
         band = base.mark_rule(strokeWidth=3, opacity=0.4).encode(
-            y=alt.Y("low:Q", title="mean (95% CI)", scale=alt.Scale(domain=[0, 1])), y2="high:Q"
+            y=alt.Y("low:Q", title="mean (95% CI)", scale=scale), y2="high:Q"
         )
     line = base.mark_line(point=True).encode(
-        y=alt.Y("mean:Q", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("mean:Q", scale=scale),
         tooltip=["metric:N", "x:N" if nominal else "x:Q", "mean:Q", "low:Q", "high:Q", "n:Q"],
     )
     chart = (

@@ -3,7 +3,8 @@
 Every figure is read back from the points' run folders through the report model
 (:func:`ragaudit.reporting.build_report`), so a point's means and intervals are the digits its
 own report shows. The objective of a question is the weighted mean of its metric values (a
-lower-is-better metric counted as 1 − value), defined where every objective metric is ``ok``;
+lower-is-better metric counted as 1 − value: its :func:`ragaudit.directions.goodness` over
+its declared range), defined where every objective metric is ``ok``;
 the default objective leaves out a metric no point scored (:func:`effective_objective`).
 A point is *indistinguishable* from the best one when the paired permutation test on the
 questions both answered (the one ``compare`` uses, :mod:`ragaudit.stats`), adjusted across the
@@ -23,6 +24,7 @@ from ragaudit._ablate_config import DIMENSIONS
 from ragaudit.ablation._pipeline import IndexInfo, points_root
 from ragaudit.ablation._plan import PlannedPoint
 from ragaudit.config import RunConfig
+from ragaudit.directions import goodness
 from ragaudit.errors import ConfigError
 from ragaudit.reporting import Report, build_report
 from ragaudit.stats import adjust, beyond_noise, bootstrap_ci, paired_test
@@ -115,7 +117,7 @@ def question_objective(report: Report, weights: dict[str, float]) -> dict[str, f
             continue
         values = [c.value for c in cells if c is not None and c.value is not None]
         value = sum(
-            w * (v if up.get(m, True) else 1.0 - v)
+            w * goodness(m, v, up.get(m, True))
             for (m, w), v in zip(weights.items(), values, strict=True)
         )
         out[q.question_id] = value / total

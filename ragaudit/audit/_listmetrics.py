@@ -6,8 +6,8 @@ therefore **within the served list**:
 
 - ``precision@k``: documents of the top k graded at least ``relevant_grade``, over k (a list
   shorter than k is penalised, as trec_eval does);
-- ``dcg@k``: linear gain (the grade 0-3), log2 discount (trec_eval's and scikit-learn's
-  convention, as :func:`ragaudit.ranking.ndcg_at_k`);
+- ``dcg@k``: linear gain (the grade 0-3), log2 discount (:func:`ragaudit.ranking.dcg`,
+  trec_eval's and scikit-learn's convention);
 - ``ndcg@k``: that DCG over the DCG of **the same served grades sorted best first**: 1 means
   the service put its own best documents first, not that it found the best documents there
   are. Undefined (None) when every served grade is 0: there is no better order to compare to;
@@ -17,12 +17,16 @@ therefore **within the served list**:
 A grade that failed or was skipped (None) leaves every metric of the request undefined
 (None), never 0: a list with an unknown document in it has an unknown DCG, and counting the
 failure as "not relevant" would drag the estimate down by the judge's failure rate.
+
+What each figure is (direction, range, label) is declared with the other ranking figures in
+:data:`ragaudit.directions.FIGURES`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+from ragaudit.ranking import dcg
 
 METRICS = ("precision@k", "dcg@k", "ndcg@k", "relevant share")
 """The names :func:`list_metrics` returns (``k`` spelled as a number by :func:`metric_names`)."""
@@ -31,10 +35,6 @@ METRICS = ("precision@k", "dcg@k", "ndcg@k", "relevant share")
 def metric_names(k: int) -> tuple[str, ...]:
     """The metric names of :func:`list_metrics` at depth ``k`` (``ndcg@10`` ...)."""
     return tuple(name.replace("@k", f"@{k}") for name in METRICS)
-
-
-def _dcg(grades: Sequence[int]) -> float:
-    return sum(g / math.log2(i + 2) for i, g in enumerate(grades))
 
 
 def list_metrics(
@@ -60,9 +60,9 @@ def list_metrics(
         return dict.fromkeys(names, None)
     known = [int(g) for g in top if g is not None]
     relevant = sum(1 for g in known if g >= relevant_grade)
-    dcg = _dcg(known)
-    ideal = _dcg(sorted(known, reverse=True))
-    values = (relevant / k, dcg, dcg / ideal if ideal > 0 else None, relevant / len(known))
+    found = dcg(known)
+    ideal = dcg(sorted(known, reverse=True))
+    values = (relevant / k, found, found / ideal if ideal > 0 else None, relevant / len(known))
     return dict(zip(names, values, strict=True))
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from ragaudit.cli._app import ConfigOpt, RootOpt, SetOpt, _num, _overrides, app, console, err
 from ragaudit.cli._run import _evaluate_with_flags
 from ragaudit.config import DEFAULT_RUNS_ROOT, RunConfig, SortConfig, load_config
+from ragaudit.directions import shown
 from ragaudit.errors import RagauditError
 from ragaudit.numbers import fixed
 
@@ -180,7 +181,7 @@ def _print_comparison(cmp: Any) -> None:
         style = {"regressed": "bold red", "improved": "bold green"}.get(m.verdict, "")
         verdict = f"[{style}]{m.verdict}[/]" if style else m.verdict
         table.add_row(
-            m.metric + ("" if m.higher_is_better else " (lower is better)"),
+            shown(m.metric, m.higher_is_better),
             str(m.n_paired),
             _num(m.mean_a),
             _num(m.mean_b),

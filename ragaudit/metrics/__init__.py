@@ -3,7 +3,8 @@
 One module per metric or family; importing this package registers them all in the metric registry
 (``ragaudit.registry.METRICS``, whose table is ``METRICS``) and installs its check of a score
 section, which rejects an unknown metric or option when a config loads.
-Adding a metric is one module that applies :func:`metric` to its scorer: a built-in one is
+Adding a metric is one module that applies :func:`metric` to its scorer, declaring there what its
+values mean (direction, range, default threshold, place in lists, label): a built-in one is
 imported here; a user's one is named in ``score.plugins`` (or published under the
 ``ragaudit.metrics`` entry-point group). User-defined aspects exist through a run's config and
 are found with :func:`resolve`.
@@ -66,42 +67,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# The order ``ragaudit metrics`` lists them in: the four headline RAGAS metrics first, then
-# their variants and the other judged metrics; the rest follow in registration order.
-_ORDER = (
-    "faithfulness",
-    "answer_relevancy",
-    "context_precision",
-    "context_precision_without_reference",
-    "context_recall",
-    "nonllm_context_recall",
-    "nonllm_context_precision",
-    "context_relevance",
-    "context_sentence_relevance",
-    "context_entity_recall",
-    "noise_sensitivity",
-    "noise_sensitivity_irrelevant",
-    "factual_correctness",
-    "factual_correctness_precision",
-    "factual_correctness_recall",
-    "semantic_similarity",
-    "answer_correctness",
-    "nugget_recall_strict_vital",
-    "nugget_recall_vital",
-    "nugget_recall_strict_all",
-    "nugget_recall_all",
-    "citation_recall",
-    "citation_precision",
-    "citation_support_precision",
-    "citation_support_recall",
-    "citation_uncited_share",
-)
-_ordered = {n: METRICS[n] for n in _ORDER if n in METRICS}
-_ordered.update({n: m for n, m in METRICS.items() if n.startswith("aspect_")})
-_ordered.update({n: METRICS[n] for n in ("summarization_score", "rouge_l", "bleu", "jaccard")})
-_ordered.update({n: m for n, m in METRICS.items() if n not in _ordered})
-METRICS.clear()
-METRICS.update(_ordered)
 # The config asks the registry to check its score section, after the registry has loaded this
 # package itself: the check never depends on what was imported first.
 REGISTRY.section_check = check_score

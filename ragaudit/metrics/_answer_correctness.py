@@ -83,6 +83,7 @@ class AnswerCorrectnessOptions(Options):
     llm=True,
     embeddings=True,
     options=AnswerCorrectnessOptions,
+    order=170,
 )
 async def answer_correctness(s: Sample, deps: Deps, opts: AnswerCorrectnessOptions) -> Outcome:
     """Weighted mean of factual F1 against the reference and semantic similarity (0.75/0.25)."""

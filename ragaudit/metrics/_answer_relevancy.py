@@ -129,6 +129,8 @@ def _cost(s: Sample, deps: Deps, opts: AnswerRelevancyOptions, sheet: CostSheet)
     embeddings=True,
     options=AnswerRelevancyOptions,
     cost=_cost,
+    order=20,
+    threshold=0.8,
 )
 async def answer_relevancy(s: Sample, deps: Deps, opts: AnswerRelevancyOptions) -> Outcome:
     """Mean similarity of questions regenerated from the answer to the real question."""

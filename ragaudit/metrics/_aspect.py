@@ -16,20 +16,25 @@ from typing import Any
 from pydantic import Field
 
 from ragaudit.config import SAMPLING_TEMPERATURE
-from ragaudit.directions import ASPECT_PREFIX as PREFIX
-from ragaudit.directions import higher_is_better
-from ragaudit.metrics._base import FACTORIES, METRICS, Deps, Metric, Options, Outcome, Sample
+from ragaudit.metrics._base import FACTORIES, Deps, Metric, Options, Outcome, Sample
 from ragaudit.metrics._judge import ask_samples
 from ragaudit.prompts.aspect import BUILTIN_ASPECTS, Aspect, AspectInput, aspect_prompt
+from ragaudit.registry import METRICS as REGISTRY
+from ragaudit.registry import MetricInfo
 
+PREFIX = "aspect_"
+"""Aspect critiques are registered, and defined in ``score.aspects``, as ``aspect_<name>``."""
+ORDER = 300
+"""Where the aspects stand in lists: after the judged RAG metrics, before the lexical ones."""
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def aspect_of(name: str, options: dict[str, Any]) -> Aspect | None:
     """The aspect ``name`` as the run defines it: its own definition first, else the built-in."""
     defined = (options.get("aspects") or {}).get(name)
+    builtin = BUILTIN_ASPECTS.get(name)
     if defined is None:
-        return BUILTIN_ASPECTS.get(name)
+        return builtin
     if isinstance(defined, str):
         texts = {"en": defined, "zh": defined}
     else:  # one language given: its text stands for both
@@ -37,7 +42,8 @@ def aspect_of(name: str, options: dict[str, Any]) -> Aspect | None:
             "en": defined.get("en") or defined.get("zh"),
             "zh": defined.get("zh") or defined.get("en"),
         }
-    return Aspect(name, texts, higher_is_better(PREFIX + name))
+    # A built-in redefined keeps its direction; a new aspect's yes is the good answer.
+    return Aspect(name, texts, builtin.higher_is_better if builtin is not None else True)
 
 
 class AspectOptions(Options):
@@ -77,13 +83,14 @@ def _metric(name: str, aspect: Aspect) -> Metric:
         needs_embeddings=False,
         description=f"Aspect critique (1 = yes{direction}): {definition}",
         scorer=_scorer(name),
-        higher_is_better=aspect.higher_is_better,
+        info=MetricInfo(higher_is_better=aspect.higher_is_better, order=ORDER),
         options_model=AspectOptions,
     )
 
 
 for _name, _aspect in BUILTIN_ASPECTS.items():
-    METRICS[PREFIX + _name] = _metric(_name, _aspect)
+    _unit = _metric(_name, _aspect)
+    REGISTRY.add(_unit.name, _unit, AspectOptions, module=__name__, info=_unit.info)
 
 
 def _from_config(name: str, options: dict[str, Any]) -> Metric | None:
@@ -96,4 +103,4 @@ def _from_config(name: str, options: dict[str, Any]) -> Metric | None:
 
 FACTORIES.append(_from_config)
 
-__all__ = ["PREFIX", "AspectOptions", "aspect_of"]
+__all__ = ["ORDER", "PREFIX", "AspectOptions", "aspect_of"]

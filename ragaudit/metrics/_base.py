@@ -2,9 +2,11 @@
 
 A metric's module is its only home: the :func:`metric` decorator records the scorer with its
 inputs, whether it calls a judge or an embedder, its options model (a frozen pydantic model
-whose fields carry the defaults and their documentation), its prompt-window model (``window``)
-and its cost model for the dry run (``cost``). Built-in metrics and a user's own module
-register the same way; a user's module is named in ``score.plugins`` (or under the
+whose fields carry the defaults and their documentation), its prompt-window model (``window``),
+its cost model for the dry run (``cost``) and what its values mean (direction, range, label,
+default threshold, place in lists: a :class:`ragaudit.registry.MetricInfo` the registry holds,
+which reports and the config read without importing a scorer). Built-in metrics and a user's
+own module register the same way; a user's module is named in ``score.plugins`` (or under the
 ``ragaudit.metrics`` entry-point group) and imported before the config's metrics are checked.
 """
 
@@ -16,10 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ragaudit import directions
 from ragaudit.config import migrate_score_options
 from ragaudit.registry import METRICS as REGISTRY
-from ragaudit.registry import NoOptions
+from ragaudit.registry import MetricInfo, NoOptions
 
 if TYPE_CHECKING:
     from ragaudit.cache import Gateway
@@ -205,8 +206,8 @@ class Metric:
     needs_embeddings: bool
     description: str
     scorer: Scorer
-    higher_is_better: bool = True
-    """Whether larger values are better; registered metrics take it from ``ragaudit.directions``."""
+    info: MetricInfo = MetricInfo()
+    """What its values mean: direction, range, label, default threshold, place in lists."""
     window: WindowFn | None = None
     """How the judge prompt grows with the contexts (None: the contexts are not in a prompt)."""
     options_model: type[BaseModel] = NoOptions
@@ -215,6 +216,11 @@ class Metric:
     """The options this metric was built with (``options_model``'s defaults when unbound)."""
     cost: CostFn | None = None
     """The dry run's model of the calls one row makes (None: one call of the largest prompt)."""
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Whether larger values are better (its registration's :class:`MetricInfo`)."""
+        return self.info.higher_is_better
 
     @property
     def takes_options(self) -> bool:
@@ -291,6 +297,11 @@ def metric(
     window: WindowFn | None = None,
     options: type[BaseModel] | None = None,
     cost: CostFn | None = None,
+    higher_is_better: bool = True,
+    range: tuple[float, float] = (0.0, 1.0),
+    threshold: float | None = None,
+    order: int | None = None,
+    label: str = "",
 ) -> Callable[[Scorer], Scorer]:
     """Register a scorer under ``name``; its docstring's first line describes it.
 
@@ -299,9 +310,19 @@ def metric(
     ``{name: {option: value}}`` is checked against it when the config loads. ``cost`` models
     the calls of one row for the dry run (``rough_cost`` when absent).
 
-    Its direction is declared in ``ragaudit.directions`` (a metric whose smaller values are
-    better goes into ``LOWER_IS_BETTER``), where reports read it without importing scorers.
+    What its values mean is declared here too, once (:class:`ragaudit.registry.MetricInfo`):
+    ``higher_is_better`` (compare's verdicts, flags, worst rows), ``range`` (the charts' axes
+    and colours), ``threshold`` (its default in ``report.thresholds``),
+    ``order`` (its place in lists, smallest first) and ``label`` (its name in reports; ""
+    for ``name``). Reports read them from the registry without importing a scorer.
+
+    Raises:
+        ValueError: an empty range, or a threshold outside it.
     """
+    try:
+        info = MetricInfo(higher_is_better, range, label, threshold, order)
+    except ValueError as exc:
+        raise ValueError(f"metric '{name}': {exc}") from None
 
     def deco(fn: Scorer) -> Scorer:
         doc = (fn.__doc__ or "").strip().splitlines()
@@ -314,13 +335,13 @@ def metric(
             embeddings,
             doc[0] if doc else "",
             fn,
-            directions.higher_is_better(qualified),
+            info,
             window,
             options or NoOptions,
             None,
             cost,
         )
-        REGISTRY.add(qualified, unit, unit.options_model, module=fn.__module__)
+        REGISTRY.add(qualified, unit, unit.options_model, module=fn.__module__, info=info)
         return fn
 
     return deco

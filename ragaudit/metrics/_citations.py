@@ -116,31 +116,31 @@ async def _score(name: str, s: Sample, deps: Deps) -> Outcome:
 _INPUTS = ("response", "contexts")
 
 
-@metric("citation_recall", inputs=_INPUTS, llm=True)
+@metric("citation_recall", inputs=_INPUTS, llm=True, order=220)
 async def citation_recall(s: Sample, deps: Deps) -> Outcome:
     """Share of sentences fully supported by their cited contexts together (ALCE)."""
     return await _score("citation_recall", s, deps)
 
 
-@metric("citation_precision", inputs=_INPUTS, llm=True)
+@metric("citation_precision", inputs=_INPUTS, llm=True, order=230)
 async def citation_precision(s: Sample, deps: Deps) -> Outcome:
     """Share of citations that are relevant, with ALCE's irrelevant-citation test."""
     return await _score("citation_precision", s, deps)
 
 
-@metric("citation_support_precision", inputs=_INPUTS, llm=True)
+@metric("citation_support_precision", inputs=_INPUTS, llm=True, order=240)
 async def citation_support_precision(s: Sample, deps: Deps) -> Outcome:
     """Mean support of each cited context for its sentence, partial = 0.5 (TREC weighted)."""
     return await _score("citation_support_precision", s, deps)
 
 
-@metric("citation_support_recall", inputs=_INPUTS, llm=True)
+@metric("citation_support_recall", inputs=_INPUTS, llm=True, order=250)
 async def citation_support_recall(s: Sample, deps: Deps) -> Outcome:
     """Per sentence the best support of its citations, over all sentences (TREC weighted)."""
     return await _score("citation_support_recall", s, deps)
 
 
-@metric("citation_uncited_share", inputs=("response",))
+@metric("citation_uncited_share", inputs=("response",), order=260, higher_is_better=False)
 async def citation_uncited_share(s: Sample, deps: Deps) -> Outcome:
     """Share of the answer's sentences that cite no context (lower is better)."""
     cited = cited_sentences(s, deps)

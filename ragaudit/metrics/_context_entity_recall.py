@@ -20,7 +20,9 @@ def _window(s: Sample, deps: Deps) -> Window:
     return ragas_window(prompt, ExtractEntitiesInput(text=""), "joined")
 
 
-@metric("context_entity_recall", inputs=("contexts", "reference"), llm=True, window=_window)
+@metric(
+    "context_entity_recall", inputs=("contexts", "reference"), llm=True, window=_window, order=100
+)
 async def context_entity_recall(s: Sample, deps: Deps) -> Outcome:
     """Share of the reference's named entities the retrieved contexts mention (|CN∩GN| / |GN|)."""
     from ragas.metrics import collections as rc

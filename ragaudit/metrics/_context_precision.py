@@ -112,6 +112,8 @@ def _cost_for(answer_field: str):
     llm=True,
     window=_window_for("reference"),
     cost=_cost_for("reference"),
+    order=30,
+    threshold=0.8,
 )
 async def context_precision(s: Sample, deps: Deps) -> Outcome:
     """Average precision of the contexts useful for the reference answer, in the system's order."""
@@ -124,6 +126,7 @@ async def context_precision(s: Sample, deps: Deps) -> Outcome:
     llm=True,
     window=_window_for("response"),
     cost=_cost_for("response"),
+    order=40,
 )
 async def context_precision_without_reference(s: Sample, deps: Deps) -> Outcome:
     """Average precision of the contexts useful for the system's own answer (no reference)."""

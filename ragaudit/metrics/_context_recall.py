@@ -93,6 +93,8 @@ def _cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
     llm=True,
     window=_window,
     cost=_cost,
+    order=50,
+    threshold=0.7,
 )
 async def context_recall(s: Sample, deps: Deps) -> Outcome:
     """Share of the reference answer's statements the retrieved contexts support (judged)."""

@@ -99,7 +99,7 @@ def _window(s: Sample, deps: Deps) -> Window:
     return max(windows, key=lambda w: sum(len(m) for m in w.messages))
 
 
-@metric("context_relevance", inputs=("question", "contexts"), llm=True, window=_window)
+@metric("context_relevance", inputs=("question", "contexts"), llm=True, window=_window, order=80)
 async def context_relevance(s: Sample, deps: Deps) -> Outcome:
     """Two judges rate how far the retrieved contexts hold what the question needs (0, 1, 2)."""
     from ragaudit.metrics._ragas import localise, ragas_llm
@@ -160,7 +160,11 @@ def _sentence_window(s: Sample, deps: Deps) -> Window:
 
 
 @metric(
-    "context_sentence_relevance", inputs=("question", "contexts"), llm=True, window=_sentence_window
+    "context_sentence_relevance",
+    inputs=("question", "contexts"),
+    llm=True,
+    window=_sentence_window,
+    order=90,
 )
 async def context_sentence_relevance(s: Sample, deps: Deps) -> Outcome:
     """Share of the contexts' sentences the judge extracts as helpful (the RAGAS paper's form)."""

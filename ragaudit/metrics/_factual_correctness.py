@@ -107,6 +107,7 @@ async def _score(s: Sample, deps: Deps, opts: FactualCorrectnessOptions, mode: M
     inputs=("response", "reference"),
     llm=True,
     options=FactualCorrectnessOptions,
+    order=130,
 )
 async def factual_correctness(s: Sample, deps: Deps, opts: FactualCorrectnessOptions) -> Outcome:
     """F-beta (F1 by default) of the answer's claims against the reference's."""
@@ -118,6 +119,7 @@ async def factual_correctness(s: Sample, deps: Deps, opts: FactualCorrectnessOpt
     inputs=("response", "reference"),
     llm=True,
     options=FactualCorrectnessOptions,
+    order=140,
 )
 async def factual_correctness_precision(
     s: Sample, deps: Deps, opts: FactualCorrectnessOptions
@@ -131,6 +133,7 @@ async def factual_correctness_precision(
     inputs=("response", "reference"),
     llm=True,
     options=FactualCorrectnessOptions,
+    order=150,
 )
 async def factual_correctness_recall(
     s: Sample, deps: Deps, opts: FactualCorrectnessOptions

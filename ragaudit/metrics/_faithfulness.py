@@ -90,6 +90,8 @@ def _cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
     llm=True,
     window=_window,
     cost=_cost,
+    order=10,
+    threshold=0.9,
 )
 async def faithfulness(s: Sample, deps: Deps) -> Outcome:
     """Share of the answer's statements that the retrieved contexts support."""

@@ -102,6 +102,8 @@ async def _score(s: Sample, deps: Deps, mode: Literal["relevant", "irrelevant"])
     inputs=("question", "response", "reference", "contexts"),
     llm=True,
     window=_window,
+    order=110,
+    higher_is_better=False,
 )
 async def noise_sensitivity(s: Sample, deps: Deps) -> Outcome:
     """Share of the answer's statements wrong yet backed by a relevant context (lower is better)."""
@@ -113,6 +115,8 @@ async def noise_sensitivity(s: Sample, deps: Deps) -> Outcome:
     inputs=("question", "response", "reference", "contexts"),
     llm=True,
     window=_window,
+    order=120,
+    higher_is_better=False,
 )
 async def noise_sensitivity_irrelevant(s: Sample, deps: Deps) -> Outcome:
     """Share of the answer's statements wrong, backed only by irrelevant contexts (lower wins)."""

@@ -30,13 +30,13 @@ async def _nonllm(kind: str, s: Sample) -> Outcome:
     return Outcome(float(value), None, {"distance": "levenshtein", "threshold": m.threshold})
 
 
-@metric("nonllm_context_precision", inputs=("contexts", "reference_contexts"))
+@metric("nonllm_context_precision", inputs=("contexts", "reference_contexts"), order=70)
 async def nonllm_context_precision(s: Sample, deps: Deps) -> Outcome:
     """Average precision of the contexts that match a gold context by string similarity."""
     return await _nonllm("precision", s)
 
 
-@metric("nonllm_context_recall", inputs=("contexts", "reference_contexts"))
+@metric("nonllm_context_recall", inputs=("contexts", "reference_contexts"), order=60)
 async def nonllm_context_recall(s: Sample, deps: Deps) -> Outcome:
     """Share of the gold contexts that some retrieved context matches by string similarity."""
     return await _nonllm("recall", s)

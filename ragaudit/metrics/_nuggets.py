@@ -107,25 +107,41 @@ async def _score(name: str, s: Sample, deps: Deps, opts: NuggetOptions) -> Outco
 _INPUTS = ("question", "response")
 
 
-@metric("nugget_recall_strict_vital", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost)
+@metric(
+    "nugget_recall_strict_vital",
+    inputs=_INPUTS,
+    llm=True,
+    options=NuggetOptions,
+    cost=_cost,
+    order=180,
+)
 async def nugget_recall_strict_vital(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """Share of the vital nuggets the answer fully supports (TREC's strict vital recall)."""
     return await _score("nugget_recall_strict_vital", s, deps, opts)
 
 
-@metric("nugget_recall_vital", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost)
+@metric(
+    "nugget_recall_vital", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost, order=190
+)
 async def nugget_recall_vital(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """Vital nuggets the answer supports, a partly supported one counting half."""
     return await _score("nugget_recall_vital", s, deps, opts)
 
 
-@metric("nugget_recall_strict_all", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost)
+@metric(
+    "nugget_recall_strict_all",
+    inputs=_INPUTS,
+    llm=True,
+    options=NuggetOptions,
+    cost=_cost,
+    order=200,
+)
 async def nugget_recall_strict_all(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """Share of all nuggets (vital and okay) the answer fully supports."""
     return await _score("nugget_recall_strict_all", s, deps, opts)
 
 
-@metric("nugget_recall_all", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost)
+@metric("nugget_recall_all", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost, order=210)
 async def nugget_recall_all(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """All nuggets the answer supports, a partly supported one counting half."""
     return await _score("nugget_recall_all", s, deps, opts)

@@ -65,6 +65,7 @@ class SummarizationOptions(Options):
     llm=True,
     window=_window,
     options=SummarizationOptions,
+    order=400,
 )
 async def summarization_score(s: Sample, deps: Deps, opts: SummarizationOptions) -> Outcome:
     """Share of questions on the contexts' key facts the answer answers, with a length penalty."""

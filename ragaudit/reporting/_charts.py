@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 import altair as alt
 import vl_convert as vlc
 
+from ragaudit.directions import about, goodness, label, shown, span
 from ragaudit.reporting._calibration import CalibrationFigure, CalibrationSection
 from ragaudit.reporting._model import Report
 
@@ -59,11 +60,17 @@ def _finite(v: float | None) -> TypeGuard[float]:
     return v is not None and math.isfinite(v)
 
 
+def _value_scale(names: list[str]) -> alt.Scale:
+    """An axis over the declared ranges of ``names`` (clamped), or the data's when unbounded."""
+    found = span(names)
+    return alt.Scale(domain=list(found), clamp=True) if found else alt.Scale(zero=False)
+
+
 def means_chart(report: Report) -> Figure | None:
     """Mean of every metric with its 95% bootstrap interval and its threshold."""
     rows: list[dict[str, Any]] = [
         {
-            "metric": s.metric + ("" if s.higher_is_better else " (lower is better)"),
+            "metric": shown(s.metric, s.higher_is_better),
             "mean": s.mean,
             "low": s.ci_low if _finite(s.ci_low) else s.mean,
             "high": s.ci_high if _finite(s.ci_high) else s.mean,
@@ -77,10 +84,12 @@ def means_chart(report: Report) -> Figure | None:
     if not rows:
         return None
     order = [r["metric"] for r in rows]
+    # One axis for every metric: the declared ranges of those drawn.
+    scale = _value_scale([s.metric for s in report.summary if _finite(s.mean)])
     data = alt.NamedData(name="means")
     y = alt.Y("metric:N", sort=order, title=None)
     base = alt.Chart(data).encode(y=y)
-    x = alt.X("mean:Q", scale=alt.Scale(domain=[0, 1], clamp=True), title="mean (95% CI)")
+    x = alt.X("mean:Q", scale=scale, title="mean (95% CI)")
     point = base.mark_point(filled=True, size=90).encode(
         x=x,
         color=alt.Color(
@@ -91,7 +100,7 @@ def means_chart(report: Report) -> Figure | None:
             legend=alt.Legend(title=None, orient="bottom"),
         ),
     )
-    x_low = alt.X("low:Q", scale=alt.Scale(domain=[0, 1], clamp=True))
+    x_low = alt.X("low:Q", scale=scale)
     ci = base.mark_rule(strokeWidth=2, color="#555").encode(x=x_low, x2="high:Q")
     thr = (
         alt.Chart(data)
@@ -111,7 +120,8 @@ def means_chart(report: Report) -> Figure | None:
     )
 
 
-_BIN_STEP = 0.05
+_BINS = 20
+"""Bins of a histogram over a metric's range (steps of 0.05 over a share)."""
 _PANEL_COLUMNS = 4
 
 
@@ -159,8 +169,12 @@ def distributions_chart(report: Report) -> Figure | None:
     drawn += [m for m in values if m not in drawn]
     empty = [m for m in report.metrics if m not in values]
     panels = []
+    steps = set()
     for m in drawn:
-        counts = _bin_counts(values[m], 0.0, 1.0, _BIN_STEP)
+        low, high = _extent(m, values[m])
+        step = (high - low) / _BINS
+        steps.add(step)
+        counts = _bin_counts(values[m], low, high, step)
         panels.append(
             alt.Chart(
                 alt.NamedData(name="values"),
@@ -171,9 +185,9 @@ def distributions_chart(report: Report) -> Figure | None:
             .encode(
                 x=alt.X(
                     "value:Q",
-                    bin=alt.Bin(extent=[0, 1], step=_BIN_STEP),
+                    bin=alt.Bin(extent=[low, high], step=step),
                     title=None,
-                    axis=alt.Axis(values=[0, 0.5, 1], format=".1f"),
+                    axis=alt.Axis(values=[low, (low + high) / 2, high], format=".1f"),
                 ),
                 y=alt.Y(
                     "count():Q",
@@ -184,8 +198,9 @@ def distributions_chart(report: Report) -> Figure | None:
             .properties(width=150, height=80)
         )
     chart = alt.concat(*panels, columns=_PANEL_COLUMNS)
+    width = f"steps of {steps.pop():g}" if len(steps) == 1 else "twentieths of its range"
     caption = (
-        "Histogram of each metric's ok values in steps of 0.05 (counts per panel on their own "
+        f"Histogram of each metric's ok values in {width} (counts per panel on their own "
         "scale). Failed and skipped rows are not values and are counted in the summary."
     )
     if empty:
@@ -198,8 +213,13 @@ def distributions_chart(report: Report) -> Figure | None:
     )
 
 
-def _goodness(value: float, higher_is_better: bool) -> float:
-    return value if higher_is_better else 1.0 - value
+def _extent(metric: str, values: list[float]) -> tuple[float, float]:
+    """The x extent of ``metric``'s histogram: its declared range, else its values' span."""
+    info = about(metric)
+    if info.bounded:
+        return info.range
+    low, high = min(values), max(values)
+    return (low, high) if high > low else (low - 0.5, high + 0.5)
 
 
 def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | None:
@@ -208,10 +228,20 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
     if not metrics or not report.questions:
         return None
     up = {s.metric: s.higher_is_better for s in report.summary}
+    # An unbounded metric is coloured over the values the questions have.
+    seen: dict[str, list[float]] = {}
+    for q in report.questions:
+        for c in q.scores.values():
+            if c.status == "ok" and _finite(c.value) and not about(c.metric).bounded:
+                seen.setdefault(c.metric, []).append(c.value)
+    extents = {m: _extent(m, v) for m, v in seen.items()}
+
+    def shade(m: str, value: float) -> float:
+        return goodness(m, value, up.get(m, True), extents.get(m))
 
     def mean_goodness(q: Any) -> float:
         vals = [
-            _goodness(c.value, up.get(c.metric, True))
+            shade(c.metric, c.value)
             for c in q.scores.values()
             if c.status == "ok" and _finite(c.value)
         ]
@@ -221,7 +251,7 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
     ranked = sorted(report.questions, key=mean_goodness)
     shown = ranked[:max_rows]
     order = [q.question_id for q in shown]
-    labels = {m: m + ("" if up.get(m, True) else " ↓") for m in metrics}
+    labels = {m: label(m) + ("" if up.get(m, True) else " ↓") for m in metrics}
     scored, other = [], []
     for q in shown:
         for m in metrics:
@@ -231,7 +261,7 @@ def heatmap_chart(report: Report, max_rows: int = HEATMAP_MAX_ROWS) -> Figure | 
                     {
                         "q": q.question_id,
                         "metric": labels[m],
-                        "good": min(1.0, max(0.0, _goodness(cell.value, up.get(m, True)))),
+                        "good": min(1.0, max(0.0, shade(m, cell.value))),
                         "d": q.question_id,
                     }
                 )
@@ -315,6 +345,7 @@ _CURVE_NAMES = {
 
 def ndcg_chart(report: Report) -> Figure | None:
     """Mean NDCG@k over k of the engine's and the judge's orders."""
+    ndcg = "ndcg@k"
     rows = [
         {
             "k": p.k,
@@ -332,7 +363,11 @@ def ndcg_chart(report: Report) -> Figure | None:
         .mark_line(point=True)
         .encode(
             x=alt.X("k:O", title="k", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("ndcg:Q", scale=alt.Scale(domain=[0, 1]), title="mean NDCG@k"),
+            y=alt.Y(
+                "ndcg:Q",
+                scale=alt.Scale(domain=list(about(ndcg).range)),
+                title=f"mean {label(ndcg)}",
+            ),
             color=alt.Color(
                 "comparison:N",
                 sort=list(_CURVE_NAMES.values()),
@@ -449,9 +484,9 @@ def calls_chart(report: Report) -> Figure | None:
 
 def compare_chart(comparison: Any) -> Figure | None:
     """B − A per metric with its paired 95% interval, coloured by the verdict."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
-            "metric": m.metric + ("" if m.higher_is_better else " (lower is better)"),
+            "metric": shown(m.metric, m.higher_is_better),
             "diff": m.diff,
             "low": m.ci_low if _finite(m.ci_low) else m.diff,
             "high": m.ci_high if _finite(m.ci_high) else m.diff,
@@ -531,25 +566,15 @@ def figures(report: Report) -> list[Figure]:
 
 # -- calibration --------------------------------------------------------------------------------
 
-STATISTIC_LABELS = {
-    "human_relevant": "P(human relevant)",
-    "over_rated": "judge over-rated",
-    "under_rated": "judge under-rated",
-    "ndcg_human": "NDCG, human grades",
-    "ndcg_judge": "NDCG, judge grades",
-    "ndcg_calibrated": "NDCG, calibrated judge grades",
-    "in_expected_order": "in expected order",
-    "pairwise_agreement": "pairwise agreement",
-    "balanced_accuracy": "balanced accuracy",
-    "auc": "AUC",
-    "mae": "MAE (lower is better)",
-    "spearman": "Spearman ρ",
-    "kendall": "Kendall τ",
-    "cohen_kappa": "Cohen's κ",
-    "order_disagreement": "position bias: orders disagree (lower is better)",
-    "self_agreement": "self-agreement of repeated verdicts",
-}
-"""How the page names each statistic of ``calibration.parquet``."""
+
+def statistic_label(statistic: str) -> str:
+    """How the page names a statistic of ``calibration.parquet`` (declared in ``directions``)."""
+    return shown(statistic)
+
+
+def _statistics_domain(figs: tuple[CalibrationFigure, ...]) -> tuple[float, float]:
+    """The x axis of a calibration chart: the declared ranges of the statistics it draws."""
+    return span(dict.fromkeys(f.statistic for f in figs)) or (0.0, 1.0)
 
 
 def models_line(section: CalibrationSection, figs: tuple[CalibrationFigure, ...] = ()) -> str:
@@ -654,7 +679,7 @@ def monotonicity_chart(section: CalibrationSection) -> Figure | None:
         "½); bar: 95% interval. Dashed: a metric that cannot tell the levels apart (½).",
         rows,
         models=models_line(section, figs),
-        domain=(0, 1),
+        domain=_statistics_domain(figs),
         x_title="share in the expected order (95% CI)",
         reference=0.5,
     )
@@ -666,7 +691,7 @@ def agreement_chart(section: CalibrationSection) -> Figure | None:
     rows = [
         _row(
             f,
-            f"{f.dataset} · {f.metric} · {STATISTIC_LABELS.get(f.statistic, f.statistic)}",
+            f"{f.dataset} · {f.metric} · {statistic_label(f.statistic)}",
             f.dataset,
         )
         for f in figs
@@ -680,7 +705,7 @@ def agreement_chart(section: CalibrationSection) -> Figure | None:
         "interval; dashed: chance (½).",
         rows,
         models=models_line(section, figs),
-        domain=(0, 1),
+        domain=_statistics_domain(figs),
         x_title="agreement (95% CI)",
         reference=0.5,
     )
@@ -689,10 +714,7 @@ def agreement_chart(section: CalibrationSection) -> Figure | None:
 def alignment_chart(section: CalibrationSection) -> Figure | None:
     """A labels file: MAE, Spearman, Kendall, Cohen's κ and AUC per metric."""
     figs = section.of_kind("alignment")
-    rows = [
-        _row(f, f"{f.metric} · {STATISTIC_LABELS.get(f.statistic, f.statistic)}", f.metric)
-        for f in figs
-    ]
+    rows = [_row(f, f"{f.metric} · {statistic_label(f.statistic)}", f.metric) for f in figs]
     return _interval_chart(
         "cal-alignment",
         "MAE, rank correlations, κ and AUC per metric",
@@ -702,7 +724,7 @@ def alignment_chart(section: CalibrationSection) -> Figure | None:
         "chance for the correlations and κ).",
         rows,
         models=models_line(section, figs),
-        domain=(-1, 1),
+        domain=_statistics_domain(figs),
         x_title="value (95% CI)",
         reference=0.0,
     )
@@ -711,7 +733,7 @@ def alignment_chart(section: CalibrationSection) -> Figure | None:
 def consistency_chart(section: CalibrationSection) -> Figure | None:
     """The judge's consistency: position bias in pairwise ranking, self-agreement on repeats."""
     figs = section.of_kind("consistency")
-    rows = [_row(f, STATISTIC_LABELS.get(f.statistic, f.statistic), f.statistic) for f in figs]
+    rows = [_row(f, statistic_label(f.statistic), f.statistic) for f in figs]
     return _interval_chart(
         "cal-consistency",
         "Position bias and self-agreement",
@@ -720,7 +742,7 @@ def consistency_chart(section: CalibrationSection) -> Figure | None:
         "share of relevance verdicts a second sample repeats (1 is best). Bar: 95% interval.",
         rows,
         models=models_line(section, figs),
-        domain=(0, 1),
+        domain=_statistics_domain(figs),
         x_title="share (95% CI)",
         reference=0.5,
         legend=False,  # each line is its own statistic: the labels say it
@@ -744,7 +766,6 @@ chart_svg = _svg
 __all__ = [
     "FONT",
     "HEATMAP_MAX_ROWS",
-    "STATISTIC_LABELS",
     "Figure",
     "agreement_chart",
     "alignment_chart",
@@ -762,4 +783,5 @@ __all__ = [
     "means_chart",
     "ndcg_chart",
     "spearman_chart",
+    "statistic_label",
 ]

@@ -27,13 +27,13 @@ from ragaudit.numbers import fixed
 from ragaudit.reporting._calibration import CalibrationSection
 from ragaudit.reporting._charts import (
     FONT,
-    STATISTIC_LABELS,
     agreement_chart,
     alignment_chart,
     compare_chart,
     consistency_chart,
     figures,
     monotonicity_chart,
+    statistic_label,
 )
 from ragaudit.reporting._model import QuestionRow, Report, labelled
 from ragaudit.reporting._templates import template_env
@@ -439,7 +439,7 @@ def render_calibration_html(section: CalibrationSection) -> str:
             m=manifest,
             font=FONT,
             sections=sections,
-            labels=STATISTIC_LABELS,
+            statistic_label=statistic_label,
             config_json=redact(json.dumps(config, indent=2, ensure_ascii=False, default=str)),
             manifest_json=redact(json.dumps(manifest, indent=2, ensure_ascii=False, default=str)),
         )

@@ -71,8 +71,10 @@ from ragaudit.stats._tests import (
     adjust,
     beyond_noise,
     decide,
+    detectable,
     paired_test,
     power,
+    smallest_p,
     two_level_test,
 )
 
@@ -110,6 +112,7 @@ __all__ = [
     "decide",
     "design_corrected_mean",
     "design_grade_agreement",
+    "detectable",
     "detector_figures",
     "engine_ndcg",
     "grade_agreement",
@@ -131,5 +134,6 @@ __all__ = [
     "share_ci",
     "share_figure",
     "skew_corrected_interval",
+    "smallest_p",
     "two_level_test",
 ]

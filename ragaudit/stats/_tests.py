@@ -15,6 +15,7 @@ whether that is a regression depends on the metric's direction (:func:`decide`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,21 +212,43 @@ class Power:
         return None
 
 
+def smallest_p(n: int) -> float:
+    """The smallest two-sided p-value a paired permutation test over ``n`` questions can give.
+
+    Its 2^n sign patterns make it 2 / 2^n: with 5 questions 0.0625, never below 0.05.
+    """
+    return min(1.0, 2.0 / 2.0**n) if n else 1.0
+
+
+def _z(alpha: float, target: float) -> float:
+    """z(1 − α/2) + z(power): a two-sided test at α with power ``target``, normal approximation."""
+    from scipy import stats  # scipy only when comparing: `runs` needs none of it
+
+    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(target))
+
+
+def detectable(spread: float, n: int, alpha: float = 0.05, target: float = 0.8) -> float:
+    """The difference a paired test over ``n`` questions detects with power ``target`` at α.
+
+    (z(1 − α/2) + z(power)) · s / √n, s the spread of the per-question differences: the other
+    side of :func:`power`'s question count.
+    """
+    return _z(alpha, target) * spread / math.sqrt(n)
+
+
 def power(diffs: np.ndarray, alpha: float = 0.05, target: float = 0.8) -> Power:
     """The power check of a paired comparison over the per-question ``diffs``.
 
-    A paired permutation test over n questions has 2^n sign patterns, so its smallest
-    two-sided p-value is 2 / 2^n: with 5 questions 0.0625, never below 0.05. The questions a
-    difference d with spread s would need: ((z(1 − α/2) + z(power)) · s / d)².
+    A paired permutation test over n questions cannot go below p = 2 / 2^n
+    (:func:`smallest_p`). The questions a difference d with spread s would need:
+    ((z(1 − α/2) + z(power)) · s / d)².
     """
-    from scipy import stats  # scipy only when comparing: `runs` needs none of it
-
     d = np.asarray(diffs, dtype=float)
     n = len(d)
-    smallest = min(1.0, 2.0 / 2.0**n) if n else 1.0
+    smallest = smallest_p(n)
     needed = None
     if n >= 2 and np.std(d, ddof=1) > 0 and d.mean() != 0:
-        z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(target)
+        z = _z(alpha, target)
         needed = int(np.ceil((z * np.std(d, ddof=1) / abs(d.mean())) ** 2))
         # The permutation floor binds too: never fewer than the test can resolve.
         needed = max(needed, int(np.floor(np.log2(2 / alpha))) + 1)
@@ -311,7 +334,9 @@ __all__ = [
     "adjust",
     "beyond_noise",
     "decide",
+    "detectable",
     "paired_test",
     "power",
+    "smallest_p",
     "two_level_test",
 ]

@@ -22,6 +22,7 @@ from ragaudit.numbers import fixed
 from ragaudit.reporting import chart_svg, configure_chart, template_env
 from ragaudit.schemas import TUNE, dumps, to_table
 from ragaudit.trec import qrels_text, run_text
+from ragaudit.tuning._metrics import metric_label
 from ragaudit.tuning._plan import BASELINE, collect_section
 from ragaudit.tuning._run import TuneOutcome, tune_dir
 from ragaudit.tuning._stats import fold_tally
@@ -164,7 +165,7 @@ def sweep_chart(out: TuneOutcome, param: str) -> str | None:
             r["x"] = str(r["x"])
     x = alt.X("x:N" if nominal else "x:Q", title=f"params.{param}", scale=alt.Scale(zero=False))
     base = alt.Chart(alt.NamedData(name="points")).encode(x=x)
-    y = alt.Y("low:Q", title=f"{primary}@{out.config.tune.depth} (95% CI)")
+    y = alt.Y("low:Q", title=f"{metric_label(primary, out.config.tune.depth)} (95% CI)")
     band = (
         base.mark_rule(strokeWidth=3, opacity=0.4) if nominal else base.mark_area(opacity=0.15)
     ).encode(y=y, y2="high:Q")

@@ -4,8 +4,9 @@ The winner is picked on the tuning questions; its gain over the baseline is meas
 questions that played no part in the choice (one holdout, or every question once across
 ``folds``), so the gain shown is not the winner's curse. Each variant is also tested against
 the baseline on the tuning questions (paired permutation test), adjusted across variants.
-The tests, intervals and the beyond-noise rule are the comparison's own (:mod:`ragaudit.stats`:
-``paired_test``, ``adjust``, ``bootstrap_ci``, ``beyond_noise``).
+The tests, intervals, power and the beyond-noise rule are the comparison's own
+(:mod:`ragaudit.stats`: ``paired_test``, ``adjust``, ``bootstrap_ci``, ``detectable``,
+``smallest_p``, ``beyond_noise``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragaudit.registry import TUNE_METRICS
-from ragaudit.stats import adjust, beyond_noise, bootstrap_ci, paired_test
+from ragaudit.stats import (
+    adjust,
+    beyond_noise,
+    bootstrap_ci,
+    detectable,
+    paired_test,
+    smallest_p,
+)
 from ragaudit.tuning._metrics import Judged
 
 Values = dict[str, float]
@@ -278,17 +286,16 @@ def fold_tally(names: Sequence[str]) -> str:
 def holdout_note(tuning_diffs: np.ndarray, n_heldout: int, alpha: float) -> str | None:
     """What a holdout of ``n_heldout`` questions can show, judged by the winner's spread.
 
-    The gain a paired test over n questions detects with 80 % power is about
-    (z(1 − α/2) + z(0.8)) · s / √n, s the spread of per-question differences (taken from the
-    tuning questions, which the held-out test does not see); and over n questions a permutation
-    test cannot go below p = 2/2ⁿ at all. When the gain seen on the tuning questions is below
-    what the holdout detects, folds (every question held out once) are the better measure.
+    The gain a paired test over n questions detects with 80 % power
+    (:func:`ragaudit.stats.detectable`), s the spread of per-question differences taken from
+    the tuning questions, which the held-out test does not see; and over n questions a
+    permutation test cannot go below p = 2/2ⁿ at all (:func:`ragaudit.stats.smallest_p`). When
+    the gain seen on the tuning questions is below what the holdout detects, folds (every
+    question held out once) are the better measure.
     """
-    from scipy import stats as sstats  # only when deciding
-
     if n_heldout == 0 or len(tuning_diffs) < 2:
         return None
-    if 2.0 / 2.0**n_heldout >= alpha:
+    if smallest_p(n_heldout) >= alpha:
         return (
             f"{n_heldout} held-out questions can never show a gain at α {alpha:g} (a permutation "
             "test over them cannot go below that p): set tune.folds (e.g. 5) to hold every "
@@ -297,8 +304,7 @@ def holdout_note(tuning_diffs: np.ndarray, n_heldout: int, alpha: float) -> str 
     spread = float(np.std(tuning_diffs, ddof=1))
     if spread == 0:
         return None
-    z = sstats.norm.ppf(1 - alpha / 2) + sstats.norm.ppf(0.8)
-    smallest = z * spread / math.sqrt(n_heldout)
+    smallest = detectable(spread, n_heldout, alpha)
     seen = float(np.mean(tuning_diffs))
     text = (
         f"{n_heldout} held-out questions detect a gain of about {smallest:+.3f} or more "

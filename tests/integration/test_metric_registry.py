@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,14 @@ from typer.testing import CliRunner
 
 import ragaudit.metrics
 from ragaudit.cli import app
-from ragaudit.config import RunConfig, load_config
+from ragaudit.config import RunConfig, default_thresholds, load_config
+from ragaudit.directions import about, shown
 from ragaudit.errors import ConfigError
 from ragaudit.metrics import METRICS, resolve
+from ragaudit.registry import METRICS as REGISTRY
 from ragaudit.runfolder import RunFolder
+
+PLUGINS = Path(__file__).resolve().parents[1] / "support" / "plugins"
 
 TOY = '''
 """A toy metric in one module: the judge says whether the answer is polite, times a scale."""
@@ -268,3 +274,66 @@ def test_the_metrics_package_installs_the_registry_check() -> None:
 
     assert REGISTRY.section_check is ragaudit.metrics.check_score
     assert REGISTRY.units is METRICS
+
+
+@pytest.fixture
+def words_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The test plugin ``answer_words`` importable; its metric unregistered afterwards."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    yield "answer_words"
+    for table in (REGISTRY.units, REGISTRY.options, REGISTRY.modules, REGISTRY.info):
+        table.pop("answer_words", None)
+    sys.modules.pop("answer_words", None)
+
+
+def test_a_plugin_metric_declares_what_its_values_mean_as_a_built_in_does(
+    tmp_path, words_plugin
+) -> None:
+    builtin = default_thresholds()
+    config = make_config(
+        tmp_path, score__metrics=["rouge_l", words_plugin], score__plugins=[words_plugin]
+    )
+    # Its declared threshold joins the default thresholds of a config naming the plugin ...
+    assert config.report.thresholds == {**builtin, "answer_words": 25.0}
+    # ... and of no other, whatever this process has loaded.
+    assert make_config(tmp_path).report.thresholds == builtin
+    # A config's own thresholds replace the defaults, the plugin's too.
+    given = make_config(
+        tmp_path,
+        score__metrics=[words_plugin],
+        score__plugins=[words_plugin],
+        report__thresholds={"answer_words": 40.0},
+    )
+    assert given.report.thresholds == {"answer_words": 40.0}
+    info = about("answer_words")
+    assert not info.higher_is_better and info.range == (0.0, math.inf) and info.order == 1000
+    assert shown("answer_words") == "answer length (words) (lower is better)"
+    assert list(METRICS)[-1] == "answer_words"  # order 1000: after every built-in
+
+
+def test_a_plugin_metrics_declaration_reaches_the_run_and_its_report(
+    tmp_path, words_plugin
+) -> None:
+    config = make_config(tmp_path, score__metrics=[words_plugin], score__plugins=[words_plugin])
+    path = _write(config, tmp_path / "config.json")
+    # A fresh process: the plugin is imported because the config names it, nothing else.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), *sys.path])}
+    result = subprocess.run(
+        [sys.executable, "-m", "ragaudit", "run", "--config", str(path), "--run-id", "words"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = RunFolder(config.runs_root, "words")
+    (row,) = (
+        pl.from_arrow(run.read("summary")).filter(pl.col("metric") == "answer_words").to_dicts()
+    )
+    # Three Chinese answers are one "word" each, two English ones 80 and 58: a mean of 28.2
+    # words, above the declared 25, flagged because shorter is better.
+    assert row["mean"] == pytest.approx(28.2) and row["threshold"] == 25.0 and row["flagged"]
+    assert "ABOVE THRESHOLD" in result.stdout
+    page = (run.path / "report.html").read_text(encoding="utf-8")
+    assert "answer length (words)" in page  # the charts name it by its label

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 from scipy.stats import kendalltau, rankdata, spearmanr
-from sklearn.metrics import ndcg_score
+from sklearn.metrics import dcg_score, ndcg_score
 
 from ragaudit.ordering import (
     STRATEGIES,
@@ -21,8 +21,10 @@ from ragaudit.ordering import (
 )
 from ragaudit.ranking import (
     average_ranks,
+    dcg,
     full_judge_ranks,
     hit_at_k,
+    ideal_dcg,
     judge_gains,
     kendall_tau_b,
     mrr,
@@ -362,3 +364,26 @@ async def test_parallel_strategies_keep_all_equal_items_in_one_group() -> None:
 def test_all_strategies_are_registered_by_name() -> None:
     assert STRATEGIES["sample"] is sample_sort
     assert STRATEGIES["quick"] is parallel_quicksort
+
+
+def test_dcg_matches_scikit_learn_and_the_ideal_of_whole_counts_is_the_sorted_list() -> None:
+    rng = random.Random(7)
+    for _ in range(50):
+        gains = [rng.choice([0, 1, 2, 3]) for _ in range(rng.randint(2, 15))]
+        k = rng.randint(1, 12)
+        # Distinct scores in list order: scikit-learn ranks exactly that order.
+        scores = [float(len(gains) - i) for i in range(len(gains))]
+        assert dcg(gains[:k]) == pytest.approx(dcg_score([gains], [scores], k=k), abs=TOL)
+        counts = {g: float(gains.count(g)) for g in set(gains)}
+        assert ideal_dcg(counts, k) == pytest.approx(dcg(sorted(gains, reverse=True)[:k]), abs=TOL)
+
+
+def test_the_ideal_dcg_of_estimated_counts_moves_smoothly_between_whole_ones() -> None:
+    one, two = ideal_dcg({3: 1.0, 1: 4.0}, 10), ideal_dcg({3: 2.0, 1: 3.5}, 10)
+    half = ideal_dcg({3: 1.5, 1: 3.75}, 10)
+    assert one < half < two
+    # Position 1 (0-based) is half grade 3 and half grade 1 (1 was grade 1 there: +1), and a
+    # quarter of a grade-1 item reaches position 5.
+    assert half - one == pytest.approx(1 / math.log2(3) + 0.25 / math.log2(7), abs=TOL)
+    # The depth cuts the ideal like a list's.
+    assert ideal_dcg({2: 30.0}, 10) == pytest.approx(dcg([2] * 10), abs=TOL)
