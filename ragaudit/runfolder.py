@@ -765,8 +765,8 @@ class RunsRoot:
                 manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, ValueError):
                 return RUN.name
-            kind = manifest.get("kind") if isinstance(manifest, dict) else None
-            return kind if isinstance(kind, str) and kind in FOLDER_KINDS.units else RUN.name
+            named = manifest.get("kind") if isinstance(manifest, dict) else None
+            return named if isinstance(named, str) and named in FOLDER_KINDS.units else RUN.name
         for kind in kinds:
             if any((folder / marker).exists() for marker in kind.legacy):
                 return kind.name

@@ -204,10 +204,10 @@ def _read(root: RunsRoot, folder: Path) -> Listed:
         if not days:
             return Listed(run_id, kind, kind, "no day yet")
         stopped = [d.name for d in days if not d.state.complete]
-        note = f"{len(days)} days, the last {days[0].name}"
+        said = f"{len(days)} days, the last {days[0].name}"
         if stopped:
-            note += f"; not finished: {', '.join(stopped[:5])}"
-        return Listed(run_id, kind, kind, note)
+            said += f"; not finished: {', '.join(stopped[:5])}"
+        return Listed(run_id, kind, kind, said)
     spec = folder_kind(kind)
     if not spec.run:
         return Listed(run_id, kind, kind)
@@ -222,6 +222,7 @@ def _read(root: RunsRoot, folder: Path) -> Listed:
     # Every other kind: its state by the one rule, and the page it writes.
     state = run_state(folder, spec)
     has_page = spec.page is not None and (folder / spec.page).is_file()
+    note: str | None
     if not state.complete:
         note = state.reason
     elif spec.page is None:
