@@ -15,6 +15,7 @@ by maximum likelihood: P(i beats j) = πᵢ / (πᵢ + πⱼ + ν√(πᵢπⱼ)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ragaudit.cache import (
     register_fake_answer,
 )
 from ragaudit.config import RunConfig
+from ragaudit.conversation import in_context
 from ragaudit.errors import RagauditError
 from ragaudit.judging import GradeSample, Judge, gather_limited, grade_plan, sample_judges
 from ragaudit.lang import token_share
@@ -179,6 +181,26 @@ async def play(
     return list(await gather_limited(work, one, limit))
 
 
+def in_context_pairs(pairing: Pairing, dir_b: Path, config: RunConfig, judge: Judge) -> Pairing:
+    """The pairs with each turn of a conversation shown with its history, as B judged it."""
+    fb = RunFolder(Path(dir_b).parent, Path(dir_b).name)
+    turns = {q.question_id: q for q in fb.questions() if q.conversational}
+    if not turns:
+        return pairing
+    shown = [
+        dataclasses.replace(
+            p,
+            question=in_context(
+                turns[p.question_id], config.conversation, judge.model, judge.budget
+            ).question,
+        )
+        if p.question_id in turns
+        else p
+        for p in pairing.pairs
+    ]
+    return dataclasses.replace(pairing, pairs=shown)
+
+
 def run_pairing(dir_a: Path, dir_b: Path) -> Pairing:
     """The questions runs in ``dir_a`` and ``dir_b`` can battle on (B's questions table)."""
     fa, fb = (RunFolder(Path(d).parent, Path(d).name) for d in (dir_a, dir_b))
@@ -217,8 +239,9 @@ async def battle_runs(
     dir_a: Path, dir_b: Path, config: RunConfig, gateway: Gateway
 ) -> tuple[Pairing, list[dict[str, Any]]]:
     """Play A against B on their shared ``ok`` questions and write ``battles.parquet`` in B."""
-    pairing = run_pairing(dir_a, dir_b)
-    rows = await play(pairing.pairs, battle_judges(config, gateway), dir_a.name, dir_b.name)
+    judges = battle_judges(config, gateway)
+    pairing = in_context_pairs(run_pairing(dir_a, dir_b), dir_b, config, judges[0])
+    rows = await play(pairing.pairs, judges, dir_a.name, dir_b.name)
     write_battles(rows, dir_b)
     return pairing, rows
 
@@ -246,7 +269,7 @@ async def round_robin(
     pairings: dict[tuple[str, str], Pairing] = {}
     for k, a in enumerate(dirs):
         for b in dirs[k + 1 :]:
-            pairing = run_pairing(a, b)
+            pairing = in_context_pairs(run_pairing(a, b), b, config, judges[0])
             pairings[(a.name, b.name)] = pairing
             rows += await play(pairing.pairs, judges, a.name, b.name)
     return rows, pairings

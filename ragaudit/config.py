@@ -36,6 +36,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
+from ragaudit._conversation_config import ConversationConfig
 from ragaudit._nightly_config import NightlyConfig
 from ragaudit._section import Section, folder_name, operational
 from ragaudit._tune_config import TuneConfig, TuneRange
@@ -870,6 +871,8 @@ class RunConfig(_Frozen):
     # Built when a config is, not on import: its thresholds come from the metric registry.
     report: ReportConfig = Field(default_factory=ReportConfig)
     gold: GoldConfig = GoldConfig()
+    conversation: ConversationConfig = ConversationConfig()
+    """A question that is a turn of a conversation: how much of its history the judge sees."""
     ablate: AblateConfig = AblateConfig()
     """``ragaudit ablate`` only: the reference pipeline's sweeps (ignored by evaluation runs)."""
     nightly: NightlyConfig = NightlyConfig()

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,12 +49,56 @@ KNOWN = {
     "metadata",
     "language",
     "reference_context_grades",
+    "conversation_id",
+    "turn",
+    "history",
+    "rewrite",
+    "answerability",
+    "turn_kind",
 }
 _LIST_FIELDS = ("reference_context_ids", "reference_contexts", "retrieved_contexts")
 
 
+ROLES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "agent": "assistant",
+    "bot": "assistant",
+    "ai": "assistant",
+}
+"""A turn's speaker as conversation logs name it → ``user`` or ``assistant``."""
+
+ANSWERABILITY = ("answerable", "partial", "unanswerable", "underspecified", "conversational")
+"""What a turn's answer can be, as MTRAG labels it (its ``UNANSERABLE`` spelling read too)."""
+
+TURN_KINDS = ("standalone", "follow-up", "clarification")
+"""How a turn stands to the ones before it: understood alone, a follow-up needing them, or a
+clarification asked by the user."""
+
+
+CONVERSATION_FIELDS = (
+    "conversation_id",
+    "turn",
+    "history",
+    "rewrite",
+    "answerability",
+    "turn_kind",
+)
+"""A question's fields that place it in a conversation (one JSON column of a run's table)."""
+
+
+class Turn(BaseModel):
+    """One earlier turn of a conversation: who spoke, and what."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["user", "assistant"]
+    text: str
+
+
 class Question(BaseModel):
-    """One question-set row."""
+    """One question-set row; a turn of a conversation when it carries a history."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -70,6 +114,23 @@ class Question(BaseModel):
     reference_context_grades: dict[str, int] | None = None
     """Graded gold relevance: context id → grade (0: judged not relevant; NDCG's gain)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    conversation_id: str | None = None
+    """The conversation this question is a turn of (None: a question that stands alone)."""
+    turn: int | None = None
+    """Its position among the conversation's user turns (1: the first)."""
+    history: list[Turn] | None = None
+    """The conversation's earlier turns, oldest first, the assistant's answers between."""
+    rewrite: str | None = None
+    """The turn rewritten as a question that stands alone (given with the set)."""
+    answerability: str | None = None
+    """One of :data:`ANSWERABILITY`, where the set labels it."""
+    turn_kind: str | None = None
+    """One of :data:`TURN_KINDS`, where the set labels it."""
+
+    @property
+    def conversational(self) -> bool:
+        """Whether the question is a turn with earlier turns (judged with them)."""
+        return bool(self.history)
 
 
 def read_utf8(path: Path) -> str:
@@ -434,12 +495,131 @@ def with_qrels(questions: list[Question], qrels: dict[str, dict[str, int]]) -> l
     ]
 
 
+def _turns(value: Any, where: str) -> list[Turn]:
+    """A history or a conversation's messages: ``[{role|speaker, text|content}, …]``."""
+    value = _decoded(value, where, "a JSON list of turns")
+    if not isinstance(value, list):
+        raise InputError(f"{where}: expected a list of turns ({{role, text}}), got {value!r:.60}")
+    out = []
+    for n, item in enumerate(value, start=1):
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: turn {n}: expected an object with role and text")
+        role = ROLES.get(str(item.get("role") or item.get("speaker") or "").strip().lower())
+        text = item.get("text", item.get("content"))
+        if role is None:
+            raise InputError(
+                f"{where}: turn {n}: role {item.get('role') or item.get('speaker')!r:.40} is "
+                f"none of {', '.join(sorted(ROLES))}"
+            )
+        if not isinstance(text, str):
+            raise InputError(f"{where}: turn {n}: no text")
+        out.append(Turn(role=role, text=text))  # type: ignore[arg-type]
+    return out
+
+
+def _label(value: Any, known: tuple[str, ...], where: str) -> str | None:
+    """A label from a set (case and MTRAG's spellings forgiven); None when not given."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = str(value).strip().lower().replace("_", "-").replace(" ", "-")
+    text = {"unanserable": "unanswerable", "followup": "follow-up", "n/a": "standalone"}.get(
+        text, text
+    )
+    if text not in known:
+        raise InputError(f"{where}: {value!r:.40} is none of {', '.join(known)}")
+    return text
+
+
+def _conversation_fields(rec: dict[str, Any], where: str) -> dict[str, Any]:
+    """A row's conversation fields, checked (empty for a question that stands alone)."""
+    out: dict[str, Any] = {}
+    if rec.get("conversation_id") not in (None, ""):
+        out["conversation_id"] = str(rec["conversation_id"])
+    if rec.get("turn") not in (None, ""):
+        try:
+            out["turn"] = int(rec["turn"])
+        except (TypeError, ValueError):
+            raise InputError(f"{where}, column 'turn': not a whole number") from None
+        if out["turn"] < 1:
+            raise InputError(f"{where}, column 'turn': {out['turn']}; the first turn is 1")
+    if rec.get("history") not in (None, "", []):
+        out["history"] = _turns(rec["history"], f"{where}, column 'history'")
+    if isinstance(rec.get("rewrite"), str) and rec["rewrite"].strip():
+        out["rewrite"] = rec["rewrite"].strip()
+    answerability = _label(
+        rec.get("answerability"), ANSWERABILITY, f"{where}, column 'answerability'"
+    )
+    kind = _label(rec.get("turn_kind"), TURN_KINDS, f"{where}, column 'turn_kind'")
+    if answerability is not None:
+        out["answerability"] = answerability
+    if kind is not None:
+        out["turn_kind"] = kind
+    if "history" in out and "turn" not in out:
+        out["turn"] = sum(t.role == "user" for t in out["history"]) + 1
+    return out
+
+
+def _conversations(records: list[dict[str, Any]], unit: str, path: Path) -> list[dict[str, Any]]:
+    """Records of whole conversations (``messages`` or ``turns``) as one record per user turn.
+
+    Each user turn becomes a question whose history is every turn before it; the assistant's
+    answer that follows it, when the log holds one, is the response evaluated. Records that
+    are questions already pass through.
+    """
+    out: list[dict[str, Any]] = []
+    for index, rec in enumerate(records, start=1):
+        key = "messages" if "messages" in rec else "turns" if "turns" in rec else None
+        if key is None or "question" in rec or "user_input" in rec:
+            out.append(rec)
+            continue
+        pos = rec.get("__pos", index)
+        where = f"{path}: {unit} {pos}"
+        turns = _turns(rec[key], f"{where}, column '{key}'")
+        conversation = str(rec.get("conversation_id") or rec.get("id") or f"c{index:04d}")
+        shared = {
+            k: v
+            for k, v in rec.items()
+            if k not in {key, "conversation_id", "id", "__pos"} and not k.startswith("__")
+        }
+        number = 0
+        for at, turn in enumerate(turns):
+            if turn.role != "user":
+                continue
+            number += 1
+            answer = (
+                turns[at + 1].text
+                if at + 1 < len(turns) and turns[at + 1].role == "assistant"
+                else None
+            )
+            out.append(
+                {
+                    **shared,
+                    "__pos": f"{pos}, turn {number}",
+                    "question_id": f"{conversation}::{number}",
+                    "question": turn.text,
+                    "conversation_id": conversation,
+                    "turn": number,
+                    "history": [t.model_dump() for t in turns[:at]],
+                    **({"response": answer} if answer is not None else {}),
+                }
+            )
+    return out
+
+
 def load_questions(path: Path | str, limit: int | None = None) -> list[Question]:
-    """Read and validate a question set; raises InputError naming row and column."""
+    """Read and validate a question set; raises InputError naming row and column.
+
+    A row may be a turn of a conversation (``conversation_id``, ``turn``, its ``history``);
+    a file of whole conversations (``messages`` or ``turns`` per record) gives one question
+    per user turn, each with the turns before it.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"question set {path}: file not found")
     records, unit = _records(path)
+    records = _conversations(records, unit, path)
     if not records:
         raise InputError(f"{path}: the question set is empty")
     columns: set[str] = set()
@@ -470,9 +650,12 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
         first_row_of[qid] = pos
         extra = {k: v for k, v in rec.items() if k not in KNOWN}
         metadata = {**_as_dict(rec.get("metadata"), f"{where}, column 'metadata'"), **extra}
-        lists = {f: _as_list(rec.get(f), f"{where}, column '{f}'") for f in _LIST_FIELDS}
+        lists: dict[str, Any] = {
+            f: _as_list(rec.get(f), f"{where}, column '{f}'") for f in _LIST_FIELDS
+        }
         reference = rec.get("reference")
         response = rec.get("response")
+        turns = _conversation_fields(rec, where)
         questions.append(
             Question(
                 question_id=qid,
@@ -487,6 +670,7 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
                     f"{where}, column 'reference_context_grades'",
                 ),
                 **lists,
+                **turns,
             )
         )
         if limit and len(questions) >= limit:
@@ -497,6 +681,11 @@ def load_questions(path: Path | str, limit: int | None = None) -> list[Question]
 __all__ = [
     "read_jsonl",
     "ALIASES",
+    "ANSWERABILITY",
+    "CONVERSATION_FIELDS",
+    "ROLES",
+    "TURN_KINDS",
+    "Turn",
     "MAX_GRADE",
     "Qrels",
     "Question",

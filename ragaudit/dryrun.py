@@ -49,8 +49,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragaudit.cache import usage_counter
+from ragaudit.cache import context_window, usage_counter
 from ragaudit.config import RunConfig
+from ragaudit.conversation import in_context
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.estimate import History, Reply, find_record, judge_history
@@ -743,7 +744,15 @@ def start_plan(
     """
     assume = assume or Assumptions()
     judge = config.models.judge_model
-    plan = Plan(config, assume, load_questions(config.questions, limit=config.limit))
+    # Counted as the judge is shown them: a turn of a conversation with its history, bounded.
+    # The judge's prompt budget as ``Judge.from_config`` works it out: its window less its answer.
+    models = config.models
+    budget = context_window(judge, models.judge_context_window) - models.max_output_tokens
+    questions = [
+        in_context(q, config.conversation, judge, budget)
+        for q in load_questions(config.questions, limit=config.limit)
+    ]
+    plan = Plan(config, assume, questions)
     if use_history:
         plan.history = judge_history(Path(config.runs_root), judge)
         if not plan.history.runs:

@@ -305,6 +305,8 @@ class RunFolder:
                 metadata=json.loads(r["metadata"] or "{}"),
                 # Absent from tables written before graded gold existed.
                 reference_context_grades=json.loads(r.get("reference_context_grades") or "null"),
+                # Absent from tables written before conversations; null for a lone question.
+                **_conversation(r.get("conversation")),
             )
             for r in self.rows("questions", ids)
         ]
@@ -455,17 +457,35 @@ class FolderRun:
             self._lock.release()
 
 
+def _conversation(text: str | None) -> dict[str, Any]:
+    """A ``questions`` row's conversation fields (``history_cut`` is the stage's, not the set's)."""
+    if not text:
+        return {}
+    stored = json.loads(text)
+    return {k: v for k, v in stored.items() if k != "history_cut"}
+
+
 def question_set_hash(questions: pa.Table) -> str:
     """Hash of a question set as evaluated: ids, texts, filters and given references.
 
-    The identity a previous like-for-like run, the nightly's baseline and a trend share.
+    The identity a previous like-for-like run, the nightly's baseline and a trend share. A
+    conversation's turns are in it (their histories); a set of lone questions hashes as it did
+    before conversations were read.
     """
     cols = [
         c
         for c in ("question_id", "question", "filters", "reference")
         if c in questions.column_names
     ]
+    if "conversation" in questions.column_names and questions["conversation"].null_count < len(
+        questions
+    ):
+        cols.append("conversation")
     rows = questions.select(cols).sort_by("question_id").to_pylist()
+    for r in rows:
+        if "conversation" in r:
+            # The set's turns, not the judge's cut of them (its window's).
+            r["conversation"] = _conversation(r["conversation"]) or None
     return canonical_hash({"questions": [[r[c] for c in cols] for r in rows]})
 
 
@@ -579,6 +599,7 @@ RUN = FolderKind(
         "score",
         "report",
         "gold",
+        "conversation",
     ),
     page="report.html",
 )
@@ -586,7 +607,16 @@ TUNE = FolderKind(
     "tune",
     "a tune folder",
     "<tune.name>",
-    measures=("plugins", "questions", "limit", "models", "collect", "sort.relevant_grade", "tune"),
+    measures=(
+        "plugins",
+        "questions",
+        "limit",
+        "models",
+        "collect",
+        "sort.relevant_grade",
+        "conversation",
+        "tune",
+    ),
     legacy=("tune.json", "tune.parquet"),
     page="report.html",
 )
@@ -603,6 +633,7 @@ ABLATION = FolderKind(
         "sort",
         "ground_truth",
         "score",
+        "conversation",
         "ablate",
     ),
     legacy=("ablation.json",),
@@ -639,6 +670,7 @@ AUDIT_DAY = FolderKind(
         "models.graders",
         "sort.relevant_grade",
         "score",
+        "conversation",
         "audit",
     ),
     page="report.html",

@@ -41,7 +41,12 @@ QUESTIONS = _schema(
         ("retrieved_contexts", _strs),
         ("metadata", _str),
         ("reference_context_grades", _str),  # JSON object: context id → grade
+        # JSON object, null for a question that stands alone: conversation_id, turn, history
+        # (the earlier turns), rewrite, answerability, turn_kind; history_cut, the earlier
+        # turns left out of the judge's prompts (conversation.max_history_turns, the window).
+        ("conversation", _str),
     ],
+    version=2,
 )
 
 CANDIDATES = _schema(

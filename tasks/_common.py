@@ -22,6 +22,8 @@ from ragaudit.cache import (
 )
 from ragaudit.concurrency import gather_limited
 from ragaudit.config import RunConfig
+from ragaudit.conversation import history_cut, in_context
+from ragaudit.dataset import Question
 from ragaudit.judging import Judge
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import dumps
@@ -99,6 +101,19 @@ class StageContext:
         window = self.llm.window
         assert window is not None  # from_config always works one out
         return window
+
+    def in_context(self, q: Question) -> Question:
+        """``q`` as every judge prompt of this run is built from it (its history, bounded)."""
+        return in_context(q, self.config.conversation, self.llm.model, self.llm.budget)
+
+    def history_cut(self, q: Question) -> int:
+        """Earlier exchanges of ``q`` this run's judge prompts leave out (0: none)."""
+        return history_cut(q, self.config.conversation, self.llm.model, self.llm.budget)
+
+    def judged_questions(self, ids: Iterable[str] | None = None) -> list[Question]:
+        """The run's questions (this task's, by default) as the judge is shown them."""
+        chosen = self.ids if ids is None else frozenset(ids)
+        return [self.in_context(q) for q in self.run.questions(chosen)]
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 from ragaudit import progress
 from ragaudit.answers import answer_one, make_source, resolve_entrypoint
 from ragaudit.config import RunConfig
-from ragaudit.dataset import Question, check_gold, load_questions, with_qrels
+from ragaudit.dataset import CONVERSATION_FIELDS, Question, check_gold, load_questions, with_qrels
 from ragaudit.errors import ConfigError, StageError
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
 from ragaudit.search import (
@@ -64,6 +64,24 @@ def _hits_from_question_set(q: Question) -> list[Hit]:
         Hit(id=f"{q.question_id}#{i}", text=t, rank=i + 1, score=float("nan"), metadata={})
         for i, t in enumerate(q.retrieved_contexts or [])
     ]
+
+
+def question_row(q: Question, run_id: str, history_cut: int) -> dict[str, Any]:
+    """A question as the ``questions`` table holds it (its conversation as one JSON value)."""
+    row = q.model_dump(exclude=set(CONVERSATION_FIELDS))
+    conversation = q.model_dump(include=set(CONVERSATION_FIELDS), exclude_none=True)
+    if conversation:
+        conversation["history_cut"] = history_cut
+    return {
+        **row,
+        "run_id": run_id,
+        "filters": dumps(q.filters),
+        "metadata": dumps(q.metadata),
+        "reference_context_grades": None
+        if q.reference_context_grades is None
+        else dumps(q.reference_context_grades),
+        "conversation": dumps(conversation) if conversation else None,
+    }
 
 
 def _named(q: Question) -> str:
@@ -171,21 +189,7 @@ async def collect(ctx: StageContext) -> list[str]:
     run_id = ctx.run.run_id
     ctx.run.write(
         "questions",
-        to_table(
-            [
-                {
-                    **q.model_dump(),
-                    "run_id": run_id,
-                    "filters": dumps(q.filters),
-                    "metadata": dumps(q.metadata),
-                    "reference_context_grades": None
-                    if q.reference_context_grades is None
-                    else dumps(q.reference_context_grades),
-                }
-                for q in questions
-            ],
-            QUESTIONS,
-        ),
+        to_table([question_row(q, run_id, ctx.history_cut(q)) for q in questions], QUESTIONS),
     )
     # Built before any search, so a bad answer-source setting fails before the engine is asked.
     source = make_source(cfg.collect.answers)

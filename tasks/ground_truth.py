@@ -87,7 +87,7 @@ async def ground_truth(ctx: StageContext) -> list[str]:
     """Write ``ground_truth`` and ``nuggets``."""
     cfg = ctx.config.ground_truth
     run_id = ctx.run.run_id
-    questions = ctx.run.questions(ctx.ids)
+    questions = ctx.judged_questions()
     candidates: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in ctx.run.rows("candidates", ctx.ids):
         candidates[row["question_id"]].append(row)

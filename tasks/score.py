@@ -35,7 +35,7 @@ from ragaudit.tasks._common import (
 def build_samples(ctx: StageContext) -> tuple[list[Sample], dict[str, str]]:
     """The context's questions as samples with their top-k contexts, and why one has no answer."""
     return scoring.build_samples(
-        ctx.run.questions(ctx.ids),
+        ctx.judged_questions(),
         ctx.run.answers(ctx.ids),
         ctx.run.ground_truth(ctx.ids),
         ctx.run.candidates(ids=ctx.ids),

@@ -161,7 +161,7 @@ async def sort(ctx: StageContext, *, timings: dict[str, float] | None = None) ->
     """
     cfg = ctx.config.sort
     run_id = ctx.run.run_id
-    questions = {q.question_id: q for q in ctx.run.questions(ctx.ids)}
+    questions = {q.question_id: q for q in ctx.judged_questions()}
     candidates = ctx.run.candidates(cfg.max_candidates, ctx.ids)
     # Before any call: a sort.previous naming no run is refused before money is spent.
     baseline = ordering_baseline(ctx.run, ctx.config, ctx.ids)

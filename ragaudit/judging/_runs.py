@@ -64,7 +64,9 @@ def import_run_grades(runs_root: RunsRoot, store: JudgmentStore, grader: Grader)
             continue
         if run.prompt_versions(RELEVANCE.key.split("@", 1)[0]) != {RELEVANCE.key}:
             continue
-        questions = {q.question_id: q for q in run.questions()}
+        # A turn of a conversation was graded with its history, bounded by that run's judge:
+        # the sort stage stored those grades under their own keys as it paid for them.
+        questions = {q.question_id: q for q in run.questions() if not q.conversational}
         texts = {
             (qid, c["context_id"]): c["text"]
             for qid, rows in run.candidates().items()

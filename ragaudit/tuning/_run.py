@@ -16,6 +16,7 @@ import numpy as np
 
 from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
+from ragaudit.conversation import in_context
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
 from ragaudit.judging import Grader, Judge, JudgmentStore, import_run_grades, prompt_tokens
@@ -147,6 +148,16 @@ async def _draw(
     await strategy.draw(config, dict(base.params), trial)
 
 
+def shown_to_judge(
+    questions: dict[str, Question], config: RunConfig, judge: Judge
+) -> dict[str, Question]:
+    """The questions as the judge is shown them (a turn with its history, bounded)."""
+    return {
+        qid: in_context(q, config.conversation, judge.model, judge.budget)
+        for qid, q in questions.items()
+    }
+
+
 def _check_budget(
     config: RunConfig,
     pool: Pool,
@@ -190,6 +201,8 @@ async def run_tune(
     for run in runs:
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
     judge = judge_for(config, gateway, items_in_flight(config))
+    # Searched as the query form says; graded as the judge is shown a turn: with its history.
+    by_id = shown_to_judge(by_id, config, judge)
     store = judgment_store(config)
     from_runs = import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
     if tune.max_judge_tokens is not None:
@@ -286,6 +299,7 @@ async def dry_run(
     for run in runs:
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
     judge = judge_for(config, gateway, items_in_flight(config))
+    by_id = shown_to_judge(by_id, config, judge)
     store = judgment_store(config)
     import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
     stored = from_store(pool, store, judge, by_id)
