@@ -231,11 +231,11 @@ def test_default_redaction_keeps_dates_counts_and_order_numbers() -> None:
     kept = "on 2026-11-26 we shipped 12345 units, order 1234567812345678"
     assert red(kept) == kept
     assert (
-        red("call +1 (555) 010-0199, 13812345678 or a@b.co") == "call [phone], [phone] or [email]"
+        red("call +1 (202) 456-1414, 13812345678 or a@b.co") == "call [phone], [phone] or [email]"
     )
     assert red("pay with 4111 1111 1111 1111") == "pay with [card]"
     # Two numbers side by side are one run too long for a phone: each is found within it.
-    assert red("+1 (555) 010-0199 13812345678") == "[phone] [phone]"
+    assert red("+1 (202) 456-1414 13812345678") == "[phone] [phone]"
 
 
 async def test_served_content_by_id_and_the_changed_flag(tmp_path: Path) -> None:
@@ -309,8 +309,8 @@ def test_plain_paths_give_what_jmespath_gives() -> None:
 
 
 def test_ids_that_look_like_personal_data_stay_apart(tmp_path: Path) -> None:
-    # Dated request ids read as phone or card numbers; a placeholder would make them one id.
-    ids = [f"2026-11-26-{i:06d}" for i in range(5)] + ["ana.lee@example.com"]
+    # Ids holding a caller's number or address: a placeholder would make them one id.
+    ids = [f"call-1391234567{i}" for i in range(5)] + ["ana.lee@example.com"]
     write_jsonl(
         tmp_path / "logs" / "2026-11-26" / "a.jsonl",
         [record(i, id=rid, session_id=rid) for i, rid in enumerate(ids)],
@@ -322,3 +322,7 @@ def test_ids_that_look_like_personal_data_stay_apart(tmp_path: Path) -> None:
     assert len(set(got)) == len(ids)
     assert all(g.startswith("id:") for g in got)
     assert "ana.lee@example.com" not in out.read_bytes().decode("utf-8", "replace")
+    # A dated id is no personal data: it is kept as it is.
+    write_jsonl(tmp_path / "logs" / "2026-11-26" / "a.jsonl", [record(1, id="2026-11-26-000001")])
+    read(source(tmp_path / "logs" / "{day}" / "*.jsonl"), out)
+    assert pq.read_table(out).to_pylist()[0]["request_id"] == "2026-11-26-000001"
