@@ -150,6 +150,23 @@ def test_records_that_do_not_map_are_named_and_counted(tmp_path: Path) -> None:
     assert not out2.exists() and list(out2.parent.iterdir()) == []
 
 
+def test_a_bad_records_reason_is_redacted_before_it_is_cut(tmp_path: Path) -> None:
+    # The time field holds a card number past the reason's cut: cut first, the card's first
+    # digits would no longer pass its check and would be reported as they are.
+    card = "4111 1111 1111 1111"
+    value = f"paid on the twenty-sixth, card {card}, call 13912345678"
+    write_jsonl(tmp_path / "2026-11-26.jsonl", [record(1, ts=value), record(2)])
+    report = read(source(tmp_path / "{day}.jsonl"), tmp_path / "r.parquet", max_bad_share=0.5)
+    [(_, reason)] = report.bad_samples
+    assert "ISO 8601" in reason and "paid on" in reason
+    assert "4111" not in reason and "1111" not in reason and "139" not in reason
+    assert report.redactions == {"card": 1, "phone": 1}
+    # A megabyte of it is still one short reason.
+    write_jsonl(tmp_path / "2026-11-26.jsonl", [record(1, ts="x" * 2**20), record(2)])
+    report = read(source(tmp_path / "{day}.jsonl"), tmp_path / "r.parquet", max_bad_share=0.5)
+    assert len(report.bad_samples[0][1]) < 300
+
+
 def test_a_day_without_files_and_a_bad_expression_fail_with_one_message(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no file matches .*2026-11-26"):
         read(source(tmp_path / "{day}.jsonl"), tmp_path / "r.parquet")
