@@ -712,7 +712,7 @@ def main() -> None:
     # (b) ordinary text.
     sets = corpora()
     sets["generated numbers"] = ordinary(args.generated)
-    print("\n(b) ordinary text: documents changed")
+    print("\n(b) ordinary text: documents changed (the contact data listed below apart)")
     rows = []
     speed: dict[str, list[float]] = {n: [] for n in names}
     worst = 0.0
