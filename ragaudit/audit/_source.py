@@ -36,6 +36,7 @@ NO_SEGMENT = "(none)"
 """The segment of a request the ``audit.segment`` expression finds nothing in."""
 _BATCH = 8192  # rows held before a Parquet row group is written: bounds the read's memory
 _SAMPLES = 20  # bad records named in the report and the error
+_REASON = 200  # characters of a bad record's reason shown
 
 
 def compile_path(expr: str, where: str) -> Any:
@@ -280,7 +281,8 @@ def as_time(value: Any) -> dt.datetime | None:
         try:
             t = dt.datetime.fromisoformat(value)
         except ValueError:
-            raise Unmappable(f"time '{clip(value, 40)}' is not ISO 8601") from None
+            # The value is quoted whole: read_day redacts a reason before it cuts it.
+            raise Unmappable(f"time is not ISO 8601: '{value}'") from None
     else:
         raise Unmappable(f"time is {type(value).__name__}")
     return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
@@ -495,7 +497,7 @@ def read_day(
                 if isinstance(item, Bad):
                     bad += 1
                     if len(samples) < _SAMPLES:
-                        samples.append((red(item.origin) or "", red(item.reason) or ""))
+                        samples.append((red(item.origin) or "", _reason(red, item.reason)))
                     continue
                 rows.append(_row(item, _segment_of(seg, item), red))
                 records += 1
@@ -512,6 +514,15 @@ def read_day(
         Path(tmp).unlink(missing_ok=True)
         raise
     return report
+
+
+def _reason(red: Redactor, reason: str) -> str:
+    """A bad record's reason redacted, then cut: a card cut first no longer passes its check.
+
+    Only a prefix is redacted (a megabyte of value stays cheap), long enough past the cut that
+    whatever is shown was redacted whole.
+    """
+    return clip(red(reason[: _REASON + 1000]) or "", _REASON)
 
 
 def _write(writer: pq.ParquetWriter, rows: list[dict[str, Any]]) -> None:

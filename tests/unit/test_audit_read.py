@@ -150,6 +150,23 @@ def test_records_that_do_not_map_are_named_and_counted(tmp_path: Path) -> None:
     assert not out2.exists() and list(out2.parent.iterdir()) == []
 
 
+def test_a_bad_records_reason_is_redacted_before_it_is_cut(tmp_path: Path) -> None:
+    # The time field holds a card number past the reason's cut: cut first, the card's first
+    # digits would no longer pass its check and would be reported as they are.
+    card = "4111 1111 1111 1111"
+    value = f"paid on the twenty-sixth, card {card}, call 13912345678"
+    write_jsonl(tmp_path / "2026-11-26.jsonl", [record(1, ts=value), record(2)])
+    report = read(source(tmp_path / "{day}.jsonl"), tmp_path / "r.parquet", max_bad_share=0.5)
+    [(_, reason)] = report.bad_samples
+    assert "ISO 8601" in reason and "paid on" in reason
+    assert "4111" not in reason and "1111" not in reason and "139" not in reason
+    assert report.redactions == {"card": 1, "phone": 1}
+    # A megabyte of it is still one short reason.
+    write_jsonl(tmp_path / "2026-11-26.jsonl", [record(1, ts="x" * 2**20), record(2)])
+    report = read(source(tmp_path / "{day}.jsonl"), tmp_path / "r.parquet", max_bad_share=0.5)
+    assert len(report.bad_samples[0][1]) < 300
+
+
 def test_a_day_without_files_and_a_bad_expression_fail_with_one_message(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no file matches .*2026-11-26"):
         read(source(tmp_path / "{day}.jsonl"), tmp_path / "r.parquet")
@@ -231,11 +248,11 @@ def test_default_redaction_keeps_dates_counts_and_order_numbers() -> None:
     kept = "on 2026-11-26 we shipped 12345 units, order 1234567812345678"
     assert red(kept) == kept
     assert (
-        red("call +1 (555) 010-0199, 13812345678 or a@b.co") == "call [phone], [phone] or [email]"
+        red("call +1 (202) 456-1414, 13812345678 or a@b.co") == "call [phone], [phone] or [email]"
     )
     assert red("pay with 4111 1111 1111 1111") == "pay with [card]"
     # Two numbers side by side are one run too long for a phone: each is found within it.
-    assert red("+1 (555) 010-0199 13812345678") == "[phone] [phone]"
+    assert red("+1 (202) 456-1414 13812345678") == "[phone] [phone]"
 
 
 async def test_served_content_by_id_and_the_changed_flag(tmp_path: Path) -> None:
@@ -309,8 +326,8 @@ def test_plain_paths_give_what_jmespath_gives() -> None:
 
 
 def test_ids_that_look_like_personal_data_stay_apart(tmp_path: Path) -> None:
-    # Dated request ids read as phone or card numbers; a placeholder would make them one id.
-    ids = [f"2026-11-26-{i:06d}" for i in range(5)] + ["ana.lee@example.com"]
+    # Ids holding a caller's number or address: a placeholder would make them one id.
+    ids = [f"call-1391234567{i}" for i in range(5)] + ["ana.lee@example.com"]
     write_jsonl(
         tmp_path / "logs" / "2026-11-26" / "a.jsonl",
         [record(i, id=rid, session_id=rid) for i, rid in enumerate(ids)],
@@ -322,3 +339,7 @@ def test_ids_that_look_like_personal_data_stay_apart(tmp_path: Path) -> None:
     assert len(set(got)) == len(ids)
     assert all(g.startswith("id:") for g in got)
     assert "ana.lee@example.com" not in out.read_bytes().decode("utf-8", "replace")
+    # A dated id is no personal data: it is kept as it is.
+    write_jsonl(tmp_path / "logs" / "2026-11-26" / "a.jsonl", [record(1, id="2026-11-26-000001")])
+    read(source(tmp_path / "logs" / "{day}" / "*.jsonl"), out)
+    assert pq.read_table(out).to_pylist()[0]["request_id"] == "2026-11-26-000001"
