@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import inspect
 import json
 import math
 import sys
@@ -179,9 +180,11 @@ def labelled_run(tmp: Path) -> dict[str, Any]:
 
 
 def simulated_days(days: int = 3) -> dict[str, Any]:
-    """Days of the bench's simulated service drawn at 160 units a day (strata, uncertain units):
-    the estimates with people's values of 40 units (PPI), the changes (paired over the draws
-    and as independent estimates), the mix splits and a probe's paired test."""
+    """Days of the bench's simulated service drawn at 160 units a day (strata, uncertain units).
+
+    The estimates with people's values of 40 units (PPI), the changes (paired over the draws
+    and as independent estimates), the mix splits and a probe's paired test.
+    """
     import polars as pl
 
     sys.path.insert(0, str(REPO / "bench"))
@@ -261,7 +264,9 @@ def simulated_days(days: int = 3) -> dict[str, Any]:
                 k: v for k, v in c.to_row().items() if _figure(v) and not isinstance(v, str)
             }
     first = sorted(designs)[0]
-    for (segment, metric), split in mix_splits(designs[first], designs[last]).items():
+    # Before α was threaded through, the mix split took none and ran at 0.05.
+    at = {"alpha": 0.05} if "alpha" in inspect.signature(mix_splits).parameters else {}
+    for (segment, metric), split in mix_splits(designs[first], designs[last], **at).items():
         out["mix"][f"{segment}/{metric}"] = {
             "mix": split.mix,
             "mix_low": split.mix_ci[0],
@@ -287,6 +292,7 @@ def simulated_days(days: int = 3) -> dict[str, Any]:
 
 
 def record(out: Path, n_labels: int) -> None:
+    """Every figure of the four sources, from the ragaudit on ``PYTHONPATH``, to ``out``."""
     import ragaudit
 
     with tempfile.TemporaryDirectory(prefix="survey-figures-") as tmp:
@@ -320,6 +326,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def compare(before: Path, after: Path) -> None:
+    """Print per source how many figures are identical, and each one that changed."""
     a = json.loads(before.read_text("utf-8"))
     b = json.loads(after.read_text("utf-8"))
     print(f"before: {a.pop('code')}\nafter:  {b.pop('code')}")
@@ -339,6 +346,7 @@ def compare(before: Path, after: Path) -> None:
 
 
 def main() -> None:
+    """``record`` or ``compare``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="record the figures of the code on PYTHONPATH")

@@ -44,7 +44,6 @@ from ragaudit.audit._drift import (
 from ragaudit.audit._estimate import (
     ALL,
     estimate,
-    kish_ess,
 )
 from ragaudit.audit._labels import (
     ITEMS,
@@ -212,7 +211,6 @@ __all__ = [
     "fetch_missing_texts",
     "grade_served",
     "judgment_store",
-    "kish_ess",
     "list_metrics",
     "metric_names",
     "normalise_query",

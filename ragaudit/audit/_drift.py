@@ -42,6 +42,20 @@ import numpy as np
 import polars as pl
 
 from ragaudit.hashing import canonical_hash
+from ragaudit.stats import (
+    CERTAIN,
+    Design,
+    adjust,
+    baseline_variance,
+    beyond_noise,
+    hajek_scores,
+    kappa,
+    paired_test,
+    spread,
+    variance_strata,
+    z_quantile,
+    z_test,
+)
 
 OVERALL = "(all)"
 """The segment name of the whole traffic's figure."""
@@ -72,12 +86,6 @@ def series_signature(instrument: Mapping[str, Any]) -> str:
     Two days with the same signature are comparable; any difference starts a new series.
     """
     return "s1:" + canonical_hash(["audit-series", dict(instrument)])[:16]
-
-
-def _z(alpha: float) -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(1 - alpha / 2))
 
 
 @dataclass(frozen=True)
@@ -119,12 +127,6 @@ class Change:
         return row
 
 
-def _two_sided_p(z: float) -> float:
-    from scipy import stats
-
-    return float(2 * stats.norm.sf(abs(z)))
-
-
 def _compare(
     segment: str,
     metric: str,
@@ -135,13 +137,11 @@ def _compare(
     alpha: float,
 ) -> Change | None:
     (est, se), (ref, ref_var) = today, reference
-    var = se**2 + ref_var
-    if not (math.isfinite(est) and math.isfinite(ref) and math.isfinite(var)) or var < 0:
+    # With variance 0 both days were taken whole (every unit with certainty): z_test says the
+    # difference is exact.
+    test = z_test(est - ref, se**2 + ref_var, alpha=alpha)
+    if test is None:
         return None
-    diff = est - ref
-    half = _z(alpha) * math.sqrt(var)
-    # With var 0 both days were taken whole (every unit with certainty): the difference is exact.
-    p = (1.0 if diff == 0 else 0.0) if var == 0 else _two_sided_p(diff / math.sqrt(var))
     return Change(
         segment=segment,
         metric=metric,
@@ -149,31 +149,23 @@ def _compare(
         reference_days=days,
         estimate=est,
         reference=ref,
-        diff=diff,
-        ci_low=diff - half,
-        ci_high=diff + half,
-        p_value=p,
+        diff=test.diff,
+        ci_low=test.ci_low,
+        ci_high=test.ci_high,
+        p_value=test.p_value,
     )
 
 
 def baseline(rows: pl.DataFrame) -> tuple[float, float] | None:
     """The trailing baseline of earlier days' rows (``estimate``, ``se``): mean and variance.
 
-    The variance is the one a new day's value has around the mean when nothing changed.
-    The variance is the mean's own sampling variance plus the true figure's day-to-day spread
-    (the variance of the daily estimates beyond their mean sampling variance, never negative),
-    so ordinary wandering is not a change.
+    The variance is the one a new day's value has around the mean when nothing changed
+    (:func:`ragaudit.stats.baseline_variance`: the mean's own sampling variance plus the true
+    figure's day-to-day spread), so ordinary wandering is not a change.
     """
-    est = rows["estimate"].to_numpy().astype(float)
-    se = rows["se"].to_numpy().astype(float)
-    keep = np.isfinite(est) & np.isfinite(se)
-    est, se = est[keep], se[keep]
-    m = len(est)
-    if m == 0:
-        return None
-    mean_var = float(np.sum(se**2)) / m**2
-    spread = float(np.var(est, ddof=1)) - float(np.mean(se**2)) if m >= 2 else 0.0
-    return float(est.mean()), mean_var + max(spread, 0.0)
+    return baseline_variance(
+        rows["estimate"].to_numpy().astype(float), rows["se"].to_numpy().astype(float)
+    )
 
 
 @dataclass(frozen=True)
@@ -208,11 +200,9 @@ def _linearised(design: DayDesign, segment: str, metric: str) -> tuple[float, di
         inside &= (rows["segment"] == segment).to_numpy()
     w = rows["weight"].to_numpy().astype(float)
     y = rows["value"].fill_null(0.0).to_numpy().astype(float)
-    total = float(w[inside].sum())
-    if total <= 0:
+    mean, z = hajek_scores(y, w, inside)
+    if not math.isfinite(mean):
         return math.nan, {}
-    mean = float((w[inside] * y[inside]).sum() / total)
-    z = np.where(inside, w * (y - mean) / total, 0.0)
     units = {
         u: (float(zu), st, bool(pi >= 1.0), seg)
         for u, zu, st, pi, seg in zip(
@@ -233,8 +223,6 @@ def paired_change(
     over the strata with the audit's own estimator, so a query that is simply hard on both days
     does not count as noise. Returns (difference, se, units) or None when a day has no value.
     """
-    from ragaudit.audit._estimate import _linearised_se, variance_strata
-
     if day not in designs or any(d not in designs for d in reference) or not reference:
         return None
     now, units_now = _linearised(designs[day], segment, metric)
@@ -258,15 +246,16 @@ def paired_change(
         [union[u][2] for u in names],
         across_segments=segment == OVERALL,
     )
-    se, _ = _linearised_se(z, vstrata, names)
-    return now - ref_mean, se, len(names)
+    fpc = {s: 0.0 if s == CERTAIN else 1.0 for s in set(vstrata)}
+    found = spread(z, Design.of(names, vstrata, fpc))
+    return now - ref_mean, math.sqrt(found.variance), len(names)
 
 
 def day_changes(
     series: pl.DataFrame,
     day: str,
     *,
-    alpha: float = 0.05,
+    alpha: float,
     higher_is_better: Mapping[str, bool] | None = None,
     baseline_days: int = BASELINE_DAYS,
     designs: Mapping[str, DayDesign] | None = None,
@@ -280,8 +269,6 @@ def day_changes(
     within each comparison (previous, baseline); ``moved`` is the beyond-noise rule: adjusted
     p < α and the interval excludes 0.
     """
-    from ragaudit.stats import adjust, beyond_noise
-
     better = dict(higher_is_better or {})
     earlier = sorted({d for d in series["day"].to_list() if d < day})
     if not earlier:
@@ -361,7 +348,7 @@ class ShiftShare:
         return self.within_ci[0] > 0 or self.within_ci[1] < 0
 
 
-def shift_share(before: pl.DataFrame, after: pl.DataFrame, *, alpha: float = 0.05) -> ShiftShare:
+def shift_share(before: pl.DataFrame, after: pl.DataFrame, *, alpha: float) -> ShiftShare:
     """The change of a weighted mean split into mix and within-strata parts.
 
     Each frame has one row per stratum: ``stratum``, ``share`` (its share of the day's
@@ -392,7 +379,7 @@ def shift_share(before: pl.DataFrame, after: pl.DataFrame, *, alpha: float = 0.0
     v = valid["se"].to_numpy().astype(float) ** 2 + valid["se_1"].to_numpy().astype(float) ** 2
     mix = float(np.sum((w1 - w0) * (m0 + m1) / 2))
     within = float(np.sum((w0 + w1) / 2 * (m1 - m0)))
-    z = _z(alpha)
+    z = z_quantile(alpha)
     mix_half = z * math.sqrt(float(np.sum(((w1 - w0) / 2) ** 2 * v)))
     within_half = z * math.sqrt(float(np.sum(((w0 + w1) / 2) ** 2 * v)))
     return ShiftShare(
@@ -425,7 +412,7 @@ def probe_changes(
     today: pl.DataFrame,
     reference: pl.DataFrame,
     *,
-    alpha: float = 0.05,
+    alpha: float,
 ) -> list[ProbeChange]:
     """Per segment (and overall) and metric: the probe's paired change.
 
@@ -434,8 +421,6 @@ def probe_changes(
     lists, so any difference is the engine's or the index's; a paired test over the probe
     queries (the comparison's own) tells it from the judge's noise on changed documents.
     """
-    from ragaudit.stats import adjust, beyond_noise, paired_test
-
     joined = today.join(
         reference.select("probe", "metric", pl.col("value").alias("ref")),
         on=["probe", "metric"],
@@ -488,8 +473,6 @@ def judge_check(stored: Sequence[int], asked: Sequence[int], *, bound: float = 0
     The bound is on κ itself, not on its interval: the check's size is fixed by the config, and
     a judge that disagrees with itself that much is not one to compare days with.
     """
-    from ragaudit.stats import kappa
-
     pairs = [(int(a), int(b)) for a, b in zip(stored, asked, strict=True)]
     if len(pairs) < 2:
         return JudgeCheck(len(pairs), None, bound, False)

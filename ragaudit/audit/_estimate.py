@@ -2,53 +2,50 @@
 
 Each metric's figure, overall and per segment, is a design-weighted mean over requests
 (Hájek: ``sum(w y) / sum(w)`` over the drawn units with an ok value, ``w = count / pi`` the
-requests a unit represents). Its 95 % interval is Taylor-linearised over the sample's design
-through ``samplics``: strata as drawn, each unit its own primary sampling unit, a Student t
-quantile on (units − strata) degrees of freedom. A unit whose metric failed or is undefined
-(a list with a failed grade, nDCG of a list graded all 0) is outside the metric's domain: it
-neither counts as 0 nor leaves the design (samplics' domain estimation gives it a zero score).
+requests a unit represents) with the interval rule of the judge's design-based means
+(:func:`ragaudit.stats.design_mean`, ADR 21): Taylor-linearised over the strata as drawn,
+each unit its own primary sampling unit, Student t on (units − strata) degrees of freedom. A
+unit whose metric failed or is undefined (a list with a failed grade, nDCG of a list graded
+all 0) is outside the metric's domain: it neither counts as 0 nor leaves the design.
 
-Two adjustments make the textbook formula fit a Poisson sample with certainty units:
+Two adjustments make the textbook formula fit a Poisson sample with certainty units
+(:func:`ragaudit.stats.variance_strata`): units taken with certainty (``pi = 1``) form one
+stratum of their own with no sampling variance, and a stratum where only one uncertain unit
+was drawn is pooled with another (its spread is unknown alone). Within a stratum the units are
+treated as drawn with replacement, which overstates the variance where a stratum's sampling
+fraction is large.
 
-- units taken with certainty (``pi = 1``) form one stratum of their own with no sampling
-  variance (finite-population correction 0);
-- a stratum where only one uncertain unit was drawn cannot measure its own spread: it is
-  pooled with the other strata of its segment (and, if it is the segment's only one, with the
-  largest stratum of the whole sample when estimating across segments). Pooling strata
-  overstates the variance a little, never understates it.
-
-Within a stratum the units are treated as drawn with replacement (no finite-population
-correction), which overstates the variance where a stratum's sampling fraction is large.
-
-Also reported: the standard error ``se`` (the interval is ``estimate`` ± t × ``se``, t on the
-design's degrees of freedom, so a later test reads ``se`` rather than undoing the interval),
-``n`` (units with an ok value), ``requests`` (the requests they represent) and Kish's effective
-sample size ``(sum w)^2 / sum w^2``.
+Also reported: the standard error ``se`` (a later test reads it rather than undoing the
+interval), ``n`` (units with an ok value), ``requests`` (the requests they represent) and
+Kish's effective sample size ``(sum w)^2 / sum w^2``.
 
 Where people gave their own value of some drawn units' metrics (``labels``), the
-prediction-powered figure stands beside the judge's: the judge's weighted mean plus the
-weighted mean of people minus judge over the labelled units (plain PPI, the same design
-weights), its interval linearised over every drawn unit with the same strata (``ppi_se``;
-``ppi_n`` the units labelled). It assumes the labelled units are a random subsample of the
-drawn ones.
+prediction-powered figure stands beside the judge's (:func:`ragaudit.stats.design_ppi`): the
+judge's weighted mean plus the weighted mean of people minus judge over the labelled units,
+its variance over the day's design and, where the day took its units whole, over the labelled
+subsample itself (``ppi_se``; ``ppi_n`` the units labelled).
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections import Counter
-from typing import Any
-
 import numpy as np
 import polars as pl
-from scipy import stats
 
-CONFIDENCE = 0.95
+from ragaudit.stats import (
+    CERTAIN,
+    Design,
+    DesignEstimate,
+    FirstPhase,
+    design_mean,
+    design_ppi,
+    hajek_scores,
+    kish_ess,
+    variance_strata,
+)
+
 ALL = "(all)"
 """The segment name of the estimate over every segment."""
-METHOD = "hajek, taylor linearisation over strata (samplics)"
-_CERTAIN = "(certain)"
+METHOD = "hajek, taylor linearisation over strata, t on the design's df"
 ESTIMATE_COLUMNS = (
     "segment",
     "metric",
@@ -68,86 +65,16 @@ ESTIMATE_COLUMNS = (
 )
 
 
-def kish_ess(weights: np.ndarray) -> float:
-    """Kish's effective sample size of a set of weights."""
-    total = float(weights.sum())
-    return total * total / float((weights * weights).sum()) if total > 0 else 0.0
-
-
-def variance_strata(
-    strata: list[str], segments: list[str], certain: list[bool], *, across_segments: bool
-) -> list[str]:
-    """The strata the variance is computed over (see the module docstring).
-
-    Args:
-        strata: Each unit's sampling stratum.
-        segments: Each unit's segment.
-        certain: Whether each unit was taken with certainty.
-        across_segments: Whether the units span segments (pool a segment's lone unit with the
-            largest stratum) or are one segment's (leave it: its spread is unknown).
-    """
-    out = [_CERTAIN if c else s for s, c in zip(strata, certain, strict=True)]
-    sizes = Counter(v for v in out if v != _CERTAIN)
-    lone = {s for s, n in sizes.items() if n == 1}
-    if not lone:
-        return out
-    by_segment: dict[str, list[str]] = {}
-    for s, seg in zip(out, segments, strict=True):
-        if s != _CERTAIN and s not in by_segment.setdefault(seg, []):
-            by_segment[seg].append(s)
-    target: dict[str, str] = {}
-    for seg, names in by_segment.items():
-        lone_here = [s for s in names if s in lone]
-        if not lone_here:
-            continue
-        others = [s for s in names if s not in lone]
-        if others:
-            host = max(others, key=lambda s: (sizes[s], s))
-        elif len(lone_here) > 1:
-            host = f"{seg}/(pooled)"
-        elif across_segments:
-            rest = [s for s in sizes if s not in lone]
-            host = max(rest, key=lambda s: (sizes[s], s)) if rest else "(pooled)"
-        else:
-            host = lone_here[0]
-        for s in lone_here:
-            target[s] = host
-    return [target.get(s, s) for s in out]
-
-
-def _samplics() -> Any:
-    with warnings.catch_warnings():
-        # samplics 0.6 says at import that it is archived (its successor is ``svy``); the
-        # estimator is unchanged and tested here against an independent computation.
-        warnings.simplefilter("ignore", FutureWarning)
-        import samplics
-    return samplics
-
-
-def _linearised_se(z: np.ndarray, vstrata: list[str], units: list[str]) -> tuple[float, int]:
-    """The standard error of a statistic from its linearised scores, and its degrees of freedom.
-
-    The same stratified, with-replacement formula as the means: samplics' total of ``z`` with
-    unit weights. The scores are shifted by 1 (samplics divides by the total, which is 0
-    here); the within-stratum deviations cancel the shift.
-    """
-    samplics = _samplics()
-    est = samplics.TaylorEstimator(samplics.PopParam.total, alpha=1 - CONFIDENCE)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        est.estimate(
-            y=z + 1.0,
-            samp_weight=np.ones(len(z)),
-            stratum=np.asarray(vstrata, dtype=object),
-            psu=np.asarray(units, dtype=object),
-            fpc={s: 0.0 if s == _CERTAIN else 1.0 for s in sorted(set(vstrata))},
-            single_psu=samplics.SinglePSUEst.skip,
-        )
-    return float(est.stderror), int(est.degree_of_freedom)
-
-
-Figures = tuple[float | None, float | None, float | None, float | None]
-"""A point estimate, its standard error and its 95 % interval (None where unknown)."""
+def _design(part: pl.DataFrame, across_segments: bool) -> Design:
+    """The drawn units' design: each unit its own PSU in its (pooled) stratum, certainty apart."""
+    vstrata = variance_strata(
+        part["stratum"].to_list(),
+        part["segment"].to_list(),
+        (part["pi"] >= 1.0).to_list(),
+        across_segments=across_segments,
+    )
+    fpc = {s: 0.0 if s == CERTAIN else 1.0 for s in set(vstrata)}
+    return Design.of(part["unit"].to_list(), vstrata, fpc)
 
 
 def _ppi(
@@ -156,70 +83,30 @@ def _ppi(
     human: np.ndarray,
     labelled: np.ndarray,
     weight: np.ndarray,
-    vstrata: list[str],
-    units: list[str],
-) -> Figures:
-    """The prediction-powered mean, its se and its interval (None where it cannot be computed).
+    design: Design,
+) -> DesignEstimate:
+    """The prediction-powered mean of the labelled units (:func:`ragaudit.stats.design_ppi`).
 
-    The judge's Hájek mean plus the people-minus-judge Hájek mean over the labelled units,
-    both with the design weights (plain PPI, no power tuning); the interval linearises the sum
-    over every drawn unit, since the labelled units are a subsample of the drawn ones.
+    The judge's Hájek mean over the ok units plus the people-minus-judge Hájek mean over the
+    labelled ones, both with the design weights. The labelled units are a random subsample of
+    the drawn ones (the labelling queue's permanent random order): a second phase, drawn
+    without replacement from the drawn units with a value.
     """
     both = labelled & judge_ok
-    if both.sum() < 2:
-        return None, None, None, None
-    wd, wl = weight * judge_ok, weight * both
-    theta = float((wd * judge).sum() / wd.sum())
-    delta = float((wl * (human - judge)).sum() / wl.sum())
-    z = wd * (judge - theta) / wd.sum() + wl * (human - judge - delta) / wl.sum()
-    se, df = _linearised_se(np.where(both | judge_ok, z, 0.0), vstrata, units)
-    point = theta + delta
-    if df < 1 or not math.isfinite(se):
-        return point, None, None, None
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
-    return point, se, point - half, point + half
-
-
-def _hajek(
-    y: np.ndarray,
-    ok: np.ndarray,
-    weight: np.ndarray,
-    vstrata: list[str],
-    units: list[str],
-) -> Figures:
-    """The Hájek mean over the ok units, its se and its interval (None where unknown)."""
-    if not ok.any():
-        return None, None, None, None
-    w_ok = weight[ok]
-    point = float((w_ok * y[ok]).sum() / w_ok.sum())
-    if all(s == _CERTAIN for s, o in zip(vstrata, ok, strict=True) if o):
-        return point, 0.0, point, point  # every unit with a value was taken: a census, no error
-    if ok.sum() < 2:
-        return point, None, None, None
-    samplics = _samplics()
-    fpc = {s: 0.0 if s == _CERTAIN else 1.0 for s in sorted(set(vstrata))}
-    # samplics divides by each domain's mean (its coefficient of variation), so a mean of 0
-    # would raise: shift the values to be positive (a shift moves the mean and the interval
-    # by the same amount and leaves the variance alone) and give the units outside the
-    # domain a positive value too (their values never enter the domain's estimate).
-    shift = 1.0 + float(np.abs(y[ok]).max())
-    est = samplics.TaylorEstimator(samplics.PopParam.mean, alpha=1 - CONFIDENCE)
-    with warnings.catch_warnings():
-        # A lone certainty unit is a one-unit stratum with no variance: samplics' "skip".
-        warnings.simplefilter("ignore", RuntimeWarning)
-        est.estimate(
-            y=np.where(ok, y + shift, 1.0),
-            samp_weight=weight,
-            stratum=np.asarray(vstrata, dtype=object),
-            psu=np.asarray(units, dtype=object),
-            domain=ok,
-            fpc=fpc,
-            single_psu=samplics.SinglePSUEst.skip,
-        )
-    low, high, se = est.lower_ci.get(True), est.upper_ci.get(True), est.stderror.get(True)
-    if any(v is None or not math.isfinite(v) for v in (low, high, se)):
-        return point, None, None, None
-    return point, float(se), float(low) - shift, float(high) - shift
+    theta, z = hajek_scores(judge, weight, judge_ok)
+    at = np.flatnonzero(both)
+    whole = design.whole()
+    drawn_whole = int((judge_ok & whole).sum())
+    labelled_whole = int((both & whole).sum())
+    fpc = 1.0 - labelled_whole / drawn_whole if drawn_whole else 1.0
+    second = Design.of(design.psus[at].tolist(), fpc={"": fpc})
+    return design_ppi(
+        theta,
+        (human - judge)[at],
+        weight[at],
+        second,
+        first=FirstPhase(z, design, at),
+    )
 
 
 def _key(values: pl.DataFrame) -> str:
@@ -296,22 +183,16 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
     y = part["value"].fill_null(0.0).to_numpy()
     ok = part["value"].is_not_null().to_numpy()
     weight = part["weight"].to_numpy().astype(float)
-    vstrata = variance_strata(
-        part["stratum"].to_list(),
-        part["segment"].to_list(),
-        (part["pi"] >= 1.0).to_list(),
-        across_segments=across_segments,
-    )
-    units = part["unit"].to_list()
-    point, se, low, high = _hajek(y, ok, weight, vstrata, units)
+    design = _design(part, across_segments)
+    judge = design_mean(y, weight, design, skewed=False, ok=ok)
     human = part["human"].fill_null(0.0).to_numpy()
     labelled = part["human"].is_not_null().to_numpy()
-    ppi = _ppi(y, ok, human, labelled, weight, vstrata, units)
+    ppi = _ppi(y, ok, human, labelled, weight, design).figures()
     return {
-        "estimate": point,
-        "se": se,
-        "ci_low": low,
-        "ci_high": high,
+        "estimate": judge.point,
+        "se": judge.se,
+        "ci_low": judge.ci_low,
+        "ci_high": judge.ci_high,
         "n": int(ok.sum()),
         "requests": float(weight[ok].sum()),
         "ess": kish_ess(weight[ok]),
@@ -344,10 +225,7 @@ _DTYPES: dict[str, pl.DataType] = {
 
 __all__ = [
     "ALL",
-    "CONFIDENCE",
     "ESTIMATE_COLUMNS",
     "METHOD",
     "estimate",
-    "kish_ess",
-    "variance_strata",
 ]

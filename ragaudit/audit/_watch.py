@@ -54,6 +54,7 @@ from ragaudit.directions import higher_is_better
 from ragaudit.errors import RagauditError
 from ragaudit.judging import Judge
 from ragaudit.prompts import RELEVANCE
+from ragaudit.stats import CONFIDENCE, z_quantile
 
 if TYPE_CHECKING:
     from ragaudit.audit._run import AuditDay
@@ -61,8 +62,6 @@ if TYPE_CHECKING:
 SERIES = "series.parquet"
 CHANGES = "changes.parquet"
 PROBE = "probe.parquet"
-
-_Z95 = 1.959963984540054
 
 
 def instrument(config: RunConfig) -> dict[str, Any]:
@@ -107,7 +106,7 @@ def _se(frame: pl.DataFrame) -> pl.Expr:
     """
     if "se" in frame.columns:
         return pl.col("se")
-    return (pl.col("ci_high") - pl.col("ci_low")) / (2 * _Z95)
+    return (pl.col("ci_high") - pl.col("ci_low")) / (2 * z_quantile(1 - CONFIDENCE))
 
 
 def build_series(root: Path, also: Sequence[tuple[str, Path, dict[str, Any]]] = ()) -> pl.DataFrame:
@@ -168,18 +167,19 @@ def _strata(design: DayDesign) -> pl.DataFrame:
     )
 
 
-def mix_splits(before: DayDesign, after: DayDesign) -> dict[tuple[str, str], Any]:
-    """(segment, metric) → the shift-share split, overall and within each segment's bands."""
+def mix_splits(before: DayDesign, after: DayDesign, *, alpha: float) -> dict[tuple[str, str], Any]:
+    """(segment, metric) → the shift-share split at ``alpha``, overall and per segment's bands."""
     a, b = _strata(before), _strata(after)
     out: dict[tuple[str, str], Any] = {}
     for metric in sorted(set(a["metric"]) & set(b["metric"])):
         ma, mb = a.filter(pl.col("metric") == metric), b.filter(pl.col("metric") == metric)
-        out[(OVERALL, metric)] = shift_share(ma, mb)
+        out[(OVERALL, metric)] = shift_share(ma, mb, alpha=alpha)
         for seg in sorted(set(ma["home"]) & set(mb["home"])):
             sa, sb = ma.filter(pl.col("home") == seg), mb.filter(pl.col("home") == seg)
             out[(seg, metric)] = shift_share(
                 sa.with_columns(pl.col("share") / pl.col("share").sum()),
                 sb.with_columns(pl.col("share") / pl.col("share").sum()),
+                alpha=alpha,
             )
     return out
 
@@ -444,9 +444,9 @@ def compare_day(day: AuditDay, watch: Watch) -> Watch:
     folders = {**dict(_index(_days(root), watch.series)), name: day.folder}
     designs = {d: des for d, f in folders.items() if (des := _design(f)) is not None}
     better = {m: higher_is_better(m) for m in set(mine["metric"].to_list())}
-    changes = day_changes(
-        mine, name, alpha=day.config.report.alpha, higher_is_better=better, designs=designs
-    )
+    # Every test of the day runs at the config's α: the changes, the probe's and the mix's.
+    alpha = day.config.report.alpha
+    changes = day_changes(mine, name, alpha=alpha, higher_is_better=better, designs=designs)
     evidence: dict[str, Evidence] = {}
     out = []
     for c in changes:
@@ -457,10 +457,10 @@ def compare_day(day: AuditDay, watch: Watch) -> Watch:
             if watch.probe is not None and ref_probe.exists():
                 probes = {
                     (p.segment, p.metric): p
-                    for p in probe_changes(watch.probe, pl.read_parquet(ref_probe))
+                    for p in probe_changes(watch.probe, pl.read_parquet(ref_probe), alpha=alpha)
                 }
             mix = (
-                mix_splits(designs[ref], designs[name])
+                mix_splits(designs[ref], designs[name], alpha=alpha)
                 if ref in designs and name in designs
                 else {}
             )

@@ -7,12 +7,12 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
-from ragaudit.audit import ALL, estimate, kish_ess, list_metrics, metric_names
-from ragaudit.audit._estimate import variance_strata
+from ragaudit.audit import ALL, estimate, list_metrics, metric_names
 from ragaudit.ranking import ndcg_at_k
 from ragaudit.schemas import AUDIT_ESTIMATES
+from ragaudit.stats import kish_ess, variance_strata
 
 
 def _sample(
@@ -192,8 +192,11 @@ def test_ppi_is_null_without_labels_and_equals_the_judge_when_people_agree() -> 
     )
     row = agree.row(0, named=True)
     assert row["ppi_estimate"] == pytest.approx(row["estimate"])
-    assert row["ppi_ci_low"] == pytest.approx(row["ci_low"])
-    assert row["ppi_ci_high"] == pytest.approx(row["ci_high"])
+    # No correction, and the labelled units' share of it adds no variance: the judge's se. The
+    # PPI interval is moved for skew (ADR 21), the judge's is not.
+    assert row["ppi_se"] == pytest.approx(row["se"])
+    assert row["ppi_ci_low"] < row["ppi_estimate"] < row["ppi_ci_high"]
+    assert row["estimate"] - row["ci_low"] == pytest.approx(row["ci_high"] - row["estimate"])
 
 
 def test_ppi_against_an_independent_linearisation() -> None:
@@ -220,14 +223,26 @@ def test_ppi_against_an_independent_linearisation() -> None:
     wl = w * labelled
     delta = (wl * (human - judge)).sum() / wl.sum()
     z = w * (judge - theta) / w.sum() + wl * (human - judge - delta) / wl.sum()
-    var = 0.0
+    var = third = 0.0
     for h in set(strata):
         zh = z[[s == h for s in strata]]
-        var += len(zh) / (len(zh) - 1) * float(((zh - zh.mean()) ** 2).sum())
-    half = stats.t.ppf(0.975, n - 3) * math.sqrt(var)
-    assert row["ppi_estimate"] == pytest.approx(theta + delta)
-    assert row["ppi_ci_low"] == pytest.approx(theta + delta - half)
-    assert row["ppi_ci_high"] == pytest.approx(theta + delta + half)
+        m, d = len(zh), zh - zh.mean()
+        var += m / (m - 1) * float((d**2).sum())
+        third += m * m / ((m - 1) * (m - 2)) * float((d**3).sum())
+    # Hall's transformation g(t) = t + a t² + a² t³ / 3 + b, a = γ/3, b = γ/6, inverted by a
+    # root finder rather than its closed form.
+    gamma = third / var**1.5
+    a, b = gamma / 3, gamma / 6
+    q = stats.t.ppf(0.975, n - 3)
+
+    def g_inverse(target: float) -> float:
+        return optimize.brentq(lambda t: t + a * t * t + a * a * t**3 / 3 + b - target, -50, 50)
+
+    point, se = theta + delta, math.sqrt(var)
+    assert row["ppi_estimate"] == pytest.approx(point)
+    assert row["ppi_se"] == pytest.approx(se)
+    assert row["ppi_ci_low"] == pytest.approx(point - se * g_inverse(q))
+    assert row["ppi_ci_high"] == pytest.approx(point - se * g_inverse(-q))
     # The judge alone is off by its bias; the correction moves toward the people's mean.
     people_mean = (w * human).sum() / w.sum()
     assert abs(row["ppi_estimate"] - people_mean) < abs(row["estimate"] - people_mean)
