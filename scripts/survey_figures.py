@@ -240,7 +240,7 @@ def simulated_days(days: int = 3) -> dict[str, Any]:
         name = f"2026-11-{day + 1:02d}"
         for key, row in _rows(est, ["segment", "metric"]).items():
             out["estimates"][f"{name}/{key}"] = row
-        designs[name] = DayDesign(sample, values.drop("request_id"))
+        designs[name] = DayDesign(sample, values)
         series.append(
             est.select(
                 pl.lit("s").alias("series"),

@@ -114,8 +114,8 @@ from ragaudit.audit._sample import (
     strata_table,
     unit_id,
 )
+from ragaudit.audit._segments import NO_SEGMENT
 from ragaudit.audit._source import (
-    NO_SEGMENT,
     FieldPaths,
     ReadReport,
     SourceOptions,

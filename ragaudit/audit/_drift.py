@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragaudit.audit._estimate import sampled_within
+from ragaudit.audit._segments import ALL
 from ragaudit.hashing import canonical_hash
 from ragaudit.stats import (
     CERTAIN,
@@ -57,8 +59,8 @@ from ragaudit.stats import (
     z_test,
 )
 
-OVERALL = "(all)"
-"""The segment name of the whole traffic's figure."""
+OVERALL = ALL
+"""The segment name of the whole traffic's figure (:data:`ragaudit.audit._segments.ALL`)."""
 
 BASELINE_DAYS = 7
 """How many earlier days of a series the trailing baseline averages."""
@@ -181,20 +183,31 @@ class DayDesign:
     values: pl.DataFrame
 
 
-def _linearised(design: DayDesign, segment: str, metric: str) -> tuple[float, dict[str, Any]]:
-    """The day's Hájek mean of ``metric`` in ``segment`` and each unit's linearised score.
+@dataclass(frozen=True)
+class _Linearised:
+    """One day's Hájek mean of a metric in a segment and each graded request's score."""
 
-    Unit → (z, stratum, certain, segment); a drawn unit outside the domain scores 0.
+    mean: float
+    units: dict[str, tuple[float, str, bool, str]]
+    """Unit → (its requests' summed score, stratum, certain, segment): the units that are
+    their own PSUs (uncertain, or certain and graded whole)."""
+    within: list[tuple[str, str, float]]
+    """(request id, unit, score) of the requests sampled within a certain unit."""
+
+
+def _linearised(design: DayDesign, segment: str, metric: str) -> _Linearised:
+    """The day's Hájek mean of ``metric`` in ``segment`` and each graded request's score.
+
+    A graded request outside the domain scores 0.
     """
+    key = "request_id" if "request_id" in design.values.columns else "unit"
     ok = design.values.filter(
         (pl.col("metric") == metric)
         & (pl.col("status") == "ok")
         & pl.col("value").is_not_null()
         & pl.col("value").is_finite()
-    ).select(pl.col("unit").cast(pl.String), pl.col("value").cast(pl.Float64))
-    rows = design.sample.select("unit", "segment", "stratum", "pi", "weight").join(
-        ok, on="unit", how="left"
-    )
+    ).select(pl.col(key).cast(pl.String), pl.col("value").cast(pl.Float64))
+    rows = design.sample.join(ok, on=key, how="left")
     inside = rows["value"].is_not_null().to_numpy()
     if segment != OVERALL:
         inside &= (rows["segment"] == segment).to_numpy()
@@ -202,14 +215,28 @@ def _linearised(design: DayDesign, segment: str, metric: str) -> tuple[float, di
     y = rows["value"].fill_null(0.0).to_numpy().astype(float)
     mean, z = hajek_scores(y, w, inside)
     if not math.isfinite(mean):
-        return math.nan, {}
-    units = {
-        u: (float(zu), st, bool(pi >= 1.0), seg)
-        for u, zu, st, pi, seg in zip(
-            rows["unit"], z, rows["stratum"], rows["pi"], rows["segment"], strict=True
-        )
-    }
-    return mean, units
+        return _Linearised(math.nan, {}, [])
+    sampled = sampled_within(rows)
+    units: dict[str, tuple[float, str, bool, str]] = {}
+    within = []
+    for i, (u, st, pi, seg) in enumerate(
+        rows.select("unit", "stratum", "pi", "segment").iter_rows()
+    ):
+        if sampled[i]:
+            within.append((rows["request_id"][i], u, float(z[i])))
+            continue
+        before = units.get(u, (0.0, st, bool(pi >= 1.0), seg))
+        units[u] = (before[0] + float(z[i]), st, bool(pi >= 1.0), seg)
+    return _Linearised(mean, units, within)
+
+
+def _segments(designs: Mapping[str, DayDesign], days: Sequence[str]) -> dict[str, str]:
+    """Unit → segment over the ``days``' draws."""
+    out: dict[str, str] = {}
+    for d in days:
+        for u, seg in designs[d].sample.select("unit", "segment").iter_rows():
+            out.setdefault(u, seg)
+    return out
 
 
 def paired_change(
@@ -220,35 +247,42 @@ def paired_change(
     The hash sample draws the same units on days they recur at the same rate, so the days'
     estimates are correlated: their difference is linearised unit by unit
     (z = z_day − mean of z_reference, 0 on a day a unit was not drawn) and its variance taken
-    over the strata with the audit's own estimator, so a query that is simply hard on both days
-    does not count as noise. Returns (difference, se, units) or None when a day has no value.
+    over the strata with the audit's own design, so a query that is simply hard on both days
+    does not count as noise. The requests sampled within a unit taken with certainty differ
+    from day to day: each day's are PSUs of that day's stratum of the unit. Returns
+    (difference, se, PSUs) or None when a day has no value.
     """
     if day not in designs or any(d not in designs for d in reference) or not reference:
         return None
-    now, units_now = _linearised(designs[day], segment, metric)
-    refs = [_linearised(designs[d], segment, metric) for d in reference]
-    if not math.isfinite(now) or any(not math.isfinite(m) for m, _ in refs):
+    now = _linearised(designs[day], segment, metric)
+    refs = [(d, _linearised(designs[d], segment, metric)) for d in reference]
+    if not math.isfinite(now.mean) or any(not math.isfinite(r.mean) for _, r in refs):
         return None
-    ref_mean = float(np.mean([m for m, _ in refs]))
-    union: dict[str, list[Any]] = {}
-    for u, (zu, st, certain, seg) in units_now.items():
-        union[u] = [zu, st, certain, seg]
-    for _, units in refs:
-        for u, (zu, st, certain, seg) in units.items():
+    ref_mean = float(np.mean([r.mean for _, r in refs]))
+    union: dict[str, list[Any]] = {u: list(v) for u, v in now.units.items()}
+    within = [(day, rid, u, zr) for rid, u, zr in now.within]
+    for d, r in refs:
+        for u, (zu, st, certain, seg) in r.units.items():
             entry = union.setdefault(u, [0.0, st, certain, seg])
             entry[0] -= zu / len(refs)
             entry[2] = entry[2] and certain
+        within += [(d, rid, u, -zr / len(refs)) for rid, u, zr in r.within]
     names = sorted(union)
-    z = np.array([union[u][0] for u in names])
+    segment_of = _segments(designs, [day, *reference])
+    # Each day's requests of a certain unit are that day's stratum of it (its requests differ
+    # from day to day); a lone uncertain unit may pool with one, as in the day's estimate.
     vstrata = variance_strata(
-        [union[u][1] for u in names],
-        [union[u][3] for u in names],
-        [union[u][2] for u in names],
+        [union[u][1] for u in names] + [f"{CERTAIN}/{u}@{d}" for d, _, u, _ in within],
+        [union[u][3] for u in names] + [segment_of.get(u, "") for _, _, u, _ in within],
+        [union[u][2] for u in names] + [True] * len(within),
         across_segments=segment == OVERALL,
+        within=[False] * len(names) + [True] * len(within),
     )
     fpc = {s: 0.0 if s == CERTAIN else 1.0 for s in set(vstrata)}
-    found = spread(z, Design.of(names, vstrata, fpc))
-    return now - ref_mean, math.sqrt(found.variance), len(names)
+    psus = names + [f"{d}#{rid}" for d, rid, _, _ in within]
+    z = [union[u][0] for u in names] + [zr for _, _, _, zr in within]
+    found = spread(np.array(z), Design.of(psus, vstrata, fpc))
+    return now.mean - ref_mean, math.sqrt(found.variance), len(psus)
 
 
 def day_changes(

@@ -1,29 +1,30 @@
 """Population estimates from the day's sample: what an average request of yesterday got.
 
 Each metric's figure, overall and per segment, is a design-weighted mean over requests
-(Hájek: ``sum(w y) / sum(w)`` over the drawn units with an ok value, ``w = count / pi`` the
-requests a unit represents) with the interval rule of the judge's design-based means
-(:func:`ragaudit.stats.design_mean`, ADR 21): Taylor-linearised over the strata as drawn,
-each unit its own primary sampling unit, Student t on (units − strata) degrees of freedom. A
-unit whose metric failed or is undefined (a list with a failed grade, nDCG of a list graded
-all 0) is outside the metric's domain: it neither counts as 0 nor leaves the design.
+(Hájek: ``sum(w y) / sum(w)`` over the graded requests with an ok value, ``w`` the requests
+one represents) with the interval rule of the judge's design-based means
+(:func:`ragaudit.stats.design_mean`, ADR 21): Taylor-linearised over the design, Student t on
+(PSUs − strata) degrees of freedom. A request whose metric failed or is undefined (a list
+with a failed grade, nDCG of a list graded all 0) is outside the metric's domain: it neither
+counts as 0 nor leaves the design.
 
-Two adjustments make the textbook formula fit a Poisson sample with certainty units
-(:func:`ragaudit.stats.variance_strata`): units taken with certainty (``pi = 1``) form one
-stratum of their own with no sampling variance, and a stratum where only one uncertain unit
-was drawn is pooled with another (its spread is unknown alone). Within a stratum the units are
-treated as drawn with replacement, which overstates the variance where a stratum's sampling
-fraction is large.
+The design (:func:`_design`): an uncertain unit is its stratum's PSU and takes in the spread
+between its requests; a stratum where only one uncertain unit was drawn is pooled with another
+(:func:`ragaudit.stats.variance_strata`). A unit taken with certainty is a stratum of its own
+whose graded requests are its PSUs: requests of one query can be served different lists, and
+how much they differ is the estimate's variance. PSUs of both stages are treated as drawn with
+replacement, which overstates the variance where a large share was drawn. A unit taken whole
+(every request graded) has none.
 
 Also reported: the standard error ``se`` (a later test reads it rather than undoing the
-interval), ``n`` (units with an ok value), ``requests`` (the requests they represent) and
-Kish's effective sample size ``(sum w)^2 / sum w^2``.
+interval), ``n`` (graded requests with an ok value), ``requests`` (the requests they
+represent) and Kish's effective sample size ``(sum w)^2 / sum w^2``.
 
-Where people gave their own value of some drawn units' metrics (``labels``), the
+Where people gave their own value of some graded requests' metrics (``labels``), the
 prediction-powered figure stands beside the judge's (:func:`ragaudit.stats.design_ppi`): the
-judge's weighted mean plus the weighted mean of people minus judge over the labelled units,
+judge's weighted mean plus the weighted mean of people minus judge over the labelled requests,
 its variance over the day's design and, where the day took its units whole, over the labelled
-subsample itself (``ppi_se``; ``ppi_n`` the units labelled).
+subsample itself (``ppi_se``; ``ppi_n`` the requests labelled).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ragaudit.audit._segments import ALL
 from ragaudit.stats import (
     CERTAIN,
     Design,
@@ -43,8 +45,6 @@ from ragaudit.stats import (
     variance_strata,
 )
 
-ALL = "(all)"
-"""The segment name of the estimate over every segment."""
 METHOD = "hajek, taylor linearisation over strata, t on the design's df"
 ESTIMATE_COLUMNS = (
     "segment",
@@ -66,15 +66,45 @@ ESTIMATE_COLUMNS = (
 
 
 def _design(part: pl.DataFrame, across_segments: bool) -> Design:
-    """The drawn units' design: each unit its own PSU in its (pooled) stratum, certainty apart."""
+    """The graded requests' design (ADR 21): where each one's sampling variance comes from.
+
+    A request of an uncertain unit: its unit is its PSU, in the unit's stratum. A request of a
+    unit taken with certainty of which some requests were graded: the unit is a stratum of its
+    own whose PSUs are those requests. Both stages' PSUs are treated as drawn with replacement
+    (no finite-population correction: the variance errs wide where many were drawn). A unit
+    taken with certainty and graded whole (or, on days drawn before the second stage, by one
+    request): no sampling variance. A lone uncertain unit is pooled with another stratum of its
+    segment (:func:`ragaudit.stats.variance_strata`).
+    """
+    within = sampled_within(part)
+    units = part["unit"].to_list()
+    strata = [
+        f"{CERTAIN}/{u}" if w else s
+        for u, s, w in zip(units, part["stratum"].to_list(), within, strict=True)
+    ]
     vstrata = variance_strata(
-        part["stratum"].to_list(),
+        strata,
         part["segment"].to_list(),
         (part["pi"] >= 1.0).to_list(),
         across_segments=across_segments,
+        within=within.tolist(),
     )
     fpc = {s: 0.0 if s == CERTAIN else 1.0 for s in set(vstrata)}
-    return Design.of(part["unit"].to_list(), vstrata, fpc)
+    requests = part["request_id"].to_list() if within.any() else []
+    psus = [requests[i] if w else u for i, (u, w) in enumerate(zip(units, within, strict=True))]
+    return Design.of(psus, vstrata, fpc)
+
+
+def sampled_within(sample: pl.DataFrame) -> np.ndarray:
+    """Which rows are requests sampled within a unit taken with certainty (their own PSUs).
+
+    None on a day drawn before the second stage (one request a unit, no ``requests_drawn``).
+    """
+    if "requests_drawn" not in sample.columns:
+        return np.zeros(sample.height, dtype=bool)
+    drawn = sample["requests_drawn"].fill_null(1).to_numpy()
+    certain = (sample["pi"] >= 1.0).to_numpy()
+    return certain & (drawn >= 2) & (drawn < sample["count"].to_numpy())
 
 
 def _ppi(
@@ -84,37 +114,35 @@ def _ppi(
     labelled: np.ndarray,
     weight: np.ndarray,
     design: Design,
+    requests: list[str],
 ) -> DesignEstimate:
-    """The prediction-powered mean of the labelled units (:func:`ragaudit.stats.design_ppi`).
+    """The prediction-powered mean of the labelled requests (:func:`ragaudit.stats.design_ppi`).
 
-    The judge's Hájek mean over the ok units plus the people-minus-judge Hájek mean over the
-    labelled ones, both with the design weights. The labelled units are a random subsample of
-    the drawn ones (the labelling queue's permanent random order): a second phase, drawn
-    without replacement from the drawn units with a value.
+    The judge's Hájek mean over the ok requests plus the people-minus-judge Hájek mean over
+    the labelled ones, both with the design weights. The labelled requests are a random
+    subsample of the graded ones (the labelling queue's permanent random order): a second
+    phase, drawn without replacement from the graded requests with a value.
     """
     both = labelled & judge_ok
     theta, z = hajek_scores(judge, weight, judge_ok)
     at = np.flatnonzero(both)
-    whole = design.whole()
-    drawn_whole = int((judge_ok & whole).sum())
-    labelled_whole = int((both & whole).sum())
-    fpc = 1.0 - labelled_whole / drawn_whole if drawn_whole else 1.0
-    second = Design.of(design.psus[at].tolist(), fpc={"": fpc})
+    below = design.factors() < 1.0  # where the first phase leaves some of the labelling out
+    drawn, labels = int((judge_ok & below).sum()), int((both & below).sum())
+    second = Design.of([requests[i] for i in at], fpc={"": 1.0 - labels / drawn if drawn else 1.0})
     return design_ppi(
-        theta,
-        (human - judge)[at],
-        weight[at],
-        second,
-        first=FirstPhase(z, design, at),
+        theta, (human - judge)[at], weight[at], second, first=FirstPhase(z, design, at)
     )
 
 
 def _key(values: pl.DataFrame) -> str:
-    """The column ``values`` names a drawn unit by: ``unit``, else ``request_id``."""
-    for key in ("unit", "request_id"):
+    """The column ``values`` names a graded request by: ``request_id``, else ``unit``.
+
+    A day drawn before the second stage graded one request a unit: either names it.
+    """
+    for key in ("request_id", "unit"):
         if key in values.columns:
             return key
-    raise ValueError(f"values: no 'unit' or 'request_id' column (columns: {values.columns})")
+    raise ValueError(f"values: no 'request_id' or 'unit' column (columns: {values.columns})")
 
 
 def _ok_values(values: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -136,15 +164,15 @@ def estimate(
     """Per metric, overall and per segment: the Hájek mean, its 95 % interval, n, requests, ESS.
 
     Args:
-        values: One row per drawn unit × metric: ``unit`` (or ``request_id``, the unit's
-            representative request), ``metric``, ``value``, ``status`` (only ``ok`` rows with
-            a finite value count; a drawn unit with no row for a metric is outside that
-            metric's domain, as a failed one is).
+        values: One row per graded request × metric: ``request_id`` (or, on a day drawn
+            before the second stage, ``unit``), ``metric``, ``value``, ``status`` (only ``ok``
+            rows with a finite value count; a graded request with no row for a metric is
+            outside that metric's domain, as a failed one is).
         sample: The day's draw (:func:`ragaudit.audit.draw_sample`, schema ``AUDIT_SAMPLE``).
-        labels: People's values of drawn units' metrics, the same columns as ``values``
+        labels: People's values of graded requests' metrics, the same columns as ``values``
             without ``status`` (a person's nDCG@k from their grades of every served document
-            in the top k, a person's faithfulness verdict ...; several rows of one unit and
-            metric are averaged). Where at least two units of a cell are labelled, the
+            in the top k, a person's faithfulness verdict ...; several rows of one request and
+            metric are averaged). Where at least two requests of a cell are labelled, the
             prediction-powered (PPI) mean and interval fill the ``ppi_*`` columns; else null.
 
     Returns:
@@ -158,7 +186,10 @@ def estimate(
         raise ValueError(f"values: more than one row for a {key} and metric")
     human = (
         labels.filter(pl.col("value").is_not_null() & pl.col("value").cast(pl.Float64).is_finite())
-        .group_by(pl.col(_key(labels)).cast(pl.String).alias(key), pl.col("metric").cast(pl.String))
+        .group_by(
+            pl.col(key if key in labels.columns else _key(labels)).cast(pl.String).alias(key),
+            pl.col("metric").cast(pl.String),
+        )
         .agg(pl.col("value").cast(pl.Float64).mean().alias("human"))
         if labels is not None and not labels.is_empty()
         else pl.DataFrame(schema={key: pl.String, "metric": pl.String, "human": pl.Float64})
@@ -187,7 +218,8 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
     judge = design_mean(y, weight, design, skewed=False, ok=ok)
     human = part["human"].fill_null(0.0).to_numpy()
     labelled = part["human"].is_not_null().to_numpy()
-    ppi = _ppi(y, ok, human, labelled, weight, design).figures()
+    requests = part["request_id" if "request_id" in part.columns else "unit"].to_list()
+    ppi = _ppi(y, ok, human, labelled, weight, design, requests).figures()
     return {
         "estimate": judge.point,
         "se": judge.se,

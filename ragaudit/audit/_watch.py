@@ -145,7 +145,11 @@ def _design(folder: Path) -> DayDesign | None:
     except OSError:
         return None
     values = scores.select(
-        pl.col("unit").cast(pl.String), "metric", pl.col("value").cast(pl.Float64), "status"
+        pl.col("request_id").cast(pl.String),
+        pl.col("unit").cast(pl.String),
+        "metric",
+        pl.col("value").cast(pl.Float64),
+        "status",
     )
     return DayDesign(sample, values)
 
@@ -199,7 +203,7 @@ def content_changes(days: Sequence[Path], today: Path) -> dict[str, float]:
             seen[doc] = digest
     try:
         now = pl.read_parquet(today / "verdicts.parquet")
-        sample = pl.read_parquet(today / "sample.parquet", columns=["unit", "segment"])
+        sample = pl.read_parquet(today / "sample.parquet", columns=["unit", "segment"]).unique()
     except OSError:
         return {}
     if "text_hash" not in now.columns:
@@ -254,7 +258,10 @@ def probe_set(root: Path, series: str, first_day: Path, size: int) -> pl.DataFra
     segments = sorted(set(sample["segment"].to_list()))
     per_segment = -(-size // max(len(segments), 1))
     chosen = (
-        sample.with_columns(
+        # A unit's first row is its representative request (several are graded of a unit
+        # taken with certainty).
+        sample.unique("unit", keep="first", maintain_order=True)
+        .with_columns(
             pl.col("unit")
             .map_elements(lambda u: permanent_random("probe", u), return_dtype=pl.Float64)
             .alias("_u")

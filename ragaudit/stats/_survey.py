@@ -36,6 +36,8 @@ from ragaudit.stats._resample import CONFIDENCE
 
 CERTAIN = "(certain)"
 """The variance stratum of units taken with certainty: no sampling variance of their own."""
+_ROUNDING = 1e-12
+"""A standard error this small relative to the figure is floating-point residue, not spread."""
 
 
 def samplics() -> Any:
@@ -93,11 +95,15 @@ class Design:
         """The stratum's ``fpc`` (1 when not given)."""
         return float(self.fpc.get(stratum, 1.0))
 
+    def factors(self) -> np.ndarray:
+        """Each element's stratum ``fpc``."""
+        if self.strata is None:
+            return np.full(self.psus.size, self.factor(""))
+        return np.array([self.factor(s) for s in self.strata], dtype=float)
+
     def whole(self) -> np.ndarray:
         """Whether each element sits in a stratum taken whole (``fpc`` 0)."""
-        if self.strata is None:
-            return np.full(self.psus.size, self.factor("") == 0.0)
-        return np.array([self.factor(s) == 0.0 for s in self.strata], dtype=bool)
+        return self.factors() == 0.0
 
     def subset(self, keep: np.ndarray) -> Design:
         """The design of the elements ``keep`` selects."""
@@ -215,13 +221,17 @@ def design_interval(
     found: Spread,
     *,
     skewed: bool,
+    exact: bool = False,
     level: float = CONFIDENCE,
     bounds: tuple[float, float] | None = None,
 ) -> DesignEstimate:
     """The interval of a design-based mean: Student t on the design's df, moved for skew.
 
     Moved (``skewed``) when the figure is a mean of people's labels or of label-minus-judge
-    residuals; ADR 21 says why those and only those.
+    residuals; ADR 21 says why those and only those. No variance: a point interval when the
+    figure is ``exact`` (everything it stands for was measured), else no interval at all: a
+    sample that shows no spread cannot say how much the rest differs, and a point would claim
+    it does not.
 
     Hall's transformation of the Studentized mean ("On the removal of skewness by
     transformation", JRSS B 54): with the statistic's skewness γ (:attr:`Spread.skew`),
@@ -231,7 +241,13 @@ def design_interval(
     the ends (and the point) inside the figure's range.
     """
     se = math.sqrt(found.variance) if found.variance > 0 else 0.0
-    if found.df < 1 or not math.isfinite(se):
+    if se <= _ROUNDING * max(1.0, abs(point)):
+        se = 0.0  # a spread of rounding errors: values that did not vary
+    if se == 0.0 and exact:
+        return DesignEstimate(
+            _clip(point, bounds), 0.0, _clip(point, bounds), _clip(point, bounds), found.df
+        )
+    if found.df < 1 or se == 0.0 or not math.isfinite(se):
         return DesignEstimate(_clip(point, bounds), None, None, None, found.df)
     low, high = _hall(point, se, found.skew if skewed else 0.0, found.df, level)
     return DesignEstimate(
@@ -370,13 +386,11 @@ def design_ppi(
       too (the ultimate-cluster rule). None (``first`` None): the judged elements are the whole
       population, the judge's mean is exact;
     - the labelling's own, over the ``labelled`` design, for the labelled elements whose first
-      phase stratum was taken whole: there the labelled subsample is what varies, and a
-      census before it must not hide it.
+      phase stratum was taken whole (in full) or partly (weighted by the share drawn): there
+      the labelled subsample is what varies, and a census before it must not hide it.
 
     The interval follows :func:`design_interval` for a skewed figure (the residuals are mostly
-    0 with a long tail). Residuals with no spread where the labelled subsample alone carries the
-    variance: the point without an interval (a point interval would claim the labels were every
-    element).
+    0 with a long tail); labels that show no spread give the point without an interval.
     Fewer than two labelled elements: None (no correction can be told from one label).
     """
     e = np.asarray(residuals, dtype=float)
@@ -391,15 +405,20 @@ def design_ppi(
     else:
         z = np.asarray(first.scores, dtype=float).copy()
         np.add.at(z, first.at, u)
-        second = first.design.whole()[first.at]
-        found = spread(z, first.design) + spread(u[second], labelled.subset(second))
-    census = first is None or bool(first.design.whole().all())
-    if found.variance == 0 and census and not labelled.whole()[second].all():
-        # The labelled subsample alone carries the variance, and its residuals show no spread
-        # (most often: every label agrees with the judge), yet another subsample could: no
-        # interval rather than a point that claims the labels were every element.
-        return DesignEstimate(_clip(point, bounds), df=found.df)
-    return design_interval(point, found, skewed=True, level=level, bounds=bounds)
+        # The share of the labelling's variance the first phase's term left out: all of it
+        # in a stratum taken whole, none in one drawn with replacement, f in between (the
+        # later stage's term of a two-stage variance is weighted by the first's sampling
+        # fraction; Cochran 1977, 10.4).
+        left = 1.0 - first.design.factors()[first.at]
+        second = left > 0
+        found = spread(z, first.design) + spread(
+            u[second] * np.sqrt(left[second]), labelled.subset(second)
+        )
+    # Exact only when the judge's figure is and every element was labelled.
+    exact = (first is None or bool(first.design.whole().all())) and bool(
+        labelled.whole()[second].all()
+    )
+    return design_interval(point, found, skewed=True, exact=exact, level=level, bounds=bounds)
 
 
 def variance_strata(
@@ -408,30 +427,39 @@ def variance_strata(
     certain: Sequence[bool],
     *,
     across_segments: bool,
+    within: Sequence[bool] | None = None,
 ) -> list[str]:
     """The strata a variance is computed over, from the strata a sample was drawn in.
 
     Units taken with certainty form one stratum of their own (:data:`CERTAIN`, no sampling
-    variance). A stratum where only one uncertain unit was drawn cannot measure its own spread:
-    it is pooled with the largest other stratum of its segment, or (a segment's only one) with
-    the largest stratum of the whole sample when the units span segments. Pooling overstates
-    the variance a little, never understates it.
+    variance). Rows marked ``within`` are requests sampled inside a certain unit: their stratum
+    (as given) is that unit's. A stratum where only one uncertain unit was drawn cannot measure
+    its own spread: it is pooled with the largest other uncertain stratum of its segment;
+    several lone ones of a segment are pooled together; a segment's only one joins its
+    segment's largest ``within`` stratum, else (when the units span segments) the largest
+    uncertain stratum of the whole sample. Pooling overstates the variance a little, never
+    understates it.
 
     Args:
-        strata: Each unit's sampling stratum.
+        strata: Each unit's sampling stratum (a ``within`` row's: its unit's own).
         segments: Each unit's segment.
-        certain: Whether each unit was taken with certainty.
+        certain: Whether each unit was taken with certainty (and graded whole).
         across_segments: Whether the units span segments (pool a segment's lone unit with the
             largest stratum) or are one segment's (leave it: its spread is unknown).
+        within: Whether each row is a request sampled inside a certain unit.
     """
-    out = [CERTAIN if c else s for s, c in zip(strata, certain, strict=True)]
-    sizes = Counter(v for v in out if v != CERTAIN)
+    inside = list(within) if within is not None else [False] * len(strata)
+    out = [CERTAIN if c and not w else s for s, c, w in zip(strata, certain, inside, strict=True)]
+    sizes = Counter(v for v, w in zip(out, inside, strict=True) if v != CERTAIN and not w)
     lone = {s for s, n in sizes.items() if n == 1}
     if not lone:
         return out
     by_segment: dict[str, list[str]] = {}
-    for s, seg in zip(out, segments, strict=True):
-        if s != CERTAIN and s not in by_segment.setdefault(seg, []):
+    hosts: dict[str, Counter[str]] = {}
+    for s, seg, w in zip(out, segments, inside, strict=True):
+        if w:
+            hosts.setdefault(seg, Counter())[s] += 1
+        elif s != CERTAIN and s not in by_segment.setdefault(seg, []):
             by_segment[seg].append(s)
     target: dict[str, str] = {}
     for seg, names in by_segment.items():
@@ -443,6 +471,8 @@ def variance_strata(
             host = max(others, key=lambda s: (sizes[s], s))
         elif len(lone_here) > 1:
             host = f"{seg}/(pooled)"
+        elif hosts.get(seg):
+            host = max(hosts[seg], key=lambda s: (hosts[seg][s], s))
         elif across_segments:
             rest = [s for s in sizes if s not in lone]
             host = max(rest, key=lambda s: (sizes[s], s)) if rest else "(pooled)"
@@ -450,7 +480,7 @@ def variance_strata(
             host = lone_here[0]
         for s in lone_here:
             target[s] = host
-    return [target.get(s, s) for s in out]
+    return [s if w else target.get(s, s) for s, w in zip(out, inside, strict=True)]
 
 
 @dataclass(frozen=True)

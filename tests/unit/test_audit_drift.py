@@ -269,6 +269,7 @@ def _audited_day(folder, values, series: str) -> None:
     )
     scores = pl.DataFrame(
         {
+            "request_id": [f"r{i}" for i in range(8)],
             "unit": [f"u{i}" for i in range(8)],
             "metric": ["ndcg@3"] * 8,
             "value": values,

@@ -102,16 +102,24 @@ def test_interval_matches_an_independent_stratified_taylor_variance() -> None:
 
 
 def test_certainty_units_add_no_variance() -> None:
-    # Two certain units with very different values, and an uncertain stratum of equal values.
+    # Two certain units with very different values, and an uncertain stratum.
     sample = _sample(
         ["a/head", "a/head", "a/tail", "a/tail", "a/tail"],
         [5, 5, 10, 10, 10],
         pis=[1.0, 1.0, 0.1, 0.1, 0.1],
     )
-    row = estimate(_values([0.0, 1.0, 0.3, 0.3, 0.3]), sample).row(0, named=True)
-    assert row["estimate"] == pytest.approx((5 * 0.0 + 5 * 1.0 + 30 * 0.3) / 40)
-    assert row["ci_low"] == pytest.approx(row["estimate"])
-    assert row["ci_high"] == pytest.approx(row["estimate"])
+    y = np.array([0.0, 1.0, 0.2, 0.3, 0.4])
+    row = estimate(_values(list(y)), sample).row(0, named=True)
+    mean = (5 * 0.0 + 5 * 1.0 + 10 * 0.9) / 40
+    assert row["estimate"] == pytest.approx(mean)
+    # Only the uncertain stratum's three units vary: z = w (y - mean) / sum w over them.
+    z = 10 * (y[2:] - mean) / 40
+    assert row["se"] == pytest.approx(math.sqrt(3 / 2 * float(((z - z.mean()) ** 2).sum())))
+    # An uncertain stratum whose units all agree cannot say how much the others differ: no
+    # interval, rather than a point.
+    flat = estimate(_values([0.0, 1.0, 0.3, 0.3, 0.3]), sample).row(0, named=True)
+    assert flat["estimate"] == pytest.approx((5 * 0.0 + 5 * 1.0 + 30 * 0.3) / 40)
+    assert flat["ci_low"] is None and flat["se"] is None
     # One unit, taken with certainty: its value is the figure, without error.
     census = estimate(_values([0.7]), _sample(["a/head"], [3.0], pis=[1.0])).row(0, named=True)
     assert (census["estimate"], census["ci_low"], census["ci_high"]) == pytest.approx((0.7,) * 3)
@@ -136,6 +144,24 @@ def test_a_lone_uncertain_unit_is_pooled_with_its_segment() -> None:
     alone = variance_strata(["b/tail"], ["b"], [False], across_segments=False)
     assert alone == ["b/tail"]
     assert variance_strata(["a/head"], ["a"], [True], across_segments=True) == ["(certain)"]
+    # Requests sampled within a certain unit keep its stratum; a segment's only uncertain unit
+    # joins it rather than staying alone, but another uncertain stratum comes first.
+    within = variance_strata(
+        ["(certain)/u1", "(certain)/u1", "a/torso"],
+        ["a"] * 3,
+        [True, True, False],
+        across_segments=False,
+        within=[True, True, False],
+    )
+    assert within == ["(certain)/u1"] * 3
+    both = variance_strata(
+        ["(certain)/u1", "(certain)/u1", "a/torso", "a/tail", "a/tail"],
+        ["a"] * 5,
+        [True, True, False, False, False],
+        across_segments=False,
+        within=[True, True, False, False, False],
+    )
+    assert both == ["(certain)/u1", "(certain)/u1", "a/tail", "a/tail", "a/tail"]
 
 
 def test_list_metrics_by_hand_and_against_ranking() -> None:
