@@ -20,7 +20,7 @@ The requests table is built by the simulator directly with the ``requests.parque
 
 Beside them, the same draws estimated with the planted grades instead of the judge's (what the
 judge's noise costs the coverage), the PPI-corrected figure where people (who give the planted
-grades) label ``--labels`` drawn units a day, coverage of the ``(all)`` cells too, the
+grades) label ``--labels`` graded requests a day, coverage of the ``(all)`` cells too, the
 intervals' half-widths and mean errors, and Kish's ESS over n.
 
     python bench/bench_audit.py [--days 30] [--sample 160] [--requests 100000] [--labels 40]
@@ -64,12 +64,12 @@ def grade_day(
     """List metrics of every drawn request: with the judge's grades (through the store) and
     with the planted ones; and the grades paid for and taken from the store."""
     k = service.k
-    drawn = sample.select("unit", "segment", "query_norm", "request_id").join(
+    drawn = sample.select("request_id", "segment", "query_norm").join(
         requests.select("request_id", "docs"), on="request_id"
     )
     judged, planted = [], []
     paid = stored = 0
-    for unit, segment, query_norm, _, docs in drawn.iter_rows():
+    for request_id, segment, query_norm, docs in drawn.iter_rows():
         grades, truth = [], []
         for doc in docs[:k]:
             key = (query_norm, doc["id"])
@@ -85,17 +85,24 @@ def grade_day(
         for rows, got in ((judged, grades), (planted, truth)):
             for metric, value in list_metrics(got, k, RELEVANT).items():
                 status = "ok" if value is not None else "skipped"
-                rows.append({"unit": unit, "metric": metric, "value": value, "status": status})
-    schema = {"unit": pl.String, "metric": pl.String, "value": pl.Float64, "status": pl.String}
+                rows.append(
+                    {"request_id": request_id, "metric": metric, "value": value, "status": status}
+                )
+    schema = {
+        "request_id": pl.String,
+        "metric": pl.String,
+        "value": pl.Float64,
+        "status": pl.String,
+    }
     return pl.DataFrame(judged, schema=schema), pl.DataFrame(planted, schema=schema), paid, stored
 
 
 def people(planted: pl.DataFrame, n: int) -> pl.DataFrame:
-    """People's values of ``n`` drawn units a day (the planted grades' metrics): the units
+    """People's values of ``n`` graded requests a day (the planted grades' metrics): those
     with the smallest hash under their own salt, so the labelled ones are a random subsample."""
-    units = sorted(set(planted["unit"]), key=lambda u: permanent_random("people", u))[:n]
-    return planted.filter(pl.col("unit").is_in(units), pl.col("status") == "ok").select(
-        "unit", "metric", "value"
+    ids = sorted(set(planted["request_id"]), key=lambda r: permanent_random("people", r))[:n]
+    return planted.filter(pl.col("request_id").is_in(ids), pl.col("status") == "ok").select(
+        "request_id", "metric", "value"
     )
 
 
@@ -156,7 +163,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--vocabulary", type=int, default=20_000, help="queries per segment")
     parser.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the queries")
-    parser.add_argument("--labels", type=int, default=40, help="drawn units people label a day")
+    parser.add_argument("--labels", type=int, default=40, help="requests people label a day")
     parser.add_argument("--jsonl", type=Path, default=None, help="keep day 1's JSONL log here")
     parser.add_argument(
         "--replicates", type=int, default=40, help="independent draws of day 1 (other salts)"
@@ -175,7 +182,7 @@ def main() -> None:
         f"service: {args.requests:,} requests/day, {len(service.segments)} segments, "
         f"{service.vocabulary:,} queries/segment (Zipf s={service.zipf}), top-{service.k}; "
         f"judge off by one {judge.off_by_one:.0%}; sample {args.sample}/day; people label "
-        f"{args.labels} drawn units/day; built in {time.perf_counter() - started:.1f} s"
+        f"{args.labels} graded requests/day; built in {time.perf_counter() - started:.1f} s"
     )
     kinds = ("judge", "planted grades", "PPI (judge + labels)")
     cells: dict[tuple[str, str], list[bool]] = {(k, m): [] for m in metrics for k in kinds}

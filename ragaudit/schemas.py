@@ -564,7 +564,7 @@ AUDIT_SAMPLE = _schema(
     "audit_sample",
     [
         ("unit", _str),  # hash of segment + normalised query, no salt: the same every day
-        ("request_id", _str),  # the request drawn to represent the unit
+        ("request_id", _str),  # a request of the unit graded (one row each; ADR 21)
         ("segment", _str),
         ("band", _str),  # head | torso | tail, by the unit's requests that day
         ("stratum", _str),  # "<segment>/<band>"
@@ -572,9 +572,12 @@ AUDIT_SAMPLE = _schema(
         ("count", _i64),  # requests of the unit that day
         ("stratum_units", _i64),
         ("stratum_requests", _i64),
-        ("pi", _f64),  # inclusion probability
-        ("weight", _f64),  # requests represented: count / pi
+        ("pi", _f64),  # the unit's inclusion probability
+        ("weight", _f64),  # requests this one represents: count / (pi * requests_drawn)
+        ("requests_drawn", _i64),  # requests of the unit graded (the second stage)
+        ("pi_within", _f64),  # a graded request's chance within its unit: requests_drawn / count
     ],
+    version=2,
 )
 
 AUDIT_ESTIMATES = _schema(

@@ -44,7 +44,6 @@ from ragaudit.audit._drift import (
 from ragaudit.audit._estimate import (
     ALL,
     estimate,
-    kish_ess,
 )
 from ragaudit.audit._labels import (
     ITEMS,
@@ -116,8 +115,8 @@ from ragaudit.audit._sample import (
     strata_table,
     unit_id,
 )
+from ragaudit.audit._segments import NO_SEGMENT
 from ragaudit.audit._source import (
-    NO_SEGMENT,
     FieldPaths,
     ReadReport,
     SourceOptions,
@@ -214,7 +213,6 @@ __all__ = [
     "fetch_missing_texts",
     "grade_served",
     "judgment_store",
-    "kish_ess",
     "list_metrics",
     "metric_names",
     "normalise_query",

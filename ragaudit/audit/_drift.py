@@ -41,10 +41,26 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragaudit.audit._estimate import sampled_within
+from ragaudit.audit._segments import ALL
 from ragaudit.hashing import canonical_hash
+from ragaudit.stats import (
+    CERTAIN,
+    Design,
+    adjust,
+    baseline_variance,
+    beyond_noise,
+    hajek_scores,
+    kappa,
+    paired_test,
+    spread,
+    variance_strata,
+    z_quantile,
+    z_test,
+)
 
-OVERALL = "(all)"
-"""The segment name of the whole traffic's figure."""
+OVERALL = ALL
+"""The segment name of the whole traffic's figure (:data:`ragaudit.audit._segments.ALL`)."""
 
 BASELINE_DAYS = 7
 """How many earlier days of a series the trailing baseline averages."""
@@ -72,12 +88,6 @@ def series_signature(instrument: Mapping[str, Any]) -> str:
     Two days with the same signature are comparable; any difference starts a new series.
     """
     return "s1:" + canonical_hash(["audit-series", dict(instrument)])[:16]
-
-
-def _z(alpha: float) -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(1 - alpha / 2))
 
 
 @dataclass(frozen=True)
@@ -119,12 +129,6 @@ class Change:
         return row
 
 
-def _two_sided_p(z: float) -> float:
-    from scipy import stats
-
-    return float(2 * stats.norm.sf(abs(z)))
-
-
 def _compare(
     segment: str,
     metric: str,
@@ -135,13 +139,11 @@ def _compare(
     alpha: float,
 ) -> Change | None:
     (est, se), (ref, ref_var) = today, reference
-    var = se**2 + ref_var
-    if not (math.isfinite(est) and math.isfinite(ref) and math.isfinite(var)) or var < 0:
+    # With variance 0 both days were taken whole (every unit with certainty): z_test says the
+    # difference is exact.
+    test = z_test(est - ref, se**2 + ref_var, alpha=alpha)
+    if test is None:
         return None
-    diff = est - ref
-    half = _z(alpha) * math.sqrt(var)
-    # With var 0 both days were taken whole (every unit with certainty): the difference is exact.
-    p = (1.0 if diff == 0 else 0.0) if var == 0 else _two_sided_p(diff / math.sqrt(var))
     return Change(
         segment=segment,
         metric=metric,
@@ -149,31 +151,23 @@ def _compare(
         reference_days=days,
         estimate=est,
         reference=ref,
-        diff=diff,
-        ci_low=diff - half,
-        ci_high=diff + half,
-        p_value=p,
+        diff=test.diff,
+        ci_low=test.ci_low,
+        ci_high=test.ci_high,
+        p_value=test.p_value,
     )
 
 
 def baseline(rows: pl.DataFrame) -> tuple[float, float] | None:
     """The trailing baseline of earlier days' rows (``estimate``, ``se``): mean and variance.
 
-    The variance is the one a new day's value has around the mean when nothing changed.
-    The variance is the mean's own sampling variance plus the true figure's day-to-day spread
-    (the variance of the daily estimates beyond their mean sampling variance, never negative),
-    so ordinary wandering is not a change.
+    The variance is the one a new day's value has around the mean when nothing changed
+    (:func:`ragaudit.stats.baseline_variance`: the mean's own sampling variance plus the true
+    figure's day-to-day spread), so ordinary wandering is not a change.
     """
-    est = rows["estimate"].to_numpy().astype(float)
-    se = rows["se"].to_numpy().astype(float)
-    keep = np.isfinite(est) & np.isfinite(se)
-    est, se = est[keep], se[keep]
-    m = len(est)
-    if m == 0:
-        return None
-    mean_var = float(np.sum(se**2)) / m**2
-    spread = float(np.var(est, ddof=1)) - float(np.mean(se**2)) if m >= 2 else 0.0
-    return float(est.mean()), mean_var + max(spread, 0.0)
+    return baseline_variance(
+        rows["estimate"].to_numpy().astype(float), rows["se"].to_numpy().astype(float)
+    )
 
 
 @dataclass(frozen=True)
@@ -189,37 +183,60 @@ class DayDesign:
     values: pl.DataFrame
 
 
-def _linearised(design: DayDesign, segment: str, metric: str) -> tuple[float, dict[str, Any]]:
-    """The day's Hájek mean of ``metric`` in ``segment`` and each unit's linearised score.
+@dataclass(frozen=True)
+class _Linearised:
+    """One day's Hájek mean of a metric in a segment and each graded request's score."""
 
-    Unit → (z, stratum, certain, segment); a drawn unit outside the domain scores 0.
+    mean: float
+    units: dict[str, tuple[float, str, bool, str]]
+    """Unit → (its requests' summed score, stratum, certain, segment): the units that are
+    their own PSUs (uncertain, or certain and graded whole)."""
+    within: list[tuple[str, str, float]]
+    """(request id, unit, score) of the requests sampled within a certain unit."""
+
+
+def _linearised(design: DayDesign, segment: str, metric: str) -> _Linearised:
+    """The day's Hájek mean of ``metric`` in ``segment`` and each graded request's score.
+
+    A graded request outside the domain scores 0.
     """
+    key = "request_id" if "request_id" in design.values.columns else "unit"
     ok = design.values.filter(
         (pl.col("metric") == metric)
         & (pl.col("status") == "ok")
         & pl.col("value").is_not_null()
         & pl.col("value").is_finite()
-    ).select(pl.col("unit").cast(pl.String), pl.col("value").cast(pl.Float64))
-    rows = design.sample.select("unit", "segment", "stratum", "pi", "weight").join(
-        ok, on="unit", how="left"
-    )
+    ).select(pl.col(key).cast(pl.String), pl.col("value").cast(pl.Float64))
+    rows = design.sample.join(ok, on=key, how="left")
     inside = rows["value"].is_not_null().to_numpy()
     if segment != OVERALL:
         inside &= (rows["segment"] == segment).to_numpy()
     w = rows["weight"].to_numpy().astype(float)
     y = rows["value"].fill_null(0.0).to_numpy().astype(float)
-    total = float(w[inside].sum())
-    if total <= 0:
-        return math.nan, {}
-    mean = float((w[inside] * y[inside]).sum() / total)
-    z = np.where(inside, w * (y - mean) / total, 0.0)
-    units = {
-        u: (float(zu), st, bool(pi >= 1.0), seg)
-        for u, zu, st, pi, seg in zip(
-            rows["unit"], z, rows["stratum"], rows["pi"], rows["segment"], strict=True
-        )
-    }
-    return mean, units
+    mean, z = hajek_scores(y, w, inside)
+    if not math.isfinite(mean):
+        return _Linearised(math.nan, {}, [])
+    sampled = sampled_within(rows)
+    units: dict[str, tuple[float, str, bool, str]] = {}
+    within = []
+    for i, (u, st, pi, seg) in enumerate(
+        rows.select("unit", "stratum", "pi", "segment").iter_rows()
+    ):
+        if sampled[i]:
+            within.append((rows["request_id"][i], u, float(z[i])))
+            continue
+        before = units.get(u, (0.0, st, bool(pi >= 1.0), seg))
+        units[u] = (before[0] + float(z[i]), st, bool(pi >= 1.0), seg)
+    return _Linearised(mean, units, within)
+
+
+def _segments(designs: Mapping[str, DayDesign], days: Sequence[str]) -> dict[str, str]:
+    """Unit → segment over the ``days``' draws."""
+    out: dict[str, str] = {}
+    for d in days:
+        for u, seg in designs[d].sample.select("unit", "segment").iter_rows():
+            out.setdefault(u, seg)
+    return out
 
 
 def paired_change(
@@ -230,43 +247,49 @@ def paired_change(
     The hash sample draws the same units on days they recur at the same rate, so the days'
     estimates are correlated: their difference is linearised unit by unit
     (z = z_day − mean of z_reference, 0 on a day a unit was not drawn) and its variance taken
-    over the strata with the audit's own estimator, so a query that is simply hard on both days
-    does not count as noise. Returns (difference, se, units) or None when a day has no value.
+    over the strata with the audit's own design, so a query that is simply hard on both days
+    does not count as noise. The requests sampled within a unit taken with certainty differ
+    from day to day: each day's are PSUs of that day's stratum of the unit. Returns
+    (difference, se, PSUs) or None when a day has no value.
     """
-    from ragaudit.audit._estimate import _linearised_se, variance_strata
-
     if day not in designs or any(d not in designs for d in reference) or not reference:
         return None
-    now, units_now = _linearised(designs[day], segment, metric)
-    refs = [_linearised(designs[d], segment, metric) for d in reference]
-    if not math.isfinite(now) or any(not math.isfinite(m) for m, _ in refs):
+    now = _linearised(designs[day], segment, metric)
+    refs = [(d, _linearised(designs[d], segment, metric)) for d in reference]
+    if not math.isfinite(now.mean) or any(not math.isfinite(r.mean) for _, r in refs):
         return None
-    ref_mean = float(np.mean([m for m, _ in refs]))
-    union: dict[str, list[Any]] = {}
-    for u, (zu, st, certain, seg) in units_now.items():
-        union[u] = [zu, st, certain, seg]
-    for _, units in refs:
-        for u, (zu, st, certain, seg) in units.items():
+    ref_mean = float(np.mean([r.mean for _, r in refs]))
+    union: dict[str, list[Any]] = {u: list(v) for u, v in now.units.items()}
+    within = [(day, rid, u, zr) for rid, u, zr in now.within]
+    for d, r in refs:
+        for u, (zu, st, certain, seg) in r.units.items():
             entry = union.setdefault(u, [0.0, st, certain, seg])
             entry[0] -= zu / len(refs)
             entry[2] = entry[2] and certain
+        within += [(d, rid, u, -zr / len(refs)) for rid, u, zr in r.within]
     names = sorted(union)
-    z = np.array([union[u][0] for u in names])
+    segment_of = _segments(designs, [day, *reference])
+    # Each day's requests of a certain unit are that day's stratum of it (its requests differ
+    # from day to day); a lone uncertain unit may pool with one, as in the day's estimate.
     vstrata = variance_strata(
-        [union[u][1] for u in names],
-        [union[u][3] for u in names],
-        [union[u][2] for u in names],
+        [union[u][1] for u in names] + [f"{CERTAIN}/{u}@{d}" for d, _, u, _ in within],
+        [union[u][3] for u in names] + [segment_of.get(u, "") for _, _, u, _ in within],
+        [union[u][2] for u in names] + [True] * len(within),
         across_segments=segment == OVERALL,
+        within=[False] * len(names) + [True] * len(within),
     )
-    se, _ = _linearised_se(z, vstrata, names)
-    return now - ref_mean, se, len(names)
+    fpc = {s: 0.0 if s == CERTAIN else 1.0 for s in set(vstrata)}
+    psus = names + [f"{d}#{rid}" for d, rid, _, _ in within]
+    z = [union[u][0] for u in names] + [zr for _, _, _, zr in within]
+    found = spread(np.array(z), Design.of(psus, vstrata, fpc))
+    return now.mean - ref_mean, math.sqrt(found.variance), len(psus)
 
 
 def day_changes(
     series: pl.DataFrame,
     day: str,
     *,
-    alpha: float = 0.05,
+    alpha: float,
     higher_is_better: Mapping[str, bool] | None = None,
     baseline_days: int = BASELINE_DAYS,
     designs: Mapping[str, DayDesign] | None = None,
@@ -280,8 +303,6 @@ def day_changes(
     within each comparison (previous, baseline); ``moved`` is the beyond-noise rule: adjusted
     p < α and the interval excludes 0.
     """
-    from ragaudit.stats import adjust, beyond_noise
-
     better = dict(higher_is_better or {})
     earlier = sorted({d for d in series["day"].to_list() if d < day})
     if not earlier:
@@ -361,7 +382,7 @@ class ShiftShare:
         return self.within_ci[0] > 0 or self.within_ci[1] < 0
 
 
-def shift_share(before: pl.DataFrame, after: pl.DataFrame, *, alpha: float = 0.05) -> ShiftShare:
+def shift_share(before: pl.DataFrame, after: pl.DataFrame, *, alpha: float) -> ShiftShare:
     """The change of a weighted mean split into mix and within-strata parts.
 
     Each frame has one row per stratum: ``stratum``, ``share`` (its share of the day's
@@ -392,7 +413,7 @@ def shift_share(before: pl.DataFrame, after: pl.DataFrame, *, alpha: float = 0.0
     v = valid["se"].to_numpy().astype(float) ** 2 + valid["se_1"].to_numpy().astype(float) ** 2
     mix = float(np.sum((w1 - w0) * (m0 + m1) / 2))
     within = float(np.sum((w0 + w1) / 2 * (m1 - m0)))
-    z = _z(alpha)
+    z = z_quantile(alpha)
     mix_half = z * math.sqrt(float(np.sum(((w1 - w0) / 2) ** 2 * v)))
     within_half = z * math.sqrt(float(np.sum(((w0 + w1) / 2) ** 2 * v)))
     return ShiftShare(
@@ -425,7 +446,7 @@ def probe_changes(
     today: pl.DataFrame,
     reference: pl.DataFrame,
     *,
-    alpha: float = 0.05,
+    alpha: float,
 ) -> list[ProbeChange]:
     """Per segment (and overall) and metric: the probe's paired change.
 
@@ -434,8 +455,6 @@ def probe_changes(
     lists, so any difference is the engine's or the index's; a paired test over the probe
     queries (the comparison's own) tells it from the judge's noise on changed documents.
     """
-    from ragaudit.stats import adjust, beyond_noise, paired_test
-
     joined = today.join(
         reference.select("probe", "metric", pl.col("value").alias("ref")),
         on=["probe", "metric"],
@@ -488,8 +507,6 @@ def judge_check(stored: Sequence[int], asked: Sequence[int], *, bound: float = 0
     The bound is on κ itself, not on its interval: the check's size is fixed by the config, and
     a judge that disagrees with itself that much is not one to compare days with.
     """
-    from ragaudit.stats import kappa
-
     pairs = [(int(a), int(b)) for a, b in zip(stored, asked, strict=True)]
     if len(pairs) < 2:
         return JudgeCheck(len(pairs), None, bound, False)

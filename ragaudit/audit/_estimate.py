@@ -1,54 +1,51 @@
 """Population estimates from the day's sample: what an average request of yesterday got.
 
 Each metric's figure, overall and per segment, is a design-weighted mean over requests
-(Hájek: ``sum(w y) / sum(w)`` over the drawn units with an ok value, ``w = count / pi`` the
-requests a unit represents). Its 95 % interval is Taylor-linearised over the sample's design
-through ``samplics``: strata as drawn, each unit its own primary sampling unit, a Student t
-quantile on (units − strata) degrees of freedom. A unit whose metric failed or is undefined
-(a list with a failed grade, nDCG of a list graded all 0) is outside the metric's domain: it
-neither counts as 0 nor leaves the design (samplics' domain estimation gives it a zero score).
+(Hájek: ``sum(w y) / sum(w)`` over the graded requests with an ok value, ``w`` the requests
+one represents) with the interval rule of the judge's design-based means
+(:func:`ragaudit.stats.design_mean`, ADR 21): Taylor-linearised over the design, Student t on
+(PSUs − strata) degrees of freedom. A request whose metric failed or is undefined (a list
+with a failed grade, nDCG of a list graded all 0) is outside the metric's domain: it neither
+counts as 0 nor leaves the design.
 
-Two adjustments make the textbook formula fit a Poisson sample with certainty units:
+The design (:func:`_design`): an uncertain unit is its stratum's PSU and takes in the spread
+between its requests; a stratum where only one uncertain unit was drawn is pooled with another
+(:func:`ragaudit.stats.variance_strata`). A unit taken with certainty is a stratum of its own
+whose graded requests are its PSUs: requests of one query can be served different lists, and
+how much they differ is the estimate's variance. PSUs of both stages are treated as drawn with
+replacement, which overstates the variance where a large share was drawn. A unit taken whole
+(every request graded) has none.
 
-- units taken with certainty (``pi = 1``) form one stratum of their own with no sampling
-  variance (finite-population correction 0);
-- a stratum where only one uncertain unit was drawn cannot measure its own spread: it is
-  pooled with the other strata of its segment (and, if it is the segment's only one, with the
-  largest stratum of the whole sample when estimating across segments). Pooling strata
-  overstates the variance a little, never understates it.
+Also reported: the standard error ``se`` (a later test reads it rather than undoing the
+interval), ``n`` (graded requests with an ok value), ``requests`` (the requests they
+represent) and Kish's effective sample size ``(sum w)^2 / sum w^2``.
 
-Within a stratum the units are treated as drawn with replacement (no finite-population
-correction), which overstates the variance where a stratum's sampling fraction is large.
-
-Also reported: the standard error ``se`` (the interval is ``estimate`` ± t × ``se``, t on the
-design's degrees of freedom, so a later test reads ``se`` rather than undoing the interval),
-``n`` (units with an ok value), ``requests`` (the requests they represent) and Kish's effective
-sample size ``(sum w)^2 / sum w^2``.
-
-Where people gave their own value of some drawn units' metrics (``labels``), the
-prediction-powered figure stands beside the judge's: the judge's weighted mean plus the
-weighted mean of people minus judge over the labelled units (plain PPI, the same design
-weights), its interval linearised over every drawn unit with the same strata (``ppi_se``;
-``ppi_n`` the units labelled). It assumes the labelled units are a random subsample of the
-drawn ones.
+Where people gave their own value of some graded requests' metrics (``labels``), the
+prediction-powered figure stands beside the judge's (:func:`ragaudit.stats.design_ppi`): the
+judge's weighted mean plus the weighted mean of people minus judge over the labelled requests,
+its variance over the day's design and, where the day took its units whole, over the labelled
+subsample itself (``ppi_se``; ``ppi_n`` the requests labelled).
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections import Counter
-from typing import Any
-
 import numpy as np
 import polars as pl
-from scipy import stats
 
-CONFIDENCE = 0.95
-ALL = "(all)"
-"""The segment name of the estimate over every segment."""
-METHOD = "hajek, taylor linearisation over strata (samplics)"
-_CERTAIN = "(certain)"
+from ragaudit.audit._segments import ALL
+from ragaudit.stats import (
+    CERTAIN,
+    Design,
+    DesignEstimate,
+    FirstPhase,
+    design_mean,
+    design_ppi,
+    hajek_scores,
+    kish_ess,
+    variance_strata,
+)
+
+METHOD = "hajek, taylor linearisation over strata, t on the design's df"
 ESTIMATE_COLUMNS = (
     "segment",
     "metric",
@@ -68,86 +65,46 @@ ESTIMATE_COLUMNS = (
 )
 
 
-def kish_ess(weights: np.ndarray) -> float:
-    """Kish's effective sample size of a set of weights."""
-    total = float(weights.sum())
-    return total * total / float((weights * weights).sum()) if total > 0 else 0.0
+def _design(part: pl.DataFrame, across_segments: bool) -> Design:
+    """The graded requests' design (ADR 21): where each one's sampling variance comes from.
 
-
-def variance_strata(
-    strata: list[str], segments: list[str], certain: list[bool], *, across_segments: bool
-) -> list[str]:
-    """The strata the variance is computed over (see the module docstring).
-
-    Args:
-        strata: Each unit's sampling stratum.
-        segments: Each unit's segment.
-        certain: Whether each unit was taken with certainty.
-        across_segments: Whether the units span segments (pool a segment's lone unit with the
-            largest stratum) or are one segment's (leave it: its spread is unknown).
+    A request of an uncertain unit: its unit is its PSU, in the unit's stratum. A request of a
+    unit taken with certainty of which some requests were graded: the unit is a stratum of its
+    own whose PSUs are those requests. Both stages' PSUs are treated as drawn with replacement
+    (no finite-population correction: the variance errs wide where many were drawn). A unit
+    taken with certainty and graded whole (or, on days drawn before the second stage, by one
+    request): no sampling variance. A lone uncertain unit is pooled with another stratum of its
+    segment (:func:`ragaudit.stats.variance_strata`).
     """
-    out = [_CERTAIN if c else s for s, c in zip(strata, certain, strict=True)]
-    sizes = Counter(v for v in out if v != _CERTAIN)
-    lone = {s for s, n in sizes.items() if n == 1}
-    if not lone:
-        return out
-    by_segment: dict[str, list[str]] = {}
-    for s, seg in zip(out, segments, strict=True):
-        if s != _CERTAIN and s not in by_segment.setdefault(seg, []):
-            by_segment[seg].append(s)
-    target: dict[str, str] = {}
-    for seg, names in by_segment.items():
-        lone_here = [s for s in names if s in lone]
-        if not lone_here:
-            continue
-        others = [s for s in names if s not in lone]
-        if others:
-            host = max(others, key=lambda s: (sizes[s], s))
-        elif len(lone_here) > 1:
-            host = f"{seg}/(pooled)"
-        elif across_segments:
-            rest = [s for s in sizes if s not in lone]
-            host = max(rest, key=lambda s: (sizes[s], s)) if rest else "(pooled)"
-        else:
-            host = lone_here[0]
-        for s in lone_here:
-            target[s] = host
-    return [target.get(s, s) for s in out]
+    within = sampled_within(part)
+    units = part["unit"].to_list()
+    strata = [
+        f"{CERTAIN}/{u}" if w else s
+        for u, s, w in zip(units, part["stratum"].to_list(), within, strict=True)
+    ]
+    vstrata = variance_strata(
+        strata,
+        part["segment"].to_list(),
+        (part["pi"] >= 1.0).to_list(),
+        across_segments=across_segments,
+        within=within.tolist(),
+    )
+    fpc = {s: 0.0 if s == CERTAIN else 1.0 for s in set(vstrata)}
+    requests = part["request_id"].to_list() if within.any() else []
+    psus = [requests[i] if w else u for i, (u, w) in enumerate(zip(units, within, strict=True))]
+    return Design.of(psus, vstrata, fpc)
 
 
-def _samplics() -> Any:
-    with warnings.catch_warnings():
-        # samplics 0.6 says at import that it is archived (its successor is ``svy``); the
-        # estimator is unchanged and tested here against an independent computation.
-        warnings.simplefilter("ignore", FutureWarning)
-        import samplics
-    return samplics
+def sampled_within(sample: pl.DataFrame) -> np.ndarray:
+    """Which rows are requests sampled within a unit taken with certainty (their own PSUs).
 
-
-def _linearised_se(z: np.ndarray, vstrata: list[str], units: list[str]) -> tuple[float, int]:
-    """The standard error of a statistic from its linearised scores, and its degrees of freedom.
-
-    The same stratified, with-replacement formula as the means: samplics' total of ``z`` with
-    unit weights. The scores are shifted by 1 (samplics divides by the total, which is 0
-    here); the within-stratum deviations cancel the shift.
+    None on a day drawn before the second stage (one request a unit, no ``requests_drawn``).
     """
-    samplics = _samplics()
-    est = samplics.TaylorEstimator(samplics.PopParam.total, alpha=1 - CONFIDENCE)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        est.estimate(
-            y=z + 1.0,
-            samp_weight=np.ones(len(z)),
-            stratum=np.asarray(vstrata, dtype=object),
-            psu=np.asarray(units, dtype=object),
-            fpc={s: 0.0 if s == _CERTAIN else 1.0 for s in sorted(set(vstrata))},
-            single_psu=samplics.SinglePSUEst.skip,
-        )
-    return float(est.stderror), int(est.degree_of_freedom)
-
-
-Figures = tuple[float | None, float | None, float | None, float | None]
-"""A point estimate, its standard error and its 95 % interval (None where unknown)."""
+    if "requests_drawn" not in sample.columns:
+        return np.zeros(sample.height, dtype=bool)
+    drawn = sample["requests_drawn"].fill_null(1).to_numpy()
+    certain = (sample["pi"] >= 1.0).to_numpy()
+    return certain & (drawn >= 2) & (drawn < sample["count"].to_numpy())
 
 
 def _ppi(
@@ -156,78 +113,36 @@ def _ppi(
     human: np.ndarray,
     labelled: np.ndarray,
     weight: np.ndarray,
-    vstrata: list[str],
-    units: list[str],
-) -> Figures:
-    """The prediction-powered mean, its se and its interval (None where it cannot be computed).
+    design: Design,
+    requests: list[str],
+) -> DesignEstimate:
+    """The prediction-powered mean of the labelled requests (:func:`ragaudit.stats.design_ppi`).
 
-    The judge's Hájek mean plus the people-minus-judge Hájek mean over the labelled units,
-    both with the design weights (plain PPI, no power tuning); the interval linearises the sum
-    over every drawn unit, since the labelled units are a subsample of the drawn ones.
+    The judge's Hájek mean over the ok requests plus the people-minus-judge Hájek mean over
+    the labelled ones, both with the design weights. The labelled requests are a random
+    subsample of the graded ones (the labelling queue's permanent random order): a second
+    phase, drawn without replacement from the graded requests with a value.
     """
     both = labelled & judge_ok
-    if both.sum() < 2:
-        return None, None, None, None
-    wd, wl = weight * judge_ok, weight * both
-    theta = float((wd * judge).sum() / wd.sum())
-    delta = float((wl * (human - judge)).sum() / wl.sum())
-    z = wd * (judge - theta) / wd.sum() + wl * (human - judge - delta) / wl.sum()
-    se, df = _linearised_se(np.where(both | judge_ok, z, 0.0), vstrata, units)
-    point = theta + delta
-    if df < 1 or not math.isfinite(se):
-        return point, None, None, None
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
-    return point, se, point - half, point + half
-
-
-def _hajek(
-    y: np.ndarray,
-    ok: np.ndarray,
-    weight: np.ndarray,
-    vstrata: list[str],
-    units: list[str],
-) -> Figures:
-    """The Hájek mean over the ok units, its se and its interval (None where unknown)."""
-    if not ok.any():
-        return None, None, None, None
-    w_ok = weight[ok]
-    point = float((w_ok * y[ok]).sum() / w_ok.sum())
-    if all(s == _CERTAIN for s, o in zip(vstrata, ok, strict=True) if o):
-        return point, 0.0, point, point  # every unit with a value was taken: a census, no error
-    if ok.sum() < 2:
-        return point, None, None, None
-    samplics = _samplics()
-    fpc = {s: 0.0 if s == _CERTAIN else 1.0 for s in sorted(set(vstrata))}
-    # samplics divides by each domain's mean (its coefficient of variation), so a mean of 0
-    # would raise: shift the values to be positive (a shift moves the mean and the interval
-    # by the same amount and leaves the variance alone) and give the units outside the
-    # domain a positive value too (their values never enter the domain's estimate).
-    shift = 1.0 + float(np.abs(y[ok]).max())
-    est = samplics.TaylorEstimator(samplics.PopParam.mean, alpha=1 - CONFIDENCE)
-    with warnings.catch_warnings():
-        # A lone certainty unit is a one-unit stratum with no variance: samplics' "skip".
-        warnings.simplefilter("ignore", RuntimeWarning)
-        est.estimate(
-            y=np.where(ok, y + shift, 1.0),
-            samp_weight=weight,
-            stratum=np.asarray(vstrata, dtype=object),
-            psu=np.asarray(units, dtype=object),
-            domain=ok,
-            fpc=fpc,
-            single_psu=samplics.SinglePSUEst.skip,
-        )
-    low, high, se = est.lower_ci.get(True), est.upper_ci.get(True), est.stderror.get(True)
-    if any(v is None or not math.isfinite(v) for v in (low, high, se)):
-        return point, None, None, None
-    return point, float(se), float(low) - shift, float(high) - shift
+    theta, z = hajek_scores(judge, weight, judge_ok)
+    at = np.flatnonzero(both)
+    below = design.factors() < 1.0  # where the first phase leaves some of the labelling out
+    drawn, labels = int((judge_ok & below).sum()), int((both & below).sum())
+    second = Design.of([requests[i] for i in at], fpc={"": 1.0 - labels / drawn if drawn else 1.0})
+    return design_ppi(
+        theta, (human - judge)[at], weight[at], second, first=FirstPhase(z, design, at)
+    )
 
 
 def _key(values: pl.DataFrame) -> str:
-    """The column ``values`` names a drawn unit by: ``unit``, else ``request_id``."""
-    for key in ("unit", "request_id"):
+    """The column ``values`` names a graded request by: ``request_id``, else ``unit``.
+
+    A day drawn before the second stage graded one request a unit: either names it.
+    """
+    for key in ("request_id", "unit"):
         if key in values.columns:
             return key
-    raise ValueError(f"values: no 'unit' or 'request_id' column (columns: {values.columns})")
+    raise ValueError(f"values: no 'request_id' or 'unit' column (columns: {values.columns})")
 
 
 def _ok_values(values: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -249,15 +164,15 @@ def estimate(
     """Per metric, overall and per segment: the Hájek mean, its 95 % interval, n, requests, ESS.
 
     Args:
-        values: One row per drawn unit × metric: ``unit`` (or ``request_id``, the unit's
-            representative request), ``metric``, ``value``, ``status`` (only ``ok`` rows with
-            a finite value count; a drawn unit with no row for a metric is outside that
-            metric's domain, as a failed one is).
+        values: One row per graded request × metric: ``request_id`` (or, on a day drawn
+            before the second stage, ``unit``), ``metric``, ``value``, ``status`` (only ``ok``
+            rows with a finite value count; a graded request with no row for a metric is
+            outside that metric's domain, as a failed one is).
         sample: The day's draw (:func:`ragaudit.audit.draw_sample`, schema ``AUDIT_SAMPLE``).
-        labels: People's values of drawn units' metrics, the same columns as ``values``
+        labels: People's values of graded requests' metrics, the same columns as ``values``
             without ``status`` (a person's nDCG@k from their grades of every served document
-            in the top k, a person's faithfulness verdict ...; several rows of one unit and
-            metric are averaged). Where at least two units of a cell are labelled, the
+            in the top k, a person's faithfulness verdict ...; several rows of one request and
+            metric are averaged). Where at least two requests of a cell are labelled, the
             prediction-powered (PPI) mean and interval fill the ``ppi_*`` columns; else null.
 
     Returns:
@@ -271,7 +186,10 @@ def estimate(
         raise ValueError(f"values: more than one row for a {key} and metric")
     human = (
         labels.filter(pl.col("value").is_not_null() & pl.col("value").cast(pl.Float64).is_finite())
-        .group_by(pl.col(_key(labels)).cast(pl.String).alias(key), pl.col("metric").cast(pl.String))
+        .group_by(
+            pl.col(key if key in labels.columns else _key(labels)).cast(pl.String).alias(key),
+            pl.col("metric").cast(pl.String),
+        )
         .agg(pl.col("value").cast(pl.Float64).mean().alias("human"))
         if labels is not None and not labels.is_empty()
         else pl.DataFrame(schema={key: pl.String, "metric": pl.String, "human": pl.Float64})
@@ -296,22 +214,17 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
     y = part["value"].fill_null(0.0).to_numpy()
     ok = part["value"].is_not_null().to_numpy()
     weight = part["weight"].to_numpy().astype(float)
-    vstrata = variance_strata(
-        part["stratum"].to_list(),
-        part["segment"].to_list(),
-        (part["pi"] >= 1.0).to_list(),
-        across_segments=across_segments,
-    )
-    units = part["unit"].to_list()
-    point, se, low, high = _hajek(y, ok, weight, vstrata, units)
+    design = _design(part, across_segments)
+    judge = design_mean(y, weight, design, skewed=False, ok=ok)
     human = part["human"].fill_null(0.0).to_numpy()
     labelled = part["human"].is_not_null().to_numpy()
-    ppi = _ppi(y, ok, human, labelled, weight, vstrata, units)
+    requests = part["request_id" if "request_id" in part.columns else "unit"].to_list()
+    ppi = _ppi(y, ok, human, labelled, weight, design, requests).figures()
     return {
-        "estimate": point,
-        "se": se,
-        "ci_low": low,
-        "ci_high": high,
+        "estimate": judge.point,
+        "se": judge.se,
+        "ci_low": judge.ci_low,
+        "ci_high": judge.ci_high,
         "n": int(ok.sum()),
         "requests": float(weight[ok].sum()),
         "ess": kish_ess(weight[ok]),
@@ -344,10 +257,7 @@ _DTYPES: dict[str, pl.DataType] = {
 
 __all__ = [
     "ALL",
-    "CONFIDENCE",
     "ESTIMATE_COLUMNS",
     "METHOD",
     "estimate",
-    "kish_ess",
-    "variance_strata",
 ]

@@ -51,7 +51,12 @@ def label_items(served: Sequence[Served], metrics: Sequence[str], salt: str) -> 
     in one list is one item. Its answer is an item per answer metric when it has an answer.
     """
     kinds = label_kinds(metrics)
-    order = sorted(served, key=lambda s: (permanent_random(f"{salt}:labels", s.unit), s.unit))
+    # Request by request (not unit by unit): a prefix is a simple random sample of the graded
+    # requests, the second phase the estimate's variance assumes (ADR 21).
+    order = sorted(
+        served,
+        key=lambda s: (permanent_random(f"{salt}:labels", s.request_id), s.request_id),
+    )
     rows: list[dict[str, Any]] = []
     for s in order:
         usable = [d for d in s.docs if _skip_reason(d) is None]
@@ -119,11 +124,19 @@ def _valid(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def people_values(folder: Path, k: int, relevant_grade: int) -> pl.DataFrame:
-    """People's values of the day's units: ``unit``, ``metric``, ``value``, one row per person.
+    """People's values of the day's graded requests, one row per person.
 
-    What :func:`ragaudit.audit.estimate` takes as ``labels`` (empty when nobody labelled).
+    Columns ``request_id``, ``unit``, ``metric``, ``value``: what
+    :func:`ragaudit.audit.estimate` takes as ``labels`` (empty when nobody labelled).
     """
-    out = pl.DataFrame(schema={"unit": pl.String, "metric": pl.String, "value": pl.Float64})
+    out = pl.DataFrame(
+        schema={
+            "request_id": pl.String,
+            "unit": pl.String,
+            "metric": pl.String,
+            "value": pl.Float64,
+        }
+    )
     items = read_label_items(folder)
     if items is None or not labels.has_labels(folder):
         return out
@@ -133,7 +146,12 @@ def people_values(folder: Path, k: int, relevant_grade: int) -> pl.DataFrame:
     assert isinstance(queue, pl.DataFrame)
     given = _valid(latest).join(queue, on="item_id")
     rows: list[dict[str, Any]] = [
-        {"unit": r["unit"], "metric": r["kind"], "value": r["label"]}
+        {
+            "request_id": r["request_id"],
+            "unit": r["unit"],
+            "metric": r["kind"],
+            "value": r["label"],
+        }
         for r in given.filter(pl.col("kind") != labels.GRADE).iter_rows(named=True)
     ]
     grades = given.filter(pl.col("kind") == labels.GRADE)
@@ -159,7 +177,14 @@ def people_values(folder: Path, k: int, relevant_grade: int) -> pl.DataFrame:
             person = [int(g) for g in ranked if g is not None]
             for metric, value in list_metrics(person, k, relevant_grade).items():
                 if value is not None:
-                    rows.append({"unit": unit_of[request_id], "metric": metric, "value": value})
+                    rows.append(
+                        {
+                            "request_id": request_id,
+                            "unit": unit_of[request_id],
+                            "metric": metric,
+                            "value": value,
+                        }
+                    )
     return pl.DataFrame(rows, schema=out.schema) if rows else out
 
 
@@ -178,7 +203,9 @@ def people_estimates(folder: Path) -> pl.DataFrame | None:
     if not labels.has_labels(folder) or not (folder / SCORES).is_file():
         return None
     k, relevant = day_design(folder)
-    values = pl.read_parquet(folder / SCORES, columns=["unit", "metric", "value", "status"])
+    values = pl.read_parquet(
+        folder / SCORES, columns=["request_id", "unit", "metric", "value", "status"]
+    )
     figures = estimate(
         values, pl.read_parquet(folder / SAMPLE), labels=people_values(folder, k, relevant)
     )

@@ -69,6 +69,13 @@ def promote(
     """
     key = "unit" if "unit" in scores.columns else "request_id"
     ok = scores.filter(pl.col("status") == "ok", pl.col("value").is_not_null())
+    if key == "unit":
+        # Several requests of a unit taken with certainty are graded (ADR 21): the unit's value
+        # is their mean, its row its representative's (the first) with their weights added.
+        ok = ok.group_by("unit", "metric", maintain_order=True).agg(pl.col("value").mean())
+        sample = sample.group_by("unit", maintain_order=True).agg(
+            pl.all().exclude("weight").first(), pl.col("weight").sum()
+        )
     ranked = (
         sample.join(ok.filter(pl.col("metric") == metric).select(key, "value"), on=key)
         .sort(

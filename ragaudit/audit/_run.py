@@ -533,10 +533,11 @@ def score_lists(day: AuditDay) -> None:
 
 
 def values_frame(scores: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
-    """Unit × metric × value with status: what the estimator reads."""
+    """Graded request × metric × value with status: what the estimator reads."""
     return pl.DataFrame(
         [
             {
+                "request_id": r["request_id"],
                 "unit": r["unit"],
                 "metric": r["metric"],
                 "value": r.get("value"),
@@ -544,7 +545,13 @@ def values_frame(scores: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
             }
             for r in scores
         ],
-        schema={"unit": pl.String, "metric": pl.String, "value": pl.Float64, "status": pl.String},
+        schema={
+            "request_id": pl.String,
+            "unit": pl.String,
+            "metric": pl.String,
+            "value": pl.Float64,
+            "status": pl.String,
+        },
     )
 
 

@@ -1,6 +1,6 @@
 """The day's draw: which requests of production traffic are graded, and what each stands for.
 
-The design (ADR 0013) in five steps:
+The design (ADR 0013, its second stage ADR 0021) in six steps:
 
 1. **Units.** Queries are normalised (NFKC, lower case, runs of white space to one space,
    trimmed) and deduplicated per segment: a unit is one (segment, normalised query) with the
@@ -8,23 +8,29 @@ The design (ADR 0013) in five steps:
    two, without salt, so the same query has the same id every day and in every audit.
 2. **Strata** = segment × frequency band: ``head`` (``count >= bands.head``), ``torso``
    (``>= bands.torso``), ``tail``.
-3. **Allocation.** The day's budget (``sample`` units, or ``max_judge_tokens`` over the
-   tokens one request's grading costs, the smaller of the two) is spread over strata in
-   proportion to their requests, after at least two expected draws per stratum (so each
-   stratum can say how much it varies). Within a stratum a unit's inclusion probability is
-   proportional to its requests, ``pi = min(1, lambda_h * count)``: the most asked queries
-   are taken with certainty and every drawn request stands for about as many requests as any
-   other.
+3. **Allocation.** The day's budget of graded requests (``sample``, or ``max_judge_tokens``
+   over the tokens one request's grading costs, the smaller of the two) is spread over strata
+   in proportion to their requests, after at least two expected requests per stratum (so each
+   stratum can say how much it varies). Within a stratum every request has the same chance
+   ``lambda = budget / requests`` of being graded (a self-weighting design): a unit's
+   inclusion probability is ``pi = min(1, lambda * count)``, and a unit taken with certainty
+   has ``lambda * count`` of its requests graded, at least two when it has two.
 4. **The draw** is a Poisson sample with permanent random numbers: each unit has
    ``u = hash(salt, unit)`` in [0, 1) and is drawn when ``u < pi``. The salt is the audit's
    name, so a query drawn once is drawn again every day it recurs at the same rate (its
    grades are then reused from the judgment store), while another audit draws independently.
-5. **The representative request** of a drawn unit is the one of its requests with the smallest
-   ``hash(salt, request_id)``: deterministic, and the same whatever order the log was read in.
+5. **The requests graded** of a drawn unit (the second stage) are its ``requests_drawn``
+   requests with the smallest ``hash(salt, request_id)``: a simple random sample of them,
+   deterministic whatever order the log was read in. Requests of one query can be served
+   different lists (an engine change mid-day, personalisation); grading more than one of a
+   query taken with certainty measures how much they differ, which is its estimate's variance.
+   An uncertain unit grades one request (its representative): the spread between units takes
+   in the spread within them.
+6. Each graded request keeps its unit's ``pi``, its chance within the unit ``pi_within``
+   (``requests_drawn / count``) and its weight ``1 / (pi * pi_within)``: the requests it
+   represents.
 
-Every drawn unit keeps its inclusion probability ``pi`` and its weight ``count / pi``: the
-requests it represents. The sample size is random (a Poisson sample); its expectation is the
-budget.
+The sample size is random (a Poisson sample); its expectation is the budget.
 """
 
 from __future__ import annotations
@@ -40,8 +46,11 @@ from ragaudit.errors import ConfigError
 
 BANDS = ("head", "torso", "tail")
 MIN_PER_STRATUM = 2.0
-"""Expected draws every stratum gets before the rest is spread by requests (fewer when the
-stratum has fewer units): one unit alone cannot tell how much its stratum varies."""
+"""Expected graded requests every stratum gets before the rest is spread by requests (fewer
+when the stratum has fewer requests): one alone cannot tell how much its stratum varies."""
+MIN_WITHIN = 2
+"""Requests graded of a unit taken with certainty, at least (when it has that many): one alone
+cannot tell how much its requests differ."""
 _U_DIGITS = 13  # hex digits of the hash read as u: 52 bits, exact in a float64
 UNIT_ID_VERSION = "u1"
 """Prefix of a unit id; bumped if what goes into it changes, so days stay comparable."""
@@ -70,9 +79,9 @@ class SampleOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     sample: int | None = Field(default=400, ge=1)
-    """Requests to grade a day (the expected size of the draw; each is one distinct query of
-    its segment). None: no cap by count (then ``max_judge_tokens`` caps, or every query is
-    taken)."""
+    """Requests to grade a day (the expected size of the draw: one of each drawn query, more
+    of a query taken with certainty). None: no cap by count (then ``max_judge_tokens`` caps,
+    or every request is graded)."""
     max_judge_tokens: int | None = Field(default=None, ge=1)
     """Judge tokens a day at most, counted as if no grade were reused from the judgment store;
     with ``sample`` too, the smaller of the two caps holds."""
@@ -147,7 +156,8 @@ def _band(bands: Bands) -> pl.Expr:
 def _allocate(units: Sequence[int], requests: Sequence[int], n: float) -> list[float]:
     """Expected draws per stratum: a floor of :data:`MIN_PER_STRATUM`, the rest by requests.
 
-    No stratum gets more than its units; what a full stratum cannot take goes to the others.
+    No stratum gets more than ``units`` (what it can give); what a full stratum cannot take
+    goes to the others.
     """
     alloc = [min(float(u), MIN_PER_STRATUM) for u in units]
     open_ = [a < u for a, u in zip(alloc, units, strict=True)]
@@ -168,26 +178,21 @@ def _allocate(units: Sequence[int], requests: Sequence[int], n: float) -> list[f
     return alloc
 
 
-def _pps(counts: Sequence[int], n: float) -> list[float]:
-    """Inclusion probabilities proportional to ``counts``, capped at 1, summing to ``n``."""
-    if n >= len(counts):
-        return [1.0] * len(counts)
-    order = sorted(range(len(counts)), key=lambda i: -counts[i])
-    certain = 0
-    remaining = float(sum(counts))
-    # The largest units become certain one by one while lambda * count would pass 1.
-    while certain < len(order):
-        lam = (n - certain) / remaining
-        top = order[certain]
-        if lam * counts[top] < 1.0:
-            break
-        remaining -= counts[top]
-        certain += 1
-    pi = [0.0] * len(counts)
-    lam = (n - certain) / remaining if remaining > 0 else 0.0
-    for rank, i in enumerate(order):
-        pi[i] = 1.0 if rank < certain else min(1.0, lam * counts[i])
-    return pi
+def _self_weighting(counts: Sequence[int], n: float) -> tuple[list[float], list[int]]:
+    """Each unit's inclusion probability and requests to grade, for ``n`` expected requests.
+
+    Every request has the chance ``lambda = n / requests``: a unit is drawn with
+    ``min(1, lambda * count)``; a certain one grades ``lambda * count`` of its requests
+    (rounded, at least :data:`MIN_WITHIN`, at most all of them), an uncertain one one.
+    """
+    total = float(sum(counts))
+    lam = n / total if total > 0 else 0.0
+    pi = [min(1.0, lam * c) for c in counts]
+    within = [
+        min(c, max(MIN_WITHIN, round(lam * c))) if p >= 1.0 else 1
+        for c, p in zip(counts, pi, strict=True)
+    ]
+    return pi, within
 
 
 def _asked(requests: pl.LazyFrame) -> pl.DataFrame:
@@ -222,26 +227,32 @@ def _units(asked: pl.DataFrame, bands: Bands) -> pl.DataFrame:
 
 
 def inclusion_probabilities(units: pl.DataFrame, n: int | None) -> pl.DataFrame:
-    """``units`` (from :func:`units_of_day`) with each one's inclusion probability ``pi``."""
-    strata = (
-        units.group_by("stratum")
-        .agg(pl.col("stratum_units").first(), pl.col("stratum_requests").first())
-        .sort("stratum")
-    )
+    """``units`` (from :func:`units_of_day`) with ``pi`` and ``requests_drawn`` for each.
+
+    ``n`` is the day's budget of graded requests (None: every request).
+    """
+    strata = units.group_by("stratum").agg(pl.col("stratum_requests").first()).sort("stratum")
     names = strata["stratum"].to_list()
-    if n is None or n >= units.height:
-        expected = [float(u) for u in strata["stratum_units"]]
+    requests = strata["stratum_requests"].to_list()
+    if n is None or n >= sum(requests):
+        expected = [float(r) for r in requests]
     else:
-        expected = _allocate(
-            strata["stratum_units"].to_list(), strata["stratum_requests"].to_list(), n
-        )
+        expected = _allocate(requests, requests, n)
     parts = []
     for name, n_h in zip(names, expected, strict=True):
         part = units.filter(pl.col("stratum") == name)
-        pi = _pps(part["count"].to_list(), n_h)
-        parts.append(part.with_columns(pl.Series("pi", pi, dtype=pl.Float64)))
+        pi, within = _self_weighting(part["count"].to_list(), n_h)
+        parts.append(
+            part.with_columns(
+                pl.Series("pi", pi, dtype=pl.Float64),
+                pl.Series("requests_drawn", within, dtype=pl.Int64),
+            )
+        )
     if not parts:
-        return units.with_columns(pl.lit(None, dtype=pl.Float64).alias("pi"))
+        return units.with_columns(
+            pl.lit(None, dtype=pl.Float64).alias("pi"),
+            pl.lit(None, dtype=pl.Int64).alias("requests_drawn"),
+        )
     return pl.concat(parts)
 
 
@@ -252,7 +263,7 @@ def draw_sample(
     salt: str,
     tokens_per_request: float | None = None,
 ) -> pl.DataFrame:
-    """The day's sample: one row per drawn unit (schema ``AUDIT_SAMPLE``).
+    """The day's sample: one row per graded request of a drawn unit (schema ``AUDIT_SAMPLE``).
 
     Args:
         requests: The day's requests (``request_id``, ``segment``, ``query`` at least).
@@ -262,18 +273,23 @@ def draw_sample(
             when ``opts.max_judge_tokens`` is set.
 
     Returns:
-        ``unit``, ``request_id`` (the request drawn to represent it), ``segment``, ``band``,
+        ``unit``, ``request_id`` (a request graded for it), ``segment``, ``band``,
         ``stratum``, ``query_norm``, ``count``, ``stratum_units``, ``stratum_requests``, ``pi``,
-        ``weight`` (``count / pi``), sorted by stratum then unit.
+        ``weight`` (``count / (pi * requests_drawn)``), ``requests_drawn`` and ``pi_within``
+        (``requests_drawn / count``), sorted by stratum, unit, then the order the unit's
+        requests were drawn in (its first row is its representative).
     """
     asked, units = _design(requests, opts, salt, tokens_per_request)
     drawn = units.filter("drawn")
-    reps = _representatives(asked, drawn, salt)
+    graded = _requests_within(asked, drawn, salt)
     return (
-        drawn.join(reps, on=["segment", "query_norm"], how="left")
-        .with_columns((pl.col("count") / pl.col("pi")).alias("weight"))
+        drawn.join(graded, on=["segment", "query_norm"], how="left")
+        .with_columns(
+            (pl.col("count") / (pl.col("pi") * pl.col("requests_drawn"))).alias("weight"),
+            (pl.col("requests_drawn") / pl.col("count")).alias("pi_within"),
+        )
+        .sort("stratum", "unit", "_rank")
         .select(SAMPLE_COLUMNS)
-        .sort("stratum", "unit")
     )
 
 
@@ -288,9 +304,9 @@ def strata_table(
 
     Returns:
         ``stratum``, ``segment``, ``band``, ``units``, ``requests``, ``expected`` (expected
-        draws: the sum of ``pi``), ``drawn`` and ``drawn_requests`` (the requests of the drawn
-        units), sorted by stratum. A stratum with no draw is unrepresented that day: its
-        segment's estimate stands for its other strata.
+        graded requests), ``drawn`` (units), ``drawn_requests`` (the requests of the drawn
+        units) and ``graded`` (the requests to grade), sorted by stratum. A stratum with no
+        draw is unrepresented that day: its segment's estimate stands for its other strata.
     """
     _, units = _design(requests, opts, salt, tokens_per_request)
     return (
@@ -300,9 +316,10 @@ def strata_table(
             pl.col("band").first(),
             pl.len().cast(pl.Int64).alias("units"),
             pl.col("count").sum().alias("requests"),
-            pl.col("pi").sum().alias("expected"),
+            (pl.col("pi") * pl.col("requests_drawn")).sum().alias("expected"),
             pl.col("drawn").sum().cast(pl.Int64).alias("drawn"),
             pl.col("count").filter("drawn").sum().alias("drawn_requests"),
+            pl.col("requests_drawn").filter("drawn").sum().cast(pl.Int64).alias("graded"),
         )
         .sort("stratum")
     )
@@ -331,25 +348,33 @@ SAMPLE_COLUMNS = (
     "stratum_requests",
     "pi",
     "weight",
+    "requests_drawn",
+    "pi_within",
 )
 
 
-def _representatives(asked: pl.DataFrame, drawn: pl.DataFrame, salt: str) -> pl.DataFrame:
-    """The request of each drawn unit with the smallest ``hash(salt, request_id)``."""
-    theirs = asked.join(drawn.select("segment", "query_norm"), on=["segment", "query_norm"])
+def _requests_within(asked: pl.DataFrame, drawn: pl.DataFrame, salt: str) -> pl.DataFrame:
+    """Each drawn unit's ``requests_drawn`` requests with the smallest ``hash(salt, id)``.
+
+    With their order (``_rank``, 0 for the representative).
+    """
+    theirs = asked.join(
+        drawn.select("segment", "query_norm", "requests_drawn"), on=["segment", "query_norm"]
+    )
     rank = [permanent_random(salt, r) for r in theirs["request_id"]]
     return (
         theirs.with_columns(pl.Series("_u", rank, dtype=pl.Float64))
         .sort("_u", "request_id")
-        .group_by("segment", "query_norm", maintain_order=True)
-        .first()
-        .select("segment", "query_norm", pl.col("request_id").cast(pl.String))
+        .with_columns(pl.int_range(pl.len()).over("segment", "query_norm").alias("_rank"))
+        .filter(pl.col("_rank") < pl.col("requests_drawn"))
+        .select("segment", "query_norm", pl.col("request_id").cast(pl.String), "_rank")
     )
 
 
 __all__ = [
     "BANDS",
     "MIN_PER_STRATUM",
+    "MIN_WITHIN",
     "SAMPLE_COLUMNS",
     "Bands",
     "SampleOptions",

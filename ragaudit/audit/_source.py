@@ -29,11 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ragaudit.atomic import redact_table
 from ragaudit.audit._redact import RedactOptions, Redactor
+from ragaudit.audit._segments import NO_SEGMENT, segment_name
 from ragaudit.errors import ConfigError, InputError, NoTraffic, clip
 from ragaudit.schemas import AUDIT_REQUESTS
 
-NO_SEGMENT = "(none)"
-"""The segment of a request the ``audit.segment`` expression finds nothing in."""
 _BATCH = 8192  # rows held before a Parquet row group is written: bounds the read's memory
 _SAMPLES = 20  # bad records named in the report and the error
 _REASON = 200  # characters of a bad record's reason shown
@@ -381,7 +380,7 @@ def _segment_of(expr: Any, req: Request) -> str:
     value = expr(view)
     if value is None or value == "" or value == []:
         return NO_SEGMENT
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return segment_name(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def _dumps(value: Any) -> str:
@@ -541,7 +540,6 @@ def _too_many_bad(report: ReadReport, limit: float) -> str:
 
 
 __all__ = [
-    "NO_SEGMENT",
     "Bad",
     "FieldPaths",
     "ReadReport",

@@ -53,6 +53,7 @@ from ragaudit.errors import RagauditError
 from ragaudit.judging import Judge
 from ragaudit.prompts import RELEVANCE
 from ragaudit.runfolder import AUDIT_DAY, RunsRoot, identity_of
+from ragaudit.stats import CONFIDENCE, z_quantile
 
 if TYPE_CHECKING:
     from ragaudit.audit._run import AuditDay
@@ -60,8 +61,6 @@ if TYPE_CHECKING:
 SERIES = "series.parquet"
 CHANGES = "changes.parquet"
 PROBE = "probe.parquet"
-
-_Z95 = 1.959963984540054
 
 
 def instrument_extra() -> dict[str, Any]:
@@ -105,7 +104,7 @@ def _se(frame: pl.DataFrame) -> pl.Expr:
     """
     if "se" in frame.columns:
         return pl.col("se")
-    return (pl.col("ci_high") - pl.col("ci_low")) / (2 * _Z95)
+    return (pl.col("ci_high") - pl.col("ci_low")) / (2 * z_quantile(1 - CONFIDENCE))
 
 
 def build_series(root: Path, also: Sequence[tuple[str, Path, dict[str, Any]]] = ()) -> pl.DataFrame:
@@ -144,7 +143,11 @@ def _design(folder: Path) -> DayDesign | None:
     except OSError:
         return None
     values = scores.select(
-        pl.col("unit").cast(pl.String), "metric", pl.col("value").cast(pl.Float64), "status"
+        pl.col("request_id").cast(pl.String),
+        pl.col("unit").cast(pl.String),
+        "metric",
+        pl.col("value").cast(pl.Float64),
+        "status",
     )
     return DayDesign(sample, values)
 
@@ -166,18 +169,19 @@ def _strata(design: DayDesign) -> pl.DataFrame:
     )
 
 
-def mix_splits(before: DayDesign, after: DayDesign) -> dict[tuple[str, str], Any]:
-    """(segment, metric) → the shift-share split, overall and within each segment's bands."""
+def mix_splits(before: DayDesign, after: DayDesign, *, alpha: float) -> dict[tuple[str, str], Any]:
+    """(segment, metric) → the shift-share split at ``alpha``, overall and per segment's bands."""
     a, b = _strata(before), _strata(after)
     out: dict[tuple[str, str], Any] = {}
     for metric in sorted(set(a["metric"]) & set(b["metric"])):
         ma, mb = a.filter(pl.col("metric") == metric), b.filter(pl.col("metric") == metric)
-        out[(OVERALL, metric)] = shift_share(ma, mb)
+        out[(OVERALL, metric)] = shift_share(ma, mb, alpha=alpha)
         for seg in sorted(set(ma["home"]) & set(mb["home"])):
             sa, sb = ma.filter(pl.col("home") == seg), mb.filter(pl.col("home") == seg)
             out[(seg, metric)] = shift_share(
                 sa.with_columns(pl.col("share") / pl.col("share").sum()),
                 sb.with_columns(pl.col("share") / pl.col("share").sum()),
+                alpha=alpha,
             )
     return out
 
@@ -197,7 +201,7 @@ def content_changes(days: Sequence[Path], today: Path) -> dict[str, float]:
             seen[doc] = digest
     try:
         now = pl.read_parquet(today / "verdicts.parquet")
-        sample = pl.read_parquet(today / "sample.parquet", columns=["unit", "segment"])
+        sample = pl.read_parquet(today / "sample.parquet", columns=["unit", "segment"]).unique()
     except OSError:
         return {}
     if "text_hash" not in now.columns:
@@ -252,7 +256,10 @@ def probe_set(root: Path, series: str, first_day: Path, size: int) -> pl.DataFra
     segments = sorted(set(sample["segment"].to_list()))
     per_segment = -(-size // max(len(segments), 1))
     chosen = (
-        sample.with_columns(
+        # A unit's first row is its representative request (several are graded of a unit
+        # taken with certainty).
+        sample.unique("unit", keep="first", maintain_order=True)
+        .with_columns(
             pl.col("unit")
             .map_elements(lambda u: permanent_random("probe", u), return_dtype=pl.Float64)
             .alias("_u")
@@ -442,9 +449,9 @@ def compare_day(day: AuditDay, watch: Watch) -> Watch:
     folders = {**dict(_index(_days(root), watch.series)), name: day.folder}
     designs = {d: des for d, f in folders.items() if (des := _design(f)) is not None}
     better = {m: higher_is_better(m) for m in set(mine["metric"].to_list())}
-    changes = day_changes(
-        mine, name, alpha=day.config.report.alpha, higher_is_better=better, designs=designs
-    )
+    # Every test of the day runs at the config's α: the changes, the probe's and the mix's.
+    alpha = day.config.report.alpha
+    changes = day_changes(mine, name, alpha=alpha, higher_is_better=better, designs=designs)
     evidence: dict[str, Evidence] = {}
     out = []
     for c in changes:
@@ -455,10 +462,10 @@ def compare_day(day: AuditDay, watch: Watch) -> Watch:
             if watch.probe is not None and ref_probe.exists():
                 probes = {
                     (p.segment, p.metric): p
-                    for p in probe_changes(watch.probe, pl.read_parquet(ref_probe))
+                    for p in probe_changes(watch.probe, pl.read_parquet(ref_probe), alpha=alpha)
                 }
             mix = (
-                mix_splits(designs[ref], designs[name])
+                mix_splits(designs[ref], designs[name], alpha=alpha)
                 if ref in designs and name in designs
                 else {}
             )

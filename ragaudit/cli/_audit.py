@@ -284,7 +284,8 @@ def _dry_run(cfg: RunConfig, day: dt.date) -> None:
     plan = out.plan
     assert plan is not None
     table = Table(title=f"audit --dry-run {day.isoformat()}: the strata and the draw (no call)")
-    for col in ("segment", "band", "units", "requests", "expected", "drawn", "their requests"):
+    columns = ("segment", "band", "units", "requests", "expected", "drawn", "their requests")
+    for col in (*columns, "graded"):
         table.add_column(col, justify="left" if col in ("segment", "band") else "right")
     for s in strata_rows(out.strata, out.sample):
         table.add_row(
@@ -295,12 +296,14 @@ def _dry_run(cfg: RunConfig, day: dt.date) -> None:
             s["expected"],
             str(s["drawn"]),
             str(s["drawn_requests"]),
+            str(s["graded"]),
         )
     console.print(table)
     read = out.read
     console.print(
         f"read {getattr(read, 'records', '?')} requests ({getattr(read, 'bad', '?')} records "
-        f"did not map); drew {out.sample.height} units",
+        f"did not map); drew {out.sample['unit'].n_unique()} units, {out.sample.height} "
+        "requests to grade",
         soft_wrap=True,
     )
     calls = Table(title="judge calls and prompt tokens (counted from the plans; no call)")

@@ -6,10 +6,13 @@ the one rule of a change beyond noise (:func:`beyond_noise`: p below α and the 
 excludes the null). Agreement (:mod:`._agreement`, :mod:`._figures`, :mod:`._grades`): one
 Cohen's κ, one Krippendorff's α, figures of a judge against labels with intervals, per-grade
 confusion and the engine's NDCG under grades. Prediction-powered inference (:mod:`._ppi`).
+Survey statistics (:mod:`._survey`, ADR 21): the one samplics loader, design-based means and
+PPI under a sampling design with one interval rule, the z-test of two designs' estimates, a
+baseline's variance, Kish's effective sample size.
 
 This package imports nothing of ragaudit but base modules (``ranking`` for NDCG): features
-(compare, tune, battles, ablation, calibration, PPI, the judge's noise) import it, and
-``reporting`` only presents what it computes. Heavy libraries (scipy, ppi_py) are imported
+(compare, tune, battles, ablation, calibration, PPI, the judge's noise, the audit) import it, and
+``reporting`` only presents what it computes. Heavy libraries (scipy, ppi_py, samplics) are imported
 inside the functions that need them.
 """
 
@@ -60,10 +63,28 @@ from ragaudit.stats._ppi import (
     design_corrected_mean,
     labels_to_halve,
     ppi_paired_test,
-    skew_corrected_interval,
 )
 from ragaudit.stats._ratio import ratio_values
 from ragaudit.stats._resample import CONFIDENCE, Interval, bootstrap, bootstrap_ci
+from ragaudit.stats._survey import (
+    CERTAIN,
+    Design,
+    DesignEstimate,
+    FirstPhase,
+    Spread,
+    ZTest,
+    baseline_variance,
+    design_interval,
+    design_mean,
+    design_ppi,
+    hajek_scores,
+    kish_ess,
+    skew_corrected_interval,
+    spread,
+    variance_strata,
+    z_quantile,
+    z_test,
+)
 from ragaudit.stats._tests import (
     MetricChange,
     PairedTest,
@@ -79,6 +100,7 @@ from ragaudit.stats._tests import (
 )
 
 __all__ = [
+    "CERTAIN",
     "CONFIDENCE",
     "GRADES",
     "METRIC_CUT",
@@ -87,8 +109,11 @@ __all__ = [
     "Agreement",
     "ConfusionCell",
     "Corrected",
+    "Design",
     "DesignAgreement",
+    "DesignEstimate",
     "Figure",
+    "FirstPhase",
     "GradeCalibration",
     "GradeConfusion",
     "Interval",
@@ -97,11 +122,14 @@ __all__ = [
     "PairedTest",
     "Power",
     "Share",
+    "Spread",
+    "ZTest",
     "adjust",
     "agreement",
     "alignment_figures",
     "auc_score",
     "balanced_accuracy",
+    "baseline_variance",
     "beyond_noise",
     "bootstrap",
     "bootstrap_ci",
@@ -113,13 +141,18 @@ __all__ = [
     "design_corrected_mean",
     "design_grade_agreement",
     "detectable",
+    "design_interval",
+    "design_mean",
+    "design_ppi",
     "detector_figures",
     "engine_ndcg",
     "grade_agreement",
     "grade_confusion",
+    "hajek_scores",
+    "jackknife_interval",
     "kappa",
     "kappa_of_counts",
-    "jackknife_interval",
+    "kish_ess",
     "krippendorff_alpha",
     "labels_to_halve",
     "pair_alpha",
@@ -135,5 +168,9 @@ __all__ = [
     "share_figure",
     "skew_corrected_interval",
     "smallest_p",
+    "spread",
     "two_level_test",
+    "variance_strata",
+    "z_quantile",
+    "z_test",
 ]

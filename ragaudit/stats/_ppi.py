@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ragaudit.stats._resample import CONFIDENCE, bootstrap, bootstrap_ci
+from ragaudit.stats._survey import Design, design_mean, design_ppi
 from ragaudit.stats._tests import PairedTest, _degenerate, paired_test
 
 # The cost of a judged item relative to a person's label, only to ask ppi_py's planner for the
@@ -178,69 +179,6 @@ def corrected_mean(
     )
 
 
-def _samplics() -> Any:
-    import warnings
-
-    with warnings.catch_warnings():
-        # samplics 0.6 says at import that it is archived (its successor is ``svy``); the
-        # estimators used here are unchanged in it.
-        warnings.simplefilter("ignore", FutureWarning)
-        import samplics
-    return samplics
-
-
-def _design_mean(
-    values: np.ndarray, weights: np.ndarray, clusters: np.ndarray
-) -> tuple[float, float, float]:
-    """The weighted (Hájek) mean of ``values`` and its 95 % interval over the clusters.
-
-    samplics' Taylor linearisation with the clusters as primary sampling units gives the mean
-    and its standard error: the with-replacement ("ultimate cluster") variance of the cluster
-    totals, which takes in the variance of every later stage (Hansen, Hurwitz & Madow 1953).
-    The interval is Student t on clusters − 1 degrees of freedom moved for the skew of the
-    cluster totals (:func:`skew_corrected_interval`): a few clusters with a long tail (most
-    questions' residuals near zero, a few far below) leave a plain t interval short on the
-    tail's side. Conservative when a large share of the clusters is drawn (no finite-population
-    correction).
-    """
-    from scipy import stats
-
-    samplics = _samplics()
-    est = samplics.TaylorEstimator(samplics.PopParam.mean, alpha=1 - CONFIDENCE)
-    est.estimate(y=values, samp_weight=weights, psu=clusters, remove_nan=True)
-    point, se = float(est.point_est), float(est.stderror)
-    # The linearised value of each cluster (its share of the Hájek mean's error): the Taylor
-    # variance above is their with-replacement variance, their skew the one to correct.
-    keys, index = np.unique(clusters, return_inverse=True)
-    totals = np.bincount(index, weights=weights * (values - point), minlength=keys.size)
-    skew = float(stats.skew(totals, bias=False)) if keys.size >= 3 and np.ptp(totals) > 0 else 0.0
-    low, high = skew_corrected_interval(point, se, skew, int(keys.size))
-    return point, low, high
-
-
-def skew_corrected_interval(mean: float, se: float, skew: float, n: int) -> tuple[float, float]:
-    """A 95 % interval of a mean of ``n`` units whose distribution has skewness ``skew``.
-
-    Hall's transformation of the Studentized mean (Hall 1992, "On the removal of skewness by
-    transformation", JRSS B 54): with a = γ/(3√n) and b = γ/(6√n), g(t) = t + a·t² + a²·t³/3 +
-    b is monotone and removes the first-order skew term of t's distribution, so the interval is
-    mean − se·g⁻¹(±q), q the Student t quantile on n − 1 degrees of freedom. γ = 0 gives the
-    plain t interval. Its ends are not symmetric: longer on the side of the tail.
-    """
-    from scipy import stats
-
-    if n < 2 or not math.isfinite(se):
-        return math.nan, math.nan
-    q = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1))
-    a, b = skew / (3 * math.sqrt(n)), skew / (6 * math.sqrt(n))
-
-    def inverse(y: float) -> float:
-        # g⁻¹(y) = ((1 + 3a(y − b))^(1/3) − 1) / a: g(t) − b = ((1 + a·t)³ − 1) / (3a).
-        return y - b if abs(a) < 1e-12 else (float(np.cbrt(1 + 3 * a * (y - b))) - 1) / a
-
-    return mean - se * inverse(q), mean - se * inverse(-q)
-
-
 def design_corrected_mean(
     figure: str,
     human: Sequence[float],
@@ -300,11 +238,9 @@ def design_corrected_mean(
             empty, note=f"{y.size} labelled item(s) in {m} question(s): no interval (two needed)"
         )
 
-    def clip(v: float) -> float:
-        return v if bounds is None else min(max(v, bounds[0]), bounds[1])
-
-    labels_mean, labels_low, labels_high = _design_mean(y, w, c)
-    correction, low, high = _design_mean(y - f, w, c)
+    design = Design.of(c.tolist())
+    labels = design_mean(y, w, design, skewed=True, bounds=bounds)
+    corrected = design_ppi(judge_mean, y - f, w, design, bounds=bounds)
     rho: float | None = None
     if np.ptp(y) > 0 and np.ptp(f) > 0:
         cov = np.cov(y, f, aweights=w)
@@ -318,13 +254,13 @@ def design_corrected_mean(
         judge_low,
         judge_high,
         int(judged.size),
-        clip(judge_mean + correction),
-        clip(judge_mean + low),
-        clip(judge_mean + high),
+        corrected.point,
+        corrected.ci_low,
+        corrected.ci_high,
         labelled,
-        clip(labels_mean),
-        clip(labels_low),
-        clip(labels_high),
+        labels.point,
+        labels.ci_low,
+        labels.ci_high,
         rho,
         halve,
         f"design-weighted, intervals over {m} question(s)",
@@ -411,5 +347,4 @@ __all__ = [
     "design_corrected_mean",
     "labels_to_halve",
     "ppi_paired_test",
-    "skew_corrected_interval",
 ]

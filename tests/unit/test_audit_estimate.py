@@ -7,12 +7,12 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
-from ragaudit.audit import ALL, estimate, kish_ess, list_metrics, metric_names
-from ragaudit.audit._estimate import variance_strata
+from ragaudit.audit import ALL, estimate, list_metrics, metric_names
 from ragaudit.ranking import ndcg_at_k
 from ragaudit.schemas import AUDIT_ESTIMATES
+from ragaudit.stats import kish_ess, variance_strata
 
 
 def _sample(
@@ -102,16 +102,24 @@ def test_interval_matches_an_independent_stratified_taylor_variance() -> None:
 
 
 def test_certainty_units_add_no_variance() -> None:
-    # Two certain units with very different values, and an uncertain stratum of equal values.
+    # Two certain units with very different values, and an uncertain stratum.
     sample = _sample(
         ["a/head", "a/head", "a/tail", "a/tail", "a/tail"],
         [5, 5, 10, 10, 10],
         pis=[1.0, 1.0, 0.1, 0.1, 0.1],
     )
-    row = estimate(_values([0.0, 1.0, 0.3, 0.3, 0.3]), sample).row(0, named=True)
-    assert row["estimate"] == pytest.approx((5 * 0.0 + 5 * 1.0 + 30 * 0.3) / 40)
-    assert row["ci_low"] == pytest.approx(row["estimate"])
-    assert row["ci_high"] == pytest.approx(row["estimate"])
+    y = np.array([0.0, 1.0, 0.2, 0.3, 0.4])
+    row = estimate(_values(list(y)), sample).row(0, named=True)
+    mean = (5 * 0.0 + 5 * 1.0 + 10 * 0.9) / 40
+    assert row["estimate"] == pytest.approx(mean)
+    # Only the uncertain stratum's three units vary: z = w (y - mean) / sum w over them.
+    z = 10 * (y[2:] - mean) / 40
+    assert row["se"] == pytest.approx(math.sqrt(3 / 2 * float(((z - z.mean()) ** 2).sum())))
+    # An uncertain stratum whose units all agree cannot say how much the others differ: no
+    # interval, rather than a point.
+    flat = estimate(_values([0.0, 1.0, 0.3, 0.3, 0.3]), sample).row(0, named=True)
+    assert flat["estimate"] == pytest.approx((5 * 0.0 + 5 * 1.0 + 30 * 0.3) / 40)
+    assert flat["ci_low"] is None and flat["se"] is None
     # One unit, taken with certainty: its value is the figure, without error.
     census = estimate(_values([0.7]), _sample(["a/head"], [3.0], pis=[1.0])).row(0, named=True)
     assert (census["estimate"], census["ci_low"], census["ci_high"]) == pytest.approx((0.7,) * 3)
@@ -136,6 +144,24 @@ def test_a_lone_uncertain_unit_is_pooled_with_its_segment() -> None:
     alone = variance_strata(["b/tail"], ["b"], [False], across_segments=False)
     assert alone == ["b/tail"]
     assert variance_strata(["a/head"], ["a"], [True], across_segments=True) == ["(certain)"]
+    # Requests sampled within a certain unit keep its stratum; a segment's only uncertain unit
+    # joins it rather than staying alone, but another uncertain stratum comes first.
+    within = variance_strata(
+        ["(certain)/u1", "(certain)/u1", "a/torso"],
+        ["a"] * 3,
+        [True, True, False],
+        across_segments=False,
+        within=[True, True, False],
+    )
+    assert within == ["(certain)/u1"] * 3
+    both = variance_strata(
+        ["(certain)/u1", "(certain)/u1", "a/torso", "a/tail", "a/tail"],
+        ["a"] * 5,
+        [True, True, False, False, False],
+        across_segments=False,
+        within=[True, True, False, False, False],
+    )
+    assert both == ["(certain)/u1", "(certain)/u1", "a/tail", "a/tail", "a/tail"]
 
 
 def test_list_metrics_by_hand_and_against_ranking() -> None:
@@ -192,8 +218,11 @@ def test_ppi_is_null_without_labels_and_equals_the_judge_when_people_agree() -> 
     )
     row = agree.row(0, named=True)
     assert row["ppi_estimate"] == pytest.approx(row["estimate"])
-    assert row["ppi_ci_low"] == pytest.approx(row["ci_low"])
-    assert row["ppi_ci_high"] == pytest.approx(row["ci_high"])
+    # No correction, and the labelled units' share of it adds no variance: the judge's se. The
+    # PPI interval is moved for skew (ADR 21), the judge's is not.
+    assert row["ppi_se"] == pytest.approx(row["se"])
+    assert row["ppi_ci_low"] < row["ppi_estimate"] < row["ppi_ci_high"]
+    assert row["estimate"] - row["ci_low"] == pytest.approx(row["ci_high"] - row["estimate"])
 
 
 def test_ppi_against_an_independent_linearisation() -> None:
@@ -220,14 +249,26 @@ def test_ppi_against_an_independent_linearisation() -> None:
     wl = w * labelled
     delta = (wl * (human - judge)).sum() / wl.sum()
     z = w * (judge - theta) / w.sum() + wl * (human - judge - delta) / wl.sum()
-    var = 0.0
+    var = third = 0.0
     for h in set(strata):
         zh = z[[s == h for s in strata]]
-        var += len(zh) / (len(zh) - 1) * float(((zh - zh.mean()) ** 2).sum())
-    half = stats.t.ppf(0.975, n - 3) * math.sqrt(var)
-    assert row["ppi_estimate"] == pytest.approx(theta + delta)
-    assert row["ppi_ci_low"] == pytest.approx(theta + delta - half)
-    assert row["ppi_ci_high"] == pytest.approx(theta + delta + half)
+        m, d = len(zh), zh - zh.mean()
+        var += m / (m - 1) * float((d**2).sum())
+        third += m * m / ((m - 1) * (m - 2)) * float((d**3).sum())
+    # Hall's transformation g(t) = t + a t² + a² t³ / 3 + b, a = γ/3, b = γ/6, inverted by a
+    # root finder rather than its closed form.
+    gamma = third / var**1.5
+    a, b = gamma / 3, gamma / 6
+    q = stats.t.ppf(0.975, n - 3)
+
+    def g_inverse(target: float) -> float:
+        return optimize.brentq(lambda t: t + a * t * t + a * a * t**3 / 3 + b - target, -50, 50)
+
+    point, se = theta + delta, math.sqrt(var)
+    assert row["ppi_estimate"] == pytest.approx(point)
+    assert row["ppi_se"] == pytest.approx(se)
+    assert row["ppi_ci_low"] == pytest.approx(point - se * g_inverse(q))
+    assert row["ppi_ci_high"] == pytest.approx(point - se * g_inverse(-q))
     # The judge alone is off by its bias; the correction moves toward the people's mean.
     people_mean = (w * human).sum() / w.sum()
     assert abs(row["ppi_estimate"] - people_mean) < abs(row["estimate"] - people_mean)

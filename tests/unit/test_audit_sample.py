@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 
 import polars as pl
@@ -11,7 +10,9 @@ import pytest
 from ragaudit.audit import SampleOptions, draw_sample, normalise_query, strata_table
 from ragaudit.audit._sample import (
     MIN_PER_STRATUM,
+    MIN_WITHIN,
     inclusion_probabilities,
+    permanent_random,
     units_of_day,
 )
 from ragaudit.errors import ConfigError
@@ -63,21 +64,34 @@ def test_units_deduplicate_normalised_queries_with_counts() -> None:
     assert bands == {"hello worldx": "torso", "hello worldy": "tail", "otherx": "tail"}
 
 
-def test_inclusion_probabilities_sum_to_the_budget_and_follow_requests() -> None:
+def test_inclusion_probabilities_spend_the_budget_on_requests_and_follow_them() -> None:
     units = units_of_day(_traffic(_zipf_counts()), SampleOptions().bands)
     with_pi = inclusion_probabilities(units, 60)
-    pi = with_pi["pi"]
-    assert math.isclose(pi.sum(), 60.0, rel_tol=1e-9)
+    pi, drawn = with_pi["pi"], with_pi["requests_drawn"]
     assert ((pi > 0) & (pi <= 1)).all()
-    per_stratum = with_pi.group_by("stratum").agg(pl.col("pi").sum(), pl.len())
+    # The budget counts graded requests: one of each uncertain unit, lambda * count of each
+    # certain one (at least two); rounding and that floor add a little.
+    expected = float((pi * drawn).sum())
+    assert 60.0 <= expected <= 66.0
+    assert (drawn.filter(pi < 1) == 1).all()
+    certain = with_pi.filter(pl.col("pi") >= 1)
+    assert (
+        certain["requests_drawn"] >= pl.Series([min(MIN_WITHIN, c) for c in certain["count"]])
+    ).all()
+    per_stratum = with_pi.group_by("stratum").agg(
+        (pl.col("pi") * pl.col("requests_drawn")).sum().alias("expected"),
+        pl.col("count").sum().alias("requests"),
+    )
     for row in per_stratum.iter_rows(named=True):
-        assert row["pi"] >= min(MIN_PER_STRATUM, row["len"]) - 1e-9
-    # Within a stratum, uncertain units' probabilities are proportional to their requests.
+        assert row["expected"] >= min(MIN_PER_STRATUM, row["requests"]) - 1e-9
+    # Within a stratum every request has about the same chance (a self-weighting design):
+    # an uncertain unit's probability is proportional to its requests.
     head = with_pi.filter((pl.col("band") == "head") & (pl.col("pi") < 1))
     ratio = (head["pi"] / head["count"]).to_list()
     assert max(ratio) == pytest.approx(min(ratio))
-    # The most asked queries are taken with certainty.
-    assert with_pi.sort("count", descending=True)["pi"][0] == 1.0
+    # The most asked queries are taken with certainty, several of their requests graded.
+    top = with_pi.sort("count", descending=True).row(0, named=True)
+    assert top["pi"] == 1.0 and top["requests_drawn"] >= 2
 
 
 def test_the_hash_sample_is_stable_across_days_and_changes_with_the_salt() -> None:
@@ -128,17 +142,45 @@ def test_the_representative_request_is_deterministic_and_one_of_the_units() -> N
         assert own["query"].item() == row["query_norm"]
 
 
-def test_weights_represent_the_day_and_a_census_has_weight_count() -> None:
+def test_weights_represent_the_day_and_a_census_has_weight_one() -> None:
     counts = _zipf_counts(segments=2, queries=100)
     everything = draw_sample(_traffic(counts), SampleOptions(sample=None), salt="s")
-    assert everything.height == len(counts)
-    assert (everything["pi"] == 1.0).all()
-    assert everything["weight"].to_list() == everything["count"].cast(pl.Float64).to_list()
+    # No cap: every request of every query is graded, each standing for itself.
+    assert everything.height == sum(counts.values())
+    assert (everything["pi"] == 1.0).all() and (everything["pi_within"] == 1.0).all()
+    assert (everything["weight"] == 1.0).all()
     drawn = draw_sample(_traffic(counts), SampleOptions(sample=40), salt="s")
-    assert (drawn["weight"] == drawn["count"] / drawn["pi"]).all()
+    assert (drawn["weight"] == drawn["count"] / (drawn["pi"] * drawn["requests_drawn"])).all()
+    assert (drawn["pi_within"] == drawn["requests_drawn"] / drawn["count"]).all()
+    # Each drawn unit has its requests_drawn rows, and their weights add up to count / pi.
+    per_unit = drawn.group_by("unit").agg(
+        pl.len().alias("rows"),
+        pl.col("requests_drawn").first(),
+        pl.col("weight").sum(),
+        (pl.col("count") / pl.col("pi")).first().alias("represented"),
+    )
+    assert (per_unit["rows"] == per_unit["requests_drawn"]).all()
+    assert per_unit["weight"].to_list() == pytest.approx(per_unit["represented"].to_list())
     # The columns and types of sample.parquet, as the schema has them.
     assert drawn.to_arrow().cast(AUDIT_SAMPLE).schema.names == AUDIT_SAMPLE.names
     assert drawn.columns == AUDIT_SAMPLE.names
+
+
+def test_a_certain_query_grades_its_first_requests_by_permanent_random_number() -> None:
+    counts = {("a", "often asked"): 40, ("a", "rare one"): 1, ("a", "rare two"): 1}
+    requests = _traffic(counts, seed=2)
+    drawn = draw_sample(requests, SampleOptions(sample=8), salt="s")
+    often = drawn.filter(pl.col("count") == 40)
+    assert often["pi"][0] == 1.0 and often.height == often["requests_drawn"][0] >= 2
+    ids = (
+        requests.collect()
+        .join(often.select("query_norm").unique(), left_on="query", right_on="query_norm")
+        .get_column("request_id")
+        .to_list()
+    )
+    ordered = sorted(ids, key=lambda r: (permanent_random("s", r), r))
+    assert often["request_id"].to_list() == ordered[: often.height]
+    assert often["pi_within"][0] == pytest.approx(often.height / 40)
 
 
 def test_a_token_budget_caps_the_draw() -> None:
@@ -150,7 +192,8 @@ def test_a_token_budget_caps_the_draw() -> None:
     # Both caps: the smaller holds.
     assert budget_units(SampleOptions(sample=10, max_judge_tokens=10_000), 400.0) == 10
     drawn_pi = inclusion_probabilities(units, budget_units(tokens, 400.0))
-    assert math.isclose(drawn_pi["pi"].sum(), 25.0, rel_tol=1e-9)
+    expected = float((drawn_pi["pi"] * drawn_pi["requests_drawn"]).sum())
+    assert 25.0 <= expected <= 28.0
     with pytest.raises(ConfigError, match="max_judge_tokens"):
         budget_units(tokens, tokens_per_request=None)
 
@@ -172,9 +215,11 @@ def test_the_strata_table_counts_every_stratum_and_agrees_with_the_draw() -> Non
     drawn = draw_sample(_traffic(counts), opts, salt="s")
     assert strata["units"].sum() == len(counts)
     assert strata["requests"].sum() == sum(counts.values())
-    assert strata["expected"].sum() == pytest.approx(60.0)
-    assert strata["drawn"].sum() == drawn.height
-    per = drawn.group_by("stratum").agg(pl.len().alias("n"), pl.col("count").sum().alias("r"))
+    assert 60.0 <= strata["expected"].sum() <= 66.0
+    assert strata["graded"].sum() == drawn.height
+    assert strata["drawn"].sum() == drawn["unit"].n_unique()
+    units = drawn.unique("unit")
+    per = units.group_by("stratum").agg(pl.len().alias("n"), pl.col("count").sum().alias("r"))
     joined = strata.join(per, on="stratum", how="left").fill_null(0)
     assert (joined["drawn"] == joined["n"]).all()
     assert (joined["drawn_requests"] == joined["r"]).all()
