@@ -129,7 +129,17 @@ STAGES: tuple[Stage, ...] = (
         run=_task("collect", "collect"),
         reads=(),
         writes=("questions", "candidates", "answers", "retrieval"),
-        sections=("questions", "limit", "collect", "gold", "models.embedder"),
+        sections=(
+            "questions",
+            "limit",
+            "collect",
+            "gold",
+            "models.embedder",
+            # collect.query_form rewrite: the judge's model rewrites a turn from its history.
+            *_JUDGE,
+            "models.max_output_tokens",
+            "conversation",
+        ),
         module="ragaudit.tasks.collect",
         help="Stage 1: fetch candidates and the system's answers into the run folder.",
         estimate=_named(_DRY_RUN, "estimate_collect"),

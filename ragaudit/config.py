@@ -372,6 +372,10 @@ class EngineConfig(_Frozen):
         return self
 
 
+QueryForm = Literal["last", "history", "rewrite"]
+"""What a turn sends to the search backend (``collect.query_form``; ``ragaudit.query_forms``)."""
+
+
 class CollectConfig(_Frozen):
     """Stage 1: candidates from the search backend, answers from the system."""
 
@@ -394,6 +398,14 @@ class CollectConfig(_Frozen):
     """Candidates fetched per question."""
     filter_field: str | None = "collection"
     """Key of the question's ``filters`` that constrains the search (e.g. a collection id)."""
+    query_form: QueryForm = "last"
+    """What a turn of a conversation sends to the search backend: ``last``, the utterance
+    alone; ``history``, the conversation's user turns (at most ``conversation.max_history_turns``
+    earlier ones), oldest first, then the utterance; ``rewrite``, the question's ``rewrite``
+    field, else the judge's model rewriting the turn as a question that stands alone (memoised;
+    a rewrite that fails searches the ``history`` form and says so on the question's
+    ``retrieval`` row). The judge always sees the turn with its history; a question without a
+    history searches its text under every form. ``tune.variants`` compares forms."""
     mode: Literal["bm25", "vector", "hybrid"] = "bm25"
     """Local backend ranking."""
     rrf_k: int = Field(default=60, ge=1, le=10_000)
@@ -1122,6 +1134,7 @@ __all__ = [
     "HttpAnswerConfig",
     "GroundTruthConfig",
     "ModelsConfig",
+    "QueryForm",
     "ReportConfig",
     "RunConfig",
     "ScaleConfig",

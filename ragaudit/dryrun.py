@@ -58,6 +58,7 @@ from ragaudit.estimate import History, Reply, find_record, judge_history
 
 if TYPE_CHECKING:
     from ragaudit.judging import Judge
+    from ragaudit.query_forms import SearchQuery
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ class Assumptions:
     statement_tokens: int = 25
     """Reply tokens per statement (statement extraction, verdicts, classifications)."""
     question_tokens: int = 25
-    """Reply of answer relevancy's question generation."""
+    """Reply of a written question: answer relevancy's question generation, a turn's rewrite
+    (``collect.query_form: rewrite``)."""
     answer_tokens: int = 150
     """Reply of a ground-truth group answer or merge."""
     tie_share: float = 0.0
@@ -147,8 +149,11 @@ class Plan:
     config: RunConfig
     assume: Assumptions
     questions: list[Question]
+    """As the judge is shown them (a turn with its history, bounded)."""
     candidates: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """Per question, (context id, text) in engine order."""
+    queries: dict[str, str] = field(default_factory=dict)
+    """Per question the engine is asked, the text it searches (``collect.query_form``)."""
     responses: dict[str, str | None] = field(default_factory=dict)
     relevant: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     references: dict[str, str | None] = field(default_factory=dict)
@@ -168,6 +173,9 @@ class Plan:
     """Written references whose mean length stood in for ``reference_tokens``."""
     nuggets: dict[str, int] = field(default_factory=dict)
     """Per question, the nuggets the ground_truth stage is taken to write."""
+    stored: dict[str, Question] = field(default_factory=dict)
+    """The questions as the set gives them, by id: what the search is asked from (a turn's
+    utterance, never the conversation the judge is shown); absent ones are their own."""
 
     def share(self, name: str) -> float:
         """The share ``name`` (``relevant_share``, ``tie_share``, ``reference_share``).
@@ -294,13 +302,43 @@ def _bm25(config: RunConfig) -> RunConfig:
     return config.model_copy(update={"collect": config.collect.model_copy(update={"mode": "bm25"})})
 
 
+async def _queries(plan: Plan, todo: list[Question]) -> dict[str, SearchQuery]:
+    """What each question searches under ``collect.query_form``; rewrites counted, not asked.
+
+    The rewrite's own plan (``query_forms.search_queries`` on a counting judge) gives every
+    request the stage sends; a rewrite not asked is searched as its ``history`` form, the
+    form a failed rewrite falls back to.
+    """
+    from ragaudit.judging import CountingJudge, Judge, PlannedRequest
+    from ragaudit.prompts.rewrite import REWRITE
+    from ragaudit.query_forms import search_queries
+
+    config = plan.config
+    requests: list[PlannedRequest] = []
+    sizer = Judge.from_config(config.models, None, 1)  # type: ignore[arg-type]  # it never calls
+    counting = CountingJudge.like(sizer, lambda schema: None, requests)
+    queries = await search_queries(todo, config.collect.query_form, config.conversation, counting)
+    if requests:
+        line = plan.line("collect", "query rewrites", sizer.model)
+        for r in requests:
+            line.calls += 1
+            line.tokens_in += _prompt_tokens(r.model, r.messages)
+            line.tokens_out += plan.reply_tokens("collect", REWRITE.key, "question_tokens")
+        plan.notes.append(
+            f"collect: {len(requests)} turns rewritten by the judge (query_form rewrite); "
+            "searched here in their history form (the rewrites are not asked)"
+        )
+    return queries
+
+
 async def _search_dry(plan: Plan) -> None:
     """Candidate texts per question from the configured search, without any model call."""
     from ragaudit.search import capabilities, make_search_backend, read_corpus
 
     config = plan.config
     cfg = config.collect
-    todo = [q for q in plan.questions if not q.retrieved_contexts]
+    # Searched as the run searches them: from the stored question, not the judge's text of it.
+    todo = [plan.stored.get(q.question_id, q) for q in plan.questions if not q.retrieved_contexts]
     for q in plan.questions:
         if q.retrieved_contexts:
             plan.candidates[q.question_id] = [
@@ -309,6 +347,8 @@ async def _search_dry(plan: Plan) -> None:
     can = capabilities(cfg.backend)
     if not todo or not can.searches:
         return
+    queries = await _queries(plan, todo)
+    plan.queries.update({qid: query.text for qid, query in queries.items()})
     temp: tempfile.TemporaryDirectory[str] | None = None
     if not can.embedded:
         backend = make_search_backend(config)
@@ -339,7 +379,9 @@ async def _search_dry(plan: Plan) -> None:
         for q in todo:
             filters = {field_: q.filters[field_]} if field_ and field_ in q.filters else {}
             try:
-                hits = await backend.search(q.question, filters=filters, top_n=cfg.top_n)
+                hits = await backend.search(
+                    queries[q.question_id].text, filters=filters, top_n=cfg.top_n
+                )
             except Exception as exc:  # the real run records it as this question's failure
                 plan.notes.append(f"collect: question {q.question_id}: search failed: {exc}")
                 hits = []
@@ -377,7 +419,11 @@ async def _read_answers(plan: Plan) -> None:
 
 
 async def estimate_collect(plan: Plan) -> None:
-    """Candidates and answers (no judge call); embeddings only for local vector/hybrid search."""
+    """Candidates, answers, the judge's rewrites of turns, embeddings of local vector search.
+
+    Rewrites only under ``collect.query_form: rewrite``; embeddings only for the local
+    backend's vector and hybrid modes.
+    """
     await _search_dry(plan)
     await _read_answers(plan)
     cfg = plan.config.collect
@@ -391,7 +437,9 @@ async def estimate_collect(plan: Plan) -> None:
     searched = [q for q in plan.questions if not q.retrieved_contexts]
     queries = plan.line("collect", "query embeddings", model, "embedding")
     queries.calls += len(searched)
-    queries.tokens_in += sum(_text_tokens(model, q.question) for q in searched)
+    queries.tokens_in += sum(
+        _text_tokens(model, plan.queries.get(q.question_id, q.question)) for q in searched
+    )
     index = make_search_backend(_bm25(plan.config))
     if index.count() == 0 and cfg.corpus is not None:
         docs = read_corpus(Path(cfg.corpus))
@@ -748,11 +796,9 @@ def start_plan(
     # The judge's prompt budget as ``Judge.from_config`` works it out: its window less its answer.
     models = config.models
     budget = context_window(judge, models.judge_context_window) - models.max_output_tokens
-    questions = [
-        in_context(q, config.conversation, judge, budget)
-        for q in load_questions(config.questions, limit=config.limit)
-    ]
-    plan = Plan(config, assume, questions)
+    stored = load_questions(config.questions, limit=config.limit)
+    questions = [in_context(q, config.conversation, judge, budget) for q in stored]
+    plan = Plan(config, assume, questions, stored={q.question_id: q for q in stored})
     if use_history:
         plan.history = judge_history(Path(config.runs_root), judge)
         if not plan.history.runs:

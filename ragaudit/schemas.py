@@ -315,7 +315,16 @@ RETRIEVAL = _schema(
         ("n_candidates", _i64),
         ("top_n", _i64),
         ("latency_s", _f64),
+        # What was searched (null: nothing was, the question set's own contexts): the text
+        # sent, the query form asked (collect.query_form), where the text came from
+        # (utterance | history | given | judge) and why a judge's rewrite is missing (the
+        # history form searched instead).
+        ("query", _str),
+        ("query_form", _str),
+        ("query_source", _str),
+        ("query_error", _str),
     ],
+    version=2,
 )
 
 CALIBRATION = _schema(
@@ -458,6 +467,30 @@ TUNE = _schema(
         ("recommended", _bool),  # better than the baseline beyond noise on held-out questions
         ("params", _str),  # JSON: template parameters
         ("changes", _str),  # JSON: collect fields changed over the baseline
+    ],
+)
+
+# ``ragaudit tune`` over query forms (``collect.query_form``) on conversations: each variant
+# whose form differs from the baseline's, its gain per group of turns, paired by question.
+TUNE_TURNS = _schema(
+    "tune_turns",
+    [
+        ("tune", _str),
+        ("variant", _str),
+        ("query_form", _str),  # last | history | rewrite
+        ("metric", _str),  # at ``depth``
+        ("depth", _i64),
+        ("breakdown", _str),  # turn_band | turn_kind
+        ("group", _str),  # 1 | 2 | 3-5 | 6+; standalone | non-standalone
+        ("n", _i64),  # questions paired (all of them: tuning and held out)
+        ("labelled", _i64),  # turn_kind: groups the set gave (the rest by turn position)
+        ("baseline", _f64),  # the baseline's mean over them
+        ("mean", _f64),  # the variant's
+        ("gain", _f64),  # mean − baseline
+        ("ci_low", _f64),  # paired bootstrap 95% interval of the gain
+        ("ci_high", _f64),
+        ("p_value", _f64),  # paired permutation test
+        ("p_adjusted", _f64),  # across the groups of the breakdown (report.adjustment)
     ],
 )
 
@@ -691,5 +724,6 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "SCORES",
     "SUMMARY",
     "TUNE",
+    "TUNE_TURNS",
     "VERDICTS",
 ]

@@ -6,6 +6,11 @@ answer source (``column``, ``entrypoint``, ``http``). Every question gets a ``re
 row (``ok``, ``empty`` or ``failed`` with the reason) and an ``answers`` row (``ok``,
 ``skipped`` or ``failed``): one question's trouble never stops the others.
 
+What a turn of a conversation searches is its query form (``collect.query_form``,
+:mod:`ragaudit.query_forms`): the utterance, its conversation's user turns, or a rewrite that
+stands alone (the set's, or the judge's, asked here and logged as this stage's calls). The
+``retrieval`` row keeps the text searched and where it came from.
+
 Two kinds of search failure stop the stage instead, because every other question would fail
 the same way: an engine that cannot be reached, that refuses the credentials, or that has
 no such index. The stage then fails with one message naming the question it happened on and
@@ -24,6 +29,7 @@ from ragaudit.answers import answer_one, make_source, resolve_entrypoint
 from ragaudit.config import RunConfig
 from ragaudit.dataset import CONVERSATION_FIELDS, Question, check_gold, load_questions, with_qrels
 from ragaudit.errors import ConfigError, StageError
+from ragaudit.query_forms import SearchQuery, needs_judge, search_queries
 from ragaudit.schemas import ANSWERS, CANDIDATES, QUESTIONS, RETRIEVAL, to_table
 from ragaudit.search import (
     Hit,
@@ -89,11 +95,47 @@ def _named(q: Question) -> str:
     return f"question '{q.question_id}' ({text})"
 
 
-async def _search_all(
+def _searched(questions: list[Question], backend: SearchBackend | None) -> list[Question]:
+    """The questions the backend is asked (the others bring their own contexts)."""
+    return [] if backend is None else [q for q in questions if not q.retrieved_contexts]
+
+
+async def _queries(
     ctx: StageContext, questions: list[Question], backend: SearchBackend | None
+) -> dict[str, SearchQuery]:
+    """What each searched question sends, under ``collect.query_form``.
+
+    The judge is built only when a turn needs its rewrite; a rewrite it cannot give is
+    searched in the history form, said on the question's row and in the log.
+    """
+    form = ctx.config.collect.query_form
+    searched = _searched(questions, backend)
+    asked = sum(1 for q in searched if needs_judge(q, form))
+    if not asked:
+        queries = await search_queries(searched, form, ctx.config.conversation, None)
+    else:
+        with progress.bar("collect: rewrites", asked) as bar:
+            queries = await search_queries(
+                searched, form, ctx.config.conversation, ctx.llm, bar.advance
+            )
+    for q in searched:
+        if queries[q.question_id].error:
+            log.warning("collect: %s: %s", _named(q), queries[q.question_id].error)
+    return queries
+
+
+async def _search_all(
+    ctx: StageContext,
+    questions: list[Question],
+    backend: SearchBackend | None,
+    queries: dict[str, SearchQuery] | None = None,
 ) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Candidate rows and a retrieval row per question; raises on a stage-stopping failure."""
+    """Candidate rows and a retrieval row per question; raises on a stage-stopping failure.
+
+    ``queries`` says what each question searches (default: its text).
+    """
     cfg = ctx.config.collect
+    queries = queries or {}
     run_id = ctx.run.run_id
     field = cfg.filter_field
     # A backend that limits its own searches in flight says how many (the engines' setting).
@@ -111,10 +153,19 @@ async def _search_all(
             row.update(backend="question_set", status="ok")
         else:
             row["backend"] = cfg.backend
+            query = queries.get(q.question_id) or SearchQuery(
+                q.question, cfg.query_form, "utterance"
+            )
+            row.update(
+                query=query.text,
+                query_form=query.form,
+                query_source=query.source,
+                query_error=query.error,
+            )
             filters = {field: q.filters[field]} if field and field in q.filters else {}
             try:
                 async with sem:
-                    hits = await backend.search(q.question, filters=filters, top_n=cfg.top_n)
+                    hits = await backend.search(query.text, filters=filters, top_n=cfg.top_n)
                 row["status"] = "ok" if hits else "empty"
                 if not hits:
                     row["error"] = (
@@ -198,7 +249,8 @@ async def collect(ctx: StageContext) -> list[str]:
     )
     backend = _backend(ctx) if use_engine else None
     try:
-        per_question, retrieval = await _search_all(ctx, questions, backend)
+        queries = await _queries(ctx, questions, backend)
+        per_question, retrieval = await _search_all(ctx, questions, backend, queries)
     finally:
         if backend is not None and hasattr(backend, "aclose"):
             await backend.aclose()

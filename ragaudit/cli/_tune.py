@@ -141,3 +141,11 @@ def _dry_run(cfg: RunConfig, yes: bool) -> None:
         f"grade for about {tokens:,} prompt tokens",
         soft_wrap=True,
     )
+    rewrites = sum(line.rewrites for line in lines)
+    if rewrites:
+        console.print(
+            f"query_form rewrite: {rewrites} turns for the judge to rewrite (about "
+            f"{sum(line.rewrite_tokens for line in lines):,} prompt tokens; memo hits cost "
+            "nothing); searched here in their history form, so that variant's pool is a guess",
+            soft_wrap=True,
+        )

@@ -5,7 +5,9 @@ time, or Optuna's TPE sampler) each retrieve their top ``depth`` per question; t
 graded once per document with the sort stage's graded prompt, through a judgment store that no
 grade is paid twice for; each variant's metrics get a mean with its interval and a paired test
 against the baseline, adjusted across variants; the winner is picked on tuning questions and
-recommended only if it beats the baseline beyond noise on held-out ones.
+recommended only if it beats the baseline beyond noise on held-out ones. Variants may search
+other query forms (``collect.query_form``) over one pooled grading of every turn in its
+conversation; on conversations their gain is broken down by turn band and turn kind.
 """
 
 from ragaudit._tune_config import TuneConfig, TuneRange
@@ -16,6 +18,7 @@ from ragaudit.tuning._outputs import (
     QRELS,
     REPORT,
     TABLE,
+    TURNS,
     calls_line,
     console_lines,
     moves,
@@ -25,6 +28,7 @@ from ragaudit.tuning._outputs import (
     summary,
     sweep_chart,
     table_rows,
+    turn_rows,
     write_outputs,
 )
 from ragaudit.tuning._plan import (
@@ -56,12 +60,14 @@ from ragaudit.tuning._run import (
 from ragaudit.tuning._search import SearchStrategy, search_strategy
 from ragaudit.tuning._stats import (
     Decision,
+    TurnGain,
     VariantStats,
     fold_tally,
     holdout_note,
     question_metrics,
     recommend,
     split_questions,
+    turn_gains,
 )
 
 __all__ = [
@@ -71,6 +77,7 @@ __all__ = [
     "QRELS",
     "REPORT",
     "TABLE",
+    "TURNS",
     "Decision",
     "DryRunLine",
     "GradeReport",
@@ -80,6 +87,7 @@ __all__ = [
     "TuneMetric",
     "TuneOutcome",
     "TuneRange",
+    "TurnGain",
     "Judged",
     "SearchStrategy",
     "Variant",
@@ -112,6 +120,8 @@ __all__ = [
     "sweep_chart",
     "table_rows",
     "tune_dir",
+    "turn_gains",
+    "turn_rows",
     "variant_config",
     "write_outputs",
 ]

@@ -20,7 +20,7 @@ import yaml
 from ragaudit.atomic import write_bytes, write_json, write_table
 from ragaudit.numbers import fixed
 from ragaudit.reporting import chart_svg, configure_chart, template_env
-from ragaudit.schemas import TUNE, dumps, to_table
+from ragaudit.schemas import TUNE, TUNE_TURNS, dumps, to_table
 from ragaudit.trec import qrels_text, run_text
 from ragaudit.tuning._metrics import metric_label
 from ragaudit.tuning._plan import BASELINE, collect_section
@@ -31,6 +31,8 @@ REPORT = "report.html"
 TABLE = "tune.parquet"
 QRELS = "pool.qrels.txt"
 BEST = "best.yaml"
+TURNS = "turns.parquet"
+"""Each query-form variant's gain per group of turns (a tune of conversations only)."""
 
 POOL_NOTE = (
     "Figures are over this tune's pool: a document no variant here retrieved was never graded "
@@ -126,6 +128,48 @@ def table_rows(out: TuneOutcome) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def turn_rows(out: TuneOutcome) -> list[dict[str, Any]]:
+    """``turns.parquet``'s rows: variant × metric × breakdown × group, each with n and CI."""
+    cfg = out.config.tune
+    return [
+        {
+            "tune": cfg.name,
+            "variant": t.variant,
+            "query_form": t.query_form,
+            "metric": t.metric,
+            "depth": cfg.depth,
+            "breakdown": t.breakdown,
+            "group": t.group,
+            "n": t.n,
+            "labelled": t.labelled,
+            "baseline": t.baseline,
+            "mean": t.mean,
+            "gain": t.gain,
+            "ci_low": t.ci_low,
+            "ci_high": t.ci_high,
+            "p_value": t.p_value,
+            "p_adjusted": t.p_adjusted,
+        }
+        for t in out.turns
+    ]
+
+
+def query_forms(out: TuneOutcome) -> dict[str, Any]:
+    """Per query form the variants use: where each question's text came from, what failed."""
+    tally: dict[str, Any] = {}
+    for form, queries in out.queries.items():
+        sources: dict[str, int] = {}
+        for q in queries.values():
+            sources[q.source] = sources.get(q.source, 0) + 1
+        failed = {qid: q.error for qid, q in queries.items() if q.error}
+        tally[form] = {"sources": sources, "failed": failed}
+    return tally
+
+
+def _rewrites_failed(out: TuneOutcome) -> int:
+    return sum(1 for queries in out.queries.values() for q in queries.values() if q.error)
 
 
 def _variant(out: TuneOutcome, name: str) -> Any:
@@ -238,14 +282,22 @@ def calls_line(out: TuneOutcome) -> str:
     shared = shared_texts(out)
     # Why the calls are fewer than the pool, when some ids hold one text.
     same = f"; {shared} pooled ids share a text with another and take its grade" if shared else ""
+    rewrites = out.rewrite_calls.get("calls", 0)
+    # The rewrites of turns (collect.query_form: rewrite) are judge calls too, said apart.
+    extra = (
+        f"; {rewrites} rewrites of turns ({out.rewrite_calls.get('provider_calls', 0)} paid, "
+        f"{out.rewrite_calls.get('cache_hits', 0)} memo hits)"
+        if rewrites
+        else ""
+    )
     if paid == 0:
         return (
             f"0 judge calls (all from the store/memo: {g.found_in_store} grades from the store, "
-            f"{c.get('cache_hits', 0)} memo hits{same})"
+            f"{c.get('cache_hits', 0)} memo hits{same}){extra}"
         )
     return (
         f"{paid} judge calls ({g.found_in_store} grades from the store, "
-        f"{c.get('cache_hits', 0)} memo hits{same})"
+        f"{c.get('cache_hits', 0)} memo hits{same}){extra}"
     )
 
 
@@ -311,6 +363,8 @@ def render_html(out: TuneOutcome) -> str:
         )
     else:
         conclusion = f"Not better beyond noise (α {out.config.report.alpha:g}): keep the baseline."
+    turns = _turn_tables(out)
+    failed = query_forms(out)
     env = template_env("ragaudit.tuning", trim=False)
     return env.get_template("tune.html.j2").render(
         name=cfg.name,
@@ -342,7 +396,40 @@ def render_html(out: TuneOutcome) -> str:
         variants=variants,
         charts=charts,
         moved=moved,
+        turns=turns,
+        forms={r.variant.name: r.variant.config.collect.query_form for r in out.runs},
+        rewrite_failures=[
+            (qid, error) for form in failed.values() for qid, error in form["failed"].items()
+        ],
     )
+
+
+def _turn_tables(out: TuneOutcome) -> list[dict[str, Any]]:
+    """The page's gains by turn: per variant and breakdown, the first metric's groups."""
+    primary = out.config.tune.metrics[0]
+    tables: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in out.turns:
+        if t.metric != primary:
+            continue
+        table = tables.setdefault(
+            (t.variant, t.breakdown),
+            {"variant": t.variant, "form": t.query_form, "breakdown": t.breakdown, "rows": []},
+        )
+        table["rows"].append(
+            {
+                "group": t.group,
+                "n": t.n,
+                "labelled": t.labelled,
+                "baseline": fixed(t.baseline, 3),
+                "mean": fixed(t.mean, 3),
+                "gain": fixed(t.gain, 3, sign=True),
+                "d": t.gain or 0.0,
+                "ci": _ci(t.ci_low, t.ci_high),
+                "p": fixed(t.p_value, 3) if t.p_value is not None else "n/a",
+                "p_adj": fixed(t.p_adjusted, 3) if t.p_adjusted is not None else "n/a",
+            }
+        )
+    return list(tables.values())
 
 
 def write_outputs(out: TuneOutcome) -> Path:
@@ -379,6 +466,11 @@ def write_outputs(out: TuneOutcome) -> Path:
     )
     body = yaml.safe_dump(collect_section(best), allow_unicode=True, sort_keys=False)
     write_bytes((header + body).encode(), folder / BEST)
+    if out.turns:
+        write_table(to_table(turn_rows(out), TUNE_TURNS), folder / TURNS)
+    else:
+        # A rerun without query-form variants: the old table would be read as this tune's.
+        (folder / TURNS).unlink(missing_ok=True)
     write_json(summary(out), folder / "tune.json")
     write_bytes(render_html(out).encode(), folder / REPORT)
     return folder
@@ -410,6 +502,10 @@ def summary(out: TuneOutcome) -> dict[str, Any]:
         "holdout_note": d.holdout_note,
         "shared_texts": shared_texts(out),
         "pool_note": POOL_NOTE,
+        "query_forms": {r.variant.name: r.variant.config.collect.query_form for r in out.runs},
+        "queries": query_forms(out),
+        "rewrite_llm": dict(out.rewrite_calls),
+        "turn_gains": turn_rows(out),
     }
 
 
@@ -431,6 +527,14 @@ def console_lines(out: TuneOutcome, folder: Path) -> list[str]:
         f"report: {folder / REPORT}  best: {folder / BEST}  table: {folder / TABLE}",
     ]
     lines.append(POOL_NOTE)
+    failed = _rewrites_failed(out)
+    if failed:
+        lines.append(
+            f"{failed} rewrites of turns failed: those turns searched their history form "
+            "instead (tune.json: queries)"
+        )
+    if out.turns:
+        lines.append(f"gains by turn band and turn kind: {folder / TURNS}")
     condensed = [k for k, v in out.judged.items() if _finite(v) and v < 1.0]
     if condensed:
         lines.append(
@@ -446,6 +550,7 @@ __all__ = [
     "QRELS",
     "REPORT",
     "TABLE",
+    "TURNS",
     "calls_line",
     "console_lines",
     "ranked",
@@ -455,5 +560,7 @@ __all__ = [
     "summary",
     "sweep_chart",
     "table_rows",
+    "query_forms",
+    "turn_rows",
     "write_outputs",
 ]

@@ -28,6 +28,7 @@ from ragaudit.judging import (
     lookup_pairs,
     prompt_tokens,
 )
+from ragaudit.query_forms import SearchQuery
 from ragaudit.search import SearchBackend, capabilities, make_search_backend, read_corpus
 from ragaudit.secrets import redact
 from ragaudit.tuning._plan import BASELINE, Variant
@@ -46,6 +47,8 @@ class Retrieved:
 
     ids: list[str] = field(default_factory=list)
     latency_s: float = 0.0
+    query: str = ""
+    """The text searched (the variant's ``collect.query_form``)."""
 
 
 @dataclass
@@ -122,13 +125,24 @@ async def retrieve(
     depth: int,
     embed: Embed,
     texts: dict[tuple[str, str], str],
+    queries: Mapping[str, Mapping[str, SearchQuery]] | None = None,
 ) -> list[VariantRun]:
     """Each variant's top ``depth`` for every question, searched concurrently.
 
     A variant whose backend cannot be built (a template that does not compile), or whose
     search fails for a question (a template that does not render for it, a query the engine
     rejects), is ``failed`` with that message; the others go on. Texts land in ``texts``.
+    Each variant searches what its ``collect.query_form`` sends (``queries``: form →
+    question id → query, :func:`ragaudit.query_forms.search_queries`); without ``queries``,
+    every question its text.
+
+    Raises:
+        ValueError: ``queries`` lacks the form of a variant.
     """
+    if queries is not None:
+        missing = {v.config.collect.query_form for v in variants} - set(queries)
+        if missing:
+            raise ValueError(f"retrieve: no queries of form {', '.join(sorted(missing))}")
     # The one variant that embeds (if any) fills an empty local index, so its vectors exist.
     filler = next((v for v in variants if v.config.collect.mode != "bm25"), variants[0])
     try:
@@ -160,6 +174,7 @@ async def retrieve(
         cfg = run.variant.config.collect
         field_ = cfg.filter_field
         filters = {field_: q.filters[field_]} if field_ and field_ in q.filters else {}
+        text = q.question if queries is None else queries[cfg.query_form][q.question_id].text
         try:
             async with limits[cfg.backend]:
                 # Timed once a slot is held: the wait for one is the tune's queue, not the
@@ -167,14 +182,14 @@ async def retrieve(
                 started = time.perf_counter()
                 # ``top_n`` as the run asks it, cut to ``depth`` after: a hybrid variant fuses
                 # lists as deep as the ones ``run`` fuses, so what is tuned is what is served.
-                hits = await backend.search(q.question, filters=filters, top_n=cfg.top_n)
+                hits = await backend.search(text, filters=filters, top_n=cfg.top_n)
                 took = time.perf_counter() - started
         except Exception as exc:  # one variant's failure must not stop the others
             if run.status == "ok":
                 run.status = "failed"
                 run.error = redact(f"question '{q.question_id}': {type(exc).__name__}: {exc}")
             return
-        run.questions[q.question_id] = Retrieved([h.id for h in hits[:depth]], took)
+        run.questions[q.question_id] = Retrieved([h.id for h in hits[:depth]], took, text)
         for h in hits[:depth]:
             texts[(q.question_id, h.id)] = h.text
 

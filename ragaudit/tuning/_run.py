@@ -14,12 +14,21 @@ from typing import Any
 
 import numpy as np
 
-from ragaudit.cache import Gateway, items_in_flight
+from ragaudit.cache import Gateway, items_in_flight, usage_counter
 from ragaudit.config import RunConfig
 from ragaudit.conversation import in_context
 from ragaudit.dataset import Question, load_questions
 from ragaudit.errors import ConfigError
-from ragaudit.judging import Grader, Judge, JudgmentStore, import_run_grades, prompt_tokens
+from ragaudit.judging import (
+    CountingJudge,
+    Grader,
+    Judge,
+    JudgmentStore,
+    PlannedRequest,
+    import_run_grades,
+    prompt_tokens,
+)
+from ragaudit.query_forms import SearchQuery, search_queries
 from ragaudit.registry import TUNE_SEARCHES
 from ragaudit.runfolder import RunsRoot
 from ragaudit.tuning._plan import (
@@ -40,7 +49,15 @@ from ragaudit.tuning._pool import (
     retrieve,
 )
 from ragaudit.tuning._search import SearchStrategy
-from ragaudit.tuning._stats import Decision, Values, question_metrics, recommend, split_questions
+from ragaudit.tuning._stats import (
+    Decision,
+    TurnGain,
+    Values,
+    question_metrics,
+    recommend,
+    split_questions,
+    turn_gains,
+)
 
 
 def tune_dir(config: RunConfig) -> Path:
@@ -73,6 +90,12 @@ class TuneOutcome:
     """Questions left out of every test: no relevant document in their pool."""
     from_runs: int = 0
     """Grades brought into the store from earlier runs' sort stages by this tune."""
+    queries: dict[str, dict[str, SearchQuery]] = field(default_factory=dict)
+    """Query form → question id → what it searched (the forms the variants use)."""
+    rewrite_calls: dict[str, int] = field(default_factory=dict)
+    """``calls``, ``cache_hits``, ``provider_calls`` of the judge's rewrites of turns."""
+    turns: list[TurnGain] = field(default_factory=list)
+    """Each query-form variant's gain per turn band and turn kind (conversations only)."""
 
 
 def _embed_of(config: RunConfig, gateway: Gateway) -> Callable[[list[str]], Any]:
@@ -110,6 +133,16 @@ def _values(
     return values, judged
 
 
+async def _queries(
+    variants: list[Variant], questions: list[Question], config: RunConfig, judge: Judge
+) -> dict[str, dict[str, SearchQuery]]:
+    """Per query form the variants use, what each question searches (rewrites asked once)."""
+    forms = dict.fromkeys(v.config.collect.query_form for v in variants)
+    return {
+        form: await search_queries(questions, form, config.conversation, judge) for form in forms
+    }
+
+
 async def _draw(
     config: RunConfig,
     runs: list[VariantRun],
@@ -119,6 +152,7 @@ async def _draw(
     texts: dict[tuple[str, str], str],
     grade: Callable[[], Any],
     tuning: list[str],
+    queries: dict[str, dict[str, SearchQuery]],
 ) -> None:
     """The search strategy's drawn points, if it draws.
 
@@ -135,7 +169,7 @@ async def _draw(
         name = f"trial-{n}"
         vconfig = variant_config(config, changes, params, f"tune trial {n}")
         variant = Variant(name, vconfig, changes, params)
-        [run] = await retrieve([variant], questions, tune.depth, embed, texts)
+        [run] = await retrieve([variant], questions, tune.depth, embed, texts, queries)
         runs.append(run)
         if run.status != "ok":
             return None
@@ -193,15 +227,19 @@ async def run_tune(
     by_id = {q.question_id: q for q in questions}
     embed = _embed_of(config, gateway)
     texts: dict[tuple[str, str], str] = {}
-    runs = await retrieve(variants, questions, tune.depth, embed, texts)
+    judge = judge_for(config, gateway, items_in_flight(config))
+    # Each turn searched as its variant's query form says (a rewrite asked once for every
+    # variant of its form); graded as the judge is shown a turn: with its history, so the
+    # forms share every (history, document) pair they both retrieve.
+    with gateway.scope("tune:rewrite", run_id=tune.name) as rewriting:
+        queries = await _queries(variants, questions, config, judge)
+    runs = await retrieve(variants, questions, tune.depth, embed, texts, queries)
     base = next(r for r in runs if r.variant.name == BASELINE)
     if base.status != "ok":
         raise ConfigError(f"tune: the baseline (the collect section) failed: {base.error}")
     pool = Pool()
     for run in runs:
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
-    judge = judge_for(config, gateway, items_in_flight(config))
-    # Searched as the query form says; graded as the judge is shown a turn: with its history.
     by_id = shown_to_judge(by_id, config, judge)
     store = judgment_store(config)
     from_runs = import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
@@ -226,7 +264,7 @@ async def run_tune(
 
     with gateway.scope("tune", run_id=tune.name) as counts:
         await grade()
-        await _draw(config, runs, pool, questions, embed, texts, grade, splits[0][0])
+        await _draw(config, runs, pool, questions, embed, texts, grade, splits[0][0], queries)
     values, judged = _values(runs, pool, config)
     primary = tune.metrics[0]
     defined = [q for q in by_id if math.isfinite(values[BASELINE][primary].get(q, math.nan))]
@@ -246,6 +284,17 @@ async def run_tune(
         bootstrap_samples=config.report.bootstrap_samples,
         seed=tune.seed,
     )
+    turns = turn_gains(
+        values,
+        questions,
+        BASELINE,
+        {r.variant.name: r.variant.config.collect.query_form for r in runs},
+        tune.metrics,
+        defined,
+        adjustment=config.report.adjustment,
+        resamples=config.report.compare_resamples,
+        seed=tune.seed,
+    )
     return TuneOutcome(
         config=config,
         questions=by_id,
@@ -263,6 +312,13 @@ async def run_tune(
         },
         excluded=excluded,
         from_runs=from_runs,
+        queries=queries,
+        rewrite_calls={
+            "calls": rewriting.calls,
+            "cache_hits": rewriting.cache_hits,
+            "provider_calls": rewriting.provider_calls,
+        },
+        turns=turns,
     )
 
 
@@ -279,6 +335,11 @@ class DryRunLine:
     tokens: int
     """Prompt tokens of grading ``new``."""
     error: str | None = None
+    rewrites: int = 0
+    """Turns the judge rewrites for this variant's query form, not counted by an earlier
+    variant of the same form (searched here in their history form, not asked)."""
+    rewrite_tokens: int = 0
+    """Prompt tokens of those rewrites."""
 
 
 async def dry_run(
@@ -294,11 +355,19 @@ async def dry_run(
     questions = load_questions(config.questions, limit=config.limit)
     by_id = {q.question_id: q for q in questions}
     texts: dict[tuple[str, str], str] = {}
-    runs = await retrieve(variants, questions, config.tune.depth, _embed_of(config, gateway), texts)
+    judge = judge_for(config, gateway, items_in_flight(config))
+    # The rewrites' own plan, on a judge that counts: a rewrite not asked falls back to the
+    # history form, which stands in for it in the searches below.
+    requests: dict[str, list[PlannedRequest]] = {}
+    queries: dict[str, dict[str, SearchQuery]] = {}
+    for form in dict.fromkeys(v.config.collect.query_form for v in variants):
+        counting = CountingJudge.like(judge, lambda schema: None, requests.setdefault(form, []))
+        queries[form] = await search_queries(questions, form, config.conversation, counting)
+    embed = _embed_of(config, gateway)
+    runs = await retrieve(variants, questions, config.tune.depth, embed, texts, queries)
     pool = Pool()
     for run in runs:
         pool.add(run, baseline=run.variant.name == BASELINE, texts=texts)
-    judge = judge_for(config, gateway, items_in_flight(config))
     by_id = shown_to_judge(by_id, config, judge)
     store = judgment_store(config)
     import_run_grades(RunsRoot(config.runs_root), store, Grader.of(judge))
@@ -309,14 +378,24 @@ async def dry_run(
     seen: set[tuple[str, str]] = {(q, c) for q, g in pool.grades.items() for c in g}
     lines = []
     for run in runs:
+        # A form's rewrites are asked once, for the first variant of that form.
+        asked = requests.pop(run.variant.config.collect.query_form, [])
+        rewrites = len(asked)
+        rewrite_tokens = sum(usage_counter(r.model).prompt(r.messages) for r in asked)
         if run.status != "ok":
-            lines.append(DryRunLine(run.variant.name, "failed", 0, 0, 0, run.error))
+            lines.append(
+                DryRunLine(run.variant.name, "failed", 0, 0, 0, run.error, rewrites, rewrite_tokens)
+            )
             continue
         top = [(qid, cid) for qid, got in run.questions.items() for cid in got.ids]
         new = [p for p in top if p not in seen]
         seen.update(new)
         tokens = sum(prompt_tokens(judge, by_id[q], pool.texts[q][c]) for q, c in new)
-        lines.append(DryRunLine(run.variant.name, "ok", len(top), len(new), tokens))
+        lines.append(
+            DryRunLine(
+                run.variant.name, "ok", len(top), len(new), tokens, None, rewrites, rewrite_tokens
+            )
+        )
     return lines, pool.size, stored, sum(line.tokens for line in lines)
 
 

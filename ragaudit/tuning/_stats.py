@@ -11,6 +11,7 @@ The tests, intervals, power and the beyond-noise rule are the comparison's own
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ragaudit.conversation import TURN_BANDS, turn_band
+from ragaudit.dataset import Question
 from ragaudit.registry import TUNE_METRICS
 from ragaudit.stats import (
     adjust,
@@ -114,12 +117,17 @@ class Decision:
     below it, the advice to use folds)."""
 
 
-def _paired(base: Values, other: Values, qids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    both = [
+def _both(base: Values, other: Values, qids: Sequence[str]) -> list[str]:
+    """The questions of ``qids`` with a value under both."""
+    return [
         q
         for q in qids
         if math.isfinite(base.get(q, math.nan)) and math.isfinite(other.get(q, math.nan))
     ]
+
+
+def _paired(base: Values, other: Values, qids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    both = _both(base, other, qids)
     return (
         np.array([base[q] for q in both], dtype=float),
         np.array([other[q] for q in both], dtype=float),
@@ -269,6 +277,127 @@ def recommend(
     return decision
 
 
+KINDS = ("standalone", "non-standalone")
+"""The groups of the ``turn_kind`` breakdown."""
+
+
+def standalone_group(q: Question) -> tuple[str, bool]:
+    """``q``'s group of :data:`KINDS`, and whether the set labelled it.
+
+    The set's ``turn_kind`` where given (``standalone`` against ``follow-up`` and
+    ``clarification``); else a conversation's first turn stands alone and its later ones do
+    not; a question of no conversation stands alone.
+    """
+    if q.turn_kind:
+        return ("standalone" if q.turn_kind == "standalone" else "non-standalone"), True
+    if q.turn is not None and q.turn > 1:
+        return "non-standalone", False
+    return "standalone", False
+
+
+@dataclass(frozen=True)
+class TurnGain:
+    """A variant's gain over the baseline on one group of turns, paired by question."""
+
+    variant: str
+    query_form: str
+    metric: str
+    breakdown: str
+    """``turn_band`` (1, 2, 3-5, 6+) or ``turn_kind`` (standalone, non-standalone)."""
+    group: str
+    n: int
+    """Questions with a value under both (the pairs)."""
+    labelled: int | None
+    """``turn_kind``: of them, those whose group the set gave (the rest by turn position)."""
+    baseline: float | None
+    mean: float | None
+    gain: float | None
+    """Mean of the variant less the baseline."""
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    p_adjusted: float | None = None
+    """Adjusted across the groups of its breakdown (``report.adjustment``)."""
+
+
+def turn_gains(
+    values: Mapping[str, Mapping[str, Values]],
+    questions: Sequence[Question],
+    baseline: str,
+    forms: Mapping[str, str],
+    metrics: Sequence[str],
+    qids: Sequence[str],
+    *,
+    adjustment: str = "bh",
+    resamples: int = 9999,
+    seed: int = 0,
+) -> list[TurnGain]:
+    """Each query-form variant's gain per turn band and for standalone against other turns.
+
+    Only when the questions hold turns of conversations, and only for the variants whose query
+    form (``forms``: variant → form) differs from the baseline's: what rewriting a turn (or
+    searching its history) buys where. Over the questions ``qids``, paired by question; each
+    gain's interval and p-value are the comparison's own (:func:`ragaudit.stats.paired_test`),
+    adjusted across the groups of one breakdown. A question of no conversation is in no turn
+    band and stands alone.
+    """
+    if not any(q.turn is not None for q in questions):
+        return []
+    chosen = set(qids)
+    bands: dict[str, list[str]] = {b: [] for b in TURN_BANDS}
+    kinds: dict[str, list[str]] = {k: [] for k in KINDS}
+    labelled: set[str] = set()
+    for q in questions:
+        if q.question_id not in chosen:
+            continue
+        band = turn_band(q.turn)
+        if band is not None:
+            bands[band].append(q.question_id)
+        kind, given = standalone_group(q)
+        kinds[kind].append(q.question_id)
+        if given:
+            labelled.add(q.question_id)
+    out: list[TurnGain] = []
+    for name, form in forms.items():
+        if name == baseline or name not in values or form == forms.get(baseline):
+            continue
+        for metric in metrics:
+            for breakdown, groups in (("turn_band", bands), ("turn_kind", kinds)):
+                rows = []
+                base, other = values[baseline][metric], values[name][metric]
+                for group, members in groups.items():
+                    paired = _both(base, other, members)
+                    if not paired:
+                        continue
+                    a, b = _paired(base, other, paired)
+                    t = paired_test(a, b, resamples, seed)
+                    rows.append(
+                        TurnGain(
+                            name,
+                            form,
+                            metric,
+                            breakdown,
+                            group,
+                            t.n,
+                            sum(1 for q in paired if q in labelled)
+                            if breakdown == "turn_kind"
+                            else None,
+                            t.mean_a,
+                            t.mean_b,
+                            t.diff,
+                            t.ci_low,
+                            t.ci_high,
+                            t.p_value,
+                        )
+                    )
+                adjusted = adjust([r.p_value for r in rows], adjustment)
+                out += [
+                    dataclasses.replace(r, p_adjusted=p)
+                    for r, p in zip(rows, adjusted, strict=True)
+                ]
+    return out
+
+
 def fold_tally(names: Sequence[str]) -> str:
     """``bm25 in 3 of 5 folds, hybrid in 2``."""
     counts: dict[str, int] = {}
@@ -319,7 +448,9 @@ def holdout_note(tuning_diffs: np.ndarray, n_heldout: int, alpha: float) -> str 
 
 
 __all__ = [
+    "KINDS",
     "Decision",
+    "TurnGain",
     "Values",
     "VariantStats",
     "fold_tally",
@@ -327,4 +458,6 @@ __all__ = [
     "question_metrics",
     "recommend",
     "split_questions",
+    "standalone_group",
+    "turn_gains",
 ]
