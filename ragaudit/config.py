@@ -540,6 +540,17 @@ class GroundTruthConfig(_Frozen):
     max_nuggets: int = Field(default=30, ge=1)
     """Nuggets kept per question after merging: vital ones first, then those more contexts
     state."""
+    answerability: Literal["auto", "judge", "given"] = "auto"
+    """Each question's answerability (answerable, partial, unanswerable, underspecified,
+    conversational), kept in ``ground_truth.parquet`` with its source: a label the question set
+    gives is read (``given``); a question without one is labelled by the judge from the turn
+    and its relevant contexts (``judged``): with ``auto``, the turns of conversations only (a
+    set of lone questions is then scored exactly as without labels); ``judge``, every question;
+    ``given``, none. The answer metrics declared conditioned are scored on a labelled turn by
+    MTRAG's rule (``score.condition_on_answerability``)."""
+    answerability_passages: int = Field(default=5, ge=0, le=100)
+    """Relevant contexts (most relevant first) shown to the answerability judge, as many of
+    them as fit its window."""
 
 
 DEFAULT_CITATION_PATTERN = (
@@ -659,6 +670,14 @@ class ScoreConfig(_Frozen):
     ``majority`` (the most frequent value, for metrics that score 0 or 1; a tie takes the lowest
     of the tied values). Every (judge, repeat) sample of the row counts once: with a jury, each
     judge weighs as much as its samples that did not fail. Only metrics listed in ``metrics``."""
+    condition_on_answerability: bool = True
+    """On a turn labelled with its answerability (given by the set, or judged by the
+    ground_truth stage), score the answer metrics declared conditioned (faithfulness, answer
+    relevancy and correctness, factual correctness, semantic similarity, nugget recalls, ROUGE-L,
+    BLEU, Jaccard) by MTRAG's rule: declining an unanswerable or conversational turn, or asking
+    back on an underspecified one, gets 1, not doing so 0; declining an answerable turn gets 0,
+    answering it the metric's own value. Each row says so. False: every metric's own value.
+    A turn without a label is never conditioned."""
     citation_pattern: str = DEFAULT_CITATION_PATTERN
     """How a citation appears in an answer (a regular expression whose first matching capture
     group holds a context's 1-based position among the retrieved contexts, its id, or several

@@ -176,6 +176,11 @@ class Plan:
     stored: dict[str, Question] = field(default_factory=dict)
     """The questions as the set gives them, by id: what the search is asked from (a turn's
     utterance, never the conversation the judge is shown); absent ones are their own."""
+    answerability: dict[str, str | None] = field(default_factory=dict)
+    """Per labelled question, its label where the set gives one, None where the ground_truth
+    stage will judge it."""
+    counted_once: set[tuple[str, str]] = field(default_factory=set)
+    """(judge, request) of the requests several metrics share, once counted."""
 
     def share(self, name: str) -> float:
         """The share ``name`` (``relevant_share``, ``tie_share``, ``reference_share``).
@@ -556,10 +561,13 @@ async def estimate_ground_truth(plan: Plan) -> None:
     cfg = config.ground_truth
     for q in plan.questions:
         plan.references[q.question_id] = q.reference
+        if q.answerability is not None:
+            plan.answerability[q.question_id] = q.answerability
     if not cfg.enabled:
         return
     # The writers size and render prompts without a gateway, which only answering uses.
     sizer = Judge.from_config(config.models, None, 1)  # type: ignore[arg-type]
+    await _estimate_answerability(plan, sizer)
     judge = sizer.model
     answers = plan.line("ground_truth", f"answers ({cfg.mode})", judge)
     merges = plan.line("ground_truth", "merges", judge)
@@ -596,6 +604,35 @@ async def estimate_ground_truth(plan: Plan) -> None:
         plan.reference_weight[q.question_id] = written_share
     if cfg.nuggets:
         _estimate_nuggets(plan, sizer)
+
+
+async def _estimate_answerability(plan: Plan, sizer: Judge) -> None:
+    """The label call of every turn the stage will judge, as the stage asks it.
+
+    :func:`judge_answerability` runs through a :class:`CountingJudge`, so the passages are
+    fitted to the window as in a run.
+    """
+    from ragaudit.judging import CountingJudge, PlannedRequest
+    from ragaudit.metrics import judge_answerability, should_judge
+
+    cfg = plan.config.ground_truth
+    judge = sizer.model
+    requests: list[PlannedRequest] = []
+    counting = CountingJudge.like(sizer, lambda schema: None, requests)
+    for q in plan.questions:
+        if not should_judge(q, cfg.answerability):
+            continue
+        plan.answerability[q.question_id] = None
+        passages = [t for _, t in plan.relevant.get(q.question_id, []) if t and t.strip()]
+        await judge_answerability(
+            counting, q.question, q.language, passages, cfg.answerability_passages
+        )
+    if requests:
+        line = plan.line("ground_truth", "answerability", judge)
+        for request in requests:
+            line.calls += 1
+            line.tokens_in += _prompt_tokens(judge, request.messages)
+            line.tokens_out += plan.assume.verdict_tokens
 
 
 def _estimate_nuggets(plan: Plan, sizer: Judge) -> None:
@@ -690,6 +727,13 @@ class _ScoreSheet:
     def text_tokens(self, model: str, text: str) -> int:
         return _text_tokens(model, text)
 
+    def once(self, key: str) -> bool:
+        seen = (self.judge, key)
+        if seen in self.plan.counted_once:
+            return False
+        self.plan.counted_once.add(seen)
+        return True
+
 
 def _samples(plan: Plan) -> list[Any]:
     from ragaudit.metrics import Sample
@@ -710,6 +754,13 @@ def _samples(plan: Plan) -> list[Any]:
                 reference_contexts=q.reference_contexts,
                 reference_context_ids=q.reference_context_ids,
                 nuggets=_nugget_placeholders(plan, q) if plan.config.ground_truth.nuggets else None,
+                # A label the stage will judge is taken as "answerable": the refusal check and
+                # the metric both asked, the most a labelled row can cost.
+                answerability=(
+                    plan.answerability[q.question_id] or "answerable"
+                    if q.question_id in plan.answerability
+                    else None
+                ),
             )
         )
     return out
@@ -734,7 +785,13 @@ async def estimate_score(plan: Plan) -> None:
     judge repeat, as the score stage's panel asks them.
     """
     from ragaudit.judging import Judge
-    from ragaudit.metrics import Skip, resolve
+    from ragaudit.metrics import (
+        SETTLED_BY_CHECK,
+        Skip,
+        is_conditioned,
+        refusal_check_cost,
+        resolve,
+    )
     from ragaudit.scoring import fit_k, make_panel
 
     config = plan.config
@@ -747,9 +804,10 @@ async def estimate_score(plan: Plan) -> None:
             m = resolve(name, config.score.model_dump())
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"score.metrics: {exc.args[0]}") from None
-        if not (m.needs_llm or m.needs_embeddings):
+        priced = m.needs_llm or m.needs_embeddings
+        if not (priced or m.conditioned):
             continue
-        if m.cost is None:
+        if priced and m.cost is None:
             plan.notes.append(f"score:{name}: rough estimate (one call of its prompt per row)")
         panel = make_panel(config, sizer, name)
         # A metric without a judge is scored once, whatever the panel: its first member's deps.
@@ -758,7 +816,13 @@ async def estimate_score(plan: Plan) -> None:
             sheet = _ScoreSheet(plan, f"score:{name}", deps.judge, deps.embedder)
             sheet.repeats = panel.repeats if m.needs_llm else 1
             for s in samples:
-                if m.missing(s):
+                if s.response is not None and is_conditioned(m, s, deps):
+                    # The refusal check first; on these labels its verdict is the value.
+                    sheet.weight = 1.0
+                    refusal_check_cost(s, deps, sheet)
+                    if s.answerability in SETTLED_BY_CHECK:
+                        continue
+                if not priced or m.missing(s):
                     continue
                 # A reference the run has yet to write exists only with the judge's written
                 # share.

@@ -215,7 +215,15 @@ GROUND_TRUTH = _schema(
         ("calls", _i64),
         ("tokens_in", _i64),
         ("tokens_out", _i64),
+        # Version 2: the turn's answerability (answerable | partial | unanswerable |
+        # underspecified | conversational), where it came from (given: the question set;
+        # judged: this stage's judge; null: neither) and the judge's reason, or why it gave no
+        # label (then the label is null). A version-1 table reads as all null.
+        ("answerability", _str),
+        ("answerability_source", _str),
+        ("answerability_reason", _str),
     ],
+    version=2,
 )
 
 NUGGETS = _schema(
@@ -252,8 +260,13 @@ SCORES = _schema(
         # each is; null with one sample (``value`` is then that sample).
         ("samples", pa.list_(_f64)),
         ("sample_judges", _strs),
+        # Version 3: the answerability label an answer metric's row was scored under (null:
+        # unconditioned, as every row of a set without labels), and why its value is the
+        # conditioning rule's rather than the metric's own (null: the metric's own value).
+        ("answerability", _str),
+        ("conditioned", _str),
     ],
-    version=2,
+    version=3,
 )
 
 SUMMARY = _schema(
@@ -345,8 +358,9 @@ CALIBRATION = _schema(
         ("embedder", _str),
     ],
 )
-# Every item a calibration scored, as score rows (question_id is the item's id).
-CALIBRATION_SCORES = _schema("calibration_scores", [(f.name, f.type) for f in SCORES])
+# Every item a calibration scored, as score rows (question_id is the item's id); version 2
+# with the scores' version 3 columns (null: calibration items carry no answerability).
+CALIBRATION_SCORES = _schema("calibration_scores", [(f.name, f.type) for f in SCORES], version=2)
 # Per-grade calibration: one row per human grade label, with the judge's grade of its context.
 CALIBRATION_GRADES = _schema(
     "calibration_grades",

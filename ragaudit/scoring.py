@@ -18,6 +18,13 @@ With judge repeats or a jury (:class:`Panel`), a judged metric scores each row o
 (judge, repeat): each repeat's calls are independent samples with their own memo keys
 (:func:`ragaudit.cache.judge_repeat`). The row keeps every sample and its judge, and its value
 is their aggregate (mean, median or majority); it fails only when every sample failed.
+
+On a turn labelled with its answerability, a metric declared ``conditioned`` is scored by
+MTRAG's rule (:func:`ragaudit.metrics.answerability_rule`), here, once for every such metric: the
+judge's refusal check of the answer first, then the rule's value (the metric not asked) or the
+metric's own. The row keeps the label (``answerability``), the check's verdicts (its
+``metric_args``) and, when the rule set its value, why (``conditioned``). A set without labels
+is scored exactly as before.
 """
 
 from __future__ import annotations
@@ -37,7 +44,16 @@ from ragaudit.concurrency import gather_limited
 from ragaudit.config import ENGLISH_ONLY_EMBEDDERS, SAMPLING_TEMPERATURE, RunConfig
 from ragaudit.dataset import Question
 from ragaudit.judging import Judge
-from ragaudit.metrics import Deps, Metric, Sample, Skip, trace
+from ragaudit.metrics import (
+    Deps,
+    Metric,
+    Outcome,
+    Sample,
+    Skip,
+    condition_on_answerability,
+    is_conditioned,
+    trace,
+)
 from ragaudit.schemas import dumps
 from ragaudit.secrets import redact
 
@@ -135,6 +151,7 @@ def build_samples(
         gold = q.reference_contexts
         if gold is None and any(c["gold_relevant"] is not None for c in pool):
             gold = [c["text"] for c in pool if c["gold_relevant"]]
+        label, source, label_error = answerability_of(q, ref_row)
         samples.append(
             Sample(
                 question_id=q.question_id,
@@ -149,9 +166,31 @@ def build_samples(
                 citation_ids=answer.get("citation_ids"),
                 nuggets=None if nuggets is None else found[0],
                 nuggets_note=None if nuggets is None else found[1],
+                answerability=label,
+                answerability_source=source,
+                answerability_error=label_error,
             )
         )
     return samples, no_answer
+
+
+def answerability_of(
+    q: Question, ground_truth: Mapping[str, Any] | None
+) -> tuple[str | None, str | None, str | None]:
+    """The turn's answerability label, its source and why the judge gave none.
+
+    The ground_truth row's (given or judged, written by that stage), else the question set's
+    own label; ``(None, None, None)`` for a question that has neither (never conditioned).
+    """
+    source = (ground_truth or {}).get("answerability_source")
+    if source is not None:
+        assert ground_truth is not None
+        label = ground_truth.get("answerability")
+        error = None if label is not None else ground_truth.get("answerability_reason")
+        return label, source, error
+    if q.answerability is not None:
+        return q.answerability, "given", None
+    return None, None, None
 
 
 def make_deps(config: RunConfig, judge: Judge) -> Deps:
@@ -270,30 +309,31 @@ async def score_one(
         args["prompt_language"] = _prompt_language(s)
     steps: list[dict[str, Any]] = []
     raw: list[str] = []
+    gated = False
     # Hundreds of rows start at once; yielding here lets the calls already in flight finish in
     # between, instead of all waiting until every row has rendered its first prompt.
     await asyncio.sleep(0)
     try:
         if no_answer is not None and "response" in m.inputs:
             raise Skip(no_answer)
-        missing = m.missing(s)
-        if missing:
-            raise Skip(f"no {missing} for this question")
-        if reads_contexts and m.needs_llm:
-            k, fit = fit_k(m, s, deps, window)
-            args["fit"] = fit
-            row["k_used"] = k
-            if k == 0:
-                raise Skip(
-                    f"the judge's window ({window} tokens, {deps.max_output_tokens} kept for the "
-                    f"answer) cannot hold the prompt with even one context"
-                )
-            s = replace(s, contexts=s.contexts[:k], context_ids=s.context_ids[:k])
-        with deps.gateway.item_scope(keep_raw=m.needs_llm) as raw, trace() as steps:
-            outcome = await m.score(s, deps)
+        gated = is_conditioned(m, s, deps)
+        # One scope and trace for the row: the refusal check's step and replies sit with the
+        # metric's own.
+        with deps.gateway.item_scope(keep_raw=m.needs_llm or gated) as raw, trace() as steps:
+            outcome = None
+            if gated:
+                row.update(answerability=s.answerability, conditioned=None, judge=deps.judge)
+                ruled = await condition_on_answerability(s, deps)
+                args["answerability"] = ruled.args
+                if ruled.value is not None:
+                    # The rule settles the row: the metric's own value would not count.
+                    row["conditioned"] = ruled.why
+                    outcome = Outcome(ruled.value)
+            if outcome is None:
+                outcome = await _own_score(m, s, deps, window, row, args)
         args.update(outcome.args)
         reason: Any = outcome.reason
-        if m.needs_llm:
+        if m.needs_llm or gated:
             reason = {"metric": outcome.reason, "steps": steps}
         row.update(metric_args=dumps(args), reason=None if reason is None else dumps(reason))
         if outcome.value is None or math.isnan(outcome.value):
@@ -317,7 +357,8 @@ async def score_one(
     except KeyRejected:
         raise  # every row would be refused: the stage ends at the first
     except Exception as exc:  # a row's failure is recorded; the batch goes on
-        reason = {"steps": steps, "judge_replies": raw[:KEEP_REPLIES]} if m.needs_llm else None
+        judged = m.needs_llm or gated
+        reason = {"steps": steps, "judge_replies": raw[:KEEP_REPLIES]} if judged else None
         return {
             **row,
             "status": "failed",
@@ -325,6 +366,30 @@ async def score_one(
             "metric_args": dumps(args),
             "reason": dumps(reason) if reason else None,
         }
+
+
+async def _own_score(
+    m: Metric, s: Sample, deps: Deps, window: int, row: dict[str, Any], args: dict[str, Any]
+) -> Outcome:
+    """The metric's own score of ``s``, its contexts fitted to the window (k kept on the row).
+
+    Raises:
+        Skip: a required input is missing, or not even one context fits.
+    """
+    missing = m.missing(s)
+    if missing:
+        raise Skip(f"no {missing} for this question")
+    if "contexts" in m.inputs and m.needs_llm:
+        k, fit = fit_k(m, s, deps, window)
+        args["fit"] = fit
+        row["k_used"] = k
+        if k == 0:
+            raise Skip(
+                f"the judge's window ({window} tokens, {deps.max_output_tokens} kept for the "
+                f"answer) cannot hold the prompt with even one context"
+            )
+        s = replace(s, contexts=s.contexts[:k], context_ids=s.context_ids[:k])
+    return await m.score(s, deps)
 
 
 async def score_rows(

@@ -1,9 +1,15 @@
-"""Stage 3, ground_truth: a reference answer and the nuggets of each question.
+"""Stage 3, ground_truth: a reference answer, the nuggets and the answerability of each question.
 
 A thin adapter: it reads the questions, candidates and the sort stage's ranking, and per
 question asks :class:`ragaudit.reference.ReferenceWriter` for the reference answer (with its
-merge tree) and :func:`ragaudit.nuggets.extract_nuggets` for the nuggets, both from the same
-relevant contexts and concurrently; it writes the ``ground_truth`` and ``nuggets`` tables.
+merge tree), :func:`ragaudit.nuggets.extract_nuggets` for the nuggets and, for a turn the set
+does not label, :func:`ragaudit.metrics.judge_answerability` for its answerability, all from the
+same relevant contexts and concurrently; it writes the ``ground_truth`` and ``nuggets`` tables.
+
+The answerability is judged here, not in the score stage: like the reference, it is a fact of
+the turn and the corpus, the same for every system answering it, asked once per question (the
+score stage runs one task per metric, and every conditioned metric reads the label), and it is
+what the answers are measured against.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from typing import Any
 
 from ragaudit import progress
 from ragaudit.cache import KeyRejected
+from ragaudit.dataset import Question
+from ragaudit.metrics import judge_answerability, should_judge
 from ragaudit.nuggets import NuggetResult, extract_nuggets
 from ragaudit.reference import ReferenceWriter, relevant_context_ids
 from ragaudit.schemas import GROUND_TRUTH, NUGGETS, to_table
@@ -65,6 +73,35 @@ async def nuggets_of(
         reserve_tokens=cfg.reserve_tokens,
         max_nuggets=cfg.max_nuggets,
     )
+
+
+async def answerability_columns(
+    ctx: StageContext, q: Question, contexts: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """The turn's answerability columns: the set's label, the judge's, or none.
+
+    ``q`` is the question as the judge sees it (in its conversation); ``contexts`` its relevant
+    contexts, most relevant first.
+    """
+    cfg = ctx.config.ground_truth
+    if q.answerability is not None:
+        return {"answerability": q.answerability, "answerability_source": "given"}
+    if not should_judge(q, cfg.answerability):
+        return {}
+    try:
+        found = await judge_answerability(
+            ctx.llm, q.question, q.language, [t for _, t in contexts], cfg.answerability_passages
+        )
+        reason = found.reason
+    except KeyRejected:
+        raise
+    except Exception as exc:  # one question's failure is its row's, not the run's
+        found, reason = None, f"{type(exc).__name__}: {exc}"
+    return {
+        "answerability": found.label if found else None,
+        "answerability_source": "judged",
+        "answerability_reason": redact(reason)[:2000] or None,
+    }
 
 
 def nugget_rows(run_id: str, question_id: str, result: NuggetResult) -> list[dict[str, Any]]:
@@ -160,7 +197,12 @@ async def ground_truth(ctx: StageContext) -> list[str]:
         ids = relevant_context_ids(ranking.get(q.question_id), candidates[q.question_id])
         contexts = [(i, texts[i]) for i in ids if i in texts]
         try:
-            return await asyncio.gather(reference_row(q, contexts), nugget_list(q, contexts))
+            row, nuggets, label = await asyncio.gather(
+                reference_row(q, contexts),
+                nugget_list(q, contexts),
+                answerability_columns(ctx, q, contexts),
+            )
+            return {**row, **label}, nuggets
         finally:
             bar.advance()
 
@@ -173,4 +215,11 @@ async def ground_truth(ctx: StageContext) -> list[str]:
     return [out, nuggets_out]
 
 
-__all__ = ["ground_truth", "nugget_rows", "nuggets_of", "reference_answer", "writer_for"]
+__all__ = [
+    "answerability_columns",
+    "ground_truth",
+    "nugget_rows",
+    "nuggets_of",
+    "reference_answer",
+    "writer_for",
+]

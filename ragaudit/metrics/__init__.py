@@ -31,10 +31,24 @@ from ragaudit.metrics import (  # noqa: F401  (registration)
     _noise_sensitivity,
     _nonllm,
     _nuggets,
+    _refusal,
     _semantic,
     _summarization,
 )
 from ragaudit.metrics._answer_relevancy import check_embedder
+from ragaudit.metrics._answerability import (
+    CLARIFY_EXPECTED,
+    DECLINE_EXPECTED,
+    SETTLED_BY_CHECK,
+    Conditioning,
+    Labelled,
+    answerability_rule,
+    condition_on_answerability,
+    is_conditioned,
+    judge_answerability,
+    refusal_check_cost,
+    should_judge,
+)
 from ragaudit.metrics._base import (
     ENTRY_POINTS,
     METRICS,
@@ -72,8 +86,19 @@ def __getattr__(name: str) -> Any:
 REGISTRY.section_check = check_score
 
 __all__ = [
+    "CLARIFY_EXPECTED",
+    "DECLINE_EXPECTED",
     "ENTRY_POINTS",
     "METRICS",
+    "SETTLED_BY_CHECK",
+    "Conditioning",
+    "Labelled",
+    "answerability_rule",
+    "condition_on_answerability",
+    "is_conditioned",
+    "judge_answerability",
+    "refusal_check_cost",
+    "should_judge",
     "CostSheet",
     "Deps",
     "JudgeError",

@@ -84,6 +84,7 @@ class AnswerCorrectnessOptions(Options):
     embeddings=True,
     options=AnswerCorrectnessOptions,
     order=170,
+    conditioned=True,
 )
 async def answer_correctness(s: Sample, deps: Deps, opts: AnswerCorrectnessOptions) -> Outcome:
     """Weighted mean of factual F1 against the reference and semantic similarity (0.75/0.25)."""

@@ -130,6 +130,7 @@ def _cost(s: Sample, deps: Deps, opts: AnswerRelevancyOptions, sheet: CostSheet)
     options=AnswerRelevancyOptions,
     cost=_cost,
     order=20,
+    conditioned=True,
     threshold=0.8,
 )
 async def answer_relevancy(s: Sample, deps: Deps, opts: AnswerRelevancyOptions) -> Outcome:

@@ -51,6 +51,13 @@ class Sample:
     citations: list[list[str]] | None = None
     """Context ids cited per sentence of the response, when the answer source gave them (else
     the citation metrics parse the response's markers)."""
+    answerability: str | None = None
+    """The turn's label (``dataset.ANSWERABILITY``), given by the set or judged by the
+    ground_truth stage; None: not labelled (a conditioned metric then scores as it always did)."""
+    answerability_source: str | None = None
+    """Where the label came from: ``given`` (the question set) or ``judged``."""
+    answerability_error: str | None = None
+    """Why the judge gave no label (the turn's conditioned scores then fail with it)."""
 
 
 @dataclass
@@ -190,6 +197,12 @@ class CostSheet(Protocol):
     def text_tokens(self, model: str, text: str) -> int:
         """Tokens of ``text`` for ``model`` (a context in a prompt, a text to embed)."""
 
+    def once(self, key: str) -> bool:
+        """Whether a request several metrics share is counted here (the first to ask it).
+
+        ``key`` names what it asks, of which row; the memo answers the metrics asking it later.
+        """
+
 
 CostFn = Callable[..., None]
 """``cost(sample, deps, sheet)``, or ``cost(sample, deps, options, sheet)`` with options: the
@@ -216,6 +229,9 @@ class Metric:
     """The options this metric was built with (``options_model``'s defaults when unbound)."""
     cost: CostFn | None = None
     """The dry run's model of the calls one row makes (None: one call of the largest prompt)."""
+    conditioned: bool = False
+    """Whether its values on a labelled turn are conditioned on the turn's answerability (an
+    answer metric: MTRAG's rule, applied by :mod:`ragaudit.scoring`, not by the scorer)."""
 
     @property
     def higher_is_better(self) -> bool:
@@ -302,6 +318,7 @@ def metric(
     threshold: float | None = None,
     order: int | None = None,
     label: str = "",
+    conditioned: bool = False,
 ) -> Callable[[Scorer], Scorer]:
     """Register a scorer under ``name``; its docstring's first line describes it.
 
@@ -315,6 +332,10 @@ def metric(
     and colours), ``threshold`` (its default in ``report.thresholds``),
     ``order`` (its place in lists, smallest first) and ``label`` (its name in reports; ""
     for ``name``). Reports read them from the registry without importing a scorer.
+
+    ``conditioned``: an answer metric whose value on a turn labelled with its answerability
+    follows MTRAG's rule (full credit for declining an unanswerable turn, none for declining
+    an answerable one; :mod:`ragaudit.metrics._answerability`).
 
     Raises:
         ValueError: an empty range, or a threshold outside it.
@@ -340,6 +361,7 @@ def metric(
             options or NoOptions,
             None,
             cost,
+            conditioned,
         )
         REGISTRY.add(qualified, unit, unit.options_model, module=fn.__module__, info=info)
         return fn

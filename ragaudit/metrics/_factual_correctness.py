@@ -108,6 +108,7 @@ async def _score(s: Sample, deps: Deps, opts: FactualCorrectnessOptions, mode: M
     llm=True,
     options=FactualCorrectnessOptions,
     order=130,
+    conditioned=True,
 )
 async def factual_correctness(s: Sample, deps: Deps, opts: FactualCorrectnessOptions) -> Outcome:
     """F-beta (F1 by default) of the answer's claims against the reference's."""
@@ -120,6 +121,7 @@ async def factual_correctness(s: Sample, deps: Deps, opts: FactualCorrectnessOpt
     llm=True,
     options=FactualCorrectnessOptions,
     order=140,
+    conditioned=True,
 )
 async def factual_correctness_precision(
     s: Sample, deps: Deps, opts: FactualCorrectnessOptions
@@ -134,6 +136,7 @@ async def factual_correctness_precision(
     llm=True,
     options=FactualCorrectnessOptions,
     order=150,
+    conditioned=True,
 )
 async def factual_correctness_recall(
     s: Sample, deps: Deps, opts: FactualCorrectnessOptions

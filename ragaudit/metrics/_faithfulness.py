@@ -91,6 +91,7 @@ def _cost(s: Sample, deps: Deps, sheet: CostSheet) -> None:
     window=_window,
     cost=_cost,
     order=10,
+    conditioned=True,
     threshold=0.9,
 )
 async def faithfulness(s: Sample, deps: Deps) -> Outcome:

@@ -55,7 +55,7 @@ def _texts(s: Sample) -> tuple[str, str]:
     return response, reference
 
 
-@metric("rouge_l", inputs=("response", "reference"), order=410)
+@metric("rouge_l", inputs=("response", "reference"), order=410, conditioned=True)
 async def rouge_l(s: Sample, deps: Deps) -> Outcome:
     """ROUGE-L F-measure of the answer against the reference (CJK-aware tokens)."""
     response, reference = _texts(s)
@@ -67,7 +67,7 @@ async def rouge_l(s: Sample, deps: Deps) -> Outcome:
     )
 
 
-@metric("bleu", inputs=("response", "reference"), order=420)
+@metric("bleu", inputs=("response", "reference"), order=420, conditioned=True)
 async def bleu(s: Sample, deps: Deps) -> Outcome:
     """Sentence BLEU of the answer against the reference (sacreBLEU, zh tokenizer), 0–1."""
     response, reference = _texts(s)
@@ -79,7 +79,7 @@ async def bleu(s: Sample, deps: Deps) -> Outcome:
     )
 
 
-@metric("jaccard", inputs=("response", "reference"), order=430)
+@metric("jaccard", inputs=("response", "reference"), order=430, conditioned=True)
 async def jaccard(s: Sample, deps: Deps) -> Outcome:
     """Jaccard similarity of the answer's and the reference's token sets (CJK-aware tokens)."""
     response, reference = _texts(s)

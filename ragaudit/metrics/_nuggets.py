@@ -114,6 +114,7 @@ _INPUTS = ("question", "response")
     options=NuggetOptions,
     cost=_cost,
     order=180,
+    conditioned=True,
 )
 async def nugget_recall_strict_vital(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """Share of the vital nuggets the answer fully supports (TREC's strict vital recall)."""
@@ -121,7 +122,13 @@ async def nugget_recall_strict_vital(s: Sample, deps: Deps, opts: NuggetOptions)
 
 
 @metric(
-    "nugget_recall_vital", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost, order=190
+    "nugget_recall_vital",
+    inputs=_INPUTS,
+    llm=True,
+    options=NuggetOptions,
+    cost=_cost,
+    order=190,
+    conditioned=True,
 )
 async def nugget_recall_vital(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """Vital nuggets the answer supports, a partly supported one counting half."""
@@ -135,13 +142,22 @@ async def nugget_recall_vital(s: Sample, deps: Deps, opts: NuggetOptions) -> Out
     options=NuggetOptions,
     cost=_cost,
     order=200,
+    conditioned=True,
 )
 async def nugget_recall_strict_all(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """Share of all nuggets (vital and okay) the answer fully supports."""
     return await _score("nugget_recall_strict_all", s, deps, opts)
 
 
-@metric("nugget_recall_all", inputs=_INPUTS, llm=True, options=NuggetOptions, cost=_cost, order=210)
+@metric(
+    "nugget_recall_all",
+    inputs=_INPUTS,
+    llm=True,
+    options=NuggetOptions,
+    cost=_cost,
+    order=210,
+    conditioned=True,
+)
 async def nugget_recall_all(s: Sample, deps: Deps, opts: NuggetOptions) -> Outcome:
     """All nuggets the answer supports, a partly supported one counting half."""
     return await _score("nugget_recall_all", s, deps, opts)

@@ -22,7 +22,13 @@ def cosine(a: list[float], b: list[float]) -> float:
     return float(va @ vb / norm)
 
 
-@metric("semantic_similarity", inputs=("response", "reference"), embeddings=True, order=160)
+@metric(
+    "semantic_similarity",
+    inputs=("response", "reference"),
+    embeddings=True,
+    order=160,
+    conditioned=True,
+)
 async def semantic_similarity(s: Sample, deps: Deps) -> Outcome:
     """Cosine similarity of the answer's and the reference's embeddings."""
     check_embedder(s, deps)

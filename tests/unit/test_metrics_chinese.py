@@ -28,6 +28,8 @@ PROMPT_MODULES = (
     "nuggets",
     "nugget_assignment",
     "citation_support",
+    "answerability",
+    "refusal",
 )
 
 
@@ -77,6 +79,8 @@ async def test_chinese_question_gets_chinese_prompts(fake, gateway, name) -> Non
         s = replace(s, nuggets=[{"text": s.contexts[0], "importance": "vital", "context_ids": []}])
     if name.startswith("citation_"):  # they judge cited sentences
         s = replace(s, response=f"{s.response}[1]")
+    if name.startswith("refusal_"):  # they score a declining answer on an unanswerable turn
+        s = replace(s, response="抱歉，我不知道。", answerability="unanswerable")
     row = await score(name, s, make_deps(gateway))
     assert row["status"] == "ok", row["error"]
     requests = fake.stats.requests
