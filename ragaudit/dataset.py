@@ -790,6 +790,11 @@ def _evaluation_tasks(obj: dict[str, Any], path: Path) -> list[dict[str, Any]]:
     return tasks
 
 
+def _given(value: Any) -> Any:
+    """A label as given; None for the NaN a pandas export writes where there is none."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
 _TASK_FIELDS = {
     "task_id",
     "conversation_id",
@@ -804,6 +809,7 @@ _TASK_FIELDS = {
     "Question Type",
     "Collection",
     "responses",
+    "predictions",
     "__pos",
 }
 """A generation task's fields read into the question; the rest go to its metadata as they are."""
@@ -814,7 +820,8 @@ def _task_questions(records: list[dict[str, Any]], unit: str, path: Path) -> lis
 
     The last of a task's ``input`` turns is the question, the earlier ones (user and agent)
     its history; its ``contexts`` are the reference passages (ids and texts), its first
-    ``targets`` answer the reference answer; ``answerability``, ``Multi-Turn`` (the turn's
+    ``targets`` answer the reference answer, its first ``predictions`` answer (MTRAGEval's
+    response files) the response evaluated; ``answerability``, ``Multi-Turn`` (the turn's
     kind) and ``turn`` are read into their fields, ``Question Type`` and ``Collection`` kept
     as metadata ``question_type`` and ``collection``.
 
@@ -847,8 +854,8 @@ def _task_questions(records: list[dict[str, Any]], unit: str, path: Path) -> lis
             "__pos": pos,
             "question": turns[-1].text,
             "history": [t.model_dump() for t in turns[:-1]],
-            "answerability": rec.get("answerability", rec.get("Answerability")),
-            "turn_kind": rec.get("Multi-Turn"),
+            "answerability": _given(rec.get("answerability", rec.get("Answerability"))),
+            "turn_kind": _given(rec.get("Multi-Turn")),
         }
         if qid:
             row["question_id"] = qid
@@ -870,6 +877,9 @@ def _task_questions(records: list[dict[str, Any]], unit: str, path: Path) -> lis
                 row[name] = rec[key]
         if rec.get("responses"):
             row["responses"] = rec["responses"]
+        predicted = [p.get("text") for p in rec.get("predictions") or [] if isinstance(p, dict)]
+        if predicted and isinstance(predicted[0], str):
+            row["response"] = predicted[0]
         out.append(row)
     return out
 

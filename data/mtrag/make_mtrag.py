@@ -24,6 +24,8 @@ TASK_IDS = (
     "b0e60da12bd060a0f404b7838d9ed540<::>2",  # unanswerable follow-up, no passage
     "19d468682f70a84007d46042d378361d<::>2",  # underspecified, standalone ("N/A")
 )
+RESPONSES = "scripts/evaluation/sample_data/responses-10.jsonl"
+"""MTRAGEval's response file: tasks with a system's ``predictions`` (its first two kept)."""
 HUMAN = "mtrag-human/evaluations/reference_subset_with_human_evaluations.json"
 HUMAN_IDS = (
     "f0d2873b877409f61da7dbdddd22d279<::>1",
@@ -66,6 +68,7 @@ def main(src: Path) -> None:
     )
     tasks = {json.loads(x)["task_id"]: x for x in read(src, TASKS).splitlines() if x.strip()}
     write(TASKS, "".join(f"{tasks[t]}\n" for t in TASK_IDS))
+    write(RESPONSES, "".join(f"{x}\n" for x in read(src, RESPONSES).splitlines()[:2]))
     human = json.loads(read(src, HUMAN))
     kept = [t for t in human["tasks"] if t["task_id"] in HUMAN_IDS]
     cited = {c["document_id"] for t in kept for c in t["contexts"]}

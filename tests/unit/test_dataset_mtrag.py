@@ -19,6 +19,7 @@ from ragaudit.errors import InputError
 MTRAG = REPO_ROOT / "data" / "mtrag"
 GOVT = MTRAG / "mtrag-human" / "retrieval_tasks" / "govt"
 TASKS = MTRAG / "mtragun-human" / "generation_tasks" / "reference.jsonl"
+RESPONSES = MTRAG / "scripts" / "evaluation" / "sample_data" / "responses-10.jsonl"
 HUMAN = MTRAG / "mtrag-human" / "evaluations" / "reference_subset_with_human_evaluations.json"
 CONVERSATION = "d44c3196b3d832f85160b5b4fbee1332"
 
@@ -104,6 +105,17 @@ def test_generation_tasks_read_as_turns_with_contexts_targets_and_labels() -> No
         "underspecified",
         "standalone",
     )
+
+
+def test_mtrageval_responses_are_the_response_evaluated() -> None:
+    first, second = load_questions(RESPONSES)
+    raw = [json.loads(x) for x in RESPONSES.read_text().splitlines()]
+    # The task id spells its separator "::" here; conversation and turn are given.
+    assert second.conversation_id == raw[1]["conversation_id"] and second.turn == 2
+    assert second.response == raw[1]["predictions"][0]["text"]
+    # A label a pandas export wrote as NaN is no label.
+    assert first.turn_kind is None and first.answerability == "unanswerable"
+    assert second.turn_kind == "clarification"
 
 
 def test_the_human_evaluated_subset_resolves_its_documents() -> None:
