@@ -397,7 +397,7 @@ async def rewrite_reuse(world: World, root: Path) -> tuple[float, str] | None:
         return None
     from ragaudit.tuning import Variant, retrieve
 
-    data = {
+    data: dict[str, Any] = {
         "questions": str(root / "conversations.jsonl"),
         "runs_root": str(root / "runs-forms"),
         "cache_dir": str(root / "cache-forms"),
@@ -531,7 +531,7 @@ async def main_async(args: argparse.Namespace) -> list[str]:
     )
     out.append("judge prompt tokens per judged pair, by turn")
     rows = [
-        (turn, *(f"{np.mean(settings[n].tokens[turn]):.1f}" for n in names))
+        (str(turn), *(f"{np.mean(settings[n].tokens[turn]):.1f}" for n in names))
         for turn in range(1, TURNS + 1)
     ]
     rows.append(
@@ -546,8 +546,9 @@ async def main_async(args: argparse.Namespace) -> list[str]:
     out.append(_util.table(rows, ("turn", *names)))
     bounded = settings[BOUND]
     k = bounded.history
-    grow = max(np.mean(bounded.tokens[t]) for t in range(k + 1, TURNS + 1)) / np.mean(
-        bounded.tokens[k + 1]
+    grow = float(
+        max(np.mean(bounded.tokens[t]) for t in range(k + 1, TURNS + 1))
+        / np.mean(bounded.tokens[k + 1])
     )
     out.append(
         line(

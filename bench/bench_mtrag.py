@@ -224,13 +224,13 @@ async def main_async(args: argparse.Namespace) -> list[str]:
             # The hook sets collect.query_form on the tune's variant: a form that changes no
             # list means the search did not read it.
             out.append(f"warning: the {form} form found exactly what last found, task by task")
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for form in FORMS:
         ref = README.get(form, {})
         mtrag = "  ".join(f"{r} {a:.2f} / {b:.2f}" for r, (a, b) in ref.items()) or "—"
         if form in values:
             v = values[form]
-            rows.append((form, len(tasks), with_ci(v["recall"]), with_ci(v["ndcg"]), mtrag))
+            rows.append((form, str(len(tasks)), with_ci(v["recall"]), with_ci(v["ndcg"]), mtrag))
         else:
             rows.append((form, "not run", "query forms not merged", "", mtrag))
     out.append(f"recall@{K} and nDCG@{K}, mean [95 % bootstrap interval] over tasks")
@@ -248,13 +248,16 @@ async def main_async(args: argparse.Namespace) -> list[str]:
     out.append(f"R@{K} by turn position")
     out.append(_util.table(rows, ("form", *(f"turn {b}" for b in TURN_BANDS))))
     if "rewrite" in values:
-        rows = []
-        for b, ix in bands.items():
+        gain_rows: list[tuple[str, ...]] = []
+        everything = list(range(len(tasks)))
+        for b, ix in [("all", everything), *((f"turn {b}", ix) for b, ix in bands.items())]:
             t = paired_test(values["last"]["ndcg"][ix], values["rewrite"]["ndcg"][ix], RESAMPLES)
             ci = "—" if t.ci_low is None else f"[{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
-            rows.append((f"turn {b}", t.n, f"{t.diff:+.3f}", ci, f"{t.p_value}"))
+            p = "—" if t.p_value is None else f"{t.p_value:.3f}"
+            gain = "—" if t.diff is None else f"{t.diff:+.3f}"
+            gain_rows.append((b, str(t.n), gain, ci, p))
         out.append(f"rewrite gain in nDCG@{K} per turn position (paired, rewrite − last)")
-        out.append(_util.table(rows, ("turn", "tasks", "gain", "95 % interval", "p")))
+        out.append(_util.table(gain_rows, ("turns", "tasks", "gain", "95 % interval", "p")))
         gains = {
             m: values["rewrite"][m].mean() - values["last"][m].mean() for m in ("recall", "ndcg")
         }
