@@ -610,7 +610,7 @@ def _conversations(records: list[dict[str, Any]], unit: str, path: Path) -> list
     return out
 
 
-MTRAG_SEPARATOR = "<::>"
+_MTRAG_SEPARATOR = "<::>"
 """Between a conversation's id and a turn's number in MTRAG's task and query ids."""
 
 _QUERY_FORMS = ("lastturn", "rewrite", "questions")
@@ -642,9 +642,9 @@ def _user_turns(text: str) -> list[str]:
 
 def _place(qid: str, where: str) -> dict[str, Any]:
     """The conversation and turn an MTRAG id (``<conversation><::><turn>``) names."""
-    if MTRAG_SEPARATOR not in qid:
+    if _MTRAG_SEPARATOR not in qid:
         return {}
-    conversation, _, turn = qid.rpartition(MTRAG_SEPARATOR)
+    conversation, _, turn = qid.rpartition(_MTRAG_SEPARATOR)
     if not turn.isdigit():
         raise InputError(f"{where}: id '{clip(qid, 80)}': the turn after '<::>' is not a number")
     return {"conversation_id": conversation, "turn": int(turn)}

@@ -141,3 +141,12 @@ def test_a_context_naming_an_absent_document_is_refused(tmp_path: Path) -> None:
     broken.write_text(json.dumps(raw))
     with pytest.raises(InputError, match=r"subset.json: tasks, item 1: context document '.+' is"):
         load_questions(broken)
+
+
+def test_a_task_ending_on_the_agents_turn_is_refused(tmp_path: Path) -> None:
+    task = json.loads(TASKS.read_text().splitlines()[0])
+    task["input"].append({"speaker": "agent", "text": "An answer nobody asked for."})
+    bad = tmp_path / "tasks.jsonl"
+    bad.write_text(json.dumps(task) + "\n")
+    with pytest.raises(InputError, match=r"tasks.jsonl: line 1, column 'input': the last turn"):
+        load_questions(bad)
