@@ -81,7 +81,9 @@ def kept_history(
     ``history_share`` of it.
     """
     parts = exchanges(q.history or [])
-    keep = parts[len(parts) - config.max_history_turns :] if config.max_history_turns else []
+    # Never a negative start: parts[5 - 8:] would keep the last 3 of 5, not all 5.
+    first = max(0, len(parts) - config.max_history_turns)
+    keep = parts[first:] if config.max_history_turns else []
     if budget is not None:
         room = int(budget * config.history_share)
         while keep:

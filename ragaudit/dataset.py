@@ -249,6 +249,8 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
             raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
         if isinstance(obj, dict) and isinstance(obj.get("samples"), list):
             obj = obj["samples"]  # RAGAS EvaluationDataset.to_dict() shape
+        if isinstance(obj, dict) and isinstance(obj.get("tasks"), list) and "documents" in obj:
+            return _evaluation_tasks(obj, path), "task"
         if not isinstance(obj, list):
             raise InputError(f"{path}: expected a JSON list of objects")
         for n, item in enumerate(obj, start=1):
@@ -608,18 +610,305 @@ def _conversations(records: list[dict[str, Any]], unit: str, path: Path) -> list
     return out
 
 
+_MTRAG_SEPARATOR = "<::>"
+"""Between a conversation's id and a turn's number in MTRAG's task and query ids."""
+
+_QUERY_FORMS = ("lastturn", "rewrite", "questions")
+_QUERY_FILE = re.compile(r"(?P<stem>.+)_(?P<form>lastturn|rewrite|questions)\.jsonl")
+_USER_LINE = re.compile(r"(?:^|\n)\|user\|:[ \t]?")
+
+
+def _is_beir_queries(records: list[dict[str, Any]]) -> bool:
+    """Whether the records are BEIR queries (``_id``, ``text``), as MTRAG's query files are."""
+    return bool(records) and all(
+        isinstance(r.get("_id"), str) and isinstance(r.get("text"), str) and "question" not in r
+        for r in records
+    )
+
+
+def _is_generation_tasks(records: list[dict[str, Any]]) -> bool:
+    """Whether the records are MTRAG generation tasks (``input`` turns, ``targets``)."""
+    return bool(records) and all(
+        isinstance(r.get("input"), list) and ("targets" in r or "task_id" in r) for r in records
+    )
+
+
+def _user_turns(text: str) -> list[str]:
+    """The user turns of an MTRAG query text (``|user|: …`` lines); a plain text is one turn."""
+    if not _USER_LINE.match(text):
+        return [text.strip()]
+    return [part.strip() for part in _USER_LINE.split(text)[1:]]
+
+
+def _place(qid: str, where: str) -> dict[str, Any]:
+    """The conversation and turn an MTRAG id (``<conversation><::><turn>``) names."""
+    if _MTRAG_SEPARATOR not in qid:
+        return {}
+    conversation, _, turn = qid.rpartition(_MTRAG_SEPARATOR)
+    if not turn.isdigit():
+        raise InputError(f"{where}: id '{clip(qid, 80)}': the turn after '<::>' is not a number")
+    return {"conversation_id": conversation, "turn": int(turn)}
+
+
+def _sibling_queries(path: Path) -> dict[str, str]:
+    """Id → text of a BEIR query file found beside the one named."""
+    texts: dict[str, str] = {}
+    for n, rec in read_jsonl(path):
+        if not isinstance(rec.get("_id"), str) or not isinstance(rec.get("text"), str):
+            raise InputError(f"{path}: line {n}: expected a BEIR query (_id and text)")
+        texts[rec["_id"]] = rec["text"]
+    return texts
+
+
+def _query_forms(records: list[dict[str, Any]], path: Path) -> dict[str, dict[str, str]]:
+    """Query form → id → text: the file read, and its sibling forms found beside it.
+
+    MTRAG gives a domain's queries three times: ``<domain>_lastturn.jsonl`` (the turn),
+    ``<domain>_rewrite.jsonl`` (rewritten to stand alone) and ``<domain>_questions.jsonl``
+    (every user turn so far). Whichever is named, the others are read from beside it; a file
+    named otherwise is read alone, as every user turn so far.
+
+    Raises:
+        InputError: A sibling lacks an id the named file holds.
+    """
+    named = _QUERY_FILE.fullmatch(path.name)
+    own = {r["_id"]: r["text"] for r in records}
+    if named is None:
+        return {"questions": own}
+    forms: dict[str, dict[str, str]] = {}
+    for form in _QUERY_FORMS:
+        sibling = path.with_name(f"{named['stem']}_{form}.jsonl")
+        if form == named["form"]:
+            forms[form] = own
+        elif sibling.is_file():
+            forms[form] = texts = _sibling_queries(sibling)
+            missing = [qid for qid in own if qid not in texts]
+            if missing:
+                raise InputError(
+                    f"{sibling}: no query '{clip(missing[0], 80)}' ({len(missing)} missing) "
+                    f"that {path.name} holds: a domain's query files must hold the same ids"
+                )
+    return forms
+
+
+def _beside_qrels(path: Path, ids: Iterable[str]) -> dict[str, dict[str, int]]:
+    """The BEIR qrels beside a query file (``qrels/dev.tsv``, or ``qrels/<domain>.tsv``)."""
+    named = _QUERY_FILE.fullmatch(path.name)
+    names = ["dev.tsv"] + ([f"{named['stem']}.tsv"] if named else [])
+    found = next(
+        (path.parent / "qrels" / n for n in names if (path.parent / "qrels" / n).is_file()), None
+    )
+    if found is None:
+        return {}
+    qrels = read_qrels(found)
+    # Grades of queries the file does not hold (a file cut short) are said once and dropped,
+    # as gold.allow_unknown_ids does: nothing reads them.
+    for note in check_qrels(qrels, ids, allow_unknown_ids=True):
+        _log.warning(note)
+    return qrels.grades
+
+
+def _beir_questions(records: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """MTRAG's retrieval queries as question records, one per task, with their gold.
+
+    A question's text is the turn (the last-turn form, else the last user turn of the
+    every-turn form), its history the earlier user turns (MTRAG's query files carry no
+    answers), its ``rewrite`` the rewritten form's text, its graded gold the qrels beside. The
+    domain (``govt`` of ``govt_lastturn.jsonl``) is kept as metadata ``collection``.
+    """
+    forms = _query_forms(records, path)
+    grades = _beside_qrels(path, (r["_id"] for r in records))
+    named = _QUERY_FILE.fullmatch(path.name)
+    out = []
+    for index, rec in enumerate(records, start=1):
+        pos = rec.get("__pos", index)
+        qid, where = rec["_id"], f"{path}: line {pos}"
+        turns = _user_turns(forms["questions"][qid]) if "questions" in forms else []
+        if "lastturn" in forms:
+            question = _user_turns(forms["lastturn"][qid])[-1]
+        elif turns:
+            question = turns[-1]
+        else:
+            question = _user_turns(forms["rewrite"][qid])[-1]
+        row: dict[str, Any] = {"__pos": pos, "question_id": qid, "question": question}
+        row.update(_place(qid, where))
+        if len(turns) > 1:
+            row["history"] = [{"role": "user", "text": t} for t in turns[:-1]]
+        if "rewrite" in forms and ("lastturn" in forms or turns):
+            row["rewrite"] = _user_turns(forms["rewrite"][qid])[-1]
+        if qid in grades:
+            row["reference_context_grades"] = grades[qid]
+        if named is not None:
+            row["collection"] = named["stem"]
+        out.append(row)
+    return out
+
+
+def _evaluation_tasks(obj: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    """An InspectorRAGet file's tasks (MTRAG's human-evaluated subset) as generation tasks.
+
+    A task's ``contexts`` name documents of the file's ``documents`` by id: their texts are
+    filled in. The responses its ``evaluations`` judge ride along by model, as metadata
+    ``responses``; the people's ratings are not read.
+
+    Raises:
+        InputError: A document without id or text, or a context naming a document the file
+            lacks.
+    """
+    documents: dict[str, dict[str, Any]] = {}
+    for n, doc in enumerate(obj.get("documents") or [], start=1):
+        if not isinstance(doc, dict) or not isinstance(doc.get("document_id"), str):
+            raise InputError(f"{path}: documents, item {n}: no document_id")
+        if not isinstance(doc.get("text"), str):
+            raise InputError(f"{path}: documents, item {n}: no text")
+        documents[doc["document_id"]] = doc
+    responses: dict[str, dict[str, str]] = {}
+    for item in obj.get("evaluations") or []:
+        if isinstance(item, dict) and isinstance(item.get("model_response"), str):
+            model = str(item.get("model_id"))
+            responses.setdefault(str(item.get("task_id")), {})[model] = item["model_response"]
+    tasks = []
+    for n, task in enumerate(obj["tasks"], start=1):
+        if not isinstance(task, dict):
+            raise InputError(f"{path}: tasks, item {n}: expected a JSON object")
+        contexts = []
+        for c in task.get("contexts") or []:
+            cid = c.get("document_id") if isinstance(c, dict) else None
+            if isinstance(c, dict) and isinstance(c.get("text"), str):
+                contexts.append(c)
+            elif cid in documents:
+                contexts.append({**documents[cid], **c})
+            else:
+                raise InputError(
+                    f"{path}: tasks, item {n}: context document {clip(cid, 80)!r} is not among "
+                    "the file's documents"
+                )
+        got = responses.get(str(task.get("task_id")))
+        tasks.append(
+            {**task, "contexts": contexts, "__pos": n, **({"responses": got} if got else {})}
+        )
+    return tasks
+
+
+def _given(value: Any) -> Any:
+    """A label as given; None for the NaN a pandas export writes where there is none."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+_TASK_FIELDS = {
+    "task_id",
+    "conversation_id",
+    "input",
+    "contexts",
+    "targets",
+    "turn",
+    "Turn",
+    "answerability",
+    "Answerability",
+    "Multi-Turn",
+    "Question Type",
+    "Collection",
+    "responses",
+    "predictions",
+    "__pos",
+}
+"""A generation task's fields read into the question; the rest go to its metadata as they are."""
+
+
+def _task_questions(records: list[dict[str, Any]], unit: str, path: Path) -> list[dict[str, Any]]:
+    """MTRAG's generation tasks as question records, one per task.
+
+    The last of a task's ``input`` turns is the question, the earlier ones (user and agent)
+    its history; its ``contexts`` are the reference passages (ids and texts), its first
+    ``targets`` answer the reference answer, its first ``predictions`` answer (MTRAGEval's
+    response files) the response evaluated; ``answerability``, ``Multi-Turn`` (the turn's
+    kind) and ``turn`` are read into their fields, ``Question Type`` and ``Collection`` kept
+    as metadata ``question_type`` and ``collection``.
+
+    Raises:
+        InputError: A task whose last input turn is not the user's, or a context without
+            ``document_id`` or text.
+    """
+    out = []
+    for index, rec in enumerate(records, start=1):
+        pos = rec.get("__pos", index)
+        where = f"{path}: {unit} {pos}"
+        turns = _turns(rec["input"], f"{where}, column 'input'")
+        if not turns or turns[-1].role != "user":
+            raise InputError(f"{where}, column 'input': the last turn is not the user's")
+        qid = str(rec.get("task_id") or "").strip()
+        place = _place(qid, where) if qid else {}
+        contexts = rec.get("contexts") or []
+        for n, c in enumerate(contexts, start=1):
+            if not isinstance(c, dict) or not isinstance(c.get("document_id"), str):
+                raise InputError(f"{where}, column 'contexts': context {n} has no document_id")
+            if not isinstance(c.get("text"), str):
+                raise InputError(f"{where}, column 'contexts': context {n} has no text")
+        targets = [
+            t.get("text")
+            for t in rec.get("targets") or []
+            if isinstance(t, dict) and isinstance(t.get("text"), str)
+        ]
+        row: dict[str, Any] = {
+            **{k: v for k, v in rec.items() if k not in _TASK_FIELDS},
+            "__pos": pos,
+            "question": turns[-1].text,
+            "history": [t.model_dump() for t in turns[:-1]],
+            "answerability": _given(rec.get("answerability", rec.get("Answerability"))),
+            "turn_kind": _given(rec.get("Multi-Turn")),
+        }
+        if qid:
+            row["question_id"] = qid
+        conversation = rec.get("conversation_id") or place.get("conversation_id")
+        if conversation:
+            row["conversation_id"] = conversation
+        turn = rec.get("turn", rec.get("Turn"))
+        if turn not in (None, ""):
+            row["turn"] = turn
+        elif "turn" in place:
+            row["turn"] = place["turn"]
+        if contexts:
+            row["reference_context_ids"] = [c["document_id"] for c in contexts]
+            row["reference_contexts"] = [c["text"] for c in contexts]
+        if targets:
+            row["reference"] = targets[0]
+        for key, name in (("Question Type", "question_type"), ("Collection", "collection")):
+            if key in rec:
+                row[name] = rec[key]
+        if rec.get("responses"):
+            row["responses"] = rec["responses"]
+        predicted = [p.get("text") for p in rec.get("predictions") or [] if isinstance(p, dict)]
+        if predicted and isinstance(predicted[0], str):
+            row["response"] = predicted[0]
+        out.append(row)
+    return out
+
+
+def _mtrag(records: list[dict[str, Any]], unit: str, path: Path) -> list[dict[str, Any]]:
+    """MTRAG's released files as question records; other records pass through unchanged."""
+    if _is_beir_queries(records):
+        return _beir_questions(records, path)
+    if _is_generation_tasks(records):
+        return _task_questions(records, unit, path)
+    return records
+
+
 def load_questions(path: Path | str, limit: int | None = None) -> list[Question]:
     """Read and validate a question set; raises InputError naming row and column.
 
     A row may be a turn of a conversation (``conversation_id``, ``turn``, its ``history``);
     a file of whole conversations (``messages`` or ``turns`` per record) gives one question
-    per user turn, each with the turns before it.
+    per user turn, each with the turns before it. MTRAG's released files are read as they are:
+    a retrieval query file (``*_lastturn.jsonl``, ``*_rewrite.jsonl`` or ``*_questions.jsonl``,
+    its sibling forms and ``qrels/dev.tsv`` found beside it), generation tasks (``input``
+    turns, ``contexts``, ``targets``) and the human-evaluated subset (an InspectorRAGet file:
+    ``documents``, ``tasks``, ``evaluations``).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"question set {path}: file not found")
     records, unit = _records(path)
-    records = _conversations(records, unit, path)
+    records = _conversations(_mtrag(records, unit, path), unit, path)
     if not records:
         raise InputError(f"{path}: the question set is empty")
     columns: set[str] = set()

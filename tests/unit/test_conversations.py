@@ -95,6 +95,10 @@ def test_the_oldest_exchanges_are_cut_first_and_the_cut_is_counted() -> None:
     # A small window: the history gets at most its share of the budget, oldest cut first.
     tight = history_cut(q, RunConfig().conversation, "fake/judge", 60)
     assert 0 < tight <= 10
+    # A history shorter than the bound is shown whole (5 exchanges under a bound of 8).
+    five = _turn(history[:10])
+    assert history_cut(five, RunConfig().conversation, "fake/judge", 7168) == 0
+    assert "question 0" in in_context(five, RunConfig().conversation, "fake/judge", 7168).question
     # max_history_turns 0: the turn is judged alone.
     off = RunConfig(conversation={"max_history_turns": 0}).conversation
     assert in_context(q, off, "fake/judge", 7168).question == UTTERANCE
