@@ -25,7 +25,7 @@ from ragaudit.reporting._summary import summarise
 
 TITLES = {
     "turn_band": "turn position",
-    "turn_kind": "standalone, follow-up or clarification",
+    "turn_kind": "standalone / follow-up / clarification",
     "answerability": "answerability",
 }
 """Each breakdown's name and title, in the order the reports show them."""

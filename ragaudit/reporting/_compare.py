@@ -14,6 +14,11 @@ moves most) are compared beside the metrics, in the same adjusted family, when b
 labels correct them: paired by question (a question's candidates are one unit: its relevant
 share enters as its linearised ratio, :func:`~ragaudit.stats.ratio_values`; its NDCG@10 as is).
 Otherwise a note gives the reason the labels went unused and no row is added.
+
+A question set with conversations is also compared by turn (the report's breakdowns: turn
+position, turn kind, answerability): each breakdown's cells, every shared metric in each, are one
+family of paired tests adjusted together, shown beside the metrics; the gate
+(:attr:`Comparison.regressed`, :func:`regressions`) reads the overall metrics alone.
 """
 
 from __future__ import annotations
@@ -410,14 +415,10 @@ def _breakdown_tests(
             ids, va, vb, sa, sb = paired[metric]
             for cell in breakdown.cells:
                 mask = np.array([breakdown.members.get(q) == cell for q in ids], dtype=bool)
-                if sa is not None and sb is not None:
-                    picked = [i for i, m in enumerate(mask) if m]
-                    test = (
-                        two_level_test(
-                            [sa[i] for i in picked], [sb[i] for i in picked], resamples, seed
-                        )
-                        if picked
-                        else paired_test(va[mask], vb[mask], resamples, seed)
+                picked = np.flatnonzero(mask)
+                if sa is not None and sb is not None and len(picked):
+                    test = two_level_test(
+                        [sa[i] for i in picked], [sb[i] for i in picked], resamples, seed
                     )
                 else:
                     test = paired_test(va[mask], vb[mask], resamples, seed)
