@@ -16,7 +16,10 @@ from collections.abc import Sequence
 
 from ragaudit._conversation_config import ConversationConfig
 from ragaudit.cache import count_text
-from ragaudit.dataset import Question, Turn
+
+# The vocabulary of turns (bands, exchanges) lives with the question set: reports read it
+# without this module's token counting (and the gateway it loads).
+from ragaudit.dataset import TURN_BANDS, Question, Turn, exchanges, turn_band
 
 _LABELS = {
     "en": {
@@ -34,29 +37,6 @@ _LABELS = {
         "now": "用户当前的问题：",
     },
 }
-
-TURN_BANDS = ("1", "2", "3-5", "6+")
-"""Turn positions as reports break them down."""
-
-
-def turn_band(turn: int | None) -> str | None:
-    """The turn's band: ``1``, ``2``, ``3-5`` or ``6+`` (None: not a turn of a conversation)."""
-    if turn is None:
-        return None
-    if turn <= 2:
-        return str(max(turn, 1))
-    return "3-5" if turn <= 5 else "6+"
-
-
-def exchanges(history: Sequence[Turn]) -> list[list[Turn]]:
-    """The history cut into exchanges: each user turn with the answers after it."""
-    out: list[list[Turn]] = []
-    for turn in history:
-        if turn.role == "user" or not out:
-            out.append([turn])
-        else:
-            out[-1].append(turn)
-    return out
 
 
 def render(utterance: str, kept: Sequence[Turn], cut: int, language: str) -> str:

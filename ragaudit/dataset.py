@@ -97,6 +97,30 @@ class Turn(BaseModel):
     text: str
 
 
+TURN_BANDS = ("1", "2", "3-5", "6+")
+"""Turn positions as reports break them down."""
+
+
+def turn_band(turn: int | None) -> str | None:
+    """The turn's band: ``1``, ``2``, ``3-5`` or ``6+`` (None: not a turn of a conversation)."""
+    if turn is None:
+        return None
+    if turn <= 2:
+        return str(max(turn, 1))
+    return "3-5" if turn <= 5 else "6+"
+
+
+def exchanges(history: Iterable[Turn]) -> list[list[Turn]]:
+    """The history cut into exchanges: each user turn with the answers after it."""
+    out: list[list[Turn]] = []
+    for turn in history:
+        if turn.role == "user" or not out:
+            out.append([turn])
+        else:
+            out[-1].append(turn)
+    return out
+
+
 class Question(BaseModel):
     """One question-set row; a turn of a conversation when it carries a history."""
 
@@ -973,8 +997,11 @@ __all__ = [
     "ANSWERABILITY",
     "CONVERSATION_FIELDS",
     "ROLES",
+    "TURN_BANDS",
     "TURN_KINDS",
     "Turn",
+    "exchanges",
+    "turn_band",
     "MAX_GRADE",
     "Qrels",
     "Question",

@@ -829,7 +829,8 @@ def write_corrected_summary(run_dir: Path | str, people: JudgeVsPeople | None = 
     people = people if people is not None else judge_vs_people(path)
     if people is None:
         return False
-    metrics = [r for r in run.read("summary").to_pylist() if r.get("kind") in (None, "metric")]
+    stored = run.read("summary").to_pylist()
+    metrics = [r for r in stored if r.get("kind") in (None, "metric")]
     rows = [
         {
             **{n: r.get(n) for n in SUMMARY.names},
@@ -840,6 +841,8 @@ def write_corrected_summary(run_dir: Path | str, people: JudgeVsPeople | None = 
         for r in metrics
     ]
     rows += [{"run_id": run.run_id, **r} for r in figure_rows(people)]
+    # The metrics by turn (version 4) are the judge's alone: kept as the report stage wrote them.
+    rows += [{n: r.get(n) for n in SUMMARY.names} for r in stored if r.get("kind") == "breakdown"]
     run.write("summary", to_table(rows, SUMMARY))
     return True
 

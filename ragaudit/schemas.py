@@ -296,10 +296,17 @@ SUMMARY = _schema(
         # ``n_ok`` counts its judged items (candidates, or questions for NDCG@10) and
         # ``n_labels`` its labelled ones. Written only with grade labels; an older table reads
         # as metric rows with a null note.
-        ("kind", _str),  # metric | figure
+        ("kind", _str),  # metric | figure | breakdown
         ("ppi_note", _str),  # why the PPI columns are null, or how the labels were weighted
+        # Version 4: rows of kind ``breakdown``, written only for a question set with
+        # conversations: a metric's summary over the questions of one ``cell`` (``1``,
+        # ``follow-up``, ``unanswerable`` …) of one ``breakdown`` (``turn_band``, ``turn_kind``,
+        # ``answerability``; ``ragaudit.reporting``'s breakdowns), with the PPI columns null.
+        # Null on every other row: a set of lone questions writes the rows it wrote before.
+        ("breakdown", _str),
+        ("cell", _str),
     ],
-    version=3,
+    version=4,
 )
 
 JUDGE_NOISE = _schema(

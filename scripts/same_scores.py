@@ -29,8 +29,8 @@ files they hold (the folder holding ``tune.parquet``; each folder holding ``esti
 named by its day; ``series.parquet``; the ``judgments`` folder), so a change of folder layout is
 compared too. Compared:
 
-- run: ``scores``, ``verdicts``, ``ranking``, ``ground_truth``, ``nuggets``; ``judgments`` (the
-  store's parts);
+- run: ``scores``, ``verdicts``, ``ranking``, ``ground_truth``, ``nuggets``, ``summary`` (the
+  report stage's means and intervals); ``judgments`` (the store's parts);
 - tune: ``tune.parquet``, ``judgments``, ``tune.json``, ``best.yaml`` and every ``.txt`` (the
   pool's qrels, each variant's run);
 - audit: each day's ``requests``, ``sample``, ``verdicts``, ``scores``, ``estimates``,
@@ -127,6 +127,7 @@ RUN_TABLES: dict[str, Spec] = {
     "ranking": (["question_id"], ["run_id"]),
     "ground_truth": (["question_id"], ["run_id"]),
     "nuggets": (["question_id", "nugget_index"], ["run_id"]),
+    "summary": (["kind", "metric", "breakdown", "cell"], ["run_id"]),
 }
 JUDGMENTS: Spec = (["source", "question_id", "context_id"], ["created_at"])
 RUN_JUDGMENTS: Spec = (["question_id", "context_id"], ["created_at", "source"])

@@ -11,13 +11,21 @@ import dataclasses
 
 import polars as pl
 
-from ragaudit.reporting import build_report, directions, judge_noise, score_cells, summarise
+from ragaudit.reporting import (
+    breakdown_rows,
+    breakdowns,
+    build_report,
+    directions,
+    judge_noise,
+    score_cells,
+    summarise,
+)
 from ragaudit.schemas import JUDGE_NOISE, SUMMARY, to_table
 from ragaudit.tasks._common import StageContext
 
 
 def write_summary(ctx: StageContext) -> None:
-    """Summarise ``scores`` into the ``summary`` table."""
+    """Summarise ``scores`` into the ``summary`` table, by turn too when the set has turns."""
     scores: pl.DataFrame = pl.from_arrow(ctx.run.read("scores"))  # type: ignore[assignment]
     cfg = ctx.config.report
     metrics = scores["metric"].unique(maintain_order=True).to_list()
@@ -30,6 +38,9 @@ def write_summary(ctx: StageContext) -> None:
         }
         for s in summarise(scores, cfg.thresholds, cfg.bootstrap_samples, up)
     ]
+    # Each metric by turn position, turn kind and answerability: none for lone questions.
+    found = breakdowns(ctx.run.questions(), scores, cfg.thresholds, cfg.bootstrap_samples, up)
+    rows += breakdown_rows(ctx.run.run_id, found)
     ctx.run.write("summary", to_table(rows, SUMMARY))
     # A re-run of a labelled run (a run id people already labelled): its corrected means.
     from ragaudit.ppi import has_labels, write_corrected_summary

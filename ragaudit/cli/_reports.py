@@ -152,6 +152,46 @@ def _warn_incomplete(folder: Path) -> None:
         err.print(f"[bold yellow]WARNING:[/] {warning}", soft_wrap=True)
 
 
+def _change_cells(m: Any) -> list[str]:
+    """A change's figures as the compare tables print them, from n to the adjusted p."""
+    return [
+        str(m.n_paired),
+        _num(m.mean_a),
+        _num(m.mean_b),
+        fixed(m.diff, sign=True),
+        "-" if m.ci_low is None else f"{fixed(m.ci_low, sign=True)} {fixed(m.ci_high, sign=True)}",
+        _num(m.p_value, 4),
+        _num(m.p_adjusted, 4),
+    ]
+
+
+def _verdict(m: Any) -> str:
+    style = {"regressed": "bold red", "improved": "bold green"}.get(m.verdict, "")
+    return f"[{style}]{m.verdict}[/]" if style else m.verdict
+
+
+def _print_breakdown_changes(cmp: Any) -> None:
+    """Each breakdown's cells B − A: one family adjusted together, shown and never gated."""
+    for b in cmp.breakdowns:
+        table = Table(
+            title=f"B - A by {b.title}: its {len(b.changes)} tests one family, "
+            f"{cmp.adjustment.upper()}-adjusted together (shown; the gate reads the overall "
+            "metrics)"
+        )
+        columns = ("metric", "cell", "n", "mean A", "mean B", "B - A", "95% CI", "p", "p adj")
+        for col in (*columns, "verdict"):
+            table.add_column(col)
+        for c in b.changes:
+            m = c.change
+            verdict = _verdict(m)
+            if not c.can_move and m.p_adjusted is not None:
+                verdict += f" (n {m.n_paired} can never reach alpha)"
+            table.add_row(shown(m.metric, m.higher_is_better), c.cell, *_change_cells(m), verdict)
+        console.print(table)
+        if b.note:
+            console.print(f"note: {escape(b.note)}", soft_wrap=True)
+
+
 def _print_comparison(cmp: Any) -> None:
     console.print(
         f"\n[bold]compare[/] {cmp.run_a} (A) -> {cmp.run_b} (B)   judge A: {cmp.judge_a}   "
@@ -178,23 +218,9 @@ def _print_comparison(cmp: Any) -> None:
     for col in (*columns, "verdict"):
         table.add_column(col)
     for m in cmp.metrics:
-        style = {"regressed": "bold red", "improved": "bold green"}.get(m.verdict, "")
-        verdict = f"[{style}]{m.verdict}[/]" if style else m.verdict
-        table.add_row(
-            shown(m.metric, m.higher_is_better),
-            str(m.n_paired),
-            _num(m.mean_a),
-            _num(m.mean_b),
-            fixed(m.diff, sign=True),
-            "-"
-            if m.ci_low is None
-            else f"{fixed(m.ci_low, sign=True)} {fixed(m.ci_high, sign=True)}",
-            _num(m.p_value, 4),
-            _num(m.p_adjusted, 4),
-            m.noise,
-            verdict,
-        )
+        table.add_row(shown(m.metric, m.higher_is_better), *_change_cells(m), m.noise, _verdict(m))
     console.print(table)
+    _print_breakdown_changes(cmp)
     if cmp.moved_questions:
         console.print("Questions that moved most (A -> B):")
         for q in cmp.moved_questions:

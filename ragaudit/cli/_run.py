@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -200,6 +201,7 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
                 s.metric, mean, ci, str(s.n_ok), str(s.n_failed), str(s.n_skipped), thr, flag
             )
         console.print(table)
+    _print_breakdowns(report)
     lines = []
     for metric in report.metrics:
         rows = [w for w in report.worst if w.metric == metric]
@@ -240,6 +242,28 @@ def _print_report(run_dir: Path, manifest: dict[str, Any] | None = None) -> None
             console.print(f"{name}: {report.run_dir / name}")
     for warning in report.warnings:
         console.print(f"[bold yellow]WARNING:[/] {warning}")
+
+
+def _print_breakdowns(report: Any) -> None:
+    """Each metric by turn position, turn kind and answerability (a set with conversations)."""
+    for b in report.breakdowns:
+        table = Table(title=f"By {b.title} (mean, 95% bootstrap CI, n ok; ! past the threshold)")
+        table.add_column("metric")
+        for cell in b.cells:
+            table.add_column(f"{cell} ({b.size(cell)} q)")
+        for metric in report.metrics:
+            row = [metric]
+            for cell in b.cells:
+                s = b.summary(cell, metric)
+                if s is None:
+                    row.append("-")
+                    continue
+                ci = "" if s.ci_low is None else f" {fixed(s.ci_low, 2)}-{fixed(s.ci_high, 2)}"
+                row.append(f"{fixed(s.mean)}{ci} n={s.n_ok}" + (" [red]![/]" if s.flagged else ""))
+            table.add_row(*row)
+        console.print(table)
+        if b.note:
+            console.print(f"note: {escape(b.note)}", soft_wrap=True)
 
 
 def _evaluate(

@@ -16,6 +16,11 @@ from ragaudit.reporting._artifacts import (
     publish_artifacts,
     summary_table,
 )
+from ragaudit.reporting._breakdowns import (
+    breakdown_rows,
+    breakdowns,
+    split_questions,
+)
 from ragaudit.reporting._build import (
     NO_PEOPLE,
     PeopleSection,
@@ -39,6 +44,8 @@ from ragaudit.reporting._calibration import (
 )
 from ragaudit.reporting._calls import failure_reason, read_calls, rollup_calls
 from ragaudit.reporting._compare import (
+    BreakdownChanges,
+    CellChange,
     Comparison,
     Difference,
     QuestionMove,
@@ -48,7 +55,9 @@ from ragaudit.reporting._compare import (
 )
 from ragaudit.reporting._model import (
     AgreementRow,
+    Breakdown,
     ContextRow,
+    ConversationRow,
     GradeNoiseRow,
     MetricSummary,
     NdcgPoint,
@@ -57,6 +66,7 @@ from ragaudit.reporting._model import (
     Report,
     ScoreCell,
     StageCalls,
+    TurnRow,
     WorstQuestion,
 )
 from ragaudit.reporting._runs import (
@@ -150,6 +160,14 @@ def write_calibration_report(run_dir: Path | str) -> tuple[Path, Path]:
 
 
 __all__ = [
+    "Breakdown",
+    "BreakdownChanges",
+    "CellChange",
+    "ConversationRow",
+    "TurnRow",
+    "breakdown_rows",
+    "breakdowns",
+    "split_questions",
     "NO_PEOPLE",
     "PeopleSection",
     "build_base",

@@ -19,6 +19,12 @@ from ragaudit.agreement import JudgeOrder, gold_grades, ndcg_at_k
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import StageError
 from ragaudit.labels import has_labels
+from ragaudit.reporting._breakdowns import (
+    conversation_row,
+    split_questions,
+    stored_breakdowns,
+    summarise_breakdowns,
+)
 from ragaudit.reporting._calls import read_calls, rollup_calls
 from ragaudit.reporting._model import (
     AgreementRow,
@@ -477,10 +483,11 @@ def build_base(run_dir: Path | str) -> Report:
     up = directions(metrics)
 
     summary: list[MetricSummary]
-    if run.has("summary"):
+    summary_table = run.read("summary").to_pylist() if run.has("summary") else None
+    if summary_table is not None:
         summary = [
             MetricSummary(**r, higher_is_better=up.get(r["metric"], True))
-            for r in stored_rows(run.read("summary").to_pylist())[0]
+            for r in stored_rows(summary_table)[0]
         ]
     elif scores is not None:
         summary = summarise(
@@ -551,8 +558,16 @@ def build_base(run_dir: Path | str) -> Report:
                     nuggets=nuggets,
                     nuggets_status=nuggets_status if nugget_table is not None else None,
                     nuggets_note=nuggets_note,
+                    conversation=conversation_row(stored[qid], q.get("conversation")),
                 )
             )
+    split = split_questions(list(stored.values()))
+    found = stored_breakdowns(split, summary_table or [], up)
+    if found is None and scores is not None:
+        # A summary written before breakdowns (or none): the figures from the scores.
+        found = summarise_breakdowns(
+            split, scores, report_config["thresholds"], report_config["bootstrap_samples"], up
+        )
     curve = ndcg_curve(
         {
             qid: [c["context_id"] for c in cands[:judged_candidates]]
@@ -643,6 +658,7 @@ def build_base(run_dir: Path | str) -> Report:
         judge_cost=judge_cost(run),
         judge_noise=tuple(noise_rows),
         judge_disagreements=tuple(disagreements),
+        breakdowns=found or (),
     )
 
 

@@ -14,6 +14,11 @@ moves most) are compared beside the metrics, in the same adjusted family, when b
 labels correct them: paired by question (a question's candidates are one unit: its relevant
 share enters as its linearised ratio, :func:`~ragaudit.stats.ratio_values`; its NDCG@10 as is).
 Otherwise a note gives the reason the labels went unused and no row is added.
+
+A question set with conversations is also compared by turn (the report's breakdowns: turn
+position, turn kind, answerability): each breakdown's cells, every shared metric in each, are one
+family of paired tests adjusted together, shown beside the metrics; the gate
+(:attr:`Comparison.regressed`, :func:`regressions`) reads the overall metrics alone.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from ragaudit.stats import (
     power,
     ppi_paired_test,
     ratio_values,
+    smallest_p,
     two_level_test,
 )
 
@@ -70,6 +76,34 @@ class Difference:
 
 
 @dataclass(frozen=True)
+class CellChange:
+    """One metric within one cell of a breakdown between the two runs."""
+
+    cell: str
+    change: MetricChange
+    """The paired test over the cell's questions, its p adjusted within its breakdown."""
+    can_move: bool
+    """Whether a permutation test over the cell's paired questions can reach α at all."""
+
+
+@dataclass(frozen=True)
+class BreakdownChanges:
+    """A breakdown's cells between the runs: one family of paired tests, adjusted together."""
+
+    name: str
+    title: str
+    cells: tuple[str, ...]
+    changes: tuple[CellChange, ...]
+    """Per shared metric, each cell in order."""
+    note: str | None = None
+
+    @property
+    def moved(self) -> tuple[CellChange, ...]:
+        """The cells that moved beyond noise (improved or regressed)."""
+        return tuple(c for c in self.changes if c.change.moved)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """The comparison of run B against run A."""
 
@@ -99,6 +133,9 @@ class Comparison:
     labels_unused: tuple[str, ...] = field(default_factory=tuple)
     """The metrics and figures people labelled in a run whose labels were not used (labels in
     one run only, or too few to correct it): the notes say why."""
+    breakdowns: tuple[BreakdownChanges, ...] = field(default_factory=tuple)
+    """The metrics by turn position, turn kind and answerability (empty: no conversations).
+    Shown, never gated: :attr:`regressed` and the gate read the overall metrics alone."""
 
     @property
     def gate_failures(self) -> tuple[str, ...]:
@@ -347,6 +384,66 @@ def _figure_tests(
     return out
 
 
+def _breakdown_tests(
+    a: Report,
+    b: Report,
+    metrics: Sequence[str],
+    directions: dict[str, bool],
+    alpha: float,
+    adjustment: str,
+    resamples: int,
+    seed: int,
+) -> tuple[BreakdownChanges, ...]:
+    """Each breakdown's cells between the runs, one adjusted family per breakdown.
+
+    A question's cell is run B's (run A's where B has no breakdowns: a like-for-like pair has
+    the same set). Within a cell the questions scored ``ok`` in both runs are paired and tested
+    as the metric is overall (:func:`two_level_test` with judge samples, else
+    :func:`paired_test`): people's labels correct the overall means only, so a cell compares the
+    judge's values. Every (metric, cell) test of one breakdown is adjusted together
+    (``adjustment``) and :func:`decide` (:func:`beyond_noise`) says which moved.
+    """
+    split = b.breakdowns or a.breakdowns
+    if not split:
+        return ()
+    paired = {m: _paired(a, b, m) for m in metrics}
+    out = []
+    for breakdown in split:
+        tests: dict[str, PairedTest] = {}
+        where: dict[str, tuple[str, str]] = {}
+        for metric in metrics:
+            ids, va, vb, sa, sb = paired[metric]
+            for cell in breakdown.cells:
+                mask = np.array([breakdown.members.get(q) == cell for q in ids], dtype=bool)
+                picked = np.flatnonzero(mask)
+                if sa is not None and sb is not None and len(picked):
+                    test = two_level_test(
+                        [sa[i] for i in picked], [sb[i] for i in picked], resamples, seed
+                    )
+                else:
+                    test = paired_test(va[mask], vb[mask], resamples, seed)
+                key = f"{metric}\x1f{cell}"
+                tests[key] = test
+                where[key] = (metric, cell)
+        family = decide(
+            tests, {k: directions.get(m, True) for k, (m, _) in where.items()}, alpha, adjustment
+        )
+        changes = tuple(
+            CellChange(
+                cell=where[c.metric][1],
+                change=dataclasses.replace(c, metric=where[c.metric][0]),
+                can_move=smallest_p(c.n_paired) < alpha,
+            )
+            for c in family
+        )
+        out.append(
+            BreakdownChanges(
+                breakdown.name, breakdown.title, breakdown.cells, changes, breakdown.note
+            )
+        )
+    return tuple(out)
+
+
 def compare_reports(
     a: Report,
     b: Report,
@@ -437,6 +534,13 @@ def compare_reports(
     directions = {s.metric: s.higher_is_better for s in b.summary}
     directions |= {s.metric: s.higher_is_better for s in a.summary if s.metric not in directions}
     changes = decide(tests, directions, alpha, adjustment)
+    by_turn = _breakdown_tests(a, b, shared, directions, alpha, adjustment, resamples, seed)
+    if by_turn:
+        notes.append(
+            "by turn: each breakdown's cells (every metric in each) are one family of paired "
+            f"tests, {adjustment.upper()}-adjusted together; the judge's values (no people's "
+            "labels); shown, not gated: --fail-on-regression reads the overall metrics alone"
+        )
     differences = comparability(a, b, config_a, config_b)
     return Comparison(
         run_a=a.run_id,
@@ -457,6 +561,7 @@ def compare_reports(
         missing_in_b=tuple(m for m in a.metrics if m not in shared),
         corrected=tuple(corrected),
         labels_unused=tuple(unused),
+        breakdowns=by_turn,
     )
 
 
@@ -479,6 +584,8 @@ def regressions(cmp: Comparison, battles: Any = None) -> list[str]:
 
 
 __all__ = [
+    "BreakdownChanges",
+    "CellChange",
     "Comparison",
     "Difference",
     "QuestionMove",

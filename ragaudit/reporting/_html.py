@@ -132,7 +132,7 @@ def _drill(q: QuestionRow, metrics: tuple[str, ...], agreement: dict[str, list])
                 "k": c.k_used,
             }
         )
-    return {
+    out: dict[str, Any] = {
         "id": q.question_id,
         "q": q.question,
         "lang": q.language,
@@ -164,6 +164,20 @@ def _drill(q: QuestionRow, metrics: tuple[str, ...], agreement: dict[str, list])
         "ns": q.nuggets_status,
         "nn": q.nuggets_note,
     }
+    cv = q.conversation
+    if cv is not None:
+        # Only for a turn: a set of lone questions packs the records it packed before.
+        out["cv"] = {
+            "c": cv.conversation_id,
+            "t": cv.turn,
+            "k": cv.turn_kind,
+            "kg": cv.turn_kind_given,
+            "an": cv.answerability,
+            "cut": cv.history_cut,
+            "rw": cv.rewrite,
+            "h": [[t.role, t.text, t.left_out] for t in cv.history],
+        }
+    return out
 
 
 def _index_row(q: QuestionRow, up: dict[str, bool]) -> dict[str, Any]:
@@ -177,14 +191,16 @@ def _index_row(q: QuestionRow, up: dict[str, bool]) -> dict[str, Any]:
         and c.metric in up
         and (c.value < 0.5 if up[c.metric] else c.value > 0.5)
     )
-    return {
+    row: dict[str, Any] = {
         "id": q.question_id,
         "question": q.question,
         "failed": sum(1 for c in q.scores.values() if c.status == "failed"),
         "skipped": sum(1 for c in q.scores.values() if c.status == "skipped"),
         "low": bad,
         "lang": q.language or "",
+        "turn": q.conversation.turn if q.conversation is not None else None,
     }
+    return row
 
 
 def pack(records: list[dict[str, Any]]) -> str:
@@ -286,6 +302,7 @@ def render_frame(report: Report) -> str:
             overall=[a for a in report.overall_agreement if a.status == "ok"],
             reference_counts=sorted(report.reference_counts().items()),
             charts_s=charts_s,
+            conversational=any(q.conversation is not None for q in report.questions),
         )
     )
     return page

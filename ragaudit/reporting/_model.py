@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragaudit.dataset import turn_band
+
 if TYPE_CHECKING:
     # Only the annotation: ragaudit.ppi imports the calibration, which imports this package.
     from ragaudit.ppi import JudgeVsPeople, LabelledItem
@@ -156,6 +158,73 @@ class NuggetRow:
 
 
 @dataclass(frozen=True)
+class TurnRow:
+    """One earlier turn of a question's conversation, as its pages show it."""
+
+    role: str
+    """``user`` or ``assistant``."""
+    text: str
+    left_out: bool
+    """The judge's prompts of the question did not carry this turn (the oldest exchanges go
+    first: ``conversation.max_history_turns``, the judge's window)."""
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    """Where a question stands in its conversation, and the turns before it."""
+
+    conversation_id: str | None
+    turn: int
+    """Its place among the conversation's user turns (a question alone in a set with
+    conversations counts as a first turn)."""
+    history: tuple[TurnRow, ...]
+    history_cut: int | None
+    """Earlier exchanges the judge's prompts left out, as the questions table recorded it (None:
+    not recorded)."""
+    turn_kind: str
+    """``standalone``, ``follow-up`` or ``clarification``."""
+    turn_kind_given: bool
+    """The set gave ``turn_kind``; otherwise it is read from the position (turn 1 standalone, a
+    later turn follow-up)."""
+    answerability: str | None
+    """The set's label (None: not labelled)."""
+    rewrite: str | None = None
+
+    @property
+    def band(self) -> str:
+        """The turn's band (``1``, ``2``, ``3-5``, ``6+``)."""
+        return turn_band(self.turn) or "1"
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """The metrics split one way by where questions stand in their conversations.
+
+    Each cell's summary is over the cell's questions alone: mean, n and the bootstrap interval.
+    """
+
+    name: str
+    """``turn_band``, ``turn_kind`` or ``answerability``."""
+    title: str
+    cells: tuple[str, ...]
+    """The cells that hold a question, in their natural order."""
+    members: dict[str, str]
+    """Question id → its cell."""
+    summaries: tuple[tuple[str, MetricSummary], ...] = ()
+    """(cell, a metric's summary over it), the cells in order, the metrics in the run's."""
+    note: str | None = None
+    """How cells were read where the set does not say (shown beside the table)."""
+
+    def summary(self, cell: str, metric: str) -> MetricSummary | None:
+        """``metric``'s summary over ``cell`` (None: no row of it there)."""
+        return next((s for c, s in self.summaries if c == cell and s.metric == metric), None)
+
+    def size(self, cell: str) -> int:
+        """Questions in ``cell``."""
+        return sum(1 for c in self.members.values() if c == cell)
+
+
+@dataclass(frozen=True)
 class QuestionRow:
     """One question with the system's answer, the reference used and every metric's cell."""
 
@@ -178,6 +247,8 @@ class QuestionRow:
     nuggets_status: Status | None = None
     """The ground_truth stage's nugget status (None: no nuggets table)."""
     nuggets_note: str | None = None
+    conversation: ConversationRow | None = None
+    """Its conversation when it is a turn of one (None: a set of lone questions)."""
 
 
 @dataclass(frozen=True)
@@ -363,6 +434,9 @@ class Report:
     """The judge against people's labels of the run (``ragaudit.ppi``); None without labels."""
     labelled: tuple[LabelledItem, ...] = ()
     """Every item people labelled, with each person's latest label and the judge's value."""
+    breakdowns: tuple[Breakdown, ...] = ()
+    """Every metric by turn position, turn kind and answerability (empty: a question set
+    without conversations)."""
     incomplete: str | None = None
     """Why the run is not complete (``ragaudit.runfolder.run_state``'s warning, a live run
     included); None when it completed. Read once, when the report is built."""
@@ -421,7 +495,9 @@ def _jsonable(obj: Any) -> Any:
 
 __all__ = [
     "AgreementRow",
+    "Breakdown",
     "ContextRow",
+    "ConversationRow",
     "GradeNoiseRow",
     "JudgeCost",
     "JudgeDisagreement",
@@ -434,6 +510,7 @@ __all__ = [
     "Report",
     "ScoreCell",
     "StageCalls",
+    "TurnRow",
     "WorstQuestion",
     "labelled",
 ]

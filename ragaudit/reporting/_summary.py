@@ -81,8 +81,9 @@ def worst_questions(
     return out
 
 
-# The table's columns that are not a MetricSummary's: which run, which kind of row, the note.
-_TABLE_ONLY = ("run_id", "kind", "ppi_note")
+# The table's columns that are not a MetricSummary's: which run, which kind of row, the note,
+# and which cell of which breakdown a row of kind ``breakdown`` summarises.
+_TABLE_ONLY = ("run_id", "kind", "ppi_note", "breakdown", "cell")
 
 
 def stored_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -90,7 +91,8 @@ def stored_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
 
     A metric row keeps a ``MetricSummary``'s fields only; a figure row (version 3, the judged
     candidates' figures corrected by grade labels) keeps every column. A row of an older
-    table is a metric row.
+    table is a metric row. Rows of kind ``breakdown`` (version 4) are neither: the
+    breakdowns read them (``_breakdowns.stored_breakdowns``).
     """
     metrics = [
         {k: v for k, v in r.items() if k not in _TABLE_ONLY}

@@ -125,6 +125,44 @@ def summary_frame(report: Report) -> pl.DataFrame:
     )
 
 
+_BREAKDOWN_SCHEMA: dict[str, type[pl.DataType]] = {
+    "breakdown": pl.String,
+    "cell": pl.String,
+    "questions": pl.Int64,
+    "metric": pl.String,
+    "mean": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "n_ok": pl.Int64,
+    "n_failed": pl.Int64,
+    "n_skipped": pl.Int64,
+    "threshold": pl.Float64,
+    "flagged": pl.Boolean,
+    "higher_is_better": pl.Boolean,
+    "note": pl.String,
+}
+
+
+def breakdowns_frame(report: Report) -> pl.DataFrame:
+    """Every metric by turn position, turn kind and answerability: a row per cell and metric.
+
+    As ``summary.parquet``'s rows of kind ``breakdown``, with the cell's questions and the
+    breakdown's note (how a cell was read where the set does not say).
+    """
+    rows = [
+        {
+            "breakdown": b.name,
+            "cell": cell,
+            "questions": b.size(cell),
+            **{k: getattr(s, k) for k in _BREAKDOWN_SCHEMA if hasattr(s, k)},
+            "note": b.note,
+        }
+        for b in report.breakdowns
+        for cell, s in b.summaries
+    ]
+    return pl.DataFrame(rows, schema=_BREAKDOWN_SCHEMA)
+
+
 def metric_frame(report: Report, metric: str) -> pl.DataFrame:
     """Every question's row of ``metric``: value, status, error and the judge's reasons.
 
@@ -441,6 +479,8 @@ def write_xlsx(report: Report, path: Path) -> Path:
         "judge_noise": judge_noise_frame(report),
     }
     extra = {k: v for k, v in extra.items() if v.height}
+    if report.breakdowns:
+        extra["breakdowns"] = breakdowns_frame(report)
     if report.grade_noise:
         extra["grade_noise"] = grade_noise_frame(report)
     if report.people is not None:
@@ -490,6 +530,19 @@ def compare_frames(comparison: Any) -> dict[str, pl.DataFrame]:
         for m in comparison.metrics
     ]
     changes = pl.DataFrame(rows, schema=schema | {"labels": pl.String})
+    by_turn = pl.DataFrame(
+        [
+            {
+                "breakdown": b.name,
+                "cell": c.cell,
+                **{k: getattr(c.change, k) for k in schema},
+                "can_move": c.can_move,
+            }
+            for b in comparison.breakdowns
+            for c in b.changes
+        ],
+        schema={"breakdown": pl.String, "cell": pl.String} | schema | {"can_move": pl.Boolean},
+    )
     items = [
         ("run_a", comparison.run_a),
         ("run_b", comparison.run_b),
@@ -499,7 +552,11 @@ def compare_frames(comparison: Any) -> dict[str, pl.DataFrame]:
         *(("note", n) for n in comparison.notes),
         *(("warning", w) for w in comparison.warnings),
     ]
-    return {"compare": changes, "run": _fields(items)}
+    sheets = {"compare": changes, "run": _fields(items)}
+    if comparison.breakdowns:
+        # Each breakdown one family, adjusted apart from the overall metrics: never gated.
+        sheets = {"compare": changes, "breakdowns": by_turn, "run": _fields(items)}
+    return sheets
 
 
 def write_compare_xlsx(comparison: Any, path: Path | str) -> Path:

@@ -94,3 +94,18 @@ def test_the_questions_table_keeps_each_turns_history_and_its_cut(
     assert json.loads(rows["pageant-en::1"]["conversation"])["history_cut"] == 0
     manifest = json.loads((chat_run["folder"] / "manifest.json").read_text())
     assert manifest["status"] in ("completed", "completed_with_failures")
+
+
+def test_the_report_breaks_the_metrics_down_by_turn(chat_run: dict[str, Any]) -> None:
+    from ragaudit.reporting import build_report
+
+    rows = pq.read_table(chat_run["folder"] / "summary.parquet").to_pylist()
+    cells = {(r["breakdown"], r["cell"]) for r in rows if r["kind"] == "breakdown"}
+    assert {("turn_band", "1"), ("turn_band", "2"), ("turn_kind", "standalone")} <= cells
+    report = build_report(chat_run["folder"])
+    bands = report.breakdowns[0]
+    assert bands.name == "turn_band" and bands.size("1") == 4  # the four conversations' first
+    third = next(q for q in report.questions if q.question_id == "gecko-zh::3")
+    assert third.conversation is not None and third.conversation.history_cut == 1
+    assert [t.left_out for t in third.conversation.history] == [True, True, False, False]
+    assert "By turn position" in chat_run["out"]

@@ -51,7 +51,7 @@ def test_report_and_compare_of_labelled_runs(tmp_path: Path) -> None:
     out = ragaudit("report", str(a))
     assert "report.html" in out and "Traceback" not in out
     table = RunFolder(tmp_path, "A").read("summary")
-    assert schema_version(table.schema) == 3
+    assert schema_version(table.schema) == 4
     (row,) = [r for r in table.to_pylist() if r["kind"] == "metric"]
     # The grade labels' corrected figures follow the metric's row (schema version 3).
     assert [r["metric"] for r in table.to_pylist() if r["kind"] == "figure"] == [

@@ -8,6 +8,7 @@ probability p flips each verdict independently.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -48,11 +49,14 @@ def write_run(
     reason_chars: int = 60,
     calls: list[dict[str, Any]] | None = None,
     prefixes: list[str] | None = None,
+    conversations: dict[str, dict[str, Any]] | None = None,
 ) -> Path:
     """A run folder with questions, answers, scores (None = failed) and a manifest.
 
     ``prefixes`` (one per question) start that question's text, reference, answer, reason and
-    error, as a hostile corpus or question set would.
+    error, as a hostile corpus or question set would. ``conversations`` gives a question its
+    ``questions`` row's conversation (``conversation_id``, ``turn``, ``history``,
+    ``turn_kind``, ``answerability``, ``history_cut`` …), as the collect stage writes it.
     """
     n = len(next(iter(values.values())))
     ids = question_ids or [f"q{i:04d}" for i in range(n)]
@@ -69,6 +73,9 @@ def write_run(
                     "language": "en",
                     "reference": f"{lead[q]}reference of {q}",
                     "metadata": "{}",
+                    "conversation": json.dumps(conversations[q], ensure_ascii=False)
+                    if conversations and q in conversations
+                    else None,
                 }
                 for q in ids
             ],

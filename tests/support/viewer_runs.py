@@ -16,7 +16,7 @@ import httpx
 import polars as pl
 
 from ragaudit.config import ReportConfig
-from ragaudit.reporting import directions, summarise
+from ragaudit.reporting import breakdown_rows, breakdowns, directions, summarise
 from ragaudit.runfolder import RunFolder
 from ragaudit.schemas import SUMMARY, to_table
 from support.html_runs import write_full_run
@@ -38,7 +38,8 @@ def write_summary(run_dir: Path) -> None:
         }
         for s in summarise(scores, cfg.thresholds, 200, directions(metrics))
     ]
-    run.write("summary", to_table(rows, SUMMARY))
+    found = breakdowns(run.questions(), scores, cfg.thresholds, 200, directions(metrics))
+    run.write("summary", to_table(rows + breakdown_rows(run.run_id, found), SUMMARY))
 
 
 def write_runs(root: Path, n: int, questions: int = 12) -> list[Path]:

@@ -149,7 +149,7 @@ def test_summary_keeps_the_corrected_figures_with_intervals_and_n(
     runs: dict[str, Path], reports: dict[str, Report]
 ) -> None:
     table = RunFolder(runs["A"].parent, "A").read("summary")
-    assert schema_version(table.schema) == 3
+    assert schema_version(table.schema) == 4  # version 4: rows by turn beside them (none here)
     rows = {r["metric"]: r for r in table.to_pylist()}
     people = reports["A"].people
     assert people is not None

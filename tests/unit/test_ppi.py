@@ -198,7 +198,7 @@ def test_without_labels_nothing_changes(tmp_path: Path) -> None:
     _v1_summary(run, [{k: v for k, v in r.items() if k not in ppi.SUMMARY_COLUMNS} for r in rows])
     before = _page(run)
     RunFolder(tmp_path, "plain").write("summary", to_table(rows, SUMMARY))
-    assert schema_version(pa.parquet.read_schema(run / "summary.parquet")) == 3
+    assert schema_version(pa.parquet.read_schema(run / "summary.parquet")) == 4
     report = build_report(run)
     assert report.people is None and report.summary[0].ppi_mean is None
     assert _page(run) == before  # a version-2 summary without labels renders byte for byte
@@ -241,7 +241,7 @@ def test_labels_reach_the_page_escaped_and_the_summary(tmp_path: Path) -> None:
     assert parts == {"agreement", "confusion", "engine NDCG@10", "corrected"}
     assert ppi.write_corrected_summary(run) is True
     table = RunFolder(tmp_path, "r2").read("summary")
-    assert schema_version(table.schema) == 3
+    assert schema_version(table.schema) == 4
     row = table.to_pylist()[0]
     found = ppi.judge_vs_people(run).corrected_for("faithfulness")  # type: ignore[union-attr]
     assert row["ppi_mean"] == pytest.approx(found.ppi_mean)  # type: ignore[union-attr]
