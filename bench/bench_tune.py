@@ -44,10 +44,9 @@ from scipy import stats
 from ragaudit.cache import hold_gateway
 from ragaudit.cache._fake import FAKE  # the scripted provider: benches and tests only
 from ragaudit.config import load_config
-from ragaudit.judging import Judge, grade_candidates
+from ragaudit.judging import Judge, grade_candidates, prompt_tokens
 from ragaudit.tuning import (
     BASELINE,
-    prompt_tokens,
     question_metrics,
     recommend,
     retrieve,

@@ -150,11 +150,17 @@ def corrected_mean(
         return _replace(empty, note="every judged item is labelled: nothing to correct", **labels)
     # ρ is undefined when the judge or the labels do not vary (no correlation to use).
     rho: float | None = None
+    uncorrelated = False
     if np.ptp(y) > 0 and np.ptp(f) > 0:
-        planned = ppi_mean_power(
-            y, f, cost_Y=1.0, cost_Yhat=_JUDGE_COST, effective_n=int(y.size), w=w
-        )
-        rho = float(planned["ppi_corr"])
+        # ppi_py's plan divides by ρ: labels that do not correlate with the judge at all (ρ
+        # zero to rounding) make it 0/0. The correction still stands; only the plan is void.
+        if abs(float(np.corrcoef(y, f)[0, 1])) < 1e-9:
+            uncorrelated = True
+        else:
+            planned = ppi_mean_power(
+                y, f, cost_Y=1.0, cost_Yhat=_JUDGE_COST, effective_n=int(y.size), w=w
+            )
+            rho = float(planned["ppi_corr"])
     point = float(np.asarray(ppi_mean_pointestimate(y, f, judged, w=w)).ravel()[0])
     found = ppi_mean_ci(y, f, judged, alpha=alpha, w=w)
     low, high = (float(np.asarray(v).ravel()[0]) for v in found)
@@ -173,7 +179,13 @@ def corrected_mean(
         labels_high,
         rho,
         None if rho is None else labels_to_halve(int(y.size), int(judged.size), rho),
-        ("" if rho is not None else "the judge or the labels do not vary: ρ is undefined")
+        (
+            ""
+            if rho is not None
+            else "the labels do not correlate with the judge (ρ ≈ 0)"
+            if uncorrelated
+            else "the judge or the labels do not vary: ρ is undefined"
+        )
         + ("" if w is None else ("; " if rho is None else "") + "strata weighted back"),
         tuple(float(v) for v in (y - f) * (1.0 if w is None else w * w.size / w.sum())),
     )

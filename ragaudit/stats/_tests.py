@@ -247,9 +247,12 @@ def power(diffs: np.ndarray, alpha: float = 0.05, target: float = 0.8) -> Power:
     n = len(d)
     smallest = smallest_p(n)
     needed = None
-    if n >= 2 and np.std(d, ddof=1) > 0 and d.mean() != 0:
+    spread = float(np.std(d, ddof=1)) if n >= 2 else 0.0
+    # A mean difference within rounding of zero (two runs equal up to float noise) is no
+    # difference: no count of questions would ever show it.
+    if n >= 2 and spread > 0 and abs(d.mean()) > 1e-12 * max(1.0, spread):
         z = _z(alpha, target)
-        needed = int(np.ceil((z * np.std(d, ddof=1) / abs(d.mean())) ** 2))
+        needed = int(np.ceil((z * spread / abs(d.mean())) ** 2))
         # The permutation floor binds too: never fewer than the test can resolve.
         needed = max(needed, int(np.floor(np.log2(2 / alpha))) + 1)
     return Power(n, smallest, smallest < alpha, needed)

@@ -153,3 +153,27 @@ def test_alignment_figures_resample_at_once_as_scipy_computes_them_one_by_one() 
         found = figures[name]
         assert found.ci_low is not None and found.ci_low <= found.value <= found.ci_high
     assert figures["auc"].value == pytest.approx(auc_score(human[0] >= 0.5, score[0]))
+
+
+def test_labels_uncorrelated_with_the_judge_still_correct_it() -> None:
+    """ρ zero to rounding: ppi_py's plan would divide 0/0; the correction stands without it."""
+    from ragaudit.stats import corrected_mean
+
+    human, judge = [], []
+    for k in range(6):
+        for t in range(1, 5):
+            human.append(float((k + t) % 2))
+            judge.append(1 / t + 0.01 * k)
+    got = corrected_mean("share", human, judge, judge + judge)
+    assert got.ppi_corr is None and "do not correlate" in got.note
+    assert got.ppi_ci_low is not None and got.ppi_ci_high is not None and got.ppi_mean is not None
+    assert got.ppi_ci_low <= got.ppi_mean <= got.ppi_ci_high
+
+
+def test_two_runs_equal_to_rounding_need_no_count_of_questions() -> None:
+    import numpy as np
+
+    from ragaudit.stats import power
+
+    diffs = np.array([0.1, -0.1, 0.2, -0.2]) + 1e-17
+    assert power(diffs).needed is None
