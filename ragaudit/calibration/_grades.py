@@ -148,11 +148,11 @@ def load_grade_labels(path: Path | str) -> list[GradeLabel]:
             outside 0–3, or one id given two different questions or context texts.
     """
     path = Path(path)
+    if is_judgment_store(path):
+        return _judgment_store_grades(path)
     store = labels_store.store_dir(path)
     if store is not None:
         return _store_grades(store)
-    if is_judgment_store(path):
-        return _judgment_store_grades(path)
     if not path.is_file():
         raise InputError(f"{path}: grade labels file not found")
     out: list[GradeLabel] = []

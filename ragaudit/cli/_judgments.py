@@ -228,7 +228,10 @@ def import_cmd(
     if from_index is not None:
         where = f"{host or 'the configured engine'}/{from_index}"
         scen = _engine(cfg, scenarios, host) if scenarios and fmt.name == "esrs" else None
-        reads = [(where, read_index(fmt, _engine(cfg, from_index, host), scenarios=scen))]
+        reads = [
+            (where, read)
+            for read in read_index(fmt, _engine(cfg, from_index, host), scenarios=scen)
+        ]
     else:
         reads = [(str(p), fmt.read(file_bytes(p), str(p))) for p in files or []]
     for n, (where, read) in enumerate(reads):
@@ -290,7 +293,8 @@ def _run_rows(
     from ragaudit.judgments import run_rows, with_requests
     from ragaudit.runfolder import RunFolder, stored_config
 
-    folder = RunFolder(_run_dir(run, cfg.runs_root))
+    path = _run_dir(run, cfg.runs_root)
+    folder = RunFolder(path.parent, path.name)
     rows, failed = run_rows(folder)
     if not rank_eval:
         return rows, [], failed

@@ -130,6 +130,11 @@ class JudgmentFormat:
         """
         raise InputError(f"format '{self.name}' is a file format: it is not read from an index")
 
+    def read_sources(self, docs: Iterator[tuple[str, dict[str, Any]]]) -> list[Read]:
+        """An index's documents as sources: one by default; a format whose documents are each a
+        list of its own (SRW's judgment lists, each of its own type and scale) splits them."""
+        return [self.read_documents(docs)]
+
 
 FormatT = TypeVar("FormatT", bound=type[JudgmentFormat])
 

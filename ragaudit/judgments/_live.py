@@ -19,8 +19,9 @@ def _documents(backend: Any) -> Any:
         yield f"{index}/{hit.get('_id')}", {"_id": hit.get("_id"), **(hit.get("_source") or {})}
 
 
-def read_index(fmt: JudgmentFormat, backend: Any, *, scenarios: Any = None) -> Read:
-    """Every judgment document of ``backend``'s index, read by ``fmt``.
+def read_index(fmt: JudgmentFormat, backend: Any, *, scenarios: Any = None) -> list[Read]:
+    """Every judgment document of ``backend``'s index, read by ``fmt`` (one read per source:
+    SRW keeps each judgment list as a document of its own).
 
     Args:
         fmt: The format the documents are in (``srw``, ``esrs``).
@@ -34,7 +35,7 @@ def read_index(fmt: JudgmentFormat, backend: Any, *, scenarios: Any = None) -> R
     """
     if scenarios is not None and isinstance(fmt, RelevanceStudio):
         fmt.scenarios = scenario_texts(_documents(scenarios))
-    return fmt.read_documents(_documents(backend))
+    return fmt.read_sources(_documents(backend))
 
 
 __all__ = ["read_index"]

@@ -142,6 +142,10 @@ class SrwJudgments(JudgmentFormat):
             notes=notes,
         )
 
+    def read_sources(self, docs: Iterator[tuple[str, dict[str, Any]]]) -> list[Read]:
+        """Each stored judgment list its own source: its name, its type's scale."""
+        return [self.read_documents(iter([item])) for item in docs]
+
     def write(self, frame: pl.DataFrame) -> Written:
         """The ``PUT _plugins/_search_relevance/judgments`` body, one entry per query."""
         opts: SrwOptions = self.opts  # type: ignore[assignment]
