@@ -30,9 +30,7 @@ app.add_typer(judgments_app, name="judgments")
 
 FormatOpt = Annotated[
     str,
-    typer.Option(
-        "--format", "-f", help="The format (ragaudit judgments formats lists them)."
-    ),
+    typer.Option("--format", "-f", help="The format (ragaudit judgments formats lists them)."),
 ]
 ScaleOpt = Annotated[
     str | None,
@@ -158,7 +156,9 @@ def import_cmd(
     runs_root: RootOpt = None,
     corpus: Annotated[
         Path | None,
-        typer.Option("--corpus", help="Corpus whose documents resolve ids (default collect.corpus)."),
+        typer.Option(
+            "--corpus", help="Corpus whose documents resolve ids (default collect.corpus)."
+        ),
     ] = None,
     documents: Annotated[
         Literal["auto", "corpus", "backend", "none"],
@@ -362,7 +362,8 @@ def export_cmd(
     tune: Annotated[
         bool,
         typer.Option(
-            "--tune", help="The config's tune: its pool's grades (rank-eval: the winner's requests)."
+            "--tune",
+            help="The config's tune: its pool's grades (rank-eval: the winner's requests).",
         ),
     ] = False,
     for_questions: Annotated[
@@ -446,7 +447,9 @@ def _print_loss(report: dict[str, Any], out: Path, loss_path: Path) -> None:
         f"{escape(str(out))} ({report['label']})"
     )
     for entry in report["lost"]:
-        console.print(f"  lost: {entry['field']} on {entry['rows']:,} row(s): {escape(entry['what'])}")
+        console.print(
+            f"  lost: {entry['field']} on {entry['rows']:,} row(s): {escape(entry['what'])}"
+        )
     for entry in report["not_written"]:
         console.print(f"  not written: {entry['rows']:,} row(s) {escape(entry['what'])}")
     if report["merged"]:
@@ -472,15 +475,29 @@ def _print_stats(stats: StoreStats, folder: Path) -> None:
         + (f"; {stats.seeded:,} standing for a judge's grade" if stats.seeded else "")
     )
     table = Table(title="by source")
-    for col in ("source", "kind", "format", "rows", "pairs", "graded", "unrateable", "later",
-                "annotators"):
-        table.add_column(col, justify="right" if col not in ("source", "kind", "format") else "left")
+    for col in (
+        "source",
+        "kind",
+        "format",
+        "rows",
+        "pairs",
+        "graded",
+        "unrateable",
+        "later",
+        "annotators",
+    ):
+        table.add_column(
+            col, justify="right" if col not in ("source", "kind", "format") else "left"
+        )
     for s in stats.sources:
         table.add_row(
             escape(s["source"]),
             s["kind"],
             s["format"] or "",
-            *(f"{s[c]:,}" for c in ("rows", "pairs", "graded", "unrateable", "later", "annotators")),
+            *(
+                f"{s[c]:,}"
+                for c in ("rows", "pairs", "graded", "unrateable", "later", "annotators")
+            ),
         )
     console.print(table)
     if stats.annotators:
@@ -489,7 +506,9 @@ def _print_stats(stats: StoreStats, folder: Path) -> None:
             people.add_column(col)
         for a in stats.annotators:
             people.add_row(
-                escape(a["annotator"]), f"{a['rows']:,}", f"{a['pairs']:,}",
+                escape(a["annotator"]),
+                f"{a['rows']:,}",
+                f"{a['pairs']:,}",
                 escape(", ".join(a["sources"])),
             )
         console.print(people)

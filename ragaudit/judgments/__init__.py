@@ -11,7 +11,7 @@ a loss report of what the format cannot hold (``_export.py``, ``_bodies.py``); `
 store up (``_stats.py``). Each format is a registered unit (``register_format``), one module each.
 """
 
-from ragaudit.judgments import (  # noqa: F401  (register the built-in formats, in list order)
+from ragaudit.judgments import (  # noqa: F401, I001  (register the built-in formats, in list order)
     _quepid_csv,
     _quepid_book_csv,
     _quepid_book,

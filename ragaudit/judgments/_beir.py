@@ -1,4 +1,4 @@
-"""BEIR qrels: a TSV ``query-id\tcorpus-id\tscore`` with that header (``qrels/test.tsv``)."""
+r"""BEIR qrels: a TSV ``query-id\tcorpus-id\tscore`` with that header (``qrels/test.tsv``)."""
 
 from __future__ import annotations
 
@@ -32,15 +32,12 @@ class BeirQrels(JudgmentFormat):
         """One row per line after the header."""
         text = text_of(data, where)
         try:
-            df = pl.read_csv(
-                io.StringIO(text), separator="\t", infer_schema=False, quote_char=None
-            )
+            df = pl.read_csv(io.StringIO(text), separator="\t", infer_schema=False, quote_char=None)
         except pl.exceptions.PolarsError as exc:
             raise InputError(f"{where}: not a TSV ({str(exc).splitlines()[0]})") from None
         if tuple(c.strip().lower() for c in df.columns[:3]) != HEADER:
             raise InputError(
-                f"{where}: the header is {', '.join(df.columns[:3])}; expected "
-                f"{', '.join(HEADER)}"
+                f"{where}: the header is {', '.join(df.columns[:3])}; expected {', '.join(HEADER)}"
             )
         a, b, c = df.columns[:3]
         return Read(

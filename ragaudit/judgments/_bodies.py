@@ -146,9 +146,9 @@ def with_requests(
             }
         )
     out = rows.with_columns(
-        pl.col("query_id").replace_strict(bodies, default=None, return_dtype=pl.String).alias(
-            "extra"
-        ),
+        pl.col("query_id")
+        .replace_strict(bodies, default=None, return_dtype=pl.String)
+        .alias("extra"),
         pl.lit(getattr(backend, "index_name", None), dtype=pl.String).alias("doc_index"),
     )
     return out, notes

@@ -1,4 +1,5 @@
-"""Elastic Relevance Studio's judgements: documents of the ``esrs-judgements`` index,
+"""Elastic Relevance Studio's judgements: documents of the ``esrs-judgements`` index.
+
 ``{workspace_id, scenario_id, index, doc_id, rating, @meta{created_by, created_at, created_via,
 updated_by, updated_at, updated_via}}``, ratings integers within the workspace's rating scale.
 
@@ -13,6 +14,7 @@ times cannot travel).
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from collections.abc import Iterator, Mapping
@@ -86,7 +88,7 @@ def scenario_texts(docs: Iterator[tuple[str, dict[str, Any]]]) -> dict[str, str]
         sid = doc.get("_id") or doc.get("id")
         if sid is None:
             raise InputError(f"{at}: a scenario without '_id'")
-        values = doc.get("values") if isinstance(doc.get("values"), dict) else {}
+        values: dict[str, Any] = doc["values"] if isinstance(doc.get("values"), dict) else {}
         text = values.get("text")
         if text is None and len(values) == 1:
             text = next(iter(values.values()))
@@ -123,8 +125,71 @@ class RelevanceStudio(JudgmentFormat):
         """Scenario id → query text, when scenario documents were given."""
 
     def read(self, data: bytes, where: str) -> Read:
-        """One row per judgement document."""
-        return self.read_documents(documents(data, where))
+        """One row per judgement document.
+
+        JSON lines of complete judgements are read by polars at once; anything else (and a
+        file with a bad document, which it names exactly) by :func:`documents`.
+        """
+        fast = self._lines(data)
+        return fast if fast is not None else self.read_documents(documents(data, where))
+
+    def _lines(self, data: bytes) -> Read | None:
+        """JSON lines of complete judgements, read at once; None for any other file."""
+        head = data.lstrip()[:1]
+        if head != b"{":
+            return None
+        try:
+            df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+        except (pl.exceptions.PolarsError, ValueError):
+            return None
+        needed = ("scenario_id", "doc_id", "rating")
+        if (
+            not set(needed) <= set(df.columns)
+            or df.select(pl.any_horizontal(*(pl.col(c).is_null() for c in needed)).any()).item()
+        ):
+            return None
+        if not df.schema["rating"].is_numeric():
+            return None
+
+        def meta(field: str) -> pl.Expr:
+            if "@meta" not in df.columns or not isinstance(df.schema["@meta"], pl.Struct):
+                return pl.lit(None, dtype=pl.String)
+            fields = {f.name for f in df.schema["@meta"].fields}
+            if field not in fields:
+                return pl.lit(None, dtype=pl.String)
+            return pl.col("@meta").struct.field(field).cast(pl.String)
+
+        def column(name: str) -> pl.Expr:
+            if name not in df.columns:
+                return pl.lit(None, dtype=pl.String)
+            return pl.col(name).cast(pl.String)
+
+        rating = pl.col("rating")
+        value = (
+            rating.cast(pl.String)
+            if df.schema["rating"].is_integer()
+            # A float written as Python writes it (3.0), as the document-by-document path does.
+            else (rating.map_elements(repr, return_dtype=pl.String))
+        )
+        ids = pl.col("scenario_id").cast(pl.String)
+        frame = df.select(
+            ids.replace_strict(dict(self.scenarios), default=None, return_dtype=pl.String).alias(
+                "query"
+            ),
+            ids.alias("query_id"),
+            pl.col("doc_id").cast(pl.String),
+            column("index").alias("doc_index"),
+            value.alias("value"),
+            pl.coalesce(meta("updated_by"), meta("created_by")).alias("annotator"),
+            pl.coalesce(meta("updated_at"), meta("created_at")).alias("created_at"),
+            pl.struct(
+                via=pl.coalesce(meta("updated_via"), meta("created_via")),
+                workspace_id=column("workspace_id"),
+            )
+            .struct.json_encode()
+            .alias("extra"),
+        )
+        return Read(framed(frame))
 
     def read_documents(self, docs: Iterator[tuple[str, dict[str, Any]]]) -> Read:
         """The rows of judgement documents (a file's, or the live index's)."""
@@ -132,7 +197,7 @@ class RelevanceStudio(JudgmentFormat):
         for at, doc in docs:
             if not isinstance(doc, dict):
                 raise InputError(f"{at}: not an object")
-            meta = doc.get("@meta") if isinstance(doc.get("@meta"), dict) else {}
+            meta: dict[str, Any] = doc["@meta"] if isinstance(doc.get("@meta"), dict) else {}
             sid = str(require(doc, "scenario_id", at, (str, int)))
             rows.append(
                 {
@@ -149,8 +214,16 @@ class RelevanceStudio(JudgmentFormat):
                     ),
                 }
             )
-        cols = ("query", "query_id", "doc_id", "doc_index", "value", "annotator", "created_at",
-                "extra")
+        cols = (
+            "query",
+            "query_id",
+            "doc_id",
+            "doc_index",
+            "value",
+            "annotator",
+            "created_at",
+            "extra",
+        )
         return Read(framed(pl.DataFrame(rows, schema=dict.fromkeys(cols, pl.String))))
 
     def write(self, frame: pl.DataFrame) -> Written:

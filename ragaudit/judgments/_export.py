@@ -164,12 +164,14 @@ def _lost_fields(frame: pl.DataFrame, fmt: JudgmentFormat) -> list[dict[str, Any
 def _merged(frame: pl.DataFrame, target: GradeScale) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     """One row per (query, document): several raters' rows merged, their lower median kept."""
     pair = ["_query", "doc_id", "doc_index"]
-    counted = frame.with_row_index("_n").with_columns(
-        pl.coalesce("query", "query_id").alias("_query")
-    ).with_columns(
-        pl.col("_n").min().over(pair).alias("_first"),
-        pl.len().over(pair).alias("_raters"),
-        pl.col("value").n_unique().over(pair).alias("_values"),
+    counted = (
+        frame.with_row_index("_n")
+        .with_columns(pl.coalesce("query", "query_id").alias("_query"))
+        .with_columns(
+            pl.col("_n").min().over(pair).alias("_first"),
+            pl.len().over(pair).alias("_raters"),
+            pl.col("value").n_unique().over(pair).alias("_values"),
+        )
     )
     many = counted.filter(pl.col("_raters") > 1)
     if many.height == 0:
@@ -223,7 +225,7 @@ def export_frame(
     """``frame`` (:func:`as_frame`'s rows) written by ``fmt``, with the loss report."""
     target = fmt.grades
     selected = frame.height
-    not_written = []
+    not_written: list[dict[str, Any]] = []
     for state in ("unrateable", "later"):
         rows = frame.filter(pl.col("state") == state)
         if rows.height and state not in fmt.holds:
@@ -244,9 +246,7 @@ def export_frame(
     converted = frame.filter(pl.col("converted"))
     scale: dict[str, Any] = {"target": target.name, "converted_rows": converted.height}
     if converted.height:
-        scale["from"] = dict(
-            Counter(stored_scale(k).name for k in converted["scale"].to_list())
-        )
+        scale["from"] = dict(Counter(stored_scale(k).name for k in converted["scale"].to_list()))
         scale["what"] = (
             "values written as their grade's mark in the target scale (the source's own value "
             "is in another scale)"
@@ -292,12 +292,10 @@ def with_texts(frame: pl.DataFrame, store: JudgmentStore) -> pl.DataFrame:
     if not texts:
         return frame
     return frame.with_columns(
-        pl.col("text_hash").replace_strict(texts, default=None, return_dtype=pl.String).alias(
-            "doc_text"
-        )
+        pl.col("text_hash")
+        .replace_strict(texts, default=None, return_dtype=pl.String)
+        .alias("doc_text")
     )
-
-
 
 
 def grade_labels(store: JudgmentStore, sources: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -315,9 +313,7 @@ def grade_labels(store: JudgmentStore, sources: Sequence[str] = ()) -> list[dict
         & pl.col("text_hash").is_not_null()
         & pl.col("question_hash").is_not_null()
     )
-    texts = store.texts_of(
-        set(rows["text_hash"].to_list()) | set(rows["question_hash"].to_list())
-    )
+    texts = store.texts_of(set(rows["text_hash"].to_list()) | set(rows["question_hash"].to_list()))
     out = []
     for r in rows.iter_rows(named=True):
         context = texts.get(r["text_hash"])

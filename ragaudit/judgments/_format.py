@@ -131,8 +131,11 @@ class JudgmentFormat:
         raise InputError(f"format '{self.name}' is a file format: it is not read from an index")
 
     def read_sources(self, docs: Iterator[tuple[str, dict[str, Any]]]) -> list[Read]:
-        """An index's documents as sources: one by default; a format whose documents are each a
-        list of its own (SRW's judgment lists, each of its own type and scale) splits them."""
+        """An index's documents as sources: one by default.
+
+        A format whose documents are each a list of its own (SRW's judgment lists, each of its
+        own type and scale) splits them.
+        """
         return [self.read_documents(docs)]
 
 
@@ -157,8 +160,7 @@ def format_names() -> list[str]:
 def make_format(
     name: str, options: Mapping[str, Any] | None = None, scale: str | GradeScale | None = None
 ) -> JudgmentFormat:
-    """The format ``name`` built with ``options``, in ``scale`` (a scale or its spec; None: the
-    format's default).
+    """The format ``name`` built with ``options``, in ``scale`` (a spec; None: its default).
 
     Raises:
         InputError: An unknown format or option (the message lists the known ones).
@@ -287,10 +289,7 @@ def csv_safe(column: str) -> pl.Expr:
     """``column`` with a space before a value a spreadsheet would take for a formula."""
     col = pl.col(column)
     return (
-        pl.when(col.str.contains(r"^[=+\-@]"))
-        .then(pl.lit(" ") + col)
-        .otherwise(col)
-        .alias(column)
+        pl.when(col.str.contains(r"^[=+\-@]")).then(pl.lit(" ") + col).otherwise(col).alias(column)
     )
 
 
@@ -298,10 +297,7 @@ def csv_unsafe(column: str) -> pl.Expr:
     """``column`` with the space :func:`csv_safe` (or Quepid) put before a formula taken off."""
     col = pl.col(column)
     return (
-        pl.when(col.str.contains(r"^ [=+\-@]"))
-        .then(col.str.slice(1))
-        .otherwise(col)
-        .alias(column)
+        pl.when(col.str.contains(r"^ [=+\-@]")).then(col.str.slice(1)).otherwise(col).alias(column)
     )
 
 

@@ -11,6 +11,7 @@ a tune or a run then pays nothing for it.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,15 +21,9 @@ import polars as pl
 
 from ragaudit.dataset import Question
 from ragaudit.errors import InputError
-from ragaudit.judging import (
-    Grader,
-    JudgmentStore,
-    grade_key,
-    label_key,
-    ref_key,
-    text_hash,
-)
+from ragaudit.judging import Grader, JudgmentStore, grade_key
 from ragaudit.judgments._format import JudgmentFormat, Read
+from ragaudit.judgments._keys import digests, label_keys, ref_keys, text_hashes
 from ragaudit.judgments._resolve import DocumentTexts, Resolve, resolve
 from ragaudit.judgments._scale import GradeScale
 from ragaudit.noise import combined_grade
@@ -130,46 +125,6 @@ def graded(frame: pl.DataFrame, scale: GradeScale, where: str) -> pl.DataFrame:
     ).drop("_row", "_number")
 
 
-def _keys(
-    queries: Sequence[str | None],
-    query_ids: Sequence[str | None],
-    indices: Sequence[str | None],
-    doc_ids: Sequence[str],
-    questions: Sequence[str | None],
-    texts: Sequence[str | None],
-) -> list[str]:
-    """Each row's store key: its question and text when both are known, else its reference."""
-    cache: dict[tuple[Any, ...], str] = {}
-    out = []
-    for query, qid, index, doc, question, text in zip(
-        queries, query_ids, indices, doc_ids, questions, texts, strict=True
-    ):
-        k = (question, text) if question is not None and text is not None else (query, qid, index, doc)
-        key = cache.get(k)
-        if key is None:
-            if len(k) == 2:
-                key = label_key(question, text)  # type: ignore[arg-type]
-            else:
-                key = ref_key(query or "", qid or "", index or "", doc)
-            cache[k] = key
-        out.append(key)
-    return out
-
-
-def _hashes(values: Sequence[str | None]) -> list[str | None]:
-    cache: dict[str, str] = {}
-    out: list[str | None] = []
-    for v in values:
-        if v is None:
-            out.append(None)
-            continue
-        h = cache.get(v)
-        if h is None:
-            h = cache[v] = text_hash(v)
-        out.append(h)
-    return out
-
-
 async def import_read(
     store: JudgmentStore,
     read: Read,
@@ -215,30 +170,35 @@ async def import_read(
     df = graded(frame, scale, where)
     found = await resolve(df, questions=questions, documents=documents, how=how)
     now = dt.datetime.now(dt.UTC).isoformat()
-    question_hash = _hashes(found.question)
-    doc_hash = _hashes(found.text)
+    df = df.with_columns(
+        pl.Series("_question", found.question, dtype=pl.String),
+        pl.Series("_text", found.text, dtype=pl.String),
+    )
+    df = df.with_columns(
+        text_hashes(df, "_question").alias("_question_hash"),
+        text_hashes(df, "_text").alias("_text_hash"),
+    )
+    question_hash, doc_hash = pl.col("_question_hash"), pl.col("_text_hash")
+    key_json = (
+        pl.when(question_hash.is_not_null() & doc_hash.is_not_null())
+        .then(label_keys(question_hash, doc_hash))
+        .otherwise(
+            ref_keys(pl.col("query"), pl.col("query_id"), pl.col("doc_index"), pl.col("doc_id"))
+        )
+    )
+    keys = digests(df.select(key_json).to_series())
     extra = df["extra"].to_list()
     if any(c is not None for c in found.corpus_id):
-        import json
-
         extra = [
             e if c is None else json.dumps({**(json.loads(e) if e else {}), "corpus_id": c})
             for e, c in zip(extra, found.corpus_id, strict=True)
         ]
-    keys = _keys(
-        df["query"].to_list(),
-        df["query_id"].to_list(),
-        df["doc_index"].to_list(),
-        df["doc_id"].to_list(),
-        found.question,
-        found.text,
-    )
     rows = df.select(
-        pl.Series("key", keys, dtype=pl.String),
+        keys.alias("key"),
         pl.lit("", dtype=pl.String).alias("judge"),
         pl.lit(None, dtype=pl.String).alias("prompt"),
-        pl.Series("question_hash", question_hash, dtype=pl.String),
-        pl.Series("text_hash", doc_hash, dtype=pl.String),
+        question_hash.alias("question_hash"),
+        doc_hash.alias("text_hash"),
         pl.col("query_id").alias("question_id"),
         pl.col("doc_id").alias("context_id"),
         pl.col("grade").cast(pl.Int64),
@@ -265,17 +225,19 @@ async def import_read(
         if seed is not None
         else None
     )
-    texts = {h: t for h, t in zip(doc_hash, found.text, strict=True) if h is not None and t}
-    texts.update(
-        {h: t for h, t in zip(question_hash, found.question, strict=True) if h is not None and t}
-    )
+    texts: dict[str, str] = {}
+    for hashes, values in (("_text_hash", "_text"), ("_question_hash", "_question")):
+        held = df.select(hashes, values).drop_nulls().unique(subset=[hashes])
+        texts.update(zip(held[hashes].to_list(), held[values].to_list(), strict=True))
     with store.parts.lock():
         report_texts = store.add_texts(texts, locked=True)
         store.add_table(rows.to_arrow().cast(JUDGMENTS), locked=True)
         if seeds is not None and seeds.height:
             store.add_table(seeds.to_arrow().cast(JUDGMENTS), locked=True)
     states = Counter(df["state"].to_list())
-    resolved = sum(t is not None and q is not None for t, q in zip(found.text, found.question, strict=True))
+    resolved = sum(
+        t is not None and q is not None for t, q in zip(found.text, found.question, strict=True)
+    )
     return ImportReport(
         source=source,
         format=fmt.name,
@@ -285,7 +247,7 @@ async def import_read(
         grades=dict(Counter(g for g in df["grade"].to_list() if g is not None)),
         annotators=dict(Counter(a or "(none)" for a in df["annotator"].to_list())),
         queries=df.select(pl.coalesce("query", "query_id")).n_unique(),
-        pairs=len(set(keys)),
+        pairs=keys.n_unique(),
         resolved=resolved,
         unresolved=dict(Counter(w for w in found.why if w is not None)),
         seeded=0 if seeds is None else seeds.height,
@@ -302,27 +264,41 @@ def _seed_rows(
     source: str,
     now: str,
 ) -> pl.DataFrame:
-    """One row per resolved, graded pair standing for ``grader``'s grade: its raters' lower median."""
+    """One row per resolved, graded pair standing for ``grader``'s grade (raters' lower median)."""
     df = rows.with_columns(
         pl.Series("_question", questions, dtype=pl.String),
         pl.Series("_text", texts, dtype=pl.String),
     ).filter(
-        pl.col("grade").is_not_null() & pl.col("_question").is_not_null() & pl.col("_text").is_not_null()
+        pl.col("grade").is_not_null()
+        & pl.col("_question").is_not_null()
+        & pl.col("_text").is_not_null()
     )
     if df.height == 0:
         return df.drop("_question", "_text")
     groups = df.group_by("key", maintain_order=True).agg(
         pl.col("grade"),
         pl.col("annotator").drop_nulls().unique(maintain_order=True),
-        pl.first("_question", "_text", "language", "question_hash", "text_hash", "question_id",
-                 "context_id", "query", "doc_index", "format"),
+        pl.first(
+            "_question",
+            "_text",
+            "language",
+            "question_hash",
+            "text_hash",
+            "question_id",
+            "context_id",
+            "query",
+            "doc_index",
+            "format",
+        ),
     )
     keys, grades, reasons = [], [], []
     for key_row in groups.iter_rows(named=True):
         grade = combined_grade(key_row["grade"], "median")
         grades.append(grade)
         keys.append(
-            grade_key(grader, RELEVANCE.key, key_row["language"], key_row["_question"], key_row["_text"])
+            grade_key(
+                grader, RELEVANCE.key, key_row["language"], key_row["_question"], key_row["_text"]
+            )
         )
         raters = len(key_row["grade"])
         reasons.append(f"imported from {source}: {raters} rating(s), lower median")

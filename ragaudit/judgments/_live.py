@@ -1,5 +1,7 @@
-"""Judgments read live from an index: SRW's ``search-relevance-judgment``, Relevance Studio's
-``esrs-judgements`` (with its ``esrs-scenarios`` for the queries' texts).
+"""Judgments read live from an index.
+
+SRW's ``search-relevance-judgment``, Relevance Studio's ``esrs-judgements`` (with its
+``esrs-scenarios`` for the queries' texts).
 
 The index is scrolled through the engine backend's own client (``EngineBackend.scan``), so
 hosts, credentials, TLS and error messages are the configured engine's.
@@ -20,8 +22,9 @@ def _documents(backend: Any) -> Any:
 
 
 def read_index(fmt: JudgmentFormat, backend: Any, *, scenarios: Any = None) -> list[Read]:
-    """Every judgment document of ``backend``'s index, read by ``fmt`` (one read per source:
-    SRW keeps each judgment list as a document of its own).
+    """Every judgment document of ``backend``'s index, read by ``fmt``, one read per source.
+
+    SRW keeps each judgment list as a document of its own: each is a source.
 
     Args:
         fmt: The format the documents are in (``srw``, ``esrs``).

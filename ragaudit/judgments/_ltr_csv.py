@@ -1,5 +1,7 @@
-"""The judgment list of the OpenSearch (and Elasticsearch) Learning to Rank documentation:
-``grade,keywords,docId``, one graded document a row."""
+"""The judgment list of the OpenSearch (and Elasticsearch) Learning to Rank documentation.
+
+``grade,keywords,docId``, one graded document a row.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Quepid's book export (JSON): ``query_doc_pairs[{query_text, doc_id, position, document_fields,
-judgements[{rating, unrateable, judge_later, user_email, explanation}]}]``.
+"""Quepid's book export (JSON).
+
+``query_doc_pairs[{query_text, doc_id, position, document_fields, judgements[{rating,
+unrateable, judge_later, user_email, explanation}]}]``.
 
 The richest of the formats: every rater's label of a pair, their explanations, "unrateable"
 (a rater who could not tell) and "judge later" (put off), the pair's position and document
@@ -58,9 +60,7 @@ class QuepidBook(JudgmentFormat):
     """Quepid's book export and import (JSON)."""
 
     label = "Quepid book JSON"
-    holds = frozenset(
-        {"query", "annotator", "raters", "reason", "doc_text", "unrateable", "later"}
-    )
+    holds = frozenset({"query", "annotator", "raters", "reason", "doc_text", "unrateable", "later"})
     keeps = frozenset(PAIR_FIELDS)
     suffix = ".json"
     options = BookOptions
@@ -101,9 +101,12 @@ class QuepidBook(JudgmentFormat):
         scale = book.get("scale") or (book.get("scorer") or {}).get("scale")
         notes = [f"{unjudged} pair(s) without a judgement"] if unjudged else []
         frame = framed(
-            pl.DataFrame(rows, schema=dict.fromkeys(
-                ("query", "doc_id", "value", "annotator", "state", "reason", "extra"), pl.String
-            ))
+            pl.DataFrame(
+                rows,
+                schema=dict.fromkeys(
+                    ("query", "doc_id", "value", "annotator", "state", "reason", "extra"), pl.String
+                ),
+            )
         )
         return Read(
             frame,
@@ -115,45 +118,53 @@ class QuepidBook(JudgmentFormat):
     def write(self, frame: pl.DataFrame) -> Written:
         """A book: one pair per (query, document) with every rater's judgement."""
         opts: BookOptions = self.opts  # type: ignore[assignment]
-        pairs: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in frame.with_columns(
-            pl.col("query").fill_null(pl.col("query_id"))
-        ).iter_rows(named=True):
-            key = (r["query"], r["doc_id"])
-            pair = pairs.get(key)
-            if pair is None:
-                extra = json.loads(r["extra"]) if r["extra"] else {}
-                fields = extra.get("document_fields")
-                if fields is None and r["doc_text"] is not None:
-                    fields = json.dumps({"text": r["doc_text"]}, ensure_ascii=False)
-                pair = pairs[key] = {
-                    "query_text": r["query"],
-                    "doc_id": r["doc_id"],
-                    "position": extra.get("position"),
-                    "document_fields": fields,
-                    "information_need": extra.get("information_need"),
-                    "notes": extra.get("notes"),
-                    "options": extra.get("options"),
-                    "judgements": [],
-                }
-            value = r["value"]
-            pair["judgements"].append(
-                {
-                    "rating": float(value) if value is not None else None,
-                    "unrateable": r["state"] == "unrateable",
-                    "judge_later": r["state"] == "later",
-                    "user_email": r["annotator"],
-                    "explanation": r["reason"],
-                }
+        extra = pl.col("extra").fill_null("{}")
+
+        def field(name: str) -> pl.Expr:
+            return extra.str.json_path_match(f"$.{name}")
+
+        fields = pl.coalesce(
+            field("document_fields"),
+            pl.when(pl.col("doc_text").is_not_null()).then(
+                pl.struct(text=pl.col("doc_text")).struct.json_encode()
+            ),
+        )
+        judgement = pl.struct(
+            pl.col("value").cast(pl.Float64).alias("rating"),
+            (pl.col("state") == "unrateable").alias("unrateable"),
+            (pl.col("state") == "later").alias("judge_later"),
+            pl.col("annotator").alias("user_email"),
+            pl.col("reason").alias("explanation"),
+        )
+        pairs = (
+            frame.with_columns(pl.col("query").fill_null(pl.col("query_id")))
+            .group_by("query", "doc_id", maintain_order=True)
+            .agg(
+                pl.first("extra").alias("_extra"),
+                pl.first("doc_text").alias("_text"),
+                judgement.alias("judgements"),
             )
-        book = {
+            .rename({"_extra": "extra", "_text": "doc_text"})
+            .select(
+                pl.col("query").alias("query_text"),
+                pl.col("doc_id"),
+                field("position").cast(pl.Int64, strict=False).alias("position"),
+                fields.alias("document_fields"),
+                field("information_need").alias("information_need"),
+                field("notes").alias("notes"),
+                field("options").alias("options"),
+                pl.col("judgements"),
+            )
+        )
+        head = {
             "name": opts.name,
             "show_rank": False,
             "support_implicit_judgements": None,
             "scale": [int(m) if m == int(m) else m for m in sorted(set(self.grades.marks))],
-            "query_doc_pairs": list(pairs.values()),
         }
-        return Written(json.dumps(book, ensure_ascii=False, indent=1).encode())
+        # The pairs are written by polars (a large book is most of the bytes), the head by json.
+        text = json.dumps(head, ensure_ascii=False)[:-1] + ', "query_doc_pairs": '
+        return Written((text + pairs.write_json() + "}").encode())
 
 
 __all__ = ["BookOptions", "QuepidBook"]

@@ -64,8 +64,10 @@ class QuepidBookCsv(JudgmentFormat):
             maintain_order=True,
         )
         wide = wide.rename(
-            {c: c if c in ("query", "docid") else (" " + c if c[:1] in "=+-@" else c)
-             for c in wide.columns}
+            {
+                c: c if c in ("query", "docid") else (" " + c if c[:1] in "=+-@" else c)
+                for c in wide.columns
+            }
         ).with_columns(csv_safe("query"))
         return Written(wide.write_csv().encode())
 

@@ -1,5 +1,7 @@
-"""Quepid's ratings import body (its "hash" form): ``{"ratings": [{query_text, doc_id, rating}]}``,
-what ``POST /api/import/ratings`` takes."""
+"""Quepid's ratings import body (its "hash" form), what ``POST /api/import/ratings`` takes.
+
+``{"ratings": [{query_text, doc_id, rating}]}``.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +48,11 @@ class QuepidHash(JudgmentFormat):
                     "value": grade_text(r.get("rating"), at),
                 }
             )
-        return Read(framed(pl.DataFrame(rows, schema=dict.fromkeys(("query", "doc_id", "value"), pl.String))))
+        return Read(
+            framed(
+                pl.DataFrame(rows, schema=dict.fromkeys(("query", "doc_id", "value"), pl.String))
+            )
+        )
 
     def write(self, frame: pl.DataFrame) -> Written:
         """The request body, ratings as numbers."""
@@ -57,7 +63,11 @@ class QuepidHash(JudgmentFormat):
         ).to_dicts()
         body = {
             "ratings": [
-                {"query_text": r["query_text"], "doc_id": r["doc_id"], "rating": _number(r["value"])}
+                {
+                    "query_text": r["query_text"],
+                    "doc_id": r["doc_id"],
+                    "rating": _number(r["value"]),
+                }
                 for r in rows
             ]
         }

@@ -1,5 +1,7 @@
-"""Elasticsearch's and OpenSearch's ``_rank_eval`` request: ``requests[{id, request | template_id +
-params, ratings[{_index, _id, rating}]}]``, with a ``metric`` (and ``templates``).
+"""Elasticsearch's and OpenSearch's ``_rank_eval`` request.
+
+``requests[{id, request | template_id + params, ratings[{_index, _id, rating}]}]``, with a
+``metric`` (and ``templates``).
 
 A request is a query: its id is the query's id, its text the template's query parameter (the
 ``query_param`` option, else ``query_string``, else its only text parameter) or the first text
@@ -54,15 +56,14 @@ def query_text(request: Any) -> str | None:
     """The first text a full-text clause of a search body searches for."""
     if isinstance(request, dict):
         for key, value in request.items():
-            if key in TEXT_QUERIES:
-                if isinstance(value, dict):
-                    if isinstance(value.get("query"), str):
-                        return str(value["query"])
-                    for inner in value.values():
-                        if isinstance(inner, str):
-                            return inner
-                        if isinstance(inner, dict) and isinstance(inner.get("query"), str):
-                            return str(inner["query"])
+            if key in TEXT_QUERIES and isinstance(value, dict):
+                if isinstance(value.get("query"), str):
+                    return str(value["query"])
+                for inner in value.values():
+                    if isinstance(inner, str):
+                        return inner
+                    if isinstance(inner, dict) and isinstance(inner.get("query"), str):
+                        return str(inner["query"])
             found = query_text(value)
             if found is not None:
                 return found
@@ -180,8 +181,10 @@ class RankEval(JudgmentFormat):
             )
         if no_index:
             notes.append(
-                {"what": "ratings without an index (_index null): set the index option",
-                 "rows": no_index}
+                {
+                    "what": "ratings without an index (_index null): set the index option",
+                    "rows": no_index,
+                }
             )
         body: dict[str, Any] = {"requests": list(requests.values()), "metric": opts.metric}
         if templates:

@@ -73,7 +73,10 @@ class RankLib(JudgmentFormat):
         none = frame.filter(feats.is_null()).height
         if none:
             notes.append(
-                {"what": "rows without features (judged elsewhere): written with none", "rows": none}
+                {
+                    "what": "rows without features (judged elsewhere): written with none",
+                    "rows": none,
+                }
             )
         text = "".join(line + "\n" for line in out.to_series().to_list())
         return Written(text.encode(), notes)

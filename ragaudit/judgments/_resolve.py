@@ -71,11 +71,11 @@ class CorpusTexts:
             self._by_text = {}
             for doc_id, text in self.by_id.items():
                 self._by_text.setdefault(normalised(text), doc_id)
-        found = {}
+        found: dict[str, str] = {}
         for text in texts:
-            doc_id = self._by_text.get(normalised(text))
-            if doc_id is not None:
-                found[text] = doc_id
+            hit = self._by_text.get(normalised(text))
+            if hit is not None:
+                found[text] = hit
         return found
 
 

@@ -54,10 +54,14 @@ def _queries(body: dict[str, Any], where: str) -> Iterator[tuple[str, dict[str, 
             docs = group.get("relevant_documents")
             for n, q in enumerate(group.get("queries") or []):
                 at = f"{where}: topics[{t}].query_groups[{g}].queries[{n}]"
-                yield at, {**q, "relevant_documents": docs}, {
-                    "topic": topic.get("description"),
-                    "group": group.get("name"),
-                }
+                yield (
+                    at,
+                    {**q, "relevant_documents": docs},
+                    {
+                        "topic": topic.get("description"),
+                        "group": group.get("name"),
+                    },
+                )
 
 
 def _judged(docs: Any, at: str) -> Iterator[tuple[str, str | None]]:
@@ -146,8 +150,10 @@ class RreRatings(JudgmentFormat):
         )
         if fractional.height:
             notes.append(
-                {"what": "gains rounded to integers (RRE's gains are integers)",
-                 "rows": fractional.height}
+                {
+                    "what": "gains rounded to integers (RRE's gains are integers)",
+                    "rows": fractional.height,
+                }
             )
         queries: dict[str, dict[str, Any]] = {}
         for r in frame.with_columns(pl.col("query").fill_null(pl.col("query_id"))).iter_rows(

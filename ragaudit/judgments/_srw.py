@@ -107,7 +107,7 @@ class SrwJudgments(JudgmentFormat):
             types.append(kind)
             if isinstance(doc.get("name"), str):
                 names.append(doc["name"])
-            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
             annotator = _annotator(kind, meta)
             for n, q in enumerate(require(doc, "judgmentRatings", at, list)):
                 qat = f"{at}.judgmentRatings[{n}]"
@@ -163,8 +163,8 @@ class SrwJudgments(JudgmentFormat):
         if opts.description:
             body["description"] = opts.description
         body["type"] = "IMPORT_JUDGMENT"
-        body["judgmentRatings"] = grouped.to_dicts()
-        return Written(json.dumps(body, ensure_ascii=False, indent=1).encode())
+        text = json.dumps(body, ensure_ascii=False)[:-1] + ', "judgmentRatings": '
+        return Written((text + grouped.write_json() + "}").encode())
 
 
 def _annotator(kind: str, meta: dict[str, Any]) -> str | None:

@@ -147,9 +147,7 @@ def store_stats(store: JudgmentStore, *, seed: int = 0) -> StoreStats:
     )
     raters: list[Overlap] = []
     for source in graded["source"].unique().sort().to_list():
-        within = graded.filter(
-            (pl.col("source") == source) & pl.col("annotator").is_not_null()
-        )
+        within = graded.filter((pl.col("source") == source) & pl.col("annotator").is_not_null())
         if within["annotator"].n_unique() > 1:
             raters.extend(
                 Overlap(f"{source}: {o.a}", f"{source}: {o.b}", o.pairs, o.figures)
@@ -158,9 +156,7 @@ def store_stats(store: JudgmentStore, *, seed: int = 0) -> StoreStats:
     return StoreStats(
         rows=rows.height,
         pairs=rows["item"].n_unique(),
-        by_kind=dict(
-            rows.group_by("source_kind").len().sort("source_kind").iter_rows()
-        ),
+        by_kind=dict(rows.group_by("source_kind").len().sort("source_kind").iter_rows()),
         sources=sources.to_dicts(),
         annotators=annotators.to_dicts(),
         overlaps=_agreements(graded, "source", seed),

@@ -18,12 +18,15 @@ from ragaudit.judgments._format import (
     query_ids,
     register_format,
 )
+
 _LINE = r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$"
 
 
 def field(column: str) -> pl.Expr:
-    """An id as a TREC field, vectorised as ``ragaudit.trec.trec_id`` does one: whitespace would
-    split it, so each run of it becomes ``_`` (an empty id is ``_``)."""
+    """An id as a TREC field, vectorised as ``ragaudit.trec.trec_id`` makes one.
+
+    Whitespace would split it, so each run of it becomes ``_`` (an empty id is ``_``).
+    """
     out = pl.col(column).str.replace_all(r"\s+", "_")
     return pl.when(out == "").then(pl.lit("_")).otherwise(out)
 
@@ -39,9 +42,7 @@ class TrecQrels(JudgmentFormat):
     def read(self, data: bytes, where: str) -> Read:
         """One row per qrels line."""
         df = lines(data, where).filter(~pl.col("line").str.starts_with("#"))
-        parts = df.with_columns(
-            pl.col("line").str.extract_groups(_LINE).alias("p")
-        ).unnest("p")
+        parts = df.with_columns(pl.col("line").str.extract_groups(_LINE).alias("p")).unnest("p")
         first_unmatched(parts, "1", where, "'qid iteration docid grade'")
         frame = framed(
             parts.select(

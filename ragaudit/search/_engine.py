@@ -437,7 +437,11 @@ class EngineBackend:
         body = dict(query or {"query": {"match_all": {}}})
         try:
             yield from helpers.scan(
-                client, index=self.index_name, query=body, scroll=self.keep_alive, size=self.page_size
+                client,
+                index=self.index_name,
+                query=body,
+                scroll=self.keep_alive,
+                size=self.page_size,
             )
         except Exception as exc:
             raise self.error(exc) from None

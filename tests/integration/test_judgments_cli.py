@@ -31,25 +31,45 @@ DATA = REPO_ROOT / "tests" / "data" / "judgments"
 def test_import_stats_export_from_the_command_line(tmp_path: Path) -> None:
     root = str(tmp_path / "runs")
     out = ragaudit(
-        "judgments", "import", str(DATA / "real" / "quepid_haystack_book.json"),
-        "-f", "quepid-book", "--runs-root", root, "--json",
+        "judgments",
+        "import",
+        str(DATA / "real" / "quepid_haystack_book.json"),
+        "-f",
+        "quepid-book",
+        "--runs-root",
+        root,
+        "--json",
     )
     (report,) = json.loads(out)
     assert report["source"] == "Haystack Icecat Rating Party"
     assert report["states"] == {"graded": 9, "unrateable": 1}
     ragaudit(
-        "judgments", "import", str(DATA / "documented" / "srw_stored_llm.json"),
-        "-f", "srw", "--runs-root", root,
+        "judgments",
+        "import",
+        str(DATA / "documented" / "srw_stored_llm.json"),
+        "-f",
+        "srw",
+        "--runs-root",
+        root,
     )
     stats = json.loads(ragaudit("judgments", "stats", "--runs-root", root, "--json"))
     assert stats["rows"] == 13 and stats["by_kind"] == {"imported": 13}
     assert {s["source"] for s in stats["sources"]} == {
-        "Haystack Icecat Rating Party", "LLM judgments"
+        "Haystack Icecat Rating Party",
+        "LLM judgments",
     }
     target = tmp_path / "out" / "judgments.tsv"
     printed = ragaudit(
-        "judgments", "export", "-f", "beir", "-o", str(target), "--runs-root", root,
-        "--source", "Haystack Icecat Rating Party",
+        "judgments",
+        "export",
+        "-f",
+        "beir",
+        "-o",
+        str(target),
+        "--runs-root",
+        root,
+        "--source",
+        "Haystack Icecat Rating Party",
     )
     loss = json.loads((tmp_path / "out" / "judgments.tsv.loss.json").read_text())
     assert loss["accounted"] and loss["rows_selected"] == 10
@@ -102,29 +122,56 @@ def _index(url: str, index: str, docs: list[dict[str, Any]]) -> None:
 def test_live_import_from_the_indices_srw_and_relevance_studio_keep(
     engine: Any, tmp_path: Path
 ) -> None:
-    srw = [json.loads((DATA / "documented" / f).read_text()) for f in
-           ("srw_stored_llm.json", "srw_stored_ubi.json")]
+    srw = [
+        json.loads((DATA / "documented" / f).read_text())
+        for f in ("srw_stored_llm.json", "srw_stored_ubi.json")
+    ]
     _index(engine.url, "search-relevance-judgment", [{"_id": d["id"], **d} for d in srw])
     lines = (DATA / "documented" / "esrs_judgements.jsonl").read_text().splitlines()
     _index(engine.url, "esrs-judgements", [json.loads(line) for line in lines])
     lines = (DATA / "documented" / "esrs_scenarios.jsonl").read_text().splitlines()
     _index(engine.url, "esrs-scenarios", [json.loads(line) for line in lines])
     root = str(tmp_path / "runs")
-    lists = json.loads(ragaudit(
-        "judgments", "import", "--from-index", "search-relevance-judgment", "--host", engine.url,
-        "-f", "srw", "--runs-root", root, "--json",
-    ))
+    lists = json.loads(
+        ragaudit(
+            "judgments",
+            "import",
+            "--from-index",
+            "search-relevance-judgment",
+            "--host",
+            engine.url,
+            "-f",
+            "srw",
+            "--runs-root",
+            root,
+            "--json",
+        )
+    )
     # Each stored list its own source, in its type's scale: an LLM's 0-1, COEC ratios.
     by_name = {r["source"]: r for r in lists}
     assert {n: (r["scale"], r["rows"]) for n, r in by_name.items()} == {
-        "LLM judgments": ("unit", 3), "COEC clicks": ("coec", 3)
+        "LLM judgments": ("unit", 3),
+        "COEC clicks": ("coec", 3),
     }
     assert by_name["COEC clicks"]["grades"] == {"0": 1, "1": 1, "3": 1}
     assert by_name["LLM judgments"]["annotators"] == {"llm:N8AE1osB0jLkkocYjz7D": 3}
-    (studio,) = json.loads(ragaudit(
-        "judgments", "import", "--from-index", "esrs-judgements", "--host", engine.url,
-        "-f", "esrs", "--scenarios", "esrs-scenarios", "--runs-root", root, "--json",
-    ))
+    (studio,) = json.loads(
+        ragaudit(
+            "judgments",
+            "import",
+            "--from-index",
+            "esrs-judgements",
+            "--host",
+            engine.url,
+            "-f",
+            "esrs",
+            "--scenarios",
+            "esrs-scenarios",
+            "--runs-root",
+            root,
+            "--json",
+        )
+    )
     assert studio["rows"] == 3 and studio["annotators"] == {"bob": 1, "ai": 1, "ann": 1}
     rows = pl.read_parquet(tmp_path / "runs" / "judgments" / "part-*.parquet")
     esrs = rows.filter(pl.col("format") == "esrs").sort("context_id")
@@ -145,21 +192,40 @@ def _run_with_verdicts(tmp_path: Path) -> Path:
     run = RunFolder(tmp_path / "runs", "r1")
     write_question(run, {"c1": "a text", "c2": "another", "c3": "a third"}, "Where is my parcel?")
     verdicts = [
-        {"run_id": "r1", "question_id": "q0", "context_id": c, "grade": g, "relevant": g is not None and g >= 2,
-         "reason": f"because {c}", "status": s, "error": None if s == "ok" else "boom"}
+        {
+            "run_id": "r1",
+            "question_id": "q0",
+            "context_id": c,
+            "grade": g,
+            "relevant": g is not None and g >= 2,
+            "reason": f"because {c}",
+            "status": s,
+            "error": None if s == "ok" else "boom",
+        }
         for c, g, s in (("c1", 3, "ok"), ("c2", 0, "ok"), ("c3", None, "failed"))
     ]
     run.write("verdicts", to_table(verdicts, VERDICTS))
-    run.write_manifest({"run_id": "r1", "status": "completed",
-                        "config": config.model_dump(mode="json")})
+    run.write_manifest(
+        {"run_id": "r1", "status": "completed", "config": config.model_dump(mode="json")}
+    )
     return tmp_path / "runs"
 
 
 def test_rank_eval_requests_for_a_runs_questions(tmp_path: Path) -> None:
     root = _run_with_verdicts(tmp_path)
     out = tmp_path / "rank_eval.json"
-    ragaudit("judgments", "export", "-f", "rank-eval", "-o", str(out), "--run", "r1",
-             "--runs-root", str(root))
+    ragaudit(
+        "judgments",
+        "export",
+        "-f",
+        "rank-eval",
+        "-o",
+        str(out),
+        "--run",
+        "r1",
+        "--runs-root",
+        str(root),
+    )
     body = json.loads(out.read_text())
     (request,) = body["requests"]
     assert request["id"] == "q0"
@@ -176,19 +242,39 @@ def test_rank_eval_requests_for_a_runs_questions(tmp_path: Path) -> None:
 
 def test_calibrate_against_imported_grades(fake: Any, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
-    texts = {"d1": "Refunds are paid in ten days.", "d2": "Shipping costs vary.",
-             "d3": "Passwords reset on the login page."}
+    texts = {
+        "d1": "Refunds are paid in ten days.",
+        "d2": "Shipping costs vary.",
+        "d3": "Passwords reset on the login page.",
+    }
     corpus.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in texts.items()))
-    book = {"query_doc_pairs": [
-        {"query_text": "refund time", "doc_id": d, "judgements": [
-            {"rating": g, "user_email": "ann@x"}, {"rating": g, "user_email": "bob@x"}]}
-        for d, g in (("d1", 3), ("d2", 0), ("d3", 1))
-    ]}
+    book = {
+        "query_doc_pairs": [
+            {
+                "query_text": "refund time",
+                "doc_id": d,
+                "judgements": [
+                    {"rating": g, "user_email": "ann@x"},
+                    {"rating": g, "user_email": "bob@x"},
+                ],
+            }
+            for d, g in (("d1", 3), ("d2", 0), ("d3", 1))
+        ]
+    }
     path = tmp_path / "book.json"
     path.write_text(json.dumps(book))
     root = tmp_path / "runs"
-    ragaudit("judgments", "import", str(path), "-f", "quepid-book", "--corpus", str(corpus),
-             "--runs-root", str(root))
+    ragaudit(
+        "judgments",
+        "import",
+        str(path),
+        "-f",
+        "quepid-book",
+        "--corpus",
+        str(corpus),
+        "--runs-root",
+        str(root),
+    )
     human = {texts[d]: g for d, g in (("d1", 3), ("d2", 0), ("d3", 1))}
 
     def honest(req: Any) -> dict[str, Any] | None:
@@ -197,11 +283,24 @@ def test_calibrate_against_imported_grades(fake: Any, tmp_path: Path) -> None:
         return {"grade": human[req.payload["context"]], "reason": "scripted"}
 
     with fake.script(honest):
-        result = CliRunner().invoke(app, [
-            "calibrate", "--judge", "fake/judge", "--embedder", "fake/embed",
-            "--grade-labels", str(root / "judgments"), "--runs-root", str(root),
-            "--run-id", "cal", "--set", f"cache_dir={tmp_path / 'cache'}",
-        ])
+        result = CliRunner().invoke(
+            app,
+            [
+                "calibrate",
+                "--judge",
+                "fake/judge",
+                "--embedder",
+                "fake/embed",
+                "--grade-labels",
+                str(root / "judgments"),
+                "--runs-root",
+                str(root),
+                "--run-id",
+                "cal",
+                "--set",
+                f"cache_dir={tmp_path / 'cache'}",
+            ],
+        )
     assert result.exit_code == 0, result.output
     grades = pl.read_parquet(root / "cal" / "calibration_grades.parquet")
     assert grades.height == 6  # each rater's label against the judge's one grade
@@ -220,22 +319,39 @@ def test_a_tune_seeded_with_imported_judgments_pays_only_for_pairs_nobody_judged
     questions = {q.question_id: q.question for q in load_questions(first.questions)}
     # A team judged half of those pairs in Quepid, two raters each (one pair split 3 / 1).
     judged = pairs[::2]
-    book = {"name": "team", "query_doc_pairs": [
-        {"query_text": questions[q], "doc_id": c, "judgements": [
-            {"rating": 3 if n == 0 else n % 4, "user_email": "ann@x"},
-            {"rating": 1 if n == 0 else n % 4, "user_email": "bob@x"}]}
-        for n, (q, c) in enumerate(judged)
-    ]}
+    book = {
+        "name": "team",
+        "query_doc_pairs": [
+            {
+                "query_text": questions[q],
+                "doc_id": c,
+                "judgements": [
+                    {"rating": 3 if n == 0 else n % 4, "user_email": "ann@x"},
+                    {"rating": 1 if n == 0 else n % 4, "user_email": "bob@x"},
+                ],
+            }
+            for n, (q, c) in enumerate(judged)
+        ],
+    }
     path = tmp_path / "book.json"
     path.write_text(json.dumps(book))
     second = make_config(tmp_path / "second", collect__top_n=10, tune=tune)
     config_path = tmp_path / "second.yaml"
     config_path.write_text(yaml.safe_dump(second.model_dump(mode="json")))
     fake.reset(keep_requests=True)
-    (report,) = json.loads(ragaudit(
-        "judgments", "import", str(path), "-f", "quepid-book", "-c", str(config_path),
-        "--seed", "--json",
-    ))
+    (report,) = json.loads(
+        ragaudit(
+            "judgments",
+            "import",
+            str(path),
+            "-f",
+            "quepid-book",
+            "-c",
+            str(config_path),
+            "--seed",
+            "--json",
+        )
+    )
     assert report["resolved"] == 2 * len(judged) and report["seeded"] == len(judged)
     assert fake.stats.calls == 0  # importing pays nothing
     with hold_gateway(second) as gateway:

@@ -98,18 +98,28 @@ GOLDEN: dict[str, tuple[str, list[Triple]]] = {
     ),
     "documented/srw_stored_llm.json": (
         "srw",
-        [("red dress", "B077ZJXCTS", 0.9), ("red dress", "B071S6LTJJ", 0.4),
-         ("blue jeans", "B07L9V4Y98", 0.7)],
+        [
+            ("red dress", "B077ZJXCTS", 0.9),
+            ("red dress", "B071S6LTJJ", 0.4),
+            ("blue jeans", "B07L9V4Y98", 0.7),
+        ],
     ),
     "documented/srw_stored_ubi.json": (
         "srw",
-        [("laptop", "B0817YJBN5", 2.412), ("laptop", "B07FW397QN", 0.0),
-         ("laptop", "B07G5KS48G", 0.873)],
+        [
+            ("laptop", "B0817YJBN5", 2.412),
+            ("laptop", "B07FW397QN", 0.0),
+            ("laptop", "B07G5KS48G", 0.873),
+        ],
     ),
     "documented/es_rank_eval_docs.json": (
         "rank-eval",
-        [("amsterdam_query", "doc1", 0), ("amsterdam_query", "doc2", 3),
-         ("amsterdam_query", "doc3", 1), ("berlin_query", "doc1", 1)],
+        [
+            ("amsterdam_query", "doc1", 0),
+            ("amsterdam_query", "doc2", 3),
+            ("amsterdam_query", "doc3", 1),
+            ("berlin_query", "doc1", 1),
+        ],
     ),
     "documented/es_rank_eval_template_docs.json": (
         "rank-eval",
@@ -117,12 +127,16 @@ GOLDEN: dict[str, tuple[str, list[Triple]]] = {
     ),
     "real/es_rank_eval_basic.json": (
         "rank-eval",
-        [("amsterdam_query", "doc1", 0), ("amsterdam_query", "doc2", 1),
-         ("amsterdam_query", "doc3", 1), ("berlin_query", "doc1", 1)],
+        [
+            ("amsterdam_query", "doc1", 0),
+            ("amsterdam_query", "doc2", 1),
+            ("amsterdam_query", "doc3", 1),
+            ("berlin_query", "doc1", 1),
+        ],
     ),
     "real/es_rank_eval_templated.json": (
         "rank-eval",
-        [("amsterdam_query", d, 1) for d in "2345"] + [("berlin_query", "1", 1)],
+        [("amsterdam_query", d, 1.0) for d in "2345"] + [("berlin_query", "1", 1.0)],
     ),
     "documented/esrs_judgements.jsonl": (
         "esrs",
@@ -138,13 +152,27 @@ GOLDEN: dict[str, tuple[str, list[Triple]]] = {
     ),
     "documented/svmrank_example.txt": (
         "ranklib",
-        [("1", "1A", 3), ("1", "1B", 2), ("1", "1C", 1), ("1", "1D", 1), ("2", "2A", 1),
-         ("2", "2B", 2)],
+        [
+            ("1", "1A", 3),
+            ("1", "1B", 2),
+            ("1", "1C", 1),
+            ("1", "1D", 1),
+            ("2", "2A", 1),
+            ("2", "2B", 2),
+        ],
     ),
     "real/ranklib_ltr_demo_rocky_wfeatures.txt": (
         "ranklib",
-        [("1", "1370", 2), ("1", "1369", 2), ("1", "1368", 2), ("1", "64807", 2),
-         ("1", "1246", 3), ("1", "47059", 2), ("1", "1366", 4), ("1", "81830", 3)],
+        [
+            ("1", "1370", 2),
+            ("1", "1369", 2),
+            ("1", "1368", 2),
+            ("1", "64807", 2),
+            ("1", "1246", 3),
+            ("1", "47059", 2),
+            ("1", "1366", 4),
+            ("1", "81830", 3),
+        ],
     ),
     "documented/opensearch_ltr_judgments.csv": (
         "ltr-csv",
@@ -152,8 +180,12 @@ GOLDEN: dict[str, tuple[str, list[Triple]]] = {
     ),
     "documented/trec.qrels.txt": (
         "trec",
-        [("301", "FBIS3-10082", 1), ("301", "FBIS3-10169", 0), ("302", "FT943-11212", 2),
-         ("302", "LA030690-0034", 3)],
+        [
+            ("301", "FBIS3-10082", 1),
+            ("301", "FBIS3-10169", 0),
+            ("302", "FT943-11212", 2),
+            ("302", "LA030690-0034", 3),
+        ],
     ),
     "documented/beir_qrels.tsv": (
         "beir",
@@ -171,8 +203,12 @@ REAL: dict[str, tuple[str, int, list[Triple]]] = {
     "real/ltr_demo_sample_judgments.txt": (
         "quepid-ltr",
         25,
-        [("rambo", "7555", 4), ("rocky", "1366", 4), ("bullwinkle", "17711", 4),
-         ("bullwinkle", "1246", 0)],
+        [
+            ("rambo", "7555", 4),
+            ("rocky", "1366", 4),
+            ("bullwinkle", "17711", 4),
+            ("bullwinkle", "1246", 0),
+        ],
     ),
     "real/srw_import_judgments.json": ("srw", 80, [("metal frame", "B097Q69V1B", 0.9)]),
     "real/srw_esci_import_judgment.json": ("srw", 10, [("giangentic form", "B08KH3GFXL", 0.4)]),
@@ -223,8 +259,17 @@ def test_every_builtin_format_has_golden_files_both_documented_and_real() -> Non
     assert documented == set(format_names())
     # A real file of every tool: Quepid, SRW, _rank_eval, Relevance Studio, RankLib, TREC,
     # BEIR (the LTR plugin's CSV exists only as its documentation's listing).
-    assert {"quepid-book", "rre", "quepid-ltr", "srw", "rank-eval", "esrs", "ranklib", "trec",
-            "beir"} <= real
+    assert {
+        "quepid-book",
+        "rre",
+        "quepid-ltr",
+        "srw",
+        "rank-eval",
+        "esrs",
+        "ranklib",
+        "trec",
+        "beir",
+    } <= real
     notice = (DATA / "NOTICE.md").read_text(encoding="utf-8")
     for rel in FILES:
         assert Path(rel).name in notice, rel
@@ -304,9 +349,7 @@ def _representable(frame: pl.DataFrame, name: str) -> tuple[set[Triple], int]:
 
 
 @pytest.mark.parametrize("rel", sorted(FILES))
-def test_import_then_export_in_the_same_format_keeps_every_triple(
-    tmp_path: Path, rel: str
-) -> None:
+def test_import_then_export_in_the_same_format_keeps_every_triple(tmp_path: Path, rel: str) -> None:
     name = FILES[rel]
     _, read = _read(rel)
     store = _store_of(tmp_path, [rel])
@@ -314,15 +357,16 @@ def test_import_then_export_in_the_same_format_keeps_every_triple(
     back = fmt.read(exported.data, "export")
     expected, disagreeing = _representable(read.frame, name)
     got = set(_triples(back.frame, name))
-    assert got == expected, (got ^ expected)
+    assert got == expected, got ^ expected
     loss = exported.loss
     assert loss["accounted"] and loss["scale"]["converted_rows"] == 0
     assert (loss["merged"] or {}).get("pairs_disagreeing", 0) == disagreeing
     if "raters" in fmt.holds:
         # Every rater's label comes back as theirs.
         pairs = read.frame.filter(pl.col("state") == "graded").select("annotator", "doc_id")
-        assert Counter(back.frame.filter(pl.col("state") == "graded").select(
-            "annotator", "doc_id").iter_rows()) == Counter(pairs.iter_rows())
+        assert Counter(
+            back.frame.filter(pl.col("state") == "graded").select("annotator", "doc_id").iter_rows()
+        ) == Counter(pairs.iter_rows())
 
 
 def test_same_scale_export_writes_each_value_as_the_source_wrote_it(tmp_path: Path) -> None:
@@ -381,7 +425,7 @@ def test_export_to_each_format_keeps_what_it_can_and_names_the_rest(
     # Every triple the target can hold is there; queries named by made-up ids map back through
     # the loss report's own list.
     back = fmt.read(exported.data, "export").frame
-    made = {}
+    made: dict[str, str] = {}
     for note in loss["notes"]:
         made.update(note.get("ids") or {})
     by_text = "query" in holds and name != "rank-eval"

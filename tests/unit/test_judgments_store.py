@@ -122,7 +122,7 @@ def test_seeded_rows_stand_for_the_judge_under_its_own_key(tmp_path: Path) -> No
         key = grade_key(GRADER, RELEVANCE.key, "en", "How do I get a refund?", CORPUS[doc])
         held = fresh.get(key)
         assert held is not None and held.grade == grade, doc
-    assert "2 rating(s), lower median" in held.reason
+    assert held is not None and "2 rating(s), lower median" in held.reason
     # Stats leave the seeds apart: they repeat the imported rows.
     stats = store_stats(fresh)
     assert stats.rows == 6 and stats.seeded == 3
@@ -165,11 +165,14 @@ def test_documents_resolve_by_id_by_index_and_id_and_by_text(tmp_path: Path) -> 
     }
     fmt = make_format("quepid-book")
     read = fmt.read(json.dumps(book).encode(), "b")
-    read.frame = read.frame.with_columns(pl.lit(" refunds for damaged PARCELS are paid within ten days.").alias("doc_text"))
+    read.frame = read.frame.with_columns(
+        pl.lit(" refunds for damaged PARCELS are paid within ten days.").alias("doc_text")
+    )
     store = JudgmentStore(tmp_path / "b")
     report = asyncio.run(
-        import_read(store, read, fmt, source="b", scale=fmt.grades, where="b", documents=texts,
-                    how="text")
+        import_read(
+            store, read, fmt, source="b", scale=fmt.grades, where="b", documents=texts, how="text"
+        )
     )
     assert report.resolved == 1
     row = pl.from_arrow(store.rows()).row(0, named=True)  # type: ignore[union-attr]
@@ -181,8 +184,12 @@ def test_a_query_known_by_id_resolves_through_the_question_set(tmp_path: Path) -
     store = JudgmentStore(tmp_path / "judgments")
     questions = [Question(question_id="301", question="Refunds?")]
     report = _import(
-        store, "trec", "301 0 d1 2\n302 0 d2 1\n", "qrels",
-        documents=CorpusTexts(_corpus(tmp_path)), questions=questions,
+        store,
+        "trec",
+        "301 0 d1 2\n302 0 d2 1\n",
+        "qrels",
+        documents=CorpusTexts(_corpus(tmp_path)),
+        questions=questions,
     )
     assert report.resolved == 1  # type: ignore[attr-defined]
     assert report.unresolved == {  # type: ignore[attr-defined]
@@ -194,8 +201,10 @@ def test_stats_count_sources_and_annotators_and_measure_agreement(tmp_path: Path
     store = JudgmentStore(tmp_path / "judgments")
     texts = CorpusTexts(_corpus(tmp_path))
     _import(store, "quepid-book", BOOK, "book", documents=texts)
-    csv = "query,docid,rating\nhow do I get a refund,d1,3\nhow do I get a refund,d2,1\n" \
-          "how do I get a refund,d3,0\n"
+    csv = (
+        "query,docid,rating\nhow do I get a refund,d1,3\nhow do I get a refund,d2,1\n"
+        "how do I get a refund,d3,0\n"
+    )
     _import(store, "quepid-csv", csv, "team", documents=texts)
     stats = store_stats(store)
     assert stats.rows == 9 and stats.pairs == 3 and stats.by_kind == {"imported": 9}
@@ -209,7 +218,9 @@ def test_stats_count_sources_and_annotators_and_measure_agreement(tmp_path: Path
     assert [f.value for f in between.figures] == [f.value for f in expected]
     (raters,) = stats.raters
     assert raters.pairs == 3
-    assert [f.value for f in raters.figures] == [f.value for f in grade_agreement([3, 0, 1], [2, 0, 0])]
+    assert [f.value for f in raters.figures] == [
+        f.value for f in grade_agreement([3, 0, 1], [2, 0, 0])
+    ]
     assert json.loads(json.dumps(stats.as_dict()))["agreement_between_sources"][0]["pairs"] == 3
 
 
@@ -224,8 +235,14 @@ def test_the_calibration_reads_peoples_grades_from_the_store(tmp_path: Path) -> 
     assert len(rows) == 6 and {r["annotator"] for r in rows} == {"ann@x", "bob@x"}
     labels = load_grade_labels(tmp_path / "judgments")
     assert sorted((lab.context, lab.human) for lab in labels) == sorted(
-        [(CORPUS["d1"], 3), (CORPUS["d1"], 2), (CORPUS["d2"], 0), (CORPUS["d2"], 0),
-         (CORPUS["d3"], 1), (CORPUS["d3"], 0)]
+        [
+            (CORPUS["d1"], 3),
+            (CORPUS["d1"], 2),
+            (CORPUS["d2"], 0),
+            (CORPUS["d2"], 0),
+            (CORPUS["d3"], 1),
+            (CORPUS["d3"], 0),
+        ]
     )
     assert {lab.question for lab in labels} == {"how do I get a refund"}
     assert np.unique([lab.question_id for lab in labels]).size == 1
@@ -237,18 +254,59 @@ def test_the_judges_own_rows_carry_their_query_and_kind(tmp_path: Path) -> None:
     store.add(
         [
             {
-                "key": key, "grader": GRADER, "prompt": RELEVANCE.key, "language": "en",
-                "question": "q?", "text": "a text", "question_id": "q1", "context_id": "d1",
-                "grade": 2, "reason": "because",
+                "key": key,
+                "grader": GRADER,
+                "prompt": RELEVANCE.key,
+                "language": "en",
+                "question": "q?",
+                "text": "a text",
+                "question_id": "q1",
+                "context_id": "d1",
+                "grade": 2,
+                "reason": "because",
             }
         ],
         "run:r1",
     )
     row = pl.from_arrow(store.rows()).row(0, named=True)  # type: ignore[union-attr]
     assert (row["source_kind"], row["state"], row["query"], row["source_value"]) == (
-        "judge", "graded", "q?", "2"
+        "judge",
+        "graded",
+        "q?",
+        "2",
     )
     with pytest.raises(ValueError, match="state 'maybe'"):
         store.add_table(
             pl.from_arrow(store.rows()).with_columns(pl.lit("maybe").alias("state")).to_arrow()  # type: ignore[union-attr]
         )
+
+
+def test_keys_computed_over_columns_equal_the_stores_key_functions() -> None:
+    from ragaudit.judging import ref_key
+    from ragaudit.judgments._keys import digests, label_keys, ref_keys, text_hashes
+
+    tricky = [
+        "plain",
+        'quo"te',
+        "back\\slash",
+        "new\nline\ttab\r\x08\x0c",
+        "\x00\x1f\x7f",
+        "ünïcødé 中文 🚀",
+        "\u2028",
+        "",
+    ]
+    df = pl.DataFrame({"a": tricky, "b": list(reversed(tricky))})
+    assert text_hashes(df, "a").to_list() == [text_hash(t) for t in tricky]
+    hashed = df.with_columns(text_hashes(df, "a").alias("ha"), text_hashes(df, "b").alias("hb"))
+    labels = digests(hashed.select(label_keys(pl.col("ha"), pl.col("hb"))).to_series())
+    assert labels.to_list() == [
+        label_key(a, b) for a, b in zip(tricky, reversed(tricky), strict=True)
+    ]
+    refs = digests(
+        df.select(
+            ref_keys(pl.col("a"), pl.lit(None, pl.String), pl.col("b"), pl.col("a"))
+        ).to_series()
+    )
+    assert refs.to_list() == [
+        ref_key(a, "", b, a) for a, b in zip(tricky, reversed(tricky), strict=True)
+    ]
