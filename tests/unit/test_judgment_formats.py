@@ -253,10 +253,16 @@ def _read(rel: str) -> Any:
     return fmt, fmt.read(file_bytes(DATA / rel), rel)
 
 
+def _builtins() -> set[str]:
+    from ragaudit.registry import JUDGMENT_FORMATS
+
+    return {n for n in format_names() if JUDGMENT_FORMATS.modules[n].startswith("ragaudit.")}
+
+
 def test_every_builtin_format_has_golden_files_both_documented_and_real() -> None:
     documented = {f for k, f in FILES.items() if k.startswith("documented/")}
     real = {f for k, f in FILES.items() if k.startswith("real/")}
-    assert documented == set(format_names())
+    assert documented == _builtins()
     # A real file of every tool: Quepid, SRW, _rank_eval, Relevance Studio, RankLib, TREC,
     # BEIR (the LTR plugin's CSV exists only as its documentation's listing).
     assert {
@@ -397,7 +403,7 @@ RICH = [
 ]
 
 
-@pytest.mark.parametrize("name", sorted(format_names()))
+@pytest.mark.parametrize("name", sorted(_builtins()))
 def test_export_to_each_format_keeps_what_it_can_and_names_the_rest(
     tmp_path: Path, name: str
 ) -> None:
@@ -479,3 +485,34 @@ def test_scales_map_and_reverse() -> None:
 
     with pytest.raises(InputError, match="marks.*maps back"):
         scale_of('{"cuts": [1, 2, 3], "marks": [0, 2, 2.5, 3]}', unit)
+
+
+def test_a_plugin_format_registers_as_the_builtins_do(tmp_path: Path) -> None:
+    """A format of one's own: a class registered by name, then imported and exported like any."""
+    from ragaudit.judgments import JudgmentFormat, Read, Written, register_format
+    from ragaudit.judgments._format import framed
+
+    @register_format("pairs-tsv")
+    class PairsTsv(JudgmentFormat):
+        label = "query, document and grade, tab-separated"
+        holds = frozenset({"query"})
+
+        def read(self, data: bytes, where: str) -> Read:
+            rows = [line.split("\t") for line in data.decode().splitlines()]
+            return Read(
+                framed(
+                    {k: [r[i] for r in rows] for i, k in enumerate(("query", "doc_id", "value"))}
+                )
+            )
+
+        def write(self, frame: pl.DataFrame) -> Written:
+            lines = ["\t".join(r) for r in frame.select("query", "doc_id", "value").iter_rows()]
+            return Written("".join(line + "\n" for line in lines).encode())
+
+    assert "pairs-tsv" in format_names()
+    store = JudgmentStore(tmp_path / "judgments")
+    fmt = make_format("pairs-tsv")
+    read = fmt.read(b"refund\td1\t3\nrefund\td2\t0\n", "p.tsv")
+    asyncio.run(import_read(store, read, fmt, source="p", scale=fmt.grades, where="p.tsv"))
+    _, exported = _export(store, "quepid-csv", ["p"])
+    assert exported.data.decode().splitlines()[1:] == ["refund,d1,3", "refund,d2,0"]
