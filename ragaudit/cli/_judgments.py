@@ -353,7 +353,9 @@ def export_cmd(
     ] = None,
     role: Annotated[
         list[str] | None,
-        typer.Option("--role", help="Only rows standing as: people, gold, seed."),
+        typer.Option(
+            "--role", help="Only rows standing as: people, gold, seed (the judge's stand as none)."
+        ),
     ] = None,
     run: Annotated[
         str | None,

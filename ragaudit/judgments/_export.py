@@ -49,7 +49,9 @@ class Selection:
     kinds: tuple[str, ...] = ()
     """``judge``, ``person``, ``imported``."""
     roles: tuple[str, ...] = ()
-    """``people``, ``gold``; rows standing for a judge's grade (``seed``) only when named."""
+    """``people``, ``gold``, ``seed``: only rows standing so (the judge's own stand as none)."""
+    seeds: bool = False
+    """Also rows standing for a judge's grade (``seed``) when no role is named."""
 
 
 @dataclass
@@ -76,8 +78,9 @@ def store_rows(store: JudgmentStore, selection: Selection = Selection()) -> pl.D
         df = df.filter(pl.col("source_kind").is_in(list(selection.kinds)))
     roles = list(selection.roles)
     if roles:
-        df = df.filter(pl.col("role").is_in(roles) | (pl.col("source_kind") == "judge"))
-    if "seed" not in roles:
+        df = df.filter(pl.col("role").is_in(roles))
+    elif not selection.seeds:
+        # A seed repeats an imported row as a judge's grade: exported once, as imported.
         df = df.filter(pl.col("role").is_null() | (pl.col("role") != "seed"))
     # A later row of one source, key and annotator is that annotator's corrected judgment.
     return df.unique(subset=["source", "key", "annotator"], keep="last", maintain_order=True)

@@ -114,7 +114,7 @@ def _agreements(graded: pl.DataFrame, by: str, seed: int) -> list[Overlap]:
 
 def store_stats(store: JudgmentStore, *, seed: int = 0) -> StoreStats:
     """The summary of every row of the store (seeds apart)."""
-    everything = store_rows(store, Selection(roles=("people", "gold", "seed")))
+    everything = store_rows(store, Selection(seeds=True))
     seeded = everything.filter(pl.col("role") == "seed").height
     rows = everything.filter(pl.col("role").is_null() | (pl.col("role") != "seed")).with_columns(
         _item()

@@ -369,3 +369,58 @@ def test_a_tune_seeded_with_imported_judgments_pays_only_for_pairs_nobody_judged
         if (q, c) in pooled:
             assert grades[q][c] == (1 if n == 0 else n % 4)
     assert len(judgment_store(second)) == len(judged) + len(nobody)
+
+
+def test_imported_qrels_stand_as_gold_for_the_question_set(tmp_path: Path) -> None:
+    from ragaudit.dataset import check_qrels, read_qrels
+
+    config = make_config(tmp_path)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    questions = load_questions(config.questions)
+    # A team's qrels name two of the set's questions by text (Quepid's CSV) and one it lacks.
+    rows = [
+        f"{questions[0].question},doc-a,3",
+        f"{questions[1].question.upper()},doc-b,1",
+        "a question nobody asked,doc-c,2",
+    ]
+    csv = tmp_path / "team.csv"
+    csv.write_text(
+        "query,docid,rating\n"
+        + "\n".join(f'"{r.rsplit(",", 2)[0]}",' + ",".join(r.rsplit(",", 2)[1:]) for r in rows)
+        + "\n"
+    )
+    ragaudit("judgments", "import", str(csv), "-f", "quepid-csv", "--as", "gold", "-c", str(path))
+    ragaudit(
+        "judgments",
+        "import",
+        str(DATA / "documented" / "trec.qrels.txt"),
+        "-f",
+        "trec",
+        "-c",
+        str(path),
+    )  # people's labels: not gold
+    out = tmp_path / "gold.qrels"
+    ragaudit(
+        "judgments",
+        "export",
+        "-f",
+        "trec",
+        "--role",
+        "gold",
+        "--for-questions",
+        "-c",
+        str(path),
+        "-o",
+        str(out),
+    )
+    qrels = read_qrels(out)
+    assert qrels.grades == {
+        questions[0].question_id: {"doc-a": 3},
+        questions[1].question_id: {"doc-b": 1},
+    }
+    assert check_qrels(qrels, [q.question_id for q in questions]) == []
+    loss = json.loads(out.with_name(out.name + ".loss.json").read_text())
+    (left,) = [n for n in loss["notes"] if "question set" in n["what"]]
+    assert left["rows"] == 1 and left["examples"] == ["a question nobody asked"]
+    assert loss["rows_selected"] == 3 and loss["rows_written"] == 2
