@@ -434,6 +434,12 @@ TUNE_METRICS: Registry[Any] = Registry(
 """Metrics of a tune's variants at its depth (``tune.metrics``), registered with
 ``ragaudit.tuning.tune_metric``."""
 
+JUDGMENT_FORMATS: Registry[Any] = Registry(
+    "judgment format", "ragaudit.judgment_formats", ("ragaudit.judgments",)
+)
+"""Formats ``ragaudit judgments`` imports and exports (``ragaudit.judgments.JudgmentFormat``),
+registered with ``ragaudit.judgments.register_format``."""
+
 FOLDER_KINDS: Registry[Any] = Registry(
     "folder kind", "ragaudit.folder_kinds", ("ragaudit.runfolder",)
 )
@@ -445,6 +451,7 @@ __all__ = [
     "FOLDER_KINDS",
     "BUILTIN_PACKAGE",
     "HEAD_METHODS",
+    "JUDGMENT_FORMATS",
     "METRICS",
     "ORDERINGS",
     "SEARCH_BACKENDS",

@@ -537,8 +537,32 @@ JUDGMENTS = _schema(
         ("window", _i64),
         ("max_tokens", _i64),
         ("language", _str),
+        # Version 3: people's and imported judgments beside the judge's (absent from earlier
+        # parts, whose rows are all the judge's). A person's or an imported row is keyed by its
+        # question and document text alone (``judging.label_key``), or, when its document was
+        # not resolved to a text, by the source's own reference (``judging.ref_key``).
+        ("source_kind", _str),  # judge | person | imported (null: judge)
+        ("annotator", _str),  # who gave it (a person, a rater's e-mail); null for the judge
+        ("state", _str),  # graded | unrateable | later (null: graded); unjudged has no row
+        ("source_value", _str),  # the grade as the source wrote it ("3.000", "0.9")
+        ("scale", _str),  # the declared scale (canonical JSON) mapping source_value to grade
+        ("query", _str),  # the query as the source (or the judge) saw it
+        ("doc_index", _str),  # the document's index (``_index``), where the source names one
+        ("role", _str),  # people | gold | seed (a grade standing in for the judge's)
+        ("format", _str),  # the format it was imported from
+        ("extra", _str),  # JSON object: what else the source said (positions, fields, features)
     ],
-    version=2,
+    version=3,
+)
+
+# The texts of the documents (and questions) the judgment store's people's and imported rows were
+# resolved to, by hash: what a calibration or an export needs and the rows themselves hash away.
+JUDGMENT_TEXTS = _schema(
+    "judgment_texts",
+    [
+        ("text_hash", _str),
+        ("text", _str),
+    ],
 )
 
 # The production audit's grades of one day (``ragaudit audit``): one row per sampled request and
@@ -738,6 +762,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "GROUND_TRUTH",
     "JUDGE_NOISE",
     "JUDGMENTS",
+    "JUDGMENT_TEXTS",
     "NUGGETS",
     "QUESTIONS",
     "RANKING",

@@ -99,21 +99,57 @@ def _store_grades(run_dir: Path) -> list[GradeLabel]:
     return out
 
 
+def is_judgment_store(path: Path) -> bool:
+    """Whether ``path`` is a judgment store's folder (``<runs_root>/judgments``)."""
+    return path.is_dir() and any(path.glob("part-*.parquet"))
+
+
+def _judgment_store_grades(path: Path) -> list[GradeLabel]:
+    """People's and imported people's grades of resolved pairs in a judgment store.
+
+    Ids are taken from the texts (sources name their queries and documents each their own way,
+    so two sources' ``1`` may be two documents); the engine's rank is not known there.
+    """
+    from ragaudit.judging import JudgmentStore
+    from ragaudit.judgments import grade_labels
+
+    rows = grade_labels(JudgmentStore(path))
+    if not rows:
+        raise InputError(
+            f"{path}: no people's grade of a resolved pair (import with --config or --corpus so "
+            "queries and documents resolve to texts)"
+        )
+    return [
+        GradeLabel(
+            _digest("q", r["question"]),
+            r["question"],
+            _digest("c", r["context"]),
+            r["context"],
+            _grade(r["grade"], f"{path}: {r['source']}"),
+        )
+        for r in rows
+    ]
+
+
 def load_grade_labels(path: Path | str) -> list[GradeLabel]:
-    """Human relevance grades from JSONL or CSV, or a run's labels store as it is.
+    """Human relevance grades from JSONL or CSV, a run's labels store, or the judgment store.
 
     Each row: ``question``, ``context`` (its text), ``grade`` (or ``human_grade``) 0–3, and
     optionally ``question_id``, ``context_id`` and ``rank`` (the engine's rank of the context,
     1 first, for the engine's NDCG). Missing ids are derived from the texts, so
     the same question or context always gets the same id. A run folder or its
     labels store gives each person's latest grade (skipped items left out) with the
-    passage's text and engine rank from the run.
+    passage's text and engine rank from the run. A judgment store's folder
+    (``<runs_root>/judgments``) gives every person's and imported rater's grade of a pair
+    whose question and document text were resolved (``ragaudit judgments import``).
 
     Raises:
         InputError: a missing file, a row without question, context or grade, a grade
             outside 0–3, or one id given two different questions or context texts.
     """
     path = Path(path)
+    if is_judgment_store(path):
+        return _judgment_store_grades(path)
     store = labels_store.store_dir(path)
     if store is not None:
         return _store_grades(store)

@@ -17,6 +17,7 @@ from ragaudit.cli import (  # noqa: F401, I001  (importing registers the command
     _testset,
     _calibrate,
     _label,
+    _judgments,
     _cache,
     _view,
 )

@@ -133,8 +133,9 @@ def calibrate_cmd(
         Path | None,
         typer.Option(
             "--grade-labels",
-            help="Human relevance grades 0-3 (JSONL/CSV: question, context, grade, or a run "
-            "folder / its labels store): calibrate the judge's grades per grade.",
+            help="Human relevance grades 0-3 (JSONL/CSV: question, context, grade; a run "
+            "folder / its labels store; or the judgment store, <runs_root>/judgments, with "
+            "imported people's grades): calibrate the judge's grades per grade.",
         ),
     ] = None,
     threshold: Annotated[

@@ -59,8 +59,11 @@ from ragaudit.judging._order import (
     plan_order,
 )
 from ragaudit.judging._pairwise import PairwiseJudge
-from ragaudit.judging._runs import import_run_grades, single_judge
+from ragaudit.judging._runs import config_grader, import_run_grades, single_judge
 from ragaudit.judging._store import (
+    ROLES,
+    SOURCE_KINDS,
+    STATES,
     STORE_DIR,
     Grader,
     JudgmentStore,
@@ -69,14 +72,19 @@ from ragaudit.judging._store import (
     StoreGrading,
     grade_key,
     grade_through_store,
+    label_key,
     lookup_pairs,
     pair_key,
     prompt_tokens,
+    ref_key,
     text_hash,
 )
 
 __all__ = [
     "HEAD_METHODS",
+    "ROLES",
+    "SOURCE_KINDS",
+    "STATES",
     "STORE_DIR",
     "Grader",
     "JudgmentStore",
@@ -87,9 +95,12 @@ __all__ = [
     "config_signature",
     "grade_key",
     "grade_through_store",
+    "label_key",
     "lookup_pairs",
     "pair_key",
     "prompt_tokens",
+    "ref_key",
+    "config_grader",
     "import_run_grades",
     "ordering_baseline",
     "single_judge",

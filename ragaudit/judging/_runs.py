@@ -25,8 +25,8 @@ def single_judge(jury: Iterable[str] | None, repeats: int | None, per_call: int 
     return not list(jury or []) and int(repeats or 1) == 1 and int(per_call or 1) == 1
 
 
-def _grader(config: RunConfig) -> Grader:
-    # The judge a run's sort stage built (Judge.from_config), without a gateway.
+def config_grader(config: RunConfig) -> Grader:
+    """The grader a config's judge is (what ``Judge.from_config`` builds), without a gateway."""
     from ragaudit.cache import context_window
 
     models = config.models
@@ -39,7 +39,7 @@ def _usable(entry: RunEntry, grader: Grader) -> bool:
     if config is None:
         return False
     models = config.models
-    return _grader(config) == grader and single_judge(
+    return config_grader(config) == grader and single_judge(
         models.jury, models.judge_repeats, config.sort.grade_batch
     )
 
@@ -99,4 +99,4 @@ def import_run_grades(runs_root: RunsRoot, store: JudgmentStore, grader: Grader)
     return added
 
 
-__all__ = ["import_run_grades", "single_judge"]
+__all__ = ["config_grader", "import_run_grades", "single_judge"]

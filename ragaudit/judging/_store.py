@@ -14,6 +14,16 @@ answers the gateway's memo still holds), and :func:`grade_through_store` holds t
 its look-up to its append, so two tunes (or a tune and a run) on one store pay each grade once.
 The LLM memo stays what it is, the per-request cache; the store is the per-grade record that
 outlives a memo cleared or moved.
+
+People's and imported judgments live in the same parts (schema version 3: columns added, none
+changed). Each row says its ``source_kind`` (judge, person, imported), its source's
+name, its annotator and time, and its ``state`` (graded, unrateable, later: an unrateable pair
+is a row without a grade, an unjudged pair has no row). A person's or an imported row is keyed
+by what it judged, the question and the document text (:func:`label_key`), without a judge:
+several annotators' rows share a key and none is a conflict. Only rows naming a ``judge`` are
+the judge's grades a look-up returns: the sort stage's, a tune's, an audit's, and imported
+grades an import was told to stand in for that judge (``role`` ``seed``), which is how a tune
+pays nothing for a pair someone already judged.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from ragaudit.judging._judge import Judge, Spend
 from ragaudit.partstore import ForeignPart, PartStore
 from ragaudit.prompts import RELEVANCE, RelevanceInput
 from ragaudit.runfolder import STORE_DIR
-from ragaudit.schemas import JUDGMENTS, to_table
+from ragaudit.schemas import JUDGMENT_TEXTS, JUDGMENTS, to_table
 
 _log = logging.getLogger(__name__)
 
@@ -45,8 +55,31 @@ _log = logging.getLogger(__name__)
 GRADES = range(0, 4)
 """The grades the relevance prompt gives; any other value in a part is refused."""
 
-_ADDED = ("temperature", "window", "max_tokens", "language")
-"""Columns of version 2 of the store's schema, absent from version 1 parts."""
+_ADDED = (
+    "temperature",
+    "window",
+    "max_tokens",
+    "language",
+    "source_kind",
+    "annotator",
+    "state",
+    "source_value",
+    "scale",
+    "query",
+    "doc_index",
+    "role",
+    "format",
+    "extra",
+)
+"""Columns of versions 2 and 3 of the store's schema, absent from earlier parts."""
+
+SOURCE_KINDS = ("judge", "person", "imported")
+"""Who gave a row's grade: the LLM judge, a person on a labelling page, or another tool."""
+STATES = ("graded", "unrateable", "later")
+"""A row's state: a grade, a pair its annotator could not rate, or one put off for later."""
+ROLES = ("people", "gold", "seed")
+"""What a person's or imported row stands as: people's labels (agreement, calibration, PPI),
+gold, or the judge's grade (an imported grade a tune or run then pays nothing for)."""
 
 BATCH = 200
 """Pairs looked up and paid per hold of the store's lock: another writer waits at most one."""
@@ -74,6 +107,20 @@ class Grader:
     def of(cls, judge: Judge) -> Grader:
         """The grader ``judge`` is."""
         return cls(judge.model, float(judge.temperature), judge.window, judge.max_tokens)
+
+
+def label_key(question: str, text: str) -> str:
+    """The key of a person's or an imported judgment: its question and document text, no judge.
+
+    The same key whoever judged the pair, so every annotator's row of one pair shares it and a
+    later labelling page or import finds the pair judged.
+    """
+    return canonical_hash(["label/1", text_hash(question), text_hash(text)])
+
+
+def ref_key(query: str, query_id: str, index: str, doc_id: str) -> str:
+    """The key of an imported judgment whose document text was not resolved: its reference."""
+    return canonical_hash(["ref/1", query, query_id, index, doc_id])
 
 
 def grade_key(grader: Grader, prompt: str, language: str, question: str, text: str) -> str:
@@ -113,6 +160,8 @@ class JudgmentStore:
         """Open the store in ``folder`` (created on the first write)."""
         self.folder = Path(folder)
         self.parts = PartStore(self.folder, JUDGMENTS, added=_ADDED)
+        self.texts = PartStore(self.folder, JUDGMENT_TEXTS, prefix="text")
+        """Resolved texts by hash (the people's and imported rows' questions and documents)."""
         self._grades: dict[str, tuple[StoredGrade, str]] = {}
         self._sources: set[str] = set()
         self.conflicts: dict[str, tuple[str, str]] = {}
@@ -145,9 +194,20 @@ class JudgmentStore:
                 f"{path}: grade {', '.join(map(str, bad[:3]))} outside 0–3; move the part out "
                 f"of {self.folder} and re-run"
             )
+        bad_states = sorted({s for s in table["state"].unique().to_pylist() if s} - set(STATES))
+        if bad_states:
+            raise StoreError(
+                f"{path}: state {', '.join(map(str, bad_states[:3]))} is not one of "
+                f"{', '.join(STATES)}; move the part out of {self.folder} and re-run"
+            )
         disagree: list[str] = []
-        for key, grade, reason in zip(keys, grades, table["reason"].to_pylist(), strict=True):
-            if grade is None or not key:
+        judges = table["judge"].to_pylist()
+        for key, grade, reason, judge in zip(
+            keys, grades, table["reason"].to_pylist(), judges, strict=True
+        ):
+            # People's and imported rows name no judge: they are never a judge's grade, and
+            # two annotators disagreeing on a pair is a figure (stats), not a conflict.
+            if grade is None or not key or not judge:
                 continue
             held = self._grades.get(key)
             if held is None:
@@ -223,6 +283,10 @@ class JudgmentStore:
                 "reason": r.get("reason") or "",
                 "source": source,
                 "created_at": now,
+                "source_kind": "judge",
+                "state": "graded",
+                "source_value": str(int(r["grade"])),
+                "query": r["question"],
             }
         if not out:
             return 0
@@ -231,6 +295,74 @@ class JudgmentStore:
             self._grades[key] = (StoredGrade(r["grade"], r["reason"]), path.name)
         self._sources.add(source)
         return len(out)
+
+    def add_table(self, table: pa.Table, *, locked: bool = False) -> int:
+        """Append prepared rows of the store's schema (people's or imported judgments) as one part.
+
+        Every row is written, whatever the store holds: a person's or an imported row is a
+        record of who said what, and a later row of the same key and annotator supersedes an
+        earlier one when read. Rows naming a judge (``role`` ``seed``) become that judge's
+        grades for look-ups, the first written of a key kept as :meth:`add` keeps it.
+
+        Returns:
+            The rows written.
+
+        Raises:
+            ValueError: A row without a key, a grade outside 0–3, or an unknown source kind,
+                state or role (nothing is written then).
+        """
+        if table.num_rows == 0:
+            return 0
+        table = table.select(JUDGMENTS.names).cast(JUDGMENTS)
+        checks = (
+            ("source_kind", SOURCE_KINDS),
+            ("state", STATES),
+            ("role", ROLES),
+        )
+        for column, allowed in checks:
+            bad = {v for v in table[column].unique().to_pylist() if v} - set(allowed)
+            if bad:
+                raise ValueError(f"{column} {sorted(bad)[0]!r}: not one of {', '.join(allowed)}")
+        grades = {g for g in table["grade"].unique().to_pylist() if g is not None}
+        if grades - set(GRADES):
+            raise ValueError(f"grade {sorted(grades - set(GRADES))[0]}: not 0–3")
+        if not all(table["key"].to_pylist()):
+            raise ValueError("a row without a key")
+        self.refresh()
+        path = self.parts.append(table, locked=locked)
+        self._take(path, table)
+        return table.num_rows
+
+    def rows(self) -> pa.Table:
+        """Every row of every readable part, oldest first (a fresh read: the stats, an export)."""
+        return PartStore(self.folder, JUDGMENTS, added=_ADDED).read_all()
+
+    def add_texts(self, texts: Mapping[str, str], *, locked: bool = False) -> int:
+        """Keep ``texts`` (hash → text) the store does not hold yet; returns how many were new."""
+        held = self.text_hashes()
+        new = {h: t for h, t in texts.items() if h not in held}
+        if not new:
+            return 0
+        table = pa.table(
+            {"text_hash": list(new), "text": list(new.values())}, schema=JUDGMENT_TEXTS
+        )
+        self.texts.append(table, locked=locked)
+        return len(new)
+
+    def text_hashes(self) -> set[str]:
+        """The hashes whose text the store keeps."""
+        reader = PartStore(self.folder, JUDGMENT_TEXTS, prefix="text")
+        return set(reader.read_all()["text_hash"].to_pylist())
+
+    def texts_of(self, hashes: Iterable[str]) -> dict[str, str]:
+        """The kept text of each of ``hashes`` (hashes without one are left out)."""
+        wanted = set(hashes)
+        table = PartStore(self.folder, JUDGMENT_TEXTS, prefix="text").read_all()
+        return {
+            h: t
+            for h, t in zip(table["text_hash"].to_pylist(), table["text"].to_pylist(), strict=True)
+            if h in wanted
+        }
 
     def mark(self, source: str) -> None:
         """Record that ``source`` was read and gave no grade (so it is not read again)."""
@@ -457,6 +589,9 @@ async def grade_through_store(
 __all__ = [
     "BATCH",
     "GRADES",
+    "ROLES",
+    "SOURCE_KINDS",
+    "STATES",
     "STORE_DIR",
     "Grader",
     "JudgmentStore",
@@ -465,8 +600,10 @@ __all__ = [
     "StoredGrade",
     "grade_key",
     "grade_through_store",
+    "label_key",
     "lookup_pairs",
     "pair_key",
     "prompt_tokens",
+    "ref_key",
     "text_hash",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ragaudit.concurrency import PerLoop
@@ -422,6 +422,29 @@ class EngineBackend:
             else:
                 raws = await self._pit_pages(client, body, top_n)
         return [self.builder.hit(raw, rank) for rank, raw in enumerate(raws, 1)]
+
+    def scan(self, query: Mapping[str, Any] | None = None) -> Iterator[Mapping[str, Any]]:
+        """Every hit (``_id``, ``_source``) of the index matching ``query`` (all by default).
+
+        Scrolled by the client's own helper with this backend's client, so credentials, TLS
+        and errors are as every other call's (another tool's index: SRW's judgments).
+
+        Raises:
+            SearchError: With ``kind`` saying what failed.
+        """
+        helpers = self._helpers()
+        client = self._sync_client()
+        body = dict(query or {"query": {"match_all": {}}})
+        try:
+            yield from helpers.scan(
+                client,
+                index=self.index_name,
+                query=body,
+                scroll=self.keep_alive,
+                size=self.page_size,
+            )
+        except Exception as exc:
+            raise self.error(exc) from None
 
     async def fetch_texts(self, ids: Sequence[str]) -> dict[str, str]:
         """The current text of each of ``ids`` in the index (ids it lacks are left out).
