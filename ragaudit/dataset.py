@@ -269,22 +269,24 @@ def iter_jsonl(
         try:
             # Binary iteration splits at b"\n" only, like jsonl_lines; the BOM may open line 1.
             for n, raw in enumerate(_raw_lines(handle, max_line_bytes), start=1):
+                value: Any = None
+                problem: str | None
                 if isinstance(raw, int):
                     problem = f"{raw:,} bytes long, more than {max_line_bytes:,}"
+                    message = f"line {n}: {problem}"
                 else:
-                    data = raw.removeprefix(_BOM) if n == 1 else raw
-                    text, problem = _utf8_text(data, n)
+                    text, problem = _utf8_text(raw.removeprefix(_BOM) if n == 1 else raw, n)
+                    message = f"{problem}; re-save the file as UTF-8 text"
                     if problem is None:
                         if not text.strip():
                             continue
                         value, problem = _json_value(text)
-                        if problem is None:
-                            yield n, value
-                            continue
-                    elif bad == "raise":
-                        raise InputError(f"{path}: {problem}; re-save the file as UTF-8 text")
+                        message = f"line {n}: {problem}"
+                if problem is None:
+                    yield n, value
+                    continue
                 if bad == "raise":
-                    raise InputError(f"{path}: line {n}: {problem}")
+                    raise InputError(f"{path}: {message}")
                 yield n, BadLine(problem)
         except _READ_ERRORS as exc:  # a truncated gzip member, a read error
             problem = f"cannot be read past line {n} ({exc})"

@@ -17,11 +17,10 @@ the LLM span when the root does not carry it. Both span vocabularies are read:
 
 The request's filters are the span ``metadata`` objects (root first, the retrieval span's
 over it), so ``audit.segment: filters.collection`` reads a ``collection`` the service put there.
-A trace is emitted when its root span has been seen (the SDK exports a root after its
-children) in the last of the day's files that holds spans of it (with several files, a first
-pass reads each line's trace ids, without protobuf, to know which that is: a file exporter that
-rotates mid-trace writes the root in one file and later spans in the next); traces still open at
-the end of the day's files are emitted then.
+A trace is emitted once its root span and its last span have been read: a first pass reads
+each line's trace ids (as JSON, without protobuf) to know where a trace's last span is, so spans
+exported after the root (a batch processor, a file exporter that rotated mid-trace) join it
+whichever file of the day they are in. Traces without a root are emitted at the end.
 """
 
 from __future__ import annotations
@@ -165,17 +164,17 @@ def _hex_id(raw: Any) -> str | None:
         return None
 
 
-def _last_files(files: list[str]) -> dict[str, int]:
-    """For each trace id, the index of the last of ``files`` holding a span of it."""
-    last: dict[str, int] = {}
+def _last_lines(files: list[str]) -> dict[str, tuple[int, int]]:
+    """For each trace id, where its last span is: (index of the file, line of that file)."""
+    last: dict[str, tuple[int, int]] = {}
     for index, path in enumerate(files):
-        for _, line in json_records([path]):
+        for n, (_, line) in enumerate(json_records([path])):
             for rs in _items(line, "resourceSpans"):
                 for ss in _items(rs, "scopeSpans"):
                     for span in _items(ss, "spans"):
                         trace_id = _hex_id(span.get("traceId"))
                         if trace_id is not None:
-                            last[trace_id] = index
+                            last[trace_id] = (index, n)
     return last
 
 
@@ -387,10 +386,10 @@ def read_traces(options: NoOptions, part: Partition) -> Iterator[Request | Bad]:
     no options. A line is a batch of spans, not a record: ``max_record_bytes`` bounds the
     requests made of them, not the line.
     """
-    last = _last_files(part.files) if len(part.files) > 1 else {}
+    last = _last_lines(part.files)
     open_traces: dict[str, _Trace] = {}
     for index, path in enumerate(part.files):
-        for origin, obj in json_records([path]):
+        for n, (origin, obj) in enumerate(json_records([path])):
             if isinstance(obj, Bad):
                 yield obj
                 continue
@@ -405,10 +404,11 @@ def read_traces(options: NoOptions, part: Partition) -> Iterator[Request | Bad]:
                 trace.spans.append(span)
                 trace.rooted = trace.rooted or not span.parent_id
                 touched.append(trace_id)
-            # A line's spans are all read before a trace is closed: within one line the root may
-            # come before its children; a trace with spans in a later file waits for that file.
+            # A trace is closed once its root and its last span are read: within one line the
+            # root may come before its children, and a later line or file may hold more spans.
+            here = (index, n)
             for trace_id in dict.fromkeys(touched):
-                if open_traces[trace_id].rooted and last.get(trace_id, index) <= index:
+                if open_traces[trace_id].rooted and last.get(trace_id, here) <= here:
                     yield _request(trace_id, open_traces.pop(trace_id))
     for trace_id, trace in open_traces.items():
         yield _request(trace_id, trace)

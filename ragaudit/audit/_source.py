@@ -53,8 +53,9 @@ class SourceOptions(BaseModel):
     path: str | None = None
     """Files of one day: ``{day}`` becomes the day (``YYYY-MM-DD``; ``{day:%Y/%m/%d}`` for
     another layout), then a glob (``logs/{day}/*.jsonl``); ``.gz`` files are read as gzip."""
-    options: dict[str, Any] = {}
-    """The reader's options, checked against its options model when the config loads and
+    options: Any = Field(default_factory=dict)
+    """The reader's options: given as a mapping, held as its options model (so that a field
+    it marks operational stays out of a day's identity), checked when the config loads and
     filled in with its defaults: ``jsonl`` and ``parquet`` take ``fields`` (a JMESPath
     expression per normalised field, over one record); ``ubi`` the engine and its indexes
     (``hosts``, ``queries_index``, ``events_index``, ``events_path``, ``timeout_s``); ``otlp``
@@ -129,11 +130,16 @@ class SourceOptions(BaseModel):
     def _reader_options(self) -> SourceOptions:
         if self.path is None and self.reader().needs_path:
             raise ValueError(f"format '{self.format}' reads files: set source.path")
+        given = self.options
+        if isinstance(given, BaseModel):
+            given = given.model_dump()
+        if not isinstance(given, Mapping):
+            raise ValueError(f"options: a mapping of the reader's options, not {given!r:.40}")
         try:
-            built = READERS.build_options(self.format, self.options)
+            built = READERS.build_options(self.format, given)
         except ValueError as exc:
             raise ValueError(f"options: {exc}") from None
-        object.__setattr__(self, "options", built.model_dump(mode="json"))
+        object.__setattr__(self, "options", built)
         return self
 
     def reader(self) -> Reader:
@@ -319,7 +325,6 @@ def read_day(
     """
     seg = getter(segment, "audit.segment")
     read = source.reader().read
-    options = READERS.build_options(source.format, source.options)
     files: list[str] = []
     if source.path is not None:
         files = day_paths(source.path, day)
@@ -336,7 +341,7 @@ def read_day(
     # a day of a million requests never sits in memory whole.
     with atomic_path(out) as tmp, pq.ParquetWriter(tmp, AUDIT_REQUESTS, compression="zstd") as w:
         rows: list[dict[str, Any]] = []
-        for item in read(options, part):
+        for item in read(source.options, part):
             if isinstance(item, Request):
                 why = _left_out(item, part, seen, report)
                 if why is not None:

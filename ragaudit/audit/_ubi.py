@@ -17,8 +17,9 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from ragaudit._section import operational
 from ragaudit.audit._records import (
     Bad,
     Partition,
@@ -51,7 +52,7 @@ class UbiOptions(BaseModel):
     events_path: str | None = None
     """With ``source.path`` (an export of the queries): an export of the events, one JSON
     object a line; ``{day}`` as in ``source.path``."""
-    timeout_s: float = Field(default=30.0, gt=0)
+    timeout_s: float = operational(30.0, gt=0)
     """Per-request timeout against the engine."""
 
 

@@ -97,12 +97,10 @@ def _confirm(cfg: RunConfig, days: list[dt.date], yes: bool) -> None:
     judge = cfg.models.judge_model
     if yes or provider_record(judge).free:
         return
-    from ragaudit.audit import day_done, run_audit_day
+    from ragaudit.audit import run_audit_day
 
     calls = tokens = 0
     for when in days:
-        if len(days) > 1 and day_done(cfg, when):
-            continue
         try:
             plan = asyncio.run(run_audit_day(cfg, when, dry_run=True)).plan
         except RagauditError:
@@ -157,7 +155,6 @@ def audit(
         for when in days:
             _dry_run(cfg, when)
         return
-    _confirm(cfg, days, yes)
     # The memo opened (an unreachable Redis, an unwritable cache folder) before Prefect starts.
     from ragaudit.cache import memo_location, open_memo
 
@@ -177,6 +174,7 @@ def audit(
             if not backfill:
                 raise
             not_done.append((when, str(exc)))
+    _confirm(cfg, [when for when, _ in todo], yes)
     status = 0
     # Every day to audit locked before Prefect's server starts: a second audit of one of them
     # is refused here, in one line, having paid nothing.
