@@ -17,10 +17,11 @@ the LLM span when the root does not carry it. Both span vocabularies are read:
 
 The request's filters are the span ``metadata`` objects (root first, the retrieval span's
 over it), so ``audit.segment: filters.collection`` reads a ``collection`` the service put there.
-A trace is emitted once its root span and its last span have been read: a first pass reads
-each line's trace ids (as JSON, without protobuf) to know where a trace's last span is, so spans
-exported after the root (a batch processor, a file exporter that rotated mid-trace) join it
-whichever file of the day they are in. Traces without a root are emitted at the end.
+A trace is emitted once its root span has been read (the SDK exports a root after its
+children, so within a file the root closes it) and no later file of the day holds a span of it:
+with several files, a first pass reads the trace ids of every file but the first (as JSON,
+without protobuf) to know where each trace's last span is, so the spans a file exporter wrote
+after rotating mid-trace join their root. Traces without a root are emitted at the end.
 """
 
 from __future__ import annotations
@@ -165,9 +166,12 @@ def _hex_id(raw: Any) -> str | None:
 
 
 def _last_lines(files: list[str]) -> dict[str, tuple[int, int]]:
-    """For each trace id, where its last span is: (index of the file, line of that file)."""
+    """Where the last span of each trace with a span after the first file is.
+
+    (index of the file, record of that file); a trace of the first file alone needs no entry.
+    """
     last: dict[str, tuple[int, int]] = {}
-    for index, path in enumerate(files):
+    for index, path in enumerate(files[1:], start=1):
         for n, (_, line) in enumerate(json_records([path])):
             for rs in _items(line, "resourceSpans"):
                 for ss in _items(rs, "scopeSpans"):

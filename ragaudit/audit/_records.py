@@ -65,12 +65,14 @@ class Partition:
     files: list[str]
     """The files ``audit.source.path`` names for the day, sorted (empty when it is not set)."""
     start: dt.datetime
-    """The day's first instant in ``audit.source.timezone`` (aware)."""
+    """The day's first instant in ``zone``, in UTC."""
     end: dt.datetime
-    """The next day's first instant: the day is [start, end)."""
+    """The next day's first instant, in UTC: the day is [start, end)."""
     max_record_bytes: int
     """``audit.source.max_record_bytes``: a reader whose lines are records passes it to
     :func:`json_records`, so an over-long line is refused unread."""
+    zone: str = "UTC"
+    """``audit.source.timezone``: the zone whose calendar day the day is."""
 
 
 ReadFunction = Callable[[Any, Partition], Iterable["Request | Bad"]]

@@ -59,8 +59,8 @@ class SourceOptions(BaseModel):
     filled in with its defaults: ``jsonl`` and ``parquet`` take ``fields`` (a JMESPath
     expression per normalised field, over one record); ``ubi`` the engine and its indexes
     (``hosts``, ``queries_index``, ``events_index``, ``events_path``, ``timeout_s``); ``otlp``
-    none. ``source.fields`` and ``source.ubi``, where earlier configs put them, are read as
-    these options."""
+    none; a plugin's reader its own. ``source.fields`` and ``source.ubi``, where earlier
+    configs put them, are read as these options."""
     hash_algorithm: str = "sha256"
     """How the service hashed a served text when it logs ``content_hash`` (a hashlib name;
     the hex digest, optionally prefixed ``<algorithm>:``)."""
@@ -120,7 +120,8 @@ class SourceOptions(BaseModel):
     def _known_zone(cls, name: str) -> str:
         try:
             zoneinfo.ZoneInfo(name)
-        except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            # No such zone, a folder of zones, an absolute path, a name too long for a file.
             raise ValueError(
                 f"'{clip(name)}' is not a time zone (an IANA name: UTC, Europe/Berlin)"
             ) from None
@@ -150,9 +151,12 @@ class SourceOptions(BaseModel):
     def partition(self, day: dt.date, files: list[str]) -> Partition:
         """``day`` as its reader reads it: the files, the window in ``timezone``."""
         zone = zoneinfo.ZoneInfo(self.timezone)
-        start = dt.datetime.combine(day, dt.time(), zone)
-        end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), zone)
-        return Partition(day, files, start, end, self.max_record_bytes)
+        start, end = (
+            # In UTC, as a reader's times are: compared without converting each one.
+            dt.datetime.combine(d, dt.time(), zone).astimezone(dt.UTC)
+            for d in (day, day + dt.timedelta(days=1))
+        )
+        return Partition(day, files, start, end, self.max_record_bytes, self.timezone)
 
 
 @dataclass
@@ -189,13 +193,13 @@ class ReadReport:
         out = []
         if self.duplicates:
             out.append(
-                f"{self.duplicates:,} requests with an id read before that day were left out "
-                "(the first kept): is a log file read twice?"
+                f"{self.duplicates:,} of the requests read had an id read before that day: left "
+                "out (the first kept); is a log file read twice?"
             )
         if self.off_day:
             out.append(
-                f"{self.off_day:,} requests timestamped outside the day were left out "
-                "(audit.source.timezone sets the day's zone)"
+                f"{self.off_day:,} of the requests read were timestamped outside the day: left "
+                "out (audit.source.timezone sets the day's zone)"
             )
         return out
 
@@ -253,12 +257,11 @@ def _id(red: Redactor, value: str | None) -> str | None:
 def _size_over(req: Request, filters: str, citations: str | None, limit: int) -> int | None:
     """The request's texts in UTF-8 bytes when they pass ``limit``; None when they do not."""
     texts = [req.request_id, req.query, req.session, req.answer, req.feedback, filters, citations]
-    texts += [d["text"] for d in req.docs]
-    texts += [d["id"] for d in req.docs]
-    present = [t for t in texts if t]
-    if 4 * sum(map(len, present)) <= limit:  # a character is at most 4 bytes: no need to encode
+    texts += [t for d in req.docs for t in (d["id"], d["text"])]
+    chars = sum(len(t) for t in texts if t)
+    if 4 * chars <= limit:  # a character is at most 4 UTF-8 bytes: nothing to encode
         return None
-    size = sum(len(t.encode("utf-8")) for t in present)
+    size = sum(len(t.encode("utf-8")) for t in texts if t)
     return size if size > limit else None
 
 
@@ -375,10 +378,7 @@ def _left_out(req: Request, part: Partition, seen: set[str], report: ReadReport)
     """Why ``req`` is not one of the day's own requests (counted in ``report``), or None."""
     if req.time is not None and not part.start <= req.time < part.end:
         report.off_day += 1
-        return (
-            f"timestamped {req.time.isoformat()}, outside {part.day.isoformat()} "
-            f"({part.start.tzinfo})"
-        )
+        return f"timestamped {req.time.isoformat()}, outside {part.day.isoformat()} ({part.zone})"
     if req.request_id in seen:
         report.duplicates += 1
         return "its request id was read before that day (the first kept)"

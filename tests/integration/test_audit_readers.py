@@ -28,6 +28,7 @@ CSV = """id;when;question;collection;served;answer
 r1;2026-11-26T09:00:00Z;how do refunds work;billing;kb-1|kb-2;Five days.
 r2;2026-11-26T09:05:00Z;reset my password;account;kb-7;Use the link.
 r3;2026-11-26T09:06:00Z;;account;kb-7;No question was asked.
+r1;2026-11-26T09:00:00Z;how do refunds work;billing;kb-1|kb-2;Five days.
 """
 COLUMNS = {
     "request_id": "id",
@@ -86,7 +87,7 @@ def test_a_plugin_reader_named_in_the_config_reads_a_day(tmp_path: Path, plugin_
     report = read_day(
         source, RedactOptions(), DAY, segment="filters.collection", out=out, max_bad_share=0.5
     )
-    assert (report.records, report.bad) == (2, 1)
+    assert (report.records, report.bad, report.duplicates) == (2, 1, 1)
     assert report.bad_samples[0][0].endswith("part-0.csv:4") and report.bad_samples[0][1] == (
         "no query"
     )
@@ -132,7 +133,9 @@ def test_a_plugin_reader_audits_a_day_in_a_fresh_process(tmp_path: Path) -> None
     said = _fresh(
         tmp_path, ["audit", "-c", str(path), "--day", DAY.isoformat(), "--dry-run"], PLUGINS
     )
-    assert "read 2 requests (1 records did not map)" in " ".join(said.split())
+    said = " ".join(said.split())
+    assert "read 2 requests (1 records did not map)" in said
+    assert "1 of the requests read had an id read before that day: left out" in said
 
 
 def _install(site: Path) -> None:

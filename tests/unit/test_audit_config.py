@@ -107,6 +107,7 @@ def test_a_source_of_an_earlier_config_loads_as_its_readers_options() -> None:
         ({"format": "otlp", "path": "x", "options": {"x": 1}}, r"\(its options: none\)"),
         ({"path": "x", "options": {"fields": {"query": "a.["}}}, "query: 'a.\\[' is not JMESPath"),
         ({"path": "x", "timezone": "Europe/Nowhere"}, "not a time zone"),
+        ({"path": "x", "timezone": "America"}, "not a time zone"),
         ({"path": "x", "max_record_bytes": 0}, "max_record_bytes"),
     ],
 )

@@ -354,7 +354,7 @@ def test_the_same_log_twice_is_read_once_and_said(tmp_path: Path) -> None:
 
     assert (report.records, report.duplicates, report.bad) == (6, 6, 0)
     assert pq.read_metadata(out).num_rows == 6
-    assert "6 requests with an id read before that day" in " ".join(report.notes)
+    assert "6 of the requests read had an id read before that day" in " ".join(report.notes)
     origin, why = report.dropped_samples[0]
     assert origin.endswith("copy.jsonl:1") and "read before" in why
     assert report.summary()["duplicates"] == 6
@@ -370,7 +370,7 @@ def test_requests_of_another_day_are_left_out_and_counted(tmp_path: Path) -> Non
     assert [r["request_id"] for r in pq.read_table(out).to_pylist()] == ["r1", "r2"]
     origin, why = report.dropped_samples[0]
     assert origin == f"{path}:2" and "outside 2026-11-26 (UTC)" in why
-    assert "3 requests timestamped outside the day" in " ".join(report.notes)
+    assert "3 of the requests read were timestamped outside the day" in " ".join(report.notes)
 
     # A file of another day entirely: one message, nothing written.
     write_jsonl(tmp_path / "old" / "2026-11-26.jsonl", week_ago)
