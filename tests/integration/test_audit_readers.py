@@ -204,5 +204,6 @@ def test_the_readers_and_read_day_import_no_circle() -> None:
     assert imports("ragaudit.audit._source") == {
         "ragaudit.audit._records",
         "ragaudit.audit._redact",
+        "ragaudit.audit._segments",
     }
     assert set(READERS.builtins) == {f"ragaudit.audit.{r}" for r in ("_jsonlog", "_otlp", "_ubi")}
