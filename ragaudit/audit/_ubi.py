@@ -145,14 +145,14 @@ def _scan(client: Any, index: str, query: dict[str, Any]) -> Iterator[dict[str, 
     try:
         yield from helpers.scan(client, index=index, query={"query": query}, size=_PAGE)
     except NotFoundError:
-        raise InputError(f"audit.source.ubi: index '{index}' does not exist") from None
+        raise InputError(f"audit.source (ubi): index '{index}' does not exist") from None
     except OsConnectionError as exc:
         raise TransientError(
-            f"audit.source.ubi: cannot reach the engine ({clip(str(exc), 160)})"
+            f"audit.source (ubi): cannot reach the engine ({clip(str(exc), 160)})"
         ) from None
     except TransportError as exc:
         raise InputError(
-            f"audit.source.ubi: reading '{index}' failed ({clip(str(exc), 160)})"
+            f"audit.source (ubi): reading '{index}' failed ({clip(str(exc), 160)})"
         ) from None
 
 
