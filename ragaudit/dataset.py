@@ -215,20 +215,13 @@ def _open_binary(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
-def _raw_lines(handle: IO[bytes], limit: int | None) -> Iterator[bytes | int]:
-    """The lines of ``handle`` as bytes; a line longer than ``limit`` bytes as its length."""
-    if limit is None:
-        yield from handle
-        return
-    while raw := handle.readline(limit + 1):
-        if len(raw) <= limit or raw.endswith(b"\n"):
-            yield raw
-            continue
-        size = len(raw)
-        while raw and not raw.endswith(b"\n"):
-            raw = handle.readline(_SKIP)
-            size += len(raw)
-        yield size
+def _rest_of_line(handle: IO[bytes], start: bytes) -> int:
+    """The length of a line that begins with ``start``, its rest read past a block at a time."""
+    size, raw = len(start), start
+    while raw and not raw.endswith(b"\n"):
+        raw = handle.readline(_SKIP)
+        size += len(raw)
+    return size
 
 
 def iter_jsonl(
@@ -267,12 +260,15 @@ def iter_jsonl(
     n = 0
     with handle:
         try:
-            # Binary iteration splits at b"\n" only, like jsonl_lines; the BOM may open line 1.
-            for n, raw in enumerate(_raw_lines(handle, max_line_bytes), start=1):
+            # Binary lines split at b"\n" only, like jsonl_lines; the BOM may open line 1. With
+            # a bound, a line is read at most one byte past it (then skipped, never held).
+            limit = max_line_bytes
+            lines = handle if limit is None else iter(lambda: handle.readline(limit + 1), b"")
+            for n, raw in enumerate(lines, start=1):
                 value: Any = None
                 problem: str | None
-                if isinstance(raw, int):
-                    problem = f"{raw:,} bytes long, more than {max_line_bytes:,}"
+                if limit is not None and len(raw) > limit and not raw.endswith(b"\n"):
+                    problem = f"{_rest_of_line(handle, raw):,} bytes long, more than {limit:,}"
                     message = f"line {n}: {problem}"
                 else:
                     text, problem = _utf8_text(raw.removeprefix(_BOM) if n == 1 else raw, n)

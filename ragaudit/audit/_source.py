@@ -17,6 +17,7 @@ import json
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -257,11 +258,12 @@ def _id(red: Redactor, value: str | None) -> str | None:
 def _size_over(req: Request, filters: str, citations: str | None, limit: int) -> int | None:
     """The request's texts in UTF-8 bytes when they pass ``limit``; None when they do not."""
     texts = [req.request_id, req.query, req.session, req.answer, req.feedback, filters, citations]
-    texts += [t for d in req.docs for t in (d["id"], d["text"])]
-    chars = sum(len(t) for t in texts if t)
-    if 4 * chars <= limit:  # a character is at most 4 UTF-8 bytes: nothing to encode
+    texts += map(itemgetter("id"), req.docs)
+    texts += map(itemgetter("text"), req.docs)
+    present = list(filter(None, texts))
+    if 4 * sum(map(len, present)) <= limit:  # a character is at most 4 UTF-8 bytes: no encoding
         return None
-    size = sum(len(t.encode("utf-8")) for t in texts if t)
+    size = sum(len(t.encode("utf-8")) for t in present)
     return size if size > limit else None
 
 
