@@ -1,8 +1,10 @@
 """The production audit: a day of real traffic read, sampled, judged and estimated.
 
-``read_day`` turns a day's request logs (JSONL or Parquet mapped with JMESPath), OpenTelemetry
-trace files or OpenSearch UBI into one redacted ``requests.parquet``; ``resolve_texts`` fills
-the texts of documents logged by id and flags those whose content changed since served.
+``read_day`` turns a day's traffic, read by the registered reader ``audit.source.format`` names
+(request logs as JSONL or Parquet mapped with JMESPath, OpenTelemetry trace files, OpenSearch
+UBI, or a plugin's: ``reader`` registers one), into one redacted ``requests.parquet``;
+``resolve_texts`` fills the texts of documents logged by id and flags those whose content
+changed since served.
 ``draw_sample`` draws the day's hash sample by segment and frequency band; ``run_audit_day``
 grades the served top-k of each sampled request through the judgment store, scores the answers
 with reference-free metrics, estimates every metric per segment with ``estimate`` and writes
@@ -63,6 +65,20 @@ from ragaudit.audit._promote import (
     promote,
     write_question_set,
 )
+from ragaudit.audit._records import (
+    Bad,
+    FieldPaths,
+    Mapper,
+    Partition,
+    Request,
+    Unmappable,
+    as_docs,
+    as_text,
+    as_time,
+    day_paths,
+    json_records,
+    reader,
+)
 from ragaudit.audit._redact import (
     RedactOptions,
     Redactor,
@@ -117,11 +133,8 @@ from ragaudit.audit._sample import (
 )
 from ragaudit.audit._segments import NO_SEGMENT
 from ragaudit.audit._source import (
-    FieldPaths,
     ReadReport,
     SourceOptions,
-    UbiSource,
-    day_paths,
     read_day,
 )
 from ragaudit.audit._watch import (
@@ -177,6 +190,7 @@ __all__ = [
     "write_label_items",
     "AuditDay",
     "AuditSection",
+    "Bad",
     "Bands",
     "DEFAULT_METRICS",
     "DryRun",
@@ -185,7 +199,9 @@ __all__ = [
     "Grading",
     "KIND",
     "MANIFEST",
+    "Mapper",
     "NO_SEGMENT",
+    "Partition",
     "REFERENCE_INPUTS",
     "REPORT",
     "REQUESTS",
@@ -195,11 +211,15 @@ __all__ = [
     "Redactor",
     "SAMPLE",
     "SCORES",
+    "Request",
     "SampleOptions",
     "Served",
     "SourceOptions",
-    "UbiSource",
+    "Unmappable",
     "VERDICTS",
+    "as_docs",
+    "as_text",
+    "as_time",
     "audit_dir",
     "audit_root",
     "check_day",
@@ -212,6 +232,7 @@ __all__ = [
     "estimate",
     "fetch_missing_texts",
     "grade_served",
+    "json_records",
     "judgment_store",
     "list_metrics",
     "metric_names",
@@ -222,6 +243,7 @@ __all__ = [
     "promote",
     "promote_day",
     "read_day",
+    "reader",
     "reference_free",
     "render_report",
     "resolve_texts",

@@ -161,6 +161,7 @@ def render_report(day: AuditDay) -> str:
             records=getattr(read, "records", None),
             bad=getattr(read, "bad", None),
             bad_samples=list(bad_samples)[:10],
+            read_notes=list(getattr(read, "notes", [])),
             redactions=sorted(redactions.items()),
             sampled=len(day.served),
             grading=day.grading,

@@ -30,7 +30,7 @@ from ragaudit.audit._content import resolve_texts
 from ragaudit.audit._estimate import estimate
 from ragaudit.audit._listmetrics import list_metrics
 from ragaudit.audit._sample import draw_sample, strata_table
-from ragaudit.audit._source import read_day
+from ragaudit.audit._source import ReadReport, read_day
 from ragaudit.audit._watch import (
     CHANGES,
     compare_day,
@@ -181,7 +181,7 @@ class DryRun:
 # -- reading and sampling ------------------------------------------------------------------
 
 
-def _read(config: RunConfig, day: dt.date, out: Path) -> Any:
+def _read(config: RunConfig, day: dt.date, out: Path) -> ReadReport:
     section = audit_section(config)
     return read_day(
         section.source,
@@ -819,13 +819,8 @@ def promote_day(
     return len(questions)
 
 
-def _read_summary(read: Any) -> dict[str, Any]:
-    return {
-        "records": getattr(read, "records", None),
-        "bad": getattr(read, "bad", None),
-        "bad_samples": [list(b) for b in getattr(read, "bad_samples", [])][:20],
-        "redactions": dict(getattr(read, "redactions", {}) or {}),
-    }
+def _read_summary(read: ReadReport | None) -> dict[str, Any]:
+    return {} if read is None else read.summary()
 
 
 async def _dry_run(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:

@@ -63,3 +63,54 @@ def test_the_refusal_aspect_is_a_reference_free_default_where_lower_is_better() 
     metric = resolve("aspect_refusal", {})
     assert set(metric.inputs) == {"question", "response"}
     assert not higher_is_better("aspect_refusal")
+
+
+_FIELDS = {"request_id": "id", "query": "request.q", "docs": "retrieval.hits"}
+
+
+def _source(**source: object) -> dict[str, object]:
+    return load_config(None, {"audit": {**SECTION, "source": source}}).audit.source.model_dump(
+        mode="json"
+    )
+
+
+def test_a_source_of_an_earlier_config_loads_as_its_readers_options() -> None:
+    from ragaudit.audit import FieldPaths
+
+    path = "logs/{day}/*.jsonl"
+    # source.fields (the log formats') and source.ubi (UBI's) as configs wrote them before.
+    new = _source(format="jsonl", path=path, options={"fields": _FIELDS})
+    assert _source(format="jsonl", path=path, fields=_FIELDS) == new
+    assert new["options"] == {"fields": FieldPaths(**_FIELDS).model_dump()}
+    ubi = {"hosts": ["http://engine:9200"], "queries_index": "q"}
+    assert _source(format="ubi", ubi=ubi) == _source(format="ubi", options=ubi)
+    # A stored day's config holds both, defaults included: the format not taking one ignores it.
+    stored = {"fields": FieldPaths().model_dump(), "ubi": {"hosts": ["http://x:9200"]}}
+    assert _source(format="otlp", path=path, **stored)["options"] == {}
+    assert _source(format="jsonl", path=path, **stored) == _source(format="jsonl", path=path)
+    with pytest.raises(ConfigError, match="in source.options only, not also in source.fields"):
+        _source(format="jsonl", path=path, fields=_FIELDS, options={"fields": _FIELDS})
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            {"format": "csvx", "path": "x"},
+            r"source.format: .*unknown audit reader 'csvx' \(known: jsonl, parquet, otlp, ubi",
+        ),
+        (
+            {"format": "ubi", "options": {"hosts": ["h"], "timout_s": 1}},
+            r"audit reader 'ubi': timout_s: Extra inputs .*\(its options: hosts, queries_index",
+        ),
+        ({"format": "otlp", "options": {"fields": {}}}, "reads files: set source.path"),
+        ({"format": "otlp", "path": "x", "options": {"x": 1}}, r"\(its options: none\)"),
+        ({"path": "x", "options": {"fields": {"query": "a.["}}}, "query: 'a.\\[' is not JMESPath"),
+        ({"path": "x", "timezone": "Europe/Nowhere"}, "not a time zone"),
+        ({"path": "x", "timezone": "America"}, "not a time zone"),
+        ({"path": "x", "max_record_bytes": 0}, "max_record_bytes"),
+    ],
+)
+def test_a_bad_source_is_refused_at_load_naming_the_reader(source: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, {"audit": {**SECTION, "source": source}})
