@@ -39,14 +39,8 @@ import polars as pl
 from _traffic import RELEVANT, ScriptedJudge, Service, write_jsonl
 from _util import scratch, table
 
-from ragaudit.audit import (
-    ALL,
-    SampleOptions,
-    draw_sample,
-    estimate,
-    list_metrics,
-    permanent_random,
-)
+from ragaudit.audit import ALL, SampleOptions, draw_sample, estimate, list_metrics
+from ragaudit.audit._sample import permanent_random
 
 COVERAGE_GOAL = 0.93
 MAX_CALLS = 2000

@@ -28,9 +28,10 @@ import pyarrow as pa
 from ragaudit import labels
 from ragaudit.atomic import write_table
 from ragaudit.audit._estimate import estimate
+from ragaudit.audit._grade import skip_reason
 from ragaudit.audit._listmetrics import list_metrics
-from ragaudit.audit._run import MANIFEST, SAMPLE, SCORES, VERDICTS, Served, _skip_reason
 from ragaudit.audit._sample import permanent_random
+from ragaudit.audit._served import MANIFEST, SAMPLE, SCORES, VERDICTS, Served
 from ragaudit.runfolder import read_parquet_file
 from ragaudit.schemas import AUDIT_LABEL_ITEMS, to_table
 
@@ -59,7 +60,7 @@ def label_items(served: Sequence[Served], metrics: Sequence[str], salt: str) -> 
     )
     rows: list[dict[str, Any]] = []
     for s in order:
-        usable = [d for d in s.docs if _skip_reason(d) is None]
+        usable = [d for d in s.docs if skip_reason(d) is None]
         base = {"unit": s.unit, "request_id": s.request_id, "query": s.query}
         if usable and len(usable) == len(s.docs):
             for doc_id in dict.fromkeys(d["id"] for d in usable):

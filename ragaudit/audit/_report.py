@@ -23,7 +23,7 @@ from ragaudit.numbers import fixed
 from ragaudit.secrets import redact
 
 if TYPE_CHECKING:
-    from ragaudit.audit._run import AuditDay
+    from ragaudit.audit._served import AuditDay
 
 WORST = 20
 """Requests shown in the worst list."""

@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import json
 import zoneinfo
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -23,141 +22,29 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragaudit._audit_config import RedactOptions, SourceOptions
 from ragaudit.atomic import atomic_path, redact_table
-from ragaudit.audit._records import Bad, Getter, Partition, Reader, Request, day_paths, getter
-from ragaudit.audit._redact import RedactOptions, Redactor
+from ragaudit.audit._records import Bad, Getter, Partition, Request, day_paths, getter
+from ragaudit.audit._redact import Redactor
 from ragaudit.audit._segments import NO_SEGMENT, segment_name
 from ragaudit.errors import InputError, NoTraffic, clip
-from ragaudit.registry import READERS
 from ragaudit.schemas import AUDIT_REQUESTS
 
 _BATCH = 8192  # rows held before a Parquet row group is written: bounds the read's memory
 _SAMPLES = 20  # bad records named in the report and the error
 _REASON = 200  # characters of a bad record's reason shown
-_EARLIER_KEYS = ("fields", "ubi")
-"""Where configs written before readers were registered held the built-in formats' options."""
 
 
-class SourceOptions(BaseModel):
-    """``audit.source``: where a day's requests are read from, by which registered reader."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    format: str = "jsonl"
-    """A registered reader (``ragaudit plugins`` lists them): ``jsonl`` / ``parquet``, the
-    service's own request logs, one request per record; ``otlp``, OpenTelemetry trace files
-    (the OTLP JSON file exporter's lines); ``ubi``, OpenSearch User Behavior Insights (the
-    indexes, or an export file in ``path``); or a plugin's (named in the top-level
-    ``plugins``). An unknown name fails when the config loads, listing the known."""
-    path: str | None = None
-    """Files of one day: ``{day}`` becomes the day (``YYYY-MM-DD``; ``{day:%Y/%m/%d}`` for
-    another layout), then a glob (``logs/{day}/*.jsonl``); ``.gz`` files are read as gzip."""
-    options: Any = Field(default_factory=dict)
-    """The reader's options: given as a mapping, held as its options model (so that a field
-    it marks operational stays out of a day's identity), checked when the config loads and
-    filled in with its defaults: ``jsonl`` and ``parquet`` take ``fields`` (a JMESPath
-    expression per normalised field, over one record); ``ubi`` the engine and its indexes
-    (``hosts``, ``queries_index``, ``events_index``, ``events_path``, ``timeout_s``); ``otlp``
-    none; a plugin's reader its own. ``source.fields`` and ``source.ubi``, where earlier
-    configs put them, are read as these options."""
-    hash_algorithm: str = "sha256"
-    """How the service hashed a served text when it logs ``content_hash`` (a hashlib name;
-    the hex digest, optionally prefixed ``<algorithm>:``)."""
-    max_record_bytes: int = Field(default=1 << 20, ge=1)
-    """A request whose texts (query, answer, documents, filters…) pass this many UTF-8 bytes
-    is a bad record, never graded (a 50 MB query would plan millions of judge tokens); a log
-    line longer than this is refused without being read whole."""
-    timezone: str = "UTC"
-    """The zone whose calendar day a day is (an IANA name): a request timestamped outside
-    [day 00:00, next day 00:00) there is not that day's, and is counted and named, not read."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _earlier_keys(cls, data: Any) -> Any:
-        # Every stored day's config holds source.fields and source.ubi (defaults included):
-        # each is read as the options of a format that takes it (its own name, or an option of
-        # its model); a format that does not take it ignored it then, and still does.
-        if not isinstance(data, Mapping) or not set(_EARLIER_KEYS) & set(data):
-            return data
-        data = dict(data)
-        earlier = {k: data.pop(k) for k in _EARLIER_KEYS if k in data}
-        fmt = data.get("format", "jsonl")
-        if not isinstance(fmt, str) or fmt not in READERS.load().units:
-            return data  # the format's own check names it
-        taken = READERS.options[fmt].model_fields
-        options: dict[str, Any] = {}
-        for key, value in earlier.items():
-            if isinstance(value, BaseModel):
-                value = value.model_dump()
-            if key == fmt and isinstance(value, Mapping):
-                options.update(value)
-            elif key in taken:
-                options[key] = value
-        if options:
-            if data.get("options"):
-                raise ValueError(
-                    f"give the options of format '{fmt}' in source.options only, not also in "
-                    f"source.{' and source.'.join(earlier)}"
-                )
-            data["options"] = options
-        return data
-
-    @field_validator("format")
-    @classmethod
-    def _registered(cls, name: str) -> str:
-        return READERS.check(name)
-
-    @field_validator("hash_algorithm")
-    @classmethod
-    def _known_hash(cls, name: str) -> str:
-        if name not in hashlib.algorithms_available:
-            raise ValueError(f"'{clip(name)}' is not a hashlib algorithm")
-        return name
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, name: str) -> str:
-        try:
-            zoneinfo.ZoneInfo(name)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
-            # No such zone, a folder of zones, an absolute path, a name too long for a file.
-            raise ValueError(
-                f"'{clip(name)}' is not a time zone (an IANA name: UTC, Europe/Berlin)"
-            ) from None
-        return name
-
-    @model_validator(mode="after")
-    def _reader_options(self) -> SourceOptions:
-        if self.path is None and self.reader().needs_path:
-            raise ValueError(f"format '{self.format}' reads files: set source.path")
-        given = self.options
-        if isinstance(given, BaseModel):
-            given = given.model_dump()
-        if not isinstance(given, Mapping):
-            raise ValueError(f"options: a mapping of the reader's options, not {given!r:.40}")
-        try:
-            built = READERS.build_options(self.format, given)
-        except ValueError as exc:
-            raise ValueError(f"options: {exc}") from None
-        object.__setattr__(self, "options", built)
-        return self
-
-    def reader(self) -> Reader:
-        """The registered reader of ``format``."""
-        unit: Reader = READERS.get(self.format)
-        return unit
-
-    def partition(self, day: dt.date, files: list[str]) -> Partition:
-        """``day`` as its reader reads it: the files, the window in ``timezone``."""
-        zone = zoneinfo.ZoneInfo(self.timezone)
-        start, end = (
-            # In UTC, as a reader's times are: compared without converting each one.
-            dt.datetime.combine(d, dt.time(), zone).astimezone(dt.UTC)
-            for d in (day, day + dt.timedelta(days=1))
-        )
-        return Partition(day, files, start, end, self.max_record_bytes, self.timezone)
+def partition_of(source: SourceOptions, day: dt.date, files: list[str]) -> Partition:
+    """``day`` as its reader reads it: the files, the window in ``source.timezone``."""
+    zone = zoneinfo.ZoneInfo(source.timezone)
+    start, end = (
+        # In UTC, as a reader's times are: compared without converting each one.
+        dt.datetime.combine(d, dt.time(), zone).astimezone(dt.UTC)
+        for d in (day, day + dt.timedelta(days=1))
+    )
+    return Partition(day, files, start, end, source.max_record_bytes, source.timezone)
 
 
 @dataclass
@@ -338,7 +225,7 @@ def read_day(
                 f"audit.source.path: no file matches '{clip(source.path.format(day=day), 200)}' "
                 f"for {day.isoformat()}"
             )
-    part = source.partition(day, files)
+    part = partition_of(source, day, files)
     red = Redactor(redact)
     report = ReadReport(0, 0, [], {}, files)
     seen: set[str] = set()

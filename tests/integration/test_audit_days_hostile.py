@@ -164,7 +164,7 @@ def test_promote_never_writes_over_a_file_unasked(tmp_path: Path, prefect_harnes
 
 
 def test_the_series_holds_what_maps_and_grades_a_day_and_not_how_it_runs(tmp_path: Path) -> None:
-    from ragaudit.audit import day_series
+    from ragaudit.audit._watch import day_series
 
     write_log(tmp_path)
     base = load_config(audit_yaml(tmp_path), environ={})

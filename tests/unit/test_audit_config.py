@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragaudit.audit import AuditSection, SampleOptions, audit_section, reference_free
+from ragaudit._audit_config import reference_free
+from ragaudit.audit import AuditSection, SampleOptions, audit_section
 from ragaudit.config import RunConfig, load_config
 from ragaudit.errors import ConfigError
 
@@ -32,9 +33,9 @@ def test_a_config_without_the_section_is_one_clear_error() -> None:
     [
         ({"metrics": ["faithfulness", "context_recall"]}, "context_recall need a reference"),
         ({"metrics": ["no_such_metric"]}, "unknown metric no_such_metric"),
-        ({"name": "../escape"}, "audit: name: "),
-        ({"sample": 0}, "audit: sample: "),
-        ({"colour": "red"}, "audit: colour: Extra inputs"),
+        ({"name": "../escape"}, "audit.name: run id"),
+        ({"sample": 0}, "audit.sample: "),
+        ({"colour": "red"}, "audit.colour: Extra inputs"),
     ],
 )
 def test_bad_sections_are_refused_naming_the_field(change: dict, message: str) -> None:
@@ -54,7 +55,7 @@ def test_the_bundled_audit_config_loads() -> None:
 
 
 def test_the_refusal_aspect_is_a_reference_free_default_where_lower_is_better() -> None:
-    from ragaudit.audit import DEFAULT_METRICS, reference_free
+    from ragaudit._audit_config import DEFAULT_METRICS, reference_free
     from ragaudit.directions import higher_is_better
     from ragaudit.metrics import resolve
 

@@ -11,17 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragaudit import labels
-from ragaudit.audit import (
-    ALL,
-    Served,
-    estimate,
-    label_items,
-    list_metrics,
-    people_estimates,
-    people_values,
-    read_label_items,
-    write_label_items,
-)
+from ragaudit.audit import ALL, estimate, list_metrics, people_estimates, read_label_items
+from ragaudit.audit._labels import label_items, people_values, write_label_items
+from ragaudit.audit._served import Served
 from ragaudit.schemas import AUDIT_SAMPLE, AUDIT_SCORES, AUDIT_VERDICTS, to_table
 from ragaudit.viewer.app import create_app
 

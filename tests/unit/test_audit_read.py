@@ -14,16 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from support.audit_logs import FIELDS
 
-from ragaudit.audit import (
-    NO_SEGMENT,
-    RedactOptions,
-    Redactor,
-    SourceOptions,
-    content_digest,
-    read_day,
-    resolve_texts,
-)
-from ragaudit.audit._content import changed_count
+from ragaudit.audit import RedactOptions, SourceOptions, read_day
+from ragaudit.audit._content import changed_count, content_digest, resolve_texts
+from ragaudit.audit._redact import Redactor
+from ragaudit.audit._segments import NO_SEGMENT
 from ragaudit.errors import ConfigError, InputError
 from ragaudit.schemas import AUDIT_REQUESTS
 
