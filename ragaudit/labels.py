@@ -40,7 +40,7 @@ from cachetools import LRUCache
 from ragaudit import atomic, schemas
 from ragaudit.errors import InputError
 from ragaudit.partstore import PartStore
-from ragaudit.runfolder import DamagedRunFile, RunFolder, read_parquet_file
+from ragaudit.runfolder import DamagedRunFile, RunFolder, read_parquet_file, stored_setting
 from ragaudit.runlock import file_lock
 from ragaudit.trec import qrels_text
 
@@ -529,7 +529,7 @@ def item_texts(run_dir: Path, items: list[dict[str, Any]]) -> list[dict[str, Any
     if any(it["kind"] != GRADE for it in items) and run.has("scores"):
         for r in run.rows("scores", ids):
             k_used[(r["question_id"], r["metric"])] = r["k_used"]
-    top_k = ((run.read_manifest().get("config") or {}).get("score") or {}).get("top_k")
+    top_k = stored_setting(run, "score.top_k")
     out = []
     for it in items:
         qid, kind = it["question_id"], it["kind"]
