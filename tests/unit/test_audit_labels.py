@@ -14,11 +14,13 @@ from ragaudit import labels
 from ragaudit.audit import (
     ALL,
     Served,
+    day_items,
     estimate,
     label_items,
     list_metrics,
     people_estimates,
     people_values,
+    read_day_labels,
     read_label_items,
     write_label_items,
 )
@@ -135,6 +137,7 @@ def _label(folder: Path, item: dict[str, Any], value: float | None, who: str = "
                 "label": value,
             }
         ],
+        day_items(folder),
     )
 
 
@@ -243,8 +246,9 @@ def test_the_viewer_labels_an_audit_day(tmp_path: Path) -> None:
     assert moved.status_code == 409 and "reload" in moved.text
     wrong = client.post(base + "/api/labels", json={**post, "label": 7.0})
     assert wrong.status_code == 422
-    assert [r["item_id"] for r in labels.read_labels(folder).to_pylist()] == [item["item_id"]]
-    assert any((folder / labels.STORE).glob("labels-*.parquet"))
+    assert [r["item_id"] for r in read_day_labels(folder).to_pylist()] == [item["item_id"]]
+    assert any((folder.parent.parent / "judgments").glob("part-*.parquet"))
+    assert not (folder / labels.STORE).exists()
     again = client.get(base + "/api/start", params={"annotator": "ann"}).json()
     assert (again["labelled"], again["resume"]) == (1, 1)
     csv = client.get(f"/runs/audit-bot/days/{DAY}/labels.csv")
