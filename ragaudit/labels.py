@@ -173,11 +173,13 @@ def _people_rows(table: pa.Table) -> pl.DataFrame:
     people = frame.filter(
         mark | (kind == "person") | ((kind == "imported") & (pl.col("role") == "people"))
     )
-    extra = pl.col("extra")
+    # What the labelling pages wrote in ``extra``; an imported row's ``extra`` is its source's.
+    extra = pl.when(kind == "person").then(pl.col("extra"))
     graded = pl.col("state").fill_null("graded") == "graded"
-    label = pl.coalesce(
-        pl.col("source_value").cast(pl.Float64, strict=False), pl.col("grade").cast(pl.Float64)
-    )
+    # A person's label as given; an imported row's grade on the store's scale (its source's
+    # value is in the source's: "3.000", a COEC ratio).
+    given = pl.when(kind == "person").then(pl.col("source_value").cast(pl.Float64, strict=False))
+    label = pl.coalesce(given, pl.col("grade").cast(pl.Float64))
     folder = extra.str.json_path_match("$.folder")
     out = people.select(
         "key",

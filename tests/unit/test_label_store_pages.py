@@ -367,3 +367,30 @@ def test_the_question_page_says_where_each_grade_and_label_came_from(tmp_path: P
     pos = next(r["position"] for r in sample.to_pylist() if r["candidate_id"] == "q0001-c2")
     item = client.get(f"/runs/r1/label/api/items/{pos}", params={"annotator": "ann"}).json()
     assert item["labelled"] and item["given"]["given_in"] == f"audit-bot/{DAY}"
+
+
+def test_an_imported_persons_grade_of_a_pair_counts_on_the_page(tmp_path: Path) -> None:
+    from ragaudit.judging import text_hash
+    from ragaudit.schemas import JUDGMENTS
+
+    root = tmp_path / "runs"
+    _run(root, "r1", {"q0001": ["passage 1-1", "passage 1-2"]})
+    question, text = "question q0001?", "passage 1-1"
+    imported = {
+        "key": label_key(question, text), "judge": "", "question_hash": text_hash(question),
+        "text_hash": text_hash(text), "grade": 3, "source": "quepid-1", "source_value": "3.000",
+        "created_at": "2026-11-01T00:00:00+00:00", "source_kind": "imported", "role": "people",
+        "annotator": "ann", "state": "graded", "extra": '{"kind": "faithfulness"}',
+    }  # fmt: skip
+    JudgmentStore(root / "judgments").add_table(to_table([imported], JUDGMENTS))
+    labels.ensure_sample(root / "r1", 10)
+    seen = labels.read_labels(root / "r1").to_pylist()
+    # The store's grade (the source's own "3.000" on its scale), of the grade item of the pair.
+    assert [(r["kind"], r["candidate_id"], r["label"], r["given_in"]) for r in seen] == [
+        ("grade", "q0001-c0", 3.0, "imported: quepid-1")
+    ]
+    client = _client(root)
+    start = client.get("/runs/r1/label/api/start", params={"annotator": "ann"}).json()
+    assert start["labelled"] == 1
+    asked = _label_page(client, "/runs/r1/label", "ann", 1.0)
+    assert "passage 1-1" not in {it.get("candidate") for it in asked}
