@@ -51,18 +51,10 @@ from _traffic import RELEVANT, ScriptedJudge, Service, write_jsonl
 from _util import scratch, table
 
 from ragaudit.atomic import write_table
-from ragaudit.audit import (
-    ALL,
-    SampleOptions,
-    Served,
-    draw_sample,
-    estimate,
-    labelling_order,
-    list_metrics,
-    people_values,
-    permanent_random,
-    write_label_items,
-)
+from ragaudit.audit import ALL, SampleOptions, draw_sample, estimate, list_metrics
+from ragaudit.audit._labels import labelling_order, people_values, write_label_items
+from ragaudit.audit._sample import permanent_random
+from ragaudit.audit._served import Served
 from ragaudit.schemas import AUDIT_SCORES, AUDIT_VERDICTS, to_table
 
 COVERAGE_GOAL = 0.93

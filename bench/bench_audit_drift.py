@@ -43,21 +43,10 @@ import polars as pl
 from _traffic import RELEVANT, SEGMENTS, SHARES, Service, truth_metrics
 from _util import table
 
-from ragaudit.audit import (
-    ALL,
-    SERIES_SCHEMA,
-    DayDesign,
-    Evidence,
-    SampleOptions,
-    attribute,
-    day_changes,
-    draw_sample,
-    estimate,
-    list_metrics,
-    mix_splits,
-    permanent_random,
-    probe_changes,
-)
+from ragaudit.audit import ALL, SampleOptions, draw_sample, estimate, list_metrics
+from ragaudit.audit._drift import DayDesign, Evidence, attribute, day_changes, probe_changes
+from ragaudit.audit._sample import permanent_random
+from ragaudit.audit._watch import SERIES_SCHEMA, mix_splits
 
 MIX_DAY, ENGINE_DAY, CONTENT_DAY = 9, 19, 24  # 0-based: days 10, 20 and 25
 MIX_SHARES = (0.15, 0.20, 0.15, 0.15, 0.10, 0.25)

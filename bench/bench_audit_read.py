@@ -6,12 +6,19 @@ Goals (issue #45):
 - the same requests, and the same estimates through the audit's draw and estimator, from the
   JSONL, OTLP and UBI forms of the same traffic.
 
+With ``--against REV`` (issue #55's reading changes): the same day of ``--forms`` requests in
+each form read by this tree and by ``REV`` (a temporary git worktree, removed at the end), in
+alternating order over ``--rounds`` rounds; printed side by side (median seconds and CPU
+seconds of each read) with this tree's CPU over ``REV``'s; goal: no form's read more than 10 %
+slower in CPU (the wall moves with the shared machine's load more than with the code).
+
 Each read runs in a child process, so its peak resident memory (``ru_maxrss``) is its own.
 The log lines have the layout of the audit config's example (``id``, ``ts``, ``request.q``,
 ``retrieval.hits[*]``…): 6 collections, Zipf-distributed queries, 10 served documents each.
 
     python bench/bench_audit_read.py                # 100,000 and 1,000,000 lines, the forms
     python bench/bench_audit_read.py --lines 20000 --big 0   # a quick look
+    python bench/bench_audit_read.py --against main --rounds 5   # this tree against main
 """
 
 from __future__ import annotations
@@ -19,8 +26,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import random
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -32,6 +42,7 @@ from support.audit_logs import FIELDS  # noqa: E402
 DAY = dt.date(2026, 11, 26)
 SEGMENTS = ["news", "finance", "sports", "tech", "health", "travel"]
 GOAL_BYTES = 1.5 * 2**30
+SLOWER_AT_MOST = 1.10  # this tree's read CPU over REV's, per form
 
 
 def write_log(path: Path, n: int, seed: int = 7) -> None:
@@ -68,12 +79,14 @@ def write_log(path: Path, n: int, seed: int = 7) -> None:
 
 def child(fmt: str, pattern: str, out: str) -> None:
     """Read one day in this process and print its report as JSON (run by :func:`measure`)."""
+    import ragaudit
     from ragaudit.audit import RedactOptions, SourceOptions, read_day
 
     fields = FIELDS if fmt in ("jsonl", "parquet") else {}
     ubi = {"events_path": pattern.replace("queries", "events")} if fmt == "ubi" else {}
+    # ``fields`` and ``ubi`` as every tree takes them (a later one reads them as its options).
     src = SourceOptions(format=fmt, path=pattern, fields=fields, ubi=ubi)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu()
     report = read_day(
         src, RedactOptions(), DAY, segment="filters.collection", out=Path(out), max_bad_share=0.01
     )
@@ -81,6 +94,8 @@ def child(fmt: str, pattern: str, out: str) -> None:
         json.dumps(
             {
                 "seconds": time.perf_counter() - t0,
+                "cpu": _cpu() - cpu0,
+                "ragaudit": ragaudit.__file__,
                 "records": report.records,
                 "bad": report.bad,
                 "redactions": report.redactions,
@@ -90,13 +105,21 @@ def child(fmt: str, pattern: str, out: str) -> None:
     )
 
 
-def measure(fmt: str, pattern: Path, out: Path) -> dict:
-    """One read in a child process: its report, time and peak memory."""
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(fmt: str, pattern: Path, out: Path, tree: Path | None = None) -> dict:
+    """One read in a child process (of ``tree``'s ragaudit when given): its report, time, CPU
+    and peak memory."""
+    env = dict(os.environ, PYTHONPATH=str(tree)) if tree is not None else None
     proc = subprocess.run(
         [sys.executable, __file__, "--child", fmt, str(pattern), str(out)],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if proc.returncode:
         raise RuntimeError(f"{fmt} read failed:\n{proc.stderr[-2000:]}")
@@ -184,9 +207,14 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--forms", type=int, default=20_000, help="requests in the forms check")
     parser.add_argument("--child", nargs=3, metavar=("FORMAT", "PATTERN", "OUT"))
+    parser.add_argument("--against", help="compare with this git revision (e.g. main)")
+    parser.add_argument("--rounds", type=int, default=3, help="--against: reads of each")
     args = parser.parse_args()
     if args.child:
         child(*args.child)
+        return
+    if args.against:
+        against(args.against, args.rounds, args.forms)
         return
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -265,6 +293,108 @@ def main() -> None:
         f"goal: the same estimates from the JSONL, OTLP and UBI forms — {why}: "
         f"{'met' if ok else 'not met: ' + why}"
     )
+
+
+def write_forms(base: Path, n: int) -> dict[str, Path]:
+    """The same ``n`` requests as a JSONL log, OTLP trace lines and UBI exports: each form's
+    file pattern (the OTLP and UBI forms are written from the JSONL day as this tree reads it)."""
+    from _traffic_forms import parquet_rows, write_otlp, write_ubi
+
+    (base / "jsonl").mkdir(parents=True)
+    write_log(base / "jsonl" / "2026-11-26.jsonl", n, seed=11)
+    read = base / "jsonl.parquet"
+    measure("jsonl", base / "jsonl" / "{day}.jsonl", read)
+    (base / "otlp").mkdir()
+    write_otlp(parquet_rows(read), base / "otlp" / "2026-11-26.jsonl")
+    (base / "ubi").mkdir()
+    write_ubi(
+        parquet_rows(read),
+        base / "ubi" / "queries-2026-11-26.jsonl",
+        base / "ubi" / "events-2026-11-26.jsonl",
+    )
+    return {
+        "jsonl": base / "jsonl" / "{day}.jsonl",
+        "otlp": base / "otlp" / "{day}.jsonl",
+        "ubi": base / "ubi" / "queries-{day}.jsonl",
+    }
+
+
+def against(rev: str, rounds: int, n: int) -> None:
+    """This tree against ``rev``: the same day of each form read by both, alternating."""
+    from _util import REPO, load_average, scratch, table
+
+    names = []
+    for ref in (rev, "HEAD"):
+        found = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", ref], capture_output=True, text=True
+        )
+        if found.returncode:
+            raise SystemExit(f"--against {ref!r}: not a revision of {REPO}")
+        names.append(found.stdout.strip())
+    old, new = names[0], f"this tree ({names[1]})"
+    root = scratch("audit-read-against")
+    other = root / "tree"
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(other), old], check=True
+    )
+    runs: dict[tuple[str, str], list[dict]] = {}
+    try:
+        patterns = write_forms(root / "forms", n)
+        print(f"{n:,} requests a form; load {load_average()}", flush=True)
+        for i in range(rounds):
+            for fmt, pattern in patterns.items():
+                order = [(new, REPO), (old, other)]
+                for label, tree in order if i % 2 == 0 else order[::-1]:
+                    out = root / f"{fmt}-{len(runs.get((fmt, label), []))}-{label[:4]}.parquet"
+                    r = measure(fmt, pattern, out, tree)
+                    if not r["ragaudit"].startswith(str(tree)):
+                        raise SystemExit(f"{label} read with {r['ragaudit']}, not {tree}'s")
+                    runs.setdefault((fmt, label), []).append(r)
+                    print(f"round {i + 1} {fmt} {label}: {r['cpu']:.2f} s CPU", flush=True)
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(other)])
+        shutil.rmtree(root, ignore_errors=True)
+    rows, goals = [], []
+    for fmt in ("jsonl", "otlp", "ubi"):
+        mine, theirs = runs[(fmt, new)], runs[(fmt, old)]
+        cpu = statistics.median(r["cpu"] for r in mine) / statistics.median(
+            r["cpu"] for r in theirs
+        )
+        wall = statistics.median(r["seconds"] for r in mine) / statistics.median(
+            r["seconds"] for r in theirs
+        )
+        rows.append(
+            (
+                fmt,
+                f"{mine[0]['records']:,} / {theirs[0]['records']:,}",
+                f"{statistics.median(r['seconds'] for r in mine):.2f}",
+                f"{statistics.median(r['seconds'] for r in theirs):.2f}",
+                f"{statistics.median(r['cpu'] for r in mine):.2f}",
+                f"{statistics.median(r['cpu'] for r in theirs):.2f}",
+                f"{cpu:.3f}",
+                f"{wall:.3f}",
+            )
+        )
+        verdict = "met" if cpu <= SLOWER_AT_MOST else f"not met: {cpu:.3f} of {old}'s CPU"
+        goals.append(f"goal: {fmt} read no more than 10 % slower than {old} (CPU): {verdict}")
+    print()
+    print(
+        table(
+            rows,
+            (
+                "form",
+                "requests (this / old)",
+                "wall s",
+                f"wall s {old}",
+                "CPU s",
+                f"CPU s {old}",
+                "CPU ratio",
+                "wall ratio",
+            ),
+        )
+    )
+    print(f"medians of {rounds} reads each; load {load_average()}")
+    print("\n".join(goals))
 
 
 def _timing(r: dict) -> tuple[str, str, str, str]:

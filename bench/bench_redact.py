@@ -55,7 +55,8 @@ from _util import REPO, load_average, scratch, table
 from stdnum import iban as stdnum_iban
 from support.audit_logs import DAY, FIELDS, audit_yaml
 
-from ragaudit.audit import RedactOptions, Redactor, SourceOptions, read_day
+from ragaudit.audit import RedactOptions, SourceOptions, read_day
+from ragaudit.audit._redact import Redactor
 
 BEFORE = "1f3e7a5fface4bb30f8822ef20359356413c8cee"  # the last commit with the old redactor
 CHANGED_GOAL = 0.005

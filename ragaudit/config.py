@@ -16,7 +16,6 @@ pydantic and base modules; a new one joins by its import and one field of :class
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import tomllib
@@ -33,9 +32,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from ragaudit._ablate_config import DIMENSIONS, AblateConfig, AblationPoint, parse_size
+from ragaudit._audit_config import AuditSection
 from ragaudit._conversation_config import ConversationConfig
 from ragaudit._nightly_config import NightlyConfig
 from ragaudit._section import Section, folder_name, operational
@@ -910,9 +909,8 @@ class RunConfig(_Frozen):
     scale: ScaleConfig = operational(ScaleConfig())
     tune: TuneConfig = TuneConfig()
     """``ragaudit tune`` only: the collect variants compared (ignored by evaluation runs)."""
-    audit: Any = None
-    """``ragaudit audit`` only: the production traffic audited (``ragaudit.audit.AuditSection``;
-    None: no audit). Checked by that model when the config loads."""
+    audit: AuditSection | None = None
+    """``ragaudit audit`` only: the production traffic audited (None: no audit)."""
 
     def resolved_run_id(self, given: str | None = None, prefix: str | None = None) -> str:
         """The run's id: ``given`` (a flow's argument), else ``run_id``, else a new one.
@@ -936,27 +934,6 @@ class RunConfig(_Frozen):
     def _load_plugins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         load_plugins(value)
         return value
-
-    @field_validator("audit", mode="before")
-    @classmethod
-    def _audit_section(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        # The section lives beside its package (a library module, above this base one): it is
-        # reached the way the registry reaches the built-in metrics, by name at validation.
-        section = importlib.import_module("ragaudit.audit").AuditSection
-        if isinstance(value, section):
-            return value
-        try:
-            return section.model_validate(value)
-        except ValidationError as exc:
-            # One line per problem, each naming the section's own field (``audit: sample: …``).
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'audit'}: {e['msg']}" for e in exc.errors()
-            )
-            raise PydanticCustomError(
-                "audit_section", "{problems}", {"problems": problems}
-            ) from None
 
     @field_validator("run_id")
     @classmethod
@@ -1104,7 +1081,9 @@ def format_validation_error(exc: ValidationError, origin: str) -> str:
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
         # A message may quote the value, which may be megabytes (a --set, an env variable);
         # 2,000 characters still hold our own longest, the list of known metric names.
-        lines.append(f"{origin}: {clip(field, 120)}: {clip(err['msg'], 2000)}")
+        # pydantic prefixes a validator's own message with "Value error, ": the field says it.
+        message = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{origin}: {clip(field, 120)}: {clip(message, 2000)}")
     return "\n".join(lines)
 
 

@@ -7,15 +7,17 @@ guessed silently.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import logging
 import math
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -194,49 +196,123 @@ def jsonl_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
-def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:
+@dataclass(frozen=True)
+class BadLine:
+    """A line of a JSONL file that holds no JSON value, and why (``iter_jsonl(bad="yield")``)."""
+
+    reason: str
+
+
+_BOM = b"\xef\xbb\xbf"
+_SKIP = 1 << 20  # bytes read at a time past an over-long line, which is never held whole
+# What reading a file can raise part way: a read error, a truncated or corrupt gzip stream.
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    if path.name.endswith(".gz"):
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return path.open("rb")
+
+
+def _rest_of_line(handle: IO[bytes], start: bytes) -> int:
+    """The length of a line that begins with ``start``, its rest read past a block at a time."""
+    size, raw = len(start), start
+    while raw and not raw.endswith(b"\n"):
+        raw = handle.readline(_SKIP)
+        size += len(raw)
+    return size
+
+
+def iter_jsonl(
+    path: Path | str,
+    *,
+    bad: Literal["raise", "yield"] = "raise",
+    max_line_bytes: int | None = None,
+) -> Iterator[tuple[int, Any]]:
     r"""Each JSON value of a JSONL file with its line number, read line by line; blanks skipped.
 
-    The one JSONL reader of input files (question sets, labels, calibration sets, corpora). It
-    holds one line at a time, so a corpus of any size reads in bounded memory. Lines break at
-    "\n" only (a trailing "\r" dropped), as :func:`jsonl_lines` says why. What a value must be
-    is the caller's to say: a corpus names the field it misses, a question set the row.
+    The one JSONL reader (question sets, labels, calibration sets, corpora, the audit's logs).
+    It holds one line at a time, so a file of any size reads in bounded memory; a ``.gz`` file
+    is read through gzip. Lines break at "\n" only (a trailing "\r" dropped), as
+    :func:`jsonl_lines` says why. What a value must be is the caller's to say: a corpus names
+    the field it misses, a question set the row.
+
+    Args:
+        path: The file.
+        bad: ``raise``: a line that holds no JSON value fails the file. ``yield``: it is
+            yielded as a :class:`BadLine` with its number and the reading goes on; a file that
+            cannot be read to its end (a truncated gzip) ends with one :class:`BadLine` after
+            the lines read (a day of logs counts them instead of failing whole).
+        max_line_bytes: A longer line is not read (nor held), but refused as bad.
 
     Raises:
-        InputError: The file cannot be read, a line is not UTF-8 or holds a NUL byte (naming
-            the line and byte), or a line is not valid JSON (naming the file and the line).
+        InputError: The file cannot be opened; with ``bad="raise"`` also a line that is not
+            UTF-8 or holds a NUL byte (naming the line and byte), is not valid JSON, is nested
+            too deeply or is too long (naming the file and the line), or a file that cannot be
+            read to its end.
     """
     path = Path(path)
     try:
-        handle = path.open("rb")
+        handle = _open_binary(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
+    n = 0
     with handle:
-        # Binary iteration splits at b"\n" only, like jsonl_lines; the BOM may open line 1.
-        for n, raw in enumerate(handle, start=1):
-            data = raw.removeprefix(b"\xef\xbb\xbf") if n == 1 else raw
-            line = _utf8_line(path, data, n)
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
+        try:
+            # Binary lines split at b"\n" only, like jsonl_lines; the BOM may open line 1. With
+            # a bound, a line is read at most one byte past it (then skipped, never held).
+            limit = max_line_bytes
+            lines = handle if limit is None else iter(lambda: handle.readline(limit + 1), b"")
+            for n, raw in enumerate(lines, start=1):
+                value: Any = None
+                problem: str | None
+                if limit is not None and len(raw) > limit and not raw.endswith(b"\n"):
+                    problem = f"{_rest_of_line(handle, raw):,} bytes long, more than {limit:,}"
+                    message = f"line {n}: {problem}"
+                else:
+                    text, problem = _utf8_text(raw.removeprefix(_BOM) if n == 1 else raw, n)
+                    message = f"{problem}; re-save the file as UTF-8 text"
+                    if problem is None:
+                        if not text.strip():
+                            continue
+                        value, problem = _json_value(text)
+                        message = f"line {n}: {problem}"
+                if problem is None:
+                    yield n, value
+                    continue
+                if bad == "raise":
+                    raise InputError(f"{path}: {message}")
+                yield n, BadLine(problem)
+        except _READ_ERRORS as exc:  # a truncated gzip member, a read error
+            problem = f"cannot be read past line {n} ({exc})"
+            if bad == "raise":
+                raise InputError(f"{path}: {problem}") from None
+            yield n + 1, BadLine(problem)
 
 
-def _utf8_line(path: Path, data: bytes, n: int) -> str:
-    """One line's text, or the InputError :func:`read_utf8` gives for the same byte."""
+def _utf8_text(data: bytes, n: int) -> tuple[str, str | None]:
+    """Line ``n``'s text, or what :func:`read_utf8` says of the same byte."""
     bad = data.find(b"\x00")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = exc.start if bad < 0 else min(bad, exc.start)
     if bad >= 0:
-        raise InputError(
-            f"{path}: not UTF-8 text (byte 0x{data[bad]:02x} at line {n}, byte {bad + 1} of "
-            "the line); re-save the file as UTF-8 text"
+        return (
+            "",
+            f"not UTF-8 text (byte 0x{data[bad]:02x} at line {n}, byte {bad + 1} of the line)",
         )
-    return text.removesuffix("\n").removesuffix("\r")
+    return text.removesuffix("\n").removesuffix("\r"), None
+
+
+def _json_value(text: str) -> tuple[Any, str | None]:
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg})"
+    except RecursionError:  # the parser recurses per level: deep nesting is one bad line
+        return None, "nested too deeply to read as JSON"
 
 
 def read_jsonl(path: Path | str) -> list[tuple[int, dict[str, Any]]]:
@@ -1002,11 +1078,13 @@ __all__ = [
     "Turn",
     "exchanges",
     "turn_band",
+    "BadLine",
     "MAX_GRADE",
     "Qrels",
     "Question",
     "check_gold",
     "check_qrels",
+    "iter_jsonl",
     "jsonl_lines",
     "load_qrels",
     "load_questions",

@@ -70,6 +70,7 @@ from ragaudit.runfolder import (
     RunsRoot,
     folder_kinds,
     read_parquet_file,
+    stored_setting,
 )
 from ragaudit.runlock import file_lock
 from ragaudit.trec import qrels_text
@@ -1010,7 +1011,7 @@ def item_texts(run_dir: Path, items: Sequence[Mapping[str, Any]]) -> list[dict[s
     if answered and run.has("scores"):
         for r in run.rows("scores", ids):
             k_used[(r["question_id"], r["metric"])] = r["k_used"]
-    top_k = ((run.read_manifest().get("config") or {}).get("score") or {}).get("top_k")
+    top_k = stored_setting(run, "score.top_k")
     out = []
     for it in items:
         qid, kind = it["question_id"], it["kind"]

@@ -56,7 +56,7 @@ import polars as pl
 from ragaudit import labels as label_store
 from ragaudit.directions import about
 from ragaudit.ranking import dcg, discounted, ideal_dcg, ndcg_at_k
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import RunFolder, stored_setting
 from ragaudit.stats import (
     Corrected,
     GradeConfusion,
@@ -202,7 +202,7 @@ def _in_sample(frame: pl.DataFrame, design: _Design | None) -> tuple[pl.DataFram
 def _relevant_grade(run: RunFolder) -> int:
     from ragaudit.config import SortConfig
 
-    configured = run.read_manifest().get("config", {}).get("sort", {}).get("relevant_grade")
+    configured = stored_setting(run, "sort.relevant_grade")
     return int(configured or SortConfig().relevant_grade)
 
 

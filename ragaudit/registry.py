@@ -1,11 +1,11 @@
 """One registry for every kind of unit a config names.
 
-Metrics, search backends, answer sources, orderings, head methods, tune search strategies and
-tune metrics: a unit is registered under a name with a typed options model (a frozen pydantic
-model whose fields carry the defaults and their documentation). Built-in units register exactly as a
-plugin's do: their modules are named under an entry-point group (``ragaudit.metrics`` …, in
-``[project.entry-points]``) and imported, when a registry is first asked, by
-:func:`load_module`, the same function that imports a module named in ``plugins``. Each
+Metrics, search backends, answer sources, orderings, head methods, tune search strategies, tune
+metrics and the audit's log readers: a unit is registered under a name with a typed options model
+(a frozen pydantic model whose fields carry the defaults and their documentation). Built-in units
+register exactly as a plugin's do: their modules are named under an entry-point group
+(``ragaudit.metrics`` …, in ``[project.entry-points]``) and imported, when a registry is first
+asked, by :func:`load_module`, the same function that imports a module named in ``plugins``. Each
 registry also lists its built-in modules itself, so that a checkout whose installed metadata
 predates a group still finds them.
 
@@ -127,6 +127,11 @@ def load_module(module: str) -> None:
         raise ValueError(
             f"plugin module '{module}' failed on import: {type(exc).__name__}: {exc}"
         ) from None
+
+
+def registries() -> list[Registry[Any]]:
+    """Every registry, in the order they were made (``ragaudit plugins`` lists them all)."""
+    return list(_REGISTRIES)
 
 
 def installed_plugins() -> dict[str, list[metadata.EntryPoint]]:
@@ -433,6 +438,13 @@ TUNE_METRICS: Registry[Any] = Registry(
 )
 """Metrics of a tune's variants at its depth (``tune.metrics``), registered with
 ``ragaudit.tuning.tune_metric``."""
+READERS: Registry[Any] = Registry(
+    "audit reader",
+    "ragaudit.audit_readers",
+    ("ragaudit.audit._jsonlog", "ragaudit.audit._otlp", "ragaudit.audit._ubi"),
+)
+"""Log formats an audit reads a day from (``audit.source.format``), registered with
+``ragaudit.audit.reader``."""
 
 JUDGMENT_FORMATS: Registry[Any] = Registry(
     "judgment format", "ragaudit.judgment_formats", ("ragaudit.judgments",)
@@ -454,6 +466,7 @@ __all__ = [
     "JUDGMENT_FORMATS",
     "METRICS",
     "ORDERINGS",
+    "READERS",
     "SEARCH_BACKENDS",
     "TUNE_METRICS",
     "TUNE_SEARCHES",
@@ -465,4 +478,5 @@ __all__ = [
     "load_module",
     "load_plugins",
     "package_key",
+    "registries",
 ]

@@ -1,251 +1,119 @@
 """The production audit: a day of real traffic read, sampled, judged and estimated.
 
-``read_day`` turns a day's request logs (JSONL or Parquet mapped with JMESPath), OpenTelemetry
-trace files or OpenSearch UBI into one redacted ``requests.parquet``; ``resolve_texts`` fills
-the texts of documents logged by id and flags those whose content changed since served.
-``draw_sample`` draws the day's hash sample by segment and frequency band; ``run_audit_day``
-grades the served top-k of each sampled request through the judgment store, scores the answers
-with reference-free metrics, estimates every metric per segment with ``estimate`` and writes
-``<runs_root>/audit-<name>/<day>/`` with its ``report.html``. People label the day's items
-(``label_items``) in the viewer; their values (``people_values``) give the PPI figures.
+``read_day`` turns a day's traffic, read by the registered reader ``audit.source.format`` names
+(request logs as JSONL or Parquet mapped with JMESPath, OpenTelemetry trace files, OpenSearch
+UBI, or a plugin's: ``reader`` registers one), into one redacted ``requests.parquet``;
+``draw_sample`` draws the day's sample by segment and frequency band; ``run_audit_day`` grades
+the served top-k of each sampled request through the judgment store, scores the answers with
+reference-free metrics, estimates every metric per segment with ``estimate`` and writes
+``<runs_root>/audit-<name>/<day>/``, a run of the audit kind, with its ``report.html``. People
+label a day's items in the viewer; their values give the PPI figures.
+
+The face is what the CLI, the flows and the viewer use, and what a plugin's reader is written
+with; the rest lives in the private modules (``_day``, ``_reading``, ``_grade``, ``_score``,
+``_watch``, ``_drift`` …). Each name is imported when first asked for: a reader's module (which
+the registry loads by name when a config names its format) runs this file without loading the
+judging gateway, litellm or polars.
 """
 
-from ragaudit.audit._config import (
-    DEFAULT_METRICS,
-    REFERENCE_INPUTS,
-    AuditSection,
-    audit_section,
-    reference_free,
-)
-from ragaudit.audit._content import (
-    content_digest,
-    resolve_texts,
-)
-from ragaudit.audit._drift import (
-    OVERALL,
-    REGRESSION_EVENT,
-    SERIES_SCHEMA,
-    Change,
-    DayDesign,
-    Evidence,
-    JudgeCheck,
-    ProbeChange,
-    ShiftShare,
-    attribute,
-    day_changes,
-    emit_regression,
-    judge_check,
-    paired_change,
-    probe_changes,
-    regression_event,
-    series_signature,
-    shift_share,
-)
-from ragaudit.audit._estimate import (
-    ALL,
-    estimate,
-)
-from ragaudit.audit._labels import (
-    ITEMS,
-    Turns,
-    day_design,
-    day_items,
-    has_day_labels,
-    label_items,
-    label_kinds,
-    labelling_order,
-    people_estimates,
-    people_values,
-    read_day_labels,
-    read_label_items,
-    write_label_items,
-)
-from ragaudit.audit._listmetrics import (
-    list_metrics,
-    metric_names,
-)
-from ragaudit.audit._promote import (
-    promote,
-    write_question_set,
-)
-from ragaudit.audit._redact import (
-    RedactOptions,
-    Redactor,
-    RedactPattern,
-)
-from ragaudit.audit._report import (
-    primary_metric,
-    render_report,
-    strata_rows,
-    write_report,
-)
-from ragaudit.audit._run import (
-    ESTIMATES,
-    KIND,
-    MANIFEST,
-    REPORT,
-    REQUESTS,
-    SAMPLE,
-    SCORES,
-    VERDICTS,
-    AuditDay,
-    DryRun,
-    Grading,
-    Served,
-    audit_dir,
-    audit_root,
-    check_day,
-    day_done,
-    fetch_missing_texts,
-    grade_served,
-    judgment_store,
-    previous_day,
-    promote_day,
-    run_audit_day,
-    sampled_rows,
-    samples_of,
-    score_answers,
-    score_lists,
-    served_requests,
-    summary,
-    values_frame,
-)
-from ragaudit.audit._sample import (
-    Bands,
-    SampleOptions,
-    budget_units,
-    draw_sample,
-    normalise_query,
-    permanent_random,
-    strata_table,
-    unit_id,
-)
-from ragaudit.audit._segments import NO_SEGMENT
-from ragaudit.audit._source import (
-    FieldPaths,
-    ReadReport,
-    SourceOptions,
-    UbiSource,
-    day_paths,
-    read_day,
-)
-from ragaudit.audit._watch import (
-    CHANGES,
-    PROBE,
-    SERIES,
-    Watch,
-    build_series,
-    compare_day,
-    day_series,
-    instrument_extra,
-    mix_splits,
-    watch_day,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragaudit._audit_config import AuditSection, RedactOptions, SampleOptions, SourceOptions
+    from ragaudit.audit._day import check_day, day_done, previous_day, run_audit_day, summary
+    from ragaudit.audit._drift import emit_regression
+    from ragaudit.audit._estimate import estimate
+    from ragaudit.audit._labels import (
+        day_items,
+        people_estimates,
+        read_day_labels,
+        read_label_items,
+    )
+    from ragaudit.audit._listmetrics import list_metrics
+    from ragaudit.audit._promote import promote_day
+    from ragaudit.audit._records import Bad, FieldPaths, Mapper, Partition, Request, reader
+    from ragaudit.audit._report import strata_rows
+    from ragaudit.audit._sample import draw_sample
+    from ragaudit.audit._segments import ALL
+    from ragaudit.audit._served import audit_section
+    from ragaudit.audit._source import read_day
+
+_FACE = {
+    # The config's section and its option models (declared in the base layer).
+    "AuditSection": "ragaudit._audit_config",
+    "RedactOptions": "ragaudit._audit_config",
+    "SampleOptions": "ragaudit._audit_config",
+    "SourceOptions": "ragaudit._audit_config",
+    # A day: what the CLI and the flow run.
+    "audit_section": "ragaudit.audit._served",
+    "run_audit_day": "ragaudit.audit._day",
+    "check_day": "ragaudit.audit._day",
+    "day_done": "ragaudit.audit._day",
+    "previous_day": "ragaudit.audit._day",
+    "summary": "ragaudit.audit._day",
+    "emit_regression": "ragaudit.audit._drift",
+    "strata_rows": "ragaudit.audit._report",
+    "promote_day": "ragaudit.audit._promote",
+    # People's labels, as the viewer shows them.
+    "ALL": "ragaudit.audit._segments",
+    "people_estimates": "ragaudit.audit._labels",
+    "read_label_items": "ragaudit.audit._labels",
+    "read_day_labels": "ragaudit.audit._labels",
+    "day_items": "ragaudit.audit._labels",
+    # The steps, for a library user.
+    "read_day": "ragaudit.audit._source",
+    "draw_sample": "ragaudit.audit._sample",
+    "estimate": "ragaudit.audit._estimate",
+    "list_metrics": "ragaudit.audit._listmetrics",
+    # What a reader of one's own is written with.
+    "reader": "ragaudit.audit._records",
+    "Request": "ragaudit.audit._records",
+    "Bad": "ragaudit.audit._records",
+    "Partition": "ragaudit.audit._records",
+    "Mapper": "ragaudit.audit._records",
+    "FieldPaths": "ragaudit.audit._records",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
-    "OVERALL",
-    "REGRESSION_EVENT",
-    "SERIES_SCHEMA",
-    "Change",
-    "DayDesign",
-    "Evidence",
-    "JudgeCheck",
-    "ProbeChange",
-    "ShiftShare",
-    "attribute",
-    "day_changes",
-    "emit_regression",
-    "judge_check",
-    "paired_change",
-    "probe_changes",
-    "regression_event",
-    "series_signature",
-    "shift_share",
-    "CHANGES",
-    "PROBE",
-    "SERIES",
-    "Watch",
-    "build_series",
-    "compare_day",
-    "day_series",
-    "instrument_extra",
-    "watch_day",
-    "mix_splits",
     "ALL",
-    "ITEMS",
-    "Turns",
-    "day_design",
-    "day_items",
-    "has_day_labels",
-    "label_items",
-    "label_kinds",
-    "labelling_order",
-    "people_estimates",
-    "people_values",
-    "read_day_labels",
-    "read_label_items",
-    "write_label_items",
-    "AuditDay",
     "AuditSection",
-    "Bands",
-    "DEFAULT_METRICS",
-    "DryRun",
-    "ESTIMATES",
+    "Bad",
     "FieldPaths",
-    "Grading",
-    "KIND",
-    "MANIFEST",
-    "NO_SEGMENT",
-    "REFERENCE_INPUTS",
-    "REPORT",
-    "REQUESTS",
-    "ReadReport",
+    "Mapper",
+    "Partition",
     "RedactOptions",
-    "RedactPattern",
-    "Redactor",
-    "SAMPLE",
-    "SCORES",
+    "Request",
     "SampleOptions",
-    "Served",
     "SourceOptions",
-    "UbiSource",
-    "VERDICTS",
-    "audit_dir",
-    "audit_root",
+    "audit_section",
     "check_day",
     "day_done",
-    "audit_section",
-    "budget_units",
-    "content_digest",
-    "day_paths",
+    "day_items",
     "draw_sample",
+    "emit_regression",
     "estimate",
-    "fetch_missing_texts",
-    "grade_served",
-    "judgment_store",
     "list_metrics",
-    "metric_names",
-    "normalise_query",
-    "permanent_random",
+    "people_estimates",
     "previous_day",
-    "primary_metric",
-    "promote",
     "promote_day",
     "read_day",
-    "reference_free",
-    "render_report",
-    "resolve_texts",
+    "read_day_labels",
+    "read_label_items",
+    "reader",
     "run_audit_day",
-    "sampled_rows",
-    "samples_of",
-    "score_answers",
-    "score_lists",
-    "served_requests",
     "strata_rows",
-    "strata_table",
     "summary",
-    "unit_id",
-    "values_frame",
-    "write_question_set",
-    "write_report",
 ]

@@ -35,9 +35,10 @@ import pyarrow as pa
 from ragaudit import labels
 from ragaudit.atomic import write_table
 from ragaudit.audit._estimate import estimate
+from ragaudit.audit._grade import skip_reason
 from ragaudit.audit._listmetrics import list_metrics
-from ragaudit.audit._run import MANIFEST, SAMPLE, SCORES, VERDICTS, Served, _skip_reason
 from ragaudit.audit._sample import permanent_random
+from ragaudit.audit._served import MANIFEST, SAMPLE, SCORES, VERDICTS, Served
 from ragaudit.dataset import Question
 from ragaudit.runfolder import read_parquet_file
 from ragaudit.schemas import AUDIT_LABEL_ITEMS, to_table
@@ -85,7 +86,7 @@ def label_items(
     kinds = label_kinds(metrics)
     rows: list[dict[str, Any]] = []
     for s in labelling_order(served, salt):
-        usable = [d for d in s.docs if _skip_reason(d) is None]
+        usable = [d for d in s.docs if skip_reason(d) is None]
         base: dict[str, Any] = {
             "unit": s.unit,
             "request_id": s.request_id,

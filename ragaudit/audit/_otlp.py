@@ -17,8 +17,11 @@ the LLM span when the root does not carry it. Both span vocabularies are read:
 
 The request's filters are the span ``metadata`` objects (root first, the retrieval span's
 over it), so ``audit.segment: filters.collection`` reads a ``collection`` the service put there.
-A trace is emitted when its root span has been seen (the SDK exports a root after its
-children); traces still open at the end of the day's files are emitted then.
+A trace is emitted once its root span has been read (the SDK exports a root after its
+children, so within a file the root closes it) and no later file of the day holds a span of it:
+with several files, a first pass reads the trace ids of every file but the first (as JSON,
+without protobuf) to know where each trace's last span is, so the spans a file exporter wrote
+after rotating mid-trace join their root. Traces without a root are emitted at the end.
 """
 
 from __future__ import annotations
@@ -27,17 +30,26 @@ import base64
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.protobuf import json_format
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-
-from ragaudit.audit._jsonlog import json_records
-from ragaudit.audit._source import Bad, Request, Unmappable, as_docs, as_object
+from ragaudit.audit._records import (
+    Bad,
+    Partition,
+    Request,
+    Unmappable,
+    as_docs,
+    as_object,
+    json_records,
+    reader,
+)
 from ragaudit.errors import clip
+from ragaudit.registry import NoOptions
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 _OI_KIND = "openinference.span.kind"
 _GENAI_OP = "gen_ai.operation.name"
@@ -119,6 +131,12 @@ def parse_line(obj: Any) -> ExportTraceServiceRequest:
     Raises:
         ValueError: it is not an ``ExportTraceServiceRequest``.
     """
+    # Imported on first use: a day read from another format needs no protobuf.
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
     if not isinstance(obj, dict):
         raise ValueError(f"a {type(obj).__name__}, not an OTLP export request")
     _ids_to_base64(obj)
@@ -127,7 +145,41 @@ def parse_line(obj: Any) -> ExportTraceServiceRequest:
         json_format.ParseDict(obj, msg, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise ValueError(f"not OTLP/JSON ({clip(str(exc), 100)})") from None
+    except RecursionError:
+        raise ValueError("not OTLP/JSON (nested too deeply)") from None
     return msg
+
+
+def _hex_id(raw: Any) -> str | None:
+    """A trace id as written (hex, or base64 as protobuf's JSON mapping has it) in hex."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    if len(raw) == 2 * _ID_FIELDS["traceId"]:
+        with contextlib.suppress(ValueError):
+            return bytes.fromhex(raw).hex()
+    try:
+        # protobuf's JSON reader takes either base64 alphabet, padded or not.
+        std = raw.replace("-", "+").replace("_", "/")
+        return base64.b64decode(std + "=" * (-len(std) % 4), validate=True).hex()
+    except ValueError:
+        return None
+
+
+def _last_lines(files: list[str]) -> dict[str, tuple[int, int]]:
+    """Where the last span of each trace with a span after the first file is.
+
+    (index of the file, record of that file); a trace of the first file alone needs no entry.
+    """
+    last: dict[str, tuple[int, int]] = {}
+    for index, path in enumerate(files[1:], start=1):
+        for n, (_, line) in enumerate(json_records([path])):
+            for rs in _items(line, "resourceSpans"):
+                for ss in _items(rs, "scopeSpans"):
+                    for span in _items(ss, "spans"):
+                        trace_id = _hex_id(span.get("traceId"))
+                        if trace_id is not None:
+                            last[trace_id] = (index, n)
+    return last
 
 
 def _spans(msg: ExportTraceServiceRequest) -> Iterator[tuple[str, Span]]:
@@ -151,7 +203,7 @@ def _json(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to read: no value
             return None
     return value
 
@@ -316,6 +368,7 @@ def _request(trace_id: str, trace: _Trace) -> Request | Bad:
         docs = as_docs(served)
     except Unmappable as exc:
         return Bad(trace.origin, f"{where}: {exc}")
+    # start_time_unix_nano is a fixed64: at most year 2554, always a datetime.
     return Request(
         request_id=trace_id,
         query=query,
@@ -328,33 +381,39 @@ def _request(trace_id: str, trace: _Trace) -> Request | Bad:
     )
 
 
-def read_traces(files: Iterable[str]) -> Iterator[Request | Bad]:
-    """Every trace of ``files`` as one request, or a Bad.
+@reader("otlp")
+def read_traces(options: NoOptions, part: Partition) -> Iterator[Request | Bad]:
+    """Every trace of the day's files as one request, or a Bad.
 
     A request's origin is the file and line of its trace's first span; a line that is not
-    OTLP/JSON and a trace with neither a retrieval nor an LLM span are Bad.
+    OTLP/JSON and a trace with neither a retrieval nor an LLM span are Bad. The format takes
+    no options. A line is a batch of spans, not a record: ``max_record_bytes`` bounds the
+    requests made of them, not the line.
     """
+    last = _last_lines(part.files)
     open_traces: dict[str, _Trace] = {}
-    for origin, obj in json_records(files):
-        if isinstance(obj, Bad):
-            yield obj
-            continue
-        try:
-            msg = parse_line(obj)
-        except ValueError as exc:
-            yield Bad(origin, str(exc))
-            continue
-        touched = []
-        for trace_id, span in _spans(msg):
-            trace = open_traces.setdefault(trace_id, _Trace(origin))
-            trace.spans.append(span)
-            trace.rooted = trace.rooted or not span.parent_id
-            touched.append(trace_id)
-        # A line's spans are all read before a trace is closed: within one line the root may
-        # come before its children.
-        for trace_id in dict.fromkeys(touched):
-            if open_traces[trace_id].rooted:
-                yield _request(trace_id, open_traces.pop(trace_id))
+    for index, path in enumerate(part.files):
+        for n, (origin, obj) in enumerate(json_records([path])):
+            if isinstance(obj, Bad):
+                yield obj
+                continue
+            try:
+                msg = parse_line(obj)
+            except ValueError as exc:
+                yield Bad(origin, str(exc))
+                continue
+            touched = []
+            for trace_id, span in _spans(msg):
+                trace = open_traces.setdefault(trace_id, _Trace(origin))
+                trace.spans.append(span)
+                trace.rooted = trace.rooted or not span.parent_id
+                touched.append(trace_id)
+            # A trace is closed once its root and its last span are read: within one line the
+            # root may come before its children, and a later line or file may hold more spans.
+            here = (index, n)
+            for trace_id in dict.fromkeys(touched):
+                if open_traces[trace_id].rooted and last.get(trace_id, here) <= here:
+                    yield _request(trace_id, open_traces.pop(trace_id))
     for trace_id, trace in open_traces.items():
         yield _request(trace_id, trace)
 

@@ -11,6 +11,7 @@ same normalised text and filters) is left out.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,9 +21,14 @@ import polars as pl
 
 from ragaudit import atomic
 from ragaudit.audit._sample import normalise_query, normalised_query
-from ragaudit.dataset import Question
+from ragaudit.audit._served import REQUESTS, SAMPLE, SCORES
+from ragaudit.dataset import Question, load_questions
+from ragaudit.directions import higher_is_better
+from ragaudit.errors import InputError
 from ragaudit.hashing import canonical_json
 from ragaudit.lang import detect_language
+from ragaudit.runfolder import stored_setting
+from ragaudit.runlock import check_run_id
 from ragaudit.secrets import redact
 
 REQUEST_IDS = 10
@@ -155,4 +161,62 @@ def write_question_set(questions: Sequence[Question], path: Path) -> Path:
     return Path(path)
 
 
-__all__ = ["REQUEST_IDS", "promote", "question_id", "write_question_set"]
+def promote_day(
+    runs_root: Path,
+    name: str,
+    day: dt.date,
+    *,
+    output: Path,
+    worst: int = 50,
+    metric: str | None = None,
+    against: Path | None = None,
+    replace: bool = False,
+) -> int:
+    """Write an audit day's worst sampled requests as a question set; returns how many.
+
+    Args:
+        runs_root: The runs root holding ``audit-<name>/<day>/``.
+        name: The audit's name.
+        day: The audit day.
+        output: The JSONL question set written (``ragaudit run --questions``).
+        worst: Requests promoted, before those already in ``against`` are left out.
+        metric: The metric ranked by (default: nDCG@k within the served list).
+        against: An existing question set whose questions are not promoted again.
+        replace: Write over ``output`` when it exists (else refused: it may be a curated set).
+
+    Raises:
+        InputError: No finished audit day there, no value of ``metric`` to rank by, or
+            ``output`` exists and ``replace`` is not given (before anything is read).
+    """
+    if Path(output).exists() and not replace:
+        raise InputError(
+            f"--output {output}: the file exists (a question set of yours?); give another "
+            "file, or --force to replace it"
+        )
+    folder = Path(runs_root) / check_run_id(f"audit-{name}") / day.isoformat()
+    if not (folder / SCORES).is_file():
+        raise InputError(
+            f"{folder}: no finished audit day (no {SCORES}); run ragaudit audit --day "
+            f"{day.isoformat()} first"
+        )
+    k = stored_setting(folder, "audit.k", 10)
+    by = metric or f"ndcg@{k}"
+    try:
+        questions = promote(
+            pl.read_parquet(folder / SAMPLE),
+            pl.read_parquet(folder / SCORES),
+            pl.scan_parquet(folder / REQUESTS),
+            metric=by,
+            worst=worst,
+            higher_is_better=higher_is_better(by),
+            existing=load_questions(against) if against is not None else (),
+            audit=name,
+            day=day.isoformat(),
+        )
+    except ValueError as exc:
+        raise InputError(f"--metric {by}: {exc}") from None
+    write_question_set(questions, output)
+    return len(questions)
+
+
+__all__ = ["promote_day", "REQUEST_IDS", "promote", "question_id", "write_question_set"]

@@ -27,10 +27,10 @@ from collections.abc import Callable
 
 import phonenumbers
 import regex
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from stdnum import iban as stdnum_iban
 
-from ragaudit.errors import ConfigError, clip
+from ragaudit._audit_config import DEFAULT_PHONE_REGIONS, RedactOptions, RedactPattern
+from ragaudit.errors import ConfigError
 
 # Scripts written without spaces between words: an address glued to them ("联系邮箱a@b.de")
 # starts where the script changes, and such a script's address is one of its own script.
@@ -84,7 +84,6 @@ _BARE_TYPES = (
     phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE,
 )
 
-DEFAULT_PHONE_REGIONS = ("CN", "US", "GB", "DE", "IN", "JP")
 """Countries whose national phone formats are recognised unless ``phone_regions`` says other."""
 TIMEOUT_KIND = "timeout"
 """The kind counted when a text's time budget ran out (the whole text was replaced)."""
@@ -131,52 +130,6 @@ def _iban(m: regex.Match[str], counts: Counter[str]) -> str:
             counts["iban"] += 1
             return "[iban]" + text[end:]
     return text
-
-
-class RedactPattern(BaseModel):
-    """One pattern of the team's own, replaced by ``[<name>]``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
-    """What it finds (``account``): the placeholder and the count's name."""
-    pattern: str = Field(max_length=2000)
-    """A ``regex`` pattern; its match is replaced."""
-
-
-class RedactOptions(BaseModel):
-    """``audit.redact``: what is replaced in queries, answers, documents and every other text."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    defaults: bool = True
-    """Replace e-mail addresses, phone numbers, payment-card numbers and IBANs."""
-    phone_regions: tuple[str, ...] = DEFAULT_PHONE_REGIONS
-    """Countries (ISO 3166 codes) whose national phone formats are recognised; a number
-    written with its +country code is found whatever its country."""
-    patterns: tuple[RedactPattern, ...] = ()
-    """The team's own patterns, applied first, on the text as logged, each replaced by
-    ``[<name>]``."""
-    timeout_s: float = Field(default=0.5, gt=0, le=60)
-    """Time budget of all patterns on one text; a text that runs out is replaced whole."""
-
-    @field_validator("phone_regions")
-    @classmethod
-    def _known_regions(cls, regions: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [r for r in regions if r not in phonenumbers.SUPPORTED_REGIONS]
-        if unknown:
-            raise ValueError(f"not a country code of phonenumbers: {clip(', '.join(unknown))}")
-        return regions
-
-    @field_validator("patterns")
-    @classmethod
-    def _compiles(cls, patterns: tuple[RedactPattern, ...]) -> tuple[RedactPattern, ...]:
-        for p in patterns:
-            try:
-                regex.compile(p.pattern)
-            except regex.error as exc:
-                raise ValueError(f"pattern '{p.name}' ({clip(p.pattern)}): {exc}") from None
-        return patterns
 
 
 class Redactor:

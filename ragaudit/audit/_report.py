@@ -15,15 +15,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jinja2
 import polars as pl
 
 from ragaudit.atomic import write_bytes
 from ragaudit.numbers import fixed
+from ragaudit.reporting import template_env
 from ragaudit.secrets import redact
 
 if TYPE_CHECKING:
-    from ragaudit.audit._run import AuditDay
+    from ragaudit.audit._served import AuditDay
 
 WORST = 20
 """Requests shown in the worst list."""
@@ -132,14 +132,6 @@ def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
     return out
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("ragaudit.audit", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-
-
 def primary_metric(day: AuditDay) -> str:
     """The metric the worst requests are ranked by: nDCG@k within the served list."""
     return f"ndcg@{day.section.k}"
@@ -152,7 +144,7 @@ def render_report(day: AuditDay) -> str:
     redactions: Mapping[str, int] = getattr(read, "redactions", {}) or {}
     bad_samples: Sequence[tuple[str, str]] = getattr(read, "bad_samples", []) or []
     return (
-        _env()
+        template_env("ragaudit.audit", trim=False)
         .get_template("report.html.j2")
         .render(
             name=day.section.name,
@@ -161,6 +153,7 @@ def render_report(day: AuditDay) -> str:
             records=getattr(read, "records", None),
             bad=getattr(read, "bad", None),
             bad_samples=list(bad_samples)[:10],
+            read_notes=list(getattr(read, "notes", [])),
             redactions=sorted(redactions.items()),
             sampled=len(day.served),
             grading=day.grading,

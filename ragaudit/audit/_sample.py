@@ -40,8 +40,8 @@ import math
 from collections.abc import Sequence
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragaudit._audit_config import Bands, SampleOptions
 from ragaudit.errors import ConfigError
 
 BANDS = ("head", "torso", "tail")
@@ -54,41 +54,6 @@ cannot tell how much its requests differ."""
 _U_DIGITS = 13  # hex digits of the hash read as u: 52 bits, exact in a float64
 UNIT_ID_VERSION = "u1"
 """Prefix of a unit id; bumped if what goes into it changes, so days stay comparable."""
-
-
-class Bands(BaseModel):
-    """Frequency-band thresholds in requests a day."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    head: int = Field(default=10, ge=2)
-    """A query asked at least this many times a day is in the head band."""
-    torso: int = Field(default=2, ge=2)
-    """A query asked at least this many times (and fewer than ``head``) is torso; fewer, tail."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Bands:
-        if self.torso > self.head:
-            raise ValueError(f"bands: torso ({self.torso}) must not exceed head ({self.head})")
-        return self
-
-
-class SampleOptions(BaseModel):
-    """How much of the day's traffic is graded, and how it is stratified."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    sample: int | None = Field(default=400, ge=1)
-    """Requests to grade a day (the expected size of the draw: one of each drawn query, more
-    of a query taken with certainty). None: no cap by count (then ``max_judge_tokens`` caps,
-    or every request is graded)."""
-    max_judge_tokens: int | None = Field(default=None, ge=1)
-    """Judge tokens a day at most, counted as if no grade were reused from the judgment store;
-    with ``sample`` too, the smaller of the two caps holds."""
-    bands: Bands = Field(default_factory=Bands)
-    """Frequency bands of a query by its requests that day (head / torso / tail)."""
-    k: int = Field(default=10, ge=1, le=100)
-    """Served documents graded per drawn request (the top k)."""
 
 
 def normalised_query(column: str = "query") -> pl.Expr:

@@ -1,36 +1,34 @@
 """Where a day's traffic is read from, and ``read_day``: one redacted ``requests.parquet``.
 
-Every reader (request logs in ``_jsonlog``, OTLP traces in ``_otlp``, UBI in ``_ubi``) yields
-one :class:`Request` per served request, or a :class:`Bad` naming the record that did not map
-and why; ``read_day`` redacts each request, writes it in bounded batches to a temporary file
-beside ``requests.parquet``, and renames it into place only when the day's share of bad
+``audit.source.format`` names a registered reader (``ragaudit.registry.READERS``: request logs
+in ``_jsonlog``, OTLP traces in ``_otlp``, UBI in ``_ubi``, or a plugin's), found by name, never
+imported here. It yields one :class:`Request` per served request, or a :class:`Bad` naming the
+record that did not map and why; ``read_day`` bounds each request's size, keeps the day's own
+requests (in its window, each id once), redacts them and writes them in bounded batches to a
+temporary file beside ``requests.parquet``, renamed into place only when the day's share of bad
 records is within ``max_bad_share``. Nothing but the redacted rows is ever written.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import hashlib
 import json
-import math
-import os
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+import zoneinfo
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import jmespath
-import jmespath.exceptions
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragaudit.atomic import redact_table
-from ragaudit.audit._redact import RedactOptions, Redactor
+from ragaudit._audit_config import RedactOptions, SourceOptions
+from ragaudit.atomic import atomic_path, redact_table
+from ragaudit.audit._records import Bad, Getter, Partition, Request, day_paths, getter
+from ragaudit.audit._redact import Redactor
 from ragaudit.audit._segments import NO_SEGMENT, segment_name
-from ragaudit.errors import ConfigError, InputError, NoTraffic, clip
+from ragaudit.errors import InputError, NoTraffic, clip
 from ragaudit.schemas import AUDIT_REQUESTS
 
 _BATCH = 8192  # rows held before a Parquet row group is written: bounds the read's memory
@@ -38,182 +36,15 @@ _SAMPLES = 20  # bad records named in the report and the error
 _REASON = 200  # characters of a bad record's reason shown
 
 
-def compile_path(expr: str, where: str) -> Any:
-    """A JMESPath expression compiled once; a ConfigError naming ``where`` when it is invalid."""
-    try:
-        return jmespath.compile(expr)
-    except jmespath.exceptions.JMESPathError as exc:
-        raise ConfigError(f"{where}: '{clip(expr)}' is not a JMESPath expression ({exc})") from None
-
-
-Getter = Callable[[Any], Any]
-
-
-def _plain(node: Mapping[str, Any]) -> Getter | None:
-    """A Python function equal to the JMESPath AST ``node``, or None: jmespath evaluates it.
-
-    Only the node types a log mapping mostly uses are translated (fields, dotted paths, ``[*]``
-    projections, ``{k: path}`` objects); any other leaves the whole expression to jmespath.
-
-    jmespath interprets its tree node by node, which cost most of a day's read (a million
-    records, nine expressions each); these closures give the same values (tested against
-    jmespath) at a fraction of the cost.
-    """
-    kind, children = node["type"], node.get("children") or []
-    if kind == "field":
-        key = node["value"]
-        return lambda v: v.get(key) if isinstance(v, dict) else None
-    if kind in ("identity", "current"):
-        return lambda v: v
-    if kind == "multi_select_dict":
-        keys = [c["value"] for c in children]
-        values = [_plain(c["children"][0]) for c in children]
-        if any(f is None for f in values):
-            return None
-        pairs = list(zip(keys, values, strict=True))
-        return lambda v: None if v is None else {k: f(v) for k, f in pairs}  # type: ignore[misc]
-    parts = [_plain(c) for c in children]
-    if any(p is None for p in parts):
-        return None
-    steps = [p for p in parts if p is not None]
-    if kind == "subexpression":
-
-        def chain(v: Any) -> Any:
-            for step in steps:
-                v = step(v)
-            return v
-
-        return chain
-    if kind == "projection":
-        left, right = steps
-
-        def project(v: Any) -> Any:
-            base = left(v)
-            if not isinstance(base, list):
-                return None
-            return [r for r in map(right, base) if r is not None]
-
-        return project
-    return None
-
-
-def getter(expr: str, where: str) -> Getter:
-    """``expr`` compiled once, as a function of a record (see :func:`_plain`)."""
-    compiled = compile_path(expr, where)
-    return _plain(compiled.parsed) or compiled.search
-
-
-class FieldPaths(BaseModel):
-    """``audit.source.fields``: a JMESPath expression per normalised field, over one record."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    request_id: str = "request_id"
-    """The request's id (required: a record without one does not map)."""
-    time: str | None = "time"
-    """When it was served: ISO 8601 text, or epoch seconds, milliseconds, µs or ns."""
-    session: str | None = "session"
-    """The user's session or conversation id."""
-    query: str = "query"
-    """The question as the user asked it (required)."""
-    filters: str | None = "filters"
-    """The request's filters (an object: collection, tenant…); stored as JSON."""
-    docs: str | None = "docs"
-    """The served documents in order: a list of ids, or of objects with ``id`` and optionally
-    ``text``, ``content_hash`` and ``score``
-    (``"retrieval.hits[*].{id: _id, text: _source.content, score: _score}"``)."""
-    answer: str | None = "answer"
-    """The answer the service gave."""
-    citations: str | None = "citations"
-    """What the answer cites (a list; stored as JSON)."""
-    feedback: str | None = "feedback"
-    """The user's feedback (thumbs, a rating), as text."""
-
-    @model_validator(mode="after")
-    def _compile(self) -> FieldPaths:
-        for name, expr in self.model_dump().items():
-            if expr is not None:
-                try:
-                    jmespath.compile(expr)
-                except jmespath.exceptions.JMESPathError as exc:
-                    raise ValueError(f"{name}: '{clip(expr)}' is not JMESPath ({exc})") from None
-        return self
-
-
-class UbiSource(BaseModel):
-    """``audit.source.ubi``: OpenSearch User Behavior Insights, read from the indexes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    hosts: tuple[str, ...] = ("http://127.0.0.1:9200",)
-    """Engine URLs holding the UBI indexes (read when ``source.path`` is not set)."""
-    queries_index: str = "ubi_queries"
-    """The index of UBI queries (``query_id``, ``user_query``, ``query_response_hit_ids``…)."""
-    events_index: str = "ubi_events"
-    """The index of UBI events (``action_name``, ``query_id``, ``event_attributes``…)."""
-    events_path: str | None = None
-    """With ``source.path`` (an export of the queries): an export of the events, one JSON
-    object a line; ``{day}`` as in ``source.path``."""
-    timeout_s: float = Field(default=30.0, gt=0)
-    """Per-request timeout against the engine."""
-
-
-class SourceOptions(BaseModel):
-    """``audit.source``: where a day's requests are read from and how their fields map."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    format: Literal["jsonl", "parquet", "otlp", "ubi"] = "jsonl"
-    """``jsonl`` / ``parquet``: the service's own request logs, one request per record;
-    ``otlp``: OpenTelemetry trace files (the OTLP JSON file exporter's lines); ``ubi``:
-    OpenSearch User Behavior Insights (the indexes, or an export file in ``path``)."""
-    path: str | None = None
-    """Files of one day: ``{day}`` becomes the day (``YYYY-MM-DD``; ``{day:%Y/%m/%d}`` for
-    another layout), then a glob (``logs/{day}/*.jsonl``); ``.gz`` files are read as gzip."""
-    fields: FieldPaths = FieldPaths()
-    """``jsonl`` and ``parquet``: where each normalised field is in a record."""
-    ubi: UbiSource = UbiSource()
-    """``ubi``: the engine and its indexes."""
-    hash_algorithm: str = "sha256"
-    """How the service hashed a served text when it logs ``content_hash`` (a hashlib name;
-    the hex digest, optionally prefixed ``<algorithm>:``)."""
-
-    @field_validator("hash_algorithm")
-    @classmethod
-    def _known_hash(cls, name: str) -> str:
-        if name not in hashlib.algorithms_available:
-            raise ValueError(f"'{clip(name)}' is not a hashlib algorithm")
-        return name
-
-    @model_validator(mode="after")
-    def _needs_path(self) -> SourceOptions:
-        if self.path is None and self.format != "ubi":
-            raise ValueError(f"format '{self.format}' reads files: set source.path")
-        return self
-
-
-@dataclass
-class Request:
-    """One served request as a reader found it (not yet redacted)."""
-
-    request_id: str
-    query: str
-    origin: str
-    time: dt.datetime | None = None
-    session: str | None = None
-    filters: dict[str, Any] = field(default_factory=dict)
-    docs: list[dict[str, Any]] = field(default_factory=list)
-    answer: str | None = None
-    citations: list[Any] | None = None
-    feedback: str | None = None
-
-
-@dataclass(frozen=True)
-class Bad:
-    """A record that did not map to a request: where it is and why."""
-
-    origin: str
-    reason: str
+def partition_of(source: SourceOptions, day: dt.date, files: list[str]) -> Partition:
+    """``day`` as its reader reads it: the files, the window in ``source.timezone``."""
+    zone = zoneinfo.ZoneInfo(source.timezone)
+    start, end = (
+        # In UTC, as a reader's times are: compared without converting each one.
+        dt.datetime.combine(d, dt.time(), zone).astimezone(dt.UTC)
+        for d in (day, day + dt.timedelta(days=1))
+    )
+    return Partition(day, files, start, end, source.max_record_bytes, source.timezone)
 
 
 @dataclass
@@ -223,13 +54,20 @@ class ReadReport:
     records: int
     """Requests written."""
     bad: int
-    """Records that did not map (not written)."""
+    """Records that did not map, or too large (not written)."""
     bad_samples: list[tuple[str, str]]
     """Some of them: (origin, reason), the first met."""
     redactions: dict[str, int]
     """Replacements made, per kind (``email``, ``phone``, ``card``, a pattern's name)."""
     files: list[str] = field(default_factory=list)
     """The files read (empty when read from an index)."""
+    duplicates: int = 0
+    """Requests whose id was read before that day (not written: the first one is kept). The
+    same log file twice in the day's folder doubles every id."""
+    off_day: int = 0
+    """Requests timestamped outside the day (not written: they are another day's)."""
+    dropped_samples: list[tuple[str, str]] = field(default_factory=list)
+    """Some duplicates and off-day requests: (origin, why), the first met."""
 
     @property
     def bad_share(self) -> float:
@@ -237,135 +75,37 @@ class ReadReport:
         total = self.records + self.bad
         return self.bad / total if total else 0.0
 
-
-# ------------------------------------------------------------------------------ coercion
-
-
-class Unmappable(ValueError):
-    """A value of a record cannot be what its field needs; the message says why."""
-
-
-def as_text(value: Any, name: str, *, required: bool = False) -> str | None:
-    """A scalar field as text (numbers and booleans as JSON would write them)."""
-    if value is None or value == "":
-        if required:
-            raise Unmappable(f"no {name}")
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    raise Unmappable(f"{name} is {type(value).__name__}, not text")
-
-
-def as_time(value: Any) -> dt.datetime | None:
-    """ISO 8601 text, a datetime, or an epoch number (s, ms, µs or ns by magnitude) in UTC."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, dt.datetime):
-        t = value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise Unmappable(f"time {value!r} is not a time")
-        x = float(value)
-        for scale in (1.0, 1e3, 1e6, 1e9):
-            if abs(x) < 1e11 * scale:
-                t = dt.datetime.fromtimestamp(x / scale, dt.UTC)
-                break
-        else:
-            raise Unmappable(f"time {value!r} is out of range")
-    elif isinstance(value, str):
-        try:
-            t = dt.datetime.fromisoformat(value)
-        except ValueError:
-            # The value is quoted whole: read_day redacts a reason before it cuts it.
-            raise Unmappable(f"time is not ISO 8601: '{value}'") from None
-    else:
-        raise Unmappable(f"time is {type(value).__name__}")
-    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
-
-
-def as_docs(value: Any) -> list[dict[str, Any]]:
-    """Served documents in order: ids, or objects with ``id`` (and text, content_hash, score)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise Unmappable(f"docs is {type(value).__name__}, not a list")
-    out = []
-    for rank, item in enumerate(value, 1):
-        if isinstance(item, Mapping):
-            doc_id = as_text(item.get("id"), f"id in docs[{rank - 1}]", required=True)
-            score = item.get("score")
-            if score is not None and (
-                isinstance(score, bool) or not isinstance(score, int | float)
-            ):
-                raise Unmappable(f"score of docs[{rank - 1}] is not a number")
+    @property
+    def notes(self) -> list[str]:
+        """What was read but left out as not the day's own, in words (empty when nothing)."""
+        out = []
+        if self.duplicates:
             out.append(
-                {
-                    "rank": rank,
-                    "id": doc_id,
-                    "text": as_text(item.get("text"), f"text of docs[{rank - 1}]"),
-                    "content_hash": as_text(item.get("content_hash"), "content_hash"),
-                    "score": None if score is None else float(score),
-                }
+                f"{self.duplicates:,} of the requests read had an id read before that day: left "
+                "out (the first kept); is a log file read twice?"
             )
-        else:
-            doc_id = as_text(item, f"docs[{rank - 1}]", required=True)
+        if self.off_day:
             out.append(
-                {"rank": rank, "id": doc_id, "text": None, "content_hash": None, "score": None}
+                f"{self.off_day:,} of the requests read were timestamped outside the day: left "
+                "out (audit.source.timezone sets the day's zone)"
             )
-    return out
+        return out
 
-
-def as_object(value: Any, name: str) -> dict[str, Any]:
-    """An object field (filters); JSON text holding an object is read."""
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise Unmappable(f"{name} is text, not a JSON object") from None
-    if not isinstance(value, Mapping):
-        raise Unmappable(f"{name} is {type(value).__name__}, not an object")
-    return dict(value)
-
-
-def as_list(value: Any, name: str) -> list[Any] | None:
-    """A list field (citations); JSON text holding a list is read, a scalar is one item."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return [value]
-        return parsed if isinstance(parsed, list) else [value]
-    if isinstance(value, list):
-        return value
-    if isinstance(value, Mapping):
-        raise Unmappable(f"{name} is an object, not a list")
-    return [value]
+    def summary(self) -> dict[str, Any]:
+        """The report as the manifest and the CLI keep it."""
+        return {
+            "records": self.records,
+            "bad": self.bad,
+            "bad_samples": [list(b) for b in self.bad_samples][:_SAMPLES],
+            "redactions": dict(self.redactions),
+            "duplicates": self.duplicates,
+            "off_day": self.off_day,
+            "dropped_samples": [list(b) for b in self.dropped_samples][:_SAMPLES],
+            "notes": self.notes,
+        }
 
 
 # ------------------------------------------------------------------------------ reading
-
-
-def day_paths(pattern: str, day: dt.date) -> list[str]:
-    """The files of ``day``: ``{day}`` substituted in ``pattern``, then globbed, sorted.
-
-    Raises:
-        ConfigError: the pattern has a placeholder other than ``{day}``.
-    """
-    try:
-        resolved = pattern.format(day=day)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ConfigError(
-            f"audit.source.path '{clip(pattern)}': only {{day}} may be substituted ({exc})"
-        ) from None
-    return sorted(glob.glob(os.path.expanduser(resolved), recursive=True))
 
 
 def _segment_of(expr: Any, req: Request) -> str:
@@ -402,7 +142,21 @@ def _id(red: Redactor, value: str | None) -> str | None:
     return "id:" + hashlib.blake2b(value.encode("utf-8"), digest_size=12).hexdigest()
 
 
-def _row(req: Request, segment: str, red: Redactor) -> dict[str, Any]:
+def _size_over(req: Request, filters: str, citations: str | None, limit: int) -> int | None:
+    """The request's texts in UTF-8 bytes when they pass ``limit``; None when they do not."""
+    texts = [req.request_id, req.query, req.session, req.answer, req.feedback, filters, citations]
+    texts += map(itemgetter("id"), req.docs)
+    texts += map(itemgetter("text"), req.docs)
+    present = list(filter(None, texts))
+    if 4 * sum(map(len, present)) <= limit:  # a character is at most 4 UTF-8 bytes: no encoding
+        return None
+    size = sum(len(t.encode("utf-8")) for t in present)
+    return size if size > limit else None
+
+
+def _row(
+    req: Request, segment: str, red: Redactor, filters: str, citations: str | None
+) -> dict[str, Any]:
     # Every text that reaches the file passes the redactor, ids included: a session id or a
     # document id can be an e-mail address as well as a query can.
     return {
@@ -410,7 +164,7 @@ def _row(req: Request, segment: str, red: Redactor) -> dict[str, Any]:
         "time": req.time,
         "session": _id(red, req.session),
         "query": red(req.query),
-        "filters": red(_dumps(req.filters)),
+        "filters": red(filters),
         "segment": red(segment),
         "docs": [
             {
@@ -422,26 +176,10 @@ def _row(req: Request, segment: str, red: Redactor) -> dict[str, Any]:
             for d in req.docs
         ],
         "answer": red(req.answer),
-        "citations": None if req.citations is None else red(_dumps(req.citations)),
+        "citations": red(citations),
         "feedback": red(req.feedback),
         "origin": red(req.origin),
     }
-
-
-def _records(source: SourceOptions, day: dt.date, files: list[str]) -> Iterator[Request | Bad]:
-    # The readers are imported here, not at the top: each pulls in its own format's library
-    # (protobuf, opensearch-py), and a day read from JSONL needs none of them.
-    if source.format in ("jsonl", "parquet"):
-        from ragaudit.audit._jsonlog import read_logs
-
-        return read_logs(files, source.fields, parquet=source.format == "parquet")
-    if source.format == "otlp":
-        from ragaudit.audit._otlp import read_traces
-
-        return read_traces(files)
-    from ragaudit.audit._ubi import read_ubi
-
-    return read_ubi(source.ubi, day, files=files if source.path else None)
 
 
 def read_day(
@@ -455,8 +193,12 @@ def read_day(
 ) -> ReadReport:
     """Read ``day``'s requests from ``source`` into ``out`` (``requests.parquet``), redacted.
 
+    A request larger than ``source.max_record_bytes`` is a bad record. A request timestamped
+    outside the day (in ``source.timezone``), or whose id was read before that day, is left out
+    and counted (``off_day``, ``duplicates``): the day holds its own requests, each once.
+
     Args:
-        source: Where the traffic is and how it maps.
+        source: Where the traffic is, which reader reads it and with what options.
         redact: What personal data is replaced before anything is written.
         day: The day whose partition is read (``{day}`` in ``source.path``; UBI by timestamp).
         segment: JMESPath over a request (``filters.collection``); ``(none)`` when it finds nothing.
@@ -464,14 +206,17 @@ def read_day(
         max_bad_share: Most share of records that may fail to map before the day fails.
 
     Returns:
-        Counts, some bad records by origin, and the redactions per kind.
+        Counts, some bad and left-out records by origin, and the redactions per kind.
 
     Raises:
-        InputError: No file matches the day, or too many records do not map (the message
-            names the files and the first bad records).
+        NoTraffic: No file matches the day, or every request read is another day's or read
+            before (the day's logs may still arrive).
+        InputError: Too many records do not map (the message names the files and the first
+            bad records).
         ConfigError: ``segment`` or a field expression is invalid.
     """
     seg = getter(segment, "audit.segment")
+    read = source.reader().read
     files: list[str] = []
     if source.path is not None:
         files = day_paths(source.path, day)
@@ -480,39 +225,70 @@ def read_day(
                 f"audit.source.path: no file matches '{clip(source.path.format(day=day), 200)}' "
                 f"for {day.isoformat()}"
             )
+    part = partition_of(source, day, files)
     red = Redactor(redact)
-    records = bad = 0
-    samples: list[tuple[str, str]] = []
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # A temporary file beside the target, renamed into place at the end: the write is atomic as
-    # ragaudit.atomic's are, but streamed row group by row group, so a day of a million
-    # requests never sits in memory whole.
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    try:
-        with pq.ParquetWriter(tmp, AUDIT_REQUESTS, compression="zstd") as writer:
-            rows: list[dict[str, Any]] = []
-            for item in _records(source, day, files):
-                if isinstance(item, Bad):
-                    bad += 1
-                    if len(samples) < _SAMPLES:
-                        samples.append((red(item.origin) or "", _reason(red, item.reason)))
+    report = ReadReport(0, 0, [], {}, files)
+    seen: set[str] = set()
+    # Streamed row group by row group into a temporary file renamed into place at the end, so
+    # a day of a million requests never sits in memory whole.
+    with atomic_path(out) as tmp, pq.ParquetWriter(tmp, AUDIT_REQUESTS, compression="zstd") as w:
+        rows: list[dict[str, Any]] = []
+        for item in read(source.options, part):
+            if isinstance(item, Request):
+                why = _left_out(item, part, seen, report)
+                if why is not None:
+                    if len(report.dropped_samples) < _SAMPLES:
+                        report.dropped_samples.append((red(item.origin) or "", _reason(red, why)))
                     continue
-                rows.append(_row(item, _segment_of(seg, item), red))
-                records += 1
-                if len(rows) >= _BATCH:
-                    _write(writer, rows)
-                    rows = []
-            if rows:
-                _write(writer, rows)
-        report = ReadReport(records, bad, samples, dict(sorted(red.counts.items())), files)
+                row = _stored(item, seg, red, source.max_record_bytes)
+                if not isinstance(row, Bad):
+                    seen.add(item.request_id)
+                    rows.append(row)
+                    report.records += 1
+                    if len(rows) >= _BATCH:
+                        _write(w, rows)
+                        rows = []
+                    continue
+                item = row
+            report.bad += 1
+            if len(report.bad_samples) < _SAMPLES:
+                report.bad_samples.append((red(item.origin) or "", _reason(red, item.reason)))
+        if rows:
+            _write(w, rows)
+        report.redactions = dict(sorted(red.counts.items()))
         if report.bad_share > max_bad_share:
             raise InputError(_too_many_bad(report, max_bad_share))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        if not report.records and (report.off_day or report.duplicates):
+            raise NoTraffic(_none_of_the_day(report, part))
     return report
+
+
+def _left_out(req: Request, part: Partition, seen: set[str], report: ReadReport) -> str | None:
+    """Why ``req`` is not one of the day's own requests (counted in ``report``), or None."""
+    if req.time is not None and not part.start <= req.time < part.end:
+        report.off_day += 1
+        return f"timestamped {req.time.isoformat()}, outside {part.day.isoformat()} ({part.zone})"
+    if req.request_id in seen:
+        report.duplicates += 1
+        return "its request id was read before that day (the first kept)"
+    return None
+
+
+def _stored(req: Request, seg: Getter, red: Redactor, limit: int) -> dict[str, Any] | Bad:
+    """The request's row as written, or why it cannot be: too large, or nested too deeply."""
+    try:
+        filters = _dumps(req.filters)
+        citations = None if req.citations is None else _dumps(req.citations)
+        segment = _segment_of(seg, req)
+    except RecursionError:  # a value nested deeper than JSON text can be made of here
+        return Bad(req.origin, "filters, citations or segment nested too deeply to store")
+    size = _size_over(req, filters, citations, limit)
+    if size is not None:
+        return Bad(
+            req.origin,
+            f"{size:,} bytes of text, more than audit.source.max_record_bytes {limit:,}",
+        )
+    return _row(req, segment, red, filters, citations)
 
 
 def _reason(red: Redactor, reason: str) -> str:
@@ -539,21 +315,16 @@ def _too_many_bad(report: ReadReport, limit: float) -> str:
     )
 
 
+def _none_of_the_day(report: ReadReport, part: Partition) -> str:
+    origin, why = report.dropped_samples[0]
+    return (
+        f"no request of {part.day.isoformat()} was read: {report.off_day:,} timestamped outside "
+        f"the day, {report.duplicates:,} read before; first: {origin}: {why}"
+    )
+
+
 __all__ = [
-    "Bad",
-    "FieldPaths",
     "ReadReport",
-    "Request",
     "SourceOptions",
-    "UbiSource",
-    "Unmappable",
-    "as_docs",
-    "as_list",
-    "as_object",
-    "as_text",
-    "as_time",
-    "compile_path",
-    "day_paths",
-    "getter",
     "read_day",
 ]

@@ -14,24 +14,46 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ragaudit.audit._jsonlog import json_records
-from ragaudit.audit._source import (
+from pydantic import BaseModel, ConfigDict
+
+from ragaudit._section import operational
+from ragaudit.audit._records import (
     Bad,
+    Partition,
     Request,
-    UbiSource,
     Unmappable,
     as_docs,
     as_object,
     as_text,
     as_time,
     day_paths,
+    json_records,
+    reader,
 )
 from ragaudit.errors import ConfigError, InputError, TransientError, clip
 
 _PAGE = 1000  # queries per page read from the index, and whose events are fetched together
+
+
+class UbiOptions(BaseModel):
+    """Options of the ``ubi`` reader: the engine and its indexes, or the events' export."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hosts: tuple[str, ...] = ("http://127.0.0.1:9200",)
+    """Engine URLs holding the UBI indexes (read when ``source.path`` is not set)."""
+    queries_index: str = "ubi_queries"
+    """The index of UBI queries (``query_id``, ``user_query``, ``query_response_hit_ids``…)."""
+    events_index: str = "ubi_events"
+    """The index of UBI events (``action_name``, ``query_id``, ``event_attributes``…)."""
+    events_path: str | None = None
+    """With ``source.path`` (an export of the queries): an export of the events, one JSON
+    object a line; ``{day}`` as in ``source.path``."""
+    timeout_s: float = operational(30.0, gt=0)
+    """Per-request timeout against the engine."""
 
 
 def _event(source: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,20 +96,22 @@ def ubi_request(source: Any, origin: str, events: list[dict[str, Any]]) -> Reque
 # ------------------------------------------------------------------------------ export files
 
 
-def _from_files(ubi: UbiSource, day: dt.date, files: list[str]) -> Iterator[Request | Bad]:
+def _from_files(ubi: UbiOptions, part: Partition) -> Iterator[Request | Bad]:
     events: dict[str, list[dict[str, Any]]] = defaultdict(list)
     if ubi.events_path:
-        event_files = day_paths(ubi.events_path, day)
+        event_files = day_paths(ubi.events_path, part.day)
         if not event_files:
-            raise InputError(f"audit.source.ubi.events_path: no file matches for {day.isoformat()}")
-        for origin, obj in json_records(event_files):
+            raise InputError(
+                f"audit.source.options.events_path: no file matches for {part.day.isoformat()}"
+            )
+        for origin, obj in json_records(event_files, max_line_bytes=part.max_record_bytes):
             src = obj.get("_source", obj) if isinstance(obj, Mapping) else None
             if isinstance(src, Mapping) and src.get("query_id"):
                 events[str(src["query_id"])].append(_event(src))
             else:
                 # An event that names no query cannot be joined: reported, never dropped.
                 yield obj if isinstance(obj, Bad) else Bad(origin, "an event without query_id")
-    for origin, obj in json_records(files):
+    for origin, obj in json_records(part.files, max_line_bytes=part.max_record_bytes):
         if isinstance(obj, Bad):
             yield obj
             continue
@@ -99,7 +123,7 @@ def _from_files(ubi: UbiSource, day: dt.date, files: list[str]) -> Iterator[Requ
 # ------------------------------------------------------------------------------ the indexes
 
 
-def _client(ubi: UbiSource) -> Any:
+def _client(ubi: UbiOptions) -> Any:
     try:
         from opensearchpy import OpenSearch
     except ImportError:
@@ -121,18 +145,18 @@ def _scan(client: Any, index: str, query: dict[str, Any]) -> Iterator[dict[str, 
     try:
         yield from helpers.scan(client, index=index, query={"query": query}, size=_PAGE)
     except NotFoundError:
-        raise InputError(f"audit.source.ubi: index '{index}' does not exist") from None
+        raise InputError(f"audit.source (ubi): index '{index}' does not exist") from None
     except OsConnectionError as exc:
         raise TransientError(
-            f"audit.source.ubi: cannot reach the engine ({clip(str(exc), 160)})"
+            f"audit.source (ubi): cannot reach the engine ({clip(str(exc), 160)})"
         ) from None
     except TransportError as exc:
         raise InputError(
-            f"audit.source.ubi: reading '{index}' failed ({clip(str(exc), 160)})"
+            f"audit.source (ubi): reading '{index}' failed ({clip(str(exc), 160)})"
         ) from None
 
 
-def _page_events(client: Any, ubi: UbiSource, ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+def _page_events(client: Any, ubi: UbiOptions, ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     if not ids:
         return out
@@ -146,17 +170,13 @@ def _page_events(client: Any, ubi: UbiSource, ids: list[str]) -> dict[str, list[
     return out
 
 
-def _from_index(ubi: UbiSource, day: dt.date) -> Iterator[Request | Bad]:
+def _utc(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _from_index(ubi: UbiOptions, part: Partition) -> Iterator[Request | Bad]:
     client = _client(ubi)
-    start = dt.datetime.combine(day, dt.time(), dt.UTC)
-    window = {
-        "range": {
-            "timestamp": {
-                "gte": start.isoformat().replace("+00:00", "Z"),
-                "lt": (start + dt.timedelta(days=1)).isoformat().replace("+00:00", "Z"),
-            }
-        }
-    }
+    window = {"range": {"timestamp": {"gte": _utc(part.start), "lt": _utc(part.end)}}}
     try:
         page: list[dict[str, Any]] = []
         for hit in _scan(client, ubi.queries_index, window):
@@ -169,7 +189,7 @@ def _from_index(ubi: UbiSource, day: dt.date) -> Iterator[Request | Bad]:
         client.close()
 
 
-def _emit(client: Any, ubi: UbiSource, page: list[dict[str, Any]]) -> Iterator[Request | Bad]:
+def _emit(client: Any, ubi: UbiOptions, page: list[dict[str, Any]]) -> Iterator[Request | Bad]:
     ids = [str(h["_source"]["query_id"]) for h in page if (h.get("_source") or {}).get("query_id")]
     events = _page_events(client, ubi, ids)
     for hit in page:
@@ -178,13 +198,16 @@ def _emit(client: Any, ubi: UbiSource, page: list[dict[str, Any]]) -> Iterator[R
         yield ubi_request(src, f"ubi:{qid or hit.get('_id')}", events.get(str(qid), []))
 
 
-def read_ubi(
-    ubi: UbiSource, day: dt.date, *, files: Iterable[str] | None
-) -> Iterator[Request | Bad]:
-    """The day's UBI queries as requests: from export ``files`` when given, else the indexes."""
-    if files is not None:
-        return _from_files(ubi, day, list(files))
-    return _from_index(ubi, day)
+@reader("ubi", options=UbiOptions, needs_path=False)
+def read_ubi(options: UbiOptions, part: Partition) -> Iterator[Request | Bad]:
+    """The day's UBI queries as requests, from export files or from the indexes.
+
+    From the export files when ``source.path`` names them, else from the indexes: the queries
+    timestamped within the day.
+    """
+    if part.files:
+        return _from_files(options, part)
+    return _from_index(options, part)
 
 
-__all__ = ["read_ubi", "ubi_request"]
+__all__ = ["UbiOptions", "read_ubi", "ubi_request"]

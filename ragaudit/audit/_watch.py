@@ -25,7 +25,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -45,7 +45,10 @@ from ragaudit.audit._drift import (
     shift_share,
 )
 from ragaudit.audit._estimate import estimate
+from ragaudit.audit._grade import grade_served
 from ragaudit.audit._sample import permanent_random
+from ragaudit.audit._score import score_lists
+from ragaudit.audit._served import AuditDay, Served
 from ragaudit.cache import Gateway, judge_recheck
 from ragaudit.config import RunConfig
 from ragaudit.directions import higher_is_better
@@ -54,9 +57,6 @@ from ragaudit.judging import Judge
 from ragaudit.prompts import RELEVANCE
 from ragaudit.runfolder import AUDIT_DAY, RunsRoot, identity_of
 from ragaudit.stats import CONFIDENCE, z_quantile
-
-if TYPE_CHECKING:
-    from ragaudit.audit._run import AuditDay
 
 SERIES = "series.parquet"
 CHANGES = "changes.parquet"
@@ -284,8 +284,6 @@ async def run_probe(
     The top k of each is graded through the store; returns ``probe``, ``segment``, ``metric``,
     ``value`` rows (also written to the day's ``probe.parquet``).
     """
-    from ragaudit.audit._run import AuditDay as Day
-    from ragaudit.audit._run import Served, grade_served, score_lists
     from ragaudit.lang import detect_language
     from ragaudit.search import ready_backend
 
@@ -313,7 +311,7 @@ async def run_probe(
                 ],
             )
         )
-    probe_day = Day(day.config, day.day, day.folder, None, probe, served=served)
+    probe_day = AuditDay(day.config, day.day, day.folder, None, probe, served=served)
     await grade_served(probe_day, judge, gateway, f"audit-probe:{day.section.name}")
     score_lists(probe_day)
     day.grading.from_store += probe_day.grading.from_store
@@ -340,9 +338,6 @@ async def recheck_judge(
     day: AuditDay, first_day: Path, judge: Judge, gateway: Gateway
 ) -> JudgeCheck | None:
     """``audit.judge_check_size`` of the series' first day's grades asked again, memo bypassed."""
-    from ragaudit.audit._run import AuditDay as Day
-    from ragaudit.audit._run import Served, grade_served
-
     section = day.section
     try:
         verdicts = pl.read_parquet(first_day / "verdicts.parquet")
@@ -378,7 +373,7 @@ async def recheck_judge(
             )
         )
         stored.append(int(row["grade"]))
-    check_day = Day(day.config, day.day, day.folder, None, pl.DataFrame(), served=served)
+    check_day = AuditDay(day.config, day.day, day.folder, None, pl.DataFrame(), served=served)
     # Asked again under the check's tag: neither the store nor the memo answers.
     with judge_recheck(f"audit-check:{day.day.isoformat()}"):
         await grade_served(check_day, judge, gateway, f"audit-check:{section.name}", store=False)

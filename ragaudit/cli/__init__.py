@@ -9,6 +9,7 @@ from ragaudit.cli import (  # noqa: F401, I001  (importing registers the command
     _run,
     _reports,
     _metrics,
+    _plugins,
     _index,
     _serve,
     _ablate,

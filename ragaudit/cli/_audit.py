@@ -35,6 +35,9 @@ from ragaudit.secrets import install_log_filter
 CONFIRM_ABOVE = 1_000
 """Paid judge calls a day may plan without ``--yes``: a sample of 5,000 requests at k = 10 is
 50,000 grades, which must not start unasked."""
+CONFIRM_TOKENS_ABOVE = 1_000_000
+"""Judge prompt tokens the days may plan without ``--yes``: a few calls over very long texts
+cost as much as many calls (one 50 MB query planned 12.5 M tokens in a handful of calls)."""
 
 audit_app = typer.Typer(
     help="Audit a day of production traffic: sample it, grade what was served, estimate per "
@@ -62,7 +65,12 @@ ToOpt = Annotated[
 ]
 YesOpt = Annotated[
     bool,
-    typer.Option("--yes", "-y", help=f"Start over {CONFIRM_ABOVE:,} paid judge calls unasked."),
+    typer.Option(
+        "--yes",
+        "-y",
+        help=f"Start over {CONFIRM_ABOVE:,} paid judge calls or {CONFIRM_TOKENS_ABOVE:,} prompt "
+        "tokens unasked.",
+    ),
 ]
 
 
@@ -78,28 +86,40 @@ def parse_day(text: str | None) -> dt.date:
         raise RagauditError(f"--day {text}: not a date; give YYYY-MM-DD") from None
 
 
-def _most_calls(cfg: RunConfig) -> int:
-    """The most judge calls a day can make: every sampled request's top k and its metrics."""
-    from ragaudit.audit import audit_section
+def _confirm(cfg: RunConfig, days: list[dt.date], yes: bool) -> None:
+    """Ask before paid judge calls or prompt tokens over their bounds.
 
-    section = audit_section(cfg)
-    return (section.sample or 0) * (section.k + len(section.metrics))
-
-
-def _confirm(cfg: RunConfig, yes: bool) -> None:
+    Counted as the dry run counts them: each day read and sampled, its grading and scoring
+    planned, nothing called.
+    """
     from ragaudit.cache.providers import provider_record
 
-    most = _most_calls(cfg)
     judge = cfg.models.judge_model
-    if yes or most <= CONFIRM_ABOVE or provider_record(judge).free:
+    if yes or provider_record(judge).free:
         return
+    from ragaudit.audit import run_audit_day
+
+    calls = tokens = 0
+    for when in days:
+        try:
+            plan = asyncio.run(run_audit_day(cfg, when, dry_run=True)).plan
+        except RagauditError:
+            continue  # the day fails the same way when it is audited, and says why there
+        assert plan is not None
+        calls += plan.grade_calls + round(sum(plan.metric_calls.values()))
+        tokens += plan.judge_tokens
+    if calls <= CONFIRM_ABOVE and tokens <= CONFIRM_TOKENS_ABOVE:
+        return
+    planned = f"{calls:,} paid judge calls and {tokens:,} prompt tokens with {judge}"
     if not console.is_terminal:
         err.print(
-            f"[bold red]audit:[/] up to {most:,} paid judge calls with {escape(judge)}, over "
-            f"{CONFIRM_ABOVE:,}: pass --yes to start them (--dry-run counts them first)"
+            f"[bold red]audit:[/] {escape(planned)} (counted by the dry run), over "
+            f"{CONFIRM_ABOVE:,} calls or {CONFIRM_TOKENS_ABOVE:,} tokens: pass --yes to start "
+            "them (--dry-run shows them)",
+            soft_wrap=True,
         )
         raise typer.Exit(2)
-    if not typer.confirm(f"Start up to {most:,} paid judge calls with {judge}?"):
+    if not typer.confirm(f"Start {planned}?"):
         raise typer.Exit(1)
 
 
@@ -135,7 +155,6 @@ def audit(
         for when in days:
             _dry_run(cfg, when)
         return
-    _confirm(cfg, yes)
     # The memo opened (an unreachable Redis, an unwritable cache folder) before Prefect starts.
     from ragaudit.cache import memo_location, open_memo
 
@@ -155,6 +174,7 @@ def audit(
             if not backfill:
                 raise
             not_done.append((when, str(exc)))
+    _confirm(cfg, [when for when, _ in todo], yes)
     status = 0
     # Every day to audit locked before Prefect's server starts: a second audit of one of them
     # is refused here, in one line, having paid nothing.
@@ -241,6 +261,8 @@ def _print(out: dict[str, Any]) -> None:
         f"{g['skipped']} skipped",
         soft_wrap=True,
     )
+    for note in read.get("notes") or []:
+        console.print(escape(note), soft_wrap=True)
     console.print(
         f"LLM calls this invocation: {llm.get('calls', 0)} (memo hits "
         f"{llm.get('cache_hits', 0)}, provider calls {llm.get('provider_calls', 0)})"
@@ -301,11 +323,12 @@ def _dry_run(cfg: RunConfig, day: dt.date) -> None:
     console.print(table)
     read = out.read
     console.print(
-        f"read {getattr(read, 'records', '?')} requests ({getattr(read, 'bad', '?')} records "
-        f"did not map); drew {out.sample['unit'].n_unique()} units, {out.sample.height} "
-        "requests to grade",
+        f"read {read.records} requests ({read.bad} records did not map); "
+        f"drew {out.sample['unit'].n_unique()} units, {out.sample.height} requests to grade",
         soft_wrap=True,
     )
+    for note in read.notes:
+        console.print(escape(note), soft_wrap=True)
     calls = Table(title="judge calls and prompt tokens (counted from the plans; no call)")
     for col in ("what", "calls", "prompt tokens"):
         calls.add_column(col, justify="left" if col == "what" else "right")
@@ -405,4 +428,12 @@ def label(
     serve(root, port=port, open_path=open_path, on_ready=None if no_browser else open_in_browser)
 
 
-__all__ = ["CONFIRM_ABOVE", "audit", "day_range", "label", "parse_day", "promote"]
+__all__ = [
+    "CONFIRM_ABOVE",
+    "CONFIRM_TOKENS_ABOVE",
+    "audit",
+    "day_range",
+    "label",
+    "parse_day",
+    "promote",
+]

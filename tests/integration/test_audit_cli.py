@@ -256,3 +256,31 @@ def test_people_label_the_day_in_the_viewer_and_the_next_audit_fills_ppi(
         assert row["se"] is None or row["se"] > 0
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert f"1.000 (– – –), {sample.height} labelled" in page
+
+
+def test_a_paid_judge_is_asked_about_prompt_tokens_not_only_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragaudit.cli import app
+    from ragaudit.cli._audit import CONFIRM_ABOVE
+
+    log = write_log(tmp_path)
+    # One request whose query is long: a handful of calls, many tokens.
+    long = json.loads(log.read_text().splitlines()[0])
+    long.update(id="long", request={**long["request"], "q": "refund policy " * 6_000})
+    (log.parent / "part-1.jsonl").write_text(json.dumps(long) + "\n", encoding="utf-8")
+    path = audit_yaml(tmp_path, metrics=["faithfulness"])
+    monkeypatch.setattr("ragaudit.cli._audit.CONFIRM_TOKENS_ABOVE", 20_000)
+    started: list[Any] = []
+    monkeypatch.setattr("ragaudit.flows.audit.run_audit", lambda *a: started.append(a) or {})
+    paid = ["audit", "-c", str(path), "--day", DAY, "--judge", "openai/gpt-4o-mini"]
+    result = CliRunner().invoke(app, paid)
+
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    calls = int(said.split(" paid judge calls")[0].rsplit(" ", 1)[-1].replace(",", ""))
+    tokens = int(said.split(" prompt tokens")[0].rsplit(" ", 1)[-1].replace(",", ""))
+    assert calls <= CONFIRM_ABOVE and tokens > 20_000
+    assert "counted by the dry run" in said and "pass --yes" in said
+    assert started == [] and not (tmp_path / "runs").exists()
+    assert "Traceback" not in result.output

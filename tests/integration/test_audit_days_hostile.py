@@ -164,7 +164,7 @@ def test_promote_never_writes_over_a_file_unasked(tmp_path: Path, prefect_harnes
 
 
 def test_the_series_holds_what_maps_and_grades_a_day_and_not_how_it_runs(tmp_path: Path) -> None:
-    from ragaudit.audit import day_series
+    from ragaudit.audit._watch import day_series
 
     write_log(tmp_path)
     base = load_config(audit_yaml(tmp_path), environ={})
@@ -181,8 +181,8 @@ def test_the_series_holds_what_maps_and_grades_a_day_and_not_how_it_runs(tmp_pat
 
     same = day_series(base)
     # What is graded: the field the query is read from, the documents, the judge's window.
-    assert with_(audit__source__fields__query="request.rewritten") != same
-    assert with_(audit__source__fields__docs="retrieval.other[*]") != same
+    assert with_(audit__source__options__fields__query="request.rewritten") != same
+    assert with_(audit__source__options__fields__docs="retrieval.other[*]") != same
     assert with_(models__judge_context_window=4096) != same
     assert with_(models__temperature=0.7) != same
     # How it runs: timeouts, retries, concurrency, where the runs go.

@@ -16,7 +16,8 @@ import polars as pl
 import pyarrow.parquet as pq
 from opensearchpy import OpenSearch
 
-from ragaudit.audit import RedactOptions, SourceOptions, content_digest, read_day, resolve_texts
+from ragaudit.audit import RedactOptions, SourceOptions, read_day
+from ragaudit.audit._content import content_digest, resolve_texts
 from ragaudit.search import Document, make_backend
 
 DAY = dt.date(2026, 11, 26)

@@ -150,3 +150,60 @@ def test_the_statistics_import_nothing_above_base(scratch: Path) -> None:
     done = _lint_with_lazy_import(scratch, module, "ragaudit.reporting", "summarise")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "ragaudit.stats is not allowed to import ragaudit.reporting" in done.stdout
+
+
+def _base_modules() -> list[str]:
+    """The base layer's modules as the layers contract lists them (its last layer)."""
+    import tomllib
+
+    contract = next(
+        c
+        for c in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+            "importlinter"
+        ]["contracts"]
+        if c.get("type") == "layers"
+    )
+    return [m.strip() for m in contract["layers"][-1].split(":")]
+
+
+def test_no_base_module_imports_the_library_not_even_lazily() -> None:
+    """``importlib``/``__import__`` in a base module hides an edge from import-linter and grimp.
+
+    ``config.py`` once validated its ``audit:`` section by importing ``ragaudit.audit`` at
+    validation: an 89-module circle nobody's checker saw. The registry alone loads modules by
+    name — plugins and the built-ins registered like them (ADR 19) — and that is its job.
+    """
+    import re
+
+    lazy = re.compile(r"\bimport_module\b|__import__|\bimportlib\b(?!\.metadata|\.util)")
+    found = {}
+    for module in _base_modules():
+        if module == "registry":
+            continue
+        path = ROOT / "ragaudit" / f"{module}.py"
+        if not path.is_file():
+            path = ROOT / "ragaudit" / module / "__init__.py"
+        hits = [
+            n
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if lazy.search(line) and not line.lstrip().startswith("#")
+        ]
+        if hits:
+            found[module] = hits
+    assert found == {}
+    assert "_audit_config" in _base_modules() and "config" in _base_modules()
+
+
+def test_a_config_with_an_audit_section_loads_no_library_heavyweight(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from ragaudit.config import load_config\n"
+        f"load_config({str(ROOT / 'data' / 'audit' / 'audit.yaml')!r})\n"
+        "print(sorted(m for m in ('litellm', 'polars', 'ragaudit.cache', 'ragaudit.audit._day')"
+        " if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

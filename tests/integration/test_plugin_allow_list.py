@@ -131,7 +131,7 @@ def test_an_installed_package_loads_only_when_allow_listed_and_is_namespaced(tmp
 def test_a_broken_plugin_fails_the_load_only_when_allow_listed(tmp_path) -> None:
     out = _load(tmp_path, {"plugins": ["ragaudit-broken"]})
     assert out["error"] == (
-        "config: plugins: Value error, plugin package 'ragaudit-broken': plugin module "
+        "config: plugins: plugin package 'ragaudit-broken': plugin module "
         "'broken_plugin' failed on import: RuntimeError: this plugin is broken"
     )
 

@@ -30,17 +30,9 @@ import numpy as np
 import polars as pl
 import yaml
 
-from ragaudit.audit import (
-    ALL,
-    SampleOptions,
-    draw_sample,
-    estimate,
-    list_metrics,
-    normalise_query,
-    permanent_random,
-    read_day,
-)
-from ragaudit.audit._config import AuditSection
+from ragaudit._audit_config import AuditSection
+from ragaudit.audit import ALL, SampleOptions, draw_sample, estimate, list_metrics, read_day
+from ragaudit.audit._sample import normalise_query, permanent_random
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = dt.date(2026, 11, 26)

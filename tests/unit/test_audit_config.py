@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragaudit.audit import AuditSection, SampleOptions, audit_section, reference_free
+from ragaudit._audit_config import reference_free
+from ragaudit.audit import AuditSection, SampleOptions, audit_section
 from ragaudit.config import RunConfig, load_config
 from ragaudit.errors import ConfigError
 
@@ -32,9 +33,9 @@ def test_a_config_without_the_section_is_one_clear_error() -> None:
     [
         ({"metrics": ["faithfulness", "context_recall"]}, "context_recall need a reference"),
         ({"metrics": ["no_such_metric"]}, "unknown metric no_such_metric"),
-        ({"name": "../escape"}, "audit: name: "),
-        ({"sample": 0}, "audit: sample: "),
-        ({"colour": "red"}, "audit: colour: Extra inputs"),
+        ({"name": "../escape"}, "audit.name: run id"),
+        ({"sample": 0}, "audit.sample: "),
+        ({"colour": "red"}, "audit.colour: Extra inputs"),
     ],
 )
 def test_bad_sections_are_refused_naming_the_field(change: dict, message: str) -> None:
@@ -54,7 +55,7 @@ def test_the_bundled_audit_config_loads() -> None:
 
 
 def test_the_refusal_aspect_is_a_reference_free_default_where_lower_is_better() -> None:
-    from ragaudit.audit import DEFAULT_METRICS, reference_free
+    from ragaudit._audit_config import DEFAULT_METRICS, reference_free
     from ragaudit.directions import higher_is_better
     from ragaudit.metrics import resolve
 
@@ -63,3 +64,54 @@ def test_the_refusal_aspect_is_a_reference_free_default_where_lower_is_better() 
     metric = resolve("aspect_refusal", {})
     assert set(metric.inputs) == {"question", "response"}
     assert not higher_is_better("aspect_refusal")
+
+
+_FIELDS = {"request_id": "id", "query": "request.q", "docs": "retrieval.hits"}
+
+
+def _source(**source: object) -> dict[str, object]:
+    return load_config(None, {"audit": {**SECTION, "source": source}}).audit.source.model_dump(
+        mode="json"
+    )
+
+
+def test_a_source_of_an_earlier_config_loads_as_its_readers_options() -> None:
+    from ragaudit.audit import FieldPaths
+
+    path = "logs/{day}/*.jsonl"
+    # source.fields (the log formats') and source.ubi (UBI's) as configs wrote them before.
+    new = _source(format="jsonl", path=path, options={"fields": _FIELDS})
+    assert _source(format="jsonl", path=path, fields=_FIELDS) == new
+    assert new["options"] == {"fields": FieldPaths(**_FIELDS).model_dump()}
+    ubi = {"hosts": ["http://engine:9200"], "queries_index": "q"}
+    assert _source(format="ubi", ubi=ubi) == _source(format="ubi", options=ubi)
+    # A stored day's config holds both, defaults included: the format not taking one ignores it.
+    stored = {"fields": FieldPaths().model_dump(), "ubi": {"hosts": ["http://x:9200"]}}
+    assert _source(format="otlp", path=path, **stored)["options"] == {}
+    assert _source(format="jsonl", path=path, **stored) == _source(format="jsonl", path=path)
+    with pytest.raises(ConfigError, match="in source.options only, not also in source.fields"):
+        _source(format="jsonl", path=path, fields=_FIELDS, options={"fields": _FIELDS})
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            {"format": "csvx", "path": "x"},
+            r"source.format: .*unknown audit reader 'csvx' \(known: jsonl, parquet, otlp, ubi",
+        ),
+        (
+            {"format": "ubi", "options": {"hosts": ["h"], "timout_s": 1}},
+            r"audit reader 'ubi': timout_s: Extra inputs .*\(its options: hosts, queries_index",
+        ),
+        ({"format": "otlp", "options": {"fields": {}}}, "reads files: set source.path"),
+        ({"format": "otlp", "path": "x", "options": {"x": 1}}, r"\(its options: none\)"),
+        ({"path": "x", "options": {"fields": {"query": "a.["}}}, "query: 'a.\\[' is not JMESPath"),
+        ({"path": "x", "timezone": "Europe/Nowhere"}, "not a time zone"),
+        ({"path": "x", "timezone": "America"}, "not a time zone"),
+        ({"path": "x", "max_record_bytes": 0}, "max_record_bytes"),
+    ],
+)
+def test_a_bad_source_is_refused_at_load_naming_the_reader(source: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, {"audit": {**SECTION, "source": source}})

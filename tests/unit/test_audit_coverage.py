@@ -19,7 +19,6 @@ from support.audit_coverage import bundled_coverage, coverage, varied_day
 
 from ragaudit.audit import (
     ALL,
-    NO_SEGMENT,
     RedactOptions,
     SampleOptions,
     SourceOptions,
@@ -27,6 +26,7 @@ from ragaudit.audit import (
     estimate,
     read_day,
 )
+from ragaudit.audit._segments import NO_SEGMENT
 
 GOAL = 0.93
 

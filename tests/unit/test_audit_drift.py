@@ -303,7 +303,7 @@ def test_every_test_of_a_day_runs_at_the_configs_alpha(tmp_path, monkeypatch):
     from support.audit_days import audit_config
 
     from ragaudit.audit import _watch
-    from ragaudit.audit._run import AuditDay
+    from ragaudit.audit._served import AuditDay
     from ragaudit.config import load_config
 
     path = audit_config(tmp_path, tmp_path / "corpus.jsonl")

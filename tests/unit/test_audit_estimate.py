@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 from scipy import optimize, stats
 
-from ragaudit.audit import ALL, estimate, list_metrics, metric_names
+from ragaudit.audit import ALL, estimate, list_metrics
+from ragaudit.audit._listmetrics import metric_names
 from ragaudit.ranking import ndcg_at_k
 from ragaudit.schemas import AUDIT_ESTIMATES
 from ragaudit.stats import kish_ess, variance_strata

@@ -13,17 +13,15 @@ from fastapi.testclient import TestClient
 from ragaudit import labels
 from ragaudit.audit import (
     ALL,
-    Served,
     day_items,
     estimate,
-    label_items,
     list_metrics,
     people_estimates,
-    people_values,
     read_day_labels,
     read_label_items,
-    write_label_items,
 )
+from ragaudit.audit._labels import label_items, people_values, write_label_items
+from ragaudit.audit._served import Served
 from ragaudit.schemas import AUDIT_SAMPLE, AUDIT_SCORES, AUDIT_VERDICTS, to_table
 from ragaudit.viewer.app import create_app
 

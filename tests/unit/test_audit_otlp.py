@@ -11,6 +11,7 @@ import pytest
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from ragaudit.audit import RedactOptions, SourceOptions, read_day
 
@@ -18,10 +19,28 @@ DAY = dt.date(2026, 11, 26)
 T0 = int(dt.datetime(2026, 11, 26, 9, 30, tzinfo=dt.UTC).timestamp()) * 10**9
 
 
+class FixedIds(IdGenerator):
+    """Ids of hex letters and a counter: about one random trace id in twenty holds a run of
+    digits the redactor reads as a phone number (the id is then hashed, and counted)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def _next(self, letters: int) -> int:
+        self.n += 1
+        return int("abcdef"[self.n % 6] * letters + f"{self.n:02x}", 16)
+
+    def generate_span_id(self) -> int:
+        return self._next(14)
+
+    def generate_trace_id(self) -> int:
+        return self._next(30)
+
+
 def write_traces(path: Path) -> None:
     """Three requests as a RAG service instrumented with OpenInference or GenAI would trace them."""
     exporter = FileSpanExporter(path)
-    provider = TracerProvider()
+    provider = TracerProvider(id_generator=FixedIds())
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("rag-service")
 
@@ -200,3 +219,59 @@ def test_trace_ids_in_hex_and_in_base64_read_alike(tmp_path: Path, hexed: bool) 
     raw = tid if hexed else base64.b64encode(bytes.fromhex(tid)).decode()
     msg = parse_line({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": raw}]}]}]})
     assert msg.resource_spans[0].scope_spans[0].spans[0].trace_id.hex() == tid
+
+
+def test_a_trace_whose_root_comes_first_is_joined_with_its_spans_in_the_next_file(
+    tmp_path: Path,
+) -> None:
+    full = tmp_path / "all.jsonl"
+    write_traces(full)
+    lines = full.read_text().splitlines()
+    # The exporter rotated after the first trace's root: its retrieval, reranker and LLM
+    # spans (exported before it) land in the next file, read after it.
+    (tmp_path / "2026-11-26-a.jsonl").write_text(lines[3] + "\n")
+    (tmp_path / "2026-11-26-b.jsonl").write_text("\n".join(lines[:3] + lines[4:]) + "\n")
+    out = tmp_path / "r.parquet"
+    report = read_day(
+        SourceOptions(format="otlp", path=str(tmp_path / "{day}-*.jsonl")),
+        RedactOptions(),
+        DAY,
+        segment="filters.collection",
+        out=out,
+        max_bad_share=0.5,
+    )
+    rows = pq.read_table(out).to_pylist()
+    assert (report.records, report.bad, len(rows)) == (2, 1, 2)
+    oi = min(rows, key=lambda r: r["time"])
+    # One whole request: the root's question and answer with the reranker's documents.
+    assert oi["query"] == "How long do refunds take? mail [email]"
+    assert oi["answer"] == "Five days [1]."
+    assert [d["id"] for d in oi["docs"]] == ["d2", "d1"]
+    assert oi["origin"].endswith("2026-11-26-a.jsonl:1")
+    assert report.duplicates == 0  # not two halves under one id, one of them left out
+
+
+def test_a_deeply_nested_otlp_line_is_one_bad_record(tmp_path: Path) -> None:
+    path = tmp_path / "2026-11-26.jsonl"
+    write_traces(path)
+    deep = '{"resourceSpans": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    nested_value = {"arrayValue": {"values": [{"stringValue": "x"}]}}
+    for _ in range(200):  # deeper than protobuf's JSON reader goes
+        nested_value = {"arrayValue": {"values": [nested_value]}}
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "x"}
+    span["attributes"] = [{"key": "k", "value": nested_value}]
+    too_deep = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    with path.open("a") as fh:
+        fh.write(deep + "\n" + json.dumps(too_deep) + "\n")
+    report = read_day(
+        SourceOptions(format="otlp", path=str(tmp_path / "{day}.jsonl")),
+        RedactOptions(),
+        DAY,
+        segment="filters.collection",
+        out=tmp_path / "r.parquet",
+        max_bad_share=0.9,
+    )
+    assert (report.records, report.bad) == (2, 3)
+    reasons = [r for _, r in report.bad_samples]
+    assert "nested too deeply to read as JSON" in reasons
+    assert any(r.startswith("not OTLP/JSON") for r in reasons)

@@ -14,16 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from support.audit_logs import FIELDS
 
-from ragaudit.audit import (
-    NO_SEGMENT,
-    RedactOptions,
-    Redactor,
-    SourceOptions,
-    content_digest,
-    read_day,
-    resolve_texts,
-)
-from ragaudit.audit._content import changed_count
+from ragaudit.audit import RedactOptions, SourceOptions, read_day
+from ragaudit.audit._content import changed_count, content_digest, resolve_texts
+from ragaudit.audit._redact import Redactor
+from ragaudit.audit._segments import NO_SEGMENT
 from ragaudit.errors import ConfigError, InputError
 from ragaudit.schemas import AUDIT_REQUESTS
 
@@ -137,7 +131,7 @@ def test_records_that_do_not_map_are_named_and_counted(tmp_path: Path) -> None:
     origins = [o for o, _ in report.bad_samples]
     assert origins == [f"{path}:{n}" for n in (11, 12, 13, 14)]
     reasons = [r for _, r in report.bad_samples]
-    assert reasons[0].startswith("not JSON") and reasons[1] == "no query"
+    assert reasons[0].startswith("not valid JSON") and reasons[1] == "no query"
     assert "id in docs[0]" in reasons[2] and "not an object" in reasons[3]
     assert pq.read_metadata(out).num_rows == 40
 
@@ -343,3 +337,114 @@ def test_ids_that_look_like_personal_data_stay_apart(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "logs" / "2026-11-26" / "a.jsonl", [record(1, id="2026-11-26-000001")])
     read(source(tmp_path / "logs" / "{day}" / "*.jsonl"), out)
     assert pq.read_table(out).to_pylist()[0]["request_id"] == "2026-11-26-000001"
+
+
+def test_the_same_log_twice_is_read_once_and_said(tmp_path: Path) -> None:
+    day = tmp_path / "logs" / "2026-11-26"
+    write_jsonl(day / "a.jsonl", [record(i) for i in range(6)])
+    (day / "copy.jsonl").write_bytes((day / "a.jsonl").read_bytes())
+    out = tmp_path / "requests.parquet"
+    report = read(source(tmp_path / "logs" / "{day}" / "*.jsonl"), out)
+
+    assert (report.records, report.duplicates, report.bad) == (6, 6, 0)
+    assert pq.read_metadata(out).num_rows == 6
+    assert "6 of the requests read had an id read before that day" in " ".join(report.notes)
+    origin, why = report.dropped_samples[0]
+    assert origin.endswith("copy.jsonl:1") and "read before" in why
+    assert report.summary()["duplicates"] == 6
+
+
+def test_requests_of_another_day_are_left_out_and_counted(tmp_path: Path) -> None:
+    week_ago = [record(i, ts=f"2026-11-19T10:{i:02d}:00Z") for i in range(3)]
+    path = write_jsonl(tmp_path / "2026-11-26.jsonl", [record(1), *week_ago, record(2)])
+    out = tmp_path / "requests.parquet"
+    report = read(source(tmp_path / "{day}.jsonl"), out)
+
+    assert (report.records, report.off_day, report.bad) == (2, 3, 0)
+    assert [r["request_id"] for r in pq.read_table(out).to_pylist()] == ["r1", "r2"]
+    origin, why = report.dropped_samples[0]
+    assert origin == f"{path}:2" and "outside 2026-11-26 (UTC)" in why
+    assert "3 of the requests read were timestamped outside the day" in " ".join(report.notes)
+
+    # A file of another day entirely: one message, nothing written.
+    write_jsonl(tmp_path / "old" / "2026-11-26.jsonl", week_ago)
+    with pytest.raises(InputError, match="no request of 2026-11-26 was read: 3 timestamped"):
+        read(source(tmp_path / "old" / "{day}.jsonl"), tmp_path / "old.parquet")
+    assert not (tmp_path / "old.parquet").exists()
+
+
+def test_the_day_is_a_calendar_day_of_the_configured_zone(tmp_path: Path) -> None:
+    # 23:30 UTC on the 25th is 00:30 on the 26th in Berlin; 23:30 UTC on the 26th is the 27th.
+    rows = [record(1, ts="2026-11-25T23:30:00Z"), record(2, ts="2026-11-26T23:30:00Z")]
+    write_jsonl(tmp_path / "2026-11-26.jsonl", rows)
+    src = SourceOptions(path=str(tmp_path / "{day}.jsonl"), fields=FIELDS, timezone="Europe/Berlin")
+    report = read(src, tmp_path / "requests.parquet", max_bad_share=0.0)
+    assert (report.records, report.off_day) == (1, 1)
+    assert pq.read_table(tmp_path / "requests.parquet").column("request_id").to_pylist() == ["r1"]
+    with pytest.raises(ValueError, match="not a time zone"):
+        SourceOptions(path="x", timezone="Mars/Olympus")
+
+
+def test_a_deeply_nested_line_and_times_out_of_range_are_each_one_bad_record(
+    tmp_path: Path,
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    # Filters logged as JSON text, nested as deep inside its string.
+    deep_filters = json.dumps(record(90, request={"q": "deep", "filters": "[" * 100_000}))
+    times = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-05:00", -90000000000]
+    bad = [deep, deep_filters, *(json.dumps(record(80 + i, ts=t)) for i, t in enumerate(times))]
+    good = [record(i) for i in range(40)]
+    write_jsonl(tmp_path / "2026-11-26.jsonl", [*good[:20], *bad, *good[20:]])
+    out = tmp_path / "requests.parquet"
+    report = read(source(tmp_path / "{day}.jsonl"), out, max_bad_share=0.2)
+
+    assert (report.records, report.bad) == (40, 5)
+    reasons = [r for _, r in report.bad_samples]
+    assert reasons[0] == "nested too deeply to read as JSON"
+    assert reasons[1] == "filters is JSON nested too deeply to read"
+    assert all(r.startswith("time ") and "out of range" in r for r in reasons[2:])
+    assert pq.read_metadata(out).num_rows == 40
+
+
+def test_a_truncated_gzip_counts_its_unreadable_rest_as_bad(tmp_path: Path) -> None:
+    day = tmp_path / "logs" / "2026-11-26"
+    day.mkdir(parents=True)
+    whole = ("\n".join(json.dumps(record(i)) for i in range(200)) + "\n").encode()
+    (day / "a.jsonl.gz").write_bytes(gzip.compress(whole))
+    cut = gzip.compress("\n".join(json.dumps(record(i)) for i in range(200, 400)).encode())
+    (day / "b.jsonl.gz").write_bytes(cut[: len(cut) // 2])
+    out = tmp_path / "requests.parquet"
+    report = read(source(tmp_path / "logs" / "{day}" / "*.jsonl.gz"), out, max_bad_share=0.5)
+
+    assert report.records >= 200 and report.bad >= 1
+    origin, reason = report.bad_samples[-1]
+    assert origin.startswith(str(day / "b.jsonl.gz")) and reason.startswith("cannot be read past")
+    assert pq.read_metadata(out).num_rows == report.records
+    # Past the day's limit it is the share of bad records that fails the day, as any other.
+    with pytest.raises(InputError, match="do not map, more than audit.max_bad_share"):
+        read(source(day / "b.jsonl.gz"), tmp_path / "strict.parquet", max_bad_share=0.0)
+
+
+def test_a_record_larger_than_the_bound_is_a_bad_record(tmp_path: Path) -> None:
+    big = record(90, request={"q": "why " * 100_000})  # 400 kB in one query
+    records = [record(1), big, record(2)]
+    write_jsonl(tmp_path / "j" / "2026-11-26.jsonl", records)
+    (tmp_path / "p").mkdir()
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "p" / "2026-11-26.parquet")
+    bound = {"fields": FIELDS, "max_record_bytes": 350_000}
+    jsonl = SourceOptions(path=str(tmp_path / "j" / "{day}.jsonl"), **bound)
+    parquet = SourceOptions(format="parquet", path=str(tmp_path / "p" / "{day}.parquet"), **bound)
+
+    for src, reason in (
+        # A JSONL line past the bound is refused without being read whole.
+        (jsonl, f"{len(json.dumps(big)) + 1:,} bytes long, more than 350,000"),
+        # A request of any format past it by its texts, once mapped.
+        (parquet, " bytes of text, more than audit.source.max_record_bytes 350,000"),
+    ):
+        out = tmp_path / f"{src.format}.parquet"
+        report = read(src, out, max_bad_share=0.5)
+        assert (report.records, report.bad) == (2, 1)
+        said = report.bad_samples[0][1]
+        assert said.endswith(reason) and int(said.split()[0].replace(",", "")) > 400_000
+        assert pq.read_table(out).column("request_id").to_pylist() == ["r1", "r2"]
+    assert SourceOptions(path="x").max_record_bytes == 1 << 20

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragaudit.audit import RedactOptions, Redactor
+from ragaudit.audit import RedactOptions
+from ragaudit.audit._redact import Redactor
 
 
 def redact(text: str, **options: object) -> str:

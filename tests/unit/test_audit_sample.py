@@ -7,12 +7,14 @@ import random
 import polars as pl
 import pytest
 
-from ragaudit.audit import SampleOptions, draw_sample, normalise_query, strata_table
+from ragaudit.audit import SampleOptions, draw_sample
 from ragaudit.audit._sample import (
     MIN_PER_STRATUM,
     MIN_WITHIN,
     inclusion_probabilities,
+    normalise_query,
     permanent_random,
+    strata_table,
     units_of_day,
 )
 from ragaudit.errors import ConfigError
@@ -185,7 +187,7 @@ def test_a_certain_query_grades_its_first_requests_by_permanent_random_number() 
 
 def test_a_token_budget_caps_the_draw() -> None:
     units = units_of_day(_traffic(_zipf_counts()), SampleOptions().bands)
-    from ragaudit.audit import budget_units
+    from ragaudit.audit._sample import budget_units
 
     tokens = SampleOptions(sample=None, max_judge_tokens=10_000)
     assert budget_units(tokens, tokens_per_request=400.0) == 25

@@ -327,3 +327,39 @@ def test_iter_jsonl_reads_line_by_line_naming_a_bad_byte_and_keeping_u2028(tmp_p
     with pytest.raises(InputError) as info:
         list(iter_jsonl(bad))
     assert str(info.value).startswith(f"{bad}: not UTF-8 text (byte 0xff at line 2, byte 8 ")
+
+
+def test_iter_jsonl_reads_gzip_and_yields_or_raises_what_it_cannot_read(tmp_path: Path) -> None:
+    import gzip
+
+    from ragaudit.dataset import BadLine, iter_jsonl
+
+    long = b'{"c": "' + b"x" * 300_000 + b'"}'
+    lines = [b'{"a": 1}', b"[" * 50_000 + b"]" * 50_000, long, b"{no"]
+    whole = tmp_path / "d.jsonl.gz"
+    whole.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    got = list(iter_jsonl(whole, bad="yield", max_line_bytes=200_000))
+    assert got == [
+        (1, {"a": 1}),
+        (2, BadLine("nested too deeply to read as JSON")),
+        (3, BadLine("300,010 bytes long, more than 200,000")),
+        (4, BadLine("not valid JSON (Expecting property name enclosed in double quotes)")),
+    ]
+    with pytest.raises(InputError, match=r"d.jsonl.gz: line 2: nested too deeply to read as JSON"):
+        list(iter_jsonl(whole))
+    only_long = tmp_path / "long.jsonl"
+    only_long.write_bytes(b'{"a": 1}\n' + long + b"\n")
+    with pytest.raises(InputError, match=r"long.jsonl: line 2: 300,010 bytes long, more than 2"):
+        list(iter_jsonl(only_long, max_line_bytes=200_000))
+
+    # A truncated gzip: the lines read before the cut, then one BadLine for the rest.
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(b'{"a": 1}\n' * 5000)[:-20])
+    got = list(iter_jsonl(cut, bad="yield"))
+    *read, (after, rest) = got
+    assert read and all(value == {"a": 1} for _, value in read)
+    assert isinstance(rest, BadLine) and rest.reason.startswith(
+        f"cannot be read past line {after - 1}"
+    )
+    with pytest.raises(InputError, match="cut.jsonl.gz: cannot be read past line"):
+        list(iter_jsonl(cut))

@@ -17,14 +17,9 @@ from fastapi.testclient import TestClient
 from support.reporting_runs import write_run
 
 from ragaudit import labels
-from ragaudit.audit import (
-    Served,
-    day_items,
-    label_items,
-    labelling_order,
-    read_day_labels,
-    write_label_items,
-)
+from ragaudit.audit import day_items, read_day_labels
+from ragaudit.audit._labels import label_items, labelling_order, write_label_items
+from ragaudit.audit._served import Served
 from ragaudit.dataset import Question, Turn
 from ragaudit.judging import JudgmentStore, label_key
 from ragaudit.judgments import Selection, store_rows, store_stats

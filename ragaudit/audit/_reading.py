@@ -1,0 +1,162 @@
+"""A day's traffic read and drawn: the requests, the sample, the served lists graded.
+
+Reading goes through the registered reader ``audit.source.format`` names (``read_day``), the
+draw through the day's design (``draw_sample``, ADR 13 and 21); the documents logged by id only
+get their texts from the backend, only for the sampled requests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ragaudit.audit._content import resolve_texts
+from ragaudit.audit._sample import draw_sample, strata_table
+from ragaudit.audit._served import Served, audit_section
+from ragaudit.audit._source import ReadReport, read_day
+from ragaudit.cache import Gateway, items_in_flight
+from ragaudit.config import RunConfig
+from ragaudit.dataset import Question
+from ragaudit.judging import Judge, prompt_tokens
+from ragaudit.lang import detect_language
+
+
+def judge_of(config: RunConfig, gateway: Gateway | None) -> Judge:
+    """The judge a day grades and scores with (a dry run's has no gateway)."""
+    return Judge.from_config(config.models, gateway, items_in_flight(config))  # type: ignore[arg-type]
+
+
+def read_traffic(config: RunConfig, day: dt.date, out: Path) -> ReadReport:
+    section = audit_section(config)
+    return read_day(
+        section.source,
+        section.redact,
+        day,
+        # No segment expression: a literal null, so every request is in "(none)".
+        segment=section.segment or "`null`",
+        out=out,
+        max_bad_share=section.max_bad_share,
+    )
+
+
+def doc_rows(docs: Sequence[Mapping[str, Any]] | None, k: int) -> list[dict[str, Any]]:
+    ordered = sorted(docs or [], key=lambda d: d.get("rank") or 0)
+    return [
+        {
+            "rank": int(d.get("rank") or i),
+            "id": str(d.get("id") or ""),
+            "text": d.get("text"),
+            "changed": bool(d.get("changed") or False),
+        }
+        for i, d in enumerate(ordered[:k], start=1)
+    ]
+
+
+def sampled_rows(requests: Path, sample: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``requests.parquet`` the sample drew (read lazily: only those)."""
+    ids = sample["request_id"].to_list()
+    return pl.scan_parquet(requests).filter(pl.col("request_id").is_in(ids)).collect()
+
+
+async def fetch_missing_texts(config: RunConfig, rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with the texts of documents logged by id only fetched from the backend.
+
+    Only the sampled requests are read, so the fetch is bounded by the sample. A backend that
+    cannot fetch by id leaves those documents without text: they are skipped, saying why.
+    Where the log carries a content hash, a text that changed since it was served is flagged
+    and kept out of grading (``resolve_texts``).
+    """
+    docs = rows["docs"].to_list() if rows.height else []
+    if not any(d["text"] is None for ds in docs for d in ds or ()):
+        return rows
+    from ragaudit.search import FetchingBackend, make_search_backend
+
+    section = audit_section(config)
+    backend = make_search_backend(config)
+    try:
+        if not isinstance(backend, FetchingBackend):
+            return rows
+        return await resolve_texts(
+            rows,
+            backend.fetch_texts,
+            redact=section.redact,
+            hash_algorithm=section.source.hash_algorithm,
+        )
+    finally:
+        # An engine's async client belongs to this loop: ``aclose`` closes it (and the sync one).
+        close = getattr(backend, "aclose", None) or getattr(backend, "close", None)
+        if close is not None:
+            done = close()
+            if inspect.isawaitable(done):
+                await done
+
+
+def served_requests(rows: pl.DataFrame, sample: pl.DataFrame, k: int) -> list[Served]:
+    """The sampled requests with their top ``k`` served documents, in the sample's order."""
+    by_id = {r["request_id"]: r for r in rows.iter_rows(named=True)}
+    out = []
+    for unit_row in sample.iter_rows(named=True):
+        r = by_id.get(unit_row["request_id"])
+        if r is None:
+            continue
+        out.append(
+            Served(
+                request_id=r["request_id"],
+                unit=unit_row["unit"],
+                segment=unit_row["segment"],
+                query=r["query"],
+                language=detect_language(r["query"]),
+                answer=r.get("answer"),
+                citations=r.get("citations"),
+                docs=doc_rows(r.get("docs"), k),
+            )
+        )
+    return out
+
+
+def tokens_per_request(config: RunConfig, requests: Path, judge: Judge, k: int) -> float:
+    """Mean judge prompt tokens of grading one request's top k (what a budget draws against).
+
+    Measured on the day's first 200 requests with the grading prompt as it is sent.
+    """
+    head = pl.scan_parquet(requests).head(200).collect()
+    totals = []
+    for r in head.iter_rows(named=True):
+        q = Question(question_id=r["request_id"], question=r["query"])
+        totals.append(
+            sum(prompt_tokens(judge, q, d["text"]) for d in doc_rows(r["docs"], k) if d["text"])
+        )
+    return sum(totals) / len(totals) if totals else 0.0
+
+
+def draw(config: RunConfig, requests: Path, judge: Judge) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The day's sample and every stratum of the day, drawn from or not."""
+    section = audit_section(config)
+    per = (
+        tokens_per_request(config, requests, judge, section.k)
+        if section.max_judge_tokens is not None
+        else None
+    )
+    day = pl.scan_parquet(requests)
+    opts = section.sampling()
+    return (
+        draw_sample(day, opts, salt=section.name, tokens_per_request=per),
+        strata_table(day, opts, salt=section.name, tokens_per_request=per),
+    )
+
+
+__all__ = [
+    "doc_rows",
+    "draw",
+    "fetch_missing_texts",
+    "judge_of",
+    "read_traffic",
+    "sampled_rows",
+    "served_requests",
+    "tokens_per_request",
+]
