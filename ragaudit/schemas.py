@@ -401,8 +401,11 @@ LEADERBOARD = _schema(
 LABELS = _schema(
     "labels",
     [
-        # One row per label a person gave, appended; the latest row of an (item, annotator)
-        # pair is that person's label (``back`` then a new key corrects it).
+        # A folder's view of people's labels (``labels.read_labels``), derived from the runs
+        # root's judgment store: one row per label a person gave of an item of the folder, there
+        # or wherever its pair appeared; the latest row of an (item, annotator) pair is that
+        # person's label (``back`` then a new key corrects it). Version 1 (its first seven
+        # columns) is also the layout of the per-folder files of runs labelled before the store.
         ("item_id", _str),  # "<kind>:<question_id>[:<candidate_id>]"
         ("kind", _str),  # "grade" (a candidate's 0-3 relevance) or a judged metric's name
         ("question_id", _str),
@@ -410,7 +413,12 @@ LABELS = _schema(
         ("annotator", _str),
         ("label", _f64),  # a grade 0-3, or 1.0/0.0 for yes/no; null for "skipped"
         ("time", pa.timestamp("us", tz="UTC")),
+        # Version 2: where it was given (a folder of the runs root, or ``imported: <source>``)
+        # and the store's key of what it judged.
+        ("given_in", _str),
+        ("key", _str),
     ],
+    version=2,
 )
 
 # The items people label, drawn once per run and shared by every annotator in this order: the
@@ -551,8 +559,12 @@ JUDGMENTS = _schema(
         ("role", _str),  # people | gold | seed (a grade standing in for the judge's)
         ("format", _str),  # the format it was imported from
         ("extra", _str),  # JSON object: what else the source said (positions, fields, features)
+        # Version 4: a person's yes/no on an answer beside the grades (absent before: every row
+        # is a document's relevance). The answer metric it is of (faithfulness,
+        # answer_relevancy); null for a document's grade. Keyed apart (``answer_key``).
+        ("metric", _str),
     ],
-    version=3,
+    version=4,
 )
 
 # The texts of the documents (and questions) the judgment store's people's and imported rows were
@@ -695,7 +707,13 @@ AUDIT_LABEL_ITEMS = _schema(
         ("text", _str),  # the served document's text (grade items)
         ("answer", _str),  # the answer served (answer items)
         ("contexts", _strs),  # the served documents' texts the answer's judge read
+        # Version 2: the question as the judge saw it (a turn: its session's conversation so
+        # far, then the query), what a label of the item is keyed by; null: the query; and the
+        # turn's conversation (JSON: history, history_cut), null for a request alone.
+        ("asked", _str),
+        ("conversation", _str),
     ],
+    version=2,
 )
 
 TABLES: dict[str, pa.Schema] = {

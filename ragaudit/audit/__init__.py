@@ -26,7 +26,12 @@ if TYPE_CHECKING:
     from ragaudit.audit._day import check_day, day_done, previous_day, run_audit_day, summary
     from ragaudit.audit._drift import emit_regression
     from ragaudit.audit._estimate import estimate
-    from ragaudit.audit._labels import people_estimates, read_label_items
+    from ragaudit.audit._labels import (
+        day_items,
+        people_estimates,
+        read_day_labels,
+        read_label_items,
+    )
     from ragaudit.audit._listmetrics import list_metrics
     from ragaudit.audit._promote import promote_day
     from ragaudit.audit._records import Bad, FieldPaths, Mapper, Partition, Request, reader
@@ -56,6 +61,8 @@ _FACE = {
     "ALL": "ragaudit.audit._segments",
     "people_estimates": "ragaudit.audit._labels",
     "read_label_items": "ragaudit.audit._labels",
+    "read_day_labels": "ragaudit.audit._labels",
+    "day_items": "ragaudit.audit._labels",
     # The steps, for a library user.
     "read_day": "ragaudit.audit._source",
     "draw_sample": "ragaudit.audit._sample",
@@ -94,6 +101,7 @@ __all__ = [
     "audit_section",
     "check_day",
     "day_done",
+    "day_items",
     "draw_sample",
     "emit_regression",
     "estimate",
@@ -102,6 +110,7 @@ __all__ = [
     "previous_day",
     "promote_day",
     "read_day",
+    "read_day_labels",
     "read_label_items",
     "reader",
     "run_audit_day",
