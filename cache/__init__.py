@@ -3,7 +3,6 @@
 import logging
 
 from ragaudit._env import log_to_current_stderr
-
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA, CallCounts, CallLog, CallRecord
 from ragaudit.cache._config import (
     gateway_for,
@@ -50,10 +49,13 @@ from ragaudit.cache._tokens import (
     usage_counter,
 )
 
-
 # litellm's loggers hold the stderr of the moment litellm was imported (``_env`` says why).
 log_to_current_stderr(
-    *(h for n in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy") for h in logging.getLogger(n).handlers)
+    *(
+        h
+        for n in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+        for h in logging.getLogger(n).handlers
+    )
 )
 
 __all__ = [

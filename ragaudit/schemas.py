@@ -594,7 +594,10 @@ AUDIT_VERDICTS = _schema(
         ("source", _str),  # store (graded earlier) | memo | paid
         ("changed", _bool),  # the document's text changed since it was served
         ("text_hash", _str),  # hash of the text graded: a later day tells a rewrite by it
+        ("turn", _i64),  # the request's place in its session, from 1; null: no session
+        ("history_incomplete", _bool),  # its session may have begun before the days read
     ],
+    version=2,
 )
 
 # One row per sampled request and metric: the served list's metrics from its grades and the
@@ -617,7 +620,10 @@ AUDIT_SCORES = _schema(
         ("metric_args", _str),
         ("samples", pa.list_(_f64)),
         ("sample_judges", _strs),
+        ("turn", _i64),  # the request's place in its session, from 1; null: no session
+        ("history_incomplete", _bool),  # its session may have begun before the days read
     ],
+    version=2,
 )
 
 # The production audit's one normalised table of a day's traffic (``ragaudit.audit``): one row
@@ -666,8 +672,13 @@ AUDIT_SAMPLE = _schema(
         ("weight", _f64),  # requests this one represents: count / (pi * requests_drawn)
         ("requests_drawn", _i64),  # requests of the unit graded (the second stage)
         ("pi_within", _f64),  # a graded request's chance within its unit: requests_drawn / count
+        # The request's place in its session, from 1 (a lower bound when history_incomplete);
+        # null: no session. history_incomplete: the session may have begun before the earliest
+        # day read, so earlier turns may be missing from its judge prompts.
+        ("turn", _i64),
+        ("history_incomplete", _bool),
     ],
-    version=2,
+    version=3,
 )
 
 AUDIT_ESTIMATES = _schema(
@@ -688,6 +699,31 @@ AUDIT_ESTIMATES = _schema(
         ("ppi_ci_low", _f64),
         ("ppi_ci_high", _f64),
         ("ppi_n", _i64),  # sampled units people labelled (with a judge value too)
+    ],
+)
+
+# An audit day's estimates broken down by the request's place in its session, over every segment:
+# each cell a domain of the day's design (the same weights and strata, its own requests only).
+AUDIT_TURN_ESTIMATES = _schema(
+    "audit_turn_estimates",
+    [
+        ("breakdown", _str),  # turn_band | turn_kind
+        ("cell", _str),  # 1, 2, 3-5, 6+ | standalone, follow-up, (unknown); (no session)
+        ("metric", _str),
+        ("estimate", _f64),
+        ("se", _f64),
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n", _i64),  # graded requests of the cell with an ok value
+        ("incomplete", _i64),  # of those, history incomplete (their turn a lower bound)
+        ("requests", _f64),
+        ("ess", _f64),
+        ("method", _str),
+        ("ppi_estimate", _f64),
+        ("ppi_se", _f64),
+        ("ppi_ci_low", _f64),
+        ("ppi_ci_high", _f64),
+        ("ppi_n", _i64),
     ],
 )
 
@@ -772,6 +808,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "AUDIT_REQUESTS",
     "AUDIT_SAMPLE",
     "AUDIT_SCORES",
+    "AUDIT_TURN_ESTIMATES",
     "AUDIT_VERDICTS",
     "BATTLES",
     "CANDIDATES",
