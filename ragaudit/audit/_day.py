@@ -25,6 +25,7 @@ from ragaudit.atomic import write_table
 from ragaudit.audit._dryrun import dry_run_day
 from ragaudit.audit._estimate import estimate, estimate_turns
 from ragaudit.audit._grade import grade_served
+from ragaudit.audit._labels import ITEMS, people_values, write_label_items
 from ragaudit.audit._reading import (
     draw,
     fetch_missing_texts,
@@ -59,6 +60,7 @@ from ragaudit.audit._watch import (
 )
 from ragaudit.cache import Gateway
 from ragaudit.config import RunConfig
+from ragaudit.conversation import history_cut
 from ragaudit.errors import ConfigError, NoTraffic, RagauditError
 from ragaudit.runfolder import AUDIT_DAY, FolderRun, RunsRoot, identity_of, stored_config
 from ragaudit.schemas import (
@@ -137,11 +139,18 @@ async def run_audit_day(
         score_lists(out)
         await score_answers(out, judge, gateway, source)
         write_table(to_table(out.scores, AUDIT_SCORES), folder / SCORES)
-        from ragaudit.audit._labels import ITEMS, people_values, write_label_items
-
         # People's labels given since the day was first audited fill the PPI columns: a re-run
-        # of the day pays nothing and reads them again.
-        write_label_items(folder, out.served, section.metrics, section.name)
+        # of the day pays nothing and reads them again. A turn's items are keyed, and shown,
+        # as its judge saw it: with its session's earlier turns.
+        turns = {
+            s.request_id: (
+                s.question(),
+                history_cut(s.question(), config.conversation, judge.model, judge.budget),
+            )
+            for s in out.served
+            if s.history
+        }
+        write_label_items(folder, out.served, section.metrics, section.name, turns)
         people = people_values(folder, section.k, config.sort.relevant_grade)
         out.estimates = estimate(values_frame(out.scores), sample, labels=people)
         write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
@@ -211,6 +220,40 @@ def check_day(config: RunConfig, day: dt.date) -> Path:
                 f"{folder} to replace the day"
             )
     return folder
+
+
+def check_days(
+    config: RunConfig, days: list[dt.date]
+) -> tuple[list[tuple[dt.date, Path]], list[tuple[dt.date, str]]]:
+    """A backfill's days: those to audit with their folders, those refused with why.
+
+    One refused day does not stop the others: a backfill names it at the end.
+    """
+    todo: list[tuple[dt.date, Path]] = []
+    refused: list[tuple[dt.date, str]] = []
+    for day in days:
+        try:
+            todo.append((day, check_day(config, day)))
+        except RagauditError as exc:
+            refused.append((day, str(exc)))
+    return todo, refused
+
+
+async def planned_cost(config: RunConfig, days: list[dt.date]) -> tuple[int, int]:
+    """Paid judge calls and prompt tokens the days would cost, counted by their dry runs.
+
+    A day whose dry run fails is left out: auditing it fails the same way, and says why there.
+    """
+    calls = tokens = 0
+    for day in days:
+        try:
+            plan = (await run_audit_day(config, day, dry_run=True)).plan
+        except RagauditError:
+            continue
+        assert plan is not None
+        calls += plan.grade_calls + round(sum(plan.metric_calls.values()))
+        tokens += plan.judge_tokens
+    return calls, tokens
 
 
 def identity_of_day(config: RunConfig) -> str:
@@ -283,10 +326,12 @@ def summary(day: AuditDay) -> dict[str, Any]:
 
 __all__ = [
     "check_day",
+    "check_days",
     "day_done",
     "day_status",
     "failed_rows",
     "identity_of_day",
+    "planned_cost",
     "previous_day",
     "run_audit_day",
     "summary",
