@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 import phonenumbers
 import regex
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from ragaudit._section import folder_name, operational
+from ragaudit._section import Section, folder_name, operational
 from ragaudit.errors import clip
 from ragaudit.registry import METRICS, READERS
 
@@ -55,10 +55,8 @@ def reference_free(name: str) -> bool:
     return not (set(METRICS.get(name).inputs) & REFERENCE_INPUTS)
 
 
-class Bands(BaseModel):
+class Bands(Section):
     """Frequency-band thresholds in requests a day."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     head: int = Field(default=10, ge=2)
     """A query asked at least this many times a day is in the head band."""
@@ -72,10 +70,8 @@ class Bands(BaseModel):
         return self
 
 
-class SampleOptions(BaseModel):
+class SampleOptions(Section):
     """How much of the day's traffic is graded, and how it is stratified."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     sample: int | None = Field(default=400, ge=1)
     """Requests to grade a day (the expected size of the draw: one of each drawn query, more
@@ -96,10 +92,8 @@ class SampleOptions(BaseModel):
     down by turn band either way."""
 
 
-class RedactPattern(BaseModel):
+class RedactPattern(Section):
     """One pattern of the team's own, replaced by ``[<name>]``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
     """What it finds (``account``): the placeholder and the count's name."""
@@ -107,10 +101,8 @@ class RedactPattern(BaseModel):
     """A ``regex`` pattern; its match is replaced."""
 
 
-class RedactOptions(BaseModel):
+class RedactOptions(Section):
     """``audit.redact``: what is replaced in queries, answers, documents and every other text."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     defaults: bool = True
     """Replace e-mail addresses, phone numbers, payment-card numbers and IBANs."""
@@ -142,10 +134,8 @@ class RedactOptions(BaseModel):
         return patterns
 
 
-class SourceOptions(BaseModel):
+class SourceOptions(Section):
     """``audit.source``: where a day's requests are read from, by which registered reader."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     format: str = "jsonl"
     """A registered reader (``ragaudit plugins`` lists them): ``jsonl`` / ``parquet``, the

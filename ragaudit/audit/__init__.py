@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragaudit._audit_config import AuditSection, RedactOptions, SampleOptions, SourceOptions
-    from ragaudit.audit._day import check_day, day_done, previous_day, run_audit_day, summary
+    from ragaudit.audit._day import (
+        check_day,
+        check_days,
+        day_done,
+        planned_cost,
+        previous_day,
+        run_audit_day,
+        summary,
+    )
     from ragaudit.audit._drift import emit_regression
     from ragaudit.audit._estimate import estimate, estimate_turns
     from ragaudit.audit._labels import (
@@ -53,6 +61,8 @@ _FACE = {
     "audit_section": "ragaudit.audit._served",
     "run_audit_day": "ragaudit.audit._day",
     "check_day": "ragaudit.audit._day",
+    "check_days": "ragaudit.audit._day",
+    "planned_cost": "ragaudit.audit._day",
     "day_done": "ragaudit.audit._day",
     "previous_day": "ragaudit.audit._day",
     "summary": "ragaudit.audit._day",
@@ -103,6 +113,7 @@ __all__ = [
     "SourceOptions",
     "audit_section",
     "check_day",
+    "check_days",
     "day_done",
     "day_items",
     "draw_sample",
@@ -110,6 +121,7 @@ __all__ = [
     "estimate",
     "estimate_turns",
     "list_metrics",
+    "planned_cost",
     "people_estimates",
     "previous_day",
     "promote_day",

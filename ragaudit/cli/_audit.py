@@ -97,17 +97,9 @@ def _confirm(cfg: RunConfig, days: list[dt.date], yes: bool) -> None:
     judge = cfg.models.judge_model
     if yes or provider_record(judge).free:
         return
-    from ragaudit.audit import run_audit_day
+    from ragaudit.audit import planned_cost
 
-    calls = tokens = 0
-    for when in days:
-        try:
-            plan = asyncio.run(run_audit_day(cfg, when, dry_run=True)).plan
-        except RagauditError:
-            continue  # the day fails the same way when it is audited, and says why there
-        assert plan is not None
-        calls += plan.grade_calls + round(sum(plan.metric_calls.values()))
-        tokens += plan.judge_tokens
+    calls, tokens = asyncio.run(planned_cost(cfg, days))
     if calls <= CONFIRM_ABOVE and tokens <= CONFIRM_TOKENS_ABOVE:
         return
     planned = f"{calls:,} paid judge calls and {tokens:,} prompt tokens with {judge}"
@@ -159,21 +151,16 @@ def audit(
     from ragaudit.cache import memo_location, open_memo
 
     open_memo(memo_location(cfg)).close()
-    from ragaudit.audit import check_day, day_done
+    from ragaudit.audit import check_day, check_days, day_done
 
     backfill = len(days) > 1
-    todo: list[tuple[dt.date, Path]] = []
-    not_done: list[tuple[dt.date, str]] = []
-    for when in days:
-        if backfill and day_done(cfg, when):
+    if backfill:
+        done = [when for when in days if day_done(cfg, when)]
+        for when in done:
             err.print(f"audit {section.name} {when.isoformat()}: done already, not redone")
-            continue
-        try:
-            todo.append((when, check_day(cfg, when)))
-        except RagauditError as exc:
-            if not backfill:
-                raise
-            not_done.append((when, str(exc)))
+        todo, not_done = check_days(cfg, [when for when in days if when not in done])
+    else:
+        todo, not_done = [(days[0], check_day(cfg, days[0]))], []
     _confirm(cfg, [when for when, _ in todo], yes)
     status = 0
     # Every day to audit locked before Prefect's server starts: a second audit of one of them

@@ -127,8 +127,10 @@ def _entry(name: str, runs_root: Path | None) -> Any:
 
 def _config_of(folder: Path) -> RunConfig:
     """A run's stored config, validated by this version (one line when it does not load)."""
-    from ragaudit.runfolder import stored_config
+    from ragaudit.runfolder import RunFolder, stored_config
 
+    # A damaged manifest is its own one line (delete, re-run), not "another version".
+    RunFolder(folder.parent, folder.name).read_manifest()
     config = stored_config(folder)
     if config is None:
         raise RagauditError(
