@@ -21,6 +21,7 @@ finished day (:func:`watch_day`):
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,11 +50,13 @@ from ragaudit.audit._grade import grade_served
 from ragaudit.audit._sample import permanent_random
 from ragaudit.audit._score import score_lists
 from ragaudit.audit._served import AuditDay, Served
+from ragaudit.audit._sessions import conversations
 from ragaudit.cache import Gateway, judge_recheck
 from ragaudit.config import RunConfig
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import RagauditError
 from ragaudit.judging import Judge
+from ragaudit.lang import detect_language
 from ragaudit.prompts import RELEVANCE
 from ragaudit.runfolder import AUDIT_DAY, RunsRoot, identity_of
 from ragaudit.stats import CONFIDENCE, z_quantile
@@ -354,22 +357,34 @@ async def recheck_judge(
     )
     chosen = ok.sort("_u").head(section.judge_check_size)
     by_id = {r["request_id"]: r for r in requests.iter_rows(named=True)}
+    # A follow-up asked again as its first grade was asked: with its session's earlier turns
+    # (a bare follow-up would be graded otherwise, and the judge called drifted for it).
+    talks = conversations(
+        day.config,
+        dt.date.fromisoformat(first_day.name),
+        first_day / "requests.parquet",
+        chosen["request_id"].unique().to_list(),
+    )
     served, stored = [], []
     for row in chosen.iter_rows(named=True):
         req = by_id.get(row["request_id"])
         doc = next((d for d in (req or {}).get("docs") or [] if d.get("rank") == row["rank"]), None)
         if req is None or doc is None or not doc.get("text"):
             continue
+        talk = talks.get(row["request_id"])
         served.append(
             Served(
                 request_id=f"check:{row['request_id']}#{row['rank']}",
                 unit=row["unit"],
                 segment="",
                 query=req["query"],
-                language="en",
+                language=detect_language(req["query"]),
                 answer=None,
                 citations=None,
                 docs=[{"rank": 1, "id": doc["id"], "text": doc["text"], "changed": False}],
+                session=None if talk is None else talk.session,
+                turn=None if talk is None else talk.turn,
+                history=() if talk is None else talk.history,
             )
         )
         stored.append(int(row["grade"]))

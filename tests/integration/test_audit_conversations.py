@@ -238,3 +238,33 @@ def test_the_dry_run_counts_the_prompts_with_their_history(chats: dict[str, Any]
     # One exchange of history kept: the later turns' prompts are others, to be asked.
     shorter = plan(max_history_turns=1)
     assert shorter.pairs == 28 and 0 < shorter.grade_calls < 28
+
+
+def test_the_judge_check_asks_a_follow_up_again_with_its_history(chats: dict[str, Any]) -> None:
+    from ragaudit.audit._served import AuditDay, audit_dir
+    from ragaudit.audit._watch import recheck_judge
+
+    config = chats["config"]
+    first = audit_dir(config, dt.date.fromisoformat(FIRST_DAY))
+    day = dt.date.fromisoformat(DAY)
+    out: dict[str, Any] = {}
+
+    async def run() -> None:
+        with hold_gateway(config) as gateway:
+            FAKE.reset(keep_requests=True)
+            check_day = AuditDay(config, day, audit_dir(config, day), None, pl.DataFrame())
+            out["check"] = await recheck_judge(check_day, first, judge_of(config, gateway), gateway)
+            out["requests"] = list(FAKE.stats.requests)
+        FAKE.reset()
+
+    asyncio.run(run())
+    asked = [p["question"] for p in _grades(out["requests"])]
+    verdicts = pl.read_parquet(first / "verdicts.parquet")
+    follow_ups = verdicts.filter(pl.col("turn") > 1, pl.col("status") == "ok")
+    assert follow_ups.height and asked
+    # The first day graded its follow-ups in context; the check asks them again the same way
+    # (a bare follow-up would be graded otherwise and the judge called drifted for it).
+    assert any("\n" in q for q in asked)
+    assert all(q.count("\n") == 0 for q in asked if "which museum" in q.split("\n")[-1])
+    assert out["check"] is not None and out["check"].n == len(asked)
+    assert not out["check"].drifted
