@@ -6,14 +6,18 @@ its provenance in ``metadata``: the audit, the day, the unit and its segment and
 request ids that asked it (the one graded first), how many requests it stood for, and every
 score it got. Its id derives from the unit (segment + normalised query), so the same query
 promoted on two days is one question; a question already in the existing set (same id, or the
-same normalised text and filters) is left out.
+same normalised text, filters and history) is left out.
+
+A follow-up is promoted as the turn it was: with its session's earlier turns (``history``,
+``conversation_id``, ``turn``), so that a run judges it in context as the audit did; its id then
+holds its history too (the same words after another conversation are another question).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +26,13 @@ import polars as pl
 from ragaudit import atomic
 from ragaudit.audit._sample import normalise_query, normalised_query
 from ragaudit.audit._served import REQUESTS, SAMPLE, SCORES
-from ragaudit.dataset import Question, load_questions
+from ragaudit.audit._sessions import Conversation, conversations
+from ragaudit.dataset import Question, Turn, load_questions
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import InputError
-from ragaudit.hashing import canonical_json
+from ragaudit.hashing import canonical_hash, canonical_json
 from ragaudit.lang import detect_language
-from ragaudit.runfolder import stored_setting
+from ragaudit.runfolder import stored_config, stored_setting
 from ragaudit.runlock import check_run_id
 from ragaudit.secrets import redact
 
@@ -35,13 +40,17 @@ REQUEST_IDS = 10
 """Request ids of a promoted unit kept in its provenance (the representative one first)."""
 
 
-def question_id(unit: str) -> str:
-    """The promoted question's id: stable per unit, so two days' promotions merge."""
-    return "audit-" + unit.split(":", 1)[-1][:16]
+def question_id(unit: str, history: Sequence[Turn] = ()) -> str:
+    """The promoted question's id: stable per unit (and history), so two days' promotions merge."""
+    if not history:
+        return "audit-" + unit.split(":", 1)[-1][:16]
+    turns = [t.model_dump(mode="json") for t in history]
+    return "audit-" + canonical_hash({"unit": unit, "history": turns})[:16]
 
 
-def _same(question: str, filters: dict[str, Any]) -> tuple[str, str]:
-    return normalise_query(question), canonical_json(filters)
+def _same(question: str, filters: dict[str, Any], history: Sequence[Turn] = ()) -> tuple[str, ...]:
+    turns = canonical_json([t.model_dump(mode="json") for t in history])
+    return normalise_query(question), canonical_json(filters), turns
 
 
 def promote(
@@ -55,6 +64,7 @@ def promote(
     existing: Sequence[Question] = (),
     audit: str | None = None,
     day: str | None = None,
+    talks: Mapping[str, Conversation] | None = None,
 ) -> list[Question]:
     """The ``worst`` sampled units by ``metric``, as questions not already in ``existing``.
 
@@ -69,6 +79,8 @@ def promote(
         existing: The question set to deduplicate against.
         audit: The audit's name, recorded in the provenance.
         day: The audit day (``YYYY-MM-DD``), recorded in the provenance.
+        talks: The sampled requests' conversations (``_sessions.conversations``): a
+            follow-up is promoted with its session's earlier turns.
 
     Raises:
         ValueError: ``metric`` has no ok value in ``scores``.
@@ -115,16 +127,23 @@ def promote(
         ids_of.setdefault((segment, norm), []).append(rid)
         text_of[rid] = (query, filters)
     seen_ids = {q.question_id for q in existing}
-    seen_text = {_same(q.question, q.filters) for q in existing}
+    seen_text = {_same(q.question, q.filters, q.history or ()) for q in existing}
+    talks = talks or {}
     out: list[Question] = []
     for row in ranked.iter_rows(named=True):
         query, filters_text = text_of[row["request_id"]]
         filters = json.loads(filters_text) if filters_text else {}
-        qid = question_id(row["unit"])
-        if qid in seen_ids or _same(query, filters) in seen_text:
+        talk = talks.get(row["request_id"])
+        history = talk.history if talk is not None else ()
+        qid = question_id(row["unit"], history)
+        same = _same(query, filters, history)
+        if qid in seen_ids or same in seen_text:
             continue
         seen_ids.add(qid)
-        seen_text.add(_same(query, filters))
+        seen_text.add(same)
+        turn: dict[str, Any] = {}
+        if talk is not None and history:
+            turn = {"conversation_id": talk.session, "turn": talk.turn, "history": list(history)}
         others = [r for r in ids_of[(row["segment"], row["query_norm"])] if r != row["request_id"]]
         out.append(
             Question(
@@ -144,7 +163,9 @@ def promote(
                     "weight": row["weight"],
                     "promoted_by": {"metric": metric, "value": row["value"]},
                     "scores": by_unit.get(row[key], {}),
+                    **({"history_incomplete": True} if talk and talk.incomplete else {}),
                 },
+                **turn,
             )
         )
     return out
@@ -201,9 +222,21 @@ def promote_day(
         )
     k = stored_setting(folder, "audit.k", 10)
     by = metric or f"ndcg@{k}"
+    sample = pl.read_parquet(folder / SAMPLE)
+    config = stored_config(folder)
+    talks = (
+        {}
+        if config is None
+        else conversations(
+            config.model_copy(update={"runs_root": Path(runs_root)}),
+            day,
+            folder / REQUESTS,
+            sample["request_id"].to_list(),
+        )
+    )
     try:
         questions = promote(
-            pl.read_parquet(folder / SAMPLE),
+            sample,
             pl.read_parquet(folder / SCORES),
             pl.scan_parquet(folder / REQUESTS),
             metric=by,
@@ -212,6 +245,7 @@ def promote_day(
             existing=load_questions(against) if against is not None else (),
             audit=name,
             day=day.isoformat(),
+            talks=talks,
         )
     except ValueError as exc:
         raise InputError(f"--metric {by}: {exc}") from None

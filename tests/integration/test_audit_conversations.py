@@ -268,3 +268,39 @@ def test_the_judge_check_asks_a_follow_up_again_with_its_history(chats: dict[str
     assert all(q.count("\n") == 0 for q in asked if "which museum" in q.split("\n")[-1])
     assert out["check"] is not None and out["check"].n == len(asked)
     assert not out["check"].drifted
+
+
+def test_a_promoted_follow_up_keeps_its_history(chats: dict[str, Any], tmp_path: Path) -> None:
+    from ragaudit.audit import promote_day
+    from ragaudit.dataset import load_questions
+
+    config = chats["config"]
+    out = tmp_path / "promoted.jsonl"
+    day = dt.date.fromisoformat(DAY)
+    n = promote_day(
+        config.runs_root, "travel-chat", day, output=out, worst=500, metric="precision@2"
+    )
+    questions = load_questions(out)
+    assert n == len(questions) > 0
+    turns = [q for q in questions if q.turn is not None and q.turn > 1]
+    assert turns and all(q.history and q.conversation_id for q in turns)
+    # "how much is a ticket there" (one unit: Lisbon's and Berlin's) is promoted as its
+    # representative was asked, after its own city's first turn.
+    (ticket,) = [q for q in questions if q.question == "how much is a ticket there"]
+    assert ticket.history and ticket.history[0].text in {
+        "which museum should I see in Lisbon",
+        "which museum should I see in Berlin",
+    }
+    assert all(not q.history for q in questions if q.turn is None)
+    # Promoted again against the first set: nothing new (the histories are part of the match).
+    again = tmp_path / "again.jsonl"
+    kept = promote_day(
+        config.runs_root,
+        "travel-chat",
+        day,
+        output=again,
+        worst=500,
+        metric="precision@2",
+        against=out,
+    )
+    assert kept == 0 and again.read_text(encoding="utf-8") == ""
