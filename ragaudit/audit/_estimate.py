@@ -40,6 +40,7 @@ import polars as pl
 
 from ragaudit.audit._segments import ALL
 from ragaudit.audit._sessions import KIND_CELLS, TURN_CELLS, turn_cells, turn_kind
+from ragaudit.directions import UNKNOWN, about
 from ragaudit.stats import (
     CERTAIN,
     Design,
@@ -141,6 +142,7 @@ def _ppi(
     weight: np.ndarray,
     design: Design,
     requests: list[str],
+    bounds: tuple[float, float] | None = None,
 ) -> DesignEstimate:
     """The prediction-powered mean of the labelled requests (:func:`ragaudit.stats.design_ppi`).
 
@@ -156,7 +158,12 @@ def _ppi(
     drawn, labels = int((judge_ok & below).sum()), int((both & below).sum())
     second = Design.of([requests[i] for i in at], fpc={"": 1.0 - labels / drawn if drawn else 1.0})
     return design_ppi(
-        theta, (human - judge)[at], weight[at], second, first=FirstPhase(z, design, at)
+        theta,
+        (human - judge)[at],
+        weight[at],
+        second,
+        first=FirstPhase(z, design, at),
+        bounds=bounds,
     )
 
 
@@ -245,16 +252,28 @@ def estimate(
     for metric, joined in _joined(values, sample, labels):
         for segment in [ALL, *segments]:
             part = joined if segment == ALL else joined.filter(pl.col("segment") == segment)
-            rows.append({"segment": segment, "metric": metric, **_figures(part, segment == ALL)})
+            rows.append(
+                {"segment": segment, "metric": metric, **_figures(part, segment == ALL, metric)}
+            )
     if not rows:
         return pl.DataFrame(schema={c: _DTYPES[c] for c in ESTIMATE_COLUMNS})
     return pl.DataFrame(rows, schema={c: _DTYPES[c] for c in ESTIMATE_COLUMNS}, orient="row")
 
 
+def _bounds(metric: str) -> tuple[float, float] | None:
+    """The range ``metric`` declares; None for a name nothing declares (not clipped)."""
+    info = about(metric)
+    return None if info is UNKNOWN else info.range
+
+
 def _figures(
-    part: pl.DataFrame, across_segments: bool, domain: np.ndarray | None = None
+    part: pl.DataFrame, across_segments: bool, metric: str, domain: np.ndarray | None = None
 ) -> dict[str, object]:
-    """The figures of ``part``'s requests, or of its ``domain`` within the whole design."""
+    """The figures of ``part``'s requests, or of its ``domain`` within the whole design.
+
+    The PPI figure is kept inside the metric's declared range: people's corrections can carry
+    a mean of shares past 1, which no request's value can reach.
+    """
     y = part["value"].fill_null(0.0).to_numpy()
     ok = part["value"].is_not_null().to_numpy()
     if domain is not None:
@@ -265,7 +284,7 @@ def _figures(
     human = part["human"].fill_null(0.0).to_numpy()
     labelled = part["human"].is_not_null().to_numpy()
     requests = part["request_id" if "request_id" in part.columns else "unit"].to_list()
-    ppi = _ppi(y, ok, human, labelled, weight, design, requests).figures()
+    ppi = _ppi(y, ok, human, labelled, weight, design, requests, _bounds(metric)).figures()
     return {
         "estimate": judge.point,
         "se": judge.se,
@@ -334,7 +353,7 @@ def estimate_turns(
             present = set(joined[column].to_list())
             for cell in (c for c in names if c in present):
                 domain = (joined[column] == cell).to_numpy()
-                figures = _figures(joined, True, domain)
+                figures = _figures(joined, True, metric, domain)
                 rows.append(
                     {
                         "breakdown": breakdown,

@@ -302,3 +302,24 @@ def test_ppi_se_and_the_units_labelled() -> None:
     failed = [None if i == 0 else v for i, v in enumerate(y)]
     row = estimate(_values(failed), _sample(strata, w), labels=_labels(given)).row(0, named=True)
     assert row["ppi_n"] == 4
+
+
+def test_the_ppi_figure_stays_inside_the_metrics_range() -> None:
+    # A judge that under-rates a share near 1: people's corrections carry the mean past 1.
+    rng = np.random.default_rng(5)
+    strata = ["a/tail"] * 12 + ["a/head"] * 12
+    w = list(rng.uniform(1, 5, 24))
+    judge = list(rng.uniform(0.8, 0.95, 24))
+    people = {i: 1.0 for i in range(0, 24, 2)}
+    unclipped = estimate(
+        _values(judge, metric="m"), _sample(strata, w), labels=_labels(people, metric="m")
+    ).row(0, named=True)
+    share = estimate(
+        _values(judge, metric="relevant share"),
+        _sample(strata, w),
+        labels=_labels(people, metric="relevant share"),
+    ).row(0, named=True)
+    # A name nothing declares is not clipped; a declared share is kept inside [0, 1].
+    assert unclipped["ppi_ci_high"] > 1.0
+    assert share["ppi_ci_high"] <= 1.0 and share["ppi_estimate"] <= 1.0
+    assert share["ppi_ci_low"] == pytest.approx(unclipped["ppi_ci_low"])
