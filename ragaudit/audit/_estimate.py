@@ -41,6 +41,7 @@ import polars as pl
 from ragaudit.audit._segments import ALL
 from ragaudit.audit._sessions import KIND_CELLS, TURN_CELLS, turn_cells, turn_kind
 from ragaudit.directions import UNKNOWN, about
+from ragaudit.schemas import AUDIT_ESTIMATES, AUDIT_TURN_ESTIMATES
 from ragaudit.stats import (
     CERTAIN,
     Design,
@@ -54,42 +55,9 @@ from ragaudit.stats import (
 )
 
 METHOD = "hajek, taylor linearisation over strata, t on the design's df"
-ESTIMATE_COLUMNS = (
-    "segment",
-    "metric",
-    "estimate",
-    "se",
-    "ci_low",
-    "ci_high",
-    "n",
-    "requests",
-    "ess",
-    "method",
-    "ppi_estimate",
-    "ppi_se",
-    "ppi_ci_low",
-    "ppi_ci_high",
-    "ppi_n",
-)
-TURN_ESTIMATE_COLUMNS = (
-    "breakdown",
-    "cell",
-    "metric",
-    "estimate",
-    "se",
-    "ci_low",
-    "ci_high",
-    "n",
-    "incomplete",
-    "requests",
-    "ess",
-    "method",
-    "ppi_estimate",
-    "ppi_se",
-    "ppi_ci_low",
-    "ppi_ci_high",
-    "ppi_n",
-)
+# The tables' own columns and types (``schemas.py``): the one declaration of each.
+ESTIMATE_COLUMNS = tuple(AUDIT_ESTIMATES.names)
+TURN_ESTIMATE_COLUMNS = tuple(AUDIT_TURN_ESTIMATES.names)
 
 
 def _design(part: pl.DataFrame, across_segments: bool) -> Design:
@@ -367,24 +335,8 @@ def estimate_turns(
 
 
 _DTYPES: dict[str, pl.DataType] = {
-    "breakdown": pl.String(),
-    "cell": pl.String(),
-    "incomplete": pl.Int64(),
-    "segment": pl.String(),
-    "metric": pl.String(),
-    "estimate": pl.Float64(),
-    "se": pl.Float64(),
-    "ci_low": pl.Float64(),
-    "ci_high": pl.Float64(),
-    "n": pl.Int64(),
-    "requests": pl.Float64(),
-    "ess": pl.Float64(),
-    "method": pl.String(),
-    "ppi_estimate": pl.Float64(),
-    "ppi_se": pl.Float64(),
-    "ppi_ci_low": pl.Float64(),
-    "ppi_ci_high": pl.Float64(),
-    "ppi_n": pl.Int64(),
+    **pl.from_arrow(AUDIT_ESTIMATES.empty_table()).schema,  # type: ignore[union-attr]
+    **pl.from_arrow(AUDIT_TURN_ESTIMATES.empty_table()).schema,  # type: ignore[union-attr]
 }
 
 __all__ = [
