@@ -26,8 +26,10 @@ Printed, each goal met or not:
   distinct histories (goal: 0 in context);
 - judge prompt tokens per judged pair by turn, turn 6 against turn 1 (goal: with
   ``max_history_turns`` 2 no growth past turn 3, and no prompt shows more than 2 exchanges);
-- ≥ 90 % of the ``rewrite`` pool's grades from the ``last`` pool's judgments: searched through
-  the local backend by ``collect.query_form``; "not run" until that field exists.
+- ≥ 90 % of the ``rewrite`` pool's grades from the ``last`` pool's judgments where the turn
+  and the document coincide: each form searched through the local backend as a tune searches
+  it (``collect.query_form``), the ``last`` pool graded first, then the ``rewrite`` pool,
+  through one judgment store; where each of its grades came from (store, memo, paid).
 
 Run from the repository root: ``python bench/bench_conversations.py [--conversations 300]``.
 """
@@ -41,8 +43,7 @@ import json
 import random
 import re
 import time
-import typing
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,19 @@ import numpy as np
 
 from ragaudit.cache import hold_gateway
 from ragaudit.cache._fake import FAKE  # the scripted provider: benches and tests only
-from ragaudit.config import CollectConfig, RunConfig, load_config
+from ragaudit.config import RunConfig, load_config
 from ragaudit.conversation import exchanges, in_context, kept_history, turn_band
 from ragaudit.dataset import Question, load_questions
-from ragaudit.judging import Judge, JudgmentStore, grade_through_store, pair_key, prompt_tokens
+from ragaudit.judging import (
+    Judge,
+    JudgmentStore,
+    StoreGrading,
+    grade_through_store,
+    pair_key,
+    prompt_tokens,
+)
+from ragaudit.query_forms import search_queries
+from ragaudit.tuning import Variant, retrieve
 
 TURNS = 6
 CANDIDATES = {"right": 1, "same product": 2, "other product": 3}
@@ -377,26 +387,40 @@ async def judge_setting(world: World, root: Path, name: str, history: int) -> Se
     return out
 
 
-def forms_available() -> set[str]:
-    """The query forms the collect section accepts (``last`` alone before ``query_form``)."""
-    found = CollectConfig.model_fields.get("query_form")
-    if found is None:
-        return {"last"}
-    return set(typing.get_args(found.annotation)) or {"last", "history", "rewrite"}
+@dataclass
+class Reuse:
+    """Where the ``rewrite`` pool's grades came from, after the ``last`` pool was graded."""
+
+    pool: dict[str, int]
+    """The rewrite pool's pairs by source (``store``, ``memo``, ``paid``)."""
+    coinciding: dict[str, int]
+    """The same, of its pairs the ``last`` pool holds too (same turn, same document)."""
+    sources: dict[str, dict[str, int]]
+    """Per form, where each searched text came from (``query_forms.SOURCES``)."""
+    last_size: int
+    """Pairs of the ``last`` pool."""
+    last_paid: int
+    rewrite_paid: int
+
+    @property
+    def share(self) -> float:
+        """Of the coinciding pairs, the share graded from the store or the memo."""
+        n = sum(self.coinciding.values())
+        reused = self.coinciding.get("store", 0) + self.coinciding.get("memo", 0)
+        return reused / n if n else float("nan")
 
 
-async def rewrite_reuse(world: World, root: Path) -> tuple[float, str] | None:
-    """Share of the ``rewrite`` pool's coinciding pairs graded from the ``last`` pool's store.
+async def rewrite_reuse(world: World, root: Path) -> Reuse:
+    """The ``last`` pool's grades serving the ``rewrite`` pool, as a tune over the forms pools.
 
-    Each form searched through the local backend (the tune's ``retrieve``, ``collect.query_form``
-    set on the variant), its top 5 graded through one judgment store, ``last`` first. Of the
-    ``rewrite`` pool's (turn, document) pairs that the ``last`` pool holds too (same history,
-    same document), the share whose grade came from the store. None before query forms exist.
+    Each form searched through the local backend as the tune searches it: the form's text per
+    turn (``query_forms.search_queries``, a rewrite the set gives taken without a call), then
+    ``tuning.retrieve`` with the variant's ``collect.query_form``; its top 5 graded in context
+    through one judgment store (``judging.grade_through_store``), ``last`` first. A pair of the
+    ``rewrite`` pool whose turn and document the ``last`` pool holds has the same key (the judge
+    is shown the turn with its history whatever was searched), so its grade should come from
+    the store, not be paid again.
     """
-    if "rewrite" not in forms_available():
-        return None
-    from ragaudit.tuning import Variant, retrieve
-
     data: dict[str, Any] = {
         "questions": str(root / "conversations.jsonl"),
         "runs_root": str(root / "runs-forms"),
@@ -408,10 +432,12 @@ async def rewrite_reuse(world: World, root: Path) -> tuple[float, str] | None:
             "corpus": str(root / "corpus.jsonl"),
             "mode": "bm25",
             "top_n": 5,
+            "filter_field": "collection",
         },
     }
     pools: dict[str, dict[str, list[dict[str, str]]]] = {}
-    how: dict[tuple[str, str], str] = {}
+    done: dict[str, StoreGrading] = {}
+    sources: dict[str, dict[str, int]] = {}
     store = JudgmentStore(root / "store-forms")
     for form in ("last", "rewrite"):
         cfg = load_config(
@@ -422,29 +448,37 @@ async def rewrite_reuse(world: World, root: Path) -> tuple[float, str] | None:
             async def embed(texts: list[str], gw: Any = gw, cfg: RunConfig = cfg) -> Any:
                 return await gw.aembed(texts, model=cfg.models.embedder_model)
 
+            judge = Judge.from_config(cfg.models, gw, 64)
+            queries = await search_queries(world.questions, form, cfg.conversation, judge)
+            sources[form] = dict(Counter(s.source for s in queries.values()))
             texts: dict[tuple[str, str], str] = {}
-            (run,) = await retrieve([Variant(form, cfg)], world.questions, 5, embed, texts)
+            (run,) = await retrieve(
+                [Variant(form, cfg)], world.questions, 5, embed, texts, {form: queries}
+            )
             if run.status != "ok":
-                return float("nan"), f"the {form} form's search failed: {run.error}"
+                raise RuntimeError(f"the {form} form's search failed: {run.error}")
             pools[form] = {
                 qid: [{"context_id": c, "text": texts[(qid, c)]} for c in got.ids]
                 for qid, got in run.questions.items()
             }
-            judge = Judge.from_config(cfg.models, gw, 64)
             shown = {
                 q.question_id: in_context(q, cfg.conversation, judge.model, judge.budget)
                 for q in world.questions
             }
-            done = await grade_through_store(judge, shown, pools[form], store, source=form)
-            if form == "rewrite":
-                how = done.how
+            done[form] = await grade_through_store(
+                judge, shown, pools[form], store, source=f"bench:{form}"
+            )
+    how = done["rewrite"].how
     last = {(q, c["context_id"]) for q, cs in pools["last"].items() for c in cs}
-    both = [(q, c["context_id"]) for q, cs in pools["rewrite"].items() for c in cs]
-    both = [p for p in both if p in last]
-    found = sum(how.get(p) == "store" for p in both)
-    size = sum(len(cs) for cs in pools["rewrite"].values())
-    share = found / len(both) if both else float("nan")
-    return share, f"{found} of {len(both)} coinciding pairs (rewrite pool {size} pairs)"
+    pairs = [(q, c["context_id"]) for q, cs in pools["rewrite"].items() for c in cs]
+    return Reuse(
+        pool=dict(Counter(how[p] for p in pairs)),
+        coinciding=dict(Counter(how[p] for p in pairs if p in last)),
+        sources=sources,
+        last_size=len(last),
+        last_paid=done["last"].paid,
+        rewrite_paid=done["rewrite"].paid,
+    )
 
 
 def line(goal: str, ok: bool, why: str = "") -> str:
@@ -564,14 +598,38 @@ async def main_async(args: argparse.Namespace) -> list[str]:
             f"{grow:.3f}",
         )
     )
-    got = await rewrite_reuse(world, root)
+    with FAKE.script(scripted_judge(world)):
+        reuse = await rewrite_reuse(world, root)
+    said = "; ".join(
+        f"{form}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(n.items()))
+        for form, n in reuse.sources.items()
+    )
+    out.append(f"searched texts by source (query_forms.SOURCES) — {said}")
+    out.append(
+        "the rewrite pool graded after the last pool, through one judgment store: "
+        "where each grade came from"
+    )
+    rows = [
+        (part, *(f"{n.get(k, 0):,}" for k in ("store", "memo", "paid")), f"{sum(n.values()):,}")
+        for part, n in (
+            ("coinciding with the last pool", reuse.coinciding),
+            ("the whole rewrite pool", reuse.pool),
+        )
+    ]
+    out.append(_util.table(rows, ("rewrite pool pairs", "store", "memo", "paid", "all")))
+    out.append(
+        f"judged: the last pool's {reuse.last_size:,} pairs, {reuse.last_paid:,} judged; then the "
+        f"rewrite pool's {sum(reuse.pool.values()):,}, {reuse.rewrite_paid:,} judged (its pairs "
+        "the last pool lacked)"
+    )
     goal = "≥ 90 % of the rewrite pool's grades from the last pool's judgments"
-    if got is None:
-        out.append(f"  goal {goal}: not run: query forms not merged (no collect.query_form)")
-    else:
-        share, said = got
-        out.append(f"rewrite pool from the last pool's judgments: {share:.1%} ({said})")
-        out.append(line(goal, share >= 0.90, f"{share:.1%}"))
+    share = reuse.share
+    out.append(
+        f"rewrite pool from the last pool's judgments: {share:.1%} of "
+        f"{sum(reuse.coinciding.values()):,} coinciding pairs (same turn and history, same "
+        f"document)"
+    )
+    out.append(line(goal, share >= 0.90, f"{share:.1%}"))
     return out
 
 

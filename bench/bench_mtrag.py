@@ -15,9 +15,14 @@ domain as MTRAG's per-domain indices are) and scored against MTRAG's qrels: reca
 nDCG@5 per form with bootstrap intervals, beside the MTRAG README's table. The corpus is a few
 thousand passages, not MTRAG's 366,000, so the absolute figures are not comparable: the goal is
 the direction and the ordering of the forms (``rewrite`` above ``last``, as the README has it
-for BM25 and ELSER). A form runs when ``collect.query_form`` accepts it (``last`` alone until
-then); the rewrite gain per turn position is a paired test per band. The answerability labels
-of the subset wait for the refusal metric (a hook, "not run" until it exists).
+for BM25 and ELSER), each form searched as a tune searches a ``collect.query_form`` variant;
+the rewrite gain per turn position is a paired test per band.
+
+The subset's rated responses (the reference's, gpt-4o's, llama-3.1-405b's) are scored by
+``refusal_recall`` and ``refusal_precision`` against its answerability labels, through the
+score stage's code with the offline fake judge (no LLM): the refusal check is its phrase
+heuristic, whose verdicts are set beside those of MTRAG's own IDK judge (read from the
+subset's ``conditional_idk``). What an LLM's refusal check would make of them is not measured.
 
 Run from the repository root: ``python bench/bench_mtrag.py --mtrag PATH`` with ``PATH`` a
 checkout of github.com/IBM/mt-rag-benchmark (or its git folder).
@@ -29,7 +34,6 @@ import argparse
 import asyncio
 import json
 import subprocess
-import typing
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -37,12 +41,20 @@ from typing import Any
 import _util
 import numpy as np
 
-from ragaudit.config import CollectConfig, load_config
-from ragaudit.conversation import TURN_BANDS, turn_band
+from ragaudit.cache import hold_gateway
+from ragaudit.cache._fake import FAKE  # the scripted provider: benches and tests only
+from ragaudit.config import load_config
+from ragaudit.conversation import TURN_BANDS, in_context, turn_band
 from ragaudit.dataset import Question, load_questions
+from ragaudit.judging import Judge
+from ragaudit.metrics import Sample
+from ragaudit.metrics._answerability_judge import check_answer
+from ragaudit.query_forms import QUERY_FORMS, search_queries
 from ragaudit.ranking import ndcg_at_k, recall_at_k
 from ragaudit.registry import METRICS
-from ragaudit.stats import bootstrap_ci, paired_test
+from ragaudit.scoring import make_deps, score_rows
+from ragaudit.stats import bootstrap_ci, paired_test, share
+from ragaudit.tuning import Variant, retrieve
 
 K = 5
 RESAMPLES = 1999
@@ -57,8 +69,8 @@ README = {
     "rewrite": {"BM25": (0.25, 0.22), "ELSER": (0.52, 0.48)},
 }
 """MTRAG README (mtrag-human/retrieval_tasks): R@5, nDCG@5 of its Last Turn and Query Rewrite."""
-REFUSAL_METRIC = "refusal"
-"""The refusal (I-don't-know) metric's registered name, once it exists."""
+REFUSAL_METRICS = ("refusal_recall", "refusal_precision")
+"""The refusal metrics' registered names (``ragaudit/metrics/_refusal.py``)."""
 
 
 def domain(collection: str) -> str:
@@ -122,19 +134,16 @@ def corpus_and_tasks(release: Path, root: Path) -> tuple[list[Question], list[Qu
     return tasks, human, {"gold": gold, "all": len(docs), "domains": by_domain, "missing": missing}
 
 
-def forms_available() -> list[str]:
-    """The query forms the collect section accepts (``last`` alone before ``query_form``)."""
-    found = CollectConfig.model_fields.get("query_form")
-    if found is None:
-        return ["last"]
-    named = set(typing.get_args(found.annotation)) or set(FORMS)
-    return [f for f in FORMS if f in named]
+async def search(
+    form: str, tasks: list[Question], root: Path
+) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Each task's top K by the local backend's BM25, searched as ``form`` says.
 
-
-async def search(form: str, tasks: list[Question], root: Path) -> dict[str, list[str]]:
-    """Each task's top K by the local backend's BM25, searched as ``form`` says."""
-    from ragaudit.tuning import Variant, retrieve
-
+    As a tune searches a query-form variant: the form's text per task
+    (``query_forms.search_queries``: MTRAG's rewrite is the set's ``rewrite`` field, so no judge
+    is asked), then ``tuning.retrieve`` with ``collect.query_form`` set on the variant. Also
+    returned: where the searched texts came from (``query_forms.SOURCES``).
+    """
     collect: dict[str, Any] = {
         "backend": "local",
         "index_path": str(root / "index"),
@@ -142,20 +151,21 @@ async def search(form: str, tasks: list[Question], root: Path) -> dict[str, list
         "mode": "bm25",
         "top_n": K,
         "filter_field": "collection",
+        "query_form": form,
     }
-    if form != "last":
-        collect["query_form"] = form
     data = {"questions": str(root / "unused.jsonl"), "runs_root": str(root / "runs")}
     cfg = load_config(None, {**data, "collect": collect}, environ={})
+    queries = await search_queries(tasks, form, cfg.conversation, None)
 
     async def no_embedding(texts: list[str]) -> list[list[float]]:
         raise RuntimeError("BM25 embeds nothing")
 
     texts: dict[tuple[str, str], str] = {}
-    (run,) = await retrieve([Variant(form, cfg)], tasks, K, no_embedding, texts)
+    (run,) = await retrieve([Variant(form, cfg)], tasks, K, no_embedding, texts, {form: queries})
     if run.status != "ok":
         raise RuntimeError(f"the {form} form's search failed: {run.error}")
-    return {qid: got.ids for qid, got in run.questions.items()}
+    found = {qid: got.ids for qid, got in run.questions.items()}
+    return found, dict(Counter(q.source for q in queries.values()))
 
 
 def scores(tasks: list[Question], found: dict[str, list[str]]) -> dict[str, np.ndarray]:
@@ -174,8 +184,42 @@ def with_ci(values: np.ndarray) -> str:
     return f"{values.mean():.3f} [{low:.3f}, {high:.3f}]"
 
 
-def refusal_against_labels(human: list[Question]) -> list[str]:
-    """The subset's answerability labels against the refusal metric (a hook until it exists)."""
+COMPARABLE = frozenset({"answerable", "partial", "unanswerable"})
+"""Labels on which MTRAG's conditioned IDK score says whether the response declined."""
+
+
+def mtrag_declined(label: str, conditional_idk: float) -> bool:
+    """Whether MTRAG's own IDK judge found a response declining, from its conditioned score.
+
+    The subset records that judge only through ``conditional_idk``: by MTRAG's rule
+    (``scripts/evaluation/judge_wrapper.py``, ``get_idk_score``) 1 on an unanswerable turn
+    means the response declined, 0 on an answerable or partial turn means it declined (the
+    penalty). On a conversational turn the score does not say (not in :data:`COMPARABLE`).
+    """
+    return conditional_idk == 1 if label == "unanswerable" else conditional_idk == 0
+
+
+def idk_scores(path: Path) -> dict[tuple[str, str], float]:
+    """(task, model) → ``conditional_idk`` of the subset's evaluations, read as released."""
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        (e["task_id"], e["model_id"]): e["annotations"]["conditional_idk"]["composite"]["value"]
+        for e in obj["evaluations"]
+        if "conditional_idk" in e.get("annotations", {})
+    }
+
+
+async def refusal_against_labels(human: list[Question], root: Path, release: Path) -> list[str]:
+    """The subset's rated responses scored by ``refusal_recall`` and ``refusal_precision``.
+
+    Each response is a row as the score stage builds it: the turn as the judge is shown it
+    (``conversation.in_context``), the response, the turn's answerability label as MTRAG gives
+    it (source ``given``); scored by ``scoring.score_rows`` with the run's deps. The judge is
+    the offline fake (no real LLM): its refusal check is the phrase heuristic registered with
+    the prompt (``metrics/_answerability_judge.py``), so the figures are the metrics' on that
+    detector's verdicts. How far those verdicts are from MTRAG's own IDK judge is printed
+    beside them (:func:`mtrag_declined`).
+    """
     labels = Counter(q.answerability or "unlabelled" for q in human)
     models = sorted({m for q in human for m in q.metadata.get("responses", {})})
     out = [
@@ -183,16 +227,112 @@ def refusal_against_labels(human: list[Question]) -> list[str]:
         + ", ".join(f"{k} {v}" for k, v in labels.most_common())
         + f"; rated responses of {', '.join(models)}"
     ]
-    if REFUSAL_METRIC not in METRICS.names():
-        out.append(
-            "  refusal metric against the answerability labels: not run: the refusal metric is "
-            "not merged"
+    data = {
+        "questions": str(root / "unused.jsonl"),
+        "runs_root": str(root / "runs"),
+        "cache_dir": str(root / "cache-refusal"),
+        "models": {"judge": "fake/judge", "embedder": "fake/embed", "backoff_s": 0.0},
+    }
+    cfg = load_config(None, data, environ={})
+    idk = idk_scores(release / HUMAN)
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    # (model, MTRAG's IDK judge found it declining, the fake check's refusal) per response.
+    verdicts: list[tuple[str, bool, str]] = []
+    FAKE.reset()
+    with hold_gateway(cfg) as gw:
+        judge = Judge.from_config(cfg.models, gw, 64)
+        deps = make_deps(cfg, judge)
+        window = judge.window
+        assert window is not None  # from_config always works one out
+        for model in models:
+            samples = []
+            for q in human:
+                response = q.metadata.get("responses", {}).get(model)
+                if response is None:
+                    continue
+                shown = in_context(q, cfg.conversation, judge.model, judge.budget)
+                samples.append(
+                    Sample(
+                        question_id=q.question_id,
+                        question=shown.question,
+                        language=q.language,
+                        response=response,
+                        reference=None,
+                        contexts=[],
+                        context_ids=[],
+                        reference_contexts=None,
+                        reference_context_ids=None,
+                        answerability=q.answerability,
+                        answerability_source="given" if q.answerability else None,
+                    )
+                )
+            rows[model] = {
+                name: await score_rows(METRICS.get(name), samples, deps, window=window)
+                for name in REFUSAL_METRICS
+            }
+            by_id = {q.question_id: q for q in human}
+            for sample in samples:
+                q = by_id[sample.question_id]
+                value = idk.get((q.question_id, model))
+                if value is None or q.answerability not in COMPARABLE:
+                    continue
+                declined = mtrag_declined(q.answerability, value)
+                # The check the metrics asked, asked again: the memo answers it.
+                verdict = await check_answer(sample, deps)
+                verdicts.append((model, declined, verdict.refusal))
+    calls = FAKE.stats.calls
+    table_rows = []
+    for model in models:
+        cells: list[str] = [model]
+        for name in REFUSAL_METRICS:
+            got = rows[model][name]
+            ok = [r["value"] for r in got if r["status"] == "ok"]
+            sh = share(int(sum(ok)), len(ok))
+            cells.append(
+                "—"
+                if sh.share is None
+                else f"{sh.share:.2f} [{sh.ci_low:.2f}, {sh.ci_high:.2f}] (n {sh.n})"
+            )
+            cells.append(str(Counter(r["status"] for r in got)["skipped"]))
+        table_rows.append(tuple(cells))
+    out.append(
+        "refusal metrics on the rated responses against MTRAG's answerability labels "
+        "(exact 95 % interval); refusal check: the offline fake judge's phrase heuristic, "
+        f"not an LLM ({calls} fake calls)"
+    )
+    out.append(
+        _util.table(
+            table_rows,
+            (
+                "responses of",
+                "refusal_recall",
+                "skipped",
+                "refusal_precision",
+                "skipped",
+            ),
         )
-    else:
-        out.append(
-            f"  refusal metric against the answerability labels: not run: '{REFUSAL_METRIC}' is "
-            "registered but not wired into this bench yet"
-        )
+    )
+    crossed = Counter(("declined" if d else "answered", r) for _, d, r in verdicts)
+    declines = [r == "yes" for _, d, r in verdicts if d]
+    answers = [r == "yes" for _, d, r in verdicts if not d]
+    found, false = share(sum(declines), len(declines)), share(sum(answers), len(answers))
+    out.append(
+        "the fake check's refusal verdict against MTRAG's own IDK judge (read from the subset's "
+        "conditional_idk) on answerable, partial and unanswerable turns: "
+        + ", ".join(f"MTRAG {a} / fake {b} {n}" for (a, b), n in sorted(crossed.items()))
+    )
+    out.append(
+        f"  MTRAG's declines the fake calls a decline: {found.k} of {found.n} "
+        f"[{found.ci_low:.2f}, {found.ci_high:.2f}]; MTRAG's answers it calls a decline: "
+        f"{false.k} of {false.n} [{false.ci_low:.3f}, {false.ci_high:.3f}] (a 'partial' "
+        "decline is not one, as in the metrics)"
+    )
+    out.append(
+        "  not scored: the refusal check as an LLM judge would give it (no real LLM here), so "
+        "these are the metrics' figures on the fake heuristic's verdicts, not on the product's "
+        "judge; MTRAG's conversational turns are skipped by refusal_precision by design and "
+        "carry no IDK verdict to compare"
+    )
     return out
 
 
@@ -214,25 +354,39 @@ async def main_async(args: argparse.Namespace) -> list[str]:
         + f"; gold passages missing from the corpus: {len(corpus['missing'])}; local backend "
         f"BM25 per domain; load average {_util.load_average()}"
     ]
-    ran = forms_available()
+    ran = [f for f in FORMS if f in QUERY_FORMS]
     values: dict[str, dict[str, np.ndarray]] = {}
     found: dict[str, dict[str, list[str]]] = {}
+    sources: dict[str, dict[str, int]] = {}
     for form in ran:
-        found[form] = await search(form, tasks, root)
+        found[form], sources[form] = await search(form, tasks, root)
         values[form] = scores(tasks, found[form])
         if form != "last" and found[form] == found["last"]:
             # The hook sets collect.query_form on the tune's variant: a form that changes no
             # list means the search did not read it.
             out.append(f"warning: the {form} form found exactly what last found, task by task")
     rows: list[tuple[str, ...]] = []
-    for form in FORMS:
+    for form in ran:
         ref = README.get(form, {})
         mtrag = "  ".join(f"{r} {a:.2f} / {b:.2f}" for r, (a, b) in ref.items()) or "—"
-        if form in values:
-            v = values[form]
-            rows.append((form, str(len(tasks)), with_ci(v["recall"]), with_ci(v["ndcg"]), mtrag))
-        else:
-            rows.append((form, "not run", "query forms not merged", "", mtrag))
+        v = values[form]
+        rows.append((form, str(len(tasks)), with_ci(v["recall"]), with_ci(v["ndcg"]), mtrag))
+    out.append(
+        "searched texts by source (query_forms.SOURCES): "
+        + "; ".join(
+            f"{form} " + ", ".join(f"{k} {v}" for k, v in sorted(n.items()))
+            for form, n in sources.items()
+        )
+    )
+    changed = {
+        form: sum(found[form][q] != found["last"][q] for q in found["last"])
+        for form in ran
+        if form != "last"
+    }
+    out.append(
+        "tasks whose top 5 differs from last's: "
+        + ", ".join(f"{form} {n} of {len(tasks)}" for form, n in changed.items())
+    )
     out.append(f"recall@{K} and nDCG@{K}, mean [95 % bootstrap interval] over tasks")
     out.append(
         _util.table(
@@ -247,33 +401,25 @@ async def main_async(args: argparse.Namespace) -> list[str]:
     ]
     out.append(f"R@{K} by turn position")
     out.append(_util.table(rows, ("form", *(f"turn {b}" for b in TURN_BANDS))))
-    if "rewrite" in values:
-        gain_rows: list[tuple[str, ...]] = []
-        everything = list(range(len(tasks)))
-        for b, ix in [("all", everything), *((f"turn {b}", ix) for b, ix in bands.items())]:
-            t = paired_test(values["last"]["ndcg"][ix], values["rewrite"]["ndcg"][ix], RESAMPLES)
-            ci = "—" if t.ci_low is None else f"[{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
-            p = "—" if t.p_value is None else f"{t.p_value:.3f}"
-            gain = "—" if t.diff is None else f"{t.diff:+.3f}"
-            gain_rows.append((b, str(t.n), gain, ci, p))
-        out.append(f"rewrite gain in nDCG@{K} per turn position (paired, rewrite − last)")
-        out.append(_util.table(gain_rows, ("turns", "tasks", "gain", "95 % interval", "p")))
-        gains = {
-            m: values["rewrite"][m].mean() - values["last"][m].mean() for m in ("recall", "ndcg")
-        }
-        out.append(
-            line(
-                "rewrite above last on R@5 and nDCG@5 (the README's direction)",
-                all(g > 0 for g in gains.values()),
-                ", ".join(f"{m} {g:+.3f}" for m, g in gains.items()),
-            )
+    gain_rows: list[tuple[str, ...]] = []
+    everything = list(range(len(tasks)))
+    for b, ix in [("all", everything), *((f"turn {b}", ix) for b, ix in bands.items())]:
+        t = paired_test(values["last"]["ndcg"][ix], values["rewrite"]["ndcg"][ix], RESAMPLES)
+        ci = "—" if t.ci_low is None else f"[{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
+        p = "—" if t.p_value is None else f"{t.p_value:.3f}"
+        gain = "—" if t.diff is None else f"{t.diff:+.3f}"
+        gain_rows.append((b, str(t.n), gain, ci, p))
+    out.append(f"rewrite gain in nDCG@{K} per turn position (paired, rewrite − last)")
+    out.append(_util.table(gain_rows, ("turns", "tasks", "gain", "95 % interval", "p")))
+    gains = {m: values["rewrite"][m].mean() - values["last"][m].mean() for m in ("recall", "ndcg")}
+    out.append(
+        line(
+            "rewrite above last on R@5 and nDCG@5 (the README's direction)",
+            all(g > 0 for g in gains.values()),
+            ", ".join(f"{m} {g:+.3f}" for m, g in gains.items()),
         )
-    else:
-        out.append(
-            "  goal rewrite above last on R@5 and nDCG@5 (the README's direction): not run: "
-            "query forms not merged (no collect.query_form)"
-        )
-    out += refusal_against_labels(human)
+    )
+    out += await refusal_against_labels(human, root, release)
     return out
 
 

@@ -28,7 +28,7 @@ from ragaudit.judging import (
     lookup_pairs,
     prompt_tokens,
 )
-from ragaudit.query_forms import SearchQuery
+from ragaudit.query_forms import SearchQuery, search_queries
 from ragaudit.search import SearchBackend, capabilities, make_search_backend, read_corpus
 from ragaudit.secrets import redact
 from ragaudit.tuning._plan import BASELINE, Variant
@@ -134,15 +134,26 @@ async def retrieve(
     rejects), is ``failed`` with that message; the others go on. Texts land in ``texts``.
     Each variant searches what its ``collect.query_form`` sends (``queries``: form →
     question id → query, :func:`ragaudit.query_forms.search_queries`); without ``queries``,
-    every question its text.
+    what each variant's form sends without a judge (a turn's history, the set's ``rewrite``).
 
     Raises:
-        ValueError: ``queries`` lacks the form of a variant.
+        ValueError: ``queries`` lacks the form of a variant, or, without ``queries``, a turn
+            of a ``rewrite`` variant needs the judge's rewrite.
     """
     if queries is not None:
         missing = {v.config.collect.query_form for v in variants} - set(queries)
         if missing:
             raise ValueError(f"retrieve: no queries of form {', '.join(sorted(missing))}")
+    # Without ``queries`` a variant's form is still honoured: searching every turn's utterance
+    # whatever the form would score three forms as one and report no gain.
+    sent = [
+        queries[v.config.collect.query_form]
+        if queries is not None
+        else await search_queries(
+            questions, v.config.collect.query_form, v.config.conversation, None
+        )
+        for v in variants
+    ]
     # The one variant that embeds (if any) fills an empty local index, so its vectors exist.
     filler = next((v for v in variants if v.config.collect.mode != "bm25"), variants[0])
     try:
@@ -174,7 +185,7 @@ async def retrieve(
         cfg = run.variant.config.collect
         field_ = cfg.filter_field
         filters = {field_: q.filters[field_]} if field_ and field_ in q.filters else {}
-        text = q.question if queries is None else queries[cfg.query_form][q.question_id].text
+        text = sent[i][q.question_id].text
         try:
             async with limits[cfg.backend]:
                 # Timed once a slot is held: the wait for one is the tune's queue, not the
