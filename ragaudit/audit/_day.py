@@ -116,7 +116,7 @@ async def run_audit_day(
         folder, AUDIT_DAY.name, config, manifest=manifest, identity_extra=instrument_extra()
     ) as run:
         try:
-            read = read_traffic(config, day, folder / REQUESTS)
+            read = read_traffic(section, day, folder / REQUESTS)
         except NoTraffic as exc:
             out = AuditDay(config, day, folder, None, pl.DataFrame(), no_data=str(exc))
             run.finish("no_data", error=str(exc), seconds=_since(started))

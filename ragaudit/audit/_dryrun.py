@@ -45,7 +45,7 @@ async def dry_run_day(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
     from ragaudit.dryrun import Assumptions, Plan, estimate_score
 
     section = audit_section(config)
-    read = read_traffic(config, day, tmp / REQUESTS)
+    read = read_traffic(section, day, tmp / REQUESTS)
     judge = judge_of(config, None)
     sample, strata = draw(config, day, tmp / REQUESTS, judge)
     out = AuditDay(config, day, tmp, read, sample, strata=strata, plan=DryRun())

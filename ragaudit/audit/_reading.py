@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from ragaudit._audit_config import AuditSection
 from ragaudit.audit._content import resolve_texts
 from ragaudit.audit._sample import draw_sample, strata_table
 from ragaudit.audit._served import Served, audit_section
@@ -34,8 +35,8 @@ def judge_of(config: RunConfig, gateway: Gateway | None) -> Judge:
     return Judge.from_config(config.models, gateway, items_in_flight(config))  # type: ignore[arg-type]
 
 
-def read_traffic(config: RunConfig, day: dt.date, out: Path) -> ReadReport:
-    section = audit_section(config)
+def read_traffic(section: AuditSection, day: dt.date, out: Path) -> ReadReport:
+    """The day's requests read by the section's reader, redacted, to ``out``."""
     return read_day(
         section.source,
         section.redact,
