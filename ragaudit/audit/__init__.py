@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ragaudit.audit._estimate import estimate
     from ragaudit.audit._labels import people_estimates, read_label_items
     from ragaudit.audit._listmetrics import list_metrics
+    from ragaudit.audit._moves import Move, moves
     from ragaudit.audit._promote import promote_day
     from ragaudit.audit._records import Bad, FieldPaths, Mapper, Partition, Request, reader
     from ragaudit.audit._report import strata_rows
@@ -50,6 +51,9 @@ _FACE = {
     "previous_day": "ragaudit.audit._day",
     "summary": "ragaudit.audit._day",
     "emit_regression": "ragaudit.audit._drift",
+    # A day's moves as lines (one per segment and cause), as the console and the viewer print.
+    "Move": "ragaudit.audit._moves",
+    "moves": "ragaudit.audit._moves",
     "strata_rows": "ragaudit.audit._report",
     "promote_day": "ragaudit.audit._promote",
     # People's labels, as the viewer shows them.
@@ -86,6 +90,7 @@ __all__ = [
     "Bad",
     "FieldPaths",
     "Mapper",
+    "Move",
     "Partition",
     "RedactOptions",
     "Request",
@@ -98,6 +103,7 @@ __all__ = [
     "emit_regression",
     "estimate",
     "list_metrics",
+    "moves",
     "people_estimates",
     "previous_day",
     "promote_day",
