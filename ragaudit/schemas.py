@@ -681,7 +681,7 @@ AUDIT_ESTIMATES = _schema(
 
 # An audit day against its series (``changes.parquet``): one row per segment × metric ×
 # comparison (the day before, the trailing week) × part — the whole change (``total``), then
-# its split by cause (ADR 23). Version 1 (no ``part``) held the whole changes only.
+# its split by cause (ADR 24). Version 1 (no ``part``) held the whole changes only.
 AUDIT_CHANGES = _schema(
     "audit_changes",
     [

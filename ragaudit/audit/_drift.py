@@ -8,7 +8,7 @@ runs.
 
 Each day is compared with the day before and with the trailing baseline (the mean of up to
 seven earlier days of the series). With the days' draws, the change and its split by cause
-come from the draws themselves (:mod:`ragaudit.audit._pairing`, ADR 23): the hash sample draws
+come from the draws themselves (:mod:`ragaudit.audit._pairing`, ADR 24): the hash sample draws
 the same queries on days they recur, so the difference is linearised query by query over both
 days' draws (a query that is simply hard on both days is no noise), and the queries drawn on
 both days are compared as pairs. Without the draws (a day written before them) the two

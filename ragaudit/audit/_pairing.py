@@ -4,7 +4,7 @@ The salted hash sample draws a query again on every day it recurs at a like rate
 draws share most of their recurring queries: those **pairs** (the same query in the same
 segment, drawn on both days) show what happened to the lists the same queries were served, with
 no probe and no guess. A segment's change of a metric, ``Δ = μ₁ − μ₀`` (today's design-weighted
-mean over its requests minus the reference day's), splits exactly (ADR 23) into
+mean over its requests minus the reference day's), splits exactly (ADR 24) into
 
 - **mix within** (``within``): the same recurring queries asked in other proportions — the
   change of the recurring queries' mean, ``m_R1 − m_R0``, less their paired change;
@@ -32,7 +32,7 @@ days' inclusion probabilities); its variance is Taylor-linearised over the joint
 days (:func:`ragaudit.stats.linearise`, :func:`ragaudit.stats.spread`): a query is one primary
 unit across the days (so a query that is simply hard on both days is no noise), a request
 sampled within a query taken with certainty its own. What the variance includes and leaves out
-is said in ADR 23.
+is said in ADR 24.
 """
 
 from __future__ import annotations
