@@ -16,7 +16,13 @@ The requests table is built by the simulator directly with the ``requests.parque
 
 - the 95 % intervals of each segment's daily nDCG@10 and relevant share hold the planted truth
   in >= 93 % of (day, segment) cells;
-- judge calls <= 2,000 a day, and from the second day on >= 70 % of grades come from the store.
+- judge calls <= 2,000 a day, and from the second day on >= 70 % of grades come from the store;
+- people's labels over ``--label-days`` days (six), one person labelling ``--asked`` items (300)
+  a day on each day's labelling page through the viewer's API, labels kept in the runs root's
+  judgment store: no item asked on days 2-6 is a (question, document) pair the person labelled
+  before (beside the same days labelled as before the store: each day's first items, whatever
+  was labelled the days before), and the PPI intervals with those labels hold the planted
+  truth in >= 93 % of the days' segment cells (beside the coverage before the store).
 
 Beside them, the same draws estimated with the planted grades instead of the judge's (what the
 judge's noise costs the coverage), the PPI-corrected figure where people (who give the planted
@@ -24,23 +30,32 @@ grades) label ``--labels`` graded requests a day, coverage of the ``(all)`` cell
 intervals' half-widths and mean errors, and Kish's ESS over n.
 
     python bench/bench_audit.py [--days 30] [--sample 160] [--requests 100000] [--labels 40]
-        [--vocabulary 20000] [--zipf 1.0] [--jsonl DIR]
+        [--vocabulary 20000] [--zipf 1.0] [--jsonl DIR] [--label-days 6] [--asked 300]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 from _traffic import RELEVANT, ScriptedJudge, Service, write_jsonl
 from _util import scratch, table
 
+from ragaudit.atomic import write_table
 from ragaudit.audit import ALL, SampleOptions, draw_sample, estimate, list_metrics
+from ragaudit.audit._labels import labelling_order, people_values, write_label_items
 from ragaudit.audit._sample import permanent_random
+from ragaudit.audit._served import Served
+from ragaudit.schemas import AUDIT_SCORES, AUDIT_VERDICTS, to_table
 
 COVERAGE_GOAL = 0.93
 MAX_CALLS = 2000
@@ -149,6 +164,308 @@ def replicates(service: Service, opts: SampleOptions, n: int) -> None:
     )
 
 
+# --- People's labels over six days, given through the viewer --------------------------------
+
+ANNOTATOR = "ann"
+
+
+def _served(sample: pl.DataFrame, requests: pl.DataFrame, k: int) -> list[Served]:
+    """The drawn requests as the audit hands them to the labelling items (their top k)."""
+    drawn = sample.select("request_id", "unit", "segment").join(
+        requests.select("request_id", "query", "docs"), on="request_id"
+    )
+    return [
+        Served(
+            request_id=r["request_id"],
+            unit=r["unit"],
+            segment=r["segment"],
+            query=r["query"],
+            language="en",
+            answer=None,
+            citations=None,
+            docs=[
+                {"rank": d["rank"], "id": d["id"], "text": d["text"], "changed": False}
+                for d in r["docs"][:k]
+            ],
+        )
+        for r in drawn.iter_rows(named=True)
+    ]
+
+
+def _planted(service: Service, doc_id: str) -> int:
+    segment, query, pos = doc_id.rsplit("-", 2)
+    return service.planted(segment, int(query[1:]), int(pos[1:]))
+
+
+Judged = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _judged(
+    served: list[Served], service: Service, judge: ScriptedJudge, grades: dict[tuple[str, str], int]
+) -> Judged:
+    """The judge's verdicts and list metrics of every drawn request.
+
+    A grade comes from ``grades`` (the judge's store, keyed by the query as typed and the
+    document) or one call.
+    """
+    verdicts, scores = [], []
+    for s in served:
+        got = []
+        for d in s.docs:
+            key = (s.query, d["id"])
+            if key not in grades:
+                grades[key] = judge.grade(s.segment, d["id"])
+            got.append(grades[key])
+            verdicts.append(
+                {
+                    "request_id": s.request_id,
+                    "unit": s.unit,
+                    "rank": d["rank"],
+                    "doc_id": d["id"],
+                    "grade": got[-1],
+                    "status": "ok",
+                }
+            )
+        for metric, value in list_metrics(got, service.k, RELEVANT).items():
+            scores.append(
+                {
+                    "request_id": s.request_id,
+                    "unit": s.unit,
+                    "segment": s.segment,
+                    "metric": metric,
+                    "value": value,
+                    "status": "ok" if value is not None else "skipped",
+                }
+            )
+    return verdicts, scores
+
+
+def _write_day(
+    folder: Path, sample: pl.DataFrame, served: list[Served], judged: Judged, k: int, salt: str
+) -> None:
+    """An audit day's folder as the audit leaves it: manifest, tables, the items to label."""
+    folder.mkdir(parents=True)
+    manifest = {
+        "kind": "audit",
+        "status": "completed",
+        "day": folder.name,
+        "config": {"audit": {"k": k}, "sort": {"relevant_grade": RELEVANT}},
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    sample.write_parquet(folder / "sample.parquet")
+    write_table(to_table(judged[0], AUDIT_VERDICTS), folder / "verdicts.parquet")
+    write_table(to_table(judged[1], AUDIT_SCORES), folder / "scores.parquet")
+    write_label_items(folder, served, [], salt)
+
+
+def _by_request(served: list[Served], salt: str) -> list[Served]:
+    """The labelling order of a day before units had one (request by request)."""
+    return sorted(
+        served, key=lambda s: (permanent_random(f"{salt}:labels", s.request_id), s.request_id)
+    )
+
+
+@dataclass
+class Arm:
+    """One way of labelling the days: what the person was asked, and the PPI's coverage."""
+
+    name: str
+    viewer: bool
+    """Labels given through the viewer into a runs root's judgment store (else: each day's
+    first items as the page asked them before the store, in ``order``)."""
+    order: Callable[[list[Served], str], list[Served]] = labelling_order
+    labelled: set[tuple[str, str]] = field(default_factory=set)
+    """(question as judged, document text) pairs the person labelled so far."""
+    units: set[tuple[str, str]] = field(default_factory=set)
+    """(unit, document) pairs the person labelled so far: the same query however typed."""
+    asked: list[int] = field(default_factory=list)
+    repeats: list[int] = field(default_factory=list)
+    same_query: list[int] = field(default_factory=list)
+    ppi_n: list[int] = field(default_factory=list)
+    held: list[bool] = field(default_factory=list)
+    held_all: list[bool] = field(default_factory=list)
+    missing: int = 0
+    widths: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def ask(self, unit: str, question: str, doc_id: str, text: str) -> None:
+        """Note one item asked of the person, and whether they had labelled it before."""
+        self.repeats[-1] += (question, text) in self.labelled
+        self.same_query[-1] += (unit, doc_id) in self.units
+        self.labelled.add((question, text))
+        self.units.add((unit, doc_id))
+        self.asked[-1] += 1
+
+
+def _through_viewer(
+    arm: Arm, client: Any, api: str, budget: int, units: dict[str, str], service: Service
+) -> None:
+    """The person labels up to ``budget`` items of the day on its page, as the page asks them."""
+    who = {"annotator": ANNOTATOR}
+    start = client.get(api + "/start", params=who).json()
+    position, total = start["resume"], start["total"]
+    while position < total and arm.asked[-1] < budget:
+        item = client.get(f"{api}/items/{position}", params=who).json()
+        assert not item["labelled"], f"{api}: item {position} asked though labelled"
+        _, request_id, doc_id = item["item_id"].split(":")
+        arm.ask(units[request_id], item["question"], doc_id, item["candidate"])
+        body = {"position": position, "item_id": item["item_id"], "annotator": ANNOTATOR}
+        label = float(_planted(service, doc_id))
+        position = client.post(api + "/labels", json={**body, "label": label}).json()["next"]
+
+
+def _before(
+    arm: Arm, served: list[Served], budget: int, service: Service, salt: str
+) -> pl.DataFrame:
+    """The person on the day's page before the store: its first ``budget`` items in the
+    arm's order, labelled anew whatever they labelled before; their requests' values."""
+    items = [(s, d) for s in arm.order(served, salt) for d in s.docs][:budget]
+    for s, d in items:
+        arm.ask(s.unit, s.query, d["id"], d["text"])
+    per_request: dict[str, int] = {}
+    for s, _ in items:
+        per_request[s.request_id] = per_request.get(s.request_id, 0) + 1
+    rows = []
+    for s in served:
+        if per_request.get(s.request_id) != len(s.docs):
+            continue  # a request some of whose documents were not labelled has no value
+        grades = [_planted(service, d["id"]) for d in s.docs]
+        for metric, value in list_metrics(grades, service.k, RELEVANT).items():
+            rows.append({"request_id": s.request_id, "metric": metric, "value": value})
+    return pl.DataFrame(
+        rows, schema={"request_id": pl.String, "metric": pl.String, "value": pl.Float64}
+    )
+
+
+def _cover(arm: Arm, figures: pl.DataFrame, truth: dict[tuple[str, str], float]) -> None:
+    rows = figures.filter(
+        (pl.col("metric") == "relevant share") | pl.col("metric").str.starts_with("ndcg")
+    )
+    arm.ppi_n.append(int(rows.filter(pl.col("segment") == ALL)["ppi_n"].max() or 0))
+    for row in rows.iter_rows(named=True):
+        target = truth[(row["segment"], row["metric"])]
+        low, high = row["ppi_ci_low"], row["ppi_ci_high"]
+        held = low is not None and high is not None and low <= target <= high
+        if row["segment"] == ALL:
+            arm.held_all.append(held)
+            continue
+        arm.held.append(held)
+        arm.missing += low is None
+        if low is not None:
+            arm.widths.append((high - low) / 2)
+
+
+def replay_labels(
+    service: Service, opts: SampleOptions, days: int, budget: int, salts: int
+) -> None:
+    """Days of an audit labelled by one person: as before the store, and through the viewer now.
+
+    Each day is drawn by the audit's own code (salt: the audit's name) and written as the audit
+    leaves it; the judge grades through a store (a dict) as in the main replay; the person gives
+    the planted grades. Before the store, the person was asked the first ``budget`` items of each
+    day's page whatever they labelled the days before: in the order the page had (request by
+    request), and in the order of units it has now (the same queries first every day). Now they
+    label each day's page through the viewer's API, the labels kept in the runs root's judgment
+    store, and are asked only what they have not labelled. Printed per day: items asked, those
+    that were pairs the person had labelled before (and of the same query however typed),
+    requests with people's values; then each arm's PPI coverage of the planted truth. With
+    ``salts`` above one, as many audits (each its own salt) are replayed.
+    """
+    from fastapi.testclient import TestClient
+
+    from ragaudit.viewer.app import create_app
+
+    arms = [
+        Arm("before the store, by request", False, _by_request),
+        Arm("before the store, by unit", False),
+        Arm("judgment store", True),
+    ]
+    per_day = []
+    for n in range(salts):
+        salt = "bench" if n == 0 else f"bench-{n}"
+        work = scratch(f"audit-labels-{salt}")
+        client = TestClient(create_app(work), base_url="http://127.0.0.1")
+        judge = ScriptedJudge(service)
+        grades: dict[tuple[str, str], int] = {}
+        for arm in arms:
+            arm.labelled, arm.units = set(), set()
+        for d in range(days):
+            requests = service.day(d)
+            sample = draw_sample(requests.lazy(), opts, salt=salt)
+            served = _served(sample, requests, service.k)
+            day = (dt.date(2026, 11, 1) + dt.timedelta(days=d)).isoformat()
+            judged = _judged(served, service, judge, grades)
+            values = pl.DataFrame(judged[1]).select("request_id", "metric", "value", "status")
+            for arm in arms:
+                t0 = time.perf_counter()
+                arm.asked.append(0)
+                arm.repeats.append(0)
+                arm.same_query.append(0)
+                if arm.viewer:
+                    folder = work / f"audit-{salt}" / day
+                    _write_day(folder, sample, served, judged, service.k, salt)
+                    api = f"/runs/audit-{salt}/days/{day}/label/api"
+                    units = {s.request_id: s.unit for s in served}
+                    _through_viewer(arm, client, api, budget, units, service)
+                    people = people_values(folder, service.k, RELEVANT)
+                else:
+                    people = _before(arm, served, budget, service, salt)
+                _cover(arm, estimate(values, sample, labels=people), service.truth(d))
+                arm.seconds += time.perf_counter() - t0
+            per_day.append(
+                (
+                    salt,
+                    d + 1,
+                    sample.height,
+                    *(
+                        f"{a.asked[-1]} / {a.repeats[-1]} ({a.same_query[-1]}) / {a.ppi_n[-1]}"
+                        for a in arms
+                    ),
+                )
+            )
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"labelling replay: {days} days x {salts} audit(s), one person labels up to {budget} "
+        "items a day. Per arm: asked / pairs they had labelled before (of the same query "
+        "however typed) / requests with people's values"
+    )
+    print(table(per_day, ("audit", "day", "drawn", *(a.name for a in arms))))
+    for arm in arms:
+        print(
+            f"{arm.name}: PPI intervals hold the planted truth in {sum(arm.held)}/"
+            f"{len(arm.held)} segment cells ({np.mean(arm.held):.1%}; {arm.missing} without an "
+            f"interval), (all) {sum(arm.held_all)}/{len(arm.held_all)}; mean half-width "
+            f"{np.mean(arm.widths):.3f}; {arm.seconds:.0f} s"
+        )
+    later = [i for i in range(len(per_day)) if per_day[i][1] > 1]
+    store = arms[-1]
+
+    def repeated(arm: Arm) -> str:
+        asked = sum(arm.asked[i] for i in later)
+        return f"{sum(arm.repeats[i] for i in later)} of {asked}"
+
+    day2 = [i for i in range(len(per_day)) if per_day[i][1] == 2]
+    print(
+        f"items asked on days 2-{days} that the person had labelled before: {repeated(store)} "
+        f"with the store; before it {repeated(arms[0])} (by request), {repeated(arms[1])} (by "
+        f"unit); day 2: {sum(store.repeats[i] for i in day2)} of "
+        f"{sum(store.asked[i] for i in day2)} against "
+        + ", ".join(
+            f"{sum(a.repeats[i] for i in day2)} of {sum(a.asked[i] for i in day2)}"
+            for a in arms[:2]
+        )
+        + " (goal 0): "
+        + ("met" if not any(store.repeats[i] for i in later) else "not met: pairs asked again")
+    )
+    coverage = float(np.mean(store.held))
+    print(
+        f"PPI coverage of the planted truth with the store's labels: {coverage:.1%} of "
+        f"{len(store.held)} segment cells, against {np.mean(arms[0].held):.1%} and "
+        f"{np.mean(arms[1].held):.1%} before it (goal >= {COVERAGE_GOAL:.0%}): "
+        + ("met" if coverage >= COVERAGE_GOAL else f"not met: {coverage:.1%} < {COVERAGE_GOAL:.0%}")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=30)
@@ -161,6 +478,13 @@ def main() -> None:
     parser.add_argument("--jsonl", type=Path, default=None, help="keep day 1's JSONL log here")
     parser.add_argument(
         "--replicates", type=int, default=40, help="independent draws of day 1 (other salts)"
+    )
+    parser.add_argument(
+        "--label-days", type=int, default=6, help="days one person labels through the viewer"
+    )
+    parser.add_argument("--asked", type=int, default=300, help="items the person labels a day")
+    parser.add_argument(
+        "--label-salts", type=int, default=1, help="audits (salts) the labelling replay runs"
     )
     args = parser.parse_args()
 
@@ -251,9 +575,21 @@ def main() -> None:
     )
     if args.replicates:
         replicates(service, opts, args.replicates)
+    if args.label_days:
+        print()
+        replay_labels(service, opts, args.label_days, args.asked, args.label_salts)
     print()
-    if not calls:
-        return
+    if calls:
+        goals(cells, calls, shares, metrics)
+
+
+def goals(
+    cells: dict[tuple[str, str], list[bool]],
+    calls: list[int],
+    shares: list[float],
+    metrics: tuple[str, ...],
+) -> None:
+    """The main replay's goals, each met or not."""
     held = [h for m in metrics for h in cells[("judge", m)]]
     coverage = float(np.mean(held))
     reason = f"{coverage:.1%} < {COVERAGE_GOAL:.0%}"

@@ -1,5 +1,8 @@
 """The LLM gateway: every completion and embedding goes through here."""
 
+import logging
+
+from ragaudit._env import log_to_current_stderr
 from ragaudit.cache._calllog import CALL_LOG_SCHEMA, CallCounts, CallLog, CallRecord
 from ragaudit.cache._config import (
     gateway_for,
@@ -44,6 +47,15 @@ from ragaudit.cache._tokens import (
     encoding_name,
     forget_counts,
     usage_counter,
+)
+
+# litellm's loggers hold the stderr of the moment litellm was imported (``_env`` says why).
+log_to_current_stderr(
+    *(
+        h
+        for n in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+        for h in logging.getLogger(n).handlers
+    )
 )
 
 __all__ = [

@@ -1,16 +1,15 @@
 """The ``audit:`` section of a config: the production traffic one audit reads, samples and grades.
 
 In the base layer beside ``audit/`` (ADR 19): ``config.py`` composes it as it does the other
-sections, and loading a config with an ``audit:`` section imports no library module, no
-litellm and no polars. Its option models are declared here once and read by the code beside
-them: the sampler's (``SampleOptions``, whose fields sit at the section's top level:
-``sample``, ``max_judge_tokens``, ``bands``, ``k``; ``audit/_sample.py``), the redactor's
-(``RedactOptions``; ``audit/_redact.py``) and where the traffic is read from (``SourceOptions``;
-``audit/_source.py``). Registered kinds the section names — the reader of ``source.format``,
-the metrics — are checked through the registry, which loads their modules by name only when
-one is given. A field that changes how a day runs, not what it measures (where the logs lie,
-when a day fails, the probe and the judge check, what an alarm does) is ``operational``: left
-out of a day's identity, its series.
+sections, and loading a config with an ``audit:`` section imports no library module, no litellm and
+no polars. Its option models are declared here once and read by the code beside them: the sampler's
+(``SampleOptions``, whose fields sit at the section's top level: ``sample``, ``max_judge_tokens``,
+``bands``, ``k``, ``turn_strata``; ``audit/_sample.py``), the redactor's (``RedactOptions``;
+``audit/_redact.py``) and where the traffic is read from (``SourceOptions``; ``audit/_source.py``).
+Registered kinds the section names — the reader of ``source.format``, the metrics — are checked
+through the registry, which loads their modules by name only when one is given. A field that changes
+how a day runs, not what it measures (where the logs lie, when a day fails, the probe and the judge
+check, what an alarm does) is ``operational``: left out of a day's identity, its series.
 """
 
 from __future__ import annotations
@@ -100,6 +99,12 @@ class SampleOptions(BaseModel):
     """Frequency bands of a query by its requests that day (head / torso / tail)."""
     k: int = Field(default=10, ge=1, le=100)
     """Served documents graded per drawn request (the top k)."""
+    turn_strata: bool = False
+    """Stratify by turn position too: strata segment × frequency band × turn band (``1``,
+    ``2``, ``3-5``, ``6+``: the request's place in its session; requests without a session a
+    band of their own), and a unit is a query asked at one turn band, so follow-ups get their
+    own share of the sample. False: segment × frequency band. The day's estimates are broken
+    down by turn band either way."""
 
 
 class RedactPattern(BaseModel):

@@ -7,8 +7,10 @@ too tight on a 2-core machine. A value the user has already set is never overrid
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+from typing import Any
 
 
 def _litellm_tokenizer_dir() -> str | None:
@@ -113,3 +115,33 @@ def tune_for_concurrency() -> None:
     gc.freeze()
     sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
     _tuned = True
+
+
+class _CurrentStderr:
+    """A stream that is whatever ``sys.stderr`` is at the moment it is used.
+
+    Closing it closes nothing: the stream behind it is the process's, not the handler's.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        import sys
+
+        return getattr(sys.stderr, name)
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def log_to_current_stderr(*handlers: logging.Handler) -> None:
+    """Point stream handlers a library built at import at the current ``sys.stderr``.
+
+    litellm's loggers and absl's (rouge-score's) build their handlers at import, each holding
+    the ``sys.stderr`` of that moment. Imported while something had replaced it (a test's
+    capture, a CLI runner's buffer), they later wrote to a closed file, and the interpreter
+    lost its own stderr ("lost sys.stderr") and the session with it.
+    """
+    for handler in handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+            handler.stream, _CurrentStderr
+        ):
+            handler.setStream(_CurrentStderr())

@@ -612,8 +612,8 @@ async def _estimate_answerability(plan: Plan, sizer: Judge) -> None:
     :func:`judge_answerability` runs through a :class:`CountingJudge`, so the passages are
     fitted to the window as in a run.
     """
+    from ragaudit.answerability import judge_answerability, should_judge
     from ragaudit.judging import CountingJudge, PlannedRequest
-    from ragaudit.metrics import judge_answerability, should_judge
 
     cfg = plan.config.ground_truth
     judge = sizer.model

@@ -56,7 +56,7 @@ import polars as pl
 from ragaudit import labels as label_store
 from ragaudit.directions import about
 from ragaudit.ranking import dcg, discounted, ideal_dcg, ndcg_at_k
-from ragaudit.runfolder import RunFolder
+from ragaudit.runfolder import RunFolder, stored_setting
 from ragaudit.stats import (
     Corrected,
     GradeConfusion,
@@ -163,7 +163,6 @@ class _Design:
     rows: dict[str, dict[str, Any]]
     """item id → its sample row."""
     kinds: frozenset[str]
-    drawn_at: Any
     refused: str = ""
 
 
@@ -181,24 +180,21 @@ def _design(path: Path) -> _Design | None:
             "(copied from another run, or the run judged again since): its labels are not "
             "used; draw a new sample to label this run"
         )
-    times = [r["drawn_at"] for r in rows.values() if r["drawn_at"] is not None]
-    return _Design(
-        rows, frozenset(r["kind"] for r in rows.values()), min(times) if times else None, refused
-    )
+    return _Design(rows, frozenset(r["kind"] for r in rows.values()), refused)
 
 
 def _in_sample(frame: pl.DataFrame, design: _Design | None) -> tuple[pl.DataFrame, int]:
     """The labels the design can weight, and how many it cannot (outside the drawn sample).
 
     A kind the sample does not hold at all (labelled some other way) is kept: its labels are
-    taken as a random draw. A label given before the sample was drawn is not of this sample.
+    taken as a random draw. A label of a drawn item counts whenever and wherever it was given:
+    the sample chose the item, and a person's label of its pair (kept once in the judgment
+    store, given on another page before this sample was drawn) is that item's label.
     """
     if design is None:
         return frame, 0
     drawn = pl.Series(list(design.rows), dtype=pl.String)
     inside = pl.col("item_id").is_in(drawn) | ~pl.col("kind").is_in(list(design.kinds))
-    if design.drawn_at is not None:
-        inside = inside & (pl.col("time") >= design.drawn_at)
     kept = frame.filter(inside)
     return kept, frame.height - kept.height
 
@@ -206,7 +202,7 @@ def _in_sample(frame: pl.DataFrame, design: _Design | None) -> tuple[pl.DataFram
 def _relevant_grade(run: RunFolder) -> int:
     from ragaudit.config import SortConfig
 
-    configured = run.read_manifest().get("config", {}).get("sort", {}).get("relevant_grade")
+    configured = stored_setting(run, "sort.relevant_grade")
     return int(configured or SortConfig().relevant_grade)
 
 
@@ -658,6 +654,9 @@ class PersonLabel:
     label: float
     time: str
     """ISO 8601, UTC ("" when the store holds none)."""
+    given_in: str = ""
+    """Where it was given: the folder of the page (this run's, another's where the same pair
+    appeared) or ``imported: <source>``."""
 
 
 @dataclass(frozen=True)
@@ -737,6 +736,7 @@ def people_labels(run_dir: Path | str) -> list[LabelledItem]:
                         r["annotator"],
                         float(r["label"]),
                         r["time"].isoformat() if r["time"] is not None else "",
+                        r["given_in"] or "",
                     )
                     for r in part.iter_rows(named=True)
                 ),

@@ -528,6 +528,25 @@ def stored_config(run: RunFolder | Path) -> RunConfig | None:
     return None
 
 
+def stored_setting(run: RunFolder | Path, dotted: str = "", default: Any = None) -> Any:
+    """A field of a folder's stored config as it was written (``sort.relevant_grade``).
+
+    Read as a value, not validated: a config of another ragaudit version still gives what it
+    holds, where :func:`stored_config` would give nothing. ``""`` gives the whole mapping;
+    ``default`` stands for a field (or a section) it does not hold, or a damaged manifest.
+    """
+    folder = run if isinstance(run, RunFolder) else RunFolder(run.parent, run.name)
+    try:
+        node: Any = folder.read_manifest().get("config")
+    except DamagedRunFile:
+        return default
+    for part in dotted.split(".") if dotted else ():
+        node = node.get(part) if isinstance(node, dict) else None
+    if node is None or (not dotted and not isinstance(node, dict)):
+        return default
+    return node
+
+
 STORE_DIR = "judgments"
 """The judgment store's folder under a runs root."""
 
@@ -985,6 +1004,7 @@ __all__ = [
     "measured_config",
     "question_set_hash",
     "stored_config",
+    "stored_setting",
     "RunState",
     "run_state",
     "RunFolder",

@@ -401,8 +401,11 @@ LEADERBOARD = _schema(
 LABELS = _schema(
     "labels",
     [
-        # One row per label a person gave, appended; the latest row of an (item, annotator)
-        # pair is that person's label (``back`` then a new key corrects it).
+        # A folder's view of people's labels (``labels.read_labels``), derived from the runs
+        # root's judgment store: one row per label a person gave of an item of the folder, there
+        # or wherever its pair appeared; the latest row of an (item, annotator) pair is that
+        # person's label (``back`` then a new key corrects it). Version 1 (its first seven
+        # columns) is also the layout of the per-folder files of runs labelled before the store.
         ("item_id", _str),  # "<kind>:<question_id>[:<candidate_id>]"
         ("kind", _str),  # "grade" (a candidate's 0-3 relevance) or a judged metric's name
         ("question_id", _str),
@@ -410,7 +413,12 @@ LABELS = _schema(
         ("annotator", _str),
         ("label", _f64),  # a grade 0-3, or 1.0/0.0 for yes/no; null for "skipped"
         ("time", pa.timestamp("us", tz="UTC")),
+        # Version 2: where it was given (a folder of the runs root, or ``imported: <source>``)
+        # and the store's key of what it judged.
+        ("given_in", _str),
+        ("key", _str),
     ],
+    version=2,
 )
 
 # The items people label, drawn once per run and shared by every annotator in this order: the
@@ -551,8 +559,12 @@ JUDGMENTS = _schema(
         ("role", _str),  # people | gold | seed (a grade standing in for the judge's)
         ("format", _str),  # the format it was imported from
         ("extra", _str),  # JSON object: what else the source said (positions, fields, features)
+        # Version 4: a person's yes/no on an answer beside the grades (absent before: every row
+        # is a document's relevance). The answer metric it is of (faithfulness,
+        # answer_relevancy); null for a document's grade. Keyed apart (``answer_key``).
+        ("metric", _str),
     ],
-    version=3,
+    version=4,
 )
 
 # The texts of the documents (and questions) the judgment store's people's and imported rows were
@@ -582,7 +594,10 @@ AUDIT_VERDICTS = _schema(
         ("source", _str),  # store (graded earlier) | memo | paid
         ("changed", _bool),  # the document's text changed since it was served
         ("text_hash", _str),  # hash of the text graded: a later day tells a rewrite by it
+        ("turn", _i64),  # the request's place in its session, from 1; null: no session
+        ("history_incomplete", _bool),  # its session may have begun before the days read
     ],
+    version=2,
 )
 
 # One row per sampled request and metric: the served list's metrics from its grades and the
@@ -605,7 +620,10 @@ AUDIT_SCORES = _schema(
         ("metric_args", _str),
         ("samples", pa.list_(_f64)),
         ("sample_judges", _strs),
+        ("turn", _i64),  # the request's place in its session, from 1; null: no session
+        ("history_incomplete", _bool),  # its session may have begun before the days read
     ],
+    version=2,
 )
 
 # The production audit's one normalised table of a day's traffic (``ragaudit.audit``): one row
@@ -654,8 +672,13 @@ AUDIT_SAMPLE = _schema(
         ("weight", _f64),  # requests this one represents: count / (pi * requests_drawn)
         ("requests_drawn", _i64),  # requests of the unit graded (the second stage)
         ("pi_within", _f64),  # a graded request's chance within its unit: requests_drawn / count
+        # The request's place in its session, from 1 (a lower bound when history_incomplete);
+        # null: no session. history_incomplete: the session may have begun before the earliest
+        # day read, so earlier turns may be missing from its judge prompts.
+        ("turn", _i64),
+        ("history_incomplete", _bool),
     ],
-    version=2,
+    version=3,
 )
 
 AUDIT_ESTIMATES = _schema(
@@ -713,6 +736,31 @@ AUDIT_CHANGES = _schema(
     version=2,
 )
 
+# An audit day's estimates broken down by the request's place in its session, over every segment:
+# each cell a domain of the day's design (the same weights and strata, its own requests only).
+AUDIT_TURN_ESTIMATES = _schema(
+    "audit_turn_estimates",
+    [
+        ("breakdown", _str),  # turn_band | turn_kind
+        ("cell", _str),  # 1, 2, 3-5, 6+ | standalone, follow-up, (unknown); (no session)
+        ("metric", _str),
+        ("estimate", _f64),
+        ("se", _f64),
+        ("ci_low", _f64),
+        ("ci_high", _f64),
+        ("n", _i64),  # graded requests of the cell with an ok value
+        ("incomplete", _i64),  # of those, history incomplete (their turn a lower bound)
+        ("requests", _f64),
+        ("ess", _f64),
+        ("method", _str),
+        ("ppi_estimate", _f64),
+        ("ppi_se", _f64),
+        ("ppi_ci_low", _f64),
+        ("ppi_ci_high", _f64),
+        ("ppi_n", _i64),
+    ],
+)
+
 # The items people may label of an audit day, in the one order every annotator follows: each
 # sampled request's served documents (a grade 0-3) and its answer (yes/no per answer metric),
 # with the texts shown, never the judge's grade or score (the labelling is blind).
@@ -729,7 +777,13 @@ AUDIT_LABEL_ITEMS = _schema(
         ("text", _str),  # the served document's text (grade items)
         ("answer", _str),  # the answer served (answer items)
         ("contexts", _strs),  # the served documents' texts the answer's judge read
+        # Version 2: the question as the judge saw it (a turn: its session's conversation so
+        # far, then the query), what a label of the item is keyed by; null: the query; and the
+        # turn's conversation (JSON: history, history_cut), null for a request alone.
+        ("asked", _str),
+        ("conversation", _str),
     ],
+    version=2,
 )
 
 TABLES: dict[str, pa.Schema] = {
@@ -789,6 +843,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "AUDIT_REQUESTS",
     "AUDIT_SAMPLE",
     "AUDIT_SCORES",
+    "AUDIT_TURN_ESTIMATES",
     "AUDIT_VERDICTS",
     "BATTLES",
     "CANDIDATES",

@@ -24,7 +24,7 @@ from typing import Any
 
 from ragaudit.agreement import gold_grades
 from ragaudit.noise import GradeAggregate, combined_grade
-from ragaudit.runfolder import RunFolder, write_bytes
+from ragaudit.runfolder import RunFolder, stored_setting, write_bytes
 
 QRELS_JUDGE = "qrels.judge.txt"
 QRELS_GOLD = "qrels.gold.txt"
@@ -114,7 +114,7 @@ def export_trec(run_dir: Path | str) -> list[Path]:
         path = run.path / QRELS_JUDGE
         write_bytes(qrels_text(_judge_grades(verdicts)).encode(), path)
         written.append(path)
-        how = run.read_manifest().get("config", {}).get("sort", {}).get("grade_aggregate")
+        how = stored_setting(run, "sort.grade_aggregate")
         jurors = _juror_grades(verdicts, how or "majority")
         if len(jurors) >= 2:
             for k, (model, juror) in enumerate(jurors.items(), start=1):

@@ -3,8 +3,9 @@
 A thin adapter: it reads the questions, candidates and the sort stage's ranking, and per
 question asks :class:`ragaudit.reference.ReferenceWriter` for the reference answer (with its
 merge tree), :func:`ragaudit.nuggets.extract_nuggets` for the nuggets and, for a turn the set
-does not label, :func:`ragaudit.metrics.judge_answerability` for its answerability, all from the
-same relevant contexts and concurrently; it writes the ``ground_truth`` and ``nuggets`` tables.
+does not label, :func:`ragaudit.answerability.judge_answerability` for its answerability, all
+from the same relevant contexts and concurrently; it writes the ``ground_truth`` and ``nuggets``
+tables.
 
 The answerability is judged here, not in the score stage: like the reference, it is a fact of
 the turn and the corpus, the same for every system answering it, asked once per question (the
@@ -20,9 +21,9 @@ from collections import defaultdict
 from typing import Any
 
 from ragaudit import progress
+from ragaudit.answerability import judge_answerability, should_judge
 from ragaudit.cache import KeyRejected
 from ragaudit.dataset import Question
-from ragaudit.metrics import judge_answerability, should_judge
 from ragaudit.nuggets import NuggetResult, extract_nuggets
 from ragaudit.reference import ReferenceWriter, relevant_context_ids
 from ragaudit.schemas import GROUND_TRUTH, NUGGETS, to_table

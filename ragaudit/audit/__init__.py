@@ -5,8 +5,10 @@
 UBI, or a plugin's: ``reader`` registers one), into one redacted ``requests.parquet``;
 ``draw_sample`` draws the day's sample by segment and frequency band; ``run_audit_day`` grades
 the served top-k of each sampled request through the judgment store, scores the answers with
-reference-free metrics, estimates every metric per segment with ``estimate`` and writes
-``<runs_root>/audit-<name>/<day>/``, a run of the audit kind, with its ``report.html``. People
+reference-free metrics, estimates every metric per segment with ``estimate`` (and by turn with
+``estimate_turns``: a request of a ``session`` is judged as a turn, with its session's earlier
+requests before it, ``_sessions``) and writes ``<runs_root>/audit-<name>/<day>/``, a run of the
+audit kind, with its ``report.html``. People
 label a day's items in the viewer; their values give the PPI figures.
 
 The face is what the CLI, the flows and the viewer use, and what a plugin's reader is written
@@ -25,8 +27,13 @@ if TYPE_CHECKING:
     from ragaudit._audit_config import AuditSection, RedactOptions, SampleOptions, SourceOptions
     from ragaudit.audit._day import check_day, day_done, previous_day, run_audit_day, summary
     from ragaudit.audit._drift import emit_regression
-    from ragaudit.audit._estimate import estimate
-    from ragaudit.audit._labels import people_estimates, read_label_items
+    from ragaudit.audit._estimate import estimate, estimate_turns
+    from ragaudit.audit._labels import (
+        day_items,
+        people_estimates,
+        read_day_labels,
+        read_label_items,
+    )
     from ragaudit.audit._listmetrics import list_metrics
     from ragaudit.audit._moves import Move, moves
     from ragaudit.audit._promote import promote_day
@@ -60,10 +67,13 @@ _FACE = {
     "ALL": "ragaudit.audit._segments",
     "people_estimates": "ragaudit.audit._labels",
     "read_label_items": "ragaudit.audit._labels",
+    "read_day_labels": "ragaudit.audit._labels",
+    "day_items": "ragaudit.audit._labels",
     # The steps, for a library user.
     "read_day": "ragaudit.audit._source",
     "draw_sample": "ragaudit.audit._sample",
     "estimate": "ragaudit.audit._estimate",
+    "estimate_turns": "ragaudit.audit._estimate",
     "list_metrics": "ragaudit.audit._listmetrics",
     # What a reader of one's own is written with.
     "reader": "ragaudit.audit._records",
@@ -99,15 +109,18 @@ __all__ = [
     "audit_section",
     "check_day",
     "day_done",
+    "day_items",
     "draw_sample",
     "emit_regression",
     "estimate",
+    "estimate_turns",
     "list_metrics",
     "moves",
     "people_estimates",
     "previous_day",
     "promote_day",
     "read_day",
+    "read_day_labels",
     "read_label_items",
     "reader",
     "run_audit_day",

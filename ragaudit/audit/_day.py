@@ -24,7 +24,7 @@ import polars as pl
 from ragaudit.atomic import write_table
 from ragaudit.audit._drift import change_rows
 from ragaudit.audit._dryrun import dry_run_day
-from ragaudit.audit._estimate import estimate
+from ragaudit.audit._estimate import estimate, estimate_turns
 from ragaudit.audit._grade import grade_served
 from ragaudit.audit._moves import Move, moves
 from ragaudit.audit._reading import (
@@ -33,7 +33,7 @@ from ragaudit.audit._reading import (
     judge_of,
     read_traffic,
     sampled_rows,
-    served_requests,
+    sampled_served,
 )
 from ragaudit.audit._score import score_answers, score_lists, values_frame
 from ragaudit.audit._served import (
@@ -43,10 +43,12 @@ from ragaudit.audit._served import (
     REQUESTS,
     SAMPLE,
     SCORES,
+    TURN_ESTIMATES,
     VERDICTS,
     AuditDay,
     audit_dir,
     audit_section,
+    conversation_counts,
     read_summary,
 )
 from ragaudit.audit._watch import (
@@ -61,7 +63,14 @@ from ragaudit.cache import Gateway
 from ragaudit.config import RunConfig
 from ragaudit.errors import ConfigError, NoTraffic, RagauditError
 from ragaudit.runfolder import AUDIT_DAY, FolderRun, RunsRoot, identity_of, stored_config
-from ragaudit.schemas import AUDIT_ESTIMATES, AUDIT_SAMPLE, AUDIT_SCORES, AUDIT_VERDICTS, to_table
+from ragaudit.schemas import (
+    AUDIT_ESTIMATES,
+    AUDIT_SAMPLE,
+    AUDIT_SCORES,
+    AUDIT_TURN_ESTIMATES,
+    AUDIT_VERDICTS,
+    to_table,
+)
 
 
 async def run_audit_day(
@@ -118,11 +127,12 @@ async def run_audit_day(
             run.finish("no_data", error=why, read=read_summary(read), seconds=_since(started))
             return out
         judge = judge_of(config, gateway)
-        sample, strata = draw(config, folder / REQUESTS, judge)
+        sample, strata = draw(config, day, folder / REQUESTS, judge)
         write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
         out = AuditDay(config, day, folder, read, sample, strata=strata)
         rows = await fetch_missing_texts(config, sampled_rows(folder / REQUESTS, sample))
-        out.served = served_requests(rows, sample, section.k)
+        # A follow-up with its session's earlier turns (the day's, and the days before's).
+        out.served = sampled_served(config, day, folder / REQUESTS, rows, sample)
         source = f"audit:{section.name}:{day.isoformat()}"
         await grade_served(out, judge, gateway, source)
         write_table(to_table(out.verdicts, AUDIT_VERDICTS), folder / VERDICTS)
@@ -137,6 +147,10 @@ async def run_audit_day(
         people = people_values(folder, section.k, config.sort.relevant_grade)
         out.estimates = estimate(values_frame(out.scores), sample, labels=people)
         write_table(to_table(out.estimates.to_dicts(), AUDIT_ESTIMATES), folder / ESTIMATES)
+        out.turn_estimates = estimate_turns(values_frame(out.scores), sample, labels=people)
+        write_table(
+            to_table(out.turn_estimates.to_dicts(), AUDIT_TURN_ESTIMATES), folder / TURN_ESTIMATES
+        )
         from ragaudit.audit._report import write_report
 
         # The day against its series: the probe and the judge check are graded through the
@@ -148,10 +162,21 @@ async def run_audit_day(
             seconds=_since(started),
             read=read_summary(read),
             sampled=len(out.served),
+            conversations=conversation_counts(out.served),
             grading=vars(out.grading),
             llm=out.calls,
             failed_rows=failed_rows(out),
-            tables=[REQUESTS, SAMPLE, VERDICTS, SCORES, ITEMS, ESTIMATES, CHANGES, REPORT],
+            tables=[
+                REQUESTS,
+                SAMPLE,
+                VERDICTS,
+                SCORES,
+                ITEMS,
+                ESTIMATES,
+                TURN_ESTIMATES,
+                CHANGES,
+                REPORT,
+            ],
             regressed=out.watch.regressed,
             watch_notes=out.watch.notes,
             judge_check=None if out.watch.judge is None else vars(out.watch.judge),
@@ -251,6 +276,7 @@ def summary(day: AuditDay) -> dict[str, Any]:
         "folder": str(day.folder),
         "read": read_summary(day.read),
         "sampled": len(day.served),
+        "conversations": conversation_counts(day.served),
         "grading": vars(day.grading),
         "llm": dict(day.calls),
         "status": "no_data" if day.no_data else day_status(day),

@@ -14,10 +14,11 @@ from ragaudit.audit._reading import (
     judge_of,
     read_traffic,
     sampled_rows,
-    served_requests,
+    sampled_served,
 )
-from ragaudit.audit._served import REQUESTS, AuditDay, Served, audit_section, judgment_store
+from ragaudit.audit._served import REQUESTS, AuditDay, audit_section, judgment_store
 from ragaudit.config import RunConfig
+from ragaudit.dataset import Question
 from ragaudit.judging import grade_plan, lookup_pairs, pair_key, plan_grades, sample_judges
 
 
@@ -46,35 +47,34 @@ async def dry_run_day(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
     section = audit_section(config)
     read = read_traffic(config, day, tmp / REQUESTS)
     judge = judge_of(config, None)
-    sample, strata = draw(config, tmp / REQUESTS, judge)
+    sample, strata = draw(config, day, tmp / REQUESTS, judge)
     out = AuditDay(config, day, tmp, read, sample, strata=strata, plan=DryRun())
     rows = await fetch_missing_texts(config, sampled_rows(tmp / REQUESTS, sample))
-    out.served = served_requests(rows, sample, section.k)
+    out.served = sampled_served(config, day, tmp / REQUESTS, rows, sample)
     plan = out.plan
     assert plan is not None
-    questions, candidates = pairs_of(out.served)
+    # A follow-up's prompts hold its session's earlier turns: counted as they will be sent.
+    questions, candidates = pairs_of(out.served, config.conversation, judge)
     plan.pairs = sum(len(s.docs) for s in out.served)
     found = lookup_pairs(judge, questions, candidates, judgment_store(config))
     plan.in_store = len(found)
     # One request per key, as the grading asks it.
-    todo: dict[str, tuple[Served, dict[str, Any]]] = {}
-    by_id = {s.request_id: s for s in out.served}
+    todo: dict[str, tuple[Question, dict[str, Any]]] = {}
     for qid, docs in candidates.items():
         for c in docs:
             if (qid, c["context_id"]) not in found:
-                s = by_id[qid]
                 key = pair_key(judge, questions[qid], c["text"])
-                todo.setdefault(key, (s, {"id": c["context_id"], "text": c["text"]}))
+                todo.setdefault(key, (questions[qid], {"id": c["context_id"], "text": c["text"]}))
     models = config.models
     samples = grade_plan(
         models.graders, models.judge_repeats, models.temperature, config.score.sampling_temperature
     )
     graders = sample_judges(judge, samples, models)
-    for s, doc in todo.values():
+    for q, doc in todo.values():
         for r in await plan_grades(
             graders,
-            {s.request_id: s.question()},
-            {s.request_id: [{"context_id": doc["id"], "text": doc["text"]}]},
+            {q.question_id: q},
+            {q.question_id: [{"context_id": doc["id"], "text": doc["text"]}]},
         ):
             plan.grade_calls += 1
             plan.grade_tokens += _prompt_tokens(r.model, r.messages)
@@ -82,7 +82,7 @@ async def dry_run_day(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
     scored = config.model_copy(
         update={"score": config.score.model_copy(update={"metrics": section.metrics})}
     )
-    est = Plan(scored, Assumptions(), [s.question() for s in out.served])
+    est = Plan(scored, Assumptions(), [s.judged(config.conversation, judge) for s in out.served])
     est.candidates = {
         s.request_id: [(d["id"], d["text"]) for d in s.docs if skip_reason(d) is None]
         for s in out.served

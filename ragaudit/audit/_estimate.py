@@ -20,6 +20,10 @@ Also reported: the standard error ``se`` (a later test reads it rather than undo
 interval), ``n`` (graded requests with an ok value), ``requests`` (the requests they
 represent) and Kish's effective sample size ``(sum w)^2 / sum w^2``.
 
+By turn (:func:`estimate_turns`): the same figures of each turn band and turn kind over every
+segment, each cell a domain of the one design (its requests' values, the whole sample's
+strata and PSUs), not a second estimator.
+
 Where people gave their own value of some graded requests' metrics (``labels``), the
 prediction-powered figure stands beside the judge's (:func:`ragaudit.stats.design_ppi`): the
 judge's weighted mean plus the weighted mean of people minus judge over the labelled requests,
@@ -29,10 +33,13 @@ subsample itself (``ppi_se``; ``ppi_n`` the requests labelled).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import polars as pl
 
 from ragaudit.audit._segments import ALL
+from ragaudit.audit._sessions import KIND_CELLS, TURN_CELLS, turn_cells, turn_kind
 from ragaudit.stats import (
     CERTAIN,
     Design,
@@ -54,6 +61,25 @@ ESTIMATE_COLUMNS = (
     "ci_low",
     "ci_high",
     "n",
+    "requests",
+    "ess",
+    "method",
+    "ppi_estimate",
+    "ppi_se",
+    "ppi_ci_low",
+    "ppi_ci_high",
+    "ppi_n",
+)
+TURN_ESTIMATE_COLUMNS = (
+    "breakdown",
+    "cell",
+    "metric",
+    "estimate",
+    "se",
+    "ci_low",
+    "ci_high",
+    "n",
+    "incomplete",
     "requests",
     "ess",
     "method",
@@ -155,6 +181,41 @@ def _ok_values(values: pl.DataFrame, key: str) -> pl.DataFrame:
     )
 
 
+def _joined(
+    values: pl.DataFrame, sample: pl.DataFrame, labels: pl.DataFrame | None
+) -> Iterator[tuple[str, pl.DataFrame]]:
+    """Per metric (in the order they first appear), the sample with its ``value`` and ``human``.
+
+    Raises:
+        ValueError: ``values`` has more than one row for a request and metric.
+    """
+    key = _key(values)
+    ok_values = _ok_values(values, key)
+    if ok_values.select(key, "metric").is_duplicated().any():
+        raise ValueError(f"values: more than one row for a {key} and metric")
+    human = (
+        labels.filter(pl.col("value").is_not_null() & pl.col("value").cast(pl.Float64).is_finite())
+        .group_by(
+            pl.col(key if key in labels.columns else _key(labels)).cast(pl.String).alias(key),
+            pl.col("metric").cast(pl.String),
+        )
+        .agg(pl.col("value").cast(pl.Float64).mean().alias("human"))
+        if labels is not None and not labels.is_empty()
+        else pl.DataFrame(schema={key: pl.String, "metric": pl.String, "human": pl.Float64})
+    )
+    for metric in dict.fromkeys(ok_values["metric"].to_list()):
+        yield (
+            metric,
+            sample.join(
+                ok_values.filter(pl.col("metric") == metric).select(key, "value"),
+                on=key,
+                how="left",
+            ).join(
+                human.filter(pl.col("metric") == metric).select(key, "human"), on=key, how="left"
+            ),
+        )
+
+
 def estimate(
     values: pl.DataFrame,
     sample: pl.DataFrame,
@@ -180,28 +241,8 @@ def estimate(
         metric in the order the metrics first appear in ``values``.
     """
     rows: list[dict[str, object]] = []
-    key = _key(values)
-    ok_values = _ok_values(values, key)
-    if ok_values.select(key, "metric").is_duplicated().any():
-        raise ValueError(f"values: more than one row for a {key} and metric")
-    human = (
-        labels.filter(pl.col("value").is_not_null() & pl.col("value").cast(pl.Float64).is_finite())
-        .group_by(
-            pl.col(key if key in labels.columns else _key(labels)).cast(pl.String).alias(key),
-            pl.col("metric").cast(pl.String),
-        )
-        .agg(pl.col("value").cast(pl.Float64).mean().alias("human"))
-        if labels is not None and not labels.is_empty()
-        else pl.DataFrame(schema={key: pl.String, "metric": pl.String, "human": pl.Float64})
-    )
-    metrics = list(dict.fromkeys(ok_values["metric"].to_list()))
     segments = sorted(set(sample["segment"].to_list()))
-    for metric in metrics:
-        joined = sample.join(
-            ok_values.filter(pl.col("metric") == metric).select(key, "value"),
-            on=key,
-            how="left",
-        ).join(human.filter(pl.col("metric") == metric).select(key, "human"), on=key, how="left")
+    for metric, joined in _joined(values, sample, labels):
         for segment in [ALL, *segments]:
             part = joined if segment == ALL else joined.filter(pl.col("segment") == segment)
             rows.append({"segment": segment, "metric": metric, **_figures(part, segment == ALL)})
@@ -210,9 +251,14 @@ def estimate(
     return pl.DataFrame(rows, schema={c: _DTYPES[c] for c in ESTIMATE_COLUMNS}, orient="row")
 
 
-def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
+def _figures(
+    part: pl.DataFrame, across_segments: bool, domain: np.ndarray | None = None
+) -> dict[str, object]:
+    """The figures of ``part``'s requests, or of its ``domain`` within the whole design."""
     y = part["value"].fill_null(0.0).to_numpy()
     ok = part["value"].is_not_null().to_numpy()
+    if domain is not None:
+        ok = ok & domain
     weight = part["weight"].to_numpy().astype(float)
     design = _design(part, across_segments)
     judge = design_mean(y, weight, design, skewed=False, ok=ok)
@@ -237,7 +283,74 @@ def _figures(part: pl.DataFrame, across_segments: bool) -> dict[str, object]:
     }
 
 
+def estimate_turns(
+    values: pl.DataFrame,
+    sample: pl.DataFrame,
+    *,
+    labels: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Per metric, over every segment: the figures of each turn band and each turn kind.
+
+    A cell (turn band ``1``, ``2``, ``3-5``, ``6+``; turn kind ``standalone``, ``follow-up``,
+    ``(unknown)``; requests without a session in ``(no session)``) is a domain of the day's
+    design: its requests' values with the day's weights, strata and PSUs, the rest of the
+    sample in the design with no value of the cell (:func:`ragaudit.stats.design_mean`'s
+    domain), so its interval is the design's whether turn bands are strata
+    (``audit.turn_strata``) or not. ``incomplete``: the cell's requests whose history may miss
+    turns (counted in the band of the turns found). A day drawn before sessions were read
+    (no ``turn`` column), or with no session sampled, has no rows.
+
+    Args:
+        values: As :func:`estimate` reads them.
+        sample: The day's draw, with ``turn`` and ``history_incomplete``.
+        labels: As :func:`estimate` reads them.
+
+    Returns:
+        Rows of schema ``AUDIT_TURN_ESTIMATES``: the turn bands, then the turn kinds, per metric
+        in the order the metrics first appear in ``values``.
+    """
+    schema = {c: _DTYPES[c] for c in TURN_ESTIMATE_COLUMNS}
+    if "turn" not in sample.columns or sample["turn"].is_null().all():
+        return pl.DataFrame(schema=schema)
+    kinds = [
+        turn_kind(t, i)
+        for t, i in zip(
+            sample["turn"].to_list(), sample["history_incomplete"].to_list(), strict=True
+        )
+    ]
+    cells = sample.with_columns(
+        turn_cells().alias("_band"),
+        pl.Series("_kind", kinds, dtype=pl.String),
+        pl.col("history_incomplete").fill_null(False),
+    )
+    rows: list[dict[str, object]] = []
+    for metric, joined in _joined(values, cells, labels):
+        incomplete = joined["history_incomplete"].to_numpy()
+        ok = joined["value"].is_not_null().to_numpy()
+        for breakdown, column, names in (
+            ("turn_band", "_band", TURN_CELLS),
+            ("turn_kind", "_kind", KIND_CELLS),
+        ):
+            present = set(joined[column].to_list())
+            for cell in (c for c in names if c in present):
+                domain = (joined[column] == cell).to_numpy()
+                figures = _figures(joined, True, domain)
+                rows.append(
+                    {
+                        "breakdown": breakdown,
+                        "cell": cell,
+                        "metric": metric,
+                        **figures,
+                        "incomplete": int((domain & ok & incomplete).sum()),
+                    }
+                )
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
 _DTYPES: dict[str, pl.DataType] = {
+    "breakdown": pl.String(),
+    "cell": pl.String(),
+    "incomplete": pl.Int64(),
     "segment": pl.String(),
     "metric": pl.String(),
     "estimate": pl.Float64(),
@@ -259,5 +372,7 @@ __all__ = [
     "ALL",
     "ESTIMATE_COLUMNS",
     "METHOD",
+    "TURN_ESTIMATE_COLUMNS",
     "estimate",
+    "estimate_turns",
 ]

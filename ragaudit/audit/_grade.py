@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragaudit._conversation_config import ConversationConfig
 from ragaudit.audit._served import AuditDay, Served, judgment_store
 from ragaudit.cache import Gateway
 from ragaudit.dataset import Question
@@ -34,25 +35,29 @@ def verdict_row(day: AuditDay, s: Served, doc: Mapping[str, Any], **values: Any)
         "doc_id": doc["id"],
         "changed": doc["changed"],
         "text_hash": text_hash(doc["text"]) if doc["text"] else None,
+        **s.turn_fields,
         **values,
     }
 
 
 def pairs_of(
-    served: Sequence[Served],
+    served: Sequence[Served], conversation: ConversationConfig, judge: Judge
 ) -> tuple[dict[str, Question], dict[str, list[dict[str, str]]]]:
     """The sampled requests as questions and their gradable served documents as candidates.
 
-    A document's id in the grading is its rank (``r<rank>``): two documents of one request never
-    share one, whatever the log's ids; the store's grading fans one grade out to every served
-    pair of the same query and text.
+    A request is the question its judge prompts are built from (:meth:`Served.judged`): a
+    follow-up's text holds its session's earlier turns, so the store keys its grade by them
+    too and a grade made under one history is never reused under another. A document's id in
+    the grading is its rank (``r<rank>``): two documents of one request never share one,
+    whatever the log's ids; the store's grading fans one grade out to every served pair of
+    the same question and text.
     """
     questions: dict[str, Question] = {}
     candidates: dict[str, list[dict[str, str]]] = {}
     for s in served:
         docs = [d for d in s.docs if skip_reason(d) is None]
         if docs:
-            questions[s.request_id] = s.question()
+            questions[s.request_id] = s.judged(conversation, judge)
             candidates[s.request_id] = [
                 {"context_id": f"r{d['rank']}", "text": d["text"]} for d in docs
             ]
@@ -65,13 +70,14 @@ async def grade_served(
     """Grade the served top-k of every sampled request: the store first, then the judge.
 
     Through :func:`ragaudit.judging.grade_through_store`, the one way a grade goes through the
-    store: one grade per (query, text), a text served to several requests of one query asked
-    once, the store's lock held per batch from the look-up to the append (a second process pays
-    none of the same grades). Each grade says where it came from: ``store`` (held before),
-    ``memo`` (asked now, the memo answered) or ``paid``. With ``store`` False the store is
-    neither read nor written (a judge check re-asks stored grades).
+    store: one grade per (question, text) — a follow-up's question holds its history — a text
+    served to several requests of one question asked once, the store's lock held per batch
+    from the look-up to the append (a second process pays none of the same grades). Each grade
+    says where it came from: ``store`` (held before), ``memo`` (asked now, the memo answered)
+    or ``paid``. With ``store`` False the store is neither read nor written (a judge check
+    re-asks stored grades).
     """
-    questions, candidates = pairs_of(day.served)
+    questions, candidates = pairs_of(day.served, day.config.conversation, judge)
     kept = judgment_store(day.config) if store else None
     with gateway.scope("audit-grade", run_id=source, calls_dir=day.folder / "llm_calls") as c:
         got = await grade_through_store(judge, questions, candidates, kept, source=source)

@@ -3,11 +3,18 @@
 The day's folder holds its items to label (``labels.sample.parquet``, schema
 ``AUDIT_LABEL_ITEMS``), written with the day: every sampled request's served documents (a
 grade 0-3 each) and its answer (yes/no per answer metric a person can call), with the texts as
-they were graded, never the judge's grade or score. The requests come in an order drawn once
-by a permanent random number of their unit (salted apart from the sample's own), so whatever
-prefix people get through is a random subsample of the drawn units: what the prediction-powered
-figure of :func:`ragaudit.audit.estimate` assumes. The labels themselves go to the day's labels
-store (``<day>/labels/``, :mod:`ragaudit.labels`, the one append-only design).
+they were graded, never the judge's grade or score; a turn of a session with its conversation
+and the question as its judge saw it (what its labels are keyed by).
+
+The items come in an order drawn once by permanent random numbers: of the request's unit first
+(salted apart from the sample's own), then of the request. A unit's number is the same every
+day, so the order of the units is too: whatever prefix of it people got through on earlier days
+is labelled (the labels are kept once, in the runs root's judgment store, :mod:`ragaudit.labels`,
+and count wherever their (question, document) pair appears), a later day's labelling starts
+with its recurring units labelled already and goes on with new ones in the same order, and the
+labelled units stay the units of smallest number: a random subsample of the day's draw, what
+the prediction-powered figure of :func:`ragaudit.audit.estimate` assumes. Nobody is asked a
+pair they labelled before.
 
 A person's value of a unit's metric: the list metrics from their grades of every document served
 in its top k (a unit with a document they skipped, or one the judge could not grade, has none);
@@ -18,7 +25,7 @@ mean of their values.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +39,16 @@ from ragaudit.audit._grade import skip_reason
 from ragaudit.audit._listmetrics import list_metrics
 from ragaudit.audit._sample import permanent_random
 from ragaudit.audit._served import MANIFEST, SAMPLE, SCORES, VERDICTS, Served
+from ragaudit.dataset import Question
 from ragaudit.runfolder import read_parquet_file
 from ragaudit.schemas import AUDIT_LABEL_ITEMS, to_table
 
 ITEMS = labels.SAMPLE_FILE
 """The day's items to label, in labelling order."""
+
+Turns = Mapping[str, tuple[Question, int]]
+"""Request id → the request as a turn (a question with its session's earlier turns) and the
+exchanges its judge's prompts left out: what a turn's items show and are keyed by."""
 
 
 def label_kinds(metrics: Sequence[str]) -> tuple[str, ...]:
@@ -44,24 +56,55 @@ def label_kinds(metrics: Sequence[str]) -> tuple[str, ...]:
     return (labels.GRADE, *(m for m in labels.ANSWER_KINDS if m in metrics))
 
 
-def label_items(served: Sequence[Served], metrics: Sequence[str], salt: str) -> pa.Table:
-    """The day's items to label (schema ``AUDIT_LABEL_ITEMS``), request by request.
+def labelling_order(served: Sequence[Served], salt: str) -> list[Served]:
+    """The requests in labelling order: by their unit's permanent random number, then their own.
+
+    The unit's number (salted apart from the draw's) is the same every day, so each day's
+    order of units is one permanent order, and what people labelled of it before is its head.
+    """
+    return sorted(
+        served,
+        key=lambda s: (
+            permanent_random(f"{salt}:labels", s.unit),
+            permanent_random(f"{salt}:labels", s.request_id),
+            s.request_id,
+        ),
+    )
+
+
+def label_items(
+    served: Sequence[Served], metrics: Sequence[str], salt: str, turns: Turns | None = None
+) -> pa.Table:
+    """The day's items to label (schema ``AUDIT_LABEL_ITEMS``), in :func:`labelling_order`.
 
     A request's documents are items only when every document of its top k could be graded
     (a person's list metrics are then comparable with the judge's); a document served twice
     in one list is one item. Its answer is an item per answer metric when it has an answer.
+    ``turns``: the requests that are turns of a session (their conversation shown above each
+    item, their question as the judge saw it the labels' key); the rest stand alone.
     """
     kinds = label_kinds(metrics)
-    # Request by request (not unit by unit): a prefix is a simple random sample of the graded
-    # requests, the second phase the estimate's variance assumes (ADR 21).
-    order = sorted(
-        served,
-        key=lambda s: (permanent_random(f"{salt}:labels", s.request_id), s.request_id),
-    )
     rows: list[dict[str, Any]] = []
-    for s in order:
+    for s in labelling_order(served, salt):
         usable = [d for d in s.docs if skip_reason(d) is None]
-        base = {"unit": s.unit, "request_id": s.request_id, "query": s.query}
+        base: dict[str, Any] = {
+            "unit": s.unit,
+            "request_id": s.request_id,
+            "query": s.query,
+            "asked": s.query,
+        }
+        turn = (turns or {}).get(s.request_id)
+        if turn is not None and turn[0].history:
+            q, cut = turn
+            base["asked"], _ = labels.conversation_shown(s.query, q.history or [], cut, s.language)
+            base["conversation"] = json.dumps(
+                {
+                    "history": [t.model_dump() for t in q.history or []],
+                    "history_cut": cut,
+                    "language": s.language,
+                },
+                ensure_ascii=False,
+            )
         if usable and len(usable) == len(s.docs):
             for doc_id in dict.fromkeys(d["id"] for d in usable):
                 text = next(d["text"] for d in usable if d["id"] == doc_id)
@@ -91,7 +134,11 @@ def label_items(served: Sequence[Served], metrics: Sequence[str], salt: str) -> 
 
 
 def write_label_items(
-    folder: Path, served: Sequence[Served], metrics: Sequence[str], salt: str
+    folder: Path,
+    served: Sequence[Served],
+    metrics: Sequence[str],
+    salt: str,
+    turns: Turns | None = None,
 ) -> bool:
     """Write the day's items to label unless it has them; whether they were written.
 
@@ -101,16 +148,67 @@ def write_label_items(
     path = Path(folder) / ITEMS
     if path.is_file():
         return False
-    write_table(label_items(served, metrics, salt), path)
+    write_table(label_items(served, metrics, salt, turns), path)
     return True
 
 
 def read_label_items(folder: Path) -> pa.Table | None:
-    """The day's items to label in labelling order (None: the day was audited without them)."""
+    """The day's items to label in labelling order (None: the day was audited without them).
+
+    Items written before turns (schema version 1) are read with ``asked`` and ``conversation``
+    null: each a request alone, its query its question.
+    """
     path = Path(folder) / ITEMS
     if not path.is_file():
         return None
-    return read_parquet_file(path).select(AUDIT_LABEL_ITEMS.names).cast(AUDIT_LABEL_ITEMS)
+    table = read_parquet_file(path)
+    for name in ("asked", "conversation"):
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
+    return table.select(AUDIT_LABEL_ITEMS.names).cast(AUDIT_LABEL_ITEMS)
+
+
+def day_items(folder: Path) -> pl.DataFrame:
+    """The day's items with the store's key of each (what a label of it is of).
+
+    A document's grade: the question as the judge saw it and the document's text; an answer's
+    yes/no: the question, the answer and the contexts a person is shown with it.
+    """
+
+    def build() -> pl.DataFrame:
+        items = read_label_items(folder)
+        if items is None:
+            return labels.items_frame([])
+        out = []
+        for r in items.to_pylist():
+            asked = r["asked"] or r["query"]
+            grade = r["kind"] == labels.GRADE
+            text = r["text"] if grade else r["answer"]
+            shown = None if grade or not labels.reads_contexts(r["kind"]) else r["contexts"]
+            out.append(
+                {
+                    "item_id": r["item_id"],
+                    "kind": r["kind"],
+                    "question_id": r["request_id"],
+                    "candidate_id": r["doc_id"],
+                    "question": asked,
+                    "text": text,
+                    "key": labels.item_key(r["kind"], asked, text or "", shown),
+                }
+            )
+        return labels.items_frame(out)
+
+    return labels.cached_items(Path(folder), (ITEMS,), build)
+
+
+def read_day_labels(folder: Path) -> pa.Table:
+    """Every label of the day's items (given on its page, or wherever their pairs appeared)."""
+    return labels.read_labels(folder, day_items(folder))
+
+
+def has_day_labels(folder: Path) -> bool:
+    """Whether any label reaches the day's items."""
+    return labels.has_labels(folder, day_items(folder))
 
 
 def _valid(frame: pl.DataFrame) -> pl.DataFrame:
@@ -139,9 +237,9 @@ def people_values(folder: Path, k: int, relevant_grade: int) -> pl.DataFrame:
         }
     )
     items = read_label_items(folder)
-    if items is None or not labels.has_labels(folder):
+    if items is None or not has_day_labels(folder):
         return out
-    latest = pl.from_arrow(labels.latest_labels(labels.read_labels(folder)))
+    latest = pl.from_arrow(labels.latest_labels(read_day_labels(folder)))
     assert isinstance(latest, pl.DataFrame)
     queue = pl.from_arrow(items.select(["item_id", "unit", "request_id"]))
     assert isinstance(queue, pl.DataFrame)
@@ -201,7 +299,7 @@ def people_estimates(folder: Path) -> pl.DataFrame | None:
     The judge's values from ``scores.parquet``; the rows where people labelled a unit only.
     """
     folder = Path(folder)
-    if not labels.has_labels(folder) or not (folder / SCORES).is_file():
+    if not has_day_labels(folder) or not (folder / SCORES).is_file():
         return None
     k, relevant = day_design(folder)
     values = pl.read_parquet(
@@ -215,11 +313,16 @@ def people_estimates(folder: Path) -> pl.DataFrame | None:
 
 __all__ = [
     "ITEMS",
+    "Turns",
     "day_design",
+    "day_items",
+    "has_day_labels",
     "label_items",
     "label_kinds",
+    "labelling_order",
     "people_estimates",
     "people_values",
+    "read_day_labels",
     "read_label_items",
     "write_label_items",
 ]

@@ -21,12 +21,13 @@ import polars as pl
 
 from ragaudit import atomic
 from ragaudit.audit._sample import normalise_query, normalised_query
-from ragaudit.audit._served import MANIFEST, REQUESTS, SAMPLE, SCORES
+from ragaudit.audit._served import REQUESTS, SAMPLE, SCORES
 from ragaudit.dataset import Question, load_questions
 from ragaudit.directions import higher_is_better
 from ragaudit.errors import InputError
 from ragaudit.hashing import canonical_json
 from ragaudit.lang import detect_language
+from ragaudit.runfolder import stored_setting
 from ragaudit.runlock import check_run_id
 from ragaudit.secrets import redact
 
@@ -198,8 +199,7 @@ def promote_day(
             f"{folder}: no finished audit day (no {SCORES}); run ragaudit audit --day "
             f"{day.isoformat()} first"
         )
-    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    k = manifest["config"]["audit"]["k"]
+    k = stored_setting(folder, "audit.k", 10)
     by = metric or f"ndcg@{k}"
     try:
         questions = promote(

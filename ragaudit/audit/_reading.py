@@ -2,7 +2,8 @@
 
 Reading goes through the registered reader ``audit.source.format`` names (``read_day``), the
 draw through the day's design (``draw_sample``, ADR 13 and 21); the documents logged by id only
-get their texts from the backend, only for the sampled requests.
+get their texts from the backend, only for the sampled requests; a sampled request of a session
+comes with its session's earlier turns (``_sessions.py``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import polars as pl
 from ragaudit.audit._content import resolve_texts
 from ragaudit.audit._sample import draw_sample, strata_table
 from ragaudit.audit._served import Served, audit_section
+from ragaudit.audit._sessions import Conversation, conversations, session_turns
 from ragaudit.audit._source import ReadReport, read_day
 from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
+from ragaudit.conversation import in_context
 from ragaudit.dataset import Question
 from ragaudit.judging import Judge, prompt_tokens
 from ragaudit.lang import detect_language
@@ -96,14 +99,25 @@ async def fetch_missing_texts(config: RunConfig, rows: pl.DataFrame) -> pl.DataF
                 await done
 
 
-def served_requests(rows: pl.DataFrame, sample: pl.DataFrame, k: int) -> list[Served]:
-    """The sampled requests with their top ``k`` served documents, in the sample's order."""
+def served_requests(
+    rows: pl.DataFrame,
+    sample: pl.DataFrame,
+    k: int,
+    talks: Mapping[str, Conversation] | None = None,
+) -> list[Served]:
+    """The sampled requests with their top ``k`` served documents, in the sample's order.
+
+    ``talks``: the conversations of the requests with a session (:func:`conversations`):
+    each one's turn and its session's earlier turns.
+    """
     by_id = {r["request_id"]: r for r in rows.iter_rows(named=True)}
+    talks = talks or {}
     out = []
     for unit_row in sample.iter_rows(named=True):
         r = by_id.get(unit_row["request_id"])
         if r is None:
             continue
+        talk = talks.get(r["request_id"])
         out.append(
             Served(
                 request_id=r["request_id"],
@@ -114,39 +128,70 @@ def served_requests(rows: pl.DataFrame, sample: pl.DataFrame, k: int) -> list[Se
                 answer=r.get("answer"),
                 citations=r.get("citations"),
                 docs=doc_rows(r.get("docs"), k),
+                session=None if talk is None else talk.session,
+                turn=None if talk is None else talk.turn,
+                history=() if talk is None else talk.history,
+                history_incomplete=False if talk is None else talk.incomplete,
             )
         )
     return out
 
 
-def tokens_per_request(config: RunConfig, requests: Path, judge: Judge, k: int) -> float:
+def sampled_served(
+    config: RunConfig, day: dt.date, requests: Path, rows: pl.DataFrame, sample: pl.DataFrame
+) -> list[Served]:
+    """The sampled requests (``rows``, their texts fetched) as served, each with its history."""
+    talks = conversations(config, day, requests, sample["request_id"].to_list())
+    return served_requests(rows, sample, audit_section(config).k, talks)
+
+
+def tokens_per_request(
+    config: RunConfig, day: dt.date, requests: Path, judge: Judge, k: int
+) -> float:
     """Mean judge prompt tokens of grading one request's top k (what a budget draws against).
 
-    Measured on the day's first 200 requests with the grading prompt as it is sent.
+    Measured on the day's first 200 requests with the grading prompt as it is sent, a turn's
+    with its session's earlier turns (bounded as its judge prompts are).
     """
     head = pl.scan_parquet(requests).head(200).collect()
+    talks = conversations(config, day, requests, head["request_id"].to_list())
     totals = []
     for r in head.iter_rows(named=True):
         q = Question(question_id=r["request_id"], question=r["query"])
+        talk = talks.get(r["request_id"])
+        if talk is not None and talk.history:
+            q = in_context(
+                q.model_copy(update={"history": list(talk.history)}),
+                config.conversation,
+                judge.model,
+                judge.budget,
+            )
         totals.append(
             sum(prompt_tokens(judge, q, d["text"]) for d in doc_rows(r["docs"], k) if d["text"])
         )
     return sum(totals) / len(totals) if totals else 0.0
 
 
-def draw(config: RunConfig, requests: Path, judge: Judge) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The day's sample and every stratum of the day, drawn from or not."""
+def draw(
+    config: RunConfig, day: dt.date, requests: Path, judge: Judge
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The day's sample and every stratum of the day, drawn from or not.
+
+    Each request with its ``turn`` and ``history_incomplete`` (:func:`session_turns`): the
+    sample's rows carry them, and ``audit.turn_strata`` stratifies by them.
+    """
     section = audit_section(config)
     per = (
-        tokens_per_request(config, requests, judge, section.k)
+        tokens_per_request(config, day, requests, judge, section.k)
         if section.max_judge_tokens is not None
         else None
     )
-    day = pl.scan_parquet(requests)
+    turns = session_turns(config, day, requests)
+    traffic = pl.scan_parquet(requests).join(turns.lazy(), on="request_id", how="left")
     opts = section.sampling()
     return (
-        draw_sample(day, opts, salt=section.name, tokens_per_request=per),
-        strata_table(day, opts, salt=section.name, tokens_per_request=per),
+        draw_sample(traffic, opts, salt=section.name, tokens_per_request=per),
+        strata_table(traffic, opts, salt=section.name, tokens_per_request=per),
     )
 
 
@@ -157,6 +202,7 @@ __all__ = [
     "judge_of",
     "read_traffic",
     "sampled_rows",
+    "sampled_served",
     "served_requests",
     "tokens_per_request",
 ]

@@ -1,9 +1,10 @@
-"""An audit day's ``report.html``: the estimates, what moved, the strata, the worst requests.
+"""An audit day's ``report.html``: estimates, by turn, what moved, strata, the worst requests.
 
 The estimates with their intervals per segment (and what they estimate: the population, the
-unit, what an interval holds), the day against the day before and the trailing week (one line
-per segment and cause, then every change with its split by cause), the strata and what was
-drawn, the worst requests with their served documents and grades.
+unit, what an interval holds) and by turn position and turn kind, the day against the day
+before and the trailing week (one line per segment and cause, then every change with its
+split by cause), the strata and what was drawn, the worst requests with their conversation so
+far, served documents and grades.
 
 One self-contained page under the same Content-Security-Policy as a run's ``report.html``
 (``default-src 'none'``, inline style only, no script): Jinja2 with autoescaping, so every query,
@@ -17,17 +18,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jinja2
 import polars as pl
 
 from ragaudit.atomic import write_bytes
 from ragaudit.audit._drift import change_rows
 from ragaudit.audit._moves import moves
+from ragaudit.audit._served import conversation_counts
+from ragaudit.dataset import Turn, exchanges
 from ragaudit.numbers import fixed
+from ragaudit.reporting import template_env
 from ragaudit.secrets import redact
 
 if TYPE_CHECKING:
-    from ragaudit.audit._served import AuditDay
+    from ragaudit.audit._served import AuditDay, Served
 
 WORST = 20
 """Requests shown in the worst list."""
@@ -134,8 +137,35 @@ def strata_rows(strata: pl.DataFrame | None, sample: pl.DataFrame) -> list[dict[
             "expected": _num(r["expected"], 1),
             "represented": _num(represented.get(r["stratum"]), 0),
         }
-        for r in strata.sort(["segment", "band"]).iter_rows(named=True)
+        for r in strata.sort(["segment", "band", "stratum"]).iter_rows(named=True)
     ]
+
+
+def turn_rows(turns: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """The estimates by turn band and turn kind (``estimate_turns``), as the page shows them."""
+    if turns is None or turns.is_empty():
+        return []
+    return [
+        {
+            "breakdown": "turn position" if r["breakdown"] == "turn_band" else "turn kind",
+            "cell": r["cell"],
+            "metric": r["metric"],
+            "estimate": _num(r["estimate"]),
+            "ci": f"{_num(r['ci_low'])} – {_num(r['ci_high'])}",
+            "n": r["n"],
+            "incomplete": r["incomplete"],
+            "requests": _num(r.get("requests"), 0),
+            "ess": _num(r.get("ess"), 1),
+        }
+        for r in turns.sort("metric", maintain_order=True).iter_rows(named=True)
+    ]
+
+
+def shown_history(s: Served, max_exchanges: int) -> tuple[list[Turn], int]:
+    """The earlier turns shown above a request: its last ``max_exchanges``, and how many not."""
+    parts = exchanges(s.history)
+    kept = parts[max(0, len(parts) - max_exchanges) :] if max_exchanges else []
+    return [t for e in kept for t in e], len(parts) - len(kept)
 
 
 def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
@@ -156,11 +186,16 @@ def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
     out = []
     for s in ranked[:WORST]:
         scores = by_request[s.request_id]
+        history, cut = shown_history(s, day.config.conversation.max_history_turns)
         out.append(
             {
                 "request_id": s.request_id,
                 "segment": s.segment,
                 "query": s.query,
+                "turn": s.turn,
+                "history": [(t.role, t.text[:_TEXT], len(t.text) > _TEXT) for t in history],
+                "history_cut": cut,
+                "history_incomplete": s.history_incomplete,
                 "answer": s.answer,
                 "value": _num(scores[metric]["value"]),
                 "scores": [
@@ -184,14 +219,6 @@ def _worst(day: AuditDay, metric: str) -> list[dict[str, Any]]:
     return out
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("ragaudit.audit", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-
-
 def primary_metric(day: AuditDay) -> str:
     """The metric the worst requests are ranked by: nDCG@k within the served list."""
     return f"ndcg@{day.section.k}"
@@ -206,7 +233,7 @@ def render_report(day: AuditDay) -> str:
     lines = moves(rows, day.day.isoformat())
     bad_samples: Sequence[tuple[str, str]] = getattr(read, "bad_samples", []) or []
     return (
-        _env()
+        template_env("ragaudit.audit", trim=False)
         .get_template("report.html.j2")
         .render(
             name=day.section.name,
@@ -226,6 +253,9 @@ def render_report(day: AuditDay) -> str:
             changes=change_table(rows),
             parts=PART_COLUMNS,
             compared=day.watch is not None,
+            conversations=conversation_counts(day.served),
+            max_history_turns=day.config.conversation.max_history_turns,
+            turns=turn_rows(day.turn_estimates),
             strata=strata_rows(day.strata, day.sample),
             metric=metric,
             worst=_worst(day, metric),
@@ -247,6 +277,8 @@ __all__ = [
     "change_table",
     "primary_metric",
     "render_report",
+    "shown_history",
     "strata_rows",
+    "turn_rows",
     "write_report",
 ]

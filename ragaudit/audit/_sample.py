@@ -7,7 +7,10 @@ The design (ADR 0013, its second stage ADR 0021) in six steps:
    number of requests that asked it that day (``count``). Its id (``unit``) is a hash of the
    two, without salt, so the same query has the same id every day and in every audit.
 2. **Strata** = segment × frequency band: ``head`` (``count >= bands.head``), ``torso``
-   (``>= bands.torso``), ``tail``.
+   (``>= bands.torso``), ``tail``. With ``turn_strata`` × turn band too (``1``, ``2``,
+   ``3-5``, ``6+``: the request's place in its session, ``_sessions.py``; requests without a
+   session a band of their own), and a unit is then a query asked at one turn band: the same
+   words as a first turn and as a follow-up are judged differently (with their histories).
 3. **Allocation.** The day's budget of graded requests (``sample``, or ``max_judge_tokens``
    over the tokens one request's grading costs, the smaller of the two) is spread over strata
    in proportion to their requests, after at least two expected requests per stratum (so each
@@ -42,6 +45,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from ragaudit._audit_config import Bands, SampleOptions
+from ragaudit.audit._sessions import turn_cells
 from ragaudit.errors import ConfigError
 
 BANDS = ("head", "torso", "tail")
@@ -78,9 +82,15 @@ def _digest(first: str, second: str) -> str:
     return hashlib.sha256(f"{len(first)}:{first}{second}".encode()).hexdigest()
 
 
-def unit_id(segment: str, query_norm: str) -> str:
-    """The unit's id: a versioned hash of its segment and normalised query (no salt)."""
-    return f"{UNIT_ID_VERSION}:{_digest(segment, query_norm)[:32]}"
+def unit_id(segment: str, query_norm: str, turn_band: str | None = None) -> str:
+    """The unit's id: a versioned hash of its segment and normalised query (no salt).
+
+    With a ``turn_band`` (``turn_strata``) the band is hashed in under a prefix of its own,
+    so such a unit is never taken for the query's unit without turns.
+    """
+    if turn_band is None:
+        return f"{UNIT_ID_VERSION}:{_digest(segment, query_norm)[:32]}"
+    return f"{UNIT_ID_VERSION}t:{_digest(segment, _digest(turn_band, query_norm))[:32]}"
 
 
 def permanent_random(salt: str, key: str) -> float:
@@ -160,30 +170,55 @@ def _self_weighting(counts: Sequence[int], n: float) -> tuple[list[float], list[
     return pi, within
 
 
+def _keys(turn_strata: bool) -> list[str]:
+    """What tells one unit from another: segment and normalised query, and turn band."""
+    return ["segment", "turn_band", "query_norm"] if turn_strata else ["segment", "query_norm"]
+
+
 def _asked(requests: pl.LazyFrame) -> pl.DataFrame:
-    """Each request's id, segment and normalised query (normalised once for the whole draw)."""
-    return requests.select(
-        pl.col("request_id").cast(pl.String),
-        pl.col("segment").cast(pl.String),
-        normalised_query().alias("query_norm"),
-    ).collect()
+    """Each request's id, segment, normalised query (once for the whole draw) and turn.
 
-
-def units_of_day(requests: pl.LazyFrame, bands: Bands) -> pl.DataFrame:
-    """The day's units: segment, normalised query, requests, band, stratum and its size."""
-    return _units(_asked(requests), bands)
-
-
-def _units(asked: pl.DataFrame, bands: Bands) -> pl.DataFrame:
-    units = (
-        asked.group_by("segment", "query_norm")
-        .agg(pl.len().cast(pl.Int64).alias("count"))
-        .sort("segment", "query_norm")
+    ``turn`` and ``history_incomplete`` where the frame has them (``_sessions.session_turns``),
+    else null and false; ``turn_band`` from ``turn``.
+    """
+    names = requests.collect_schema().names()
+    turn = pl.col("turn") if "turn" in names else pl.lit(None, dtype=pl.Int64)
+    incomplete = (
+        pl.col("history_incomplete").fill_null(False)
+        if "history_incomplete" in names
+        else pl.lit(False)
     )
-    ids = [unit_id(s, q) for s, q in units.select("segment", "query_norm").iter_rows()]
+    return (
+        requests.select(
+            pl.col("request_id").cast(pl.String),
+            pl.col("segment").cast(pl.String),
+            normalised_query().alias("query_norm"),
+            turn.cast(pl.Int64).alias("turn"),
+            incomplete.alias("history_incomplete"),
+        )
+        .with_columns(turn_cells().alias("turn_band"))
+        .collect()
+    )
+
+
+def units_of_day(requests: pl.LazyFrame, bands: Bands, turn_strata: bool = False) -> pl.DataFrame:
+    """The day's units: segment, normalised query, requests, band, stratum and its size."""
+    return _units(_asked(requests), bands, turn_strata)
+
+
+def _units(asked: pl.DataFrame, bands: Bands, turn_strata: bool = False) -> pl.DataFrame:
+    keys = _keys(turn_strata)
+    units = asked.group_by(keys).agg(pl.len().cast(pl.Int64).alias("count")).sort(keys)
+    if turn_strata:
+        ids = [unit_id(s, q, t) for s, t, q in units.select(keys).iter_rows()]
+        stratum = pl.format("{}/{}/turn {}", "segment", "band", "turn_band")
+    else:
+        ids = [unit_id(s, q) for s, q in units.select(keys).iter_rows()]
+        units = units.with_columns(pl.lit(None, dtype=pl.String).alias("turn_band"))
+        stratum = pl.format("{}/{}", "segment", "band")
     return (
         units.with_columns(pl.Series("unit", ids, dtype=pl.String), _band(bands).alias("band"))
-        .with_columns(pl.format("{}/{}", "segment", "band").alias("stratum"))
+        .with_columns(stratum.alias("stratum"))
         .with_columns(
             pl.len().over("stratum").cast(pl.Int64).alias("stratum_units"),
             pl.col("count").sum().over("stratum").cast(pl.Int64).alias("stratum_requests"),
@@ -240,15 +275,16 @@ def draw_sample(
     Returns:
         ``unit``, ``request_id`` (a request graded for it), ``segment``, ``band``,
         ``stratum``, ``query_norm``, ``count``, ``stratum_units``, ``stratum_requests``, ``pi``,
-        ``weight`` (``count / (pi * requests_drawn)``), ``requests_drawn`` and ``pi_within``
-        (``requests_drawn / count``), sorted by stratum, unit, then the order the unit's
+        ``weight`` (``count / (pi * requests_drawn)``), ``requests_drawn``, ``pi_within``
+        (``requests_drawn / count``), and the request's ``turn`` and ``history_incomplete``
+        (null and false without them), sorted by stratum, unit, then the order the unit's
         requests were drawn in (its first row is its representative).
     """
     asked, units = _design(requests, opts, salt, tokens_per_request)
     drawn = units.filter("drawn")
-    graded = _requests_within(asked, drawn, salt)
+    graded = _requests_within(asked, drawn, salt, _keys(opts.turn_strata))
     return (
-        drawn.join(graded, on=["segment", "query_norm"], how="left")
+        drawn.join(graded, on=_keys(opts.turn_strata), how="left")
         .with_columns(
             (pl.col("count") / (pl.col("pi") * pl.col("requests_drawn"))).alias("weight"),
             (pl.col("requests_drawn") / pl.col("count")).alias("pi_within"),
@@ -268,7 +304,8 @@ def strata_table(
     """Every stratum of the day, drawn from or not (what ``--dry-run`` shows).
 
     Returns:
-        ``stratum``, ``segment``, ``band``, ``units``, ``requests``, ``expected`` (expected
+        ``stratum``, ``segment``, ``band``, ``turn_band`` (null without ``turn_strata``),
+        ``units``, ``requests``, ``expected`` (expected
         graded requests), ``drawn`` (units), ``drawn_requests`` (the requests of the drawn
         units) and ``graded`` (the requests to grade), sorted by stratum. A stratum with no
         draw is unrepresented that day: its segment's estimate stands for its other strata.
@@ -279,6 +316,7 @@ def strata_table(
         .agg(
             pl.col("segment").first(),
             pl.col("band").first(),
+            pl.col("turn_band").first(),
             pl.len().cast(pl.Int64).alias("units"),
             pl.col("count").sum().alias("requests"),
             (pl.col("pi") * pl.col("requests_drawn")).sum().alias("expected"),
@@ -296,7 +334,7 @@ def _design(
     """The requests normalised, and every unit with its ``pi`` and whether it is ``drawn``."""
     n = budget_units(opts, tokens_per_request)
     asked = _asked(requests)
-    units = inclusion_probabilities(_units(asked, opts.bands), n)
+    units = inclusion_probabilities(_units(asked, opts.bands, opts.turn_strata), n)
     u = [permanent_random(salt, unit) for unit in units["unit"]]
     return asked, units.with_columns((pl.Series(u, dtype=pl.Float64) < pl.col("pi")).alias("drawn"))
 
@@ -315,24 +353,27 @@ SAMPLE_COLUMNS = (
     "weight",
     "requests_drawn",
     "pi_within",
+    "turn",
+    "history_incomplete",
 )
 
 
-def _requests_within(asked: pl.DataFrame, drawn: pl.DataFrame, salt: str) -> pl.DataFrame:
+def _requests_within(
+    asked: pl.DataFrame, drawn: pl.DataFrame, salt: str, keys: list[str]
+) -> pl.DataFrame:
     """Each drawn unit's ``requests_drawn`` requests with the smallest ``hash(salt, id)``.
 
-    With their order (``_rank``, 0 for the representative).
+    With their order (``_rank``, 0 for the representative), turn and whether its history is
+    whole.
     """
-    theirs = asked.join(
-        drawn.select("segment", "query_norm", "requests_drawn"), on=["segment", "query_norm"]
-    )
+    theirs = asked.join(drawn.select(*keys, "requests_drawn"), on=keys)
     rank = [permanent_random(salt, r) for r in theirs["request_id"]]
     return (
         theirs.with_columns(pl.Series("_u", rank, dtype=pl.Float64))
         .sort("_u", "request_id")
-        .with_columns(pl.int_range(pl.len()).over("segment", "query_norm").alias("_rank"))
+        .with_columns(pl.int_range(pl.len()).over(keys).alias("_rank"))
         .filter(pl.col("_rank") < pl.col("requests_drawn"))
-        .select("segment", "query_norm", pl.col("request_id").cast(pl.String), "_rank")
+        .select(*keys, pl.col("request_id").cast(pl.String), "_rank", "turn", "history_incomplete")
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from ragaudit._conversation_config import ConversationConfig
 from ragaudit.audit._grade import add_counts, skip_reason
 from ragaudit.audit._listmetrics import list_metrics
 from ragaudit.audit._served import AuditDay, Served
@@ -37,11 +38,15 @@ def _citations(text: str | None) -> tuple[list[str] | None, list[list[str]] | No
     return None, None
 
 
-def samples_of(served: Sequence[Served]) -> tuple[list[Sample], dict[str, str]]:
+def samples_of(
+    served: Sequence[Served], conversation: ConversationConfig, judge: Judge
+) -> tuple[list[Sample], dict[str, str]]:
     """The sampled requests as metric samples, the graded documents as contexts.
 
-    A document whose text changed since it was served, or that has no text, is left out of the
-    contexts: the answer was written from what was served, which is then unknown.
+    A sample's question is the one the request's judge prompts are built from
+    (:meth:`Served.judged`): a follow-up with its session's earlier turns, as a run scores a
+    turn. A document whose text changed since it was served, or that has no text, is left out
+    of the contexts: the answer was written from what was served, which is then unknown.
     """
     out, no_answer = [], {}
     for s in served:
@@ -49,11 +54,12 @@ def samples_of(served: Sequence[Served]) -> tuple[list[Sample], dict[str, str]]:
         ids, per_sentence = _citations(s.citations)
         if not (s.answer or "").strip():
             no_answer[s.request_id] = "no answer in the log for this request"
+        q = s.judged(conversation, judge)
         out.append(
             Sample(
                 question_id=s.request_id,
-                question=s.query,
-                language=s.language,
+                question=q.question,
+                language=q.language,
                 response=s.answer,
                 reference=None,
                 contexts=[d["text"] for d in docs],
@@ -70,7 +76,7 @@ def samples_of(served: Sequence[Served]) -> tuple[list[Sample], dict[str, str]]:
 async def score_answers(day: AuditDay, judge: Judge, gateway: Gateway, run_id: str) -> None:
     """Score every sampled request's answer with the audit's metrics (scoring.py, the memo)."""
     config = day.config
-    samples, no_answer = samples_of(day.served)
+    samples, no_answer = samples_of(day.served, config.conversation, judge)
     place = {s.request_id: s for s in day.served}
     deps = make_deps(config, judge)
     for name in day.section.metrics:
@@ -103,6 +109,7 @@ def score_row(day: AuditDay, s: Served, row: Mapping[str, Any]) -> dict[str, Any
         "request_id": s.request_id,
         "unit": s.unit,
         "segment": s.segment,
+        **s.turn_fields,
         **row,
     }
 

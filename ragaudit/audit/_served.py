@@ -8,6 +8,7 @@ scored; ``_day``: the day end to end; ``_dryrun``: what a day would ask).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ragaudit._audit_config import AuditSection
+from ragaudit._conversation_config import ConversationConfig
 from ragaudit.config import RunConfig
-from ragaudit.dataset import Question
+from ragaudit.conversation import in_context
+from ragaudit.dataset import Question, Turn
 from ragaudit.errors import ConfigError
-from ragaudit.judging import JudgmentStore
+from ragaudit.judging import Judge, JudgmentStore
 from ragaudit.runfolder import RunsRoot
 
 if TYPE_CHECKING:
@@ -30,6 +33,7 @@ SAMPLE = "sample.parquet"
 VERDICTS = "verdicts.parquet"
 SCORES = "scores.parquet"
 ESTIMATES = "estimates.parquet"
+TURN_ESTIMATES = "turn_estimates.parquet"
 REPORT = "report.html"
 MANIFEST = "manifest.json"
 KIND = "audit"
@@ -75,10 +79,40 @@ class Served:
     citations: str | None
     docs: list[dict[str, Any]]
     """The top k served documents (``rank``, ``id``, ``text``, ``changed``), served order."""
+    session: str | None = None
+    turn: int | None = None
+    """Its place in its session, from 1 (None: no session; ``_sessions.py``)."""
+    history: tuple[Turn, ...] = ()
+    """Its session's earlier turns, oldest first: what its judge prompts are shown with it."""
+    history_incomplete: bool = False
+    """The session may have begun before the earliest day read: earlier turns may be missing."""
 
     def question(self) -> Question:
-        """The request as the judging library reads a question."""
-        return Question(question_id=self.request_id, question=self.query, language=self.language)
+        """The request as the judging library reads a question (a turn, with its history)."""
+        q = Question(question_id=self.request_id, question=self.query, language=self.language)
+        if self.turn is None:
+            return q
+        return q.model_copy(
+            update={
+                "conversation_id": self.session,
+                "turn": self.turn,
+                "history": list(self.history) or None,
+            }
+        )
+
+    def judged(self, conversation: ConversationConfig, judge: Judge) -> Question:
+        """The question every judge prompt of the request is built from, as a run's turn's.
+
+        Its session's earlier turns before it, bounded by ``conversation``
+        (:func:`ragaudit.conversation.in_context`); a request without a history is its query
+        alone, the prompts and keys it always had.
+        """
+        return in_context(self.question(), conversation, judge.model, judge.budget)
+
+    @property
+    def turn_fields(self) -> dict[str, Any]:
+        """``turn`` and ``history_incomplete`` as the sample, verdicts and scores rows hold them."""
+        return {"turn": self.turn, "history_incomplete": self.history_incomplete}
 
 
 @dataclass
@@ -107,6 +141,8 @@ class AuditDay:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     scores: list[dict[str, Any]] = field(default_factory=list)
     estimates: pl.DataFrame | None = None
+    turn_estimates: pl.DataFrame | None = None
+    """The estimates by turn band and turn kind (``estimate_turns``)."""
     strata: pl.DataFrame | None = None
     """Every stratum of the day, drawn from or not (``strata_table``)."""
     grading: Grading = field(default_factory=Grading)
@@ -130,6 +166,21 @@ def read_summary(read: ReadReport | None) -> dict[str, Any]:
     return {} if read is None else read.summary()
 
 
+def conversation_counts(served: Sequence[Served]) -> dict[str, int]:
+    """The sampled requests by their place in a session (the manifest's and report's counts).
+
+    ``sessions``: distinct sessions sampled; ``in_session``: requests with a session;
+    ``follow_ups``: those judged with earlier turns; ``history_incomplete``: those whose
+    session may have begun before the earliest day read.
+    """
+    return {
+        "sessions": len({s.session for s in served if s.session is not None}),
+        "in_session": sum(s.turn is not None for s in served),
+        "follow_ups": sum(bool(s.history) for s in served),
+        "history_incomplete": sum(s.history_incomplete for s in served),
+    }
+
+
 __all__ = [
     "ESTIMATES",
     "KIND",
@@ -138,6 +189,7 @@ __all__ = [
     "REQUESTS",
     "SAMPLE",
     "SCORES",
+    "TURN_ESTIMATES",
     "VERDICTS",
     "AuditDay",
     "Grading",
@@ -145,6 +197,7 @@ __all__ = [
     "audit_dir",
     "audit_root",
     "audit_section",
+    "conversation_counts",
     "judgment_store",
     "read_summary",
 ]

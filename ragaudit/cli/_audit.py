@@ -263,6 +263,14 @@ def _print(out: dict[str, Any]) -> None:
     )
     for note in read.get("notes") or []:
         console.print(escape(note), soft_wrap=True)
+    talks = out.get("conversations") or {}
+    if talks.get("in_session"):
+        console.print(
+            f"conversations: {talks['follow_ups']} follow-ups judged with their session's earlier "
+            f"turns, {talks['history_incomplete']} history incomplete (of {talks['in_session']} "
+            f"sampled requests in {talks['sessions']} sessions)",
+            soft_wrap=True,
+        )
     console.print(
         f"LLM calls this invocation: {llm.get('calls', 0)} (memo hits "
         f"{llm.get('cache_hits', 0)}, provider calls {llm.get('provider_calls', 0)})"
@@ -314,7 +322,8 @@ def _dry_run(cfg: RunConfig, day: dt.date) -> None:
     for s in strata_rows(out.strata, out.sample):
         table.add_row(
             escape(str(s["segment"])),
-            escape(str(s["band"])),
+            # With audit.turn_strata a stratum is a band at one turn band too.
+            escape(str(s["band"]) + (f" · turn {s['turn_band']}" if s.get("turn_band") else "")),
             str(s["units"]),
             str(s["requests"]),
             s["expected"],

@@ -514,6 +514,20 @@ def _print_stats(stats: StoreStats, folder: Path) -> None:
                 escape(", ".join(a["sources"])),
             )
         console.print(people)
+    if stats.pages:
+        pages = Table(title="people's labels by the page they were given on (source labelling)")
+        for col in ("page", "rows", "pairs", "annotators"):
+            pages.add_column(col)
+        for g in stats.pages:
+            pages.add_row(
+                escape(g["page"]),
+                f"{g['rows']:,}",
+                f"{g['pairs']:,}",
+                escape(", ".join(g["annotators"])),
+            )
+        console.print(pages)
+    if stats.answer_labels:
+        console.print(f"people's yes/no on answers: {stats.answer_labels:,} (not pairs, apart)")
     for title, overlaps in (
         ("agreement between sources", stats.overlaps),
         ("agreement between raters of a source", stats.raters),

@@ -64,7 +64,10 @@ def label_cmd(
             raise InputError("--export needs --output FILE")
         table = labels.read_labels(folder)
         if table.num_rows == 0:
-            raise InputError(f"run {folder.name}: no labels yet ({folder / labels.STORE})")
+            raise InputError(
+                f"run {folder.name}: no labels of its items yet (people's labels are kept in "
+                f"{labels.store_folder(folder)})"
+            )
         text = (
             labels.labels_csv(table)
             if export == "csv"

@@ -125,6 +125,19 @@ def _entry(name: str, runs_root: Path | None) -> Any:
     )
 
 
+def _config_of(folder: Path) -> RunConfig:
+    """A run's stored config, validated by this version (one line when it does not load)."""
+    from ragaudit.runfolder import stored_config
+
+    config = stored_config(folder)
+    if config is None:
+        raise RagauditError(
+            f"{folder}: its manifest holds no config this ragaudit version reads (written by "
+            "another version, or damaged)"
+        )
+    return config
+
+
 def _run_dir(
     name: str, runs_root: Path | None, markers: tuple[str, ...] = ("manifest.json",)
 ) -> Path:
@@ -269,11 +282,11 @@ def compare(
     ] = False,
 ) -> None:
     """What moved beyond noise from RUN_A to RUN_B, paired by question, adjusted across metrics."""
-    from ragaudit.reporting import compare_runs, regressions, run_folder
+    from ragaudit.reporting import compare_runs, regressions
     from ragaudit.runfolder import write_json
 
     dir_a, dir_b = _run_dir(run_a, runs_root), _run_dir(run_b, runs_root)
-    cfg_b = RunConfig.model_validate(run_folder(dir_b).read_manifest().get("config", {}))
+    cfg_b = _config_of(dir_b)
     battles = battles or cfg_b.report.battles
     if dry_run:
         if not battles:
@@ -338,7 +351,6 @@ def battles_cmd(
 
     from ragaudit.battles import round_robin
     from ragaudit.cache import hold_gateway
-    from ragaudit.reporting import run_folder
     from ragaudit.runfolder import BATTLES, FolderRun, RunsRoot
     from ragaudit.runids import new_run_id
 
@@ -346,7 +358,7 @@ def battles_cmd(
     if len({d.name for d in dirs}) < 2:
         raise RagauditError("battles: give at least two different runs")
     # The judge settings of the last run, as compare takes run B's.
-    cfg = RunConfig.model_validate(run_folder(dirs[-1]).read_manifest().get("config", {}))
+    cfg = _config_of(dirs[-1])
     # Checked before any battle is played.
     folder = out or (runs_root or DEFAULT_RUNS_ROOT) / new_run_id("battles")
     # A run's own battles.parquet is compare's (B against A); a round robin has its own folder,
@@ -567,14 +579,11 @@ def export_trec_cmd(run: str, runs_root: RootOpt = None) -> None:
         console.print(str(path))
     # The qrels hold raw grades 0-3; trec_eval's default counts any grade > 0 as relevant, so
     # P@k, R@k and MRR would disagree with the agreement table without the level.
-    from ragaudit.reporting import run_folder
+    from ragaudit.runfolder import stored_setting
 
     # The stored config's field when it has one, else the field's default (an older manifest);
     # read as a value, not validated, so a config of another version still gives its level.
-    sort_cfg = run_folder(folder).read_manifest().get("config", {}).get("sort", {})
-    level = SortConfig.model_fields["relevant_grade"].default
-    if isinstance(sort_cfg, dict):
-        level = sort_cfg.get("relevant_grade", level)
+    level = stored_setting(folder, "sort.relevant_grade", SortConfig().relevant_grade)
     console.print(
         f"grades are 0-3: run trec_eval -l {level} (pytrec_eval relevance_level={level}) so that "
         f"P@k, R@k and MRR count grade >= {level} as relevant, as the agreement table does",

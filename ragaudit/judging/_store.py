@@ -23,7 +23,10 @@ by what it judged, the question and the document text (:func:`label_key`), witho
 several annotators' rows share a key and none is a conflict. Only rows naming a ``judge`` are
 the judge's grades a look-up returns: the sort stage's, a tune's, an audit's, and imported
 grades an import was told to stand in for that judge (``role`` ``seed``), which is how a tune
-pays nothing for a pair someone already judged.
+pays nothing for a pair someone already judged. A label a person gives on a labelling page (a
+run's, an audit day's: :mod:`ragaudit.labels`) is such a row too, of source ``labelling``; a
+person's yes/no on an answer (schema version 4) names its ``metric`` and is keyed apart. The
+columns, keys and checks both sides share are :mod:`ragaudit.judgment_parts`'.
 """
 
 from __future__ import annotations
@@ -44,7 +47,19 @@ from ragaudit.dataset import Question
 from ragaudit.hashing import canonical_hash
 from ragaudit.judging._grades import Graded, grade_candidates
 from ragaudit.judging._judge import Judge, Spend
-from ragaudit.partstore import ForeignPart, PartStore
+from ragaudit.judgment_parts import (
+    GRADES,
+    ROLES,
+    SOURCE_KINDS,
+    STATES,
+    checked,
+    label_key,
+    ref_key,
+    row_parts,
+    text_hash,
+    text_parts,
+)
+from ragaudit.partstore import ForeignPart
 from ragaudit.prompts import RELEVANCE, RelevanceInput
 from ragaudit.runfolder import STORE_DIR
 from ragaudit.schemas import JUDGMENT_TEXTS, JUDGMENTS, to_table
@@ -52,46 +67,12 @@ from ragaudit.schemas import JUDGMENT_TEXTS, JUDGMENTS, to_table
 _log = logging.getLogger(__name__)
 
 
-GRADES = range(0, 4)
-"""The grades the relevance prompt gives; any other value in a part is refused."""
-
-_ADDED = (
-    "temperature",
-    "window",
-    "max_tokens",
-    "language",
-    "source_kind",
-    "annotator",
-    "state",
-    "source_value",
-    "scale",
-    "query",
-    "doc_index",
-    "role",
-    "format",
-    "extra",
-)
-"""Columns of versions 2 and 3 of the store's schema, absent from earlier parts."""
-
-SOURCE_KINDS = ("judge", "person", "imported")
-"""Who gave a row's grade: the LLM judge, a person on a labelling page, or another tool."""
-STATES = ("graded", "unrateable", "later")
-"""A row's state: a grade, a pair its annotator could not rate, or one put off for later."""
-ROLES = ("people", "gold", "seed")
-"""What a person's or imported row stands as: people's labels (agreement, calibration, PPI),
-gold, or the judge's grade (an imported grade a tune or run then pays nothing for)."""
-
 BATCH = 200
 """Pairs looked up and paid per hold of the store's lock: another writer waits at most one."""
 
 
 class StoreError(ForeignPart):
     """A part of the judgment store holds a row that is not a grade (another type or range)."""
-
-
-def text_hash(text: str) -> str:
-    """The hash of a question's or a document's text, as the store keys it."""
-    return canonical_hash(["text", text])
 
 
 @dataclass(frozen=True)
@@ -107,20 +88,6 @@ class Grader:
     def of(cls, judge: Judge) -> Grader:
         """The grader ``judge`` is."""
         return cls(judge.model, float(judge.temperature), judge.window, judge.max_tokens)
-
-
-def label_key(question: str, text: str) -> str:
-    """The key of a person's or an imported judgment: its question and document text, no judge.
-
-    The same key whoever judged the pair, so every annotator's row of one pair shares it and a
-    later labelling page or import finds the pair judged.
-    """
-    return canonical_hash(["label/1", text_hash(question), text_hash(text)])
-
-
-def ref_key(query: str, query_id: str, index: str, doc_id: str) -> str:
-    """The key of an imported judgment whose document text was not resolved: its reference."""
-    return canonical_hash(["ref/1", query, query_id, index, doc_id])
 
 
 def grade_key(grader: Grader, prompt: str, language: str, question: str, text: str) -> str:
@@ -159,8 +126,8 @@ class JudgmentStore:
     def __init__(self, folder: Path | str) -> None:
         """Open the store in ``folder`` (created on the first write)."""
         self.folder = Path(folder)
-        self.parts = PartStore(self.folder, JUDGMENTS, added=_ADDED)
-        self.texts = PartStore(self.folder, JUDGMENT_TEXTS, prefix="text")
+        self.parts = row_parts(self.folder)
+        self.texts = text_parts(self.folder)
         """Resolved texts by hash (the people's and imported rows' questions and documents)."""
         self._grades: dict[str, tuple[StoredGrade, str]] = {}
         self._sources: set[str] = set()
@@ -313,21 +280,7 @@ class JudgmentStore:
         """
         if table.num_rows == 0:
             return 0
-        table = table.select(JUDGMENTS.names).cast(JUDGMENTS)
-        checks = (
-            ("source_kind", SOURCE_KINDS),
-            ("state", STATES),
-            ("role", ROLES),
-        )
-        for column, allowed in checks:
-            bad = {v for v in table[column].unique().to_pylist() if v} - set(allowed)
-            if bad:
-                raise ValueError(f"{column} {sorted(bad)[0]!r}: not one of {', '.join(allowed)}")
-        grades = {g for g in table["grade"].unique().to_pylist() if g is not None}
-        if grades - set(GRADES):
-            raise ValueError(f"grade {sorted(grades - set(GRADES))[0]}: not 0–3")
-        if not all(table["key"].to_pylist()):
-            raise ValueError("a row without a key")
+        table = checked(table)
         self.refresh()
         path = self.parts.append(table, locked=locked)
         self._take(path, table)
@@ -335,7 +288,7 @@ class JudgmentStore:
 
     def rows(self) -> pa.Table:
         """Every row of every readable part, oldest first (a fresh read: the stats, an export)."""
-        return PartStore(self.folder, JUDGMENTS, added=_ADDED).read_all()
+        return row_parts(self.folder).read_all()
 
     def add_texts(self, texts: Mapping[str, str], *, locked: bool = False) -> int:
         """Keep ``texts`` (hash → text) the store does not hold yet; returns how many were new."""
@@ -351,13 +304,13 @@ class JudgmentStore:
 
     def text_hashes(self) -> set[str]:
         """The hashes whose text the store keeps."""
-        reader = PartStore(self.folder, JUDGMENT_TEXTS, prefix="text")
+        reader = text_parts(self.folder)
         return set(reader.read_all()["text_hash"].to_pylist())
 
     def texts_of(self, hashes: Iterable[str]) -> dict[str, str]:
         """The kept text of each of ``hashes`` (hashes without one are left out)."""
         wanted = set(hashes)
-        table = PartStore(self.folder, JUDGMENT_TEXTS, prefix="text").read_all()
+        table = text_parts(self.folder).read_all()
         return {
             h: t
             for h, t in zip(table["text_hash"].to_pylist(), table["text"].to_pylist(), strict=True)

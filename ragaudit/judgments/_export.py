@@ -52,6 +52,9 @@ class Selection:
     """``people``, ``gold``, ``seed``: only rows standing so (the judge's own stand as none)."""
     seeds: bool = False
     """Also rows standing for a judge's grade (``seed``) when no role is named."""
+    answers: bool = False
+    """Also people's yes/no on answers (rows naming a ``metric``): no document's grade, so no
+    format's row; the store's summary counts them."""
 
 
 @dataclass
@@ -72,6 +75,8 @@ def store_rows(store: JudgmentStore, selection: Selection = Selection()) -> pl.D
     df = df.filter(pl.col("key") != "").with_columns(
         pl.col("source_kind").fill_null("judge"), pl.col("state").fill_null("graded")
     )
+    if not selection.answers:
+        df = df.filter(pl.col("metric").is_null())
     if selection.sources:
         df = df.filter(pl.col("source").is_in(list(selection.sources)))
     if selection.kinds:

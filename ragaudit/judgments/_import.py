@@ -28,7 +28,6 @@ from ragaudit.judgments._resolve import DocumentTexts, Resolve, resolve
 from ragaudit.judgments._scale import GradeScale
 from ragaudit.noise import combined_grade
 from ragaudit.prompts import RELEVANCE
-from ragaudit.schemas import JUDGMENTS
 
 Role = Literal["people", "gold"]
 
@@ -231,9 +230,9 @@ async def import_read(
         texts.update(zip(held[hashes].to_list(), held[values].to_list(), strict=True))
     with store.parts.lock():
         report_texts = store.add_texts(texts, locked=True)
-        store.add_table(rows.to_arrow().cast(JUDGMENTS), locked=True)
+        store.add_table(rows.to_arrow(), locked=True)
         if seeds is not None and seeds.height:
-            store.add_table(seeds.to_arrow().cast(JUDGMENTS), locked=True)
+            store.add_table(seeds.to_arrow(), locked=True)
     states = Counter(df["state"].to_list())
     resolved = sum(
         t is not None and q is not None for t, q in zip(found.text, found.question, strict=True)

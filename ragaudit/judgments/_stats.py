@@ -2,6 +2,8 @@
 
 A pair is what a judgment is about: its question and document text where both are known (so the
 judge's grade of a pair and a person's label of it are one pair), else the source's reference.
+People's labels given on labelling pages (source ``labelling``) are also counted by the page
+(the run or audit day) they were given on, and their yes/no on answers apart.
 Agreement is measured wherever two sources (or two annotators of one source) judged the same
 pairs, with the project's one weighted κ and ordinal α (``ragaudit.stats.grade_agreement``) and
 their bootstrap intervals; each source's grade of a pair is its annotators' lower median.
@@ -16,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from ragaudit.judging import JudgmentStore
+from ragaudit.judgment_parts import LABELLING
 from ragaudit.judgments._export import Selection, store_rows
 from ragaudit.stats import Figure, grade_agreement
 
@@ -48,6 +51,10 @@ class StoreStats:
     """Between annotators of one source (a book's raters)."""
     seeded: int
     """Rows standing for a judge's grade (not counted above: each repeats an imported row)."""
+    pages: list[dict[str, Any]] = field(default_factory=list)
+    """People's labels by the labelling page (folder) they were given on: rows, pairs, who."""
+    answer_labels: int = 0
+    """People's yes/no on answers (not pairs of a document: counted apart)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as ``--json`` prints it."""
@@ -78,6 +85,8 @@ class StoreStats:
             "agreement_between_sources": [overlap(o) for o in self.overlaps],
             "agreement_between_raters": [overlap(o) for o in self.raters],
             "seeded": self.seeded,
+            "pages": self.pages,
+            "answer_labels": self.answer_labels,
         }
 
 
@@ -153,6 +162,21 @@ def store_stats(store: JudgmentStore, *, seed: int = 0) -> StoreStats:
                 Overlap(f"{source}: {o.a}", f"{source}: {o.b}", o.pairs, o.figures)
                 for o in _agreements(within, "annotator", seed)
             )
+    given = store_rows(store, Selection(sources=(LABELLING,), answers=True))
+    answers = given.filter(pl.col("metric").is_not_null()).height
+    pages = (
+        given.with_columns(
+            pl.col("extra").str.json_path_match("$.folder").fill_null("?").alias("page"),
+            _item(),
+        )
+        .group_by("page", maintain_order=True)
+        .agg(
+            pl.len().alias("rows"),
+            pl.col("item").n_unique().alias("pairs"),
+            pl.col("annotator").drop_nulls().unique().sort().alias("annotators"),
+        )
+        .sort("page")
+    )
     return StoreStats(
         rows=rows.height,
         pairs=rows["item"].n_unique(),
@@ -162,6 +186,8 @@ def store_stats(store: JudgmentStore, *, seed: int = 0) -> StoreStats:
         overlaps=_agreements(graded, "source", seed),
         raters=raters,
         seeded=seeded,
+        pages=pages.to_dicts(),
+        answer_labels=answers,
     )
 
 

@@ -1,7 +1,7 @@
 """A turn's answerability and the answer metrics conditioned on it, as MTRAG's judge does.
 
 A turn's label (``dataset.ANSWERABILITY``) is read where the question set gives it, else the
-ground_truth stage asks the judge for it (:func:`should_judge`, :func:`judge_answerability`);
+ground_truth stage asks the judge for it (``ragaudit.answerability``);
 the ground_truth table keeps it with its source. On a labelled turn, an answer metric declared
 ``conditioned`` is not scored as it is on a lone question: the judge's refusal check of the
 answer (``prompts.refusal``: does it decline, does it ask back) decides the value first, by
@@ -19,15 +19,13 @@ nothing of it. A turn without a label is scored as it always was.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ragaudit.dataset import Question
 from ragaudit.metrics._base import CostSheet, Deps, JudgeError, Metric, Sample
 
 if TYPE_CHECKING:
-    from ragaudit.judging import Judge
+    pass
 
 DECLINE_EXPECTED = frozenset({"unanswerable", "conversational"})
 """Labels whose turn is met by declining: there is nothing in the corpus to answer with."""
@@ -35,42 +33,6 @@ CLARIFY_EXPECTED = frozenset({"underspecified"})
 """Labels whose turn is met by asking the user what they mean."""
 SETTLED_BY_CHECK = DECLINE_EXPECTED | CLARIFY_EXPECTED
 """Labels on which the refusal check alone gives a conditioned value (the metric is not asked)."""
-
-
-def should_judge(q: Question, mode: str) -> bool:
-    """Whether the ground_truth stage asks the judge for ``q``'s label under ``mode``.
-
-    Never for a question the set labels; ``auto``: a turn of a conversation; ``judge``: any.
-    """
-    if q.answerability is not None:
-        return False
-    return mode == "judge" or (mode == "auto" and q.conversation_id is not None)
-
-
-@dataclass(frozen=True)
-class Labelled:
-    """The judge's label of one turn, or why it gave none."""
-
-    label: str | None
-    reason: str
-    """The judge's reason; without a label, why there is none."""
-    passages: int = 0
-    """Relevant contexts the judge was shown (as many as fit its window)."""
-
-
-async def judge_answerability(
-    judge: Judge, question: str, language: str, passages: Sequence[str], max_passages: int
-) -> Labelled:
-    """The turn's label from the judge: ``question`` (in its context) and its relevant passages.
-
-    The first ``max_passages`` passages, most relevant first, as many as fit the judge's window
-    (the first cut to fit when even it does not). Never raises for the judge: a failed answer
-    is a :class:`Labelled` without a label.
-    """
-    # The judge's calls import the gateway: registering the metrics does not.
-    from ragaudit.metrics._answerability_judge import ask_label
-
-    return await ask_label(judge, question, language, passages[:max_passages])
 
 
 def answerability_rule(
@@ -152,11 +114,8 @@ __all__ = [
     "DECLINE_EXPECTED",
     "SETTLED_BY_CHECK",
     "Conditioning",
-    "Labelled",
     "answerability_rule",
     "condition_on_answerability",
     "is_conditioned",
-    "judge_answerability",
     "refusal_check_cost",
-    "should_judge",
 ]

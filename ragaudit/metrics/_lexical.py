@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
+from ragaudit._env import log_to_current_stderr
 from ragaudit.lang import tokens
 from ragaudit.metrics._base import Deps, Outcome, Sample, Skip, metric
 
@@ -36,8 +37,11 @@ class _CJKTokenizer:
 # (or a command that only lists them) should not pay.
 @cache
 def _rouge() -> RougeScorer:
+    from absl import logging as absl_logging
     from rouge_score import rouge_scorer
 
+    # absl's handler holds the stderr of the moment it was imported (``_env`` says why).
+    log_to_current_stderr(absl_logging.get_absl_handler().python_handler)
     return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_CJKTokenizer())
 
 

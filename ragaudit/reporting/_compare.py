@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ragaudit.reporting._model import Report, ScoreCell, _jsonable, labelled
+from ragaudit.runfolder import stored_setting
 from ragaudit.stats import (
     Corrected,
     MetricChange,
@@ -462,8 +463,8 @@ def compare_reports(
     adjustment = cfg.get("adjustment", "bh") if adjustment is None else adjustment
     resamples = cfg.get("compare_resamples", 9999) if resamples is None else resamples
     top = cfg.get("moved_questions", 10) if top is None else top
-    config_a = run_folder(a.run_dir).read_manifest().get("config", {})
-    config_b = run_folder(b.run_dir).read_manifest().get("config", {})
+    config_a = stored_setting(run_folder(a.run_dir), default={})
+    config_b = stored_setting(run_folder(b.run_dir), default={})
 
     shared = [m for m in b.metrics if m in a.metrics]
     notes = [

@@ -238,7 +238,7 @@ def _people_labels(report: Report) -> dict[str, list[Any]]:
                 item.kind,
                 item.candidate_id,
                 item.judge,
-                [[p.annotator, p.label, p.time] for p in item.people],
+                [[p.annotator, p.label, p.time, p.given_in] for p in item.people],
             ]
         )
     return out

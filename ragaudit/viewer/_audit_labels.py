@@ -3,14 +3,17 @@
 The same page, script and API shape as a run's labelling (:mod:`ragaudit.viewer.labelling`),
 under ``/runs/audit-<name>/days/<day>/label``: the script finds its API and the way back to the
 day's report from its own address. The items are the day's ``labels.sample.parquet``, written
-with the day (:func:`ragaudit.audit.label_items`), blind: texts only, never the judge's grade
-or score. Every answer is one part appended to the day's labels store at once. A later
-``ragaudit audit --day`` of the day reads them into its PPI figures; the audit's page shows
-them as they are now.
+with the day (:func:`ragaudit.audit.label_items`), blind: texts only (a turn's conversation
+above it), never the judge's grade or score. Every answer is one part appended to the runs
+root's judgment store at once; a pair the person labelled before (an earlier day's recurring
+unit, a run's page) is labelled already, so the page starts at the first item they have not
+labelled and never asks a pair twice. A later ``ragaudit audit --day`` of the day reads the
+labels into its PPI figures; the audit's page shows them as they are now.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from ragaudit.errors import InputError
 from ragaudit.viewer import labelling
 from ragaudit.viewer._listing import audit_days
 from ragaudit.viewer._pages import viewer
-from ragaudit.viewer.labelling import AnnotatorQuery, LabelIn, _annotator, _row
+from ragaudit.viewer.labelling import AnnotatorQuery, LabelIn, _annotator, _row, shown_item
 
 router = APIRouter()
 
@@ -63,16 +66,17 @@ def label_page(request: Request, run_id: str, day: str) -> HTMLResponse:
 @router.get(_DAY + "/label/api/start")
 def start(request: Request, run_id: str, day: str, annotator: AnnotatorQuery) -> dict[str, Any]:
     """How far ``annotator`` got: the total, how many they labelled, where to resume."""
+    from ragaudit.audit import read_day_labels
+
     folder = _day_dir(request, run_id, day)
     name = _annotator(annotator)
     items = _items(folder)
-    done = labels.labelled_positions(items, labels.read_labels(folder), name)
-    resume = next((p for p in range(items.num_rows) if p not in done), items.num_rows)
+    done = labels.labelled_positions(items, read_day_labels(folder), name)
     return {
         "run_id": f"{folder.parent.name} {day}",
         "total": items.num_rows,
         "labelled": len(done),
-        "resume": resume,
+        "resume": labels.next_position(done, -1, items.num_rows),
     }
 
 
@@ -81,49 +85,63 @@ def item(
     request: Request, run_id: str, day: str, position: int, annotator: AnnotatorQuery
 ) -> dict[str, Any]:
     """Item ``position`` as a person sees it (texts only), with their label of it if any."""
-    from ragaudit.metrics import METRICS
+    from ragaudit.audit import read_day_labels
 
     folder = _day_dir(request, run_id, day)
     name = _annotator(annotator)
     items = _items(folder)
     row = _row(items, position)
     kind = row["kind"]
-    shown: dict[str, Any] = {"kind": kind, "question": row["query"]}
+    shown: dict[str, Any] = {"kind": kind, "question": row["query"], "history": _history(row)}
     if kind == labels.GRADE:
         shown["candidate"] = row["text"]
     else:
         shown["answer"] = row["answer"]
-        if "contexts" in METRICS[kind].inputs:
+        if labels.reads_contexts(kind):
             shown["contexts"] = row["contexts"]
-    done = labels.labelled_positions(items, labels.read_labels(folder), name)
-    return {
-        **shown,
-        "position": position,
-        "total": items.num_rows,
-        "item_id": row["item_id"],
-        "instruction": labels.INSTRUCTIONS[kind],
-        "choices": labels.choices(kind),
-        "labelled": position in done,
-        "label": done.get(position),
-    }
+    return shown_item(folder, shown, items, row, read_day_labels(folder), name)
+
+
+def _history(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A turn's earlier turns as the page shows them ([] for a request alone)."""
+    if not row.get("conversation"):
+        return []
+    stored = json.loads(row["conversation"])
+    _, shown = labels.conversation_shown(
+        row["query"],
+        stored.get("history") or [],
+        stored.get("history_cut"),
+        stored.get("language") or "en",
+    )
+    return shown
 
 
 @router.post(_DAY + "/label/api/labels")
 def add_label(request: Request, run_id: str, day: str, given: LabelIn) -> dict[str, Any]:
     """Append one label to the day's store; 409 when the item is not the day's there."""
+    from ragaudit.audit import day_items
+
     folder = _day_dir(request, run_id, day)
     name = _annotator(given.annotator)
     return labelling.append_checked(
-        folder, _items(folder), given, name, question="request_id", candidate="doc_id"
+        folder,
+        _items(folder),
+        given,
+        name,
+        question="request_id",
+        candidate="doc_id",
+        keyed=day_items(folder),
     )
 
 
 @router.get(_DAY + "/labels.csv")
 def export_csv(request: Request, run_id: str, day: str) -> PlainTextResponse:
     """Every person's latest label of the day's items, as CSV (request and document ids)."""
+    from ragaudit.audit import read_day_labels
+
     folder = _day_dir(request, run_id, day)
     return PlainTextResponse(
-        labels.labels_csv(labels.read_labels(folder)),
+        labels.labels_csv(read_day_labels(folder)),
         media_type="text/csv; charset=utf-8",
         headers={
             "Content-Disposition": f'attachment; filename="{folder.parent.name}-{day}.labels.csv"'
@@ -136,10 +154,12 @@ def export_qrels(
     request: Request, run_id: str, day: str, annotator: AnnotatorQuery | None = None
 ) -> PlainTextResponse:
     """One person's grades of the served documents as TREC qrels (request id, document id)."""
+    from ragaudit.audit import read_day_labels
+
     folder = _day_dir(request, run_id, day)
     name = None if annotator is None else _annotator(annotator)
     try:
-        text = labels.grade_qrels(labels.read_labels(folder), name)
+        text = labels.grade_qrels(read_day_labels(folder), name)
     except InputError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
     return PlainTextResponse(
@@ -158,7 +178,7 @@ def people_figures(folder: Path, days: list[str]) -> dict[str, list[dict[str, An
     """
     out: dict[str, list[dict[str, Any]]] = {}
     for day in days:
-        if not labels.has_labels(folder / day):
+        if not (folder / day / labels.SAMPLE_FILE).is_file():
             continue
         from ragaudit.audit import ALL, people_estimates
 

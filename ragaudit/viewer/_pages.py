@@ -121,7 +121,7 @@ class Viewer:
         The rest is built again only when the rest changed, people's figures only when the
         labels did: a label or ``compare.json`` never rebuilds the whole report.
         """
-        rest, labelled = split(sig[1])
+        rest, labelled = _parts(folder, sig)
         base = self.bases.get(folder.name, rest, lambda: build_base(folder))
         section = self.people.get(folder.name, (rest, labelled), lambda: people_section(folder))
         return with_people(base, section)
@@ -130,7 +130,7 @@ class Viewer:
         """A run's report page: its frame kept while the rest is unchanged, people's parts new."""
         from ragaudit.reporting import fill_people, render_frame
 
-        rest, labelled = split(sig[1])
+        rest, labelled = _parts(folder, sig)
 
         def fill() -> str:
             report = self.report(folder, sig)
@@ -138,6 +138,16 @@ class Viewer:
             return fill_people(frame, report)
 
         return self.pages.get(("run", folder.name), (rest, labelled), fill)
+
+
+def _parts(folder: Path, sig: Signature) -> tuple[Any, Any]:
+    """A run's page's two keys: the rest of its folder, and what people's labels of it read.
+
+    People's labels live in the runs root's judgment store, and reach a run from any page
+    where one of its pairs was labelled: the store's state is part of the second key.
+    """
+    rest, labelled = split(sig[1])
+    return rest, (labelled, labels.store_state(folder))
 
 
 def viewer(request: Request) -> Viewer:
@@ -337,7 +347,8 @@ def question_page(request: Request, run_id: str, question_id: str) -> HTMLRespon
     found = next((q for q in report.questions if q.question_id == question_id), None)
     if found is None:
         raise HTTPException(404, "no such question")
-    return _page("question.html.j2", run=listed, report=report, q=found)
+    sources = labels.grade_sources(folder, question_id)
+    return _page("question.html.j2", run=listed, report=report, q=found, sources=sources)
 
 
 @router.get("/compare", response_class=HTMLResponse)

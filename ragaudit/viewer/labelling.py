@@ -1,10 +1,13 @@
 """The labelling pages and their JSON API, mounted by the viewer's app.
 
 One item at a time from the run's sample (``labels.sample.parquet``), blind: an item carries
-the run's texts, never the judge's verdict or the stratum it was drawn from. Every answer is
-one POST appended to the labels store at once, so a closed tab or a killed server loses at
-most the item on screen. The page is static HTML and a vendored script that writes every run
-text with ``textContent``; no run text is ever put into HTML on the server.
+the run's texts (a turn's conversation above it), never the judge's verdict or the stratum it
+was drawn from. Every answer is one POST appended to the runs root's judgment store at once, so
+a closed tab or a killed server loses at most the item on screen. An item whose pair the
+person labelled anywhere (on another run's page, an audit day's) counts as labelled: the page
+resumes at, and goes on to, the next item they have not labelled, and says where each of their
+labels was given. The page is static HTML and a vendored script that writes every run text with
+``textContent``; no run text is ever put into HTML on the server.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
+import polars as pl
 import pyarrow as pa
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, RedirectResponse
@@ -121,12 +125,11 @@ def start(request: Request, run_id: str, annotator: AnnotatorQuery) -> dict[str,
     name = _annotator(annotator)
     sample = _sample(run_dir)
     done = labels.labelled_positions(sample, labels.read_labels(run_dir), name)
-    resume = next((p for p in range(sample.num_rows) if p not in done), sample.num_rows)
     return {
         "run_id": run_dir.name,
         "total": sample.num_rows,
         "labelled": len(done),
-        "resume": resume,
+        "resume": labels.next_position(done, -1, sample.num_rows),
     }
 
 
@@ -144,18 +147,38 @@ def item(request: Request, run_id: str, position: int, annotator: AnnotatorQuery
     sample = _sample(run_dir)
     row = _row(sample, position)
     shown = labels.item_texts(run_dir, [row])[0]
-    # The engine's rank is no verdict of the judge, but a person told "rank 1" grades higher.
+    # The engine's rank is no verdict of the judge, but a person told "rank 1" grades higher;
+    # the question as the judge saw it is the conversation above, said once.
     shown.pop("rank", None)
-    done = labels.labelled_positions(sample, labels.read_labels(run_dir), name)
+    shown.pop("asked", None)
+    return shown_item(run_dir, shown, sample, row, labels.read_labels(run_dir), name)
+
+
+def shown_item(
+    folder: Path,
+    shown: dict[str, Any],
+    items: pa.Table,
+    row: dict[str, Any],
+    given: pa.Table,
+    annotator: str,
+) -> dict[str, Any]:
+    """An item as the page shows it: its texts, how to answer, and the person's label of it.
+
+    ``given``: the folder's labels; the person's label of the item, if any, says where it was
+    given (this page, another folder's where its pair appeared, an imported source).
+    """
+    position = row["position"]
+    done = labels.labelled_positions(items, given, annotator)
     return {
         **shown,
         "position": position,
-        "total": sample.num_rows,
+        "total": items.num_rows,
         "item_id": row["item_id"],
         "instruction": labels.INSTRUCTIONS[row["kind"]],
         "choices": labels.choices(row["kind"]),
         "labelled": position in done,
         "label": done.get(position),
+        "given": labels.given_where(given, annotator, folder).get(row["item_id"]),
     }
 
 
@@ -186,11 +209,14 @@ def append_checked(
     *,
     question: str = "question_id",
     candidate: str = "candidate_id",
+    keyed: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """Append ``given`` to ``folder``'s labels store, checked against the items people label.
+    """Append ``given`` to the judgment store, checked against the folder's items people label.
 
     ``question`` and ``candidate`` name the item's columns filed as the label's question and
-    candidate ids (an audit day's items name them ``request_id`` and ``doc_id``).
+    candidate ids (an audit day's items name them ``request_id`` and ``doc_id``); ``keyed``:
+    the folder's items with their keys (a run's: from its tables, when None). The answer's
+    ``next`` is the first later position the person has not labelled.
 
     Raises:
         HTTPException: 409 when the item at the position is not the one the page showed, 422
@@ -218,8 +244,15 @@ def append_checked(
                 "label": given.label,
             }
         ],
+        keyed,
     )
-    return {"position": given.position, "next": given.position + 1, "total": items.num_rows}
+    done = labels.labelled_positions(items, labels.read_labels(folder, keyed), annotator)
+    return {
+        "position": given.position,
+        "next": labels.next_position(done, given.position, items.num_rows),
+        "total": items.num_rows,
+        "labelled": len(done),
+    }
 
 
 @router.get("/runs/{run_id}/labels.csv")

@@ -131,6 +131,9 @@ def test_label_with_the_keyboard_reload_and_a_second_annotator(tmp_path: Path) -
             _ready(page, 10)
             assert page.inner_text("#given").startswith("your label:")
             _label_keys(page, 1, 10, given)
+            # On to the next item not labelled yet: 11 was, so 12 (a pair is asked once).
+            _ready(page, 12)
+            page.keyboard.press("b")
             _ready(page, 11)
             page.keyboard.press("s")  # skip 11: a label too (null), it is not asked again
             given.pop(11)
@@ -297,3 +300,49 @@ def test_two_hundred_labels_then_the_corrected_ndcg_on_the_run_page(tmp_path: Pa
             _open_run_page(page, f"{origin}/runs/r1", "after one more label")
             assert found["errors"] == []
             assert found["outside"] == []
+
+
+HISTORY_SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+
+def test_a_turns_conversation_is_shown_above_the_item_as_text(tmp_path: Path) -> None:
+    """A turn's earlier turns above the item, each written as text: a ``<script>`` (and an
+    ``onerror`` image) in a history turn is shown as the characters it is and never runs."""
+    from support.reporting_runs import write_run
+
+    from ragaudit.runfolder import RunFolder
+    from ragaudit.schemas import CANDIDATES, VERDICTS, to_table
+
+    root = tmp_path / "runs"
+    conversation = {
+        "conversation_id": "c0",
+        "turn": 2,
+        "history_cut": 0,
+        "history": [
+            {"role": "user", "text": f"first {HISTORY_SCRIPT}"},
+            {"role": "assistant", "text": "an answer"},
+        ],
+    }
+    write_run(root, "r1", {"faithfulness": [0.5]}, question_ids=["c0::2"],
+              conversations={"c0::2": conversation})  # fmt: skip
+    run = RunFolder(root, "r1")
+    base = {"run_id": "r1", "question_id": "c0::2"}
+    run.write("candidates", to_table(
+        [{**base, "context_id": f"p{j}", "text": f"passage {j}", "engine_rank": j + 1}
+         for j in range(3)], CANDIDATES))  # fmt: skip
+    run.write("verdicts", to_table(
+        [{**base, "context_id": f"p{j}", "grade": 1, "relevant": False, "status": "ok"}
+         for j in range(3)], VERDICTS))  # fmt: skip
+    with label_server(root, "--sample", "5", "--annotator", "ann", "--port", "0") as url:
+        origin = re.match(r"http://[^/]+", url).group(0)  # type: ignore[union-attr]
+        with browser_page(origin) as (page, found):
+            page.goto(url)
+            _ready(page, 0)
+            assert page.is_visible("#history-box")
+            turns = page.eval_on_selector_all("#history li", "ls => ls.map(l => l.textContent)")
+            assert turns == [f"User:first {HISTORY_SCRIPT}", "Assistant:an answer"]
+            assert page.evaluate("() => window.__pwned === undefined")
+            assert page.eval_on_selector_all("main script, main img", "es => es.length") == 0
+            assert page.text_content("#question-title") == "The question now"
+            assert page.inner_text("#question") == "question c0::2?"
+            assert found["errors"] == [] and found["outside"] == []

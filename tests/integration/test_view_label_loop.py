@@ -22,7 +22,7 @@ from support.viewer_runs import running_view, write_runs
 
 from ragaudit import labels
 from ragaudit.runfolder import RunFolder
-from ragaudit.schemas import VERDICTS, to_table
+from ragaudit.schemas import CANDIDATES, VERDICTS, to_table
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 
@@ -38,6 +38,16 @@ def _plant_grades(run_dir: Path) -> dict[str, int]:
         row.update(grade=grade, relevant=grade >= 2, status="ok")
     run.write("verdicts", to_table(rows, VERDICTS))
     return {labels.item_id("grade", r["question_id"], r["context_id"]): r["grade"] for r in rows}
+
+
+def _unique_texts(run_dir: Path) -> None:
+    """Each candidate's text made its own: a pair labelled once is never asked again, and the
+    bundled pools repeat a question and a passage across questions (a test of its own)."""
+    run = RunFolder(run_dir.parent, run_dir.name)
+    rows = run.read("candidates").to_pylist()
+    for row in rows:
+        row["text"] = f"{row['text']} [{row['context_id']}]"
+    run.write("candidates", to_table(rows, CANDIDATES))
 
 
 def _ann_key(position: int, judged: int) -> int:
@@ -76,6 +86,7 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
     root = tmp_path / "runs"
     runs = write_runs(root, 3)
     run_dir = runs[1]
+    _unique_texts(run_dir)
     judge = _plant_grades(run_dir)
     before = {f.name for f in run_dir.iterdir()}
     with running_view(root) as url:
@@ -203,8 +214,10 @@ def test_list_compare_trend_label_and_see_the_judge_against_people(tmp_path: Pat
 
             assert found["errors"] == []
             assert found["outside"] == []
-    # The viewer wrote the sample and the labels into the run (and the labels' lock), nothing
-    # else; no half-written file is left.
+    # The viewer wrote the sample into the run (and its lock), nothing else: the labels are
+    # people's rows of the runs root's judgment store. No half-written file is left.
     added = {f.name for f in run_dir.iterdir()} - before
-    assert added - {".labels.lock"} == {labels.SAMPLE_FILE, labels.STORE}
-    assert not any(run_dir.glob(".*.tmp")) and not any((run_dir / labels.STORE).glob(".*.tmp"))
+    assert added - {".labels.lock"} == {labels.SAMPLE_FILE}
+    store = root / "judgments"
+    assert any(store.glob("part-*.parquet"))
+    assert not any(run_dir.glob(".*.tmp")) and not any(store.glob(".*.tmp"))

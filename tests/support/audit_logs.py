@@ -61,7 +61,9 @@ def write_log(folder: Path) -> Path:
                     {
                         "id": f"r{n}",
                         "ts": f"{DAY}T10:{n:02d}:00Z",
-                        "session_id": f"s{n % 4}",
+                        # One request a session: a support bot's questions stand alone (chat
+                        # traffic, judged turn by turn, is audit_chats.py's).
+                        "session_id": f"s{n}",
                         "request": {
                             "q": query if repeat % 2 == 0 else query.upper(),
                             "filters": {"collection": collection},

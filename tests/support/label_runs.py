@@ -20,7 +20,10 @@ def write_label_run(
 ) -> Path:
     """A run with every question's candidates graded 0-3 by the judge (a few verdicts failed).
 
-    With ``hostile``, the first candidate of every question starts with a script tag.
+    With ``hostile``, the first candidate of every question starts with a script tag. Each
+    candidate's text ends with its id: the bundled pools repeat a question and a passage across
+    questions, and a pair labelled once is never asked again (its own tests), while these runs
+    count positions one item each.
     """
     run_dir = write_full_run(
         root,
@@ -47,10 +50,10 @@ def write_label_run(
         if row["reason"]:
             row["reason"] = f'{{"why": "{JUDGE_SAYS} {row["value"]}"}}'
     run.write("scores", to_table(scores, SCORES))
-    if hostile:
-        cands = run.read("candidates").to_pylist()
-        for row in cands:
-            if row["engine_rank"] == 1:
-                row["text"] = HOSTILE + row["text"]
-        run.write("candidates", to_table(cands, CANDIDATES))
+    cands = run.read("candidates").to_pylist()
+    for row in cands:
+        row["text"] = f"{row['text']} [{row['context_id']}]"
+        if hostile and row["engine_rank"] == 1:
+            row["text"] = HOSTILE + row["text"]
+    run.write("candidates", to_table(cands, CANDIDATES))
     return run_dir

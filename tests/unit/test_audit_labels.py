@@ -11,7 +11,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragaudit import labels
-from ragaudit.audit import ALL, estimate, list_metrics, people_estimates, read_label_items
+from ragaudit.audit import (
+    ALL,
+    day_items,
+    estimate,
+    list_metrics,
+    people_estimates,
+    read_day_labels,
+    read_label_items,
+)
 from ragaudit.audit._labels import label_items, people_values, write_label_items
 from ragaudit.audit._served import Served
 from ragaudit.schemas import AUDIT_SAMPLE, AUDIT_SCORES, AUDIT_VERDICTS, to_table
@@ -127,6 +135,7 @@ def _label(folder: Path, item: dict[str, Any], value: float | None, who: str = "
                 "label": value,
             }
         ],
+        day_items(folder),
     )
 
 
@@ -235,8 +244,9 @@ def test_the_viewer_labels_an_audit_day(tmp_path: Path) -> None:
     assert moved.status_code == 409 and "reload" in moved.text
     wrong = client.post(base + "/api/labels", json={**post, "label": 7.0})
     assert wrong.status_code == 422
-    assert [r["item_id"] for r in labels.read_labels(folder).to_pylist()] == [item["item_id"]]
-    assert any((folder / labels.STORE).glob("labels-*.parquet"))
+    assert [r["item_id"] for r in read_day_labels(folder).to_pylist()] == [item["item_id"]]
+    assert any((folder.parent.parent / "judgments").glob("part-*.parquet"))
+    assert not (folder / labels.STORE).exists()
     again = client.get(base + "/api/start", params={"annotator": "ann"}).json()
     assert (again["labelled"], again["resume"]) == (1, 1)
     csv = client.get(f"/runs/audit-bot/days/{DAY}/labels.csv")

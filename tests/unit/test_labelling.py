@@ -175,7 +175,7 @@ def test_items_served_are_blind_to_the_judge(run_dir: Path) -> None:
     total = client.get("/runs/r1/label/api/start", params={"annotator": "ann"}).json()["total"]
     assert total == labels.read_sample(run_dir).num_rows
     shared = {"kind", "question_id", "candidate_id", "question", "position", "total"}
-    shared |= {"item_id", "instruction", "choices", "labelled", "label"}
+    shared |= {"item_id", "instruction", "choices", "labelled", "label", "history", "given"}
     for position in range(total):
         item = client.get(f"/runs/r1/label/api/items/{position}", params={"annotator": "ann"})
         body = item.json()
@@ -418,8 +418,8 @@ def test_a_foreign_part_in_the_labels_store_is_one_409_line(run_dir: Path) -> No
 
     client = _client(run_dir.parent)
     assert _post(client, 0, 1.0).status_code == 200
-    pq.write_table(pa.table({"x": [1]}), run_dir / labels.STORE / "labels-0-foreign.parquet")
+    pq.write_table(pa.table({"x": [1]}), run_dir.parent / "judgments" / "part-0-foreign.parquet")
     answer = client.get("/runs/r1/label/api/start", params={"annotator": "ann"})
     assert answer.status_code == 409
-    assert answer.text.startswith("r1/labels/labels-0-foreign.parquet: not a part of this store")
+    assert answer.text.startswith("judgments/part-0-foreign.parquet: not a part of this store")
     assert str(run_dir.parent.resolve()) not in answer.text

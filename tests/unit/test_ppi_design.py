@@ -151,25 +151,42 @@ def test_a_label_outside_the_sample_keeps_the_design(tmp_path: Path) -> None:
     assert any("outside the drawn sample" in n for n in people.notes)
 
 
-def test_labels_copied_from_another_run_are_refused(tmp_path: Path) -> None:
+def test_a_sample_copied_from_another_run_is_refused(tmp_path: Path) -> None:
     a, truth_a, _ = planted_pool_run(tmp_path, "a", questions=20, pool=30, seed=6)
     b, _, _ = planted_pool_run(tmp_path, "b", questions=20, pool=30, seed=7)
     labels.ensure_sample(a, 80, seed=1)
     label_sample_with_truth(a, truth_a)
-    # The labels and the sample they were drawn by, copied into another run's folder.
-    shutil.copytree(a / labels.STORE, b / labels.STORE)
+    # The sample a's labels were drawn by, copied into another run's folder: its items were
+    # drawn from a's judged items, so no figure of b is weighted by it.
     shutil.copy(a / labels.SAMPLE_FILE, b / labels.SAMPLE_FILE)
     people = ppi.judge_vs_people(b)
     assert people is not None
     assert people.corrected == () and people.agreement == ()
     assert any("other judged items than this run's" in n for n in people.notes)
-    # The labels alone copied into a run with its own sample: given before it was drawn,
-    # they are not its labels.
-    (b / labels.SAMPLE_FILE).unlink()
+
+
+def test_labels_given_on_another_run_count_for_the_same_pairs(tmp_path: Path) -> None:
+    # Two runs of one question set whose pools hold the same texts: a label is of its pair
+    # (question and passage text), so b's sample finds a's labels of its pairs, given before
+    # b's sample was drawn and elsewhere, and says where they were given.
+    a, truth_a, _ = planted_pool_run(tmp_path, "a", questions=20, pool=30, seed=6)
+    b, _, _ = planted_pool_run(tmp_path, "b", questions=20, pool=30, seed=7)
+    labels.ensure_sample(a, 80, seed=1)
+    given = label_sample_with_truth(a, truth_a)
     labels.ensure_sample(b, 80, seed=1)
+    drawn_a, drawn_b = (
+        {(r["question_id"], r["candidate_id"]) for r in sample.to_pylist() if r["kind"] == "grade"}
+        for sample in (labels.read_sample(a), labels.read_sample(b))
+        if sample is not None
+    )
+    shared = drawn_a & drawn_b
+    assert 0 < len(shared) <= given
+    seen = labels.read_labels(b).to_pylist()
+    assert {(r["question_id"], r["candidate_id"]) for r in seen} == shared
+    assert {r["given_in"] for r in seen} == {"a"}
     people = ppi.judge_vs_people(b)
-    assert people is not None and people.outside_sample == people.n_labels
-    assert people.corrected_for(ppi.RELEVANT_SHARE) is None
+    assert people is not None and people.outside_sample == 0
+    assert people.n_labels == len(shared)
 
 
 def test_a_share_interval_stays_inside_0_1() -> None:

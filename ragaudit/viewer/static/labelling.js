@@ -69,16 +69,53 @@
       " · " + state.labelled + " labelled by you";
   }
 
+  // Where the person's label of the item was given: this page, another page where the same
+  // pair appeared (it counts here too, and is not asked again), or an imported source.
+  function givenText(item) {
+    const given = item.given;
+    if (!given) return "";
+    const when = given.time ? ", " + given.time.slice(0, 19).replace("T", " ") + " UTC" : "";
+    if (given.here) return " (given on this page" + when + ")";
+    return " (given on " + (given.given_in || "another page") + when + "; it counts here too)";
+  }
+
   function labelText(item) {
     if (!item.labelled) return "";
-    if (item.label === null) return "you skipped this item";
+    if (item.label === null) return "you skipped this item" + givenText(item);
     const choice = item.choices.find((c) => c.label === item.label);
-    return "your label: " + (choice ? choice.key + " " + choice.text : String(item.label));
+    return "your label: " + (choice ? choice.key + " " + choice.text : String(item.label)) +
+      givenText(item);
+  }
+
+  // A turn's earlier turns, oldest first, each as text; those its judge was not shown dimmed.
+  function history(item) {
+    const turns = item.history || [];
+    const list = $("history");
+    list.replaceChildren();
+    let cut = 0;
+    for (const turn of turns) {
+      const li = document.createElement("li");
+      const role = document.createElement("span");
+      role.className = "role";
+      role.textContent = turn.role === "assistant" ? "Assistant:" : "User:";
+      li.append(role, document.createTextNode(turn.text));
+      if (turn.cut) {
+        li.classList.add("cut");
+        cut += 1;
+      }
+      list.append(li);
+    }
+    $("history-cut").textContent = cut
+      ? cut + " earlier turn(s) dimmed: the judge was not shown them"
+      : "";
+    $("history-box").hidden = turns.length === 0;
+    $("question-title").textContent = turns.length ? "The question now" : "Question";
   }
 
   function render(item) {
     state.item = item;
     $("instruction").textContent = item.instruction;
+    history(item);
     $("question").textContent = item.question || "(question text missing from the run)";
     const isGrade = item.kind === "grade";
     $("candidate-box").hidden = !isGrade;
@@ -171,7 +208,7 @@
           label: label,
         }),
       });
-      if (!item.labelled) state.labelled += 1;
+      state.labelled = typeof saved.labelled === "number" ? saved.labelled : state.labelled + 1;
       state.busy = false;
       if (saved.next >= state.total) {
         done();
