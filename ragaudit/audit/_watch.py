@@ -23,6 +23,7 @@ finished day (:func:`watch_day`):
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,6 @@ from typing import Any
 
 import polars as pl
 
-from ragaudit._audit_config import Bands
 from ragaudit.atomic import write_table
 from ragaudit.audit._drift import (
     OVERALL,
@@ -53,7 +53,8 @@ from ragaudit.audit._listmetrics import list_metrics, metric_names
 from ragaudit.audit._pairing import DayDesign, ListValue
 from ragaudit.audit._sample import permanent_random, units_of_day
 from ragaudit.audit._score import score_lists
-from ragaudit.audit._served import REQUESTS, AuditDay, Served
+from ragaudit.audit._served import REQUESTS, AuditDay, Served, audit_section
+from ragaudit.audit._sessions import session_turns
 from ragaudit.cache import Gateway, judge_recheck
 from ragaudit.config import RunConfig
 from ragaudit.directions import higher_is_better
@@ -142,13 +143,15 @@ def build_series(root: Path, also: Sequence[tuple[str, Path, dict[str, Any]]] = 
     return pl.concat(frames) if frames else pl.DataFrame(schema=SERIES_SCHEMA)
 
 
-def _design(folder: Path, bands: Bands) -> DayDesign | None:
+def _design(config: RunConfig, day: str, folder: Path) -> DayDesign | None:
     """A finished day's draw, values, queries and graded documents (what a change is split by).
 
     The day's queries are counted again from its ``requests.parquet`` (only the query and
-    segment columns are read); a day without it, or without its verdicts, is compared whole
-    or without telling content from engine.
+    segment columns are read; with ``audit.turn_strata`` each request's turn too, as the day's
+    draw placed it, so a unit is the draw's); a day without it, or without its verdicts, is
+    compared whole or without telling content from engine.
     """
+    section = audit_section(config)
     try:
         sample = pl.read_parquet(folder / "sample.parquet")
         scores = pl.read_parquet(folder / "scores.parquet")
@@ -163,7 +166,11 @@ def _design(folder: Path, bands: Bands) -> DayDesign | None:
     )
     units = verdicts = None
     try:
-        units = units_of_day(pl.scan_parquet(folder / REQUESTS), bands).select(
+        traffic = pl.scan_parquet(folder / REQUESTS)
+        if section.turn_strata:
+            turns = session_turns(config, dt.date.fromisoformat(day), folder / REQUESTS)
+            traffic = traffic.join(turns.lazy(), on="request_id", how="left")
+        units = units_of_day(traffic, section.bands, section.turn_strata).select(
             "unit", "segment", "count"
         )
     except (OSError, pl.exceptions.PolarsError):
@@ -447,7 +454,7 @@ def compare_day(day: AuditDay, watch: Watch) -> Watch:
     mine = series_all.filter(pl.col("series") == watch.series)
     folders = {**dict(_index(_days(root), watch.series)), name: day.folder}
     section = day.section
-    designs = {d: des for d, f in folders.items() if (des := _design(f, section.bands)) is not None}
+    designs = {d: des for d, f in folders.items() if (des := _design(day.config, d, f)) is not None}
     better = {m: higher_is_better(m) for m in set(mine["metric"].to_list())}
     # Every test of the day runs at the config's α: the changes, their parts, the probe's.
     alpha = day.config.report.alpha

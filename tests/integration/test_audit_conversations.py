@@ -238,3 +238,20 @@ def test_the_dry_run_counts_the_prompts_with_their_history(chats: dict[str, Any]
     # One exchange of history kept: the later turns' prompts are others, to be asked.
     shorter = plan(max_history_turns=1)
     assert shorter.pairs == 28 and 0 < shorter.grade_calls < 28
+
+
+def test_with_turn_strata_a_days_change_is_split_over_the_draws_units(
+    chats: dict[str, Any],
+) -> None:
+    from ragaudit.audit._watch import _design
+
+    config = load_config(chat_yaml(chats["tmp"], name="travel-chat-turns", turn_strata=True))
+    days = _days(config, [FIRST_DAY, DAY])
+    for name, day in days.items():
+        design = _design(config, name, day.folder)
+        assert design is not None and design.units is not None
+        drawn = set(pl.read_parquet(day.folder / "sample.parquet")["unit"].to_list())
+        # The day's queries counted as the draw counted them: a query at one turn band.
+        assert drawn <= set(design.units["unit"].to_list())
+    changes = pl.read_parquet(days[DAY].folder / "changes.parquet")
+    assert changes.filter(pl.col("part") == "total", pl.col("pairs") > 0).height > 0
