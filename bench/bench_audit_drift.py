@@ -546,7 +546,7 @@ def replay(service: DriftingService, opts: SampleOptions, days: int) -> None:
     """The ``days`` replayed: each day drawn, graded, compared, split and said as lines."""
     started = time.perf_counter()
     values = list_values(service.k, RELEVANT)
-    store, seen = Store(), {}
+    store, seen = Store(), dict[str, str]()
     series = pl.DataFrame(schema=SERIES_SCHEMA)
     probe_values: dict[int, pl.DataFrame] = {}
     probe: pl.DataFrame | None = None
@@ -591,7 +591,7 @@ def replay(service: DriftingService, opts: SampleOptions, days: int) -> None:
             alpha=ALPHA,
             higher_is_better=dict.fromkeys(METRICS, True),
             designs=designs,
-            min_change=least.get,
+            min_change=least.__getitem__,
             list_values=values,
         )
         split_seconds += time.perf_counter() - t0
