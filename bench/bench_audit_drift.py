@@ -1,34 +1,46 @@
-"""Day after day: does the audit say what moved, where, and why, without false alarms? 30 days.
+"""Day after day: does the audit say what moved, where and why, and alarm only on what matters?
 
 The simulated service of ``_traffic.py`` (100,000 requests a day, 6 segments, Zipf queries, a
-planted grade per served document) replayed for 30 days with three planted events:
+planted grade per served document) replayed for 30 days with four planted events:
 
 - **day 10, the query mix**: the segments' shares of the traffic move (news 30 % → 15 %,
   legal 10 % → 25 %); no query is served any differently, so no segment's quality changes;
+- **day 15, the proportions within a segment**: ``tech``'s queries are asked in other
+  proportions (its Zipf exponent 1.0 → 0.7: fewer of the popular queries, more of the rare
+  ones); no list changes, yet the segment's figure moves;
 - **day 20, the engine**: in ``sports`` the engine reverses the served top-10 of about one query
-  in five (the same documents, worse order): the segment's nDCG@10 falls by about 5 points;
+  in three (the same documents, worse order): the segment's nDCG@10 falls;
 - **day 25, the content**: ``health``'s documents are rewritten (new text under the same ids),
   and half of them lose a grade.
 
-Each day the audit's own code draws the sample (:func:`ragaudit.audit.draw_sample`), grades each
-drawn request's top 10 through a store keyed by normalised query and document **text** (a
-rewritten document is graded anew; a miss is one call to a scripted judge off by one grade 15 %
-of the time, deterministic per query and text), scores the lists
-(:func:`ragaudit.audit.list_metrics`) and estimates per segment and per stratum
-(:func:`ragaudit.audit.estimate`). A probe of 100 queries drawn on day 1 is re-run through the
-day's engine and graded through the same store. The drift module then compares each day with
-the day before and with the trailing week (:func:`ragaudit.audit._drift.day_changes`), splits
-the overall change by the query mix (:func:`~ragaudit.audit._drift.shift_share`), tests the
-probe (:func:`~ragaudit.audit._drift.probe_changes`), counts rewritten documents, and names a
-cause (:func:`~ragaudit.audit._drift.attribute`). Printed, each met or not:
+Each day the audit's own code draws the sample (:func:`ragaudit.audit.draw_sample`, two-stage),
+counts the day's queries (:func:`~ragaudit.audit._sample.units_of_day`), grades each drawn
+request's top 10 through a store keyed by normalised query and document **text** (a rewritten
+document is graded anew; a miss is one call to a scripted judge off by one grade 15 % of the
+time, deterministic per query and text), scores the lists and estimates per segment. The
+drift module then compares each day with the day before and the trailing week, splits every
+change by the traffic's own pairing (:mod:`ragaudit.audit._pairing`: mix between segments, mix
+within, content, engine, new queries; queries drawn on both days compared as pairs), applies
+the default ``audit.min_change`` and groups the moves into lines, one per (day, segment, cause)
+(:mod:`ragaudit.audit._moves`). The attribution runs twice on the same draws: with ``probe:
+0`` (no probe: the pairing alone) and with a probe of 100 of day 1's queries re-run through the
+day's engine. Printed for both, each goal met or not:
 
-- the day-20 drop is flagged on day 20 in ``sports`` and attributed to the engine;
-- the day-10 shift moves the overall figure, is attributed to the mix, and no segment is flagged;
-- the day-25 rewrite is flagged in ``health`` and attributed to the content;
-- false alarms in <= 5 % of (clean day, segment) cells;
+- the day-20 drop: an alarm line (sports, engine) on day 20, from the traffic's pairing;
+- the day-25 rewrite: an alarm line (health, content) on day 25;
+- the day-10 shift: a line of the mix on day 10, no alarm that day;
+- the day-15 proportions: no alarm in tech from day 15 on, the move said as the traffic's
+  (mix within, new queries) or small;
+- alarm lines per planted event: one per (day, segment, cause) (the lines of each event day);
+- false alarms (alarm lines) in <= 5 % of clean (day, segment) cells;
 - >= 70 % of grades from the store from day 2 on, the probe included.
 
+``--replicates N`` adds the coverage of each part's interval over N independent draws (other
+salts) of the day-19→20 and day-24→25 comparisons, graded with the planted grades, against the
+parts of the whole traffic (a census of every query through the same code).
+
     python bench/bench_audit_drift.py [--days 30] [--sample 800] [--requests 100000]
+        [--replicates 0]
 """
 
 from __future__ import annotations
@@ -41,23 +53,33 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 from _traffic import RELEVANT, SEGMENTS, SHARES, Service, truth_metrics
-from _util import table
+from _util import load_average, table
 
+from ragaudit._audit_config import DEFAULT_MIN_CHANGE, min_change_of
 from ragaudit.audit import ALL, SampleOptions, draw_sample, estimate, list_metrics
-from ragaudit.audit._drift import DayDesign, Evidence, attribute, day_changes, probe_changes
-from ragaudit.audit._sample import permanent_random
-from ragaudit.audit._watch import SERIES_SCHEMA, mix_splits
+from ragaudit.audit._drift import (
+    Evidence,
+    attribute,
+    change_rows,
+    day_changes,
+    probe_changes,
+)
+from ragaudit.audit._moves import Move, moves
+from ragaudit.audit._pairing import DayDesign, split_changes
+from ragaudit.audit._sample import permanent_random, units_of_day
+from ragaudit.audit._watch import SERIES_SCHEMA, list_values
 
-MIX_DAY, ENGINE_DAY, CONTENT_DAY = 9, 19, 24  # 0-based: days 10, 20 and 25
+MIX_DAY, PROPORTION_DAY, ENGINE_DAY, CONTENT_DAY = 9, 14, 19, 24  # 0-based: days 10, 15, 20, 25
 MIX_SHARES = (0.15, 0.20, 0.15, 0.15, 0.10, 0.25)
+PROPORTION_SEGMENT, PROPORTION_ZIPF = "tech", 0.7
 ENGINE_SEGMENT, CONTENT_SEGMENT = "sports", "health"
 REVERSED_SHARE = 0.38
 PROBE_SIZE = 100
 FALSE_ALARM_GOAL = 0.05
 MIN_STORED = 0.70
+ALPHA = 0.05
 SALT = "bench-drift"
 METRICS = ("ndcg@10", "relevant share")
-Z95 = 1.959963984540054
 
 
 def _u(*parts: object) -> float:
@@ -67,7 +89,7 @@ def _u(*parts: object) -> float:
 
 @dataclass
 class DriftingService(Service):
-    """The simulated service with the three planted events."""
+    """The simulated service with the four planted events."""
 
     reversed_q: dict[str, np.ndarray] = field(init=False, repr=False)
     lowered: dict[str, np.ndarray] = field(init=False, repr=False)
@@ -82,7 +104,8 @@ class DriftingService(Service):
             s: np.array([[_u("rewrite", s, r, p) < 0.5 for p in range(self.k)] for r in ranks])
             for s in SEGMENTS
         }
-        self._states: dict[tuple[bool, bool], pl.DataFrame] = {}
+        flat = ranks ** (-PROPORTION_ZIPF)
+        self._p_flat = flat / flat.sum()
 
     def state(self, day: int) -> tuple[bool, bool]:
         """(engine changed, content rewritten) on ``day``."""
@@ -116,9 +139,20 @@ class DriftingService(Service):
         ]
 
     def counts(self, day: int) -> dict[str, np.ndarray]:
-        """Requests per query; the segments' shares move on the mix day."""
-        self.shares = MIX_SHARES if day >= MIX_DAY else SHARES
-        return super().counts(day)
+        """Requests per query; the segments' shares move on the mix day, tech's proportions on
+        the proportions day."""
+        shares = MIX_SHARES if day >= MIX_DAY else SHARES
+        rng = np.random.default_rng([self.seed, day])
+        per_segment = rng.multinomial(self.requests_per_day, shares)
+        out = {}
+        for name, n in zip(self.segments, per_segment, strict=True):
+            flat = name == PROPORTION_SEGMENT and day >= PROPORTION_DAY
+            out[name] = rng.multinomial(n, self._p_flat if flat else self._p)
+        return out
+
+    def query_values(self, day: int, segment: str) -> dict[str, np.ndarray]:
+        """Each query's planted list metrics on ``day`` (index rank - 1)."""
+        return truth_metrics(self.grades_on(day, segment), self.k)
 
     def truth(self, day: int) -> dict[tuple[str, str], float]:
         """(segment, metric) → the day's mean over every request, with the day's grades."""
@@ -126,7 +160,7 @@ class DriftingService(Service):
         out: dict[tuple[str, str], float] = {}
         sums: dict[str, list[float]] = {}
         for segment, c in counts.items():
-            for metric, per_query in truth_metrics(self.grades_on(day, segment), self.k).items():
+            for metric, per_query in self.query_values(day, segment).items():
                 ok = ~np.isnan(per_query)
                 num, den = float((c * np.where(ok, per_query, 0.0)).sum()), float(c[ok].sum())
                 out[(segment, metric)] = num / den
@@ -142,13 +176,16 @@ class DriftingService(Service):
 class Store:
     """Grades by (normalised query, document text), as the judgment store keys them; a miss
     asks a scripted judge that is off by one grade 15 % of the time, the same way every time
-    it is asked the same pair."""
+    it is asked the same pair. ``planted``: the planted grades instead, no judge."""
 
     grades: dict[tuple[str, str], int] = field(default_factory=dict)
     paid: int = 0
     stored: int = 0
+    planted: bool = False
 
     def grade(self, query: str, text: str, planted: int) -> int:
+        if self.planted:
+            return planted
         key = (query, text)
         if key in self.grades:
             self.stored += 1
@@ -166,48 +203,93 @@ def _parse(query_norm: str) -> tuple[str, int]:
     return words[3], int(words[5])
 
 
-def values_of(service: DriftingService, day: int, units: pl.DataFrame, store: Store):
-    """Per unit × metric: the list metrics of the day's served list graded through the store;
-    and segment → (changed documents, graded documents) against texts seen on earlier days."""
-    rows = []
-    for unit, query_norm in units.select("unit", "query_norm").iter_rows():
-        segment, rank = _parse(query_norm)
-        grades = [
-            store.grade(query_norm, text, g) for _, text, g in service.served(day, segment, rank)
-        ]
-        for metric, value in list_metrics(grades, service.k, RELEVANT).items():
-            rows.append(
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def graded(
+    service: DriftingService, day: int, sample: pl.DataFrame, store: Store
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each drawn request's list metrics (graded through the store) and its verdicts (graded
+    documents with their text hashes), as ``scores.parquet`` and ``verdicts.parquet`` hold
+    them. A query's requests are served one list a day: it is graded once."""
+    values, verdicts = [], []
+    lists: dict[str, tuple[list[tuple[str, str, int]], dict[str, float | None]]] = {}
+    for request_id, unit, query_norm in sample.select(
+        "request_id", "unit", "query_norm"
+    ).iter_rows():
+        if unit not in lists:
+            segment, rank = _parse(query_norm)
+            served = [
+                (doc, text, store.grade(query_norm, text, g))
+                for doc, text, g in service.served(day, segment, rank)
+            ]
+            lists[unit] = (served, list_metrics([g for _, _, g in served], service.k, RELEVANT))
+        served, metrics = lists[unit]
+        for metric, value in metrics.items():
+            values.append(
                 {
+                    "request_id": request_id,
                     "unit": unit,
                     "metric": metric,
                     "value": value,
                     "status": "ok" if value is not None else "skipped",
                 }
             )
-    schema = {"unit": pl.String, "metric": pl.String, "value": pl.Float64, "status": pl.String}
-    return pl.DataFrame(rows, schema=schema)
+        for rank, (doc, text, grade) in enumerate(served, start=1):
+            verdicts.append(
+                {
+                    "request_id": request_id,
+                    "unit": unit,
+                    "rank": rank,
+                    "doc_id": doc,
+                    "grade": grade,
+                    "status": "ok",
+                    "text_hash": _digest(text),
+                }
+            )
+    return pl.DataFrame(
+        values,
+        schema={
+            "request_id": pl.String,
+            "unit": pl.String,
+            "metric": pl.String,
+            "value": pl.Float64,
+            "status": pl.String,
+        },
+    ), pl.DataFrame(
+        verdicts,
+        schema={
+            "request_id": pl.String,
+            "unit": pl.String,
+            "rank": pl.Int64,
+            "doc_id": pl.String,
+            "grade": pl.Int64,
+            "status": pl.String,
+            "text_hash": pl.String,
+        },
+    )
 
 
 def content_share(
-    service: DriftingService, day: int, sample: pl.DataFrame, seen: dict[str, str]
+    verdicts: pl.DataFrame, sample: pl.DataFrame, seen: dict[str, str]
 ) -> dict[str, float]:
-    """segment → the share of its drawn served documents whose text differs from the text an
-    earlier day served under the same id (the audit's content check)."""
+    """segment → the share of its graded served documents whose text differs from the text an
+    earlier day graded under the same id (the audit's content check, ``content_changes``)."""
+    rows = verdicts.join(sample.select("request_id", "segment"), on="request_id")
     changed: dict[str, list[int]] = {}
-    for query_norm in sample["query_norm"]:
-        segment, rank = _parse(query_norm)
-        for doc_id, text, _ in service.served(day, segment, rank):
-            digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-            before = seen.get(doc_id)
-            tally = changed.setdefault(segment, [0, 0])
-            tally[0] += before is not None and before != digest
-            tally[1] += 1
-            seen[doc_id] = digest
+    for segment, doc, digest in rows.select("segment", "doc_id", "text_hash").iter_rows():
+        before = seen.get(doc)
+        tally = changed.setdefault(segment, [0, 0])
+        tally[0] += before is not None and before != digest
+        tally[1] += 1
+    for doc, digest in verdicts.select("doc_id", "text_hash").iter_rows():
+        seen[doc] = digest
     return {s: c / n for s, (c, n) in changed.items() if n}
 
 
 def series_rows(day: str, estimates: pl.DataFrame) -> pl.DataFrame:
-    """The day's rows of ``series.parquet`` (se from the interval's half width)."""
+    """The day's rows of ``series.parquet``."""
     return (
         estimates.filter(pl.col("metric").is_in(METRICS))
         .select(
@@ -216,7 +298,7 @@ def series_rows(day: str, estimates: pl.DataFrame) -> pl.DataFrame:
             "segment",
             "metric",
             "estimate",
-            ((pl.col("ci_high") - pl.col("ci_low")) / (2 * Z95)).alias("se"),
+            "se",
             "ci_low",
             "ci_high",
             "n",
@@ -226,153 +308,370 @@ def series_rows(day: str, estimates: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _name(day: int) -> str:
+    return f"2026-11-{day + 1:02d}"
+
+
+@dataclass
+class Run:
+    """What one attribution (with or without the probe) said, day by day."""
+
+    lines: dict[int, list[Move]] = field(default_factory=dict)
+
+    def on(self, day: int, segment: str | None = None, kind: str | None = None) -> list[Move]:
+        return [
+            m
+            for m in self.lines.get(day, [])
+            if (segment is None or m.segment == segment) and (kind is None or m.kind == kind)
+        ]
+
+
+def goals(run: Run, days: int) -> list[tuple[str, str]]:
+    """Each goal: its figure and "met" or "not met: why"."""
+    out = []
+
+    def verdict(ok: bool, why: str) -> str:
+        return "met" if ok else f"not met: {why}"
+
+    engine = run.on(ENGINE_DAY, ENGINE_SEGMENT, "alarm")
+    ok = [m.cause for m in engine] == ["engine"]
+    out.append(
+        (
+            f"day-20 drop: alarm lines in {ENGINE_SEGMENT}",
+            f"{[m.text() for m in engine] or 'none'}: "
+            + verdict(ok, f"causes {[m.cause for m in engine]}"),
+        )
+    )
+    content = run.on(CONTENT_DAY, CONTENT_SEGMENT, "alarm")
+    ok = [m.cause for m in content] == ["content"]
+    out.append(
+        (
+            f"day-25 rewrite: alarm lines in {CONTENT_SEGMENT}",
+            f"{[m.text() for m in content] or 'none'}: "
+            + verdict(ok, f"causes {[m.cause for m in content]}"),
+        )
+    )
+    mix = [m for m in run.on(MIX_DAY) if m.cause == "mix"]
+    alarmed = run.on(MIX_DAY, kind="alarm")
+    ok = bool(mix) and not alarmed
+    out.append(
+        (
+            "day-10 shift: said as the mix, no alarm",
+            f"{[m.text() for m in mix] or 'no mix line'}; alarms {[m.text() for m in alarmed]}: "
+            + verdict(ok, "no mix line" if not mix else "an alarm that day"),
+        )
+    )
+    said = run.on(PROPORTION_DAY, PROPORTION_SEGMENT)
+    later = [m for d in range(PROPORTION_DAY, days) for m in run.on(d, PROPORTION_SEGMENT, "alarm")]
+    ok = not later and bool(said) and all(m.kind in ("traffic", "small") for m in said)
+    out.append(
+        (
+            f"day-15 proportions: {PROPORTION_SEGMENT} not an alarm, said as such",
+            f"{[m.text() for m in said] or 'nothing said'}; alarms from day 15 on "
+            f"{[(m.day, m.cause) for m in later]}: "
+            + verdict(ok, "an alarm" if later else "not said as the traffic's"),
+        )
+    )
+    events = {
+        MIX_DAY: (ALL, "mix"),
+        ENGINE_DAY: (ENGINE_SEGMENT, "engine"),
+        CONTENT_DAY: (CONTENT_SEGMENT, "content"),
+    }
+    counts = []
+    one_each = True
+    for d in (MIX_DAY, PROPORTION_DAY, ENGINE_DAY, CONTENT_DAY):
+        lines = run.on(d)
+        keys = [(m.segment, m.cause) for m in lines]
+        one_each &= len(keys) == len(set(keys))
+        counts.append(
+            f"day {d + 1}: {len(run.on(d, kind='alarm'))} alarm, {len(lines)} lines"
+            + (f" (event {events[d][0]}/{events[d][1]})" if d in events else "")
+        )
+    out.append(
+        (
+            "lines per planted event day (one per (day, segment, cause))",
+            "; ".join(counts) + ": " + verdict(one_each, "two lines share a (segment, cause)"),
+        )
+    )
+    clean = [
+        (d, s)
+        for d in range(1, days)
+        for s in SEGMENTS
+        if not (s == ENGINE_SEGMENT and d >= ENGINE_DAY)
+        and not (s == CONTENT_SEGMENT and d >= CONTENT_DAY)
+        and not (s == PROPORTION_SEGMENT and d >= PROPORTION_DAY)
+    ]
+    false = [
+        (d + 1, s, [m.cause for m in run.on(d, s, "alarm")])
+        for d, s in clean
+        if run.on(d, s, "alarm")
+    ]
+    rate = len(false) / len(clean)
+    out.append(
+        (
+            "false alarms in clean (day, segment) cells",
+            f"{len(false)} of {len(clean)}, {rate:.1%} (goal <= {FALSE_ALARM_GOAL:.0%}): "
+            + verdict(rate <= FALSE_ALARM_GOAL, str(false)),
+        )
+    )
+    return out
+
+
+def census(
+    service: DriftingService, day: int, requests: pl.DataFrame, opts: SampleOptions
+) -> DayDesign:
+    """Every query of the day taken whole, graded with its planted grades: the truth's design."""
+    units = units_of_day(requests.lazy(), opts.bands)
+    sample = units.with_columns(
+        pl.col("unit").alias("request_id"),
+        pl.lit(1.0).alias("pi"),
+        pl.col("count").cast(pl.Float64).alias("weight"),
+        pl.lit(1, dtype=pl.Int64).alias("requests_drawn"),
+    )
+    values, verdicts = graded(service, day, sample, Store(planted=True))
+    return DayDesign(sample, values, units.select("unit", "segment", "count"), verdicts)
+
+
+def replicates(service: DriftingService, opts: SampleOptions, n: int) -> None:
+    """Coverage of each part's interval over ``n`` independent draws of two comparisons."""
+    values = list_values(service.k, RELEVANT)
+    rows = []
+    for before, after in ((ENGINE_DAY - 1, ENGINE_DAY), (CONTENT_DAY - 1, CONTENT_DAY)):
+        days = {d: service.day(d) for d in (before, after)}
+        truth = {
+            metric: split_changes(
+                {_name(d): census(service, d, days[d], opts) for d in days},
+                _name(after),
+                [_name(before)],
+                metric,
+                list_value=values[metric],
+            )
+            for metric in METRICS
+        }
+        for r in range(n):
+            designs = {}
+            for d, requests in days.items():
+                sample = draw_sample(requests.lazy(), opts, salt=f"replicate-{r}")
+                got, verdicts = graded(service, d, sample, Store(planted=True))
+                units = units_of_day(requests.lazy(), opts.bands).select("unit", "segment", "count")
+                designs[_name(d)] = DayDesign(sample, got, units, verdicts)
+            for metric in METRICS:
+                split = split_changes(
+                    designs, _name(after), [_name(before)], metric, list_value=values[metric]
+                )
+                for segment, found in split.items():
+                    for part, figure in found.parts.items():
+                        target = truth[metric][segment].parts[part].estimate
+                        half = 1.959963984540054 * figure.se
+                        rows.append(
+                            {
+                                "days": f"{before + 1}->{after + 1}",
+                                "segment": segment,
+                                "metric": metric,
+                                "part": part,
+                                "held": abs(figure.estimate - target) <= half,
+                                "error": figure.estimate - target,
+                                "se": figure.se,
+                            }
+                        )
+    frame = pl.DataFrame(rows)
+    # Per cell (comparison × segment × metric × part): how often its interval held the whole
+    # traffic's part, the spread of its estimate across the draws against its mean se.
+    cells = frame.group_by("days", "segment", "metric", "part").agg(
+        pl.col("held").mean(),
+        pl.col("error").std().alias("sd"),
+        (pl.col("se") ** 2).mean().sqrt().alias("se"),
+        pl.col("error").mean().alias("bias"),
+    )
+    summary = (
+        cells.with_columns(
+            pl.when(pl.col("segment") == ALL)
+            .then(pl.lit("(all)"))
+            .otherwise(pl.lit("segment"))
+            .alias("scope"),
+            (pl.col("se") / pl.col("sd")).alias("ratio"),
+        )
+        .group_by("scope", "part")
+        .agg(
+            pl.col("held").mean(),
+            pl.len().alias("cells"),
+            pl.col("held").min().alias("worst"),
+            pl.col("ratio").filter(pl.col("sd") > 1e-9).median().alias("ratio"),
+            pl.col("bias").abs().max().alias("bias"),
+        )
+        .sort("scope", "part")
+    )
+    print(f"independent draws ({n} salts, planted grades) of days 19->20 and 24->25: each part's")
+    print("95 % interval against the whole traffic's part (a census through the same code);")
+    print("a cell is a comparison x segment x metric x part, its coverage over the draws")
+    print(
+        table(
+            [
+                (
+                    r["scope"],
+                    r["part"],
+                    f"{r['held']:.1%}",
+                    f"{r['worst']:.1%}",
+                    str(r["cells"]),
+                    "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                    f"{r['bias']:.4f}",
+                )
+                for r in summary.iter_rows(named=True)
+            ],
+            ("cells", "part", "held (mean)", "worst cell", "cells", "se / sd", "max |bias|"),
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=30)
-    # 800 draws a day give each of the six segments ~130 units: what a 5-point drop in one
-    # segment needs to pass BH across 14 cells; the first day then grades ~8,000 documents.
+    # A five-point drop in one of six segments passes BH only with about a hundred of its
+    # queries drawn a day; fewer draws leave the planted events beneath the noise.
     parser.add_argument("--sample", type=int, default=800, help="expected draws a day")
     parser.add_argument("--requests", type=int, default=100_000, help="requests a day")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--replicates", type=int, default=0, help="independent draws (coverage)")
     args = parser.parse_args()
-    started = time.perf_counter()
     service = DriftingService(requests_per_day=args.requests, seed=args.seed)
     opts = SampleOptions(sample=args.sample, k=service.k)
-    store, seen = Store(), {}
+    if args.days:
+        replay(service, opts, args.days)
+    if args.replicates:
+        print()
+        replicates(service, opts, args.replicates)
+
+
+def replay(service: DriftingService, opts: SampleOptions, days: int) -> None:
+    """The ``days`` replayed: each day drawn, graded, compared, split and said as lines."""
+    started = time.perf_counter()
+    values = list_values(service.k, RELEVANT)
+    store, seen = Store(), dict[str, str]()
     series = pl.DataFrame(schema=SERIES_SCHEMA)
     probe_values: dict[int, pl.DataFrame] = {}
     probe: pl.DataFrame | None = None
     designs: dict[str, DayDesign] = {}
-    flagged: dict[tuple[int, str], list] = {}
+    runs = {"probe 0": Run(), f"probe {PROBE_SIZE}": Run()}
     log, reuse, paid_days = [], [], []
-    for day in range(args.days):
-        name = f"2026-11-{day + 1:02d}"
+    least = {m: min_change_of(DEFAULT_MIN_CHANGE, m) for m in METRICS}
+    split_seconds = 0.0
+    for day in range(days):
+        name = _name(day)
         requests = service.day(day)
         sample = draw_sample(requests.lazy(), opts, salt=SALT)
+        units = units_of_day(requests.lazy(), opts.bands).select("unit", "segment", "count")
         before = (store.paid, store.stored)
-        values = values_of(service, day, sample, store)
+        got, verdicts = graded(service, day, sample, store)
         if probe is None:
-            # The probe: 100 of day 1's drawn units, kept for the series.
-            probe = sample.sort(
-                pl.col("unit").map_elements(
-                    lambda u: permanent_random("probe", u), return_dtype=pl.Float64
+            # The probe: 100 of day 1's drawn queries, kept for the series.
+            probe = (
+                sample.unique("unit", keep="first")
+                .sort(
+                    pl.col("unit").map_elements(
+                        lambda u: permanent_random("probe", u), return_dtype=pl.Float64
+                    )
                 )
-            ).head(PROBE_SIZE)
-        pv = values_of(service, day, probe, store)
-        probe_values[day] = pv.join(probe.select("unit", "segment"), on="unit").select(
+                .head(PROBE_SIZE)
+            )
+        pv, _ = graded(service, day, probe, store)
+        probe_values[day] = pv.join(probe.select("request_id", "segment"), on="request_id").select(
             pl.col("unit").alias("probe"), "segment", "metric", "value"
         )
         paid, stored = store.paid - before[0], store.stored - before[1]
         reuse.append(stored / (paid + stored))
         paid_days.append(paid)
-        changed = content_share(service, day, sample, seen)
-        est = estimate(values, sample)
+        changed = content_share(verdicts, sample, seen)
+        est = estimate(got, sample)
         series = pl.concat([series, series_rows(name, est)])
-        designs[name] = DayDesign(sample, values)
+        designs[name] = DayDesign(sample, got, units, verdicts)
+        t0 = time.perf_counter()
         changes = day_changes(
-            series, name, higher_is_better=dict.fromkeys(METRICS, True), designs=designs
+            series,
+            name,
+            alpha=ALPHA,
+            higher_is_better=dict.fromkeys(METRICS, True),
+            designs=designs,
+            min_change=least.__getitem__,
+            list_values=values,
         )
-        evidence: dict[int, Evidence] = {}
-        for c in changes:
-            ref_day = int(c.reference_days[0][-2:]) - 1
-            if ref_day not in evidence:
-                evidence[ref_day] = Evidence(
-                    probe={
+        split_seconds += time.perf_counter() - t0
+        for label, run in runs.items():
+            evidence: dict[str, Evidence] = {}
+            out = []
+            for c in changes:
+                ref = c.reference_days[0]
+                if ref not in evidence:
+                    ref_day = int(ref[-2:]) - 1
+                    probes = {
                         (p.segment, p.metric): p
-                        for p in probe_changes(probe_values[day], probe_values[ref_day])
-                    },
-                    changed_docs=changed,
-                    mix=mix_splits(designs[f"2026-11-{ref_day + 1:02d}"], designs[name]),
-                )
-            c = attribute(c, evidence[ref_day])
-            if c.moved:
-                flagged.setdefault((day, c.segment), []).append(c)
+                        for p in probe_changes(
+                            probe_values[day], probe_values[ref_day], alpha=ALPHA
+                        )
+                    }
+                    evidence[ref] = Evidence(
+                        probe=probes if label != "probe 0" else {}, changed_docs=changed
+                    )
+                out.append(attribute(c, evidence[ref]))
+            run.lines[day] = moves(change_rows(out), name)
+        lines = runs["probe 0"].lines[day]
         log.append(
             (
                 day + 1,
                 sample.height,
                 paid,
                 f"{reuse[-1]:.0%}",
-                "; ".join(
-                    f"{s} {c.metric} {c.diff:+.3f} vs {c.against} → {c.attribution}"
-                    for (d, s), cs in flagged.items()
-                    if d == day
-                    for c in cs
-                )
+                "; ".join(f"[{m.kind}] {m.segment} {m.cause}" for m in lines if m.kind != "small")
                 or "-",
             )
         )
+        if day in (MIX_DAY, PROPORTION_DAY, ENGINE_DAY, CONTENT_DAY):
+            for m in lines:
+                print(f"  day {day + 1} [{m.kind}] {m.text()}")
     print(
-        f"service: {args.requests:,} requests/day, 6 segments, sample {args.sample}/day, probe "
-        f"{PROBE_SIZE}; {time.perf_counter() - started:.0f} s for {args.days} days"
+        f"service: {service.requests_per_day:,} requests/day, 6 segments, sample {opts.sample}/"
+        f"day, probe {PROBE_SIZE}; {time.perf_counter() - started:.0f} s for {days} days "
+        f"(changes and their split {split_seconds / max(days - 1, 1):.1f} s a day; "
+        f"load {load_average()})"
     )
-    print(table(log, ("day", "drawn", "paid", "from store", "flagged (change → cause)")))
+    print(
+        table(log, ("day", "drawn", "paid", "from store", "lines, probe 0 (kind, segment, cause)"))
+    )
     truth = {
         d: service.truth(d)
-        for d in (MIX_DAY - 1, MIX_DAY, ENGINE_DAY - 1, ENGINE_DAY, CONTENT_DAY - 1, CONTENT_DAY)
+        for d in (
+            MIX_DAY - 1,
+            MIX_DAY,
+            PROPORTION_DAY - 1,
+            PROPORTION_DAY,
+            ENGINE_DAY - 1,
+            ENGINE_DAY,
+            CONTENT_DAY - 1,
+            CONTENT_DAY,
+        )
+        if d < days
     }
 
     def moved(day: int, segment: str, metric: str = "ndcg@10") -> str:
+        if day not in truth:
+            return "-"
         return f"{truth[day][(segment, metric)] - truth[day - 1][(segment, metric)]:+.3f}"
 
     print(
-        f"planted: overall nDCG@10 day 9→10 {moved(MIX_DAY, ALL)}; {ENGINE_SEGMENT} nDCG@10 "
-        f"day 19→20 {moved(ENGINE_DAY, ENGINE_SEGMENT)}; {CONTENT_SEGMENT} nDCG@10 day 24→25 "
-        f"{moved(CONTENT_DAY, CONTENT_SEGMENT)}, relevant share "
-        f"{moved(CONTENT_DAY, CONTENT_SEGMENT, 'relevant share')}"
+        f"planted (whole traffic): overall nDCG@10 day 9→10 {moved(MIX_DAY, ALL)}; "
+        f"{PROPORTION_SEGMENT} nDCG@10 day 14→15 {moved(PROPORTION_DAY, PROPORTION_SEGMENT)}, "
+        f"relevant share {moved(PROPORTION_DAY, PROPORTION_SEGMENT, 'relevant share')}; "
+        f"{ENGINE_SEGMENT} nDCG@10 day 19→20 {moved(ENGINE_DAY, ENGINE_SEGMENT)}; "
+        f"{CONTENT_SEGMENT} nDCG@10 day 24→25 {moved(CONTENT_DAY, CONTENT_SEGMENT)}, relevant "
+        f"share {moved(CONTENT_DAY, CONTENT_SEGMENT, 'relevant share')}; min_change "
+        f"{', '.join(f'{m} {v}' for m, v in least.items())}"
     )
     print()
-
-    def said(day: int, segment: str) -> list:
-        return flagged.get((day, segment), [])
-
-    engine = [c for c in said(ENGINE_DAY, ENGINE_SEGMENT) if c.metric == "ndcg@10"]
-    ok = bool(engine) and all(c.attribution == "engine" for c in engine)
-    print(
-        f"day-20 drop flagged in {ENGINE_SEGMENT} and attributed to the engine: "
-        + (
-            "met"
-            if ok
-            else f"not met: {[(c.against, c.attribution) for c in engine] or 'not flagged'}"
-        )
-    )
-    segs = [s for s in SEGMENTS if said(MIX_DAY, s)]
-    overall = said(MIX_DAY, ALL)
-    split = mix_splits(designs[f"2026-11-{MIX_DAY:02d}"], designs[f"2026-11-{MIX_DAY + 1:02d}"])[
-        (ALL, "ndcg@10")
-    ]
-    ok = not segs and split.mix_moved and all(c.attribution == "mix" for c in overall)
-    print(
-        f"day-10 shift: overall nDCG@10 mix part {split.mix:+.3f} "
-        f"({split.mix_ci[0]:+.3f}..{split.mix_ci[1]:+.3f}), within {split.within:+.3f}; "
-        f"overall flagged {[(c.metric, c.against, c.attribution) for c in overall]}; "
-        f"segments flagged {segs}: " + ("met" if ok else "not met")
-    )
-    content = said(CONTENT_DAY, CONTENT_SEGMENT)
-    ok = bool(content) and all(c.attribution == "content" for c in content)
-    print(
-        f"day-25 rewrite flagged in {CONTENT_SEGMENT} as content: "
-        + (
-            "met"
-            if ok
-            else "not met: "
-            + str([(c.metric, c.against, c.attribution) for c in content] or "not flagged")
-        )
-    )
-    clean = [
-        (d, s)
-        for d in range(1, args.days)
-        for s in SEGMENTS
-        if not (s == ENGINE_SEGMENT and d >= ENGINE_DAY)
-        and not (s == CONTENT_SEGMENT and d >= CONTENT_DAY)
-    ]
-    false = [(d + 1, s) for d, s in clean if said(d, s)]
-    rate = len(false) / len(clean)
-    print(
-        f"false alarms: {len(false)} of {len(clean)} clean (day, segment) cells, {rate:.1%} "
-        f"(goal <= {FALSE_ALARM_GOAL:.0%}): "
-        + ("met" if rate <= FALSE_ALARM_GOAL else f"not met: {false}")
-    )
+    found = {label: goals(run, days) for label, run in runs.items()}
+    names = list(runs)
+    for i, (goal, _) in enumerate(found[names[0]]):
+        print(f"{goal}:")
+        for label in names:
+            print(f"  {label}: {found[label][i][1]}")
     print(
         f"judge calls (no goal here; #45's bench holds the 2,000 a day at sample 160): day 1 "
         f"{paid_days[0]:,}, from day 2 max {max(paid_days[1:]):,}, "

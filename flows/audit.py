@@ -58,8 +58,10 @@ async def audit_task(config_json: str, day: str) -> dict[str, Any]:
 async def audit(config_json: str, day: str | None = None) -> State:
     """Audit one day of traffic (None: yesterday, UTC), compare it with its series, alarm.
 
-    A regression beyond noise emits ``ragaudit.audit.regression`` and, per
-    ``audit.on_regression``, fails the flow run or appends "-regressed" to its name.
+    An alarm — a segment's move for the worse beyond noise, at least its metric's
+    ``audit.min_change``, not the traffic's doing — emits ``ragaudit.audit.regression`` (one
+    line per segment and cause) and, per ``audit.on_regression``, fails the flow run or appends
+    "-regressed" to its name.
     """
     config = RunConfig.model_validate_json(config_json)
     result = await audit_task(config_json, day or previous_day().isoformat())
@@ -72,8 +74,8 @@ async def audit(config_json: str, day: str | None = None) -> State:
     on_regression = config.audit.on_regression if config.audit is not None else "ignore"
     if regressed and on_regression == "fail":
         return Failed(
-            message=f"audit {result['audit']} {result['day']}: regression beyond noise in "
-            f"{', '.join(regressed)}",
+            message=f"audit {result['audit']} {result['day']}: "
+            + "; ".join(m["text"] for m in result.get("moves") or [] if m["kind"] == "alarm"),
             data=result,
         )
     if regressed and on_regression == "name":

@@ -42,6 +42,17 @@ DEFAULT_METRICS = (
     "aspect_refusal",
 )
 
+DEFAULT_MIN_CHANGE: dict[str, float] = {
+    "ndcg@k": 0.02,
+    "precision@k": 0.02,
+    "relevant share": 0.02,
+    "dcg@k": 0.1,
+    "*": 0.02,
+}
+"""The smallest change of a metric worth an alarm, by default: two points of a share (nDCG,
+precision, the relevant share, an answer metric's 0–1 score: ``*``), a tenth of a DCG point
+(about two points of nDCG at a typical list's ideal DCG)."""
+
 _EARLIER_KEYS = ("fields", "ubi")
 """Where configs written before readers were registered held the built-in formats' options."""
 
@@ -275,10 +286,17 @@ class AuditSection(SampleOptions):
     content_share: float = operational(0.05, gt=0.0, le=1.0)
     """A segment whose share of graded documents rewritten since an earlier day reaches this
     has had its content changed."""
+    min_change: dict[str, float] = operational(default_factory=lambda: dict(DEFAULT_MIN_CHANGE))
+    """The smallest change of each metric worth an alarm (absolute, in the metric's units): a
+    change beyond noise but smaller is listed as small and raises nothing. Keyed by metric
+    name (``ndcg@10``), by its family at any depth (``ndcg@k``) or ``*`` for every other;
+    given keys replace the defaults' (``ndcg@k`` 0.02, ``precision@k`` 0.02, ``relevant
+    share`` 0.02, ``dcg@k`` 0.1, ``*`` 0.02), the rest stay; 0: every change beyond noise
+    counts."""
     on_regression: Literal["fail", "name", "ignore"] = operational("name")
-    """A regression beyond noise in a segment (after the ``ragaudit.audit.regression`` event):
-    ``fail`` fails the flow run, ``name`` appends "-regressed" to its name, ``ignore`` does
-    neither."""
+    """An alarm — a segment's move for the worse, beyond noise, at least ``min_change``, not the
+    traffic's doing — after the ``ragaudit.audit.regression`` event: ``fail`` fails the flow
+    run, ``name`` appends "-regressed" to its name, ``ignore`` does neither."""
 
     @field_validator("name")
     @classmethod
@@ -305,6 +323,25 @@ class AuditSection(SampleOptions):
             )
         return value
 
+    @field_validator("min_change", mode="before")
+    @classmethod
+    def _over_defaults(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        return {**DEFAULT_MIN_CHANGE, **{str(k).lower(): v for k, v in value.items()}}
+
+    @field_validator("min_change")
+    @classmethod
+    def _non_negative(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [f"{k}: {v}" for k, v in value.items() if not (v >= 0 and v != float("inf"))]
+        if bad:
+            raise ValueError(f"a minimum change is a finite number >= 0 ({clip(', '.join(bad))})")
+        return value
+
+    def min_change_of(self, metric: str) -> float:
+        """The ``min_change`` of ``metric``: its own, its family's at any depth, else ``*``."""
+        return min_change_of(self.min_change, metric)
+
     def sampling(self) -> SampleOptions:
         """The sampler's options of this section (its own fields, nothing else)."""
         return SampleOptions.model_validate(
@@ -312,8 +349,19 @@ class AuditSection(SampleOptions):
         )
 
 
+def min_change_of(table: Mapping[str, float], metric: str) -> float:
+    """``metric``'s entry of a ``min_change`` table: its name, ``<family>@k``, else ``*``."""
+    name = metric.lower()
+    family = regex.sub(r"@\d+$", "@k", name)
+    for key in (name, family, "*"):
+        if key in table:
+            return float(table[key])
+    return 0.0
+
+
 __all__ = [
     "DEFAULT_METRICS",
+    "DEFAULT_MIN_CHANGE",
     "DEFAULT_PHONE_REGIONS",
     "REFERENCE_INPUTS",
     "AuditSection",
@@ -322,5 +370,6 @@ __all__ = [
     "RedactPattern",
     "SampleOptions",
     "SourceOptions",
+    "min_change_of",
     "reference_free",
 ]

@@ -702,6 +702,40 @@ AUDIT_ESTIMATES = _schema(
     ],
 )
 
+# An audit day against its series (``changes.parquet``): one row per segment × metric ×
+# comparison (the day before, the trailing week) × part — the whole change (``total``), then
+# its split by cause (ADR 24). Version 1 (no ``part``) held the whole changes only.
+AUDIT_CHANGES = _schema(
+    "audit_changes",
+    [
+        ("segment", _str),  # "(all)" for the whole traffic
+        ("metric", _str),
+        ("against", _str),  # previous | baseline
+        ("reference_days", _strs),
+        ("part", _str),  # total | between | within | content | engine | new
+        ("cause", _str),  # the cause the row's line names; null when it is no line's
+        ("kind", _str),  # alarm | traffic | better | small; null: no line
+        ("estimate", _f64),  # today's figure (total rows)
+        ("reference", _f64),  # the reference's figure (total rows)
+        ("diff", _f64),  # the change (total) or the part of it
+        ("se", _f64),
+        ("ci_low", _f64),  # 1 - report.alpha interval
+        ("ci_high", _f64),
+        ("p_value", _f64),
+        ("p_adjusted", _f64),  # Benjamini-Hochberg within the comparison
+        ("moved", _bool),  # beyond noise: adjusted p < alpha and the interval excludes 0
+        ("small", _bool),  # beyond noise but under min_change
+        ("min_change", _f64),  # the metric's audit.min_change
+        ("regressed", _bool),  # moved, at least min_change, for the worse (a part: not traffic)
+        ("higher_is_better", _bool),
+        ("attribution", _str),  # total rows: the cause(s) of the change
+        ("reasons", _strs),
+        ("behind", _strs),  # overall parts: the segments behind it, each with its share
+        ("pairs", _i64),  # queries drawn on both days
+    ],
+    version=2,
+)
+
 # An audit day's estimates broken down by the request's place in its session, over every segment:
 # each cell a domain of the day's design (the same weights and strata, its own requests only).
 AUDIT_TURN_ESTIMATES = _schema(
@@ -803,6 +837,7 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "dumps", "schema_version", "to_table"] + 
     "AGREEMENT",
     "ANSWERS",
     "AUDIT_DOC",
+    "AUDIT_CHANGES",
     "AUDIT_ESTIMATES",
     "AUDIT_LABEL_ITEMS",
     "AUDIT_REQUESTS",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         read_label_items,
     )
     from ragaudit.audit._listmetrics import list_metrics
+    from ragaudit.audit._moves import Move, moves
     from ragaudit.audit._promote import promote_day
     from ragaudit.audit._records import Bad, FieldPaths, Mapper, Partition, Request, reader
     from ragaudit.audit._report import strata_rows
@@ -67,6 +68,9 @@ _FACE = {
     "previous_day": "ragaudit.audit._day",
     "summary": "ragaudit.audit._day",
     "emit_regression": "ragaudit.audit._drift",
+    # A day's moves as lines (one per segment and cause), as the console and the viewer print.
+    "Move": "ragaudit.audit._moves",
+    "moves": "ragaudit.audit._moves",
     "strata_rows": "ragaudit.audit._report",
     "promote_day": "ragaudit.audit._promote",
     # People's labels, as the viewer shows them.
@@ -106,6 +110,7 @@ __all__ = [
     "Bad",
     "FieldPaths",
     "Mapper",
+    "Move",
     "Partition",
     "RedactOptions",
     "Request",
@@ -121,6 +126,7 @@ __all__ = [
     "estimate",
     "estimate_turns",
     "list_metrics",
+    "moves",
     "planned_cost",
     "people_estimates",
     "previous_day",

@@ -22,10 +22,12 @@ from typing import Any
 import polars as pl
 
 from ragaudit.atomic import write_table
+from ragaudit.audit._drift import change_rows
 from ragaudit.audit._dryrun import dry_run_day
 from ragaudit.audit._estimate import estimate, estimate_turns
 from ragaudit.audit._grade import grade_served
 from ragaudit.audit._labels import ITEMS, people_values, write_label_items
+from ragaudit.audit._moves import Move, moves
 from ragaudit.audit._reading import (
     draw,
     fetch_missing_texts,
@@ -299,6 +301,13 @@ def previous_day(now: dt.datetime | None = None) -> dt.date:
     return ((now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC) - dt.timedelta(days=1)).date()
 
 
+def day_moves(day: AuditDay) -> list[Move]:
+    """The day's moves as lines, one per (segment, cause), alarms first (:mod:`._moves`)."""
+    if day.watch is None:
+        return []
+    return moves(change_rows(day.watch.changes), day.day.isoformat())
+
+
 def summary(day: AuditDay) -> dict[str, Any]:
     """What the flow returns and the CLI prints: counts, calls, the overall estimates."""
     overall = []
@@ -318,7 +327,7 @@ def summary(day: AuditDay) -> dict[str, Any]:
         "failed_rows": failed_rows(day),
         "overall": overall,
         "regressed": [] if day.watch is None else day.watch.regressed,
-        "changes": [] if day.watch is None else [c.to_row() for c in day.watch.changes if c.moved],
+        "moves": [] if day.watch is None else [m.to_dict() for m in day_moves(day)],
         "notes": [] if day.watch is None else list(day.watch.notes),
         "event": None if day.watch is None else day.watch.event,
     }
@@ -328,6 +337,7 @@ __all__ = [
     "check_day",
     "check_days",
     "day_done",
+    "day_moves",
     "day_status",
     "failed_rows",
     "identity_of_day",

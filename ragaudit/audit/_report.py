@@ -1,8 +1,10 @@
-"""An audit day's ``report.html``: estimates per segment and by turn, strata, the worst requests.
+"""An audit day's ``report.html``: estimates, by turn, what moved, strata, the worst requests.
 
-The estimates with their intervals per segment and by turn position and turn kind, the strata
-and what was drawn, the worst requests with their conversation so far, served documents and
-grades.
+The estimates with their intervals per segment (and what they estimate: the population, the
+unit, what an interval holds) and by turn position and turn kind, the day against the day
+before and the trailing week (one line per segment and cause, then every change with its
+split by cause), the strata and what was drawn, the worst requests with their conversation so
+far, served documents and grades.
 
 One self-contained page under the same Content-Security-Policy as a run's ``report.html``
 (``default-src 'none'``, inline style only, no script): Jinja2 with autoescaping, so every query,
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ragaudit.atomic import write_bytes
+from ragaudit.audit._drift import change_rows
+from ragaudit.audit._moves import moves
 from ragaudit.audit._served import conversation_counts
 from ragaudit.dataset import Turn, exchanges
 from ragaudit.numbers import fixed
@@ -64,6 +68,54 @@ def _estimate_rows(estimates: pl.DataFrame | None) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+PART_COLUMNS = ("between", "within", "content", "engine", "new")
+"""The parts shown beside each change, in the order they are named."""
+
+
+def change_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every change of a day with its parts beside it (``changes.parquet``'s rows).
+
+    One row per segment × metric × comparison: the figures then and now, the change with its
+    interval and adjusted p, whether it moved (and was small), and each part's change, marked
+    where it moved beyond noise.
+    """
+    parts: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = {}
+    totals = []
+    for r in rows:
+        key = (str(r["segment"]), str(r["metric"]), str(r["against"]))
+        if r.get("part", "total") == "total":
+            totals.append(r)
+        else:
+            parts.setdefault(key, {})[str(r["part"])] = r
+    out = []
+    for r in sorted(totals, key=lambda r: (r["segment"], r["metric"], r["against"] != "previous")):
+        mine = parts.get((str(r["segment"]), str(r["metric"]), str(r["against"])), {})
+        out.append(
+            {
+                "segment": r["segment"],
+                "metric": r["metric"],
+                "against": "the day before" if r["against"] == "previous" else "the trailing week",
+                "reference": _num(r.get("reference")),
+                "estimate": _num(r.get("estimate")),
+                "diff": fixed(r.get("diff"), sign=True),
+                "ci": f"{fixed(r.get('ci_low'), sign=True)} .. "
+                f"{fixed(r.get('ci_high'), sign=True)}",
+                "p": _num(r.get("p_adjusted"), 4),
+                "moved": "small" if r.get("small") else ("moved" if r.get("moved") else ""),
+                "cause": r.get("attribution") or "",
+                "pairs": r.get("pairs"),
+                "parts": [
+                    (
+                        fixed(mine[name]["diff"], sign=True) if name in mine else "–",
+                        bool(name in mine and mine[name].get("moved")),
+                    )
+                    for name in PART_COLUMNS
+                ],
+            }
+        )
+    return out
 
 
 def strata_rows(strata: pl.DataFrame | None, sample: pl.DataFrame) -> list[dict[str, Any]]:
@@ -177,6 +229,8 @@ def render_report(day: AuditDay) -> str:
     read = day.read
     metric = primary_metric(day)
     redactions: Mapping[str, int] = getattr(read, "redactions", {}) or {}
+    rows = change_rows(day.watch.changes) if day.watch is not None else []
+    lines = moves(rows, day.day.isoformat())
     bad_samples: Sequence[tuple[str, str]] = getattr(read, "bad_samples", []) or []
     return (
         template_env("ragaudit.audit", trim=False)
@@ -195,6 +249,10 @@ def render_report(day: AuditDay) -> str:
             calls=day.calls,
             k=day.section.k,
             estimates=_estimate_rows(day.estimates),
+            lines=[{"kind": m.kind, "text": m.text()} for m in lines],
+            changes=change_table(rows),
+            parts=PART_COLUMNS,
+            compared=day.watch is not None,
             conversations=conversation_counts(day.served),
             max_history_turns=day.config.conversation.max_history_turns,
             turns=turn_rows(day.turn_estimates),
@@ -214,7 +272,9 @@ def write_report(day: AuditDay, path: Path | None = None) -> Path:
 
 
 __all__ = [
+    "PART_COLUMNS",
     "WORST",
+    "change_table",
     "primary_metric",
     "render_report",
     "shown_history",

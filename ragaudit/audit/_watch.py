@@ -14,9 +14,11 @@ finished day (:func:`watch_day`):
   another text counts as rewritten (``verdicts.parquet`` keeps each graded text's hash);
 - the **judge**: every ``audit.judge_check_days`` days of a series, ``audit.judge_check_size``
   grades of its first day are asked again with the memo bypassed (:func:`judge_recheck`);
-- the day against the day before and the trailing week (:func:`._drift.day_changes`, paired
-  over the draws), each change attributed, written to ``changes.parquet``; a regression gives
-  the Prefect event the flow emits.
+- the day against the day before and the trailing week (:func:`._drift.day_changes`, over the
+  draws, each change split by cause by the traffic's own pairing, :mod:`._pairing`; the day's
+  queries counted again from ``requests.parquet`` tell recurring ones from new, the verdicts'
+  text hashes content from engine), each change attributed, written to ``changes.parquet``;
+  an alarm (:func:`._drift.alarms`) gives the Prefect event the flow emits.
 """
 
 from __future__ import annotations
@@ -35,22 +37,24 @@ from ragaudit.audit._drift import (
     OVERALL,
     SERIES_SCHEMA,
     Change,
-    DayDesign,
     Evidence,
     JudgeCheck,
+    alarms,
     attribute,
+    change_rows,
     day_changes,
     judge_check,
     probe_changes,
+    regressed,
     regression_event,
-    shift_share,
 )
-from ragaudit.audit._estimate import estimate
 from ragaudit.audit._grade import grade_served
-from ragaudit.audit._sample import permanent_random
+from ragaudit.audit._listmetrics import list_metrics, metric_names
+from ragaudit.audit._pairing import DayDesign, ListValue
+from ragaudit.audit._sample import permanent_random, units_of_day
 from ragaudit.audit._score import score_lists
-from ragaudit.audit._served import AuditDay, Served
-from ragaudit.audit._sessions import conversations
+from ragaudit.audit._served import REQUESTS, AuditDay, Served, audit_section
+from ragaudit.audit._sessions import conversations, session_turns
 from ragaudit.cache import Gateway, judge_recheck
 from ragaudit.config import RunConfig
 from ragaudit.directions import higher_is_better
@@ -59,6 +63,7 @@ from ragaudit.judging import Judge
 from ragaudit.lang import detect_language
 from ragaudit.prompts import RELEVANCE
 from ragaudit.runfolder import AUDIT_DAY, RunsRoot, identity_of
+from ragaudit.schemas import AUDIT_CHANGES, to_table
 from ragaudit.stats import CONFIDENCE, z_quantile
 
 SERIES = "series.parquet"
@@ -139,7 +144,15 @@ def build_series(root: Path, also: Sequence[tuple[str, Path, dict[str, Any]]] = 
     return pl.concat(frames) if frames else pl.DataFrame(schema=SERIES_SCHEMA)
 
 
-def _design(folder: Path) -> DayDesign | None:
+def _design(config: RunConfig, day: str, folder: Path) -> DayDesign | None:
+    """A finished day's draw, values, queries and graded documents (what a change is split by).
+
+    The day's queries are counted again from its ``requests.parquet`` (only the query and
+    segment columns are read; with ``audit.turn_strata`` each request's turn too, as the day's
+    draw placed it, so a unit is the draw's); a day without it, or without its verdicts, is
+    compared whole or without telling content from engine.
+    """
+    section = audit_section(config)
     try:
         sample = pl.read_parquet(folder / "sample.parquet")
         scores = pl.read_parquet(folder / "scores.parquet")
@@ -152,41 +165,34 @@ def _design(folder: Path) -> DayDesign | None:
         pl.col("value").cast(pl.Float64),
         "status",
     )
-    return DayDesign(sample, values)
+    units = verdicts = None
+    try:
+        traffic = pl.scan_parquet(folder / REQUESTS)
+        if section.turn_strata:
+            turns = session_turns(config, dt.date.fromisoformat(day), folder / REQUESTS)
+            traffic = traffic.join(turns.lazy(), on="request_id", how="left")
+        units = units_of_day(traffic, section.bands, section.turn_strata).select(
+            "unit", "segment", "count"
+        )
+    except (OSError, pl.exceptions.PolarsError):
+        units = None
+    try:
+        verdicts = pl.read_parquet(
+            folder / "verdicts.parquet",
+            columns=["request_id", "unit", "rank", "doc_id", "grade", "status", "text_hash"],
+        )
+    except (OSError, pl.exceptions.PolarsError):
+        verdicts = None
+    return DayDesign(sample, values, units, verdicts)
 
 
-def _strata(design: DayDesign) -> pl.DataFrame:
-    """Per stratum × metric: the estimate, its se and its share of the day's requests."""
-    sample = design.sample
-    by_stratum = estimate(design.values, sample.with_columns(pl.col("stratum").alias("segment")))
-    total = float(sample.group_by("stratum").agg(pl.col("stratum_requests").first()).sum()[0, 1])
-    shares = sample.group_by("stratum").agg(
-        pl.col("segment").first().alias("home"),
-        (pl.col("stratum_requests").first() / total).alias("share"),
-    )
-    return (
-        by_stratum.filter(pl.col("segment") != OVERALL)
-        .rename({"segment": "stratum"})
-        .join(shares, on="stratum")
-        .with_columns(_se(by_stratum).alias("se"))
-    )
+def list_values(k: int, relevant_grade: int) -> dict[str, ListValue]:
+    """Each list metric's value of a served list from its grades (the content split's)."""
 
+    def value_of(name: str) -> ListValue:
+        return lambda grades: list_metrics(grades, k, relevant_grade)[name]
 
-def mix_splits(before: DayDesign, after: DayDesign, *, alpha: float) -> dict[tuple[str, str], Any]:
-    """(segment, metric) → the shift-share split at ``alpha``, overall and per segment's bands."""
-    a, b = _strata(before), _strata(after)
-    out: dict[tuple[str, str], Any] = {}
-    for metric in sorted(set(a["metric"]) & set(b["metric"])):
-        ma, mb = a.filter(pl.col("metric") == metric), b.filter(pl.col("metric") == metric)
-        out[(OVERALL, metric)] = shift_share(ma, mb, alpha=alpha)
-        for seg in sorted(set(ma["home"]) & set(mb["home"])):
-            sa, sb = ma.filter(pl.col("home") == seg), mb.filter(pl.col("home") == seg)
-            out[(seg, metric)] = shift_share(
-                sa.with_columns(pl.col("share") / pl.col("share").sum()),
-                sb.with_columns(pl.col("share") / pl.col("share").sum()),
-                alpha=alpha,
-            )
-    return out
+    return {name: value_of(name) for name in metric_names(k)}
 
 
 def content_changes(days: Sequence[Path], today: Path) -> dict[str, float]:
@@ -232,10 +238,12 @@ class Watch:
     event: tuple[str, dict[str, str], dict[str, Any]] | None = None
     notes: list[str] = field(default_factory=list)
 
+    day: str = ""
+
     @property
     def regressed(self) -> list[str]:
-        """``segment/metric`` of every regression beyond noise."""
-        return sorted({f"{c.segment}/{c.metric}" for c in self.changes if c.regressed})
+        """``segment/metric`` of every metric an alarm line names (``on_regression`` acts on)."""
+        return regressed(alarms(self.changes, self.day))
 
 
 def probe_set(root: Path, series: str, first_day: Path, size: int) -> pl.DataFrame | None:
@@ -416,7 +424,7 @@ async def watch_day(day: AuditDay, judge: Judge, gateway: Gateway) -> Watch:
     days = [(d, f, m) for d, f, m in _days(root) if d != name]
     mine = [(d, f) for d, f in _index(days, series) if d < name]
     first_day = mine[0][1] if mine else day.folder
-    watch = Watch(series=series, first_day=first_day.name)
+    watch = Watch(series=series, first_day=first_day.name, day=name)
     if any(m.get("series") != series for d, _, m in days if d < name) and not mine:
         watch.notes.append(
             "a new series starts today: the judge, prompts, metrics or sampling differ from "
@@ -446,9 +454,10 @@ def day_series(config: RunConfig) -> str:
 
 
 def compare_day(day: AuditDay, watch: Watch) -> Watch:
-    """The day's changes against its series, attributed; the event when something regressed.
+    """The day's changes against its series, split by cause, attributed; the alarm's event.
 
-    Writes ``series.parquet`` (every series of the audit) and the day's ``changes.parquet``.
+    Writes ``series.parquet`` (every series of the audit) and the day's ``changes.parquet``
+    (schema ``AUDIT_CHANGES``: every change and its parts).
     """
     root = day.folder.parent
     name = day.day.isoformat()
@@ -457,11 +466,20 @@ def compare_day(day: AuditDay, watch: Watch) -> Watch:
     write_table(series_all.to_arrow(), root / SERIES)
     mine = series_all.filter(pl.col("series") == watch.series)
     folders = {**dict(_index(_days(root), watch.series)), name: day.folder}
-    designs = {d: des for d, f in folders.items() if (des := _design(f)) is not None}
+    section = day.section
+    designs = {d: des for d, f in folders.items() if (des := _design(day.config, d, f)) is not None}
     better = {m: higher_is_better(m) for m in set(mine["metric"].to_list())}
-    # Every test of the day runs at the config's α: the changes, the probe's and the mix's.
+    # Every test of the day runs at the config's α: the changes, their parts, the probe's.
     alpha = day.config.report.alpha
-    changes = day_changes(mine, name, alpha=alpha, higher_is_better=better, designs=designs)
+    changes = day_changes(
+        mine,
+        name,
+        alpha=alpha,
+        higher_is_better=better,
+        designs=designs,
+        min_change=section.min_change_of,
+        list_values=list_values(section.k, day.config.sort.relevant_grade),
+    )
     evidence: dict[str, Evidence] = {}
     out = []
     for c in changes:
@@ -474,27 +492,16 @@ def compare_day(day: AuditDay, watch: Watch) -> Watch:
                     (p.segment, p.metric): p
                     for p in probe_changes(watch.probe, pl.read_parquet(ref_probe), alpha=alpha)
                 }
-            mix = (
-                mix_splits(designs[ref], designs[name], alpha=alpha)
-                if ref in designs and name in designs
-                else {}
-            )
             evidence[ref] = Evidence(
                 probe=probes,
                 changed_docs=watch.changed_docs,
-                mix=mix,
                 judge=watch.judge,
-                content_share=day.section.content_share,
+                content_share=section.content_share,
             )
         out.append(attribute(c, evidence[ref]))
     watch.changes = out
-    write_table(
-        pl.DataFrame([c.to_row() for c in out], infer_schema_length=None).to_arrow()
-        if out
-        else pl.DataFrame(schema={"segment": pl.String, "metric": pl.String}).to_arrow(),
-        day.folder / CHANGES,
-    )
-    watch.event = regression_event(day.section.name, name, str(day.folder.resolve()), out)
+    write_table(to_table(change_rows(out), AUDIT_CHANGES), day.folder / CHANGES)
+    watch.event = regression_event(section.name, name, str(day.folder.resolve()), out)
     return watch
 
 
@@ -508,8 +515,8 @@ __all__ = [
     "content_changes",
     "day_series",
     "instrument_extra",
+    "list_values",
     "series_id",
-    "mix_splits",
     "probe_set",
     "recheck_judge",
     "run_probe",

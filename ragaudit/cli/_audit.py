@@ -278,15 +278,17 @@ def _print(out: dict[str, Any]) -> None:
                 fixed(r.get("ess"), 1),
             )
         console.print(table)
-    for c in out.get("changes") or []:
-        word = "regressed" if c["regressed"] else "moved"
+    lines = out.get("moves") or []
+    styles = {"alarm": "bold red", "traffic": "yellow", "better": "green", "small": "dim"}
+    for m in lines:
+        style = styles.get(m["kind"], "")
         console.print(
-            f"{escape(c['segment'])} {escape(c['metric'])} {word} beyond noise against the "
-            f"{c['against']}: {fixed(c['reference'])} -> {fixed(c['estimate'])} "
-            f"({fixed(c['diff'], sign=True)}, 95% CI {fixed(c['ci_low'], sign=True)} .. "
-            f"{fixed(c['ci_high'], sign=True)}, adjusted p {c['p_adjusted']:.4f}); "
-            f"{escape(c['attribution'] or 'unexplained')}"
-            + (f": {escape('; '.join(c['reasons']))}" if c["reasons"] else ""),
+            f"[{style}]{escape(m['text'])}[/]" if style else escape(m["text"]), soft_wrap=True
+        )
+    if lines:
+        console.print(
+            "one line per segment and cause (against the day before and the trailing week); "
+            "every change and its parts: changes.parquet and report.html",
             soft_wrap=True,
         )
     for note in out.get("notes") or []:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,12 +166,13 @@ def _third_cumulant(z: np.ndarray, design: Design) -> float:
     return third
 
 
-def spread(z: np.ndarray, design: Design) -> Spread:
+def spread(z: np.ndarray, design: Design, *, skew: bool = True) -> Spread:
     """The sampling variance of ``Σ z`` over the design (a linearised statistic's scores).
 
     samplics' stratified Taylor variance of a total with unit weights; the scores are shifted
     by 1 (samplics divides by the total, which is 0 for centred scores) and the within-stratum
     deviations cancel the shift. A stratum with one PSU adds nothing (samplics' "skip").
+    ``skew`` False: the third cumulant is not computed (a z-test has no use for it).
     """
     z = np.asarray(z, dtype=float)
     if z.size == 0:
@@ -191,7 +192,8 @@ def spread(z: np.ndarray, design: Design) -> Spread:
             single_psu=module.SinglePSUEst.skip,
         )
     se = float(est.stderror)
-    return Spread(se * se, int(est.degree_of_freedom), _third_cumulant(z, design))
+    third = _third_cumulant(z, design) if skew else 0.0
+    return Spread(se * se, int(est.degree_of_freedom), third)
 
 
 def _fpc(design: Design) -> float | dict[str, float]:
@@ -214,6 +216,54 @@ def hajek_scores(
         return math.nan, np.zeros(w.size)
     mean = float((w[inside] * np.asarray(y, dtype=float)[inside]).sum() / total)
     return mean, np.where(inside, w * (np.asarray(y, dtype=float) - mean) / total, 0.0)
+
+
+def linearise(
+    figures: Callable[[np.ndarray], np.ndarray],
+    totals: np.ndarray,
+    *,
+    scale: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Figures that are smooth functions of estimated totals, and their Jacobian at the totals.
+
+    The Taylor linearisation of any function of totals (Woodruff 1971): with ``J`` the
+    Jacobian, an element whose weighted contributions to the totals are the row ``x`` has the
+    scores ``J @ x`` (one per figure), and the spread of the scores' sum over the design
+    (:func:`spread`) is each figure's sampling variance — as :func:`hajek_scores` gives it for
+    the one ratio of a mean. ``figures`` maps totals (first axis) to figures (first axis) and
+    broadcasts over the trailing axes; a figure it cannot compute is NaN (its row of the
+    Jacobian then too).
+
+    The derivatives are scipy's adaptive central differences
+    (:func:`scipy.differentiate.jacobian`) in each total's own ``scale`` (perturbed by a share
+    of it), so a count of 10⁵ requests and a share of 10⁻⁵ are both differentiated to full
+    precision. The scale is the total's size: the sum of its contributions' absolute values
+    (a total of differences can be 0, or a rounding residue of 0, while its parts are not);
+    by default the total's own absolute value.
+
+    Returns:
+        The figures at ``totals`` and the Jacobian (figures × totals).
+    """
+    from scipy.differentiate import jacobian
+
+    t = np.asarray(totals, dtype=float)
+    size = np.abs(t) if scale is None else np.asarray(scale, dtype=float)
+    scale = np.where(size > 0.0, size, 1.0)
+    expand = (slice(None),) + (None,) * 8
+
+    def scaled(x: np.ndarray) -> np.ndarray:
+        return np.asarray(figures(x * scale[expand[: x.ndim]]), dtype=float)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.asarray(figures(t), dtype=float)
+        # A derivative that is 0 converges only to rounding (about 10⁻¹¹ of the figure): the
+        # absolute tolerance accepts it; the best estimate stands where the steps stopped.
+        found = jacobian(
+            scaled, t / scale, initial_step=0.01, tolerances={"atol": 1e-10, "rtol": 1e-8}
+        )
+    jac = np.where(np.isfinite(found.df), found.df, np.nan) / scale
+    jac[~np.isfinite(values)] = np.nan
+    return values, jac
 
 
 def design_interval(
@@ -498,12 +548,17 @@ def z_test(diff: float, variance: float, *, alpha: float) -> ZTest | None:
 
     ``variance`` is the difference's (the sum of two independent estimates' variances, or a
     paired difference's own). Variance 0 (both figures exact): the difference is exact, p 1
-    when it is 0 and 0 otherwise. None when a figure is not finite.
+    when it is 0 and 0 otherwise; a difference or a standard error under 10⁻¹² (a figure's
+    rounding) counts as 0. None when a figure is not finite.
     """
     from scipy import stats
 
     if not (math.isfinite(diff) and math.isfinite(variance)) or variance < 0:
         return None
+    # A difference or a spread of rounding errors (two sums of the same values in another
+    # order) is none: an exact 0 with a residue of 10⁻¹⁷ would otherwise have p 0.
+    diff = 0.0 if abs(diff) <= _ROUNDING else diff
+    variance = 0.0 if variance <= _ROUNDING**2 else variance
     half = z_quantile(alpha) * math.sqrt(variance)
     if variance == 0:
         p = 1.0 if diff == 0 else 0.0
@@ -544,6 +599,7 @@ __all__ = [
     "design_ppi",
     "hajek_scores",
     "kish_ess",
+    "linearise",
     "samplics",
     "skew_corrected_interval",
     "spread",

@@ -178,13 +178,24 @@ def _parquet(path: Path) -> Any:
 
 
 def _audit_watch(folder: Path, days: list[str], metric: str | None) -> dict[str, Any]:
-    """An audit's series (its newest), the probe's daily mean and every day's moves."""
+    """An audit's series (its newest), the probe's daily mean and every day's moves.
+
+    The moves as the console and the day's report give them (one line per day, segment and
+    cause), then every row that moved (a change or a part of one) in full.
+    """
     import polars as pl
 
+    from ragaudit.audit import moves
     from ragaudit.reporting import audit_series_chart
 
     series = _parquet(folder / "series.parquet")
-    out: dict[str, Any] = {"metrics": [], "metric": None, "figure": None, "changes": []}
+    out: dict[str, Any] = {
+        "metrics": [],
+        "metric": None,
+        "figure": None,
+        "changes": [],
+        "lines": [],
+    }
     if series is None or series.is_empty() or not days:
         return out
     newest = series.filter(pl.col("day") == days[0])["series"]
@@ -206,15 +217,19 @@ def _audit_watch(folder: Path, days: list[str], metric: str | None) -> dict[str,
                 rows.append({"day": day, "segment": "probe", "estimate": float(values.mean())})
         changes = _parquet(folder / day / "changes.parquet")
         if changes is not None and "moved" in changes.columns:
-            out["changes"] += [
-                {**c, "day": day} for c in changes.filter(pl.col("moved")).to_dicts()
+            rows = changes.to_dicts()
+            out["lines"] += [
+                {"day": day, "kind": m.kind, "segment": m.segment, "text": m.text()}
+                for m in moves(rows, day)
             ]
+            out["changes"] += [{"part": "total", **c, "day": day} for c in rows if c["moved"]]
     out.update(
         metrics=metrics,
         metric=chosen,
         figure=audit_series_chart(chosen, rows),
         series=newest[0],
         changes=sorted(out["changes"], key=lambda c: c["day"], reverse=True),
+        lines=sorted(out["lines"], key=lambda m: m["day"], reverse=True),
     )
     return out
 

@@ -304,3 +304,20 @@ def test_a_promoted_follow_up_keeps_its_history(chats: dict[str, Any], tmp_path:
         against=out,
     )
     assert kept == 0 and again.read_text(encoding="utf-8") == ""
+
+
+def test_with_turn_strata_a_days_change_is_split_over_the_draws_units(
+    chats: dict[str, Any],
+) -> None:
+    from ragaudit.audit._watch import _design
+
+    config = load_config(chat_yaml(chats["tmp"], name="travel-chat-turns", turn_strata=True))
+    days = _days(config, [FIRST_DAY, DAY])
+    for name, day in days.items():
+        design = _design(config, name, day.folder)
+        assert design is not None and design.units is not None
+        drawn = set(pl.read_parquet(day.folder / "sample.parquet")["unit"].to_list())
+        # The day's queries counted as the draw counted them: a query at one turn band.
+        assert drawn <= set(design.units["unit"].to_list())
+    changes = pl.read_parquet(days[DAY].folder / "changes.parquet")
+    assert changes.filter(pl.col("part") == "total", pl.col("pairs") > 0).height > 0

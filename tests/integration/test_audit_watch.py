@@ -61,12 +61,21 @@ def test_a_quiet_week_moves_nothing_and_the_broken_day_flags_its_segment(
     assert {"baseline", "previous"} <= set(
         regressed.filter(pl.col("segment") == "account")["against"]
     )
-    # The engine behind the probe did not change: the probe says so, and no cause is invented.
-    account = regressed.filter(pl.col("segment") == "account").row(0, named=True)
-    assert account["attribution"] == "unexplained"
+    # The account queries drawn on both days were served other documents: the traffic's own
+    # pairing names the engine. The configured engine behind the probe did not change: the
+    # probe says so beside it, as a witness.
+    account = changes.filter(pl.col("segment") == "account", pl.col("part") == "total")
+    assert set(account.filter(pl.col("moved"))["attribution"]) == {"engine"}
+    engine = changes.filter(
+        pl.col("segment") == "account", pl.col("part") == "engine", pl.col("kind") == "alarm"
+    )
+    assert not engine.is_empty()
+    reasons = engine["reasons"].explode().drop_nulls()
+    assert any("the probe" in r and "did not move that way" in r for r in reasons)
     manifest = json.loads((root / str(BROKEN) / "manifest.json").read_text())
     assert any(r.startswith("account/") for r in manifest["regressed"])
-    assert "account" in watched["again"] and "regressed beyond noise" in watched["again"]
+    # One line for the segment and its cause, whatever moved against which reference.
+    assert watched["again"].count("account regressed, engine") == 1
 
 
 def test_the_probe_is_kept_and_rerun_through_the_store(watched: dict[str, Any]) -> None:
@@ -106,6 +115,9 @@ def test_the_viewer_shows_the_series_the_moves_and_the_probe(watched: dict[str, 
     html = page.text
     assert 'id="series-figure"' in html and "<svg" in html
     assert "probe" in html  # the probe's dashed line in the legend
+    lines = html.split('id="moves"', 1)[1].split("</ul>", 1)[0]
+    assert str(BROKEN) in lines and "account regressed, engine" in lines
+    assert lines.count("account regressed") == 1 and "billing" not in lines
     table = html.split('id="changes"', 1)[1].split("</table>", 1)[0]
     assert str(BROKEN) in table and "account" in table and "regressed" in table
     assert "billing" not in table

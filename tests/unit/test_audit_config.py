@@ -115,3 +115,31 @@ def test_a_source_of_an_earlier_config_loads_as_its_readers_options() -> None:
 def test_a_bad_source_is_refused_at_load_naming_the_reader(source: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(None, {"audit": {**SECTION, "source": source}})
+
+
+def test_min_change_has_defaults_per_metric_family_and_takes_the_given_over_them() -> None:
+    section = audit_section(load_config(None, {"audit": SECTION}))
+    assert section.min_change_of("ndcg@10") == 0.02 and section.min_change_of("ndcg@5") == 0.02
+    assert section.min_change_of("dcg@10") == 0.1
+    assert section.min_change_of("relevant share") == 0.02
+    assert section.min_change_of("faithfulness") == 0.02  # "*": every other metric
+    given = {**SECTION, "min_change": {"ndcg@10": 0.05, "faithfulness": 0.0}}
+    section = audit_section(load_config(None, {"audit": given}))
+    assert section.min_change_of("ndcg@10") == 0.05 and section.min_change_of("ndcg@5") == 0.02
+    assert section.min_change_of("faithfulness") == 0.0
+    assert section.min_change_of("precision@10") == 0.02  # the defaults the file left alone
+    with pytest.raises(ConfigError, match="audit.min_change: .*finite number >= 0"):
+        load_config(None, {"audit": {**SECTION, "min_change": {"ndcg@k": -0.1}}})
+
+
+def test_the_alarm_settings_start_no_new_series() -> None:
+    from ragaudit.audit._day import identity_of_day
+
+    before = load_config(None, {"audit": SECTION})
+    after = load_config(
+        None,
+        {"audit": {**SECTION, "min_change": {"*": 0.05}, "on_regression": "fail"}},
+    )
+    assert identity_of_day(before) == identity_of_day(after)
+    other = load_config(None, {"audit": {**SECTION, "sample": 60}})
+    assert identity_of_day(other) != identity_of_day(before)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from ragaudit.audit._drift import (
@@ -18,7 +21,6 @@ from ragaudit.audit._drift import (
     judge_check,
     probe_changes,
     series_signature,
-    shift_share,
 )
 
 SEGMENTS = ["a", "b", "c"]
@@ -105,39 +107,6 @@ def test_baseline_adds_day_to_day_spread():
     assert v_wander == pytest.approx(3 * 0.01**2 / 9 + (0.0025 - 0.0001))
 
 
-def _strata(shares, means, se=0.01):
-    return pl.DataFrame(
-        {
-            "stratum": [f"s{i}" for i in range(len(shares))],
-            "share": shares,
-            "estimate": means,
-            "se": [se] * len(shares),
-        }
-    )
-
-
-def test_shift_share_adds_up_and_tells_mix_from_quality():
-    before = _strata([0.5, 0.3, 0.2], [0.9, 0.6, 0.3])
-    mix_only = shift_share(before, _strata([0.2, 0.3, 0.5], [0.9, 0.6, 0.3]), alpha=0.05)
-    assert mix_only.within == pytest.approx(0.0)
-    assert mix_only.total == pytest.approx((0.2 * 0.9 + 0.18 + 0.15) - (0.45 + 0.18 + 0.06))
-    assert mix_only.mix_moved and not mix_only.within_moved
-    quality = shift_share(before, _strata([0.5, 0.3, 0.2], [0.8, 0.5, 0.2]), alpha=0.05)
-    assert quality.mix == pytest.approx(0.0)
-    assert quality.within == pytest.approx(-0.1)
-    assert quality.within_moved and not quality.mix_moved
-
-
-def test_shift_share_says_what_it_could_not_match():
-    before = _strata([0.5, 0.5], [0.9, 0.6])
-    after = pl.DataFrame(
-        {"stratum": ["s0", "s2"], "share": [0.6, 0.4], "estimate": [0.9, 0.1], "se": [0.01, 0.01]}
-    )
-    split = shift_share(before, after, alpha=0.05)
-    assert split.unmatched_share == pytest.approx((0.5 + 0.4) / 2)
-    assert split.total == pytest.approx(split.mix + split.within)
-
-
 def _probe(values, segment="a", metric="ndcg@10"):
     return pl.DataFrame(
         {
@@ -169,36 +138,33 @@ def test_judge_check_flags_a_judge_that_changed():
     assert check.drifted and check.n == 40
 
 
-def test_attribution_order_and_reasons():
+def test_attribution_without_the_draws_falls_back_on_the_other_evidence():
+    # Without the days' draws a change is not split: its cause comes from the judge check, the
+    # segment's rewritten documents and the probe, in that order, else it is unexplained.
     series = _series(10, drop={(9, "b"): -0.05})
     change = next(
         c
         for c in day_changes(series, "2026-11-10", alpha=0.05)
         if c.moved and c.against == "previous"
     )
+    assert not change.parts
     probe = ProbeChange("b", "ndcg@10", 17, -0.05, -0.08, -0.02, 0.001, True)
     engine = attribute(change, Evidence(probe={("b", "ndcg@10"): probe}))
-    assert engine.attribution == "engine"
+    assert engine.attribution == "engine" and engine.kind == "alarm"
     content = attribute(change, Evidence(probe={("b", "ndcg@10"): probe}, changed_docs={"b": 0.4}))
-    assert content.attribution == "content" and len(content.reasons) == 2
+    assert content.attribution == "content" and len(content.reasons) == 1
     judge = attribute(change, Evidence(judge=JudgeCheck(40, 0.3, 0.7, True)))
-    assert judge.attribution == "judge"
+    assert judge.attribution == "judge" and judge.kind == "alarm"
     assert attribute(change, Evidence()).attribution == "unexplained"
-    mix = shift_share(
-        _strata([0.5, 0.3, 0.2], [0.9, 0.6, 0.3]),
-        _strata([0.2, 0.3, 0.5], [0.9, 0.6, 0.3]),
-        alpha=0.05,
-    )
-    assert attribute(change, Evidence(mix={("b", "ndcg@10"): mix})).attribution == "mix"
 
 
-def test_regression_event_names_what_regressed_and_why():
+def test_regression_event_names_the_alarm_lines():
     from ragaudit.audit._drift import REGRESSION_EVENT, regression_event
 
     series = _series(10, drop={(9, "b"): -0.05})
     changes = [
         attribute(c, Evidence(changed_docs={"b": 0.3}))
-        for c in day_changes(series, "2026-11-10", alpha=0.05)
+        for c in day_changes(series, "2026-11-10", alpha=0.05, min_change=lambda m: 0.02)
     ]
     event = regression_event("support", "2026-11-10", "/runs/audit-support/2026-11-10", changes)
     assert event is not None
@@ -206,45 +172,14 @@ def test_regression_event_names_what_regressed_and_why():
     assert name == REGRESSION_EVENT
     assert resource["prefect.resource.id"] == "ragaudit.audit.support"
     assert payload["regressed"] == ["b/ndcg@10"]
-    (row,) = payload["changes"]
-    assert row["against"] == "baseline" and row["attribution"] == "content"
+    # Both comparisons moved: one line for the segment and its cause, naming both.
+    (line,) = payload["alarms"]
+    assert line["segment"] == "b" and line["cause"] == "content"
+    assert line["against"] == ["previous", "baseline"]
+    assert "against the day before" in line["text"] and "against the trailing week" in line["text"]
+    assert {r["against"] for r in payload["changes"]} == {"previous", "baseline"}
     quiet = day_changes(_series(10), "2026-11-10", alpha=0.05)
     assert regression_event("support", "2026-11-10", "/x", quiet) is None
-
-
-def test_the_mix_split_reads_each_strata_se_as_estimated_not_from_its_interval():
-    import math
-
-    from scipy import stats
-
-    from ragaudit.audit._drift import DayDesign
-    from ragaudit.audit._watch import _strata
-
-    # Two strata of four units each: weights 1, 1, 2, 2 and values 0, 1, 1, 0 in both.
-    strata = ["a/head"] * 4 + ["a/tail"] * 4
-    sample = pl.DataFrame(
-        {
-            "unit": [f"u{i}" for i in range(8)],
-            "segment": ["a"] * 8,
-            "stratum": strata,
-            "stratum_requests": [10] * 4 + [30] * 4,
-            "pi": [0.5] * 8,
-            "weight": [1.0, 1.0, 2.0, 2.0] * 2,
-        }
-    )
-    values = pl.DataFrame(
-        {
-            "unit": [f"u{i}" for i in range(8)],
-            "metric": ["m"] * 8,
-            "value": [0.0, 1.0, 1.0, 0.0] * 2,
-            "status": ["ok"] * 8,
-        }
-    )
-    got = _strata(DayDesign(sample, values)).sort("stratum")
-    se = math.sqrt(4 / 3 * 10 / 144)  # by hand, as test_audit_estimate's one-stratum case
-    assert got["se"].to_list() == pytest.approx([se, se])
-    # What undoing the t(3) interval at z = 1.96 gave: too wide by t(3) / z.
-    assert got["se"][0] < se * stats.t.ppf(0.975, 3) / 1.96 - 0.05
 
 
 def _audited_day(folder, values, series: str, config=None) -> None:
@@ -315,10 +250,9 @@ def test_every_test_of_a_day_runs_at_the_configs_alpha(tmp_path, monkeypatch):
     _audited_day(root / "2026-11-01", [0.9, 0.8, 0.7, 0.9, 0.6, 0.5, 0.7, 0.6], series, config)
     today = root / "2026-11-02"
     _audited_day(today, [0.7, 0.6, 0.5, 0.7, 0.6, 0.5, 0.7, 0.6], series, config)
-    asked: dict[str, list[float]] = {"probe": [], "mix": [], "changes": []}
+    asked: dict[str, list[float]] = {"probe": [], "changes": []}
     for name, key in (
         ("probe_changes", "probe"),
-        ("mix_splits", "mix"),
         ("day_changes", "changes"),
     ):
         real = getattr(_watch, name)
@@ -336,18 +270,166 @@ def test_every_test_of_a_day_runs_at_the_configs_alpha(tmp_path, monkeypatch):
     _watch.compare_day(day, watch)
     assert asked["changes"] == [0.2]
     assert asked["probe"] and set(asked["probe"]) == {0.2}
-    assert asked["mix"] and set(asked["mix"]) == {0.2}
+    written = pl.read_parquet(today / "changes.parquet")
+    metadata = pq.read_schema(today / "changes.parquet").metadata
+    assert metadata[b"table"] == b"audit_changes" and metadata[b"schema_version"] == b"2"
+    # The days' queries unknown (no requests.parquet): only the mix between segments, which
+    # needs none, is told apart.
+    assert set(written["part"]) == {"total", "between"}
 
 
-def test_the_mix_split_and_the_probe_widen_as_alpha_falls():
-    before = _strata([0.5, 0.3, 0.2], [0.9, 0.6, 0.3])
-    after = _strata([0.45, 0.3, 0.25], [0.9, 0.6, 0.3], se=0.2)
-    loose, strict = shift_share(before, after, alpha=0.5), shift_share(before, after, alpha=0.001)
-    assert loose.mix == strict.mix
-    assert strict.mix_ci[1] - strict.mix_ci[0] > 2 * (loose.mix_ci[1] - loose.mix_ci[0])
+def test_the_probe_narrows_as_alpha_rises():
     rng = np.random.default_rng(5)
     ref = rng.uniform(0.4, 0.9, 30)
     today = ref - 0.02 + rng.normal(0, 0.04, 30)
     at = {a: probe_changes(_probe(today), _probe(ref), alpha=a) for a in (0.5, 1e-6)}
     assert next(p for p in at[0.5] if p.segment == OVERALL).moved
     assert not next(p for p in at[1e-6] if p.segment == OVERALL).moved
+
+
+def _moved(diff, *, segment="b", metric="ndcg@10", against="previous", parts=(), least=0.02):
+    from ragaudit.audit._drift import Change
+
+    return Change(
+        segment=segment,
+        metric=metric,
+        against=against,
+        reference_days=("2026-11-09",),
+        estimate=0.7 + diff,
+        reference=0.7,
+        diff=diff,
+        ci_low=diff - 0.01,
+        ci_high=diff + 0.01,
+        p_value=1e-4,
+        p_adjusted=1e-4,
+        moved=True,
+        min_change=least,
+        parts=tuple(parts),
+    )
+
+
+def _part(name, diff, moved=True, behind=()):
+    from ragaudit.audit._drift import Part
+
+    return Part(
+        part=name,
+        diff=diff,
+        se=0.004,
+        ci_low=diff - 0.008,
+        ci_high=diff + 0.008,
+        p_value=1e-4,
+        p_adjusted=1e-4,
+        moved=moved,
+        small=moved and abs(diff) < 0.02,
+        behind=behind,
+    )
+
+
+def test_the_alarm_rule_is_beyond_noise_and_at_least_the_minimum():
+    from ragaudit.audit._drift import alarms, regression_event
+
+    at = attribute(_moved(-0.02), Evidence())
+    assert not at.small and at.regressed and at.kind == "alarm"
+    (line,) = alarms([at], "2026-11-10")
+    assert line.cause == "unexplained" and line.metrics[0].diff == -0.02
+    under = attribute(_moved(-0.0199), Evidence())
+    assert under.small and not under.regressed and under.kind == "small"
+    assert alarms([under], "2026-11-10") == []
+    assert regression_event("a", "2026-11-10", "/x", [under]) is None
+    # The same rule on a part: an engine move at the minimum alarms, under it is small.
+    engine = attribute(_moved(-0.03, parts=[_part("engine", -0.02)]), Evidence())
+    assert [m.cause for m in alarms([engine], "d")] == ["engine"]
+    little = attribute(_moved(-0.03, parts=[_part("engine", -0.0199)]), Evidence())
+    assert alarms([little], "d") == [] and little.parts[0].kind == "small"
+
+
+def test_the_traffics_own_moves_are_said_and_never_alarm():
+    from ragaudit.audit._drift import alarms, change_rows
+    from ragaudit.audit._moves import moves
+
+    change = _moved(-0.05, parts=[_part("within", -0.03), _part("new", -0.02)])
+    said = attribute(change, Evidence())
+    assert said.attribution == "mix within, new queries"
+    assert alarms([said], "d") == []
+    lines = moves(change_rows([said]), "d")
+    assert {(m.cause, m.kind) for m in lines} == {
+        ("mix within", "traffic"),
+        ("new queries", "traffic"),
+    }
+    # A change no part explains whose recurring queries' lists are shown to have moved by less
+    # than the minimum is the traffic's too.
+    bounded = replace(_moved(-0.05), paired_ci=(-0.01, 0.012))
+    assert attribute(bounded, Evidence()).kind == "traffic"
+    assert attribute(replace(_moved(-0.05), paired_ci=(-0.03, 0.01)), Evidence()).kind == "alarm"
+
+
+def test_one_line_per_segment_and_cause_naming_every_metric_and_reference():
+    from ragaudit.audit._drift import alarms, change_rows
+    from ragaudit.audit._moves import moves
+
+    changes = [
+        attribute(
+            _moved(diff, metric=metric, against=against, parts=[_part("engine", diff)]),
+            Evidence(),
+        )
+        for metric, diff in (("ndcg@10", -0.05), ("relevant share", -0.04))
+        for against in ("previous", "baseline")
+    ]
+    overall = attribute(
+        _moved(
+            -0.02,
+            segment=OVERALL,
+            parts=[_part("engine", -0.02, behind=(("b", -0.015), ("c", -0.005)))],
+        ),
+        Evidence(),
+    )
+    lines = moves(change_rows([*changes, overall]), "2026-11-10")
+    assert [(m.segment, m.cause, m.kind) for m in lines] == [
+        ("b", "engine", "alarm"),
+        (OVERALL, "engine", "alarm"),
+    ]
+    segment = lines[0]
+    assert segment.against == ("previous", "baseline")
+    assert {(m.metric, m.against) for m in segment.metrics} == {
+        (metric, against)
+        for metric in ("ndcg@10", "relevant share")
+        for against in ("previous", "baseline")
+    }
+    text = segment.text()
+    assert text.startswith("b regressed, engine: NDCG@10 -0.050")
+    assert "against the day before" in text and "against the trailing week" in text
+    assert "relevant share -0.040" in text
+    assert lines[1].behind == ("b -0.015", "c -0.005") and "from b -0.015" in lines[1].text()
+    assert len(alarms([*changes, overall], "2026-11-10")) == 2
+
+
+def test_a_changes_table_before_the_split_is_read_as_its_whole_changes():
+    from ragaudit.audit._moves import moves
+
+    old = [
+        {
+            "segment": "b",
+            "metric": "ndcg@10",
+            "against": "previous",
+            "diff": -0.05,
+            "ci_low": -0.07,
+            "ci_high": -0.03,
+            "moved": True,
+            "regressed": True,
+            "attribution": "engine",
+            "reasons": ["probe moved"],
+        },
+        {
+            "segment": "b",
+            "metric": "ndcg@10",
+            "against": "baseline",
+            "diff": -0.01,
+            "ci_low": -0.03,
+            "ci_high": 0.01,
+            "moved": False,
+            "regressed": False,
+        },
+    ]
+    (line,) = moves(old, "2026-11-10")
+    assert (line.segment, line.cause, line.kind) == ("b", "engine", "alarm")
+    assert line.reasons == ("probe moved",)

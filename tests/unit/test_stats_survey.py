@@ -157,3 +157,36 @@ def test_baseline_variance_adds_the_days_wandering() -> None:
     assert mean == pytest.approx(0.5)
     assert var == pytest.approx(3 * 0.01**2 / 9 + (0.0025 - 0.0001))
     assert baseline_variance(np.array([math.nan]), np.array([0.01])) is None
+
+
+def test_linearise_gives_a_hajek_means_scores_and_differentiates_a_total_of_zero() -> None:
+    from ragaudit.stats import hajek_scores, linearise
+
+    rng = np.random.default_rng(2)
+    w, y = rng.uniform(1, 50, 30), rng.uniform(0, 1, 30)
+    contributions = np.column_stack([w, w * y])
+
+    def mean(totals: np.ndarray) -> np.ndarray:
+        return np.stack([totals[1] / totals[0]])
+
+    values, jac = linearise(mean, contributions.sum(axis=0))
+    point, scores = hajek_scores(y, w, np.ones(30, dtype=bool))
+    assert values[0] == pytest.approx(point)
+    # The scores are the contributions times the Jacobian: Hájek's w (y − mean) / Σ w.
+    assert contributions @ jac[0] == pytest.approx(scores, abs=1e-12)
+    # A total of differences can be 0 while its contributions are not: in their own scale its
+    # derivative is still exact (a ratio over it is 0 with slope 1 / the other total).
+    diff = np.array([0.3, -0.3, 0.1, -0.1])
+    totals = np.array([diff.sum(), 2.0])
+    values, jac = linearise(
+        lambda t: np.stack([t[0] / t[1]]), totals, scale=np.array([np.abs(diff).sum(), 2.0])
+    )
+    assert values[0] == pytest.approx(0.0, abs=1e-15)
+    assert jac[0] == pytest.approx([0.5, 0.0], abs=1e-10)
+
+
+def test_a_rounding_residue_is_no_difference() -> None:
+    exact = z_test(3e-18, 0.0, alpha=0.05)
+    assert exact is not None and exact.p_value == 1.0 and exact.diff == 0.0
+    moved = z_test(0.01, 0.0, alpha=0.05)
+    assert moved is not None and moved.p_value == 0.0
