@@ -129,12 +129,14 @@ async def run_audit_day(
             run.finish("no_data", error=why, read=read_summary(read), seconds=_since(started))
             return out
         judge = judge_of(config, gateway)
-        sample, strata = draw(config, day, folder / REQUESTS, judge)
+        sample, strata = draw(
+            section, folder.parent, config.conversation, day, folder / REQUESTS, judge
+        )
         write_table(to_table(sample.to_dicts(), AUDIT_SAMPLE), folder / SAMPLE)
         out = AuditDay(config, day, folder, read, sample, strata=strata)
         rows = await fetch_missing_texts(config, sampled_rows(folder / REQUESTS, sample))
         # A follow-up with its session's earlier turns (the day's, and the days before's).
-        out.served = sampled_served(config, day, folder / REQUESTS, rows, sample)
+        out.served = sampled_served(section, folder.parent, day, folder / REQUESTS, rows, sample)
         source = f"audit:{section.name}:{day.isoformat()}"
         await grade_served(out, judge, gateway, source)
         write_table(to_table(out.verdicts, AUDIT_VERDICTS), folder / VERDICTS)

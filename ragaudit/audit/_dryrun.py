@@ -16,7 +16,7 @@ from ragaudit.audit._reading import (
     sampled_rows,
     sampled_served,
 )
-from ragaudit.audit._served import REQUESTS, AuditDay, audit_section, judgment_store
+from ragaudit.audit._served import REQUESTS, AuditDay, audit_root, audit_section, judgment_store
 from ragaudit.config import RunConfig
 from ragaudit.dataset import Question
 from ragaudit.judging import grade_plan, lookup_pairs, pair_key, plan_grades, sample_judges
@@ -47,10 +47,11 @@ async def dry_run_day(config: RunConfig, day: dt.date, tmp: Path) -> AuditDay:
     section = audit_section(config)
     read = read_traffic(section, day, tmp / REQUESTS)
     judge = judge_of(config, None)
-    sample, strata = draw(config, day, tmp / REQUESTS, judge)
+    root = audit_root(config)
+    sample, strata = draw(section, root, config.conversation, day, tmp / REQUESTS, judge)
     out = AuditDay(config, day, tmp, read, sample, strata=strata, plan=DryRun())
     rows = await fetch_missing_texts(config, sampled_rows(tmp / REQUESTS, sample))
-    out.served = sampled_served(config, day, tmp / REQUESTS, rows, sample)
+    out.served = sampled_served(section, root, day, tmp / REQUESTS, rows, sample)
     plan = out.plan
     assert plan is not None
     # A follow-up's prompts hold its session's earlier turns: counted as they will be sent.

@@ -223,15 +223,12 @@ def promote_day(
     k = stored_setting(folder, "audit.k", 10)
     by = metric or f"ndcg@{k}"
     sample = pl.read_parquet(folder / SAMPLE)
-    config = stored_config(folder)
+    stored = stored_config(folder)
     talks = (
         {}
-        if config is None
+        if stored is None or stored.audit is None
         else conversations(
-            config.model_copy(update={"runs_root": Path(runs_root)}),
-            day,
-            folder / REQUESTS,
-            sample["request_id"].to_list(),
+            folder.parent, stored.audit, day, folder / REQUESTS, sample["request_id"].to_list()
         )
     )
     try:

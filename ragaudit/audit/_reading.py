@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from ragaudit._audit_config import AuditSection
+from ragaudit._conversation_config import ConversationConfig
 from ragaudit.audit._content import resolve_texts
 from ragaudit.audit._sample import draw_sample, strata_table
 from ragaudit.audit._served import Served, audit_section
@@ -139,23 +140,36 @@ def served_requests(
 
 
 def sampled_served(
-    config: RunConfig, day: dt.date, requests: Path, rows: pl.DataFrame, sample: pl.DataFrame
+    section: AuditSection,
+    root: Path,
+    day: dt.date,
+    requests: Path,
+    rows: pl.DataFrame,
+    sample: pl.DataFrame,
 ) -> list[Served]:
-    """The sampled requests (``rows``, their texts fetched) as served, each with its history."""
-    talks = conversations(config, day, requests, sample["request_id"].to_list())
-    return served_requests(rows, sample, audit_section(config).k, talks)
+    """The sampled requests (``rows``, their texts fetched) as served, each with its history.
+
+    ``root``: the audit's folder of days, where a session's earlier turns are read.
+    """
+    talks = conversations(root, section, day, requests, sample["request_id"].to_list())
+    return served_requests(rows, sample, section.k, talks)
 
 
 def tokens_per_request(
-    config: RunConfig, day: dt.date, requests: Path, judge: Judge, k: int
+    section: AuditSection,
+    root: Path,
+    window: ConversationConfig,
+    day: dt.date,
+    requests: Path,
+    judge: Judge,
 ) -> float:
     """Mean judge prompt tokens of grading one request's top k (what a budget draws against).
 
     Measured on the day's first 200 requests with the grading prompt as it is sent, a turn's
-    with its session's earlier turns (bounded as its judge prompts are).
+    with its session's earlier turns (bounded by ``window`` as its judge prompts are).
     """
     head = pl.scan_parquet(requests).head(200).collect()
-    talks = conversations(config, day, requests, head["request_id"].to_list())
+    talks = conversations(root, section, day, requests, head["request_id"].to_list())
     totals = []
     for r in head.iter_rows(named=True):
         q = Question(question_id=r["request_id"], question=r["query"])
@@ -163,31 +177,35 @@ def tokens_per_request(
         if talk is not None and talk.history:
             q = in_context(
                 q.model_copy(update={"history": list(talk.history)}),
-                config.conversation,
+                window,
                 judge.model,
                 judge.budget,
             )
-        totals.append(
-            sum(prompt_tokens(judge, q, d["text"]) for d in doc_rows(r["docs"], k) if d["text"])
-        )
+        docs = doc_rows(r["docs"], section.k)
+        totals.append(sum(prompt_tokens(judge, q, d["text"]) for d in docs if d["text"]))
     return sum(totals) / len(totals) if totals else 0.0
 
 
 def draw(
-    config: RunConfig, day: dt.date, requests: Path, judge: Judge
+    section: AuditSection,
+    root: Path,
+    window: ConversationConfig,
+    day: dt.date,
+    requests: Path,
+    judge: Judge,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The day's sample and every stratum of the day, drawn from or not.
 
     Each request with its ``turn`` and ``history_incomplete`` (:func:`session_turns`): the
-    sample's rows carry them, and ``audit.turn_strata`` stratifies by them.
+    sample's rows carry them, and ``audit.turn_strata`` stratifies by them. ``window``: the
+    conversation window a budget's prompt tokens are counted with.
     """
-    section = audit_section(config)
     per = (
-        tokens_per_request(config, day, requests, judge, section.k)
+        tokens_per_request(section, root, window, day, requests, judge)
         if section.max_judge_tokens is not None
         else None
     )
-    turns = session_turns(config, day, requests)
+    turns = session_turns(root, section, day, requests)
     traffic = pl.scan_parquet(requests).join(turns.lazy(), on="request_id", how="left")
     opts = section.sampling()
     return (

@@ -30,8 +30,7 @@ import polars as pl
 
 from ragaudit._audit_config import AuditSection
 from ragaudit._section import measured
-from ragaudit.audit._served import REQUESTS, audit_dir, audit_section
-from ragaudit.config import RunConfig
+from ragaudit.audit._served import REQUESTS
 from ragaudit.dataset import TURN_BANDS, Turn, turn_band
 from ragaudit.runfolder import stored_config
 
@@ -96,16 +95,19 @@ def same_reading(then: AuditSection, now: AuditSection) -> bool:
     )
 
 
-def requests_of_day(config: RunConfig, day: dt.date) -> Path | None:
-    """``day``'s ``requests.parquet`` in this audit, when it was read as today's are (else None)."""
-    folder = audit_dir(config, day)
+def requests_of_day(root: Path, section: AuditSection, day: dt.date) -> Path | None:
+    """``day``'s ``requests.parquet`` when it was read as ``section`` reads today's (else None).
+
+    ``root`` is the audit's folder of days (``audit-<name>/``).
+    """
+    folder = root / day.isoformat()
     path = folder / REQUESTS
     if not path.is_file():
         return None
     then = stored_config(folder)
     if then is None or then.audit is None:
         return None
-    return path if same_reading(then.audit, audit_section(config)) else None
+    return path if same_reading(then.audit, section) else None
 
 
 def _ordered(frame: pl.LazyFrame, columns: Sequence[str]) -> pl.DataFrame:
@@ -125,7 +127,11 @@ def _sessions_filter(sessions: Collection[str]) -> pl.Expr:
 
 
 def earlier_requests(
-    config: RunConfig, day: dt.date, sessions: Iterable[str], columns: Sequence[str]
+    root: Path,
+    section: AuditSection,
+    day: dt.date,
+    sessions: Iterable[str],
+    columns: Sequence[str],
 ) -> tuple[list[pl.DataFrame], set[str]]:
     """The ``sessions``' requests on the days before ``day``, and the sessions still open.
 
@@ -144,7 +150,7 @@ def earlier_requests(
         if not open_:
             break
         when -= dt.timedelta(days=1)
-        path = requests_of_day(config, when)
+        path = requests_of_day(root, section, when)
         if path is None:
             break
         rows = _ordered(
@@ -158,15 +164,19 @@ def earlier_requests(
     return found[::-1], open_
 
 
-def session_turns(config: RunConfig, day: dt.date, requests: Path) -> pl.DataFrame:
+def session_turns(root: Path, section: AuditSection, day: dt.date, requests: Path) -> pl.DataFrame:
     """Every request of the day with its ``turn`` and ``history_incomplete``.
+
+    ``root`` is the audit's folder of days (``audit-<name>/``), whose earlier days
+    :func:`earlier_requests` reads as ``section`` reads today's.
 
     ``turn`` null and ``history_incomplete`` false for a request without a session. Reads the
     day's ``request_id``, ``session`` and ``time`` and the earlier days' ``session`` only.
     """
     day_rows = pl.scan_parquet(requests).select("request_id", "session", "time")
     today = _ordered(day_rows, ["request_id", "session"])
-    earlier, incomplete = earlier_requests(config, day, today["session"].unique().to_list(), [])
+    sessions = today["session"].unique().to_list()
+    earlier, incomplete = earlier_requests(root, section, day, sessions, [])
     before = (
         pl.concat([e.select("session") for e in earlier]).group_by("session").len("_before")
         if earlier
@@ -186,7 +196,11 @@ def session_turns(config: RunConfig, day: dt.date, requests: Path) -> pl.DataFra
 
 
 def conversations(
-    config: RunConfig, day: dt.date, requests: Path, request_ids: Iterable[str]
+    root: Path,
+    section: AuditSection,
+    day: dt.date,
+    requests: Path,
+    request_ids: Iterable[str],
 ) -> dict[str, Conversation]:
     """The conversations of ``request_ids`` (those with a session): turn, history, whether whole.
 
@@ -208,7 +222,7 @@ def conversations(
         day_rows.select("session", "time", *columns).filter(_sessions_filter(sessions)),
         ["session", *columns],
     )
-    earlier, incomplete = earlier_requests(config, day, sessions, ["query", "answer"])
+    earlier, incomplete = earlier_requests(root, section, day, sessions, ["query", "answer"])
     turns: dict[str, list[Turn]] = {s: [] for s in sessions}
     counts: dict[str, int] = dict.fromkeys(sessions, 0)
     out: dict[str, Conversation] = {}

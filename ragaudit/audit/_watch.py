@@ -169,7 +169,9 @@ def _design(config: RunConfig, day: str, folder: Path) -> DayDesign | None:
     try:
         traffic = pl.scan_parquet(folder / REQUESTS)
         if section.turn_strata:
-            turns = session_turns(config, dt.date.fromisoformat(day), folder / REQUESTS)
+            turns = session_turns(
+                folder.parent, section, dt.date.fromisoformat(day), folder / REQUESTS
+            )
             traffic = traffic.join(turns.lazy(), on="request_id", how="left")
         units = units_of_day(traffic, section.bands, section.turn_strata).select(
             "unit", "segment", "count"
@@ -368,7 +370,8 @@ async def recheck_judge(
     # A follow-up asked again as its first grade was asked: with its session's earlier turns
     # (a bare follow-up would be graded otherwise, and the judge called drifted for it).
     talks = conversations(
-        day.config,
+        first_day.parent,
+        section,
         dt.date.fromisoformat(first_day.name),
         first_day / "requests.parquet",
         chosen["request_id"].unique().to_list(),

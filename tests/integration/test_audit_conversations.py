@@ -213,11 +213,11 @@ def test_the_budget_counts_a_turns_prompt_with_its_history(chats: dict[str, Any]
     day = dt.date.fromisoformat(DAY)
     requests = chats[DAY].folder / "requests.parquet"
     judge = judge_of(config, None)
-    with_history = tokens_per_request(config, day, requests, judge, 2)
-    alone = config.model_copy(
-        update={"conversation": config.conversation.model_copy(update={"max_history_turns": 0})}
-    )
-    assert with_history > tokens_per_request(alone, day, requests, judge, 2) > 0
+    section, root = config.audit, chats[DAY].folder.parent
+    assert section is not None and section.k == 2
+    with_history = tokens_per_request(section, root, config.conversation, day, requests, judge)
+    alone = config.conversation.model_copy(update={"max_history_turns": 0})
+    assert with_history > tokens_per_request(section, root, alone, day, requests, judge) > 0
 
 
 def test_the_dry_run_counts_the_prompts_with_their_history(chats: dict[str, Any]) -> None:

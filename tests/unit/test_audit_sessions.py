@@ -15,10 +15,11 @@ from support.audit_chats import chat_yaml
 
 from ragaudit.audit._estimate import estimate, estimate_turns
 from ragaudit.audit._sample import SAMPLE_COLUMNS, draw_sample, strata_table
-from ragaudit.audit._served import REQUESTS, Served, audit_dir
+from ragaudit.audit._served import REQUESTS, Served, audit_dir, audit_root, audit_section
 from ragaudit.audit._sessions import (
     LOOKBACK_DAYS,
     NO_SESSION,
+    Conversation,
     conversations,
     session_turns,
     turn_cell,
@@ -70,8 +71,12 @@ def _audited(config: RunConfig, day: dt.date, rows: list[dict]) -> Path:
     return folder
 
 
+def _talks(config: RunConfig, requests: Path, ids: list[str]) -> dict[str, Conversation]:
+    return conversations(audit_root(config), audit_section(config), DAY, requests, ids)
+
+
 def _turns(config: RunConfig, requests: Path) -> dict[str, tuple[int | None, bool]]:
-    frame = session_turns(config, DAY, requests)
+    frame = session_turns(audit_root(config), audit_section(config), DAY, requests)
     return {r: (t, i) for r, t, i in frame.iter_rows()}
 
 
@@ -98,7 +103,7 @@ def test_a_sessions_requests_are_its_turns_in_time_order(tmp_path: Path) -> None
         "other": (1, False),
         "none": (None, False),
     }
-    talks = conversations(config, DAY, requests, ["c", "other", "none"])
+    talks = _talks(config, requests, ["c", "other", "none"])
     assert set(talks) == {"c", "other"}  # a request without a session has no conversation
     c = talks["c"]
     assert c.turn == 4 and not c.incomplete
@@ -134,7 +139,7 @@ def test_a_session_begun_the_day_before_takes_its_earlier_turns_from_it(tmp_path
         ],
     )
     assert _turns(config, requests) == {"t1": (3, False), "t0": (1, False)}
-    talk = conversations(config, DAY, requests, ["t1"])["t1"]
+    talk = _talks(config, requests, ["t1"])["t1"]
     assert [t.text for t in talk.history if t.role == "user"] == [
         "museums in Kyoto",
         "which tram goes there",
@@ -153,7 +158,7 @@ def test_without_the_day_before_a_session_is_history_incomplete(tmp_path: Path) 
     )
     # No day before: any session may have begun before the day; judged with what there is.
     assert _turns(config, requests) == {"t1": (1, True), "t2": (2, True), "n": (None, False)}
-    talk = conversations(config, DAY, requests, ["t2"])["t2"]
+    talk = _talks(config, requests, ["t2"])["t2"]
     assert talk.incomplete and [t.text for t in talk.history][0] == "is it open on mondays"
 
 
@@ -168,7 +173,7 @@ def test_a_day_before_read_or_redacted_otherwise_is_not_taken(tmp_path: Path) ->
     )
     # Its texts were redacted otherwise than today's would be: not shown to today's judge.
     assert _turns(config, requests) == {"t1": (1, True)}
-    assert conversations(config, DAY, requests, ["t1"])["t1"].history == ()
+    assert _talks(config, requests, ["t1"])["t1"].history == ()
 
 
 def test_the_walk_back_is_bounded(tmp_path: Path) -> None:
