@@ -25,8 +25,6 @@ from ragaudit.audit._sessions import Conversation, conversations, session_turns
 from ragaudit.audit._source import ReadReport, read_day
 from ragaudit.cache import Gateway, items_in_flight
 from ragaudit.config import RunConfig
-from ragaudit.conversation import in_context
-from ragaudit.dataset import Question
 from ragaudit.judging import Judge, prompt_tokens
 from ragaudit.lang import detect_language
 
@@ -101,6 +99,34 @@ async def fetch_missing_texts(config: RunConfig, rows: pl.DataFrame) -> pl.DataF
                 await done
 
 
+def served_of(
+    r: Mapping[str, Any],
+    talk: Conversation | None,
+    k: int,
+    *,
+    unit: str = "",
+    segment: str = "",
+) -> Served:
+    """A logged request (a ``requests.parquet`` row) as served, its top ``k`` documents.
+
+    Its language detected, and its turn and earlier turns when ``talk`` places it in a session.
+    """
+    return Served(
+        request_id=r["request_id"],
+        unit=unit,
+        segment=segment,
+        query=r["query"],
+        language=detect_language(r["query"]),
+        answer=r.get("answer"),
+        citations=r.get("citations"),
+        docs=doc_rows(r.get("docs"), k),
+        session=None if talk is None else talk.session,
+        turn=None if talk is None else talk.turn,
+        history=() if talk is None else talk.history,
+        history_incomplete=False if talk is None else talk.incomplete,
+    )
+
+
 def served_requests(
     rows: pl.DataFrame,
     sample: pl.DataFrame,
@@ -114,29 +140,17 @@ def served_requests(
     """
     by_id = {r["request_id"]: r for r in rows.iter_rows(named=True)}
     talks = talks or {}
-    out = []
-    for unit_row in sample.iter_rows(named=True):
-        r = by_id.get(unit_row["request_id"])
-        if r is None:
-            continue
-        talk = talks.get(r["request_id"])
-        out.append(
-            Served(
-                request_id=r["request_id"],
-                unit=unit_row["unit"],
-                segment=unit_row["segment"],
-                query=r["query"],
-                language=detect_language(r["query"]),
-                answer=r.get("answer"),
-                citations=r.get("citations"),
-                docs=doc_rows(r.get("docs"), k),
-                session=None if talk is None else talk.session,
-                turn=None if talk is None else talk.turn,
-                history=() if talk is None else talk.history,
-                history_incomplete=False if talk is None else talk.incomplete,
-            )
+    return [
+        served_of(
+            by_id[u["request_id"]],
+            talks.get(u["request_id"]),
+            k,
+            unit=u["unit"],
+            segment=u["segment"],
         )
-    return out
+        for u in sample.iter_rows(named=True)
+        if u["request_id"] in by_id
+    ]
 
 
 def sampled_served(
@@ -172,17 +186,9 @@ def tokens_per_request(
     talks = conversations(root, section, day, requests, head["request_id"].to_list())
     totals = []
     for r in head.iter_rows(named=True):
-        q = Question(question_id=r["request_id"], question=r["query"])
-        talk = talks.get(r["request_id"])
-        if talk is not None and talk.history:
-            q = in_context(
-                q.model_copy(update={"history": list(talk.history)}),
-                window,
-                judge.model,
-                judge.budget,
-            )
-        docs = doc_rows(r["docs"], section.k)
-        totals.append(sum(prompt_tokens(judge, q, d["text"]) for d in docs if d["text"]))
+        served = served_of(r, talks.get(r["request_id"]), section.k)
+        q = served.judged(window, judge)
+        totals.append(sum(prompt_tokens(judge, q, d["text"]) for d in served.docs if d["text"]))
     return sum(totals) / len(totals) if totals else 0.0
 
 
@@ -222,6 +228,7 @@ __all__ = [
     "read_traffic",
     "sampled_rows",
     "sampled_served",
+    "served_of",
     "served_requests",
     "tokens_per_request",
 ]

@@ -23,6 +23,7 @@ finished day (:func:`watch_day`):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Sequence
@@ -51,6 +52,7 @@ from ragaudit.audit._drift import (
 from ragaudit.audit._grade import grade_served
 from ragaudit.audit._listmetrics import list_metrics, metric_names
 from ragaudit.audit._pairing import DayDesign, ListValue
+from ragaudit.audit._reading import served_of
 from ragaudit.audit._sample import permanent_random, units_of_day
 from ragaudit.audit._score import score_lists
 from ragaudit.audit._served import REQUESTS, AuditDay, Served, audit_section
@@ -297,7 +299,6 @@ async def run_probe(
     The top k of each is graded through the store; returns ``probe``, ``segment``, ``metric``,
     ``value`` rows (also written to the day's ``probe.parquet``).
     """
-    from ragaudit.lang import detect_language
     from ragaudit.search import ready_backend
 
     k = day.section.k
@@ -382,20 +383,17 @@ async def recheck_judge(
         doc = next((d for d in (req or {}).get("docs") or [] if d.get("rank") == row["rank"]), None)
         if req is None or doc is None or not doc.get("text"):
             continue
-        talk = talks.get(row["request_id"])
+        # The first grade's request, asked of its one document alone under the check's id.
+        one = served_of(req, talks.get(row["request_id"]), 0)
         served.append(
-            Served(
+            dataclasses.replace(
+                one,
                 request_id=f"check:{row['request_id']}#{row['rank']}",
                 unit=row["unit"],
-                segment="",
-                query=req["query"],
-                language=detect_language(req["query"]),
                 answer=None,
                 citations=None,
                 docs=[{"rank": 1, "id": doc["id"], "text": doc["text"], "changed": False}],
-                session=None if talk is None else talk.session,
-                turn=None if talk is None else talk.turn,
-                history=() if talk is None else talk.history,
+                history_incomplete=False,
             )
         )
         stored.append(int(row["grade"]))
