@@ -502,30 +502,23 @@ def _print_stats(stats: StoreStats, folder: Path) -> None:
             ),
         )
     console.print(table)
-    if stats.annotators:
-        people = Table(title="by annotator")
-        for col in ("annotator", "rows", "pairs", "sources"):
-            people.add_column(col)
-        for a in stats.annotators:
-            people.add_row(
-                escape(a["annotator"]),
-                f"{a['rows']:,}",
-                f"{a['pairs']:,}",
-                escape(", ".join(a["sources"])),
-            )
-        console.print(people)
-    if stats.pages:
-        pages = Table(title="people's labels by the page they were given on (source labelling)")
-        for col in ("page", "rows", "pairs", "annotators"):
-            pages.add_column(col)
-        for g in stats.pages:
-            pages.add_row(
-                escape(g["page"]),
-                f"{g['rows']:,}",
-                f"{g['pairs']:,}",
-                escape(", ".join(g["annotators"])),
-            )
-        console.print(pages)
+    for title, key, listed, groups in (
+        ("by annotator", "annotator", "sources", stats.annotators),
+        (
+            "people's labels by the page they were given on (source labelling)",
+            "page",
+            "annotators",
+            stats.pages,
+        ),
+    ):
+        if groups:
+            table = Table(title=title)
+            for col in (key, "rows", "pairs", listed):
+                table.add_column(col)
+            for g in groups:
+                counts = (f"{g['rows']:,}", f"{g['pairs']:,}")
+                table.add_row(escape(g[key]), *counts, escape(", ".join(g[listed])))
+            console.print(table)
     if stats.answer_labels:
         console.print(f"people's yes/no on answers: {stats.answer_labels:,} (not pairs, apart)")
     for title, overlaps in (

@@ -68,6 +68,21 @@ def answers_frame(report: Report) -> pl.DataFrame:
     return pl.DataFrame(data, schema=schema)
 
 
+_METRIC_SCHEMA: dict[str, type[pl.DataType]] = {
+    "metric": pl.String,
+    "mean": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "n_ok": pl.Int64,
+    "n_failed": pl.Int64,
+    "n_skipped": pl.Int64,
+    "threshold": pl.Float64,
+    "flagged": pl.Boolean,
+    "higher_is_better": pl.Boolean,
+}
+"""A metric's summary columns: the summary sheet's and each breakdown cell's."""
+
+
 def summary_frame(report: Report) -> pl.DataFrame:
     """One row per metric, as in ``summary.parquet`` plus the metric's direction.
 
@@ -104,16 +119,7 @@ def summary_frame(report: Report) -> pl.DataFrame:
     return pl.DataFrame(
         rows,
         schema={
-            "metric": pl.String,
-            "mean": pl.Float64,
-            "ci_low": pl.Float64,
-            "ci_high": pl.Float64,
-            "n_ok": pl.Int64,
-            "n_failed": pl.Int64,
-            "n_skipped": pl.Int64,
-            "threshold": pl.Float64,
-            "flagged": pl.Boolean,
-            "higher_is_better": pl.Boolean,
+            **_METRIC_SCHEMA,
             "kind": pl.String,
             "ppi_mean": pl.Float64,
             "ppi_ci_low": pl.Float64,
@@ -129,16 +135,7 @@ _BREAKDOWN_SCHEMA: dict[str, type[pl.DataType]] = {
     "breakdown": pl.String,
     "cell": pl.String,
     "questions": pl.Int64,
-    "metric": pl.String,
-    "mean": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "n_ok": pl.Int64,
-    "n_failed": pl.Int64,
-    "n_skipped": pl.Int64,
-    "threshold": pl.Float64,
-    "flagged": pl.Boolean,
-    "higher_is_better": pl.Boolean,
+    **_METRIC_SCHEMA,
     "note": pl.String,
 }
 
