@@ -80,7 +80,7 @@ def _label_day(folder: Path, n: int) -> None:
     import polars as pl
 
     from ragaudit import labels
-    from ragaudit.audit._labels import read_label_items
+    from ragaudit.audit._labels import day_items, read_label_items
 
     items = read_label_items(folder)
     assert items is not None
@@ -108,7 +108,7 @@ def _label_day(folder: Path, n: int) -> None:
                 "label": value,
             }
         )
-    labels.append_labels(folder, rows)
+    labels.append_labels(folder, rows, day_items(folder))
 
 
 def bundled_day(tmp: Path, n_labels: int) -> dict[str, Any]:
@@ -194,6 +194,7 @@ def simulated_days(days: int = 3) -> dict[str, Any]:
     from ragaudit.audit import SampleOptions, draw_sample, estimate, list_metrics
     from ragaudit.audit._drift import DayDesign, day_changes, probe_changes
     from ragaudit.audit._sample import permanent_random
+    from ragaudit.audit._watch import series_rows
 
     # The band-level mix split until ADR 24 put the mix into each change's split by cause.
     mix_splits = getattr(watch_module, "mix_splits", None)
@@ -244,20 +245,7 @@ def simulated_days(days: int = 3) -> dict[str, Any]:
         for key, row in _rows(est, ["segment", "metric"]).items():
             out["estimates"][f"{name}/{key}"] = row
         designs[name] = DayDesign(sample, values)
-        series.append(
-            est.select(
-                pl.lit("s").alias("series"),
-                pl.lit(name).alias("day"),
-                "segment",
-                "metric",
-                "estimate",
-                "se",
-                "ci_low",
-                "ci_high",
-                "n",
-                "requests",
-            )
-        )
+        series.append(series_rows("s", name, est))
     frame = pl.concat(series)
     last = sorted(designs)[-1]
     for paired, given in (("paired", designs), ("independent", None)):
