@@ -67,7 +67,8 @@ from ragaudit.audit._drift import (
 from ragaudit.audit._moves import Move, moves
 from ragaudit.audit._pairing import DayDesign, split_changes
 from ragaudit.audit._sample import permanent_random, units_of_day
-from ragaudit.audit._watch import SERIES_SCHEMA, list_values
+from ragaudit.audit._score import values_frame
+from ragaudit.audit._watch import SERIES_SCHEMA, list_values, series_rows
 
 MIX_DAY, PROPORTION_DAY, ENGINE_DAY, CONTENT_DAY = 9, 14, 19, 24  # 0-based: days 10, 15, 20, 25
 MIX_SHARES = (0.15, 0.20, 0.15, 0.15, 0.10, 0.25)
@@ -248,16 +249,7 @@ def graded(
                     "text_hash": _digest(text),
                 }
             )
-    return pl.DataFrame(
-        values,
-        schema={
-            "request_id": pl.String,
-            "unit": pl.String,
-            "metric": pl.String,
-            "value": pl.Float64,
-            "status": pl.String,
-        },
-    ), pl.DataFrame(
+    return values_frame(values), pl.DataFrame(
         verdicts,
         schema={
             "request_id": pl.String,
@@ -288,24 +280,9 @@ def content_share(
     return {s: c / n for s, (c, n) in changed.items() if n}
 
 
-def series_rows(day: str, estimates: pl.DataFrame) -> pl.DataFrame:
-    """The day's rows of ``series.parquet``."""
-    return (
-        estimates.filter(pl.col("metric").is_in(METRICS))
-        .select(
-            pl.lit("s1:bench").alias("series"),
-            pl.lit(day).alias("day"),
-            "segment",
-            "metric",
-            "estimate",
-            "se",
-            "ci_low",
-            "ci_high",
-            "n",
-            "requests",
-        )
-        .cast(SERIES_SCHEMA)
-    )
+def day_series(day: str, estimates: pl.DataFrame) -> pl.DataFrame:
+    """The day's rows of ``series.parquet``, of the metrics the bench follows."""
+    return series_rows("s1:bench", day, estimates.filter(pl.col("metric").is_in(METRICS)))
 
 
 def _name(day: int) -> str:
@@ -582,7 +559,7 @@ def replay(service: DriftingService, opts: SampleOptions, days: int) -> None:
         paid_days.append(paid)
         changed = content_share(verdicts, sample, seen)
         est = estimate(got, sample)
-        series = pl.concat([series, series_rows(name, est)])
+        series = pl.concat([series, day_series(name, est)])
         designs[name] = DayDesign(sample, got, units, verdicts)
         t0 = time.perf_counter()
         changes = day_changes(

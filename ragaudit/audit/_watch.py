@@ -129,21 +129,24 @@ def build_series(root: Path, also: Sequence[tuple[str, Path, dict[str, Any]]] = 
             est = pl.read_parquet(folder / "estimates.parquet")
         except OSError:
             continue
-        frames.append(
-            est.select(
-                pl.lit(manifest["series"]).alias("series"),
-                pl.lit(day).alias("day"),
-                "segment",
-                "metric",
-                "estimate",
-                _se(est).alias("se"),
-                "ci_low",
-                "ci_high",
-                "n",
-                "requests",
-            ).cast(SERIES_SCHEMA)
-        )
+        frames.append(series_rows(manifest["series"], day, est))
     return pl.concat(frames) if frames else pl.DataFrame(schema=SERIES_SCHEMA)
+
+
+def series_rows(series: str, day: str, est: pl.DataFrame) -> pl.DataFrame:
+    """A day's rows of ``series.parquet`` from its estimates (``estimates.parquet``)."""
+    return est.select(
+        pl.lit(series).alias("series"),
+        pl.lit(day).alias("day"),
+        "segment",
+        "metric",
+        "estimate",
+        _se(est).alias("se"),
+        "ci_low",
+        "ci_high",
+        "n",
+        "requests",
+    ).cast(SERIES_SCHEMA)
 
 
 def _design(config: RunConfig, day: str, folder: Path) -> DayDesign | None:
